@@ -1,0 +1,120 @@
+//! kstatus-style condition helpers shared by every kind.
+//!
+//! `lastTransitionTime` changes only when a condition's status changes, so a
+//! reconcile that observes the same state writes the same status and triggers
+//! nothing (STYLE.md, "Custom resources").
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+
+/// Condition type that is True when the resource is fully reconciled.
+pub const READY: &str = "Ready";
+
+/// Condition status strings.
+pub const TRUE: &str = "True";
+/// Condition status `False`.
+pub const FALSE: &str = "False";
+/// Condition status `Unknown`.
+pub const UNKNOWN: &str = "Unknown";
+
+/// Reasons used in conditions and events: one fixed set of PascalCase constants.
+pub mod reason {
+    /// The remote deployment is being created.
+    pub const CREATING: &str = "Creating";
+    /// A revision is building or rolling out.
+    pub const REVISION_IN_PROGRESS: &str = "RevisionInProgress";
+    /// The latest revision is DEPLOYED.
+    pub const REVISION_DEPLOYED: &str = "RevisionDeployed";
+    /// The latest revision failed (`*_FAILED`).
+    pub const REVISION_FAILED: &str = "RevisionFailed";
+    /// The latest revision was INTERRUPTED.
+    pub const REVISION_INTERRUPTED: &str = "RevisionInterrupted";
+    /// A referenced Secret or key does not exist.
+    pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
+    /// The referenced AgentControlPlane is missing or not usable.
+    pub const CONTROL_PLANE_NOT_READY: &str = "ControlPlaneNotReady";
+    /// The control plane refused the API key (401/403).
+    pub const UNAUTHORIZED: &str = "Unauthorized";
+    /// The control plane rejected the request as invalid (400/422).
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The remote name is used by a deployment this resource does not own.
+    pub const NAME_CONFLICT: &str = "NameConflict";
+    /// The control plane could not be reached or answered 5xx; retrying.
+    pub const CONTROL_PLANE_UNAVAILABLE: &str = "ControlPlaneUnavailable";
+    /// The resource is being deleted.
+    pub const DELETING: &str = "Deleting";
+    /// An authenticated call to the control plane succeeded.
+    pub const AUTHENTICATED: &str = "Authenticated";
+}
+
+/// Builds a condition, keeping `lastTransitionTime` from `previous` when the
+/// status did not change.
+pub fn condition(
+    previous: &[Condition],
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: impl Into<String>,
+    observed_generation: Option<i64>,
+) -> Condition {
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| Time(k8s_openapi::jiff::Timestamp::now()));
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message: message.into(),
+        observed_generation,
+        last_transition_time,
+    }
+}
+
+/// Finds a condition by type.
+pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// Schema of a `conditions` list: the standard `metav1.Condition` items, as a
+/// list-map keyed by `type` so server-side apply merges by type.
+pub fn conditions_schema(generator: &mut SchemaGenerator) -> Schema {
+    let item = Condition::json_schema(generator);
+    json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": item,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_time_is_kept_when_status_is_unchanged() {
+        let first = condition(&[], READY, FALSE, reason::CREATING, "creating", Some(1));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let same = condition(
+            std::slice::from_ref(&first),
+            READY,
+            FALSE,
+            reason::REVISION_IN_PROGRESS,
+            "building",
+            Some(1),
+        );
+        assert_eq!(same.last_transition_time, first.last_transition_time);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let flipped = condition(
+            &[same],
+            READY,
+            TRUE,
+            reason::REVISION_DEPLOYED,
+            "ok",
+            Some(1),
+        );
+        assert_ne!(flipped.last_transition_time, first.last_transition_time);
+    }
+}

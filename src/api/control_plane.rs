@@ -1,0 +1,91 @@
+//! `AgentControlPlane`: how to reach one control plane (region or URL, workspace,
+//! API key Secret).
+//!
+//! Source: `control-plane-and-agent-server.md`, "What the service does" (hosts)
+//! and "Authentication"; `api-facts.md`, "Hosts and headers".
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::SecretKeyRef;
+
+/// Cloud data region of a control plane (facts "Hosts and headers").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Region {
+    /// `https://api.host.langchain.com`
+    Us,
+    /// `https://eu.api.host.langchain.com`
+    Eu,
+}
+
+impl Region {
+    /// Base URL of the region's control plane.
+    pub fn base_url(self) -> &'static str {
+        match self {
+            Region::Us => "https://api.host.langchain.com",
+            Region::Eu => "https://eu.api.host.langchain.com",
+        }
+    }
+}
+
+/// Desired state of an `AgentControlPlane`: where the API is and how to
+/// authenticate. Exactly one of `region` and `url` is set.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "agentserver.dev",
+    version = "v1alpha1",
+    kind = "AgentControlPlane",
+    namespaced,
+    status = "AgentControlPlaneStatus",
+    shortname = "acp",
+    category = "agents",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Region","type":"string","jsonPath":".spec.region"}"#,
+    printcolumn = r#"{"name":"URL","type":"string","jsonPath":".spec.url"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new("has(self.region) != has(self.url)").message("set exactly one of region and url"))]
+#[serde(rename_all = "camelCase")]
+pub struct AgentControlPlaneSpec {
+    /// Cloud data region (`us` or `eu`). Mutually exclusive with `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<Region>,
+    /// Explicit base URL of the control plane, without the `/v2` segment. A
+    /// self-hosted installation ends in `/api-host`, e.g.
+    /// `https://langsmith.example.com/api-host`. Mutually exclusive with `region`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.startsWith('https://') || self.startsWith('http://')").message("url must start with https:// or http://"))]
+    pub url: Option<String>,
+    /// Workspace id, sent as the `X-Tenant-Id` header on every request.
+    #[x_kube(validation = Rule::new("self != ''").message("workspaceId must not be empty"))]
+    pub workspace_id: String,
+    /// Secret key (same namespace) holding the API key sent as `X-Api-Key`.
+    pub api_key_secret_ref: SecretKeyRef,
+}
+
+impl AgentControlPlaneSpec {
+    /// The base URL requests are sent to: the region's host or the explicit URL,
+    /// without a trailing slash.
+    pub fn base_url(&self) -> Option<String> {
+        match (&self.region, &self.url) {
+            (Some(region), _) => Some(region.base_url().to_owned()),
+            (None, Some(url)) => Some(url.trim_end_matches('/').to_owned()),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Observed state of an `AgentControlPlane`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentControlPlaneStatus {
+    /// `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// kstatus conditions (`Ready`).
+    #[serde(default)]
+    #[schemars(schema_with = "super::conditions::conditions_schema")]
+    pub conditions: Vec<Condition>,
+}

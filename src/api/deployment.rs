@@ -1,0 +1,228 @@
+//! `AgentDeployment`: one agent server deployment on a control plane.
+//!
+//! Source: `control-plane-and-agent-server.md`, "Deployment" and "Revision";
+//! `api-facts.md`, "Deployment (response of GET, POST, PATCH)" and "Requests".
+//! The fields mirror the control plane's request fields in camelCase.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::SecretKeyRef;
+
+/// Finalizer that keeps the resource until the remote deployment is deleted.
+pub const FINALIZER: &str = "agentserver.dev/remote-deployment";
+
+/// Source kind of a deployment (facts "Deployment": `source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Source {
+    /// Built by the platform from a GitHub repository.
+    #[serde(rename = "github")]
+    Github,
+    /// A prebuilt image (`sourceRevisionConfig.imageUri`).
+    #[serde(rename = "external_docker")]
+    ExternalDocker,
+}
+
+impl Source {
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Github => "github",
+            Source::ExternalDocker => "external_docker",
+        }
+    }
+}
+
+/// Reference to the `AgentControlPlane` (same namespace) a deployment lives on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneRef {
+    /// Name of the `AgentControlPlane`.
+    #[serde(default = "default_control_plane")]
+    pub name: String,
+}
+
+fn default_control_plane() -> String {
+    "default".to_owned()
+}
+
+impl Default for ControlPlaneRef {
+    fn default() -> Self {
+        Self {
+            name: default_control_plane(),
+        }
+    }
+}
+
+/// Placement of a self-hosted deployment on its listener.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerConfig {
+    /// Kubernetes namespace on the listener's cluster; one of its `k8sNamespaces`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k8s_namespace: Option<String>,
+}
+
+/// `sourceConfig`: maps to the wire `source_config` (facts "Deployment").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceConfig {
+    /// uuid of the GitHub integration (`github` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_id: Option<String>,
+    /// URL of the repository (`github` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_url: Option<String>,
+    /// `dev_free`, `dev` or `prod`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_type: Option<String>,
+    /// Whether a push to the branch triggers a build (must be false for a tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_on_push: Option<bool>,
+    /// Deployment URL; settable for `external_docker` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_url: Option<String>,
+    /// Resource sizing (`min_scale`, `max_scale`, `cpu`, `memory_mb`, ...), sent
+    /// to the service as is (snake_case keys, as the service names them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub resource_spec: Option<serde_json::Map<String, serde_json::Value>>,
+    /// uuid of the listener of a self-hosted data plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listener_id: Option<String>,
+    /// Placement on the listener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listener_config: Option<ListenerConfig>,
+}
+
+fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// `sourceRevisionConfig`: maps to the wire `source_revision_config`. A change
+/// here creates a new revision.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceRevisionConfig {
+    /// Branch, or `refs/tags/<tag>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_ref: Option<String>,
+    /// Path of `langgraph.json` in the repository (required for `github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub langgraph_config_path: Option<String>,
+    /// Image of an `external_docker` deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_uri: Option<String>,
+}
+
+/// Where a secret's value comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretValueSource {
+    /// A key of a Secret in the same namespace.
+    pub secret_key_ref: SecretKeyRef,
+}
+
+/// One environment secret of the deployment: a literal `value` (for
+/// non-sensitive settings) or `valueFrom.secretKeyRef`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("set exactly one of value and valueFrom"))]
+pub struct DeploymentSecret {
+    /// Environment variable name.
+    pub name: String,
+    /// Literal value; visible to anyone who can read the resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Value read from a Kubernetes Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<SecretValueSource>,
+}
+
+/// Desired state of an `AgentDeployment`.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "agentserver.dev",
+    version = "v1alpha1",
+    kind = "AgentDeployment",
+    namespaced,
+    status = "AgentDeploymentStatus",
+    shortname = "agd",
+    category = "agents",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Revision","type":"string","jsonPath":".status.revisionStatus"}"#,
+    printcolumn = r#"{"name":"URL","type":"string","jsonPath":".status.url"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
+#[x_kube(validation = Rule::new("self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)").message("source github needs sourceRevisionConfig.langgraphConfigPath"))]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDeploymentSpec {
+    /// The `AgentControlPlane` (same namespace) to deploy on; default `default`.
+    #[serde(default)]
+    pub control_plane_ref: ControlPlaneRef,
+    /// Remote deployment name; default `metadata.name`. Lowercase letters,
+    /// digits and `-` (the names official clients use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-z0-9-]+$"), length(min = 1, max = 63))]
+    pub name: Option<String>,
+    /// Source kind: `github` or `external_docker`.
+    pub source: Source,
+    /// Source configuration (wire `source_config`).
+    #[serde(default)]
+    pub source_config: SourceConfig,
+    /// Revision configuration (wire `source_revision_config`).
+    #[serde(default)]
+    pub source_revision_config: SourceRevisionConfig,
+    /// Environment secrets of the agent server.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<DeploymentSecret>,
+}
+
+/// Observed state of an `AgentDeployment`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentDeploymentStatus {
+    /// `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Remote deployment id (uuid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_id: Option<String>,
+    /// Id of the latest revision being followed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_revision_id: Option<String>,
+    /// Status of the latest revision, e.g. `BUILDING`, `DEPLOYED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_status: Option<String>,
+    /// Id of the revision currently serving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_revision_id: Option<String>,
+    /// Deployment status, e.g. `READY`, `AWAITING_DELETE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_status: Option<String>,
+    /// The deployment URL (`source_config.custom_url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// kstatus conditions (`Ready`).
+    #[serde(default)]
+    #[schemars(schema_with = "super::conditions::conditions_schema")]
+    pub conditions: Vec<Condition>,
+}
+
+impl AgentDeployment {
+    /// The remote name: `spec.name`, or `metadata.name` when unset.
+    pub fn remote_name(&self) -> String {
+        self.spec
+            .name
+            .clone()
+            .or_else(|| self.metadata.name.clone())
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,53 @@
+//! Custom resource types of the `agentserver.dev/v1alpha1` API, one module per
+//! kind, and the condition helpers they share.
+//!
+//! Fields are camelCase (Kubernetes convention); the control plane's snake_case
+//! wire types live apart in [`crate::controlplane::types`] and are mapped by
+//! explicit functions in [`crate::controller`].
+
+pub mod conditions;
+pub mod control_plane;
+pub mod deployment;
+
+pub use control_plane::{AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus};
+pub use deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeploymentStatus};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// API group of every kind of this operator.
+pub const GROUP: &str = "agentserver.dev";
+
+/// Field manager used for every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "agent-operator";
+
+/// Every CustomResourceDefinition of this operator, in install order.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![AgentControlPlane::crd(), AgentDeployment::crd()]
+}
+
+/// The CRDs as YAML documents, keyed by the file name they are committed under
+/// in `crds/` (e.g. `agentdeployments.agentserver.dev.yaml`).
+///
+/// Errors: serialization failure (not expected for these types).
+pub fn crd_files() -> Result<Vec<(String, String)>, serde_yaml::Error> {
+    crds()
+        .into_iter()
+        .map(|crd| {
+            let name = format!("{}.yaml", crd.metadata.name.clone().unwrap_or_default());
+            Ok((name, serde_yaml::to_string(&crd)?))
+        })
+        .collect()
+}
+
+/// Reference to a Secret key in the same namespace.
+#[derive(
+    Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Name of the Secret, in the namespace of the referring resource.
+    pub name: String,
+    /// Key within the Secret's `data`.
+    pub key: String,
+}

@@ -1,0 +1,240 @@
+//! Pure mapping between an `AgentDeployment` spec (camelCase) and the control
+//! plane's wire types (snake_case), and the minimal PATCH that makes a remote
+//! deployment equal to the spec. No IO here.
+//!
+//! Source: `api-facts.md`, "Deployment (response of GET, POST, PATCH)" and
+//! "Requests" (which fields create a revision, `resource_spec` replaced whole,
+//! an empty `secrets` list meaning "unchanged").
+
+use serde_json::{Map, Value};
+
+use crate::api::deployment::{self as crd, AgentDeploymentSpec};
+use crate::controlplane::types::{self as wire, DeploymentCreate, DeploymentPatch, SecretValue};
+
+/// Maps `spec.sourceConfig` to the wire `source_config`.
+pub fn source_config(spec: &crd::SourceConfig) -> wire::SourceConfig {
+    wire::SourceConfig {
+        integration_id: spec.integration_id.clone(),
+        repo_url: spec.repo_url.clone(),
+        deployment_type: spec.deployment_type.clone(),
+        build_on_push: spec.build_on_push,
+        custom_url: spec.custom_url.clone(),
+        resource_spec: spec.resource_spec.clone().map(Value::Object),
+        listener_id: spec.listener_id.clone(),
+        listener_config: spec.listener_config.as_ref().map(|l| wire::ListenerConfig {
+            k8s_namespace: l.k8s_namespace.clone(),
+        }),
+    }
+}
+
+/// Maps `spec.sourceRevisionConfig` to the wire `source_revision_config`.
+pub fn source_revision_config(spec: &crd::SourceRevisionConfig) -> wire::SourceRevisionConfig {
+    wire::SourceRevisionConfig {
+        repo_ref: spec.repo_ref.clone(),
+        langgraph_config_path: spec.langgraph_config_path.clone(),
+        image_uri: spec.image_uri.clone(),
+        repo_commit_sha: None,
+    }
+}
+
+/// The create body for a spec, its remote name and its resolved secrets.
+pub fn create_body(
+    name: &str,
+    spec: &AgentDeploymentSpec,
+    secrets: Vec<SecretValue>,
+) -> DeploymentCreate {
+    DeploymentCreate {
+        name: name.to_owned(),
+        source: spec.source.as_str().to_owned(),
+        source_config: source_config(&spec.source_config),
+        source_revision_config: source_revision_config(&spec.source_revision_config),
+        secrets,
+    }
+}
+
+/// True when every key of `desired` has the same value in `current`.
+fn object_contains(current: Option<&Value>, desired: &Map<String, Value>) -> bool {
+    let Some(Value::Object(current)) = current else {
+        return desired.is_empty();
+    };
+    desired.iter().all(|(k, v)| current.get(k) == Some(v))
+}
+
+/// `current` with every key of `desired` set: the object to send, since the
+/// service replaces `resource_spec` whole on PATCH.
+fn merged(current: Option<&Value>, desired: &Map<String, Value>) -> Value {
+    let mut out = match current {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    for (k, v) in desired {
+        out.insert(k.clone(), v.clone());
+    }
+    Value::Object(out)
+}
+
+fn differs<T: PartialEq>(desired: &Option<T>, current: &Option<T>) -> bool {
+    desired.is_some() && desired != current
+}
+
+/// The minimal PATCH that makes `remote` equal to `desired`, or an empty patch.
+///
+/// - `source_config`: only the mutable fields the spec sets and that differ
+///   (`build_on_push`, `custom_url`, `resource_spec` merged with the current
+///   object). Immutable fields (`integration_id`, `repo_url`,
+///   `deployment_type`, `listener_*`) are never sent.
+/// - `source_revision_config`: the spec's values, only when one of them differs
+///   (it creates a revision).
+/// - `secrets`: the full list, only when a name or value differs; an empty
+///   desired list is never sent (the service reads `[]` as "unchanged").
+pub fn compute_patch(desired: &DeploymentCreate, remote: &wire::Deployment) -> DeploymentPatch {
+    let mut patch = DeploymentPatch::default();
+
+    let d = &desired.source_config;
+    let r = &remote.source_config;
+    let mut sc = wire::SourceConfig::default();
+    if differs(&d.build_on_push, &r.build_on_push) {
+        sc.build_on_push = d.build_on_push;
+    }
+    if differs(&d.custom_url, &r.custom_url) {
+        sc.custom_url = d.custom_url.clone();
+    }
+    if let Some(Value::Object(want)) = &d.resource_spec
+        && !object_contains(r.resource_spec.as_ref(), want)
+    {
+        sc.resource_spec = Some(merged(r.resource_spec.as_ref(), want));
+    }
+    if sc != wire::SourceConfig::default() {
+        patch.source_config = Some(sc);
+    }
+
+    let d = &desired.source_revision_config;
+    let r = &remote.source_revision_config;
+    if differs(&d.repo_ref, &r.repo_ref)
+        || differs(&d.langgraph_config_path, &r.langgraph_config_path)
+        || differs(&d.image_uri, &r.image_uri)
+    {
+        patch.source_revision_config = Some(wire::SourceRevisionConfig {
+            repo_commit_sha: None,
+            ..d.clone()
+        });
+    }
+
+    if !desired.secrets.is_empty() && !same_secrets(&desired.secrets, &remote.secrets) {
+        patch.secrets = Some(desired.secrets.clone());
+    }
+    patch
+}
+
+fn same_secrets(a: &[SecretValue], b: &[SecretValue]) -> bool {
+    a.len() == b.len() && a.iter().all(|s| b.contains(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::deployment::Source;
+    use serde_json::json;
+
+    fn spec() -> AgentDeploymentSpec {
+        serde_json::from_value(json!({
+            "source": "github",
+            "sourceConfig": {
+                "integrationId": "3f0d1c2e-0000-4000-8000-000000000000",
+                "repoUrl": "https://github.com/acme/agent",
+                "deploymentType": "dev",
+                "buildOnPush": false,
+                "resourceSpec": {"min_scale": 1}
+            },
+            "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"}
+        }))
+        .unwrap()
+    }
+
+    fn remote_of(create: &DeploymentCreate) -> wire::Deployment {
+        wire::Deployment {
+            id: "d".into(),
+            tenant_id: None,
+            name: create.name.clone(),
+            source: Some(create.source.clone()),
+            source_config: wire::SourceConfig {
+                custom_url: Some("http://x".into()),
+                resource_spec: Some(json!({"min_scale": 1, "cpu": 1})),
+                ..create.source_config.clone()
+            },
+            source_revision_config: wire::SourceRevisionConfig {
+                repo_commit_sha: Some("abc".into()),
+                ..create.source_revision_config.clone()
+            },
+            secrets: create.secrets.clone(),
+            status: Some("READY".into()),
+            latest_revision_id: Some("r".into()),
+            active_revision_id: None,
+            image_version: None,
+            created_at: None,
+            updated_at: None,
+        }
+    }
+
+    #[test]
+    fn maps_camel_case_spec_to_snake_case_wire() {
+        let body = create_body("my-agent", &spec(), vec![SecretValue::new("A", "b")]);
+        let v = serde_json::to_value(&body).unwrap();
+        assert_eq!(v["source"], "github");
+        assert_eq!(
+            v["source_config"]["integration_id"],
+            "3f0d1c2e-0000-4000-8000-000000000000"
+        );
+        assert_eq!(v["source_config"]["build_on_push"], false);
+        assert_eq!(v["source_config"]["resource_spec"]["min_scale"], 1);
+        assert_eq!(
+            v["source_revision_config"]["langgraph_config_path"],
+            "langgraph.json"
+        );
+        assert_eq!(v["secrets"][0]["value"], "b");
+        assert_eq!(spec().source, Source::Github);
+    }
+
+    #[test]
+    fn unchanged_remote_needs_no_patch() {
+        let body = create_body("a", &spec(), vec![SecretValue::new("A", "b")]);
+        assert!(compute_patch(&body, &remote_of(&body)).is_empty());
+    }
+
+    #[test]
+    fn repo_ref_change_patches_only_the_revision_config() {
+        let body = create_body("a", &spec(), vec![]);
+        let remote = remote_of(&body);
+        let mut s = spec();
+        s.source_revision_config.repo_ref = Some("v2".into());
+        let patch = compute_patch(&create_body("a", &s, vec![]), &remote);
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!({"source_revision_config": {"repo_ref": "v2", "langgraph_config_path": "langgraph.json"}})
+        );
+    }
+
+    #[test]
+    fn build_on_push_alone_creates_no_revision_and_resource_spec_is_merged() {
+        let body = create_body("a", &spec(), vec![]);
+        let remote = remote_of(&body);
+        let mut s = spec();
+        s.source_config.build_on_push = Some(true);
+        s.source_config.resource_spec = Some(json!({"min_scale": 2}).as_object().unwrap().clone());
+        let patch = compute_patch(&create_body("a", &s, vec![]), &remote);
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!({"source_config": {"build_on_push": true, "resource_spec": {"min_scale": 2, "cpu": 1}}})
+        );
+    }
+
+    #[test]
+    fn changed_secret_value_sends_all_secrets() {
+        let body = create_body("a", &spec(), vec![SecretValue::new("A", "old")]);
+        let remote = remote_of(&body);
+        let new = create_body("a", &spec(), vec![SecretValue::new("A", "new")]);
+        let patch = compute_patch(&new, &remote);
+        assert_eq!(patch.secrets.as_ref().map(Vec::len), Some(1));
+        assert!(patch.source_config.is_none() && patch.source_revision_config.is_none());
+    }
+}

@@ -1,0 +1,280 @@
+//! The one error type of the control plane client.
+//!
+//! Status codes and body shapes follow `api-facts.md`, "Errors": 400/403/404/409
+//! carry `{"detail": "<string>"}`, 422 carries an `HTTPValidationError`, and a
+//! 429 or 503 may carry `Retry-After`. Nothing here ever holds the API key or a
+//! request header: only the status, the `detail`, and at most the first bytes of
+//! a body that did not decode.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+
+use super::types::{ErrorDetail, HttpValidationError, ValidationError};
+
+/// How many bytes of an undecodable body an error keeps.
+pub const BODY_SNIPPET_BYTES: usize = 200;
+
+/// An error of a control plane call.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// 400: the service rejected the request (e.g. an immutable field changed).
+    #[error("bad request (400): {detail}")]
+    BadRequest {
+        /// The service's `detail`.
+        detail: String,
+    },
+    /// 401: the API key is missing or unknown.
+    #[error("unauthorized (401): {detail}")]
+    Unauthorized {
+        /// The service's `detail`.
+        detail: String,
+    },
+    /// 403: the key is not valid for the workspace, or the feature is not
+    /// available to the organization.
+    #[error("forbidden (403): {detail}")]
+    Forbidden {
+        /// The service's `detail`.
+        detail: String,
+    },
+    /// 404: no such deployment, revision or listener.
+    #[error("not found (404): {detail}")]
+    NotFound {
+        /// The service's `detail`, naming the missing id.
+        detail: String,
+    },
+    /// 409: a conflicting resource exists.
+    #[error("conflict (409): {detail}")]
+    Conflict {
+        /// The service's `detail`.
+        detail: String,
+    },
+    /// 422: the request failed validation (`HTTPValidationError`).
+    #[error("validation failed (422): {}", format_validation(.errors))]
+    Validation {
+        /// The parsed validation errors (loc, msg, type).
+        errors: Vec<ValidationError>,
+    },
+    /// 429 or 503: slow down; retry after the given delay if the service gave one.
+    #[error("rate limited ({status}){}", .retry_after.map(|d| format!(", retry after {} s", d.as_secs_f64())).unwrap_or_default())]
+    RateLimited {
+        /// 429 or 503.
+        status: u16,
+        /// Parsed `Retry-After` (seconds form).
+        retry_after: Option<Duration>,
+    },
+    /// Any other 5xx.
+    #[error("control plane server error ({status}): {detail}")]
+    Server {
+        /// The HTTP status.
+        status: u16,
+        /// The response text.
+        detail: String,
+    },
+    /// A status the API does not document for this call.
+    #[error("unexpected status {status}: {detail}")]
+    UnexpectedStatus {
+        /// The HTTP status.
+        status: u16,
+        /// The response text.
+        detail: String,
+    },
+    /// The request did not complete within the per-request timeout.
+    #[error("control plane request timed out")]
+    Timeout,
+    /// The connection failed (refused, reset, TLS, DNS).
+    #[error("control plane transport error: {0}")]
+    Transport(String),
+    /// The body was not what the spec says; `snippet` holds its first bytes.
+    #[error(
+        "cannot decode control plane answer (status {status}): {message}; body starts with {snippet:?}"
+    )]
+    Decode {
+        /// The HTTP status.
+        status: u16,
+        /// The decoder's message.
+        message: String,
+        /// First [`BODY_SNIPPET_BYTES`] bytes of the body, lossily decoded.
+        snippet: String,
+    },
+    /// The configured endpoint is not acceptable (e.g. plain HTTP to a
+    /// non-loopback host without opt-in).
+    #[error("invalid control plane endpoint: {0}")]
+    InvalidEndpoint(String),
+}
+
+impl Error {
+    /// True when the same request may succeed later without any change:
+    /// timeouts, transport errors, 5xx and rate limits.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Timeout | Error::Transport(_) | Error::Server { .. } | Error::RateLimited { .. }
+        )
+    }
+
+    /// The delay the service asked for, if any (`Retry-After`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// HTTP status of the answer, if there was one.
+    pub fn status(&self) -> Option<u16> {
+        Some(match self {
+            Error::BadRequest { .. } => 400,
+            Error::Unauthorized { .. } => 401,
+            Error::Forbidden { .. } => 403,
+            Error::NotFound { .. } => 404,
+            Error::Conflict { .. } => 409,
+            Error::Validation { .. } => 422,
+            Error::RateLimited { status, .. }
+            | Error::Server { status, .. }
+            | Error::UnexpectedStatus { status, .. }
+            | Error::Decode { status, .. } => *status,
+            Error::Timeout | Error::Transport(_) | Error::InvalidEndpoint(_) => return None,
+        })
+    }
+
+    /// Maps a non-success answer to an error (facts "Errors").
+    pub fn from_response(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> Self {
+        let code = status.as_u16();
+        let detail = || detail_text(body);
+        match code {
+            400 => Error::BadRequest { detail: detail() },
+            401 => Error::Unauthorized { detail: detail() },
+            403 => Error::Forbidden { detail: detail() },
+            404 => Error::NotFound { detail: detail() },
+            409 => Error::Conflict { detail: detail() },
+            422 => match serde_json::from_slice::<HttpValidationError>(body) {
+                Ok(v) => Error::Validation { errors: v.detail },
+                Err(_) => Error::Validation {
+                    errors: vec![ValidationError {
+                        loc: vec![],
+                        msg: detail(),
+                        kind: "unknown".into(),
+                    }],
+                },
+            },
+            429 | 503 => Error::RateLimited {
+                status: code,
+                retry_after,
+            },
+            500..=599 => Error::Server {
+                status: code,
+                detail: detail(),
+            },
+            _ => Error::UnexpectedStatus {
+                status: code,
+                detail: detail(),
+            },
+        }
+    }
+
+    /// Maps a reqwest failure (no answer) to an error. The URL is dropped: only
+    /// the failure kind is kept.
+    pub fn from_reqwest(e: reqwest::Error) -> Self {
+        if e.is_timeout() {
+            Error::Timeout
+        } else {
+            Error::Transport(e.without_url().to_string())
+        }
+    }
+
+    /// A decode failure of a success body.
+    pub fn decode(status: StatusCode, err: &serde_json::Error, body: &[u8]) -> Self {
+        Error::Decode {
+            status: status.as_u16(),
+            message: err.to_string(),
+            snippet: snippet(body),
+        }
+    }
+}
+
+/// The `detail` string of an error body, or the body text itself when it is
+/// not `{"detail": "<string>"}` (spec "Errors": "The response text is the error
+/// detail"), cut to [`BODY_SNIPPET_BYTES`].
+fn detail_text(body: &[u8]) -> String {
+    match serde_json::from_slice::<ErrorDetail>(body) {
+        Ok(d) => d.detail,
+        Err(_) => snippet(body),
+    }
+}
+
+/// First [`BODY_SNIPPET_BYTES`] bytes of a body, lossily decoded as UTF-8.
+pub fn snippet(body: &[u8]) -> String {
+    let end = body.len().min(BODY_SNIPPET_BYTES);
+    String::from_utf8_lossy(&body[..end]).into_owned()
+}
+
+fn format_validation(errors: &[ValidationError]) -> String {
+    errors
+        .iter()
+        .map(|e| {
+            let loc: Vec<String> = e
+                .loc
+                .iter()
+                .map(|l| match l {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            format!("{}: {} ({})", loc.join("."), e.msg, e.kind)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Parses `Retry-After` in its seconds form; the HTTP-date form is not used by
+/// FastAPI services and is ignored.
+pub fn parse_retry_after(value: Option<&reqwest::header::HeaderValue>) -> Option<Duration> {
+    let s = value?.to_str().ok()?.trim();
+    let secs: f64 = s.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_statuses_and_keeps_detail() {
+        let e = Error::from_response(
+            StatusCode::NOT_FOUND,
+            None,
+            br#"{"detail":"Deployment ID 42 not found."}"#,
+        );
+        assert!(
+            matches!(&e, Error::NotFound { detail } if detail == "Deployment ID 42 not found.")
+        );
+        assert!(!e.is_transient());
+        let e = Error::from_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            None,
+            br#"{"detail":[{"loc":["path","deployment_id"],"msg":"Input should be a valid UUID","type":"uuid_parsing"}]}"#,
+        );
+        assert_eq!(
+            e.to_string(),
+            "validation failed (422): path.deployment_id: Input should be a valid UUID (uuid_parsing)"
+        );
+        let e = Error::from_response(StatusCode::BAD_GATEWAY, None, b"<html>bad gateway</html>");
+        assert!(e.is_transient());
+        assert!(e.to_string().contains("bad gateway"));
+        let e = Error::from_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(Duration::from_secs(3)),
+            b"",
+        );
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+        assert!(e.is_transient());
+    }
+
+    #[test]
+    fn long_bodies_are_cut() {
+        let body = vec![b'x'; 10_000];
+        let e = Error::from_response(StatusCode::INTERNAL_SERVER_ERROR, None, &body);
+        assert!(e.to_string().len() < BODY_SNIPPET_BYTES + 100);
+    }
+}

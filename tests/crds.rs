@@ -1,0 +1,18 @@
+//! The committed CRD YAML in `crds/` must equal what the Rust types generate
+//! (`agent-operator crds --out crds`).
+
+#[test]
+fn committed_crds_match_the_types() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    let files = agent_operator::api::crd_files().expect("CRDs serialize");
+    assert_eq!(files.len(), 2);
+    for (name, yaml) in files {
+        let committed = std::fs::read_to_string(dir.join(&name)).unwrap_or_else(|e| {
+            panic!("crds/{name} missing ({e}); run `agent-operator crds --out crds`")
+        });
+        assert!(
+            committed == yaml,
+            "crds/{name} is out of date with the Rust types; run `cargo run -- crds --out crds` and commit"
+        );
+    }
+}

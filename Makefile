@@ -1,0 +1,25 @@
+# Everyday targets. The two README commands are `make demo` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+export CARGO_TERM_COLOR ?= never
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+setup: ## install the prerequisites (Rust components, Go, kube-apiserver/etcd/kubectl built from source)
+	hack/setup.sh
+
+generate: ## regenerate the CRD YAML in crds/ from the Rust types
+	cargo run --quiet --bin agent-operator -- crds --out crds
+
+lint: ## rustfmt and clippy, warnings are errors
+	cargo fmt --all -- --check
+	cargo clippy --all-targets -- -D warnings
+
+test: setup lint ## everything CI runs: setup, lint, unit + integration + end-to-end tests
+	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --all-targets -- --nocapture
+
+demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
+	hack/demo.sh
+
+.PHONY: help setup generate lint test demo

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes control plane binaries used by the tests and the demo
+# (kube-apiserver, kubectl, etcd) from the Go module proxy, pinned by go.mod here,
+# and caches them in .cache/envtest/<version>/ at the repository root (git-ignored).
+#
+# If KUBEBUILDER_ASSETS already names a directory holding kube-apiserver and etcd
+# (the envtest convention of the Go ecosystem), nothing is built.
+#
+# Prints the directory holding the binaries on its last line of stdout.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$here/go.mod")
+[ -n "$version" ] || { echo "cannot read the k8s.io/kubernetes version from $here/go.mod" >&2; exit 1; }
+
+if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ] && [ -x "$KUBEBUILDER_ASSETS/etcd" ]; then
+  echo "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS" >&2
+  echo "$KUBEBUILDER_ASSETS"
+  exit 0
+fi
+
+out="$root/.cache/envtest/$version"
+# The version the binaries report (`kubectl version`, /version), as the release build sets it.
+ldflags="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
+mkdir -p "$out"
+build() { # build <name> <package>
+  local name=$1 pkg=$2
+  if [ -x "$out/$name" ]; then return 0; fi
+  echo "building $name from $pkg ($version), once per machine; this takes minutes" >&2
+  local start=$SECONDS
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
+  mv "$out/$name.tmp" "$out/$name"
+  echo "built $name in $((SECONDS - start)) s" >&2
+}
+build etcd go.etcd.io/etcd/server/v3
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+build kubectl k8s.io/kubernetes/cmd/kubectl
+echo "$out"

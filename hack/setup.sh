@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need on a fresh machine, idempotently:
+# the Rust components (rustfmt, clippy), a Go toolchain new enough for
+# Kubernetes v1.34 (the go command fetches it from the Go module proxy when the
+# installed one is older), and kube-apiserver, etcd and kubectl built from the
+# Go module proxy into .cache/envtest/ (minutes the first time, cached after).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+if command -v rustup >/dev/null 2>&1; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "installing Go from Debian's packages" >&2
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq golang-go >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq golang-go >/dev/null; fi
+fi
+# hack/envtest/go.mod says which Go it needs; older go commands fetch it.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+command -v setpriv >/dev/null || { echo "setpriv (util-linux) is required" >&2; exit 1; }
+
+start=$SECONDS
+assets=$("$root/hack/envtest/install.sh" | tail -n1)
+echo "envtest binaries in $assets ($((SECONDS - start)) s)" >&2

@@ -1,0 +1,340 @@
+//! Fault injection on the control plane routes: latency with jitter, a rate
+//! of 5xx answers, a per-workspace rate limit answered 429 with
+//! `Retry-After`, dropped connections and hung requests.
+//!
+//! An emulator feature: the facts only say that rate limits are not
+//! documented and that a robust client honours `Retry-After` on 429 and 503
+//! (facts "Errors"). Off by default; set at start with flags or at run time
+//! with `PUT /_emulator/faults`. Admin and agent server routes are never
+//! faulted.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use super::auth::Tenant;
+use super::errors::ApiError;
+use super::state::EmulatorState;
+
+/// Which faults to inject. JSON shape of `PUT /_emulator/faults`; every field
+/// is optional there (missing fields take the defaults below).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultConfig {
+    /// Fixed delay added to every control plane request, in milliseconds.
+    pub latency_ms: u64,
+    /// Extra random delay, uniform in `0..=jitter_ms` milliseconds.
+    pub jitter_ms: u64,
+    /// Fraction (0–1) of requests answered with `error_status`.
+    pub error_rate: f64,
+    /// Status of injected errors, 500–599. Default 503.
+    pub error_status: u16,
+    /// Requests per second allowed per workspace (token bucket); `None` = no
+    /// limit. Excess requests get 429 with `Retry-After` in whole seconds.
+    pub rate_limit_per_second: Option<f64>,
+    /// Bucket size of the rate limit; `None` = one second's worth (at least 1).
+    pub rate_limit_burst: Option<u32>,
+    /// Fraction (0–1) of requests whose connection is closed without an answer.
+    pub drop_rate: f64,
+    /// Fraction (0–1) of requests that hang for `hang_ms` (or until shutdown),
+    /// then get 504.
+    pub hang_rate: f64,
+    /// How long a hung request hangs, in milliseconds. Default 600 000 (10 min).
+    pub hang_ms: u64,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        Self {
+            latency_ms: 0,
+            jitter_ms: 0,
+            error_rate: 0.0,
+            error_status: 503,
+            rate_limit_per_second: None,
+            rate_limit_burst: None,
+            drop_rate: 0.0,
+            hang_rate: 0.0,
+            hang_ms: 600_000,
+        }
+    }
+}
+
+impl FaultConfig {
+    /// Checks the ranges: rates in 0–1, `error_status` in 500–599, a positive
+    /// rate limit. The error names the bad field.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, rate) in [
+            ("error_rate", self.error_rate),
+            ("drop_rate", self.drop_rate),
+            ("hang_rate", self.hang_rate),
+        ] {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("{name} must be between 0 and 1, got {rate}"));
+            }
+        }
+        if !(500..=599).contains(&self.error_status) {
+            return Err(format!(
+                "error_status must be 500-599, got {}",
+                self.error_status
+            ));
+        }
+        if let Some(rps) = self.rate_limit_per_second
+            && !(rps > 0.0 && rps.is_finite())
+        {
+            return Err(format!("rate_limit_per_second must be > 0, got {rps}"));
+        }
+        Ok(())
+    }
+
+    /// True when no fault is configured (the middleware then does nothing).
+    pub fn is_off(&self) -> bool {
+        self.latency_ms == 0
+            && self.jitter_ms == 0
+            && self.error_rate <= 0.0
+            && self.rate_limit_per_second.is_none()
+            && self.drop_rate <= 0.0
+            && self.hang_rate <= 0.0
+    }
+}
+
+/// A fault chosen for one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    Drop,
+    Hang,
+    Error,
+}
+
+/// Picks the fault for one request from three uniform rolls in `[0, 1)`:
+/// drop, then hang, then error.
+pub(crate) fn decide(cfg: &FaultConfig, rolls: [f64; 3]) -> Option<Fault> {
+    if rolls[0] < cfg.drop_rate {
+        Some(Fault::Drop)
+    } else if rolls[1] < cfg.hang_rate {
+        Some(Fault::Hang)
+    } else if rolls[2] < cfg.error_rate {
+        Some(Fault::Error)
+    } else {
+        None
+    }
+}
+
+/// Marks a response the stats middleware must not count by its status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultMark {
+    /// The connection was dropped: counted as `dropped`.
+    Dropped,
+    /// Already counted (as `hung`) when the request started hanging.
+    Counted,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+/// Token buckets, one per workspace.
+#[derive(Debug, Default)]
+pub(crate) struct RateLimiter {
+    buckets: HashMap<String, Bucket>,
+}
+
+impl RateLimiter {
+    /// Takes one token from `key`'s bucket (`rps` tokens per second, at most
+    /// `burst`); `Err` carries the wait until a token is available. A
+    /// non-positive or non-finite `rps` means no limit.
+    pub fn take(&mut self, key: &str, rps: f64, burst: f64, now: Instant) -> Result<(), Duration> {
+        if !(rps > 0.0 && rps.is_finite()) {
+            return Ok(());
+        }
+        let burst = if burst.is_finite() {
+            burst.max(1.0)
+        } else {
+            1.0
+        };
+        let b = self.buckets.entry(key.to_owned()).or_insert(Bucket {
+            tokens: burst,
+            last: now,
+        });
+        let refill = now.saturating_duration_since(b.last).as_secs_f64() * rps;
+        b.tokens = (b.tokens + refill).min(burst);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::try_from_secs_f64((1.0 - b.tokens) / rps)
+                .unwrap_or(Duration::from_secs(1)))
+        }
+    }
+
+    /// Forgets every bucket.
+    pub fn clear(&mut self) {
+        self.buckets.clear();
+    }
+}
+
+/// A response whose body fails at once: hyper then closes the connection
+/// before the buffered head is flushed, so the client sees a dropped
+/// connection.
+fn dropped_response() -> Response {
+    let stream = futures::stream::once(async {
+        Err::<Bytes, std::io::Error>(std::io::Error::other("injected fault: connection dropped"))
+    });
+    let mut res = Body::from_stream(stream).into_response();
+    res.extensions_mut().insert(FaultMark::Dropped);
+    res
+}
+
+/// Middleware on the control plane routes (after authentication, so the
+/// workspace is known).
+pub(crate) async fn inject_faults(
+    State(state): State<EmulatorState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let cfg = state.faults();
+    if cfg.is_off() {
+        return next.run(req).await;
+    }
+    let workspace = req
+        .extensions()
+        .get::<Tenant>()
+        .map(|t| t.0.clone())
+        .unwrap_or_default();
+    if let Some(rps) = cfg.rate_limit_per_second {
+        let burst = cfg.rate_limit_burst.map(f64::from).unwrap_or(rps);
+        if let Err(wait) = state.take_token(&workspace, rps, burst) {
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            return ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "Rate limit exceeded for workspace {workspace}. Retry after {secs} seconds."
+                ),
+            )
+            .with_retry_after(secs)
+            .into_response();
+        }
+    }
+    let (jitter, rolls) = {
+        let mut rng = rand::rng();
+        let jitter = if cfg.jitter_ms > 0 {
+            rng.random_range(0..=cfg.jitter_ms)
+        } else {
+            0
+        };
+        (
+            jitter,
+            [
+                rng.random::<f64>(),
+                rng.random::<f64>(),
+                rng.random::<f64>(),
+            ],
+        )
+    };
+    let delay = Duration::from_millis(cfg.latency_ms.saturating_add(jitter));
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    match decide(&cfg, rolls) {
+        None => next.run(req).await,
+        Some(Fault::Drop) => dropped_response(),
+        Some(Fault::Error) => ApiError::new(
+            StatusCode::from_u16(cfg.error_status)
+                .ok()
+                .filter(StatusCode::is_server_error)
+                .unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            "Injected fault: the control plane is unavailable.",
+        )
+        .into_response(),
+        Some(Fault::Hang) => {
+            let route = req
+                .extensions()
+                .get::<MatchedPath>()
+                .map(|m| m.as_str().to_owned())
+                .unwrap_or_default();
+            state.record_request(&format!("{} {route}", req.method()), "hung");
+            state
+                .wait_or_shutdown(Duration::from_millis(cfg.hang_ms))
+                .await;
+            let mut res = ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("Injected fault: the request hung for {} ms.", cfg.hang_ms),
+            )
+            .into_response();
+            res.extensions_mut().insert(FaultMark::Counted);
+            res
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_off_and_valid() {
+        let f = FaultConfig::default();
+        assert!(f.is_off());
+        assert!(f.validate().is_ok());
+        assert_eq!(decide(&f, [0.0, 0.0, 0.0]), None);
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let f = FaultConfig {
+            drop_rate: 1.5,
+            ..Default::default()
+        };
+        assert!(f.validate().unwrap_err().contains("drop_rate"));
+        let f = FaultConfig {
+            error_status: 404,
+            ..Default::default()
+        };
+        assert!(f.validate().unwrap_err().contains("error_status"));
+        let f = FaultConfig {
+            rate_limit_per_second: Some(0.0),
+            ..Default::default()
+        };
+        assert!(f.validate().is_err());
+    }
+
+    #[test]
+    fn decide_uses_the_rates() {
+        let f = FaultConfig {
+            error_rate: 0.5,
+            drop_rate: 0.1,
+            ..Default::default()
+        };
+        assert!(!f.is_off());
+        assert_eq!(decide(&f, [0.05, 0.9, 0.9]), Some(Fault::Drop));
+        assert_eq!(decide(&f, [0.5, 0.9, 0.4]), Some(Fault::Error));
+        assert_eq!(decide(&f, [0.5, 0.9, 0.6]), None);
+    }
+
+    #[test]
+    fn token_bucket_limits_and_refills() {
+        let mut rl = RateLimiter::default();
+        let t0 = Instant::now();
+        assert!(rl.take("w", 2.0, 2.0, t0).is_ok());
+        assert!(rl.take("w", 2.0, 2.0, t0).is_ok());
+        let wait = rl.take("w", 2.0, 2.0, t0).unwrap_err();
+        assert_eq!(wait, Duration::from_millis(500));
+        assert!(
+            rl.take("other", 2.0, 2.0, t0).is_ok(),
+            "buckets are per workspace"
+        );
+        assert!(
+            rl.take("w", 2.0, 2.0, t0 + Duration::from_millis(500))
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! agent-operator: run AI agent server deployments the GitOps way.
+//!
+//! A Kubernetes operator (kube-rs) that reconciles `AgentDeployment` custom
+//! resources (group `agentserver.dev`, version `v1alpha1`) against the agent
+//! platform's control plane REST API, plus the control plane emulator that tests
+//! and the demo run against, and the envtest-style harness that starts a real
+//! kube-apiserver with etcd.
+//!
+//! Sources: `control-plane-and-agent-server.md` (the API) and `api-facts.md`
+//! (facts the source document leaves out).
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod controller;
+pub mod controlplane;
+pub mod emulator;
+pub mod envtest;
+pub mod telemetry;

@@ -1,0 +1,222 @@
+//! Helpers of the operator tests: the emulator and operator *binaries* as child
+//! processes on loopback, typed clients, and polling waits.
+//!
+//! Every child is killed when its handle drops (`kill_on_drop`), and its output
+//! goes to `target/test-logs/<test>-<binary>.log` for post-mortems.
+#![allow(dead_code)] // each test binary uses a different subset of these helpers
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use agent_operator::api::AgentDeployment;
+use agent_operator::controlplane::{ClientConfig, ControlPlaneClient};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use tokio::process::{Child, Command};
+
+/// API key of the test workspace (given to the emulator with `--api-key`).
+pub const API_KEY: &str = "test-api-key";
+/// Workspace of [`API_KEY`].
+pub const WORKSPACE: &str = "7b6a3c1e-5d4f-4a2b-8c9d-0e1f2a3b4c5d";
+
+fn log_file(test: &str, what: &str) -> std::fs::File {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-logs");
+    std::fs::create_dir_all(&dir).expect("creating target/test-logs");
+    std::fs::File::create(dir.join(format!("{test}-{what}.log"))).expect("creating a log file")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("binding a free loopback port")
+        .port()
+}
+
+/// The `control-plane-emulator` binary running on a free loopback port.
+pub struct EmulatorProcess {
+    _child: Child,
+    /// `http://127.0.0.1:<port>`
+    pub base_url: String,
+}
+
+impl EmulatorProcess {
+    /// Starts the emulator with revision steps of `step_seconds` and
+    /// asynchronous deletes of `delete_seconds`, and waits until it answers.
+    pub async fn start(test: &str, step_seconds: f64, delete_seconds: f64) -> Self {
+        let port = free_port();
+        let log = log_file(test, "emulator");
+        let child = Command::new(env!("CARGO_BIN_EXE_control-plane-emulator"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--api-key", &format!("{API_KEY}={WORKSPACE}")])
+            .args(["--step-seconds", &step_seconds.to_string()])
+            .args(["--delete-seconds", &delete_seconds.to_string()])
+            .env("RUST_LOG", "info")
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting control-plane-emulator");
+        let base_url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the emulator did not listen on {port}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self {
+            _child: child,
+            base_url,
+        }
+    }
+
+    /// A control plane client of the test workspace.
+    pub fn client(&self) -> ControlPlaneClient {
+        ControlPlaneClient::new(ClientConfig::new(
+            self.base_url.clone(),
+            WORKSPACE,
+            API_KEY.to_owned().into(),
+        ))
+        .expect("building a control plane client")
+    }
+}
+
+/// The `agent-operator run` binary watching one namespace of the shared
+/// envtest API server, with fast polling for tests.
+pub struct OperatorProcess {
+    _child: Child,
+}
+
+impl OperatorProcess {
+    /// Starts the operator on `namespace` with the given kubeconfig.
+    pub fn start(test: &str, kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Self {
+        let log = log_file(test, "operator");
+        let child = Command::new(env!("CARGO_BIN_EXE_agent-operator"))
+            .arg("run")
+            .args(["--namespace", namespace])
+            .args(["--poll-interval-seconds", "0.3"])
+            .args(["--blocked-interval-seconds", "30"])
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info,agent_operator=debug,kube=warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting agent-operator");
+        Self { _child: child }
+    }
+}
+
+/// Polls `name` until `check` returns `Some`, or panics after `timeout` with
+/// the last object seen.
+pub async fn wait_for<T>(
+    api: &Api<AgentDeployment>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut(&AgentDeployment) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    loop {
+        if let Some(obj) = api
+            .get_opt(name)
+            .await
+            .expect("reading the AgentDeployment")
+        {
+            if let Some(v) = check(&obj) {
+                return v;
+            }
+            last = Some(obj);
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}; last seen status: {:#?}",
+                last.and_then(|o| o.status)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The `Ready` condition as (status, reason, message), if present.
+pub fn ready(obj: &AgentDeployment) -> Option<(String, String, String)> {
+    let c = agent_operator::api::conditions::find(
+        &obj.status.as_ref()?.conditions,
+        agent_operator::api::conditions::READY,
+    )?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// True when `Ready=True` describes the current generation.
+pub fn is_ready_now(obj: &AgentDeployment) -> bool {
+    let status = obj.status.as_ref();
+    ready(obj).is_some_and(|(s, _, _)| s == "True")
+        && status.and_then(|s| s.observed_generation) == obj.metadata.generation
+}
+
+/// Server-side applies a YAML/JSON manifest (one object) as field manager
+/// `tests`.
+pub async fn apply_json<K>(api: &Api<K>, name: &str, value: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::apply("tests").force(),
+        &Patch::Apply(&value),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {name}: {e}"))
+}
+
+/// Creates the API key Secret and the AgentControlPlane `default` pointing at
+/// the emulator in `namespace`.
+pub async fn install_control_plane(
+    client: &kube::Client,
+    namespace: &str,
+    emulator: &EmulatorProcess,
+) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), namespace);
+    apply_json(
+        &secrets,
+        "cp-api-key",
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "cp-api-key"},
+            "stringData": {"api-key": API_KEY}
+        }),
+    )
+    .await;
+    let planes: Api<agent_operator::api::AgentControlPlane> =
+        Api::namespaced(client.clone(), namespace);
+    apply_json(
+        &planes,
+        "default",
+        serde_json::json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
+            "metadata": {"name": "default"},
+            "spec": {
+                "url": emulator.base_url,
+                "workspaceId": WORKSPACE,
+                "apiKeySecretRef": {"name": "cp-api-key", "key": "api-key"}
+            }
+        }),
+    )
+    .await;
+}
+
+/// Path of a fixture under `tests/fixtures/`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}

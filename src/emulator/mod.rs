@@ -91,7 +91,9 @@ pub fn router(state: EmulatorState) -> Router {
         .with_state(state)
 }
 
-/// An emulator serving in a background tokio task.
+/// An emulator serving in a background tokio task. Dropping it without
+/// [`RunningEmulator::shutdown`] also asks the server to stop (gracefully, in
+/// the background).
 #[derive(Debug)]
 pub struct RunningEmulator {
     /// The bound address.

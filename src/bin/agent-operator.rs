@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_operator::controller::deployment::{self, Scope};
+use agent_operator::controller::runner::{self, Scope};
 use agent_operator::controller::{Context, OperatorConfig};
 use agent_operator::telemetry::{self, LogFormat};
 use clap::{Parser, Subcommand};
@@ -103,7 +103,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     tracing::info!(?scope, ?config, "agent-operator starting");
     let ctx = Arc::new(Context::new(client, config));
-    deployment::run(ctx, scope, args.concurrency, shutdown_signal()).await;
+    runner::run(ctx, scope, args.concurrency, shutdown_signal()).await;
     tracing::info!("agent-operator stopped");
     Ok(())
 }

@@ -7,6 +7,7 @@
 pub mod deployment;
 pub mod desired;
 pub mod resolve;
+pub mod runner;
 pub mod status;
 
 use std::time::Duration;

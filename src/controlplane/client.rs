@@ -45,6 +45,27 @@ pub struct ClientConfig {
     pub allow_insecure_http: bool,
     /// Extra PEM CA bundle trusted for a self-hosted control plane.
     pub ca_bundle_pem: Option<Vec<u8>>,
+    /// Client-side rate limit (token bucket) of this control plane, if any.
+    pub rate_limit: Option<RateLimit>,
+    /// Receives one observation per request (for metrics), if set.
+    pub observer: Option<std::sync::Arc<dyn RequestObserver>>,
+}
+
+/// A token bucket: `requests_per_second` refill rate, `burst` capacity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateLimit {
+    /// Sustained requests per second (> 0).
+    pub requests_per_second: f64,
+    /// Requests allowed at once after an idle period (>= 1).
+    pub burst: u32,
+}
+
+/// Observes every control plane request, e.g. to count them in metrics.
+pub trait RequestObserver: Send + Sync {
+    /// Called once per HTTP attempt: `operation` is a fixed name such as
+    /// `get_deployment`, `status_class` one of `2xx`, `4xx`, `5xx`, `timeout`,
+    /// `transport`; `elapsed` is the attempt's duration.
+    fn observe(&self, operation: &'static str, status_class: &'static str, elapsed: Duration);
 }
 
 impl ClientConfig {
@@ -61,6 +82,8 @@ impl ClientConfig {
             timeout: DEFAULT_TIMEOUT,
             allow_insecure_http: false,
             ca_bundle_pem: None,
+            rate_limit: None,
+            observer: None,
         }
     }
 }

@@ -8,5 +8,7 @@ pub mod client;
 pub mod error;
 pub mod types;
 
-pub use client::{ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions};
+pub use client::{
+    ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions, RateLimit, RequestObserver,
+};
 pub use error::Error;

@@ -15,4 +15,7 @@ pub mod controller;
 pub mod controlplane;
 pub mod emulator;
 pub mod envtest;
+pub mod http;
+pub mod leader;
+pub mod metrics;
 pub mod telemetry;

@@ -43,8 +43,30 @@ pub mod reason {
     pub const CONTROL_PLANE_UNAVAILABLE: &str = "ControlPlaneUnavailable";
     /// The resource is being deleted.
     pub const DELETING: &str = "Deleting";
+    /// The object is paused by the `agentserver.dev/paused` annotation.
+    pub const PAUSED: &str = "Paused";
+    /// The remote deployment was deleted outside the operator.
+    pub const REMOTE_DELETED: &str = "RemoteDeleted";
+    /// The deployment named in `spec.deploymentId` does not exist.
+    pub const ADOPTION_FAILED: &str = "AdoptionFailed";
+    /// A create was interrupted and its outcome cannot be determined.
+    pub const CREATE_OUTCOME_UNKNOWN: &str = "CreateOutcomeUnknown";
     /// An authenticated call to the control plane succeeded.
     pub const AUTHENTICATED: &str = "Authenticated";
+    /// The control plane answered 403: the key is valid but not for this
+    /// workspace, or the organization lacks the feature.
+    pub const FORBIDDEN: &str = "Forbidden";
+    /// Listeners answered 403: the organization is not on a self-hosted
+    /// enterprise plan (spec "Errors").
+    pub const NOT_ENTERPRISE: &str = "NotEnterprise";
+    /// The listener does not exist (404 from the control plane, or the
+    /// referenced `AgentListener` is missing).
+    pub const LISTENER_NOT_FOUND: &str = "ListenerNotFound";
+    /// The listener was read from the control plane.
+    pub const LISTENER_FOUND: &str = "ListenerFound";
+    /// The placement on a listener is not allowed (e.g. a namespace the
+    /// listener is not configured for).
+    pub const PLACEMENT_INVALID: &str = "PlacementInvalid";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

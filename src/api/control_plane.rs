@@ -1,8 +1,9 @@
 //! `AgentControlPlane`: how to reach one control plane (region or URL, workspace,
-//! API key Secret).
+//! API key Secret, optional CA bundle and client-side rate limit).
 //!
-//! Source: `control-plane-and-agent-server.md`, "What the service does" (hosts)
-//! and "Authentication"; `api-facts.md`, "Hosts and headers".
+//! Source: `control-plane-and-agent-server.md`, "What the service does" (hosts),
+//! "Authentication" and "Limits" (rate limits: not shown); `api-facts.md`,
+//! "Hosts and headers" and "Errors" (429 and `Retry-After`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
@@ -42,11 +43,13 @@ impl Region {
     shortname = "acp",
     category = "agents",
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Region","type":"string","jsonPath":".spec.region"}"#,
     printcolumn = r#"{"name":"URL","type":"string","jsonPath":".spec.url"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new("has(self.region) != has(self.url)").message("set exactly one of region and url"))]
+#[x_kube(validation = Rule::new("!has(self.burst) || has(self.requestsPerSecond)").message("burst needs requestsPerSecond"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentControlPlaneSpec {
     /// Cloud data region (`us` or `eu`). Mutually exclusive with `url`.
@@ -62,7 +65,26 @@ pub struct AgentControlPlaneSpec {
     #[x_kube(validation = Rule::new("self != ''").message("workspaceId must not be empty"))]
     pub workspace_id: String,
     /// Secret key (same namespace) holding the API key sent as `X-Api-Key`.
+    /// Surrounding whitespace is ignored. A change of the Secret is picked up
+    /// without restarting the operator.
     pub api_key_secret_ref: SecretKeyRef,
+    /// Secret key (same namespace) holding a PEM bundle of CA certificates
+    /// trusted in addition to the system roots, for a self-hosted control
+    /// plane behind a private CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle_secret_ref: Option<SecretKeyRef>,
+    /// Client-side rate limit: sustained requests per second that the
+    /// operator sends to this control plane, shared by every resource that
+    /// uses it (> 0, fractions allowed). Unset: no client-side limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self > 0.0").message("requestsPerSecond must be greater than 0"))]
+    pub requests_per_second: Option<f64>,
+    /// Requests allowed at once after an idle period (token bucket size,
+    /// at least 1). Needs `requestsPerSecond`; default: one second's worth
+    /// (`requestsPerSecond` rounded up, at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub burst: Option<u32>,
 }
 
 impl AgentControlPlaneSpec {
@@ -77,14 +99,18 @@ impl AgentControlPlaneSpec {
     }
 }
 
-/// Observed state of an `AgentControlPlane`.
+/// Observed state of an `AgentControlPlane`: whether an authenticated call
+/// succeeds with the current spec and API key.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentControlPlaneStatus {
     /// `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// kstatus conditions (`Ready`).
+    /// kstatus conditions: `Ready` (an authenticated call succeeded),
+    /// `Reconciling` (the control plane is unreachable; retrying) and
+    /// `Stalled` (the key is refused or a Secret is missing; the reason says
+    /// which).
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,

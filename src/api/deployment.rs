@@ -14,6 +14,38 @@ use super::SecretKeyRef;
 /// Finalizer that keeps the resource until the remote deployment is deleted.
 pub const FINALIZER: &str = "agentserver.dev/remote-deployment";
 
+/// Annotation whose every new value triggers one redeploy
+/// (`POST /v2/deployments/{id}/revisions`), like `kubectl rollout restart`.
+pub const REDEPLOY_ANNOTATION: &str = "agentserver.dev/redeploy-requested-at";
+
+/// Annotation that, when `"true"`, stops every remote call for the object.
+pub const PAUSED_ANNOTATION: &str = "agentserver.dev/paused";
+
+/// Annotation the operator sets before a create and removes once the
+/// deployment id is in status; on restart it means "a create may have
+/// happened: look the name up instead of creating again".
+pub const CREATE_PENDING_ANNOTATION: &str = "agentserver.dev/create-pending";
+
+/// What happens to the remote deployment when the resource is deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Delete the remote deployment, and keep the resource until it is gone.
+    #[default]
+    Delete,
+    /// Leave the remote deployment running; only the resource goes.
+    Orphan,
+}
+
+/// What happens when the remote deployment was deleted outside the operator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RemoteDeletionPolicy {
+    /// Create it again (Event `RemoteDeleted`).
+    #[default]
+    Recreate,
+    /// Stop with `Stalled=True` until a human decides.
+    Stall,
+}
+
 /// Source kind of a deployment (facts "Deployment": `source`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Source {
@@ -56,6 +88,13 @@ impl Default for ControlPlaneRef {
     }
 }
 
+/// Reference to an object by name in the same namespace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LocalObjectRef {
+    /// Name of the object.
+    pub name: String,
+}
+
 /// Placement of a self-hosted deployment on its listener.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -89,9 +128,14 @@ pub struct SourceConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form_object")]
     pub resource_spec: Option<serde_json::Map<String, serde_json::Value>>,
-    /// uuid of the listener of a self-hosted data plane.
+    /// uuid of the listener of a self-hosted data plane. Mutually exclusive
+    /// with `listenerRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_id: Option<String>,
+    /// An `AgentListener` (same namespace) whose `spec.listenerId` is used as
+    /// `listener_id`; its namespaces are checked before the create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listener_ref: Option<LocalObjectRef>,
     /// Placement on the listener.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_config: Option<ListenerConfig>,
@@ -162,6 +206,16 @@ pub struct DeploymentSecret {
 )]
 #[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
 #[x_kube(validation = Rule::new("self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)").message("source github needs sourceRevisionConfig.langgraphConfigPath"))]
+#[x_kube(validation = Rule::new("self.source == oldSelf.source").message("source is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("has(self.sourceConfig.integrationId) == has(oldSelf.sourceConfig.integrationId) && (!has(self.sourceConfig.integrationId) || self.sourceConfig.integrationId == oldSelf.sourceConfig.integrationId)").message("sourceConfig.integrationId is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("has(self.sourceConfig.repoUrl) == has(oldSelf.sourceConfig.repoUrl) && (!has(self.sourceConfig.repoUrl) || self.sourceConfig.repoUrl == oldSelf.sourceConfig.repoUrl)").message("sourceConfig.repoUrl is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("has(self.sourceConfig.deploymentType) == has(oldSelf.sourceConfig.deploymentType) && (!has(self.sourceConfig.deploymentType) || self.sourceConfig.deploymentType == oldSelf.sourceConfig.deploymentType)").message("sourceConfig.deploymentType is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("has(self.sourceConfig.listenerId) == has(oldSelf.sourceConfig.listenerId) && (!has(self.sourceConfig.listenerId) || self.sourceConfig.listenerId == oldSelf.sourceConfig.listenerId)").message("sourceConfig.listenerId is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("has(self.sourceConfig.listenerConfig) == has(oldSelf.sourceConfig.listenerConfig) && (!has(self.sourceConfig.listenerConfig) || self.sourceConfig.listenerConfig == oldSelf.sourceConfig.listenerConfig)").message("sourceConfig.listenerConfig is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("has(self.sourceConfig.listenerRef) == has(oldSelf.sourceConfig.listenerRef) && (!has(self.sourceConfig.listenerRef) || self.sourceConfig.listenerRef == oldSelf.sourceConfig.listenerRef)").message("sourceConfig.listenerRef is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("!has(oldSelf.deploymentId) || (has(self.deploymentId) && self.deploymentId == oldSelf.deploymentId)").message("deploymentId cannot be changed or removed once set; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("!(has(self.sourceConfig.listenerId) && has(self.sourceConfig.listenerRef))").message("set at most one of sourceConfig.listenerId and sourceConfig.listenerRef"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentDeploymentSpec {
     /// The `AgentControlPlane` (same namespace) to deploy on; default `default`.
@@ -183,6 +237,19 @@ pub struct AgentDeploymentSpec {
     /// Environment secrets of the agent server.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<DeploymentSecret>,
+    /// Adopt this existing remote deployment (uuid) instead of creating one;
+    /// the operator then converges it to this spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
+    pub deployment_id: Option<String>,
+    /// `Delete` (default) deletes the remote deployment with the resource;
+    /// `Orphan` leaves it running.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+    /// `Recreate` (default) creates the remote deployment again when it was
+    /// deleted outside the operator; `Stall` stops and reports it.
+    #[serde(default)]
+    pub remote_deletion_policy: RemoteDeletionPolicy,
 }
 
 /// Observed state of an `AgentDeployment`.
@@ -210,6 +277,19 @@ pub struct AgentDeploymentStatus {
     /// The deployment URL (`source_config.custom_url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Id of the last revision that failed or was interrupted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_revision_id: Option<String>,
+    /// Status of that revision, e.g. `BUILD_FAILED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_revision_status: Option<String>,
+    /// `<salt>:<sha256>` of the secret names and values last sent (hex), so a
+    /// changed value is detected without keeping any value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets_hash: Option<String>,
+    /// The last value of the redeploy annotation that was acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_redeploy_requested_at: Option<String>,
     /// kstatus conditions (`Ready`).
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]

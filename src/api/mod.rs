@@ -8,9 +8,11 @@
 pub mod conditions;
 pub mod control_plane;
 pub mod deployment;
+pub mod listener;
 
 pub use control_plane::{AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus};
 pub use deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeploymentStatus};
+pub use listener::{AgentListener, AgentListenerSpec, AgentListenerStatus};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -23,7 +25,11 @@ pub const FIELD_MANAGER: &str = "agent-operator";
 
 /// Every CustomResourceDefinition of this operator, in install order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![AgentControlPlane::crd(), AgentDeployment::crd()]
+    vec![
+        AgentControlPlane::crd(),
+        AgentListener::crd(),
+        AgentDeployment::crd(),
+    ]
 }
 
 /// The CRDs as YAML documents, keyed by the file name they are committed under

@@ -1,13 +1,19 @@
 //! `agent-operator`: the Kubernetes operator (`run`) and CRD generation (`crds`).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_operator::controller::runner::{self, Scope};
-use agent_operator::controller::{Context, OperatorConfig};
+use agent_operator::controller::{Context, OperatorConfig, control_plane, listener};
+use agent_operator::http::{self, Health};
+use agent_operator::leader::{self, LeaderConfig};
 use agent_operator::telemetry::{self, LogFormat};
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use futures::FutureExt;
+use tokio::net::TcpListener;
 
 /// Kubernetes operator for AI agent server deployments (agentserver.dev).
 #[derive(Parser, Debug)]
@@ -32,9 +38,10 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// Watch only this namespace (default: all namespaces).
-    #[arg(long, env = "WATCH_NAMESPACE")]
-    namespace: Option<String>,
+    /// Watch this namespace; repeat the flag (or comma-separate the
+    /// environment variable) for several. Default: all namespaces.
+    #[arg(long = "namespace", env = "WATCH_NAMESPACE", value_delimiter = ',')]
+    namespaces: Vec<String>,
     /// Seconds between polls of a revision in progress.
     #[arg(long, env = "POLL_INTERVAL_SECONDS", default_value_t = 2.0)]
     poll_interval_seconds: f64,
@@ -48,12 +55,35 @@ struct RunArgs {
     /// Timeout of one control plane request, in seconds.
     #[arg(long, env = "REQUEST_TIMEOUT_SECONDS", default_value_t = 30.0)]
     request_timeout_seconds: f64,
-    /// Maximum number of reconciles running at once.
+    /// Maximum number of AgentDeployment reconciles running at once, across
+    /// every watched namespace.
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Address of the HTTP server of /metrics, /livez and /readyz.
+    #[arg(
+        long,
+        visible_alias = "health-addr",
+        env = "METRICS_ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
+    metrics_addr: SocketAddr,
+    /// Run the controllers only while holding the leader Lease, so that of
+    /// several replicas exactly one reconciles.
+    #[arg(long, env = "LEADER_ELECT")]
+    leader_elect: bool,
+    /// Name of the leader Lease (coordination.k8s.io/v1).
+    #[arg(long, env = "LEASE_NAME", default_value = leader::DEFAULT_LEASE_NAME)]
+    lease_name: String,
+    /// Namespace of the leader Lease. Default: `POD_NAMESPACE`, else `default`.
+    #[arg(long, env = "LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Seconds a leader Lease lasts without renewal (the failover time when a
+    /// leader dies); the leader renews a third of it before expiry. At least 2.
+    #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = leader::DEFAULT_LEASE_DURATION_SECONDS)]
+    lease_duration_seconds: u64,
 }
 
 fn seconds(s: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -96,14 +126,95 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         request_timeout: seconds(args.request_timeout_seconds, "request-timeout-seconds")?,
         ..OperatorConfig::default()
     };
+    let election = args
+        .leader_elect
+        .then(|| {
+            LeaderConfig::new(
+                args.lease_name.clone(),
+                args.lease_namespace
+                    .clone()
+                    .unwrap_or_else(leader::default_namespace),
+                leader::default_identity(),
+                args.lease_duration_seconds,
+            )
+        })
+        .transpose()?;
+    let listener = TcpListener::bind(args.metrics_addr)
+        .await
+        .with_context(|| format!("--metrics-addr {}", args.metrics_addr))?;
     let client = kube::Client::try_default().await?;
-    let scope = match args.namespace {
-        Some(ns) => Scope::Namespace(ns),
-        None => Scope::AllNamespaces,
+    let scope = Scope::from_namespaces(args.namespaces);
+    tracing::info!(
+        ?scope,
+        ?config,
+        http = %listener.local_addr()?,
+        leader_election = ?election,
+        "agent-operator starting"
+    );
+    let ctx = Arc::new(Context::new(client.clone(), config));
+    let metrics = ctx.metrics.clone();
+    let health = Health::new();
+    // One shutdown signal for the HTTP server, the lease wait and every
+    // controller (graceful: in-flight reconciles finish).
+    let shutdown = shutdown_signal().boxed().shared();
+    let server = tokio::spawn(http::serve(
+        listener,
+        metrics.clone(),
+        health.clone(),
+        shutdown.clone(),
+    ));
+
+    let leadership = match election {
+        Some(election) => {
+            health.set_standby();
+            tokio::select! {
+                leadership = leader::acquire(client, election) => Some(leadership),
+                () = shutdown.clone() => {
+                    tracing::info!("stopped before acquiring the leader lease");
+                    health.set_stopping();
+                    server.await??;
+                    return Ok(());
+                }
+            }
+        }
+        None => None,
     };
-    tracing::info!(?scope, ?config, "agent-operator starting");
-    let ctx = Arc::new(Context::new(client, config));
-    runner::run(ctx, scope, args.concurrency, shutdown_signal()).await;
+    let lost = match &leadership {
+        Some(l) => l.lost().boxed(),
+        None => futures::future::pending().boxed(),
+    };
+    metrics.set_leader(true);
+    health.set_starting();
+    let synced = health.clone();
+    let controllers = futures::future::join3(
+        runner::run_with(
+            ctx.clone(),
+            scope.clone(),
+            args.concurrency,
+            shutdown.clone(),
+            move || synced.set_synced(),
+        ),
+        control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
+        listener::run(ctx, scope, shutdown.clone()),
+    );
+    tokio::select! {
+        _ = controllers => {}
+        reason = lost => {
+            // Another replica may lead now (or soon): stop reconciling at once.
+            // Exiting cancels every in-flight reconcile, which survive
+            // cancellation; Kubernetes restarts the container as a standby.
+            tracing::error!(%reason, "lost the leader lease; exiting");
+            std::process::exit(1);
+        }
+    }
+    health.set_stopping();
+    metrics.set_leader(false);
+    if let Some(leadership) = leadership
+        && let Err(e) = leadership.release().await
+    {
+        tracing::warn!(error = %e, "could not release the leader lease; it will expire");
+    }
+    server.await??;
     tracing::info!("agent-operator stopped");
     Ok(())
 }

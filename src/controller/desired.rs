@@ -87,7 +87,11 @@ fn differs<T: PartialEq>(desired: &Option<T>, current: &Option<T>) -> bool {
 ///   (it creates a revision).
 /// - `secrets`: the full list, only when a name or value differs; an empty
 ///   desired list is never sent (the service reads `[]` as "unchanged").
-pub fn compute_patch(desired: &DeploymentCreate, remote: &wire::Deployment) -> DeploymentPatch {
+pub fn compute_patch(
+    desired: &DeploymentCreate,
+    remote: &wire::Deployment,
+    send_secrets: bool,
+) -> DeploymentPatch {
     let mut patch = DeploymentPatch::default();
 
     let d = &desired.source_config;
@@ -120,14 +124,58 @@ pub fn compute_patch(desired: &DeploymentCreate, remote: &wire::Deployment) -> D
         });
     }
 
-    if !desired.secrets.is_empty() && !same_secrets(&desired.secrets, &remote.secrets) {
+    if !desired.secrets.is_empty() && (send_secrets || !same_names(&desired.secrets, &remote.secrets)) {
         patch.secrets = Some(desired.secrets.clone());
     }
     patch
 }
 
-fn same_secrets(a: &[SecretValue], b: &[SecretValue]) -> bool {
-    a.len() == b.len() && a.iter().all(|s| b.contains(s))
+/// True when the patch creates a revision (facts "Requests": non-null
+/// `source_revision_config` values, `resource_spec` or `secrets`).
+pub fn creates_revision(patch: &DeploymentPatch) -> bool {
+    patch.source_revision_config.is_some()
+        || patch.secrets.is_some()
+        || patch
+            .source_config
+            .as_ref()
+            .is_some_and(|s| s.resource_spec.is_some())
+}
+
+fn same_names(a: &[SecretValue], b: &[SecretValue]) -> bool {
+    let mut a: Vec<&str> = a.iter().map(|s| s.name.as_str()).collect();
+    let mut b: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    a == b
+}
+
+/// A fresh random salt for [`secrets_hash`] (16 bytes, hex).
+pub fn new_salt() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+/// `<salt>:<hex sha256(salt, names and values)>`: detects a changed secret
+/// value without keeping any value in status. Order-independent.
+pub fn secrets_hash(salt: &str, secrets: &[SecretValue]) -> String {
+    use secrecy::ExposeSecret;
+    use sha2::{Digest, Sha256};
+    let mut sorted: Vec<&SecretValue> = secrets.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut h = Sha256::new();
+    h.update(salt.as_bytes());
+    for s in sorted {
+        h.update((s.name.len() as u64).to_le_bytes());
+        h.update(s.name.as_bytes());
+        let v = s.value.expose_secret();
+        h.update((v.len() as u64).to_le_bytes());
+        h.update(v.as_bytes());
+    }
+    format!("{salt}:{}", hex::encode(h.finalize()))
+}
+
+/// The salt of a stored `<salt>:<hash>`, if well-formed.
+pub fn salt_of(stored: &str) -> Option<&str> {
+    stored.split_once(':').map(|(salt, _)| salt).filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
@@ -198,7 +246,7 @@ mod tests {
     #[test]
     fn unchanged_remote_needs_no_patch() {
         let body = create_body("a", &spec(), vec![SecretValue::new("A", "b")]);
-        assert!(compute_patch(&body, &remote_of(&body)).is_empty());
+        assert!(compute_patch(&body, &remote_of(&body), false).is_empty());
     }
 
     #[test]
@@ -207,7 +255,7 @@ mod tests {
         let remote = remote_of(&body);
         let mut s = spec();
         s.source_revision_config.repo_ref = Some("v2".into());
-        let patch = compute_patch(&create_body("a", &s, vec![]), &remote);
+        let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),
             json!({"source_revision_config": {"repo_ref": "v2", "langgraph_config_path": "langgraph.json"}})
@@ -221,7 +269,7 @@ mod tests {
         let mut s = spec();
         s.source_config.build_on_push = Some(true);
         s.source_config.resource_spec = Some(json!({"min_scale": 2}).as_object().unwrap().clone());
-        let patch = compute_patch(&create_body("a", &s, vec![]), &remote);
+        let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),
             json!({"source_config": {"build_on_push": true, "resource_spec": {"min_scale": 2, "cpu": 1}}})
@@ -233,8 +281,28 @@ mod tests {
         let body = create_body("a", &spec(), vec![SecretValue::new("A", "old")]);
         let remote = remote_of(&body);
         let new = create_body("a", &spec(), vec![SecretValue::new("A", "new")]);
-        let patch = compute_patch(&new, &remote);
+        let salt = new_salt();
+        let stored = secrets_hash(&salt, &body.secrets);
+        let changed = secrets_hash(salt_of(&stored).unwrap(), &new.secrets) != stored;
+        assert!(changed, "a changed value changes the hash");
+        let patch = compute_patch(&new, &remote, changed);
         assert_eq!(patch.secrets.as_ref().map(Vec::len), Some(1));
         assert!(patch.source_config.is_none() && patch.source_revision_config.is_none());
+        assert!(creates_revision(&patch));
+        let same = secrets_hash(&salt, &[SecretValue::new("A", "old")]);
+        assert_eq!(same, stored, "same values, same hash");
+        assert!(!stored.contains("old"));
+        assert!(compute_patch(&body, &remote, false).is_empty());
+    }
+
+    #[test]
+    fn a_renamed_secret_is_sent_even_with_the_same_hash_input_order() {
+        let body = create_body("a", &spec(), vec![SecretValue::new("A", "v")]);
+        let remote = remote_of(&body);
+        let renamed = create_body("a", &spec(), vec![SecretValue::new("B", "v")]);
+        assert!(compute_patch(&renamed, &remote, false).secrets.is_some());
+        let h1 = secrets_hash("s", &[SecretValue::new("A", "1"), SecretValue::new("B", "2")]);
+        let h2 = secrets_hash("s", &[SecretValue::new("B", "2"), SecretValue::new("A", "1")]);
+        assert_eq!(h1, h2);
     }
 }

@@ -4,8 +4,12 @@
 //! Each pass is observe → compute → act → report: the pure middle lives in
 //! [`desired`] and [`status`], the IO edges in [`deployment`] and [`resolve`].
 
+pub mod control_plane;
 pub mod deployment;
 pub mod desired;
+pub mod listener;
+pub mod placement;
+pub mod planes;
 pub mod resolve;
 pub mod runner;
 pub mod status;
@@ -19,6 +23,8 @@ use kube::runtime::events::{Recorder, Reporter};
 pub struct OperatorConfig {
     /// Delay between polls of a revision in progress (first poll), seconds-scale.
     pub poll_interval: Duration,
+    /// Longest delay between polls of a revision whose status does not change.
+    pub max_poll_interval: Duration,
     /// Delay between drift checks of a steady (Ready or Stalled) resource.
     pub resync_interval: Duration,
     /// Delay before re-checking a resource blocked on missing input (a Secret,
@@ -34,6 +40,7 @@ impl Default for OperatorConfig {
     fn default() -> Self {
         Self {
             poll_interval: Duration::from_secs(2),
+            max_poll_interval: Duration::from_secs(30),
             resync_interval: Duration::from_secs(300),
             blocked_interval: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
@@ -52,6 +59,13 @@ pub struct Context {
     pub config: OperatorConfig,
     /// Consecutive failures per object, for the error backoff.
     pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// One control plane client per AgentControlPlane, shared by all its users.
+    pub planes: planes::ClientCache,
+    /// Per object: the (revision, status) last polled and how many polls saw
+    /// it unchanged, for the polling backoff.
+    pub polls: std::sync::Mutex<std::collections::HashMap<String, (String, u32)>>,
+    /// Prometheus metrics (reconciles, control plane requests, time to Ready).
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 impl Context {
@@ -66,6 +80,9 @@ impl Context {
             client,
             config,
             failures: Default::default(),
+            planes: Default::default(),
+            polls: Default::default(),
+            metrics: Default::default(),
         }
     }
 
@@ -78,11 +95,38 @@ impl Context {
         backoff_delay(*n, self.config.max_backoff)
     }
 
+    /// Delay before the next poll of a revision in progress: `poll_interval`
+    /// while the (revision, status) pair keeps changing, growing by half each
+    /// unchanged poll up to `max_poll_interval`.
+    pub fn poll_delay(&self, key: &str, revision_state: &str) -> Duration {
+        let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = polls
+            .entry(key.to_owned())
+            .or_insert_with(|| (String::new(), 0));
+        if entry.0 == revision_state {
+            entry.1 = entry.1.saturating_add(1);
+        } else {
+            *entry = (revision_state.to_owned(), 0);
+        }
+        poll_delay(self.config.poll_interval, self.config.max_poll_interval, entry.1)
+    }
+
+    /// Forgets the polling state of `key` (the revision ended).
+    pub fn reset_polls(&self, key: &str) {
+        let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
+        polls.remove(key);
+    }
+
     /// Forgets the failures of `key` after a successful pass.
     pub fn reset_backoff(&self, key: &str) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         failures.remove(key);
     }
+}
+
+/// `base * 1.5^unchanged`, capped at `max`.
+pub fn poll_delay(base: Duration, max: Duration, unchanged: u32) -> Duration {
+    base.mul_f64(1.5f64.powi(unchanged.min(30) as i32)).min(max.max(base))
 }
 
 /// Exponential backoff: `2^(attempt-1)` seconds capped at `max`, with ±20 %
@@ -117,6 +161,10 @@ pub enum Error {
     /// The remote deployment is still being deleted; check again soon.
     #[error("remote deployment {0} is still being deleted")]
     DeletionPending(String),
+    /// Deletion cannot proceed (missing AgentControlPlane or Secret, or paused);
+    /// reported in status, retried with backoff.
+    #[error("deletion blocked: {0}")]
+    DeletionBlocked(String),
     /// The object lacks a namespace or name (should not happen for namespaced kinds).
     #[error("object has no {0}")]
     MissingObjectKey(&'static str),
@@ -130,6 +178,7 @@ impl Error {
             Error::ControlPlane { .. } => "ControlPlaneError",
             Error::Finalizer(_) => "FinalizerError",
             Error::DeletionPending(_) => "DeletionPending",
+            Error::DeletionBlocked(_) => "DeletionBlocked",
             Error::MissingObjectKey(_) => "InvalidObject",
         }
     }
@@ -140,5 +189,30 @@ impl Error {
             Error::ControlPlane { source, .. } => source.retry_after(),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polling_backs_off_to_the_cap() {
+        let base = Duration::from_secs(2);
+        let max = Duration::from_secs(30);
+        assert_eq!(poll_delay(base, max, 0), base);
+        assert_eq!(poll_delay(base, max, 1), Duration::from_secs(3));
+        assert!(poll_delay(base, max, 3) > poll_delay(base, max, 2));
+        assert_eq!(poll_delay(base, max, 50), max);
+    }
+
+    #[test]
+    fn error_backoff_grows_with_jitter_and_caps() {
+        let max = Duration::from_secs(300);
+        let first = backoff_delay(1, max);
+        assert!(first >= Duration::from_millis(800) && first <= Duration::from_millis(1200));
+        let fifth = backoff_delay(5, max);
+        assert!(fifth >= Duration::from_millis(12_800) && fifth <= Duration::from_millis(19_200));
+        assert!(backoff_delay(40, max) <= max);
     }
 }

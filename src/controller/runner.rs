@@ -1,57 +1,211 @@
 //! Wiring of the controllers: watches, the Secret and AgentControlPlane
-//! mappers, concurrency and graceful shutdown.
+//! mappers, one controller per watched namespace, bounded concurrency,
+//! metrics around each reconcile pass, readiness and graceful shutdown.
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use futures::StreamExt;
+use futures::future::join_all;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::controller::Controller;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
+use tokio::sync::Semaphore;
 use tracing::debug;
 
-use super::Context;
 use super::deployment::{error_policy, reconcile};
+use super::{Context, Error};
+use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
+use crate::metrics::ReadyCounts;
 
-/// Where the controller watches.
-#[derive(Clone, Debug, Default)]
+/// `kind` label of the AgentDeployment controller's metrics.
+pub const DEPLOYMENT_KIND: &str = "AgentDeployment";
+/// `kind` label of AgentControlPlane metrics.
+pub const CONTROL_PLANE_KIND: &str = "AgentControlPlane";
+
+/// Where the controllers watch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Scope {
-    /// Every namespace.
+    /// Every namespace (one controller, cluster-wide watches).
     #[default]
     AllNamespaces,
     /// One namespace.
     Namespace(String),
+    /// Several namespaces: one controller per namespace (kube's `Controller`
+    /// watches one `Api`), sharing the context and the concurrency bound. An
+    /// empty list means every namespace.
+    Namespaces(Vec<String>),
 }
 
-fn api<K>(client: &kube::Client, scope: &Scope) -> Api<K>
+impl Scope {
+    /// The scope of a list of namespaces (the repeated `--namespace` flag):
+    /// empty means all namespaces; duplicates and blank names are dropped.
+    pub fn from_namespaces(namespaces: impl IntoIterator<Item = String>) -> Self {
+        let mut list: Vec<String> = Vec::new();
+        for ns in namespaces {
+            let ns = ns.trim().to_owned();
+            if !ns.is_empty() && !list.contains(&ns) {
+                list.push(ns);
+            }
+        }
+        match list.len() {
+            0 => Scope::AllNamespaces,
+            1 => Scope::Namespace(list.remove(0)),
+            _ => Scope::Namespaces(list),
+        }
+    }
+
+    /// One entry per controller to run: `None` is every namespace.
+    pub fn targets(&self) -> Vec<Option<&str>> {
+        match self {
+            Scope::AllNamespaces => vec![None],
+            Scope::Namespace(ns) => vec![Some(ns.as_str())],
+            Scope::Namespaces(list) if list.is_empty() => vec![None],
+            Scope::Namespaces(list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
+        }
+    }
+}
+
+fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
     K::DynamicType: Default,
 {
-    match scope {
-        Scope::AllNamespaces => Api::all(client.clone()),
-        Scope::Namespace(ns) => Api::namespaced(client.clone(), ns),
+    match namespace {
+        None => Api::all(client.clone()),
+        Some(ns) => Api::namespaced(client.clone(), ns),
     }
 }
 
-/// Runs the `AgentDeployment` controller until `shutdown` resolves.
+/// Counts the objects of `store` by the status of their `Ready` condition.
+fn ready_counts<K>(store: &Store<K>, conditions: impl Fn(&K) -> Option<&str>) -> ReadyCounts
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let mut counts = ReadyCounts::default();
+    for obj in store.state() {
+        counts.add(conditions(&obj));
+    }
+    counts
+}
+
+/// Runs the `AgentDeployment` controllers until `shutdown` resolves (then
+/// lets in-flight reconciles finish).
 ///
-/// Besides its own kind it watches Secrets (an AgentDeployment is reconciled
-/// when a Secret it references, directly or through its AgentControlPlane's
-/// API key, changes or appears) and AgentControlPlanes.
+/// Same as [`run_with`] without a readiness callback.
 pub async fn run(
     ctx: Arc<Context>,
     scope: Scope,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    run_with(ctx, scope, concurrency, shutdown, || {}).await;
+}
+
+/// Runs one `AgentDeployment` controller per namespace of `scope` until
+/// `shutdown` resolves (then lets in-flight reconciles finish).
+///
+/// Besides its own kind each controller watches Secrets (an AgentDeployment
+/// is reconciled when a Secret it references, directly or through its
+/// AgentControlPlane's API key, changes or appears) and AgentControlPlanes.
+///
+/// - `concurrency` bounds the reconciles running at once across every
+///   namespace (0: unbounded).
+/// - Every pass is counted in `ctx.metrics` (kind, outcome, error reason,
+///   duration), and the stores feed `agent_operator_resources` at scrape time.
+/// - `synced` is called once, when the AgentDeployment and AgentControlPlane
+///   watches of every namespace have listed (the `/readyz` signal).
+pub async fn run_with(
+    ctx: Arc<Context>,
+    scope: Scope,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    synced: impl FnOnce() + Send + 'static,
+) {
+    let shutdown = Box::pin(shutdown).shared();
+    let permits = (concurrency > 0).then(|| Arc::new(Semaphore::new(usize::from(concurrency))));
+    let mut controllers = Vec::new();
+    let mut ready = Vec::new();
+    for namespace in scope.targets() {
+        let (controller, deployments, planes) = controller(
+            ctx.clone(),
+            namespace,
+            concurrency,
+            permits.clone(),
+            shutdown.clone(),
+        );
+        let d = deployments.clone();
+        ctx.metrics.track_ready(DEPLOYMENT_KIND, move || {
+            ready_counts(&d, |o: &AgentDeployment| {
+                find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.as_str())
+            })
+        });
+        let p = planes.clone();
+        ctx.metrics.track_ready(CONTROL_PLANE_KIND, move || {
+            ready_counts(&p, |o: &AgentControlPlane| {
+                find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.as_str())
+            })
+        });
+        ready.push(async move {
+            deployments.wait_until_ready().await.is_ok() && planes.wait_until_ready().await.is_ok()
+        });
+        controllers.push(controller);
+    }
+    let readiness = tokio::spawn(async move {
+        if join_all(ready).await.into_iter().all(|ok| ok) {
+            debug!("controller watches synced");
+            synced();
+        }
+    });
+    join_all(controllers).await;
+    readiness.abort();
+}
+
+/// One pass with the concurrency permit held, timed and counted.
+async fn observed_reconcile(
+    obj: Arc<AgentDeployment>,
+    ctx: Arc<Context>,
+    permits: Option<Arc<Semaphore>>,
+) -> Result<Action, Error> {
+    let _permit = match permits {
+        Some(p) => p.acquire_owned().await.ok(),
+        None => None,
+    };
+    let start = Instant::now();
+    let result = reconcile(obj, ctx.clone()).await;
+    ctx.metrics.observe_reconcile(
+        DEPLOYMENT_KIND,
+        result.as_ref().err().map(Error::reason),
+        start.elapsed(),
+    );
+    result
+}
+
+/// The controller of one namespace (`None`: all) and the stores whose
+/// readiness tells that its watches listed.
+fn controller<S>(
+    ctx: Arc<Context>,
+    namespace: Option<&str>,
+    concurrency: u16,
+    permits: Option<Arc<Semaphore>>,
+    shutdown: S,
+) -> (
+    impl std::future::Future<Output = ()> + Send + use<S>,
+    Store<AgentDeployment>,
+    Store<AgentControlPlane>,
+)
+where
+    S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+{
     let client = ctx.client.clone();
-    let deployments: Api<AgentDeployment> = api(&client, &scope);
-    let secrets: Api<Secret> = api(&client, &scope);
-    let planes: Api<AgentControlPlane> = api(&client, &scope);
+    let deployments: Api<AgentDeployment> = api(&client, namespace);
+    let secrets: Api<Secret> = api(&client, namespace);
+    let planes: Api<AgentControlPlane> = api(&client, namespace);
 
     // A reflector of AgentControlPlanes, so the Secret mapper can tell which
     // Secret holds which control plane's API key.
@@ -63,13 +217,13 @@ pub async fn run(
     .default_backoff()
     .applied_objects()
     .for_each(|_| futures::future::ready(()));
-    let plane_task = tokio::spawn(plane_reflector);
 
     let controller = Controller::new(deployments, watcher::Config::default().any_semantic());
     let store = controller.store();
+    let deployment_store = store.clone();
     let secret_store = store.clone();
     let plane_store_for_secrets = plane_store.clone();
-    controller
+    let run = controller
         .watches(
             secrets,
             watcher::Config::default(),
@@ -84,15 +238,23 @@ pub async fn run(
         )
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(
+            move |obj, ctx| observed_reconcile(obj, ctx, permits.clone()),
+            error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             match res {
                 Ok((obj, _)) => debug!(object = %obj, "reconciled"),
                 Err(e) => debug!(error = %e, "reconcile failed"),
             }
-        })
-        .await;
-    plane_task.abort();
+        });
+    let task = async move {
+        let plane_task = tokio::spawn(plane_reflector);
+        run.await;
+        plane_task.abort();
+    };
+    (task, deployment_store, plane_store)
 }
 
 /// AgentDeployments that reference `secret`, directly in `spec.secrets` or as

@@ -32,6 +32,11 @@ pub enum Outcome {
         /// Human-readable message.
         message: String,
     },
+    /// Paused by annotation: no remote call is made.
+    Paused {
+        /// Human-readable message.
+        message: String,
+    },
     /// Cannot progress until a human acts (fix a spec, create a Secret, ...).
     Stalled {
         /// Reason, e.g. `SecretNotFound`.
@@ -48,6 +53,17 @@ impl Outcome {
             Outcome::Ready { reason, .. }
             | Outcome::Progressing { reason, .. }
             | Outcome::Stalled { reason, .. } => reason,
+            Outcome::Paused { .. } => reason::PAUSED,
+        }
+    }
+
+    /// The message of the outcome.
+    pub fn message(&self) -> &str {
+        match self {
+            Outcome::Ready { message, .. }
+            | Outcome::Progressing { message, .. }
+            | Outcome::Stalled { message, .. }
+            | Outcome::Paused { message } => message,
         }
     }
 }
@@ -89,12 +105,9 @@ pub fn conditions(
         Outcome::Ready { .. } => (TRUE, FALSE, FALSE),
         Outcome::Progressing { .. } => (FALSE, TRUE, FALSE),
         Outcome::Stalled { .. } => (FALSE, FALSE, TRUE),
+        Outcome::Paused { .. } => (FALSE, FALSE, FALSE),
     };
-    let (reason, message) = match outcome {
-        Outcome::Ready { reason, message }
-        | Outcome::Progressing { reason, message }
-        | Outcome::Stalled { reason, message } => (*reason, message.as_str()),
-    };
+    let (reason, message) = (outcome.reason(), outcome.message());
     vec![
         condition(previous, READY, ready, reason, message, generation),
         condition(

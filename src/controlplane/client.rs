@@ -5,71 +5,84 @@
 //! "Authentication"; `api-facts.md`, "Hosts and headers", "Requests" and
 //! "Errors". Every request carries `X-Api-Key` and `X-Tenant-Id`; the key is a
 //! [`SecretString`] marked sensitive on the header, so neither `Debug` of the
-//! client nor any error ever shows it.
+//! client nor any error ever shows it. Redirects are not followed (a redirect
+//! to another host would carry the key along): a 3xx is an error.
+//!
+//! Each HTTP attempt takes a token of the client's rate limit
+//! ([`RateLimit`]), is reported to the [`RequestObserver`], and is bounded by
+//! the per-request timeout. GET and DELETE are retried on transient failures
+//! ([`RetryPolicy`]); POST and PATCH never are.
 
 use std::fmt;
-use std::time::Duration;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use reqwest::{Method, StatusCode};
+use backon::Retryable;
+use bytes::Bytes;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::StatusCode;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use url::Url;
 
-use super::error::{Error, parse_retry_after};
+use super::error::Error;
+use super::limit::Limiter;
+use super::merge::with_merged_resource_spec;
+use super::operation::{
+    Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class,
+};
+use super::response::{check_status, decode_body};
 use super::types::{Deployment, DeploymentCreate, DeploymentPatch, Listener, Page, Revision};
 
-/// Header carrying the API key.
+pub use super::endpoint::Region;
+pub use super::limit::RateLimit;
+pub use super::operation::RequestObserver;
+pub use super::retry::RetryPolicy;
+
+/// Header carrying the API key (spec "Authentication").
 pub const API_KEY_HEADER: &str = "x-api-key";
-/// Header carrying the workspace id.
+/// Header carrying the workspace id (spec "Authentication").
 pub const TENANT_HEADER: &str = "x-tenant-id";
-/// Default per-request timeout.
+/// Default per-request (per-attempt) timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Largest `limit` the list endpoints accept (facts "Requests": 1–100).
+/// Largest `limit` the list endpoints accept (facts "Requests": 1–100); the
+/// page size of the `list_all_*` methods.
 pub const MAX_PAGE_SIZE: u32 = 100;
 
 /// How to reach and authenticate to one control plane.
 #[derive(Clone)]
 pub struct ClientConfig {
     /// Base URL without `/v2`, e.g. `https://api.host.langchain.com` or
-    /// `https://host/api-host` (self-hosted).
+    /// `https://host/api-host` (self-hosted). See [`Region`] and
+    /// [`ClientConfig::self_hosted`].
     pub base_url: String,
     /// Workspace id, sent as `X-Tenant-Id`.
     pub workspace_id: String,
-    /// API key, sent as `X-Api-Key`.
+    /// API key, sent as `X-Api-Key`; never shown by `Debug`, logs or errors.
     pub api_key: SecretString,
-    /// Per-request timeout.
+    /// Timeout of one HTTP attempt (connect, send and read the whole body).
+    /// Default [`DEFAULT_TIMEOUT`].
     pub timeout: Duration,
-    /// Allow plain `http://` to a host that is not loopback.
+    /// Allow plain `http://` to a host that is not loopback. Default false.
     pub allow_insecure_http: bool,
     /// Extra PEM CA bundle trusted for a self-hosted control plane.
     pub ca_bundle_pem: Option<Vec<u8>>,
-    /// Client-side rate limit (token bucket) of this control plane, if any.
+    /// Client-side rate limit (token bucket) of this control plane, shared by
+    /// every clone of the client; every attempt, retries included, takes a
+    /// token. `None` (default) = no limit.
     pub rate_limit: Option<RateLimit>,
-    /// Receives one observation per request (for metrics), if set.
-    pub observer: Option<std::sync::Arc<dyn RequestObserver>>,
-}
-
-/// A token bucket: `requests_per_second` refill rate, `burst` capacity.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RateLimit {
-    /// Sustained requests per second (> 0).
-    pub requests_per_second: f64,
-    /// Requests allowed at once after an idle period (>= 1).
-    pub burst: u32,
-}
-
-/// Observes every control plane request, e.g. to count them in metrics.
-pub trait RequestObserver: Send + Sync {
-    /// Called once per HTTP attempt: `operation` is a fixed name such as
-    /// `get_deployment`, `status_class` one of `2xx`, `4xx`, `5xx`, `timeout`,
-    /// `transport`; `elapsed` is the attempt's duration.
-    fn observe(&self, operation: &'static str, status_class: &'static str, elapsed: Duration);
+    /// Receives one observation per HTTP attempt (for metrics), if set.
+    pub observer: Option<Arc<dyn RequestObserver>>,
+    /// How GET and DELETE are retried. Default: 4 attempts within 30 s,
+    /// backoff 200 ms doubling up to 5 s, with jitter.
+    pub retry: RetryPolicy,
 }
 
 impl ClientConfig {
-    /// A config with the default timeout and no extra CA.
+    /// A config for `base_url` with the default timeout and retries, no
+    /// extra CA, no rate limit and no observer.
     pub fn new(
         base_url: impl Into<String>,
         workspace_id: impl Into<String>,
@@ -84,7 +97,32 @@ impl ClientConfig {
             ca_bundle_pem: None,
             rate_limit: None,
             observer: None,
+            retry: RetryPolicy::default(),
         }
+    }
+
+    /// A config for the control plane of a cloud region (facts "Hosts and
+    /// headers").
+    pub fn for_region(
+        region: Region,
+        workspace_id: impl Into<String>,
+        api_key: SecretString,
+    ) -> Self {
+        Self::new(region.base_url(), workspace_id, api_key)
+    }
+
+    /// A config for a self-hosted control plane at `host_url`: requests go
+    /// under `{host_url}/api-host` (spec "What the service does").
+    pub fn self_hosted(
+        host_url: &str,
+        workspace_id: impl Into<String>,
+        api_key: SecretString,
+    ) -> Self {
+        Self::new(
+            super::endpoint::self_hosted_base_url(host_url),
+            workspace_id,
+            api_key,
+        )
     }
 }
 
@@ -96,6 +134,10 @@ impl fmt::Debug for ClientConfig {
             .field("api_key", &"[REDACTED]")
             .field("timeout", &self.timeout)
             .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("ca_bundle_pem", &self.ca_bundle_pem.as_ref().map(Vec::len))
+            .field("rate_limit", &self.rate_limit)
+            .field("observer", &self.observer.is_some())
+            .field("retry", &self.retry)
             .finish()
     }
 }
@@ -112,18 +154,19 @@ pub struct ListDeployments {
     /// Substring filter on the name (there is no exact-name filter).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name_contains: Option<String>,
-    /// Deployment status filter.
+    /// Deployment status filter, e.g. `READY` (comma-separated for several).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// `dev_free`, `dev` or `prod`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployment_type: Option<String>,
-    /// Comma-separated deployment ids.
+    /// Comma-separated deployment ids (uuids).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deployment_ids: Option<String>,
 }
 
-/// Query parameters of `GET /v2/deployments/{id}/revisions`.
+/// Query parameters of `GET /v2/deployments/{id}/revisions` (facts
+/// "Requests": Revisions).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ListRevisions {
     /// Page size, 1–100 (service default 20).
@@ -132,17 +175,22 @@ pub struct ListRevisions {
     /// Items to skip.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<u32>,
-    /// Comma-separated revision statuses.
+    /// Comma-separated revision statuses, e.g. `DEPLOYED,BUILD_FAILED`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
 }
 
 /// Typed client of one control plane (one base URL, one workspace, one key).
+///
+/// Cheap to clone; clones share the connection pool and the rate limit.
 #[derive(Clone)]
 pub struct ControlPlaneClient {
     http: reqwest::Client,
     base: Url,
     workspace_id: String,
+    retry: RetryPolicy,
+    limiter: Option<Limiter>,
+    observer: Option<Arc<dyn RequestObserver>>,
 }
 
 impl fmt::Debug for ControlPlaneClient {
@@ -150,6 +198,8 @@ impl fmt::Debug for ControlPlaneClient {
         f.debug_struct("ControlPlaneClient")
             .field("base", &self.base.as_str())
             .field("workspace_id", &self.workspace_id)
+            .field("retry", &self.retry)
+            .field("rate_limited", &self.limiter.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -160,12 +210,76 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(d)) => d == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
+/// Percent-encodes one path segment: every byte but the unreserved
+/// characters of RFC 3986; `.` and `..` become `%2E` and `%2E%2E` so that
+/// they are not removed as dot segments.
+fn encode_segment(segment: &str) -> String {
+    if segment == "." || segment == ".." {
+        return segment.replace('.', "%2E");
+    }
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Something with an id, to de-duplicate list pages.
+trait Identified {
+    fn id(&self) -> &str;
+}
+
+impl Identified for Deployment {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Identified for Revision {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Identified for Listener {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Pages through a list with `limit` = [`MAX_PAGE_SIZE`] from offset 0 until
+/// a page is short or empty, or brings no new id (a server that ignores
+/// `offset`); items already seen (shifted by concurrent creates) are skipped.
+async fn collect_pages<T, F, Fut>(mut fetch: F) -> Result<Vec<T>, Error>
+where
+    T: Identified,
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<Page<T>, Error>>,
+{
+    let mut all: Vec<T> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut offset = 0u32;
+    loop {
+        let page = fetch(offset).await?;
+        let n = page.resources.len();
+        let mut new = 0usize;
+        for item in page.resources {
+            if seen.insert(item.id().to_owned()) {
+                new += 1;
+                all.push(item);
+            }
+        }
+        if n < MAX_PAGE_SIZE as usize || new == 0 {
+            return Ok(all);
+        }
+        offset = match offset.checked_add(n as u32) {
+            Some(o) => o,
+            None => return Ok(all),
+        };
     }
 }
 
@@ -173,32 +287,13 @@ impl ControlPlaneClient {
     /// Builds a client.
     ///
     /// Errors: [`Error::InvalidEndpoint`] when the URL does not parse, is not
-    /// http(s), or is plain HTTP to a non-loopback host without
-    /// `allow_insecure_http`; when the API key is not a valid header value; or
-    /// when the CA bundle is not PEM.
+    /// http(s), carries credentials, or is plain HTTP to a non-loopback host
+    /// without `allow_insecure_http`; when the API key or workspace id is not
+    /// a valid header value; when the CA bundle is not PEM; or when the rate
+    /// limit is not positive.
     pub fn new(config: ClientConfig) -> Result<Self, Error> {
         install_crypto_provider();
-        let mut base = Url::parse(config.base_url.trim_end_matches('/'))
-            .map_err(|e| Error::InvalidEndpoint(format!("{}: {e}", config.base_url)))?;
-        match base.scheme() {
-            "https" => {}
-            "http" if is_loopback(&base) || config.allow_insecure_http => {}
-            "http" => {
-                return Err(Error::InvalidEndpoint(format!(
-                    "{base}: plain http is only allowed to loopback hosts unless insecure HTTP is explicitly allowed"
-                )));
-            }
-            other => {
-                return Err(Error::InvalidEndpoint(format!(
-                    "{base}: unsupported scheme {other}"
-                )));
-            }
-        }
-        // Url::join replaces the last segment unless the path ends in '/'.
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
+        let base = super::endpoint::parse_base_url(&config.base_url, config.allow_insecure_http)?;
         let mut key = HeaderValue::from_str(config.api_key.expose_secret()).map_err(|_| {
             Error::InvalidEndpoint("the API key is not a valid header value".into())
         })?;
@@ -213,6 +308,7 @@ impl ControlPlaneClient {
             .default_headers(headers)
             .timeout(config.timeout)
             .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("agent-operator/", env!("CARGO_PKG_VERSION")));
         if let Some(pem) = &config.ca_bundle_pem {
             for cert in reqwest::Certificate::from_pem_bundle(pem)
@@ -224,10 +320,14 @@ impl ControlPlaneClient {
         let http = builder
             .build()
             .map_err(|e| Error::InvalidEndpoint(format!("HTTP client: {e}")))?;
+        let limiter = config.rate_limit.as_ref().map(Limiter::new).transpose()?;
         Ok(Self {
             http,
             base,
             workspace_id: config.workspace_id,
+            retry: config.retry,
+            limiter,
+            observer: config.observer,
         })
     }
 
@@ -236,126 +336,262 @@ impl ControlPlaneClient {
         self.base.as_str()
     }
 
-    fn url(&self, path: &str) -> Result<Url, Error> {
-        self.base
-            .join(path.trim_start_matches('/'))
-            .map_err(|e| Error::InvalidEndpoint(format!("{path}: {e}")))
+    /// The workspace id sent as `X-Tenant-Id`.
+    pub fn workspace_id(&self) -> &str {
+        &self.workspace_id
     }
 
-    /// Sends one request and returns the status and body of a success answer.
-    async fn send<B: Serialize, Q: Serialize>(
+    /// `{base}/seg1/seg2/...`; each segment is percent-encoded, so an id
+    /// cannot change the path (`a/b` and `..` stay one segment and reach the
+    /// service, which answers 422 or 404).
+    fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        let encoded: Vec<String> = segments.iter().map(|s| encode_segment(s)).collect();
+        let path = format!("{}{}", self.base.path(), encoded.join("/"));
+        url.set_path(&path);
+        url
+    }
+
+    /// Builds the request of `op` once (it is cloned for each attempt).
+    fn request<Q: Serialize + ?Sized, B: Serialize + ?Sized>(
         &self,
-        method: Method,
-        path: &str,
+        op: Operation,
+        segments: &[&str],
         query: Option<&Q>,
         body: Option<&B>,
-    ) -> Result<(StatusCode, bytes::Bytes), Error> {
-        let mut req = self.http.request(method, self.url(path)?);
+    ) -> Result<reqwest::Request, Error> {
+        let mut req = self.http.request(op.method(), self.url(segments));
         if let Some(q) = query {
             req = req.query(q);
         }
         if let Some(b) = body {
-            req = req.json(b);
+            let bytes = serde_json::to_vec(b)
+                .map_err(|e| Error::InvalidEndpoint(format!("encoding the request body: {e}")))?;
+            req = req
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                .body(bytes);
         }
-        let resp = req.send().await.map_err(Error::from_reqwest)?;
-        let status = resp.status();
-        let retry_after = parse_retry_after(resp.headers().get(reqwest::header::RETRY_AFTER));
-        let bytes = resp.bytes().await.map_err(Error::from_reqwest)?;
-        if status.is_success() {
-            Ok((status, bytes))
-        } else {
-            Err(Error::from_response(status, retry_after, &bytes))
-        }
+        req.build()
+            .map_err(|e| Error::InvalidEndpoint(format!("building the request: {e}")))
     }
 
-    async fn json<T: DeserializeOwned, B: Serialize, Q: Serialize>(
+    /// One HTTP attempt: waits for a rate-limit token, sends, reads the whole
+    /// body, reports to the observer, and checks the status.
+    async fn attempt(
         &self,
-        method: Method,
-        path: &str,
-        query: Option<&Q>,
-        body: Option<&B>,
-    ) -> Result<T, Error> {
-        let (status, bytes) = self.send(method, path, query, body).await?;
-        serde_json::from_slice(&bytes).map_err(|e| Error::decode(status, &e, &bytes))
+        op: Operation,
+        req: reqwest::Request,
+    ) -> Result<(StatusCode, Bytes), Error> {
+        if let Some(limiter) = &self.limiter {
+            limiter.acquire().await;
+        }
+        let started = Instant::now();
+        let answer = async {
+            let resp = self.http.execute(req).await.map_err(Error::from_reqwest)?;
+            let status = resp.status();
+            let retry_after = resp.headers().get(RETRY_AFTER).cloned();
+            let body = resp.bytes().await.map_err(Error::from_reqwest)?;
+            Ok::<_, Error>((status, retry_after, body))
+        }
+        .await;
+        let elapsed = started.elapsed();
+        let class = match &answer {
+            Ok((status, _, _)) => status_class(status.as_u16()),
+            Err(Error::Timeout) => STATUS_CLASS_TIMEOUT,
+            Err(_) => STATUS_CLASS_TRANSPORT,
+        };
+        tracing::debug!(
+            operation = op.as_str(),
+            status_class = class,
+            status = answer.as_ref().ok().map(|a| a.0.as_u16()),
+            elapsed_ms = elapsed.as_millis() as u64,
+            "control plane request"
+        );
+        if let Some(observer) = &self.observer {
+            observer.observe(op.as_str(), class, elapsed);
+        }
+        let (status, retry_after, body) = answer?;
+        check_status(op, status, retry_after.as_ref(), &body)?;
+        Ok((status, body))
     }
 
-    /// `POST /v2/deployments` → 201 with the Deployment (facts "Requests").
-    /// Never retried: there is no idempotency key, so a blind retry could
-    /// create a second deployment.
-    pub async fn create_deployment(&self, body: &DeploymentCreate) -> Result<Deployment, Error> {
-        self.json(Method::POST, "v2/deployments", None::<&()>, Some(body))
+    /// Runs `req` for `op`: once for POST and PATCH; for GET and DELETE,
+    /// retried on transient errors as the [`RetryPolicy`] says. Returns the
+    /// status and the success body.
+    async fn execute(
+        &self,
+        op: Operation,
+        req: reqwest::Request,
+    ) -> Result<(StatusCode, Bytes), Error> {
+        let once = || async {
+            let attempt = req.try_clone().ok_or_else(|| {
+                Error::InvalidEndpoint("the request body cannot be sent twice".into())
+            })?;
+            self.attempt(op, attempt).await
+        };
+        if !op.is_retried() || self.retry.max_attempts <= 1 {
+            return once().await;
+        }
+        let policy = self.retry;
+        let first_started = Instant::now();
+        once.retry(policy.backoff())
+            .when(Error::is_transient)
+            .adjust(move |e, backoff| policy.next_delay(e, backoff, first_started.elapsed()))
+            .notify(|e, delay| {
+                tracing::debug!(
+                    operation = op.as_str(),
+                    error = %e,
+                    delay_ms = delay.as_millis() as u64,
+                    "retrying control plane request"
+                );
+            })
             .await
     }
 
-    /// `GET /v2/deployments/{id}` → the Deployment.
+    async fn json<T: DeserializeOwned>(
+        &self,
+        op: Operation,
+        req: reqwest::Request,
+    ) -> Result<T, Error> {
+        let (status, body) = self.execute(op, req).await?;
+        decode_body(status, &body)
+    }
+
+    /// `POST /v2/deployments` → 201 with the Deployment (facts "Requests",
+    /// Create).
+    ///
+    /// Never retried, not even after a timeout or a 5xx: there is no
+    /// idempotency key, so a blind retry of a create whose answer was lost
+    /// could create a second deployment. After a transient error, look the
+    /// deployment up by name ([`ControlPlaneClient::find_deployment_by_name`])
+    /// before creating again. Errors: 400 (rules), 403 (listener on a
+    /// non-enterprise workspace), 409 (name taken), 422, and transport errors.
+    pub async fn create_deployment(&self, body: &DeploymentCreate) -> Result<Deployment, Error> {
+        let req = self.request(
+            Operation::CreateDeployment,
+            &["v2", "deployments"],
+            None::<&()>,
+            Some(body),
+        )?;
+        self.json(Operation::CreateDeployment, req).await
+    }
+
+    /// `GET /v2/deployments/{id}` → the Deployment. Retried on transient
+    /// errors. Errors: 404 (detail names the id; also once an asynchronous
+    /// delete is over), 422 (id not a uuid).
     pub async fn get_deployment(&self, id: &str) -> Result<Deployment, Error> {
-        self.json(
-            Method::GET,
-            &format!("v2/deployments/{id}"),
+        let req = self.request(
+            Operation::GetDeployment,
+            &["v2", "deployments", id],
             None::<&()>,
             None::<&()>,
-        )
-        .await
+        )?;
+        self.json(Operation::GetDeployment, req).await
     }
 
     /// `PATCH /v2/deployments/{id}` with only the fields to change → the
-    /// Deployment. A body with `source_revision_config` creates a revision.
+    /// Deployment (facts "Requests", Patch). A non-null `repo_ref`,
+    /// `langgraph_config_path` or `image_uri`, a `resource_spec`, or a
+    /// non-empty `secrets` creates a new revision; `build_on_push` alone does
+    /// not; an empty `secrets` list means "unchanged". `resource_spec` is
+    /// replaced whole: see [`ControlPlaneClient::patch_deployment_merged`].
+    ///
+    /// Never retried (no idempotency key: a repeated patch could create a
+    /// second revision). Errors: 400 (immutable field, tag with
+    /// `build_on_push`), 404, 409 (being deleted), 422.
     pub async fn patch_deployment(
         &self,
         id: &str,
         patch: &DeploymentPatch,
     ) -> Result<Deployment, Error> {
-        self.json(
-            Method::PATCH,
-            &format!("v2/deployments/{id}"),
+        let req = self.request(
+            Operation::PatchDeployment,
+            &["v2", "deployments", id],
             None::<&()>,
             Some(patch),
-        )
-        .await
+        )?;
+        self.json(Operation::PatchDeployment, req).await
     }
 
-    /// `DELETE /v2/deployments/{id}` → 204. Deletion is asynchronous: GET keeps
-    /// answering (status `AWAITING_DELETE`) until it returns 404.
+    /// Like [`ControlPlaneClient::patch_deployment`], but a partial
+    /// `source_config.resource_spec` changes only the fields it names: the
+    /// deployment is read first (`GET`) and the partial object is merged into
+    /// its current `resource_spec` with JSON Merge Patch rules (a `null`
+    /// removes a field; see [`super::merge`]), because the service replaces
+    /// the whole object (facts "Deployment"). Without a `resource_spec` this
+    /// is a plain PATCH.
+    ///
+    /// Not atomic: a change made by someone else between the GET and the
+    /// PATCH is overwritten (the API has no precondition header). Errors:
+    /// those of the GET, then those of the PATCH.
+    pub async fn patch_deployment_merged(
+        &self,
+        id: &str,
+        patch: &DeploymentPatch,
+    ) -> Result<Deployment, Error> {
+        let partial = patch
+            .source_config
+            .as_ref()
+            .is_some_and(|sc| sc.resource_spec.is_some());
+        if !partial {
+            return self.patch_deployment(id, patch).await;
+        }
+        let current = self.get_deployment(id).await?;
+        self.patch_deployment(id, &with_merged_resource_spec(&current, patch))
+            .await
+    }
+
+    /// `DELETE /v2/deployments/{id}` → 204. Retried on transient errors.
+    ///
+    /// Deletion is asynchronous (facts "Requests", Delete): GET keeps
+    /// answering with status `AWAITING_DELETE` until it returns 404. A 404
+    /// here means the deployment is already gone: callers treat it as
+    /// success (a retried DELETE whose first answer was lost may see it).
     pub async fn delete_deployment(&self, id: &str) -> Result<(), Error> {
-        self.send(
-            Method::DELETE,
-            &format!("v2/deployments/{id}"),
+        let req = self.request(
+            Operation::DeleteDeployment,
+            &["v2", "deployments", id],
             None::<&()>,
             None::<&()>,
-        )
-        .await
-        .map(|_| ())
+        )?;
+        self.execute(Operation::DeleteDeployment, req)
+            .await
+            .map(|_| ())
     }
 
-    /// `GET /v2/deployments` → one page.
+    /// `GET /v2/deployments` → one page (`{"resources", "offset"}`, newest
+    /// first). Retried on transient errors. Errors: 422 for a `limit` outside
+    /// 1–100, a bad `deployment_type` or a non-uuid in `deployment_ids`.
     pub async fn list_deployments(
         &self,
         query: &ListDeployments,
     ) -> Result<Page<Deployment>, Error> {
-        self.json(Method::GET, "v2/deployments", Some(query), None::<&()>)
-            .await
+        let req = self.request(
+            Operation::ListDeployments,
+            &["v2", "deployments"],
+            Some(query),
+            None::<&()>,
+        )?;
+        self.json(Operation::ListDeployments, req).await
     }
 
-    /// Every deployment matching `query`, paging with `limit`/`offset` until a
-    /// short page. `query.limit`/`offset` are overridden.
+    /// Every deployment matching `query`'s filters, paging with
+    /// `limit` = [`MAX_PAGE_SIZE`] and `offset` to the end (until a short
+    /// page). `query.limit`/`offset` are ignored. Errors: those of
+    /// [`ControlPlaneClient::list_deployments`].
     pub async fn list_all_deployments(
         &self,
         query: &ListDeployments,
     ) -> Result<Vec<Deployment>, Error> {
-        let mut all = Vec::new();
-        let mut q = query.clone();
-        q.limit = Some(MAX_PAGE_SIZE);
-        let mut offset = 0u32;
-        loop {
-            q.offset = Some(offset);
-            let page = self.list_deployments(&q).await?;
-            let n = page.resources.len() as u32;
-            all.extend(page.resources);
-            if n < MAX_PAGE_SIZE {
-                return Ok(all);
-            }
-            offset += n;
-        }
+        collect_pages(|offset| {
+            let q = ListDeployments {
+                limit: Some(MAX_PAGE_SIZE),
+                offset: Some(offset),
+                ..query.clone()
+            };
+            async move { self.list_deployments(&q).await }
+        })
+        .await
     }
 
     /// Exact-name lookup: lists with `name_contains` and keeps the deployment
@@ -371,68 +607,103 @@ impl ControlPlaneClient {
     }
 
     /// `GET /v2/deployments/{id}/revisions` → one page, newest first.
+    /// Retried on transient errors. Errors: 404 (deployment), 422.
     pub async fn list_revisions(
         &self,
         deployment_id: &str,
         query: &ListRevisions,
     ) -> Result<Page<Revision>, Error> {
-        self.json(
-            Method::GET,
-            &format!("v2/deployments/{deployment_id}/revisions"),
+        let req = self.request(
+            Operation::ListRevisions,
+            &["v2", "deployments", deployment_id, "revisions"],
             Some(query),
             None::<&()>,
-        )
+        )?;
+        self.json(Operation::ListRevisions, req).await
+    }
+
+    /// Every revision of a deployment matching `query.status`, newest first,
+    /// paging to the end. Errors: those of
+    /// [`ControlPlaneClient::list_revisions`].
+    pub async fn list_all_revisions(
+        &self,
+        deployment_id: &str,
+        query: &ListRevisions,
+    ) -> Result<Vec<Revision>, Error> {
+        collect_pages(|offset| {
+            let q = ListRevisions {
+                limit: Some(MAX_PAGE_SIZE),
+                offset: Some(offset),
+                ..query.clone()
+            };
+            async move { self.list_revisions(deployment_id, &q).await }
+        })
         .await
     }
 
     /// `GET /v2/deployments/{id}/revisions/{revision_id}` → the Revision.
+    /// Retried on transient errors. Errors: 404 (deployment or revision; the
+    /// detail names the id), 422.
     pub async fn get_revision(
         &self,
         deployment_id: &str,
         revision_id: &str,
     ) -> Result<Revision, Error> {
-        self.json(
-            Method::GET,
-            &format!("v2/deployments/{deployment_id}/revisions/{revision_id}"),
+        let req = self.request(
+            Operation::GetRevision,
+            &["v2", "deployments", deployment_id, "revisions", revision_id],
             None::<&()>,
             None::<&()>,
-        )
-        .await
+        )?;
+        self.json(Operation::GetRevision, req).await
     }
 
     /// `POST /v2/deployments/{id}/revisions`: a new revision with the current
-    /// configuration (redeploy) → the Revision.
+    /// configuration (redeploy) → the Revision (facts "Requests", Redeploy).
+    ///
+    /// Never retried: a repeated redeploy creates another revision. Errors:
+    /// 404, 409 (being deleted), 422.
     pub async fn redeploy(&self, deployment_id: &str) -> Result<Revision, Error> {
-        self.json(
-            Method::POST,
-            &format!("v2/deployments/{deployment_id}/revisions"),
+        let req = self.request(
+            Operation::Redeploy,
+            &["v2", "deployments", deployment_id, "revisions"],
             None::<&()>,
             None::<&()>,
-        )
-        .await
+        )?;
+        self.json(Operation::Redeploy, req).await
     }
 
-    /// `GET /v2/listeners/{listener_id}` → the Listener (403 unless the
-    /// organization is self-hosted enterprise).
+    /// `GET /v2/listeners/{listener_id}` → the Listener. Retried on transient
+    /// errors. Errors (spec "Errors"): 403 unless the organization is
+    /// self-hosted enterprise (the detail names the workspace), 404 (the
+    /// detail names the id), 422 (id not a uuid).
     pub async fn get_listener(&self, listener_id: &str) -> Result<Listener, Error> {
-        self.json(
-            Method::GET,
-            &format!("v2/listeners/{listener_id}"),
+        let req = self.request(
+            Operation::GetListener,
+            &["v2", "listeners", listener_id],
             None::<&()>,
             None::<&()>,
-        )
-        .await
+        )?;
+        self.json(Operation::GetListener, req).await
     }
 
-    /// `GET /v2/listeners` → one page.
+    /// `GET /v2/listeners?limit=&offset=` → one page (facts "Requests",
+    /// Listeners). Retried on transient errors. Errors: 403 as for
+    /// [`ControlPlaneClient::get_listener`], 422 for a `limit` outside 1–100.
     pub async fn list_listeners(&self, limit: u32, offset: u32) -> Result<Page<Listener>, Error> {
-        self.json(
-            Method::GET,
-            "v2/listeners",
+        let req = self.request(
+            Operation::ListListeners,
+            &["v2", "listeners"],
             Some(&[("limit", limit), ("offset", offset)]),
             None::<&()>,
-        )
-        .await
+        )?;
+        self.json(Operation::ListListeners, req).await
+    }
+
+    /// Every listener of the workspace, paging to the end. Errors: those of
+    /// [`ControlPlaneClient::list_listeners`].
+    pub async fn list_all_listeners(&self) -> Result<Vec<Listener>, Error> {
+        collect_pages(|offset| self.list_listeners(MAX_PAGE_SIZE, offset)).await
     }
 }
 
@@ -457,17 +728,43 @@ mod tests {
     }
 
     #[test]
-    fn paths_keep_the_api_host_prefix() {
+    fn paths_keep_the_api_host_prefix_and_encode_ids() {
         let c = ControlPlaneClient::new(cfg("https://example.com/api-host")).unwrap();
         assert_eq!(
-            c.url("v2/deployments").unwrap().as_str(),
+            c.url(&["v2", "deployments"]).as_str(),
             "https://example.com/api-host/v2/deployments"
         );
         let c = ControlPlaneClient::new(cfg("https://api.host.langchain.com/")).unwrap();
         assert_eq!(
-            c.url("v2/deployments/x").unwrap().as_str(),
+            c.url(&["v2", "deployments", "x"]).as_str(),
             "https://api.host.langchain.com/v2/deployments/x"
         );
+        assert_eq!(
+            c.url(&["v2", "deployments", "../a/b?c#d"]).as_str(),
+            "https://api.host.langchain.com/v2/deployments/..%2Fa%2Fb%3Fc%23d"
+        );
+        assert_eq!(
+            c.url(&["v2", "deployments", "..", "revisions", "."]).as_str(),
+            "https://api.host.langchain.com/v2/deployments/%2E%2E/revisions/%2E"
+        );
+        assert_eq!(
+            c.url(&["v2", "deployments", "é 1"]).as_str(),
+            "https://api.host.langchain.com/v2/deployments/%C3%A9%201"
+        );
+        let c = ControlPlaneClient::new(ClientConfig::self_hosted(
+            "https://ls.example.com",
+            "ws",
+            SecretString::from("k"),
+        ))
+        .unwrap();
+        assert_eq!(c.base_url(), "https://ls.example.com/api-host/");
+        let c = ControlPlaneClient::new(ClientConfig::for_region(
+            Region::Eu,
+            "ws",
+            SecretString::from("k"),
+        ))
+        .unwrap();
+        assert_eq!(c.base_url(), "https://eu.api.host.langchain.com/");
     }
 
     #[test]
@@ -476,5 +773,18 @@ mod tests {
         assert!(!format!("{c:?}").contains("super-secret-key"));
         let client = ControlPlaneClient::new(c).unwrap();
         assert!(!format!("{client:?}").contains("super-secret-key"));
+    }
+
+    #[test]
+    fn invalid_rate_limits_are_refused() {
+        let mut c = cfg("https://example.com");
+        c.rate_limit = Some(RateLimit {
+            requests_per_second: 0.0,
+            burst: 1,
+        });
+        assert!(matches!(
+            ControlPlaneClient::new(c),
+            Err(Error::InvalidEndpoint(_))
+        ));
     }
 }

@@ -3,8 +3,14 @@
 //! Status codes and body shapes follow `api-facts.md`, "Errors": 400/403/404/409
 //! carry `{"detail": "<string>"}`, 422 carries an `HTTPValidationError`, and a
 //! 429 or 503 may carry `Retry-After`. Nothing here ever holds the API key or a
-//! request header: only the status, the `detail`, and at most the first bytes of
-//! a body that did not decode.
+//! request or response header: only the status, the `detail`, the parsed
+//! `Retry-After`, and at most the first [`BODY_SNIPPET_BYTES`] bytes of a body
+//! that did not decode (with secret values cut out, see [`snippet`]).
+//!
+//! Every variant is classified by [`Error::is_transient`]: transient errors
+//! may succeed when the same request is sent again later (the client retries
+//! them for GET and DELETE, see [`super::retry`]); the others need a change
+//! of the request, the configuration or the remote state first.
 
 use std::time::Duration;
 
@@ -97,20 +103,44 @@ pub enum Error {
         /// First [`BODY_SNIPPET_BYTES`] bytes of the body, lossily decoded.
         snippet: String,
     },
-    /// The configured endpoint is not acceptable (e.g. plain HTTP to a
-    /// non-loopback host without opt-in).
+    /// The client configuration is not acceptable: the endpoint (e.g. plain
+    /// HTTP to a non-loopback host without opt-in), the API key or workspace
+    /// as header values, the CA bundle, or the rate limit. Permanent.
     #[error("invalid control plane endpoint: {0}")]
     InvalidEndpoint(String),
 }
 
 impl Error {
-    /// True when the same request may succeed later without any change:
-    /// timeouts, transport errors, 5xx and rate limits.
+    /// True when the same request may succeed later without any change.
+    ///
+    /// Transient: [`Error::Timeout`], [`Error::Transport`] (refused, reset,
+    /// dropped connection), [`Error::Server`] (5xx other than 503),
+    /// [`Error::RateLimited`] (429, 503) and a 408 in
+    /// [`Error::UnexpectedStatus`]. Permanent: every other 4xx (the request or
+    /// the credentials must change), an unexpected status, an undecodable
+    /// answer (the client and the service disagree on the shape) and an
+    /// invalid configuration.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            Error::Timeout | Error::Transport(_) | Error::Server { .. } | Error::RateLimited { .. }
-        )
+        match self {
+            Error::Timeout
+            | Error::Transport(_)
+            | Error::Server { .. }
+            | Error::RateLimited { .. } => true,
+            Error::UnexpectedStatus { status, .. } => *status == 408,
+            Error::BadRequest { .. }
+            | Error::Unauthorized { .. }
+            | Error::Forbidden { .. }
+            | Error::NotFound { .. }
+            | Error::Conflict { .. }
+            | Error::Validation { .. }
+            | Error::Decode { .. }
+            | Error::InvalidEndpoint(_) => false,
+        }
+    }
+
+    /// True for a 404 (the deployment, revision or listener does not exist).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound { .. })
     }
 
     /// The delay the service asked for, if any (`Retry-After`).
@@ -173,14 +203,25 @@ impl Error {
         }
     }
 
-    /// Maps a reqwest failure (no answer) to an error. The URL is dropped: only
-    /// the failure kind is kept.
+    /// Maps a reqwest failure (no answer) to an error. The URL is dropped and
+    /// only the failure kind and its causes are kept (reqwest errors never
+    /// carry request headers, so the key cannot appear).
     pub fn from_reqwest(e: reqwest::Error) -> Self {
         if e.is_timeout() {
-            Error::Timeout
-        } else {
-            Error::Transport(e.without_url().to_string())
+            return Error::Timeout;
         }
+        let e = e.without_url();
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            let cause_text = cause.to_string();
+            if !text.contains(&cause_text) {
+                text.push_str(": ");
+                text.push_str(&cause_text);
+            }
+            source = cause.source();
+        }
+        Error::Transport(text)
     }
 
     /// A decode failure of a success body.
@@ -203,10 +244,68 @@ fn detail_text(body: &[u8]) -> String {
     }
 }
 
-/// First [`BODY_SNIPPET_BYTES`] bytes of a body, lossily decoded as UTF-8.
+/// First [`BODY_SNIPPET_BYTES`] bytes of a body, lossily decoded as UTF-8,
+/// for error messages.
+///
+/// A deployment answer carries its secrets' values (facts "Deployment":
+/// `secrets` `[{name, value}]`), so they are cut out first: a body that is
+/// JSON is shown with every `secrets[].value` replaced by `[REDACTED]`; a body
+/// that is not JSON is cut before the first `"secrets"`.
 pub fn snippet(body: &[u8]) -> String {
+    let redacted = match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(mut v) => {
+            if redact_secrets(&mut v) {
+                serde_json::to_vec(&v).ok()
+            } else {
+                None
+            }
+        }
+        Err(_) => None,
+    };
+    let body = match &redacted {
+        Some(b) => b.as_slice(),
+        None => match find(body, b"\"secrets\"") {
+            Some(at) if serde_json::from_slice::<serde_json::Value>(body).is_err() => &body[..at],
+            _ => body,
+        },
+    };
     let end = body.len().min(BODY_SNIPPET_BYTES);
     String::from_utf8_lossy(&body[..end]).into_owned()
+}
+
+/// Replaces every `secrets[].value` (at any depth) with `[REDACTED]`;
+/// true when something was replaced.
+fn redact_secrets(v: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    let mut changed = false;
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map.iter_mut() {
+                if k == "secrets"
+                    && let Value::Array(items) = child
+                {
+                    for item in items.iter_mut() {
+                        if let Some(value) = item.get_mut("value") {
+                            *value = Value::String("[REDACTED]".into());
+                            changed = true;
+                        }
+                    }
+                }
+                changed |= redact_secrets(child);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                changed |= redact_secrets(item);
+            }
+        }
+        _ => {}
+    }
+    changed
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 fn format_validation(errors: &[ValidationError]) -> String {
@@ -269,6 +368,71 @@ mod tests {
         );
         assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
         assert!(e.is_transient());
+    }
+
+    #[test]
+    fn every_variant_is_classified() {
+        let d = || "d".to_owned();
+        let permanent = [
+            Error::BadRequest { detail: d() },
+            Error::Unauthorized { detail: d() },
+            Error::Forbidden { detail: d() },
+            Error::NotFound { detail: d() },
+            Error::Conflict { detail: d() },
+            Error::Validation { errors: vec![] },
+            Error::UnexpectedStatus {
+                status: 302,
+                detail: d(),
+            },
+            Error::Decode {
+                status: 200,
+                message: d(),
+                snippet: d(),
+            },
+            Error::InvalidEndpoint(d()),
+        ];
+        for e in &permanent {
+            assert!(!e.is_transient(), "{e}");
+        }
+        let transient = [
+            Error::Timeout,
+            Error::Transport(d()),
+            Error::Server {
+                status: 502,
+                detail: d(),
+            },
+            Error::RateLimited {
+                status: 503,
+                retry_after: None,
+            },
+            Error::UnexpectedStatus {
+                status: 408,
+                detail: d(),
+            },
+        ];
+        for e in &transient {
+            assert!(e.is_transient(), "{e}");
+        }
+        assert!(Error::NotFound { detail: d() }.is_not_found());
+    }
+
+    #[test]
+    fn snippets_never_show_secret_values() {
+        let body = br#"{"id":"x","secrets":[{"name":"K","value":"sk-live-123"}],"status":7}"#;
+        let s = snippet(body);
+        assert!(!s.contains("sk-live-123"), "{s}");
+        assert!(s.contains("[REDACTED]"), "{s}");
+        let truncated = br#"{"id":"x","secrets":[{"name":"K","value":"sk-live-123"#;
+        let s = snippet(truncated);
+        assert!(!s.contains("sk-live-123"), "{s}");
+        assert_eq!(s, r#"{"id":"x","#);
+        assert_eq!(snippet(b"plain text"), "plain text");
+        let e = Error::decode(
+            StatusCode::OK,
+            &serde_json::from_slice::<u8>(body).unwrap_err(),
+            body,
+        );
+        assert!(!format!("{e} {e:?}").contains("sk-live-123"));
     }
 
     #[test]

@@ -1,14 +1,32 @@
 //! Typed client of the control plane REST API: wire types (snake_case), errors,
-//! and the HTTP client.
+//! endpoints, retries, rate limit and the HTTP client.
 //!
 //! Source: `control-plane-and-agent-server.md`, "Endpoints" and "Authentication";
 //! `api-facts.md`, "Control plane".
+//!
+//! - [`client`]: [`ControlPlaneClient`] and its [`ClientConfig`];
+//! - [`endpoint`]: cloud regions, self-hosted `/api-host`, HTTPS rules;
+//! - [`error`]: [`Error`], classified transient or permanent;
+//! - [`retry`]: [`RetryPolicy`] (GET and DELETE only, honouring `Retry-After`);
+//! - [`limit`]: the client-side [`RateLimit`];
+//! - [`operation`]: the fixed [`Operation`] names and the [`RequestObserver`];
+//! - [`response`]: pure decoding of one answer;
+//! - [`merge`]: merging a partial `resource_spec`;
+//! - [`types`]: the wire types shared with the emulator.
 
 pub mod client;
+pub mod endpoint;
 pub mod error;
+pub mod limit;
+pub mod merge;
+pub mod operation;
+pub mod response;
+pub mod retry;
 pub mod types;
 
-pub use client::{
-    ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions, RateLimit, RequestObserver,
-};
+pub use client::{ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions};
+pub use endpoint::Region;
 pub use error::Error;
+pub use limit::RateLimit;
+pub use operation::{Operation, RequestObserver};
+pub use retry::RetryPolicy;

@@ -1,0 +1,463 @@
+//! Reconciler of `AgentControlPlane`: checks that the control plane answers an
+//! authenticated call with the current spec and API key, and reports it.
+//!
+//! Each pass builds (or reuses) the shared client of [`super::planes`] and
+//! lists one deployment (`GET /v2/deployments?limit=1`). Outcomes:
+//! `Ready=True` (reason `Authenticated`); `Stalled` with `Unauthorized` (401),
+//! `Forbidden` (403, e.g. a key of another workspace), `SecretNotFound` or
+//! `InvalidSpec`; `Reconciling` with `ControlPlaneUnavailable` on transient
+//! errors (retried with backoff). Steady objects are re-checked every
+//! `resync_interval` (default 5 min), and at once when a Secret they reference
+//! changes.
+//!
+//! Source: `control-plane-and-agent-server.md`, "Authentication";
+//! `api-facts.md`, "Hosts and headers" (401 for a wrong key, 403 for a key of
+//! another workspace) and "Requests" (list, `limit` 1–100).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use tracing::{debug, warn};
+
+use super::runner::Scope;
+use super::status::{Outcome, conditions};
+use super::{Context, Error};
+use crate::api::FIELD_MANAGER;
+use crate::api::conditions::{READY, find, reason};
+use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
+use crate::controlplane::{Error as CpError, ListDeployments};
+
+/// Reconciles of this kind running at once per namespace (each makes one
+/// small request).
+pub const CONCURRENCY: u16 = 4;
+
+/// `kind` label of this controller's metrics.
+pub const KIND: &str = "AgentControlPlane";
+
+/// An `Api` of a namespaced kind in `namespace` (`None`: all namespaces).
+pub(crate) fn scoped_api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        None => Api::all(client.clone()),
+        Some(ns) => Api::namespaced(client.clone(), ns),
+    }
+}
+
+/// `d` ± 10 %, so that many objects do not re-check in lockstep.
+pub(crate) fn jittered(d: Duration) -> Duration {
+    d.mul_f64(rand::random_range(0.9..1.1))
+}
+
+/// Server-side applies `status` to the status subresource of `name` with the
+/// operator's field manager. Errors: the Kubernetes API error.
+pub(crate) async fn apply_status<K>(
+    api: &Api<K>,
+    name: &str,
+    status: &impl Serialize,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(Error::Kube)?;
+    Ok(())
+}
+
+/// Publishes an event about `obj`; a failure is logged, not returned.
+pub(crate) async fn publish<K>(
+    ctx: &Context,
+    obj: &K,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) where
+    K: Resource<DynamicType = ()>,
+{
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+        warn!(error = %e, "cannot publish event");
+    }
+}
+
+/// Publishes an event when the `Ready` condition changes status or reason:
+/// Normal when it became True, Warning otherwise.
+pub(crate) async fn publish_transition<K>(
+    ctx: &Context,
+    obj: &K,
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    outcome: &Outcome,
+) where
+    K: Resource<DynamicType = ()>,
+{
+    let now_ready = matches!(outcome, Outcome::Ready { .. });
+    let unchanged = find(previous, READY).is_some_and(|c| {
+        (c.status == "True") == now_ready
+            && c.reason == outcome.reason()
+            && c.message == outcome_message(outcome)
+    });
+    if unchanged {
+        return;
+    }
+    let type_ = if now_ready {
+        EventType::Normal
+    } else {
+        EventType::Warning
+    };
+    publish(
+        ctx,
+        obj,
+        type_,
+        outcome.reason(),
+        outcome_message(outcome).to_owned(),
+    )
+    .await;
+}
+
+/// The message of an outcome.
+pub(crate) fn outcome_message(outcome: &Outcome) -> &str {
+    match outcome {
+        Outcome::Ready { message, .. }
+        | Outcome::Progressing { message, .. }
+        | Outcome::Stalled { message, .. } => message,
+        #[allow(unreachable_patterns)]
+        _ => "",
+    }
+}
+
+/// The outcome of the authentication probe (`list deployments`, limit 1)
+/// against `base_url` for `workspace_id`. Pure.
+pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpError>) -> Outcome {
+    let e = match result {
+        Ok(()) => {
+            return Outcome::Ready {
+                reason: reason::AUTHENTICATED,
+                message: format!(
+                    "authenticated to {base_url} for workspace {workspace_id}"
+                ),
+            };
+        }
+        Err(e) => e,
+    };
+    let message = format!("list deployments at {base_url}: {e}");
+    match e {
+        CpError::Unauthorized { .. } => Outcome::Stalled {
+            reason: reason::UNAUTHORIZED,
+            message: format!("{message}; check the API key Secret"),
+        },
+        CpError::Forbidden { .. } => Outcome::Stalled {
+            reason: reason::FORBIDDEN,
+            message: format!(
+                "{message}; check that the API key belongs to workspace {workspace_id}"
+            ),
+        },
+        e if e.is_transient() => Outcome::Progressing {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message,
+        },
+        CpError::NotFound { .. } | CpError::InvalidEndpoint(_) => Outcome::Stalled {
+            reason: reason::INVALID_SPEC,
+            message: format!(
+                "{message}; check spec.url (a self-hosted control plane ends in /api-host)"
+            ),
+        },
+        _ => Outcome::Stalled {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message,
+        },
+    }
+}
+
+fn object_key(obj: &AgentControlPlane) -> String {
+    format!(
+        "AgentControlPlane/{}/{}",
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
+}
+
+/// Writes `outcome` to status (only when it changed) and publishes an event
+/// when the `Ready` condition changed.
+async fn report(
+    api: &Api<AgentControlPlane>,
+    obj: &AgentControlPlane,
+    ctx: &Context,
+    outcome: &Outcome,
+) -> Result<(), Error> {
+    let previous = obj.status.clone().unwrap_or_default();
+    let status = AgentControlPlaneStatus {
+        observed_generation: obj.metadata.generation,
+        conditions: conditions(&previous.conditions, outcome, obj.metadata.generation),
+    };
+    publish_transition(ctx, obj, &previous.conditions, outcome).await;
+    if obj.status.as_ref() != Some(&status) {
+        apply_status(api, &obj.name_any(), &status).await?;
+    }
+    Ok(())
+}
+
+/// One reconcile pass: build or reuse the client, probe, report.
+#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
+pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let api: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
+    let cp = match ctx
+        .planes
+        .client_for_plane(
+            &ctx.client,
+            &obj,
+            ctx.config.request_timeout,
+            Some(ctx.metrics.request_observer()),
+        )
+        .await?
+    {
+        Ok(cp) => cp,
+        Err(blocked) => {
+            let outcome = Outcome::Stalled {
+                reason: blocked.reason,
+                message: blocked.message,
+            };
+            report(&api, &obj, &ctx, &outcome).await?;
+            ctx.reset_backoff(&object_key(&obj));
+            return Ok(Action::requeue(ctx.config.blocked_interval));
+        }
+    };
+    let probe = cp
+        .list_deployments(&ListDeployments {
+            limit: Some(1),
+            ..Default::default()
+        })
+        .await;
+    let base_url = cp.base_url().trim_end_matches('/').to_owned();
+    let outcome = probe_outcome(&base_url, &obj.spec.workspace_id, probe.as_ref().map(|_| ()));
+    report(&api, &obj, &ctx, &outcome).await?;
+    match probe {
+        Err(e) if e.is_transient() => Err(Error::ControlPlane {
+            operation: "list deployments",
+            source: e,
+        }),
+        _ => {
+            ctx.reset_backoff(&object_key(&obj));
+            Ok(Action::requeue(jittered(ctx.config.resync_interval)))
+        }
+    }
+}
+
+/// Requeue policy for failed passes: the service's `Retry-After` if longer,
+/// else exponential backoff per object (capped at `max_backoff`).
+pub fn error_policy(obj: Arc<AgentControlPlane>, error: &Error, ctx: Arc<Context>) -> Action {
+    let backoff = ctx.backoff(&object_key(&obj));
+    let delay = error.retry_after().map_or(backoff, |r| r.max(backoff));
+    warn!(
+        namespace = obj.namespace().unwrap_or_default(),
+        name = obj.name_any(),
+        reason = error.reason(),
+        error = %error,
+        retry_in_s = delay.as_secs_f64(),
+        "AgentControlPlane reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+/// AgentControlPlanes in the Secret's namespace whose API key or CA bundle is
+/// in the Secret `secret_name`. Pure.
+pub fn planes_using_secret(
+    planes: &[Arc<AgentControlPlane>],
+    secret_namespace: Option<&str>,
+    secret_name: &str,
+) -> Vec<ObjectRef<AgentControlPlane>> {
+    planes
+        .iter()
+        .filter(|p| p.namespace().as_deref() == secret_namespace)
+        .filter(|p| {
+            p.spec.api_key_secret_ref.name == secret_name
+                || p
+                    .spec
+                    .ca_bundle_secret_ref
+                    .as_ref()
+                    .is_some_and(|r| r.name == secret_name)
+        })
+        .map(|p| ObjectRef::from_obj(p.as_ref()))
+        .collect()
+}
+
+fn secret_mapper(
+    store: Store<AgentControlPlane>,
+) -> impl Fn(Secret) -> Vec<ObjectRef<AgentControlPlane>> {
+    move |secret: Secret| {
+        planes_using_secret(
+            &store.state(),
+            secret.namespace().as_deref(),
+            &secret.name_any(),
+        )
+    }
+}
+
+/// Runs the `AgentControlPlane` controllers of `scope` (one per namespace,
+/// see [`Scope::targets`]) until `shutdown` resolves, then lets in-flight
+/// reconciles finish.
+///
+/// Watches AgentControlPlanes and Secrets (a Secret change re-checks the
+/// AgentControlPlanes whose API key or CA bundle it holds); re-checks steady
+/// objects every `ctx.config.resync_interval`. Each pass is counted in
+/// `ctx.metrics` under kind [`KIND`].
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let shutdown = Box::pin(shutdown).shared();
+    let controllers = scope.targets().into_iter().map(|namespace| {
+        let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
+        let secrets: Api<Secret> = scoped_api(&ctx.client, namespace);
+        let controller = Controller::new(planes, watcher::Config::default().any_semantic());
+        let mapper = secret_mapper(controller.store());
+        controller
+            .watches(secrets, watcher::Config::default(), mapper)
+            .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
+            .graceful_shutdown_on(shutdown.clone())
+            .run(observed(KIND, reconcile), error_policy, ctx.clone())
+            .for_each(|res| async move {
+                match res {
+                    Ok((obj, _)) => debug!(object = %obj, "AgentControlPlane reconciled"),
+                    Err(e) => debug!(error = %e, "AgentControlPlane reconcile failed"),
+                }
+            })
+    });
+    futures::future::join_all(controllers).await;
+}
+
+/// Wraps a reconcile function so that each pass is timed and counted in
+/// `ctx.metrics` under `kind`.
+pub(crate) fn observed<K, F, Fut>(
+    kind: &'static str,
+    reconcile: F,
+) -> impl FnMut(Arc<K>, Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, Error>>
+where
+    F: Fn(Arc<K>, Arc<Context>) -> Fut + Copy + Send + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+    K: Send + Sync + 'static,
+{
+    move |obj, ctx| {
+        Box::pin(async move {
+            let start = std::time::Instant::now();
+            let result = reconcile(obj, ctx.clone()).await;
+            ctx.metrics.observe_reconcile(
+                kind,
+                result.as_ref().err().map(Error::reason),
+                start.elapsed(),
+            );
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::SecretKeyRef;
+    use crate::api::control_plane::AgentControlPlaneSpec;
+
+    fn plane(ns: &str, name: &str, key: &str, ca: Option<&str>) -> Arc<AgentControlPlane> {
+        let mut p = AgentControlPlane::new(
+            name,
+            AgentControlPlaneSpec {
+                region: None,
+                url: Some("http://127.0.0.1:1".into()),
+                workspace_id: "ws".into(),
+                api_key_secret_ref: SecretKeyRef {
+                    name: key.into(),
+                    key: "api-key".into(),
+                },
+                ca_bundle_secret_ref: ca.map(|c| SecretKeyRef {
+                    name: c.into(),
+                    key: "ca.crt".into(),
+                }),
+                requests_per_second: None,
+                burst: None,
+            },
+        );
+        p.metadata.namespace = Some(ns.into());
+        Arc::new(p)
+    }
+
+    #[test]
+    fn secrets_map_to_the_planes_that_use_them_in_the_same_namespace() {
+        let planes = vec![
+            plane("a", "p1", "key1", None),
+            plane("a", "p2", "key2", Some("ca")),
+            plane("b", "p3", "key1", None),
+        ];
+        let names = |refs: Vec<ObjectRef<AgentControlPlane>>| {
+            refs.into_iter().map(|r| r.name).collect::<Vec<_>>()
+        };
+        assert_eq!(names(planes_using_secret(&planes, Some("a"), "key1")), ["p1"]);
+        assert_eq!(names(planes_using_secret(&planes, Some("a"), "ca")), ["p2"]);
+        assert_eq!(names(planes_using_secret(&planes, Some("b"), "key1")), ["p3"]);
+        assert!(planes_using_secret(&planes, Some("a"), "other").is_empty());
+    }
+
+    #[test]
+    fn probe_outcomes_follow_the_status_codes() {
+        let ok = probe_outcome("http://cp", "ws", Ok(()));
+        assert_eq!(ok.reason(), reason::AUTHENTICATED);
+        assert!(matches!(ok, Outcome::Ready { .. }));
+
+        let e = CpError::Unauthorized {
+            detail: "Invalid API key.".into(),
+        };
+        let o = probe_outcome("http://cp", "ws", Err(&e));
+        assert!(matches!(o, Outcome::Stalled { .. }));
+        assert_eq!(o.reason(), reason::UNAUTHORIZED);
+        assert!(outcome_message(&o).contains("Invalid API key."));
+
+        let e = CpError::Forbidden {
+            detail: "key not valid for workspace ws".into(),
+        };
+        let o = probe_outcome("http://cp", "ws", Err(&e));
+        assert_eq!(o.reason(), reason::FORBIDDEN);
+        assert!(outcome_message(&o).contains("key not valid for workspace ws"));
+
+        let o = probe_outcome("http://cp", "ws", Err(&CpError::Timeout));
+        assert!(matches!(o, Outcome::Progressing { .. }));
+        assert_eq!(o.reason(), reason::CONTROL_PLANE_UNAVAILABLE);
+
+        let e = CpError::NotFound {
+            detail: "Not Found".into(),
+        };
+        let o = probe_outcome("http://cp", "ws", Err(&e));
+        assert_eq!(o.reason(), reason::INVALID_SPEC);
+        assert!(outcome_message(&o).contains("/api-host"));
+    }
+}

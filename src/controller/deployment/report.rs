@@ -1,0 +1,164 @@
+//! The "report" edge of the AgentDeployment reconciler: status writes (only
+//! when changed, server-side apply), events, and the mapping of control plane
+//! errors to conditions.
+
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use tracing::warn;
+
+use crate::api::FIELD_MANAGER;
+use crate::api::conditions::{TRUE, find, reason};
+use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
+use crate::controller::resolve::Blocked;
+use crate::controller::status::{Outcome, STALLED, conditions};
+use crate::controller::{Context, Error};
+use crate::controlplane::Error as CpError;
+
+/// Publishes an event about `obj`; a failure to publish is logged, not fatal.
+pub async fn publish(ctx: &Context, obj: &AgentDeployment, type_: EventType, reason: &str, note: String) {
+    let event = Event {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+        warn!(error = %e, "cannot publish event");
+    }
+}
+
+/// Writes `status` with server-side apply, unless it equals the current one.
+pub async fn write_status(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    status: AgentDeploymentStatus,
+) -> Result<(), Error> {
+    if obj.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let patch = serde_json::json!({
+        "apiVersion": AgentDeployment::api_version(&()),
+        "kind": AgentDeployment::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(Error::Kube)?;
+    Ok(())
+}
+
+/// Writes `outcome` to the conditions, keeping the other status fields.
+pub async fn report(api: &Api<AgentDeployment>, obj: &AgentDeployment, outcome: &Outcome) -> Result<(), Error> {
+    let mut status = obj.status.clone().unwrap_or_default();
+    status.observed_generation = obj.metadata.generation;
+    status.conditions = conditions(&status.conditions, outcome, obj.metadata.generation);
+    write_status(api, obj, status).await
+}
+
+/// True when the object already reports `Stalled=True` with this message
+/// (so the Warning event is not repeated on every pass).
+fn already_stalled_with(obj: &AgentDeployment, message: &str) -> bool {
+    obj.status
+        .as_ref()
+        .and_then(|s| find(&s.conditions, STALLED))
+        .is_some_and(|c| c.status == TRUE && c.message == message)
+}
+
+/// Reports a stalled state (Warning event once, conditions) and returns the
+/// slow requeue used while waiting for a human or a watch event.
+pub async fn report_stalled(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+    reason: &'static str,
+    message: String,
+) -> Result<Action, Error> {
+    if !already_stalled_with(obj, &message) {
+        publish(ctx, obj, EventType::Warning, reason, message.clone()).await;
+    }
+    report(api, obj, &Outcome::Stalled { reason, message }).await?;
+    Ok(Action::requeue(ctx.config.blocked_interval))
+}
+
+/// Reports a missing input (Secret, AgentControlPlane, listener).
+pub async fn report_blocked(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+    blocked: Blocked,
+) -> Result<Action, Error> {
+    report_stalled(api, obj, ctx, blocked.reason, blocked.message).await
+}
+
+/// Maps a control plane error to a status outcome: 401/403 → Unauthorized,
+/// 409 → NameConflict, transient → progressing (retried), other → InvalidSpec.
+pub fn error_outcome(operation: &str, e: &CpError) -> Outcome {
+    let message = format!("{operation}: {e}");
+    match e {
+        CpError::Unauthorized { .. } | CpError::Forbidden { .. } => Outcome::Stalled {
+            reason: reason::UNAUTHORIZED,
+            message,
+        },
+        CpError::Conflict { .. } => Outcome::Stalled {
+            reason: reason::NAME_CONFLICT,
+            message,
+        },
+        e if e.is_transient() => Outcome::Progressing {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message,
+        },
+        _ => Outcome::Stalled {
+            reason: reason::INVALID_SPEC,
+            message,
+        },
+    }
+}
+
+/// Reports a control plane error; transient errors are returned for backoff,
+/// the others wait for a change (or the slow resync).
+pub async fn report_cp_error(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+    operation: &'static str,
+    e: CpError,
+) -> Result<Action, Error> {
+    let outcome = error_outcome(operation, &e);
+    if e.is_transient() {
+        publish(ctx, obj, EventType::Warning, outcome.reason(), outcome.message().to_owned()).await;
+        report(api, obj, &outcome).await?;
+        return Err(Error::ControlPlane { operation, source: e });
+    }
+    match outcome {
+        Outcome::Stalled { reason, message } => {
+            report_stalled(api, obj, ctx, reason, message).await?;
+        }
+        other => report(api, obj, &other).await?,
+    }
+    Ok(Action::requeue(super::jittered(ctx.config.resync_interval)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_plane_errors_map_to_reasons() {
+        let o = error_outcome("create deployment", &CpError::Unauthorized { detail: "bad key".into() });
+        assert_eq!(o.reason(), reason::UNAUTHORIZED);
+        let o = error_outcome("create deployment", &CpError::Conflict { detail: "exists".into() });
+        assert_eq!(o.reason(), reason::NAME_CONFLICT);
+        let o = error_outcome("get deployment", &CpError::Timeout);
+        assert!(matches!(o, Outcome::Progressing { .. }));
+        let o = error_outcome("patch deployment", &CpError::BadRequest { detail: "name is immutable".into() });
+        assert_eq!(o.reason(), reason::INVALID_SPEC);
+        assert!(o.message().contains("name is immutable"));
+    }
+}

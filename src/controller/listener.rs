@@ -1,0 +1,333 @@
+//! Reconciler of `AgentListener` (observe-only): reads the listener from the
+//! control plane and mirrors it in status.
+//!
+//! Each pass reads `GET /v2/listeners/{listener_id}` through the shared client
+//! of the referenced AgentControlPlane ([`super::planes`]). Outcomes:
+//! `Ready=True` (reason `ListenerFound`) with `computeType`, `computeId`,
+//! `k8sNamespaces`, `version`, `createdAt`, `updatedAt` mirrored; `Stalled`
+//! with `NotEnterprise` (403: the organization is not self-hosted enterprise;
+//! the service's detail names the workspace), `ListenerNotFound` (404),
+//! `Unauthorized` (401), or the reason of an unusable AgentControlPlane;
+//! `Reconciling` with `ControlPlaneUnavailable` on transient errors (retried
+//! with backoff). The listener is re-read every `resync_interval` (default
+//! 5 min) and whenever its AgentControlPlane changes.
+//!
+//! Source: `control-plane-and-agent-server.md`, "Listener",
+//! "ListenerComputeConfig", "Endpoints" and "Errors"; `api-facts.md`,
+//! "Self-hosted placement and listeners".
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+use tracing::{debug, warn};
+
+use super::control_plane::{
+    apply_status, jittered, observed, publish_transition, scoped_api,
+};
+use super::runner::Scope;
+use super::status::{Outcome, conditions};
+use super::{Context, Error};
+use crate::api::conditions::reason;
+use crate::api::control_plane::AgentControlPlane;
+use crate::api::listener::{AgentListener, AgentListenerStatus};
+use crate::controlplane::Error as CpError;
+use crate::controlplane::types::Listener;
+
+/// Reconciles of this kind running at once per namespace (each makes one
+/// small request).
+pub const CONCURRENCY: u16 = 4;
+
+/// `kind` label of this controller's metrics.
+pub const KIND: &str = "AgentListener";
+
+/// The `Ready` message of an observed listener, e.g. `listener <id> (k8s
+/// compute cluster-a) accepts namespaces: a, b`. Pure.
+pub fn ready_message(listener: &Listener) -> String {
+    let namespaces = match &listener.compute_config.k8s_namespaces {
+        None => "any namespace".to_owned(),
+        Some(ns) if ns.is_empty() => "no namespace".to_owned(),
+        Some(ns) => format!("namespaces: {}", ns.join(", ")),
+    };
+    format!(
+        "listener {} ({} compute {}) accepts {namespaces}",
+        listener.id, listener.compute_type, listener.compute_id
+    )
+}
+
+/// The status fields mirrored from a listener (conditions and
+/// `observedGeneration` left empty). Pure.
+pub fn mirror(listener: &Listener) -> AgentListenerStatus {
+    AgentListenerStatus {
+        compute_type: Some(listener.compute_type.clone()),
+        compute_id: Some(listener.compute_id.clone()),
+        k8s_namespaces: listener.compute_config.k8s_namespaces.clone(),
+        version: listener.version.clone(),
+        created_at: Some(listener.created_at.clone()),
+        updated_at: Some(listener.updated_at.clone()),
+        ..AgentListenerStatus::default()
+    }
+}
+
+/// The outcome of a failed listener read. Pure.
+pub fn error_outcome(listener_id: &str, e: &CpError) -> Outcome {
+    let message = format!("get listener {listener_id}: {e}");
+    match e {
+        CpError::Forbidden { .. } => Outcome::Stalled {
+            reason: reason::NOT_ENTERPRISE,
+            message,
+        },
+        CpError::NotFound { .. } => Outcome::Stalled {
+            reason: reason::LISTENER_NOT_FOUND,
+            message,
+        },
+        CpError::Unauthorized { .. } => Outcome::Stalled {
+            reason: reason::UNAUTHORIZED,
+            message,
+        },
+        e if e.is_transient() => Outcome::Progressing {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message,
+        },
+        CpError::Validation { .. } | CpError::BadRequest { .. } => Outcome::Stalled {
+            reason: reason::INVALID_SPEC,
+            message,
+        },
+        _ => Outcome::Stalled {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message,
+        },
+    }
+}
+
+fn object_key(obj: &AgentListener) -> String {
+    format!(
+        "AgentListener/{}/{}",
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
+}
+
+/// Writes `observed` (mirrored fields) and `outcome` to status, only when it
+/// changed, and publishes an event when `Ready` changed.
+async fn report(
+    api: &Api<AgentListener>,
+    obj: &AgentListener,
+    ctx: &Context,
+    observed: AgentListenerStatus,
+    outcome: &Outcome,
+) -> Result<(), Error> {
+    let previous = obj.status.clone().unwrap_or_default();
+    let status = AgentListenerStatus {
+        observed_generation: obj.metadata.generation,
+        conditions: conditions(&previous.conditions, outcome, obj.metadata.generation),
+        ..observed
+    };
+    publish_transition(ctx, obj, &previous.conditions, outcome).await;
+    if obj.status.as_ref() != Some(&status) {
+        apply_status(api, &obj.name_any(), &status).await?;
+    }
+    Ok(())
+}
+
+/// One reconcile pass: read the listener, mirror it, report.
+#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
+pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let api: Api<AgentListener> = Api::namespaced(ctx.client.clone(), &ns);
+    let previous = obj.status.clone().unwrap_or_default();
+    let cp = match ctx
+        .planes
+        .client_for(
+            &ctx.client,
+            &ns,
+            &obj.spec.control_plane_ref.name,
+            ctx.config.request_timeout,
+            Some(ctx.metrics.request_observer()),
+        )
+        .await?
+    {
+        Ok(cp) => cp,
+        Err(blocked) => {
+            let outcome = Outcome::Stalled {
+                reason: blocked.reason,
+                message: blocked.message,
+            };
+            report(&api, &obj, &ctx, AgentListenerStatus::default(), &outcome).await?;
+            ctx.reset_backoff(&object_key(&obj));
+            return Ok(Action::requeue(ctx.config.blocked_interval));
+        }
+    };
+    let id = &obj.spec.listener_id;
+    match cp.get_listener(id).await {
+        Ok(listener) => {
+            let outcome = Outcome::Ready {
+                reason: reason::LISTENER_FOUND,
+                message: ready_message(&listener),
+            };
+            report(&api, &obj, &ctx, mirror(&listener), &outcome).await?;
+            ctx.reset_backoff(&object_key(&obj));
+            Ok(Action::requeue(jittered(ctx.config.resync_interval)))
+        }
+        Err(e) => {
+            let outcome = error_outcome(id, &e);
+            if e.is_transient() {
+                // Keep the last observation while the control plane is away.
+                report(&api, &obj, &ctx, previous, &outcome).await?;
+                Err(Error::ControlPlane {
+                    operation: "get listener",
+                    source: e,
+                })
+            } else {
+                report(&api, &obj, &ctx, AgentListenerStatus::default(), &outcome).await?;
+                ctx.reset_backoff(&object_key(&obj));
+                Ok(Action::requeue(jittered(ctx.config.resync_interval)))
+            }
+        }
+    }
+}
+
+/// Requeue policy for failed passes: the service's `Retry-After` if longer,
+/// else exponential backoff per object (capped at `max_backoff`).
+pub fn error_policy(obj: Arc<AgentListener>, error: &Error, ctx: Arc<Context>) -> Action {
+    let backoff = ctx.backoff(&object_key(&obj));
+    let delay = error.retry_after().map_or(backoff, |r| r.max(backoff));
+    warn!(
+        namespace = obj.namespace().unwrap_or_default(),
+        name = obj.name_any(),
+        reason = error.reason(),
+        error = %error,
+        retry_in_s = delay.as_secs_f64(),
+        "AgentListener reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+/// AgentListeners that read through the AgentControlPlane `plane`. Pure.
+pub fn listeners_on_plane(
+    listeners: &[Arc<AgentListener>],
+    plane: &AgentControlPlane,
+) -> Vec<ObjectRef<AgentListener>> {
+    let ns = plane.namespace();
+    let name = plane.name_any();
+    listeners
+        .iter()
+        .filter(|l| l.namespace() == ns && l.spec.control_plane_ref.name == name)
+        .map(|l| ObjectRef::from_obj(l.as_ref()))
+        .collect()
+}
+
+fn plane_mapper(
+    store: Store<AgentListener>,
+) -> impl Fn(AgentControlPlane) -> Vec<ObjectRef<AgentListener>> {
+    move |plane: AgentControlPlane| listeners_on_plane(&store.state(), &plane)
+}
+
+/// Runs the `AgentListener` controllers of `scope` (one per namespace, see
+/// [`Scope::targets`]) until `shutdown` resolves, then lets in-flight
+/// reconciles finish.
+///
+/// Watches AgentListeners and AgentControlPlanes (a change of an
+/// AgentControlPlane, including its status after a key rotation, re-reads its
+/// listeners); re-reads every `ctx.config.resync_interval`. Each pass is
+/// counted in `ctx.metrics` under kind [`KIND`].
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let shutdown = Box::pin(shutdown).shared();
+    let controllers = scope.targets().into_iter().map(|namespace| {
+        let listeners: Api<AgentListener> = scoped_api(&ctx.client, namespace);
+        let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
+        let controller = Controller::new(listeners, watcher::Config::default().any_semantic());
+        let mapper = plane_mapper(controller.store());
+        controller
+            .watches(planes, watcher::Config::default(), mapper)
+            .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
+            .graceful_shutdown_on(shutdown.clone())
+            .run(observed(KIND, reconcile), error_policy, ctx.clone())
+            .for_each(|res| async move {
+                match res {
+                    Ok((obj, _)) => debug!(object = %obj, "AgentListener reconciled"),
+                    Err(e) => debug!(error = %e, "AgentListener reconcile failed"),
+                }
+            })
+    });
+    futures::future::join_all(controllers).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controlplane::types::ListenerComputeConfig;
+
+    fn listener(namespaces: Option<Vec<&str>>) -> Listener {
+        Listener {
+            id: "6f1c2a3e-0000-4000-8000-000000000009".into(),
+            compute_type: "k8s".into(),
+            compute_id: "cluster-a".into(),
+            compute_config: ListenerComputeConfig {
+                k8s_namespaces: namespaces.map(|n| n.into_iter().map(str::to_owned).collect()),
+            },
+            version: Some("0.1.2".into()),
+            created_at: "2025-01-01T00:00:00Z".into(),
+            updated_at: "2025-01-02T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn mirror_copies_every_listener_field() {
+        let s = mirror(&listener(Some(vec!["a", "b"])));
+        assert_eq!(s.compute_type.as_deref(), Some("k8s"));
+        assert_eq!(s.compute_id.as_deref(), Some("cluster-a"));
+        assert_eq!(s.k8s_namespaces, Some(vec!["a".into(), "b".into()]));
+        assert_eq!(s.version.as_deref(), Some("0.1.2"));
+        assert_eq!(s.created_at.as_deref(), Some("2025-01-01T00:00:00Z"));
+        assert_eq!(s.updated_at.as_deref(), Some("2025-01-02T00:00:00Z"));
+        assert!(s.conditions.is_empty());
+    }
+
+    #[test]
+    fn ready_message_says_which_namespaces_are_accepted() {
+        assert!(ready_message(&listener(None)).ends_with("accepts any namespace"));
+        assert!(ready_message(&listener(Some(vec!["a", "b"]))).ends_with("namespaces: a, b"));
+        assert!(ready_message(&listener(Some(vec![]))).ends_with("no namespace"));
+    }
+
+    #[test]
+    fn errors_map_to_stalled_reasons_with_the_detail() {
+        let detail = "Listeners are not allowed for workspace ws-1";
+        let o = error_outcome(
+            "id",
+            &CpError::Forbidden {
+                detail: detail.into(),
+            },
+        );
+        assert_eq!(o.reason(), reason::NOT_ENTERPRISE);
+        assert!(matches!(&o, Outcome::Stalled { message, .. } if message.contains(detail)));
+        let o = error_outcome(
+            "id",
+            &CpError::NotFound {
+                detail: "Listener ID id not found.".into(),
+            },
+        );
+        assert_eq!(o.reason(), reason::LISTENER_NOT_FOUND);
+        assert!(matches!(&o, Outcome::Stalled { message, .. } if message.contains("Listener ID id not found.")));
+        let o = error_outcome(
+            "id",
+            &CpError::Server {
+                status: 502,
+                detail: "bad gateway".into(),
+            },
+        );
+        assert!(matches!(o, Outcome::Progressing { .. }));
+        assert_eq!(o.reason(), reason::CONTROL_PLANE_UNAVAILABLE);
+    }
+}

@@ -1,0 +1,203 @@
+//! The fixed set of control plane operations, what each expects, and the
+//! hook that observes every HTTP attempt (for metrics).
+//!
+//! Operation names and status classes are fixed `&'static str` values, so a
+//! metric labelled with them has bounded cardinality (STYLE.md,
+//! "Observability"). Expected statuses follow spec "Endpoints" (201, 200 or
+//! 204 per operation; "Clients treat any status other than the success status
+//! as a failure") and facts "Requests".
+
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::Method;
+
+/// One control plane operation of [`super::ControlPlaneClient`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// `POST /v2/deployments` → 201.
+    CreateDeployment,
+    /// `GET /v2/deployments/{id}` → 200.
+    GetDeployment,
+    /// `PATCH /v2/deployments/{id}` → 200.
+    PatchDeployment,
+    /// `DELETE /v2/deployments/{id}` → 204.
+    DeleteDeployment,
+    /// `GET /v2/deployments` → 200.
+    ListDeployments,
+    /// `POST /v2/deployments/{id}/revisions` → 201 (200 accepted: the real
+    /// status is not documented; facts "Requests", Redeploy).
+    Redeploy,
+    /// `GET /v2/deployments/{id}/revisions` → 200.
+    ListRevisions,
+    /// `GET /v2/deployments/{id}/revisions/{revision_id}` → 200.
+    GetRevision,
+    /// `GET /v2/listeners/{id}` → 200.
+    GetListener,
+    /// `GET /v2/listeners` → 200.
+    ListListeners,
+}
+
+impl Operation {
+    /// Every operation, e.g. to pre-register metric label values.
+    pub const ALL: [Operation; 10] = [
+        Operation::CreateDeployment,
+        Operation::GetDeployment,
+        Operation::PatchDeployment,
+        Operation::DeleteDeployment,
+        Operation::ListDeployments,
+        Operation::Redeploy,
+        Operation::ListRevisions,
+        Operation::GetRevision,
+        Operation::GetListener,
+        Operation::ListListeners,
+    ];
+
+    /// The fixed name given to [`RequestObserver::observe`], e.g.
+    /// `get_deployment`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::CreateDeployment => "create_deployment",
+            Operation::GetDeployment => "get_deployment",
+            Operation::PatchDeployment => "patch_deployment",
+            Operation::DeleteDeployment => "delete_deployment",
+            Operation::ListDeployments => "list_deployments",
+            Operation::Redeploy => "redeploy",
+            Operation::ListRevisions => "list_revisions",
+            Operation::GetRevision => "get_revision",
+            Operation::GetListener => "get_listener",
+            Operation::ListListeners => "list_listeners",
+        }
+    }
+
+    /// The HTTP method of the operation.
+    pub fn method(self) -> Method {
+        match self {
+            Operation::CreateDeployment | Operation::Redeploy => Method::POST,
+            Operation::PatchDeployment => Method::PATCH,
+            Operation::DeleteDeployment => Method::DELETE,
+            Operation::GetDeployment
+            | Operation::ListDeployments
+            | Operation::ListRevisions
+            | Operation::GetRevision
+            | Operation::GetListener
+            | Operation::ListListeners => Method::GET,
+        }
+    }
+
+    /// True for GET and DELETE, which the client retries on transient
+    /// failures. POST and PATCH are never retried: the API has no
+    /// idempotency key (facts "Requests", List), so a blind retry of a POST
+    /// whose answer was lost could create a second deployment or revision.
+    pub fn is_retried(self) -> bool {
+        matches!(self.method(), Method::GET | Method::DELETE)
+    }
+
+    /// The statuses that count as success (spec "Endpoints"); any other
+    /// status is an error, even another 2xx.
+    pub fn success_statuses(self) -> &'static [u16] {
+        match self {
+            Operation::CreateDeployment => &[201],
+            Operation::Redeploy => &[201, 200],
+            Operation::DeleteDeployment => &[204],
+            _ => &[200],
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Status class of an attempt that got an answer: `2xx`, `3xx`, `4xx` or
+/// `5xx`. Codes outside 200–599 (reqwest never surfaces 1xx) count as `5xx`:
+/// a misbehaving server.
+pub fn status_class(status: u16) -> &'static str {
+    match status {
+        200..=299 => STATUS_CLASS_2XX,
+        300..=399 => STATUS_CLASS_3XX,
+        400..=499 => STATUS_CLASS_4XX,
+        500..=599 => STATUS_CLASS_5XX,
+        _ => STATUS_CLASS_5XX,
+    }
+}
+
+/// Class of an attempt answered with a 2xx status.
+pub const STATUS_CLASS_2XX: &str = "2xx";
+/// Class of an attempt answered with a 3xx status (redirects are not followed).
+pub const STATUS_CLASS_3XX: &str = "3xx";
+/// Class of an attempt answered with a 4xx status.
+pub const STATUS_CLASS_4XX: &str = "4xx";
+/// Class of an attempt answered with a 5xx status.
+pub const STATUS_CLASS_5XX: &str = "5xx";
+/// Class of an attempt that hit the per-request timeout.
+pub const STATUS_CLASS_TIMEOUT: &str = "timeout";
+/// Class of an attempt that failed without an answer (refused, reset, TLS).
+pub const STATUS_CLASS_TRANSPORT: &str = "transport";
+
+/// Every status class, e.g. to pre-register metric label values.
+pub const STATUS_CLASSES: [&str; 6] = [
+    STATUS_CLASS_2XX,
+    STATUS_CLASS_3XX,
+    STATUS_CLASS_4XX,
+    STATUS_CLASS_5XX,
+    STATUS_CLASS_TIMEOUT,
+    STATUS_CLASS_TRANSPORT,
+];
+
+/// Observes every control plane HTTP attempt, e.g. to count them in metrics.
+pub trait RequestObserver: Send + Sync {
+    /// Called once per HTTP attempt (a retried request is observed once per
+    /// attempt): `operation` is one of [`Operation::as_str`] (such as
+    /// `get_deployment`), `status_class` one of [`STATUS_CLASSES`] (`2xx`,
+    /// `3xx`, `4xx`, `5xx`, `timeout`, `transport`); `elapsed` is the
+    /// attempt's duration from send to the end of the body, excluding any
+    /// rate-limit wait and retry backoff. Called on the request's task: keep
+    /// it cheap and non-blocking.
+    fn observe(&self, operation: &'static str, status_class: &'static str, elapsed: Duration);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_methods_and_retry_rules() {
+        let names: Vec<_> = Operation::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "create_deployment",
+                "get_deployment",
+                "patch_deployment",
+                "delete_deployment",
+                "list_deployments",
+                "redeploy",
+                "list_revisions",
+                "get_revision",
+                "get_listener",
+                "list_listeners"
+            ]
+        );
+        for op in Operation::ALL {
+            let retried = op.is_retried();
+            match op.method() {
+                Method::POST | Method::PATCH => assert!(!retried, "{op}"),
+                _ => assert!(retried, "{op}"),
+            }
+        }
+        assert_eq!(Operation::CreateDeployment.success_statuses(), &[201]);
+        assert_eq!(Operation::DeleteDeployment.success_statuses(), &[204]);
+    }
+
+    #[test]
+    fn status_classes() {
+        assert_eq!(status_class(204), "2xx");
+        assert_eq!(status_class(302), "3xx");
+        assert_eq!(status_class(429), "4xx");
+        assert_eq!(status_class(503), "5xx");
+        assert_eq!(status_class(999), "5xx");
+    }
+}

@@ -1,0 +1,496 @@
+//! Prometheus metrics of the operator (`prometheus-client`), served as
+//! OpenMetrics text on `/metrics` by [`crate::http`].
+//!
+//! Every label has a bounded set of values: kinds, fixed outcomes, the fixed
+//! `reason()` of [`crate::controller::Error`], the fixed operation names and
+//! status classes of the control plane client. Object names, namespaces and
+//! error strings never become label values (STYLE "Observability").
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `agent_operator_reconciles_total` | counter | `kind`, `outcome` = `success` \| `error` |
+//! | `agent_operator_reconcile_errors_total` | counter | `kind`, `reason` (`Error::reason()`) |
+//! | `agent_operator_reconcile_duration_seconds` | histogram | `kind` |
+//! | `agent_operator_control_plane_requests_total` | counter | `operation`, `status_class` |
+//! | `agent_operator_control_plane_request_duration_seconds` | histogram | `operation` |
+//! | `agent_operator_resources` | gauge (computed at scrape) | `kind`, `ready` = `True` \| `False` \| `Unknown` |
+//! | `agent_operator_time_to_ready_seconds` | histogram | none (AgentDeployment) |
+//! | `agent_operator_leader` | gauge | none: 1 while this replica runs the controllers |
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::controlplane::RequestObserver;
+
+/// Content type of [`Metrics::encode`]'s output.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Prefix of every metric name.
+const PREFIX: &str = "agent_operator";
+
+/// `outcome` label value of a pass that returned `Ok`.
+pub const OUTCOME_SUCCESS: &str = "success";
+/// `outcome` label value of a pass that returned an error.
+pub const OUTCOME_ERROR: &str = "error";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    kind: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    kind: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    operation: &'static str,
+    status_class: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReadyLabels {
+    kind: &'static str,
+    ready: &'static str,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Reconcile passes: 10 ms … ~41 s.
+fn reconcile_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 2.0, 13))
+}
+
+/// Control plane HTTP attempts: 5 ms … ~20 s.
+fn request_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 13))
+}
+
+/// Spec change to Ready: revisions build and deploy in minutes.
+fn time_to_ready_histogram() -> Histogram {
+    Histogram::new([
+        1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+    ])
+}
+
+/// Number of resources of one kind per `Ready` condition status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadyCounts {
+    /// Resources whose `Ready` condition is `True`.
+    pub ready_true: i64,
+    /// Resources whose `Ready` condition is `False`.
+    pub ready_false: i64,
+    /// Resources without a `Ready` condition, or with status `Unknown` (or
+    /// any other value).
+    pub unknown: i64,
+}
+
+impl ReadyCounts {
+    /// Counts one resource by the `status` of its `Ready` condition
+    /// (`None` when it has none).
+    pub fn add(&mut self, status: Option<&str>) {
+        match status {
+            Some("True") => self.ready_true += 1,
+            Some("False") => self.ready_false += 1,
+            _ => self.unknown += 1,
+        }
+    }
+}
+
+type ReadySource = Box<dyn Fn() -> ReadyCounts + Send + Sync>;
+
+/// Computes `agent_operator_resources` at scrape time from the registered
+/// sources (closures over reflector stores), summed per kind.
+#[derive(Default)]
+struct ReadyStates {
+    sources: Mutex<Vec<(&'static str, ReadySource)>>,
+}
+
+impl fmt::Debug for ReadyStates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadyStates").finish_non_exhaustive()
+    }
+}
+
+impl Collector for ReadyStates {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let mut totals: Vec<(&'static str, ReadyCounts)> = Vec::new();
+        {
+            let sources = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+            for (kind, source) in sources.iter() {
+                let counts = source();
+                match totals.iter_mut().find(|(k, _)| k == kind) {
+                    Some((_, total)) => {
+                        total.ready_true += counts.ready_true;
+                        total.ready_false += counts.ready_false;
+                        total.unknown += counts.unknown;
+                    }
+                    None => totals.push((kind, counts)),
+                }
+            }
+        }
+        if totals.is_empty() {
+            return Ok(());
+        }
+        let family = Family::<ReadyLabels, Gauge>::default();
+        for (kind, counts) in totals {
+            for (ready, n) in [
+                ("True", counts.ready_true),
+                ("False", counts.ready_false),
+                ("Unknown", counts.unknown),
+            ] {
+                family.get_or_create(&ReadyLabels { kind, ready }).set(n);
+            }
+        }
+        let metric = encoder.encode_descriptor(
+            "resources",
+            "Custom resources watched by this replica, by kind and status of their Ready condition",
+            None,
+            family.metric_type(),
+        )?;
+        family.encode(metric)
+    }
+}
+
+/// Counts control plane HTTP attempts; handed to the client as its
+/// [`RequestObserver`] (see [`Metrics::request_observer`]).
+#[derive(Clone, Debug)]
+struct ControlPlaneRequests {
+    requests: Family<RequestLabels, Counter>,
+    duration: HistogramFamily<OperationLabels>,
+}
+
+impl RequestObserver for ControlPlaneRequests {
+    fn observe(&self, operation: &'static str, status_class: &'static str, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                operation,
+                status_class,
+            })
+            .inc();
+        self.duration
+            .get_or_create(&OperationLabels { operation })
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
+/// The operator's metrics and their registry. Cheap to share behind an `Arc`
+/// (the controller [`Context`](crate::controller::Context) holds one); every
+/// method takes `&self`.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<OutcomeLabels, Counter>,
+    reconcile_errors: Family<ErrorLabels, Counter>,
+    reconcile_duration: HistogramFamily<KindLabels>,
+    control_plane: Arc<ControlPlaneRequests>,
+    time_to_ready: Histogram,
+    leader: Gauge,
+    ready_states: Arc<ReadyStates>,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric of the table in the module docs.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let reconciles = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "reconciles",
+            "Reconcile passes by kind and outcome (success|error)",
+            reconciles.clone(),
+        );
+        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "reconcile_errors",
+            "Failed reconcile passes by kind and fixed error reason",
+            reconcile_errors.clone(),
+        );
+        let reconcile_duration: HistogramFamily<KindLabels> =
+            Family::new_with_constructor(reconcile_histogram);
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Duration of reconcile passes by kind",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        let control_plane = Arc::new(ControlPlaneRequests {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(request_histogram),
+        });
+        registry.register(
+            "control_plane_requests",
+            "Control plane HTTP attempts by operation and status class (2xx|4xx|5xx|timeout|transport)",
+            control_plane.requests.clone(),
+        );
+        registry.register_with_unit(
+            "control_plane_request_duration",
+            "Duration of control plane HTTP attempts by operation",
+            Unit::Seconds,
+            control_plane.duration.clone(),
+        );
+        let time_to_ready = time_to_ready_histogram();
+        registry.register_with_unit(
+            "time_to_ready",
+            "Time from a new AgentDeployment generation to Ready=True on it",
+            Unit::Seconds,
+            time_to_ready.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica runs the controllers (holds the leader lease, or leader election is off)",
+            leader.clone(),
+        );
+        let ready_states = Arc::new(ReadyStates::default());
+        registry.register_collector(Box::new(ready_states.clone()));
+        Self {
+            registry,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+            control_plane,
+            time_to_ready,
+            leader,
+            ready_states,
+        }
+    }
+
+    /// Records one reconcile pass of `kind` (e.g. `AgentDeployment`) that
+    /// took `elapsed`; `error_reason` is `Some(Error::reason())` when the
+    /// pass failed.
+    pub fn observe_reconcile(
+        &self,
+        kind: &'static str,
+        error_reason: Option<&'static str>,
+        elapsed: Duration,
+    ) {
+        let outcome = match error_reason {
+            None => OUTCOME_SUCCESS,
+            Some(reason) => {
+                self.reconcile_errors
+                    .get_or_create(&ErrorLabels { kind, reason })
+                    .inc();
+                OUTCOME_ERROR
+            }
+        };
+        self.reconciles
+            .get_or_create(&OutcomeLabels { kind, outcome })
+            .inc();
+        self.reconcile_duration
+            .get_or_create(&KindLabels { kind })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// An observer for [`ClientConfig::observer`](crate::controlplane::ClientConfig::observer):
+    /// counts every control plane HTTP attempt into this registry.
+    pub fn request_observer(&self) -> Arc<dyn RequestObserver> {
+        self.control_plane.clone()
+    }
+
+    /// Records the time, in seconds, an AgentDeployment took from a new
+    /// generation to `Ready=True` on that generation.
+    pub fn observe_time_to_ready(&self, seconds: f64) {
+        self.time_to_ready.observe(seconds);
+    }
+
+    /// Sets `agent_operator_leader`: whether this replica runs the controllers.
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// Adds a source of `agent_operator_resources{kind}`: `count` is called on
+    /// every scrape (keep it cheap, e.g. a walk over a reflector store) and
+    /// the counts of every source of the same kind are summed.
+    pub fn track_ready(
+        &self,
+        kind: &'static str,
+        count: impl Fn() -> ReadyCounts + Send + Sync + 'static,
+    ) {
+        self.ready_states
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((kind, Box::new(count)));
+    }
+
+    /// Every metric as OpenMetrics text ([`OPENMETRICS_CONTENT_TYPE`]).
+    ///
+    /// Errors: only if formatting fails, which writing to a `String` does not.
+    pub fn encode(&self) -> Result<String, fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(text: &str, prefix: &str) -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    #[test]
+    fn reconciles_are_counted_by_outcome_and_reason() {
+        let m = Metrics::new();
+        m.observe_reconcile("AgentDeployment", None, Duration::from_millis(20));
+        m.observe_reconcile("AgentDeployment", None, Duration::from_millis(30));
+        m.observe_reconcile(
+            "AgentDeployment",
+            Some("ControlPlaneError"),
+            Duration::from_secs(1),
+        );
+        let text = m.encode().unwrap();
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_reconciles_total{kind="AgentDeployment",outcome="success"}"#
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_reconciles_total{kind="AgentDeployment",outcome="error"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_reconcile_errors_total{kind="AgentDeployment",reason="ControlPlaneError"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_reconcile_duration_seconds_count{kind="AgentDeployment"}"#
+            ),
+            Some(3.0)
+        );
+        assert!(text.ends_with("# EOF\n"), "OpenMetrics terminator");
+    }
+
+    #[test]
+    fn control_plane_requests_are_counted_through_the_observer() {
+        let m = Metrics::new();
+        let observer = m.request_observer();
+        observer.observe("get_deployment", "2xx", Duration::from_millis(12));
+        observer.observe("get_deployment", "5xx", Duration::from_millis(40));
+        observer.observe("get_deployment", "2xx", Duration::from_millis(8));
+        let text = m.encode().unwrap();
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_control_plane_requests_total{operation="get_deployment",status_class="2xx"}"#
+            ),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_control_plane_request_duration_seconds_count{operation="get_deployment"}"#
+            ),
+            Some(3.0)
+        );
+    }
+
+    #[test]
+    fn ready_states_are_summed_per_kind_at_scrape_time() {
+        let m = Metrics::new();
+        let text = m.encode().unwrap();
+        assert!(
+            !text.contains("agent_operator_resources{"),
+            "no source, no series"
+        );
+        let live = Arc::new(Mutex::new(vec![Some("True"), None]));
+        let seen = live.clone();
+        m.track_ready("AgentDeployment", move || {
+            let mut c = ReadyCounts::default();
+            for s in seen.lock().unwrap().iter() {
+                c.add(*s);
+            }
+            c
+        });
+        m.track_ready("AgentDeployment", || ReadyCounts {
+            ready_true: 1,
+            ready_false: 2,
+            unknown: 0,
+        });
+        let text = m.encode().unwrap();
+        let series = |ready: &str| {
+            sample(
+                &text,
+                &format!(r#"agent_operator_resources{{kind="AgentDeployment",ready="{ready}"}}"#),
+            )
+        };
+        assert_eq!(series("True"), Some(2.0), "{text}");
+        assert_eq!(series("False"), Some(2.0));
+        assert_eq!(series("Unknown"), Some(1.0));
+        live.lock().unwrap().push(Some("False"));
+        let text = m.encode().unwrap();
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_resources{kind="AgentDeployment",ready="False"}"#
+            ),
+            Some(3.0),
+            "recomputed on every scrape"
+        );
+    }
+
+    #[test]
+    fn time_to_ready_and_leader_are_exposed() {
+        let m = Metrics::new();
+        m.observe_time_to_ready(42.0);
+        m.set_leader(true);
+        let text = m.encode().unwrap();
+        assert_eq!(
+            sample(&text, "agent_operator_time_to_ready_seconds_count"),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(sample(&text, "agent_operator_leader "), Some(1.0));
+    }
+}

@@ -13,7 +13,10 @@ fn committed_crds_match_the_types() {
     committed_names.sort();
     let mut generated_names: Vec<String> = files.iter().map(|(n, _)| n.clone()).collect();
     generated_names.sort();
-    assert_eq!(committed_names, generated_names, "crds/ holds exactly the generated files");
+    assert_eq!(
+        committed_names, generated_names,
+        "crds/ holds exactly the generated files"
+    );
     for (name, yaml) in files {
         let committed = std::fs::read_to_string(dir.join(&name)).unwrap_or_else(|e| {
             panic!("crds/{name} missing ({e}); run `agent-operator crds --out crds`")

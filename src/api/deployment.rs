@@ -240,7 +240,9 @@ pub struct AgentDeploymentSpec {
     /// Adopt this existing remote deployment (uuid) instead of creating one;
     /// the operator then converges it to this spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"))]
+    #[schemars(regex(
+        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    ))]
     pub deployment_id: Option<String>,
     /// `Delete` (default) deletes the remote deployment with the resource;
     /// `Orphan` leaves it running.

@@ -88,13 +88,8 @@ where
 }
 
 /// Publishes an event about `obj`; a failure is logged, not returned.
-pub(crate) async fn publish<K>(
-    ctx: &Context,
-    obj: &K,
-    type_: EventType,
-    reason: &str,
-    note: String,
-) where
+pub(crate) async fn publish<K>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String)
+where
     K: Resource<DynamicType = ()>,
 {
     let event = Event {
@@ -161,9 +156,7 @@ pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpE
         Ok(()) => {
             return Outcome::Ready {
                 reason: reason::AUTHENTICATED,
-                message: format!(
-                    "authenticated to {base_url} for workspace {workspace_id}"
-                ),
+                message: format!("authenticated to {base_url} for workspace {workspace_id}"),
             };
         }
         Err(e) => e,
@@ -260,7 +253,11 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
         })
         .await;
     let base_url = cp.base_url().trim_end_matches('/').to_owned();
-    let outcome = probe_outcome(&base_url, &obj.spec.workspace_id, probe.as_ref().map(|_| ()));
+    let outcome = probe_outcome(
+        &base_url,
+        &obj.spec.workspace_id,
+        probe.as_ref().map(|_| ()),
+    );
     report(&api, &obj, &ctx, &outcome).await?;
     match probe {
         Err(e) if e.is_transient() => Err(Error::ControlPlane {
@@ -302,8 +299,7 @@ pub fn planes_using_secret(
         .filter(|p| p.namespace().as_deref() == secret_namespace)
         .filter(|p| {
             p.spec.api_key_secret_ref.name == secret_name
-                || p
-                    .spec
+                || p.spec
                     .ca_bundle_secret_ref
                     .as_ref()
                     .is_some_and(|r| r.name == secret_name)
@@ -422,9 +418,15 @@ mod tests {
         let names = |refs: Vec<ObjectRef<AgentControlPlane>>| {
             refs.into_iter().map(|r| r.name).collect::<Vec<_>>()
         };
-        assert_eq!(names(planes_using_secret(&planes, Some("a"), "key1")), ["p1"]);
+        assert_eq!(
+            names(planes_using_secret(&planes, Some("a"), "key1")),
+            ["p1"]
+        );
         assert_eq!(names(planes_using_secret(&planes, Some("a"), "ca")), ["p2"]);
-        assert_eq!(names(planes_using_secret(&planes, Some("b"), "key1")), ["p3"]);
+        assert_eq!(
+            names(planes_using_secret(&planes, Some("b"), "key1")),
+            ["p3"]
+        );
         assert!(planes_using_secret(&planes, Some("a"), "other").is_empty());
     }
 

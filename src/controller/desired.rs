@@ -124,7 +124,9 @@ pub fn compute_patch(
         });
     }
 
-    if !desired.secrets.is_empty() && (send_secrets || !same_names(&desired.secrets, &remote.secrets)) {
+    if !desired.secrets.is_empty()
+        && (send_secrets || !same_names(&desired.secrets, &remote.secrets))
+    {
         patch.secrets = Some(desired.secrets.clone());
     }
     patch
@@ -175,7 +177,10 @@ pub fn secrets_hash(salt: &str, secrets: &[SecretValue]) -> String {
 
 /// The salt of a stored `<salt>:<hash>`, if well-formed.
 pub fn salt_of(stored: &str) -> Option<&str> {
-    stored.split_once(':').map(|(salt, _)| salt).filter(|s| !s.is_empty())
+    stored
+        .split_once(':')
+        .map(|(salt, _)| salt)
+        .filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
@@ -301,8 +306,14 @@ mod tests {
         let remote = remote_of(&body);
         let renamed = create_body("a", &spec(), vec![SecretValue::new("B", "v")]);
         assert!(compute_patch(&renamed, &remote, false).secrets.is_some());
-        let h1 = secrets_hash("s", &[SecretValue::new("A", "1"), SecretValue::new("B", "2")]);
-        let h2 = secrets_hash("s", &[SecretValue::new("B", "2"), SecretValue::new("A", "1")]);
+        let h1 = secrets_hash(
+            "s",
+            &[SecretValue::new("A", "1"), SecretValue::new("B", "2")],
+        );
+        let h2 = secrets_hash(
+            "s",
+            &[SecretValue::new("B", "2"), SecretValue::new("A", "1")],
+        );
         assert_eq!(h1, h2);
     }
 }

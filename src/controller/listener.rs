@@ -26,9 +26,7 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tracing::{debug, warn};
 
-use super::control_plane::{
-    apply_status, jittered, observed, publish_transition, scoped_api,
-};
+use super::control_plane::{apply_status, jittered, observed, publish_transition, scoped_api};
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
 use super::{Context, Error};
@@ -319,7 +317,9 @@ mod tests {
             },
         );
         assert_eq!(o.reason(), reason::LISTENER_NOT_FOUND);
-        assert!(matches!(&o, Outcome::Stalled { message, .. } if message.contains("Listener ID id not found.")));
+        assert!(
+            matches!(&o, Outcome::Stalled { message, .. } if message.contains("Listener ID id not found."))
+        );
         let o = error_outcome(
             "id",
             &CpError::Server {

@@ -108,7 +108,11 @@ impl Context {
         } else {
             *entry = (revision_state.to_owned(), 0);
         }
-        poll_delay(self.config.poll_interval, self.config.max_poll_interval, entry.1)
+        poll_delay(
+            self.config.poll_interval,
+            self.config.max_poll_interval,
+            entry.1,
+        )
     }
 
     /// Forgets the polling state of `key` (the revision ended).
@@ -126,7 +130,8 @@ impl Context {
 
 /// `base * 1.5^unchanged`, capped at `max`.
 pub fn poll_delay(base: Duration, max: Duration, unchanged: u32) -> Duration {
-    base.mul_f64(1.5f64.powi(unchanged.min(30) as i32)).min(max.max(base))
+    base.mul_f64(1.5f64.powi(unchanged.min(30) as i32))
+        .min(max.max(base))
 }
 
 /// Exponential backoff: `2^(attempt-1)` seconds capped at `max`, with ±20 %

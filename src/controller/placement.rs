@@ -211,7 +211,11 @@ mod tests {
     fn null_namespaces_allow_any_and_an_empty_list_allows_none() {
         assert!(check_namespace(ID, None, "anything").is_ok());
         let blocked = check_namespace(ID, Some(&[]), "agents").unwrap_err();
-        assert!(blocked.message.contains("allows none"), "{}", blocked.message);
+        assert!(
+            blocked.message.contains("allows none"),
+            "{}",
+            blocked.message
+        );
     }
 
     #[test]

@@ -76,7 +76,9 @@ impl fmt::Debug for ClientCache {
 /// `burst` (default: `requestsPerSecond` rounded up, at least 1); `None` when
 /// `requestsPerSecond` is unset or not a positive finite number.
 pub fn rate_limit(spec: &AgentControlPlaneSpec) -> Option<RateLimit> {
-    let rps = spec.requests_per_second.filter(|r| r.is_finite() && *r > 0.0)?;
+    let rps = spec
+        .requests_per_second
+        .filter(|r| r.is_finite() && *r > 0.0)?;
     let default_burst = rps.ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
     Some(RateLimit {
         requests_per_second: rps,
@@ -288,8 +290,7 @@ impl ClientCache {
     /// Drops the cached client of `namespace`/`name`, if any (e.g. after the
     /// AgentControlPlane was deleted).
     pub fn forget(&self, namespace: &str, name: &str) {
-        self.lock()
-            .remove(&(namespace.to_owned(), name.to_owned()));
+        self.lock().remove(&(namespace.to_owned(), name.to_owned()));
     }
 
     /// Number of cached clients.

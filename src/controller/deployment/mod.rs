@@ -25,7 +25,9 @@ use kube::{Api, ResourceExt};
 use tracing::{info, warn};
 
 use self::obtain::{Obtained, create_pending, obtain, set_annotation};
-use self::report::{publish, report, report_blocked, report_cp_error, report_stalled, write_status};
+use self::report::{
+    publish, report, report_blocked, report_cp_error, report_stalled, write_status,
+};
 use super::resolve;
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired};
@@ -56,7 +58,9 @@ pub fn is_paused(obj: &AgentDeployment) -> bool {
 /// in status and are not errors.
 #[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = obj.namespace().ok_or(Error::MissingObjectKey("namespace"))?;
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
     let key = object_key(&obj);
     let api: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
     let result = finalizer(&api, FINALIZER, obj, |event| async {
@@ -106,7 +110,9 @@ async fn report_paused(api: &Api<AgentDeployment>, obj: &AgentDeployment) -> Res
         api,
         obj,
         &Outcome::Paused {
-            message: format!("paused by the annotation {PAUSED_ANNOTATION}; no remote call is made"),
+            message: format!(
+                "paused by the annotation {PAUSED_ANNOTATION}; no remote call is made"
+            ),
         },
     )
     .await
@@ -117,7 +123,9 @@ async fn control_plane(
     obj: &AgentDeployment,
     ctx: &Context,
 ) -> Result<Result<ControlPlaneClient, Action>, Error> {
-    let ns = obj.namespace().ok_or(Error::MissingObjectKey("namespace"))?;
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
     match resolve::control_plane_client(
         &ctx.client,
         &ns,
@@ -132,12 +140,18 @@ async fn control_plane(
 }
 
 /// Makes the remote deployment equal to the spec and follows its revision.
-async fn apply(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context) -> Result<Action, Error> {
+async fn apply(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+) -> Result<Action, Error> {
     if is_paused(obj) {
         report_paused(api, obj).await?;
         return Ok(Action::await_change());
     }
-    let ns = obj.namespace().ok_or(Error::MissingObjectKey("namespace"))?;
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
     let key = object_key(obj);
     let previous = obj.status.clone().unwrap_or_default();
     if previous.deployment_id.is_some() && create_pending(obj) {
@@ -184,7 +198,9 @@ async fn apply(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context)
                     obj,
                     &Outcome::Progressing {
                         reason: reason::REMOTE_DELETED,
-                        message: format!("remote deployment {id} is being deleted outside the operator"),
+                        message: format!(
+                            "remote deployment {id} is being deleted outside the operator"
+                        ),
                     },
                 )
                 .await?;
@@ -205,7 +221,10 @@ async fn apply(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context)
             Ok(d) => {
                 let fields: Vec<&str> = [
                     patch.source_config.as_ref().map(|_| "source_config"),
-                    patch.source_revision_config.as_ref().map(|_| "source_revision_config"),
+                    patch
+                        .source_revision_config
+                        .as_ref()
+                        .map(|_| "source_revision_config"),
                     patch.secrets.as_ref().map(|_| "secrets"),
                 ]
                 .into_iter()
@@ -252,7 +271,10 @@ async fn apply(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context)
                         obj,
                         EventType::Normal,
                         "Redeployed",
-                        format!("redeploy requested at {requested}: new revision {}", revision.id),
+                        format!(
+                            "redeploy requested at {requested}: new revision {}",
+                            revision.id
+                        ),
                     )
                     .await;
                     latest_revision_id = Some(revision.id);
@@ -321,10 +343,24 @@ async fn apply(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context)
     if revision_changed {
         match &outcome {
             Outcome::Ready { message, .. } => {
-                publish(ctx, obj, EventType::Normal, "RevisionDeployed", message.clone()).await
+                publish(
+                    ctx,
+                    obj,
+                    EventType::Normal,
+                    "RevisionDeployed",
+                    message.clone(),
+                )
+                .await
             }
             Outcome::Stalled { message, .. } => {
-                publish(ctx, obj, EventType::Warning, "RevisionFailed", message.clone()).await
+                publish(
+                    ctx,
+                    obj,
+                    EventType::Warning,
+                    "RevisionFailed",
+                    message.clone(),
+                )
+                .await
             }
             Outcome::Progressing { .. } | Outcome::Paused { .. } => {}
         }
@@ -332,7 +368,11 @@ async fn apply(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context)
 
     Ok(match (&outcome, &latest_revision_id, &revision_status) {
         (Outcome::Progressing { .. }, rid, status) => {
-            let state = format!("{}/{}", rid.as_deref().unwrap_or(""), status.as_ref().map_or("", |s| s.as_str()));
+            let state = format!(
+                "{}/{}",
+                rid.as_deref().unwrap_or(""),
+                status.as_ref().map_or("", |s| s.as_str())
+            );
             Action::requeue(ctx.poll_delay(&key, &state))
         }
         _ => {
@@ -351,7 +391,9 @@ async fn remote_deleted(
     ctx: &Context,
     id: &str,
 ) -> Result<Action, Error> {
-    if obj.spec.remote_deletion_policy == RemoteDeletionPolicy::Stall || obj.spec.deployment_id.is_some() {
+    if obj.spec.remote_deletion_policy == RemoteDeletionPolicy::Stall
+        || obj.spec.deployment_id.is_some()
+    {
         return report_stalled(
             api,
             obj,
@@ -382,7 +424,9 @@ async fn remote_deleted(
         &status.conditions,
         &Outcome::Progressing {
             reason: reason::CREATING,
-            message: format!("remote deployment {id} was deleted outside the operator; creating it again"),
+            message: format!(
+                "remote deployment {id} was deleted outside the operator; creating it again"
+            ),
         },
         obj.metadata.generation,
     );
@@ -392,7 +436,11 @@ async fn remote_deleted(
 
 /// Deletes the remote deployment (per `spec.deletionPolicy`); the finalizer
 /// is removed only once GET answers 404.
-async fn cleanup(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context) -> Result<Action, Error> {
+async fn cleanup(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+) -> Result<Action, Error> {
     if obj.spec.deletion_policy == DeletionPolicy::Orphan {
         if let Some(id) = obj.status.as_ref().and_then(|s| s.deployment_id.as_deref()) {
             publish(
@@ -461,7 +509,14 @@ async fn cleanup(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Contex
     match cp.get_deployment(&id).await {
         Err(CpError::NotFound { .. }) => {
             info!(deployment_id = %id, "remote deployment deleted");
-            publish(ctx, obj, EventType::Normal, "Deleted", format!("deleted remote deployment {id}")).await;
+            publish(
+                ctx,
+                obj,
+                EventType::Normal,
+                "Deleted",
+                format!("deleted remote deployment {id}"),
+            )
+            .await;
             Ok(Action::await_change())
         }
         Ok(remote) => {

@@ -16,10 +16,10 @@
 //! never landed; several cannot be told apart and stop with `Stalled`.
 
 use kube::Api;
+use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::ResourceExt;
 use tracing::info;
 
 use super::report::{publish, report_cp_error, report_stalled, write_status};
@@ -47,9 +47,13 @@ pub async fn set_annotation(
     value: Option<&str>,
 ) -> Result<(), Error> {
     let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
-    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(Error::Kube)?;
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::Kube)?;
     Ok(())
 }
 
@@ -112,13 +116,23 @@ pub async fn obtain(
     if let Some(id) = &obj.spec.deployment_id {
         return match cp.get_deployment(id).await {
             Ok(remote) => {
-                record(api, obj, &remote, None, format!("adopted remote deployment {id}")).await?;
+                record(
+                    api,
+                    obj,
+                    &remote,
+                    None,
+                    format!("adopted remote deployment {id}"),
+                )
+                .await?;
                 publish(
                     ctx,
                     obj,
                     EventType::Normal,
                     "Adopted",
-                    format!("adopted remote deployment {id} ({}); converging it to the spec", remote.name),
+                    format!(
+                        "adopted remote deployment {id} ({}); converging it to the spec",
+                        remote.name
+                    ),
                 )
                 .await;
                 Ok(Obtained::Remote(Box::new(remote)))

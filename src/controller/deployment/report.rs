@@ -17,7 +17,13 @@ use crate::controller::{Context, Error};
 use crate::controlplane::Error as CpError;
 
 /// Publishes an event about `obj`; a failure to publish is logged, not fatal.
-pub async fn publish(ctx: &Context, obj: &AgentDeployment, type_: EventType, reason: &str, note: String) {
+pub async fn publish(
+    ctx: &Context,
+    obj: &AgentDeployment,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
     let event = Event {
         type_,
         reason: reason.to_owned(),
@@ -55,7 +61,11 @@ pub async fn write_status(
 }
 
 /// Writes `outcome` to the conditions, keeping the other status fields.
-pub async fn report(api: &Api<AgentDeployment>, obj: &AgentDeployment, outcome: &Outcome) -> Result<(), Error> {
+pub async fn report(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    outcome: &Outcome,
+) -> Result<(), Error> {
     let mut status = obj.status.clone().unwrap_or_default();
     status.observed_generation = obj.metadata.generation;
     status.conditions = conditions(&status.conditions, outcome, obj.metadata.generation);
@@ -132,9 +142,19 @@ pub async fn report_cp_error(
 ) -> Result<Action, Error> {
     let outcome = error_outcome(operation, &e);
     if e.is_transient() {
-        publish(ctx, obj, EventType::Warning, outcome.reason(), outcome.message().to_owned()).await;
+        publish(
+            ctx,
+            obj,
+            EventType::Warning,
+            outcome.reason(),
+            outcome.message().to_owned(),
+        )
+        .await;
         report(api, obj, &outcome).await?;
-        return Err(Error::ControlPlane { operation, source: e });
+        return Err(Error::ControlPlane {
+            operation,
+            source: e,
+        });
     }
     match outcome {
         Outcome::Stalled { reason, message } => {
@@ -151,13 +171,28 @@ mod tests {
 
     #[test]
     fn control_plane_errors_map_to_reasons() {
-        let o = error_outcome("create deployment", &CpError::Unauthorized { detail: "bad key".into() });
+        let o = error_outcome(
+            "create deployment",
+            &CpError::Unauthorized {
+                detail: "bad key".into(),
+            },
+        );
         assert_eq!(o.reason(), reason::UNAUTHORIZED);
-        let o = error_outcome("create deployment", &CpError::Conflict { detail: "exists".into() });
+        let o = error_outcome(
+            "create deployment",
+            &CpError::Conflict {
+                detail: "exists".into(),
+            },
+        );
         assert_eq!(o.reason(), reason::NAME_CONFLICT);
         let o = error_outcome("get deployment", &CpError::Timeout);
         assert!(matches!(o, Outcome::Progressing { .. }));
-        let o = error_outcome("patch deployment", &CpError::BadRequest { detail: "name is immutable".into() });
+        let o = error_outcome(
+            "patch deployment",
+            &CpError::BadRequest {
+                detail: "name is immutable".into(),
+            },
+        );
         assert_eq!(o.reason(), reason::INVALID_SPEC);
         assert!(o.message().contains("name is immutable"));
     }

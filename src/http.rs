@@ -158,7 +158,9 @@ mod tests {
         assert_eq!(status, 200);
         assert_eq!(content_type, OPENMETRICS_CONTENT_TYPE);
         assert!(
-            body.contains(r#"agent_operator_reconciles_total{kind="AgentDeployment",outcome="success"} 1"#),
+            body.contains(
+                r#"agent_operator_reconciles_total{kind="AgentDeployment",outcome="success"} 1"#
+            ),
             "{body}"
         );
 

@@ -146,16 +146,18 @@ pub fn default_namespace() -> String {
 /// backoff (1 s doubling to 30 s), so this only returns as leader; drop the
 /// future to give up (a Lease acquired meanwhile then simply expires).
 pub async fn acquire(client: kube::Client, config: LeaderConfig) -> Leadership {
-    let manager = Arc::new(retrying("creating the lease manager", || {
-        LeaseManagerBuilder::new(client.clone(), &config.lease_name)
-            .with_namespace(&config.namespace)
-            .with_identity(&config.identity)
-            .with_duration(config.duration_seconds)
-            .with_grace(config.grace_seconds())
-            .with_field_manager(format!("agent-operator-{}", config.identity))
-            .build()
-    })
-    .await);
+    let manager = Arc::new(
+        retrying("creating the lease manager", || {
+            LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+                .with_namespace(&config.namespace)
+                .with_identity(&config.identity)
+                .with_duration(config.duration_seconds)
+                .with_grace(config.grace_seconds())
+                .with_field_manager(format!("agent-operator-{}", config.identity))
+                .build()
+        })
+        .await,
+    );
     info!(
         lease = %config.lease_name,
         namespace = %config.namespace,

@@ -214,12 +214,17 @@ async fn validation_422_is_parsed_into_loc_msg_and_type() {
     assert!(locs.contains(&json!("deployment_type")), "{locs:?}");
 
     // Ids with path characters stay one segment: a 422, not another route.
-    for id in ["../listeners", "..", ".", "a?b#c", "x y"] {
+    for id in ["../listeners", "a?b#c", "x y", "..", ".", ""] {
         let e = c.get_deployment(id).await.unwrap_err();
         assert!(matches!(e, Error::Validation { .. }), "{id}: {e:?}");
         let e = c.delete_deployment(id).await.unwrap_err();
         assert!(matches!(e, Error::Validation { .. }), "{id}: {e:?}");
     }
+    assert_eq!(
+        emu.count("DELETE /v2/deployments/{deployment_id}", "422").await,
+        3,
+        "ids that cannot be a path segment (empty, ., ..) are refused before sending"
+    );
 
     // A create body the service rejects field by field.
     let mut body = github("bad-spec");

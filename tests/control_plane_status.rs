@@ -9,7 +9,6 @@
 //! of the shared envtest, watching only the test's namespace.
 
 mod common;
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +23,6 @@ use agent_operator::emulator::{self, ApiKey, EmulatorConfig, FaultConfig, Runnin
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::json;
-use support::apply_json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// The key of [`WORKSPACE`].
@@ -212,9 +210,15 @@ async fn a_wrong_key_is_stalled_unauthorized_without_showing_the_key() {
     assert_eq!(status, "False");
     assert_eq!(condition(&obj, STALLED).unwrap().0, "True");
     assert!(message.contains("401"), "{message}");
-    assert!(message.contains("Invalid API key."), "service detail: {message}");
+    assert!(
+        message.contains("Invalid API key."),
+        "service detail: {message}"
+    );
     let yaml = serde_json::to_string(&obj).unwrap();
-    assert!(!yaml.contains(wrong), "the key leaked into the object: {yaml}");
+    assert!(
+        !yaml.contains(wrong),
+        "the key leaked into the object: {yaml}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -224,13 +228,17 @@ async fn a_key_of_another_workspace_is_stalled_forbidden() {
     h.plane("default", "cp-key", json!({})).await;
 
     let obj = h
-        .wait("default", "Ready=False Forbidden", |(_, r, _)| r == "Forbidden")
+        .wait("default", "Ready=False Forbidden", |(_, r, _)| {
+            r == "Forbidden"
+        })
         .await;
     let (status, _, message) = ready(&obj).unwrap();
     assert_eq!(status, "False");
     assert_eq!(condition(&obj, STALLED).unwrap().0, "True");
     assert!(
-        message.contains(&format!("The API key is not valid for workspace {WORKSPACE}")),
+        message.contains(&format!(
+            "The API key is not valid for workspace {WORKSPACE}"
+        )),
         "service detail: {message}"
     );
 }
@@ -246,7 +254,10 @@ async fn a_missing_key_secret_is_stalled_until_it_appears() {
         })
         .await;
     let (_, _, message) = ready(&obj).unwrap();
-    assert!(message.contains("absent-key"), "names the Secret: {message}");
+    assert!(
+        message.contains("absent-key"),
+        "names the Secret: {message}"
+    );
     assert_eq!(
         h.emulator.state().request_counts()["total"],
         0,
@@ -254,9 +265,11 @@ async fn a_missing_key_secret_is_stalled_until_it_appears() {
     );
 
     h.secret("absent-key", KEY).await;
-    h.wait("default", "Ready=True after the Secret appears", |(s, _, _)| {
-        s == "True"
-    })
+    h.wait(
+        "default",
+        "Ready=True after the Secret appears",
+        |(s, _, _)| s == "True",
+    )
     .await;
 }
 
@@ -276,7 +289,12 @@ async fn rotating_the_key_secret_is_picked_up_without_restart() {
         .await
         .unwrap()
         .expect("a client for the old key");
-    assert!(cached.list_deployments(&ListDeployments::default()).await.is_err());
+    assert!(
+        cached
+            .list_deployments(&ListDeployments::default())
+            .await
+            .is_err()
+    );
 
     // Rotate: only the Secret changes; the controller keeps running.
     h.secret("cp-key", KEY).await;
@@ -285,7 +303,11 @@ async fn rotating_the_key_secret_is_picked_up_without_restart() {
             s == "True"
         })
         .await;
-    assert_eq!(obj.metadata.generation, Some(1), "the resource was not edited");
+    assert_eq!(
+        obj.metadata.generation,
+        Some(1),
+        "the resource was not edited"
+    );
     let rotated = h
         .ctx
         .planes
@@ -331,7 +353,11 @@ async fn rate_limit_settings_bound_the_shared_client() {
                 .expect("a client"),
         );
     }
-    assert_eq!(h.ctx.planes.len(), 1, "both lookups share one cached client");
+    assert_eq!(
+        h.ctx.planes.len(),
+        1,
+        "both lookups share one cached client"
+    );
 
     let calls = 8;
     let started = Instant::now();
@@ -374,7 +400,10 @@ async fn invalid_rate_limits_are_refused_by_the_schema() {
     let ns = common::test_namespace(&client, "acp-schema").await;
     let planes: Api<AgentControlPlane> = Api::namespaced(client, &ns);
     for (spec, message) in [
-        (json!({"requestsPerSecond": 0}), "requestsPerSecond must be greater than 0"),
+        (
+            json!({"requestsPerSecond": 0}),
+            "requestsPerSecond must be greater than 0",
+        ),
         (json!({"requestsPerSecond": 1, "burst": 0}), "burst"),
         (json!({"burst": 3}), "burst needs requestsPerSecond"),
     ] {
@@ -416,4 +445,18 @@ async fn invalid_rate_limits_are_refused_by_the_schema() {
         }),
     )
     .await;
+}
+
+/// Server-side applies one object as field manager `tests`; panics on error.
+async fn apply_json<K>(api: &Api<K>, name: &str, value: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &kube::api::PatchParams::apply("tests").force(),
+        &kube::api::Patch::Apply(&value),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {name}: {e}"))
 }

@@ -10,7 +10,6 @@
 //! the shared envtest, watching only the test's namespace.
 
 mod common;
-mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +24,6 @@ use agent_operator::emulator::{self, ApiKey, EmulatorConfig, ListenerSeed, Runni
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::json;
-use support::apply_json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Key of [`ENTERPRISE_WORKSPACE`] (self-hosted enterprise, has a listener).
@@ -201,7 +199,8 @@ fn placed_spec(listener: &str, k8s_namespace: &str) -> AgentDeploymentSpec {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_enterprise_listener_is_ready_with_its_fields_mirrored() {
     let h = Harness::start("agl-ready").await;
-    h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY).await;
+    h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
+        .await;
     h.listener("edge", LISTENER_ID, "default").await;
 
     let obj = h.wait_reason("edge", "ListenerFound").await;
@@ -216,7 +215,12 @@ async fn an_enterprise_listener_is_ready_with_its_fields_mirrored() {
         s.k8s_namespaces,
         Some(vec!["agents".to_owned(), "staging".to_owned()])
     );
-    let remote = h.cp("default").await.get_listener(LISTENER_ID).await.unwrap();
+    let remote = h
+        .cp("default")
+        .await
+        .get_listener(LISTENER_ID)
+        .await
+        .unwrap();
     assert_eq!(s.version, remote.version);
     assert_eq!(s.created_at.as_deref(), Some(remote.created_at.as_str()));
     assert_eq!(s.updated_at.as_deref(), Some(remote.updated_at.as_str()));
@@ -247,7 +251,8 @@ async fn a_workspace_that_is_not_enterprise_is_stalled_not_enterprise() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_listener_is_stalled_listener_not_found() {
     let h = Harness::start("agl-not-found").await;
-    h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY).await;
+    h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
+        .await;
     let unknown = "00000000-1111-4222-8333-444444444444";
     h.listener("ghost", unknown, "default").await;
 
@@ -292,7 +297,8 @@ async fn the_listener_id_must_be_a_uuid() {
 #[tokio::test(flavor = "multi_thread")]
 async fn placement_accepts_a_listed_namespace_and_rejects_another() {
     let h = Harness::start("agl-placement").await;
-    h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY).await;
+    h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
+        .await;
     h.plane("plain", PLAIN_WORKSPACE, PLAIN_KEY).await;
     h.listener("edge", LISTENER_ID, "default").await;
     let cp = h.cp("default").await;
@@ -307,11 +313,10 @@ async fn placement_accepts_a_listed_namespace_and_rejects_another() {
     }
 
     // A namespace the listener does not list.
-    let blocked =
-        placement::resolve_listener(&h.ctx, &cp, &h.ns, &placed_spec("ref:edge", "prod"))
-            .await
-            .unwrap()
-            .unwrap_err();
+    let blocked = placement::resolve_listener(&h.ctx, &cp, &h.ns, &placed_spec("ref:edge", "prod"))
+        .await
+        .unwrap()
+        .unwrap_err();
     assert_eq!(blocked.reason, "PlacementInvalid");
     assert!(blocked.message.contains("\"prod\""), "{}", blocked.message);
     assert!(
@@ -331,11 +336,10 @@ async fn placement_accepts_a_listed_namespace_and_rejects_another() {
 
     // An unknown listener id.
     let unknown = "00000000-1111-4222-8333-444444444444";
-    let blocked =
-        placement::resolve_listener(&h.ctx, &cp, &h.ns, &placed_spec(unknown, "agents"))
-            .await
-            .unwrap()
-            .unwrap_err();
+    let blocked = placement::resolve_listener(&h.ctx, &cp, &h.ns, &placed_spec(unknown, "agents"))
+        .await
+        .unwrap()
+        .unwrap_err();
     assert_eq!(blocked.reason, "ListenerNotFound");
     assert!(blocked.message.contains(unknown), "{}", blocked.message);
 
@@ -352,4 +356,18 @@ async fn placement_accepts_a_listed_namespace_and_rejects_another() {
         "{}",
         blocked.message
     );
+}
+
+/// Server-side applies one object as field manager `tests`; panics on error.
+async fn apply_json<K>(api: &Api<K>, name: &str, value: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &kube::api::PatchParams::apply("tests").force(),
+        &kube::api::Patch::Apply(&value),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {name}: {e}"))
 }

@@ -107,8 +107,8 @@ mod tests {
     fn schema_pattern_is_the_uuid_pattern() {
         use kube::CustomResourceExt;
         let crd = serde_json::to_value(AgentListener::crd()).unwrap();
-        let pattern = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
-            ["spec"]["properties"]["listenerId"]["pattern"];
+        let pattern = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["listenerId"]["pattern"];
         assert_eq!(pattern, UUID_PATTERN);
     }
 }

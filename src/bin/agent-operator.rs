@@ -139,7 +139,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             )
         })
         .transpose()?;
-    let listener = TcpListener::bind(args.metrics_addr)
+    let http_listener = TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("--metrics-addr {}", args.metrics_addr))?;
     let client = kube::Client::try_default().await?;
@@ -147,7 +147,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!(
         ?scope,
         ?config,
-        http = %listener.local_addr()?,
+        http = %http_listener.local_addr()?,
         leader_election = ?election,
         "agent-operator starting"
     );
@@ -158,7 +158,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // controller (graceful: in-flight reconciles finish).
     let shutdown = shutdown_signal().boxed().shared();
     let server = tokio::spawn(http::serve(
-        listener,
+        http_listener,
         metrics.clone(),
         health.clone(),
         shutdown.clone(),

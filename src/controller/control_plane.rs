@@ -104,7 +104,8 @@ where
     }
 }
 
-/// Publishes an event when the `Ready` condition changes status or reason:
+/// Publishes an event when the `Ready` condition changes status, reason or
+/// message:
 /// Normal when it became True, Warning otherwise.
 pub(crate) async fn publish_transition<K>(
     ctx: &Context,
@@ -118,7 +119,7 @@ pub(crate) async fn publish_transition<K>(
     let unchanged = find(previous, READY).is_some_and(|c| {
         (c.status == "True") == now_ready
             && c.reason == outcome.reason()
-            && c.message == outcome_message(outcome)
+            && c.message == outcome.message()
     });
     if unchanged {
         return;
@@ -133,19 +134,20 @@ pub(crate) async fn publish_transition<K>(
         obj,
         type_,
         outcome.reason(),
-        outcome_message(outcome).to_owned(),
+        outcome.message().to_owned(),
     )
     .await;
 }
 
-/// The message of an outcome.
-pub(crate) fn outcome_message(outcome: &Outcome) -> &str {
-    match outcome {
-        Outcome::Ready { message, .. }
-        | Outcome::Progressing { message, .. }
-        | Outcome::Stalled { message, .. } => message,
-        #[allow(unreachable_patterns)]
-        _ => "",
+/// A stable summary of a transient error for a condition message: without
+/// the parts that change from one attempt to the next (the `Retry-After`
+/// delay, a 5xx body), so that retrying does not rewrite the status, whose
+/// change would trigger another pass before the backoff. Pure.
+pub(crate) fn transient_summary(e: &CpError) -> String {
+    match e {
+        CpError::RateLimited { status, .. } => format!("rate limited ({status}); retrying"),
+        CpError::Server { status, .. } => format!("server error ({status}); retrying"),
+        other => format!("{other}; retrying"),
     }
 }
 
@@ -175,7 +177,7 @@ pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpE
         },
         e if e.is_transient() => Outcome::Progressing {
             reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message,
+            message: format!("list deployments at {base_url}: {}", transient_summary(e)),
         },
         CpError::NotFound { .. } | CpError::InvalidEndpoint(_) => Outcome::Stalled {
             reason: reason::INVALID_SPEC,
@@ -442,24 +444,33 @@ mod tests {
         let o = probe_outcome("http://cp", "ws", Err(&e));
         assert!(matches!(o, Outcome::Stalled { .. }));
         assert_eq!(o.reason(), reason::UNAUTHORIZED);
-        assert!(outcome_message(&o).contains("Invalid API key."));
+        assert!(o.message().contains("Invalid API key."));
 
         let e = CpError::Forbidden {
             detail: "key not valid for workspace ws".into(),
         };
         let o = probe_outcome("http://cp", "ws", Err(&e));
         assert_eq!(o.reason(), reason::FORBIDDEN);
-        assert!(outcome_message(&o).contains("key not valid for workspace ws"));
+        assert!(o.message().contains("key not valid for workspace ws"));
 
         let o = probe_outcome("http://cp", "ws", Err(&CpError::Timeout));
         assert!(matches!(o, Outcome::Progressing { .. }));
         assert_eq!(o.reason(), reason::CONTROL_PLANE_UNAVAILABLE);
+        let limited = |secs| CpError::RateLimited {
+            status: 429,
+            retry_after: Some(Duration::from_secs(secs)),
+        };
+        assert_eq!(
+            probe_outcome("http://cp", "ws", Err(&limited(3))),
+            probe_outcome("http://cp", "ws", Err(&limited(1))),
+            "retrying does not change the message"
+        );
 
         let e = CpError::NotFound {
             detail: "Not Found".into(),
         };
         let o = probe_outcome("http://cp", "ws", Err(&e));
         assert_eq!(o.reason(), reason::INVALID_SPEC);
-        assert!(outcome_message(&o).contains("/api-host"));
+        assert!(o.message().contains("/api-host"));
     }
 }

@@ -26,7 +26,9 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tracing::{debug, warn};
 
-use super::control_plane::{apply_status, jittered, observed, publish_transition, scoped_api};
+use super::control_plane::{
+    apply_status, jittered, observed, publish_transition, scoped_api, transient_summary,
+};
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
 use super::{Context, Error};
@@ -89,7 +91,7 @@ pub fn error_outcome(listener_id: &str, e: &CpError) -> Outcome {
         },
         e if e.is_transient() => Outcome::Progressing {
             reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message,
+            message: format!("get listener {listener_id}: {}", transient_summary(e)),
         },
         CpError::Validation { .. } | CpError::BadRequest { .. } => Outcome::Stalled {
             reason: reason::INVALID_SPEC,

@@ -302,3 +302,36 @@ fn referencing_plane(
         .map(|d| ObjectRef::from_obj(d.as_ref()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn namespaces_flag_maps_to_scopes() {
+        assert_eq!(Scope::from_namespaces(owned(&[])), Scope::AllNamespaces);
+        assert_eq!(Scope::from_namespaces(owned(&[" "])), Scope::AllNamespaces);
+        assert_eq!(
+            Scope::from_namespaces(owned(&["a", "a"])),
+            Scope::Namespace("a".into())
+        );
+        assert_eq!(
+            Scope::from_namespaces(owned(&["a", "b", "a"])),
+            Scope::Namespaces(owned(&["a", "b"]))
+        );
+    }
+
+    #[test]
+    fn one_controller_per_namespace() {
+        assert_eq!(Scope::AllNamespaces.targets(), vec![None]);
+        assert_eq!(Scope::Namespaces(vec![]).targets(), vec![None]);
+        assert_eq!(
+            Scope::Namespaces(owned(&["a", "b"])).targets(),
+            vec![Some("a"), Some("b")]
+        );
+    }
+}

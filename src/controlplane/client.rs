@@ -34,7 +34,9 @@ use super::operation::{
     Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class,
 };
 use super::response::{check_status, decode_body};
-use super::types::{Deployment, DeploymentCreate, DeploymentPatch, Listener, Page, Revision};
+use super::types::{
+    Deployment, DeploymentCreate, DeploymentPatch, Listener, Page, Revision, ValidationError,
+};
 
 pub use super::endpoint::Region;
 pub use super::limit::RateLimit;
@@ -211,12 +213,8 @@ pub fn install_crypto_provider() {
 }
 
 /// Percent-encodes one path segment: every byte but the unreserved
-/// characters of RFC 3986; `.` and `..` become `%2E` and `%2E%2E` so that
-/// they are not removed as dot segments.
+/// characters of RFC 3986.
 fn encode_segment(segment: &str) -> String {
-    if segment == "." || segment == ".." {
-        return segment.replace('.', "%2E");
-    }
     let mut out = String::with_capacity(segment.len());
     for b in segment.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
@@ -342,14 +340,31 @@ impl ControlPlaneClient {
     }
 
     /// `{base}/seg1/seg2/...`; each segment is percent-encoded, so an id
-    /// cannot change the path (`a/b` and `..` stay one segment and reach the
+    /// cannot change the path (`a/b` or `a?b` stay one segment and reach the
     /// service, which answers 422 or 404).
-    fn url(&self, segments: &[&str]) -> Url {
+    ///
+    /// Errors: an empty, `.` or `..` segment cannot be put in a URL path (URL
+    /// parsers remove dot segments, even percent-encoded ones), so it is
+    /// refused before sending with the [`Error::Validation`] the service gives
+    /// any invalid id (loc `["path"]`, type `path_segment`).
+    fn url(&self, segments: &[&str]) -> Result<Url, Error> {
+        if let Some(bad) = segments
+            .iter()
+            .find(|s| s.is_empty() || **s == "." || **s == "..")
+        {
+            return Err(Error::Validation {
+                errors: vec![ValidationError {
+                    loc: vec![serde_json::Value::from("path")],
+                    msg: format!("{bad:?} cannot be sent as a path segment"),
+                    kind: "path_segment".into(),
+                }],
+            });
+        }
         let mut url = self.base.clone();
         let encoded: Vec<String> = segments.iter().map(|s| encode_segment(s)).collect();
         let path = format!("{}{}", self.base.path(), encoded.join("/"));
         url.set_path(&path);
-        url
+        Ok(url)
     }
 
     /// Builds the request of `op` once (it is cloned for each attempt).
@@ -360,7 +375,7 @@ impl ControlPlaneClient {
         query: Option<&Q>,
         body: Option<&B>,
     ) -> Result<reqwest::Request, Error> {
-        let mut req = self.http.request(op.method(), self.url(segments));
+        let mut req = self.http.request(op.method(), self.url(segments)?);
         if let Some(q) = query {
             req = req.query(q);
         }
@@ -731,24 +746,24 @@ mod tests {
     fn paths_keep_the_api_host_prefix_and_encode_ids() {
         let c = ControlPlaneClient::new(cfg("https://example.com/api-host")).unwrap();
         assert_eq!(
-            c.url(&["v2", "deployments"]).as_str(),
+            c.url(&["v2", "deployments"]).unwrap().as_str(),
             "https://example.com/api-host/v2/deployments"
         );
         let c = ControlPlaneClient::new(cfg("https://api.host.langchain.com/")).unwrap();
         assert_eq!(
-            c.url(&["v2", "deployments", "x"]).as_str(),
+            c.url(&["v2", "deployments", "x"]).unwrap().as_str(),
             "https://api.host.langchain.com/v2/deployments/x"
         );
         assert_eq!(
-            c.url(&["v2", "deployments", "../a/b?c#d"]).as_str(),
+            c.url(&["v2", "deployments", "../a/b?c#d"]).unwrap().as_str(),
             "https://api.host.langchain.com/v2/deployments/..%2Fa%2Fb%3Fc%23d"
         );
+        for bad in ["..", ".", ""] {
+            let e = c.url(&["v2", "deployments", bad]).unwrap_err();
+            assert!(matches!(e, Error::Validation { .. }), "{bad:?}: {e}");
+        }
         assert_eq!(
-            c.url(&["v2", "deployments", "..", "revisions", "."]).as_str(),
-            "https://api.host.langchain.com/v2/deployments/%2E%2E/revisions/%2E"
-        );
-        assert_eq!(
-            c.url(&["v2", "deployments", "é 1"]).as_str(),
+            c.url(&["v2", "deployments", "é 1"]).unwrap().as_str(),
             "https://api.host.langchain.com/v2/deployments/%C3%A9%201"
         );
         let c = ControlPlaneClient::new(ClientConfig::self_hosted(

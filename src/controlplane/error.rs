@@ -326,12 +326,27 @@ fn format_validation(errors: &[ValidationError]) -> String {
         .join("; ")
 }
 
-/// Parses `Retry-After` in its seconds form; the HTTP-date form is not used by
-/// FastAPI services and is ignored.
+/// Longest `Retry-After` the client accepts; a longer one is capped to it
+/// (a broken or hostile answer must not park a caller for years).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Parses `Retry-After` (RFC 9110, section 10.2.3): delay-seconds (a
+/// fractional number is accepted too), or an HTTP-date, taken relative to
+/// the local clock (a past date is a zero delay). `None` when absent or
+/// unparsable; capped to [`MAX_RETRY_AFTER`]. Never panics.
 pub fn parse_retry_after(value: Option<&reqwest::header::HeaderValue>) -> Option<Duration> {
     let s = value?.to_str().ok()?.trim();
-    let secs: f64 = s.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    let delay = if let Ok(secs) = s.parse::<f64>() {
+        if !(secs.is_finite() && secs >= 0.0) {
+            return None;
+        }
+        Duration::try_from_secs_f64(secs).unwrap_or(MAX_RETRY_AFTER)
+    } else {
+        let at = chrono::DateTime::parse_from_rfc2822(s).ok()?;
+        let wait = at.with_timezone(&chrono::Utc) - chrono::Utc::now();
+        wait.to_std().unwrap_or(Duration::ZERO)
+    };
+    Some(delay.min(MAX_RETRY_AFTER))
 }
 
 #[cfg(test)]
@@ -433,6 +448,23 @@ mod tests {
             body,
         );
         assert!(!format!("{e} {e:?}").contains("sk-live-123"));
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        use reqwest::header::HeaderValue;
+        let p = |s: &str| parse_retry_after(Some(&HeaderValue::from_str(s).unwrap()));
+        assert_eq!(p("3"), Some(Duration::from_secs(3)));
+        assert_eq!(p(" 1.5 "), Some(Duration::from_millis(1500)));
+        assert_eq!(p("-1"), None);
+        assert_eq!(p("NaN"), None);
+        assert_eq!(p("soon"), None);
+        assert_eq!(p("20000000000000000000"), Some(MAX_RETRY_AFTER));
+        assert_eq!(p("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        let later = (chrono::Utc::now() + chrono::Duration::seconds(120)).to_rfc2822();
+        let d = p(&later).unwrap();
+        assert!(d > Duration::from_secs(100) && d <= Duration::from_secs(120), "{d:?}");
+        assert_eq!(parse_retry_after(None), None);
     }
 
     #[test]

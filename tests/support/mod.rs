@@ -15,6 +15,10 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use tokio::process::{Child, Command};
 
+mod observe;
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use observe::*;
+
 /// API key of the test workspace (given to the emulator with `--api-key`).
 pub const API_KEY: &str = "test-api-key";
 /// Workspace of [`API_KEY`].
@@ -44,13 +48,28 @@ impl EmulatorProcess {
     /// Starts the emulator with revision steps of `step_seconds` and
     /// asynchronous deletes of `delete_seconds`, and waits until it answers.
     pub async fn start(test: &str, step_seconds: f64, delete_seconds: f64) -> Self {
+        Self::start_with(
+            test,
+            &[
+                "--step-seconds",
+                &step_seconds.to_string(),
+                "--delete-seconds",
+                &delete_seconds.to_string(),
+            ],
+        )
+        .await
+    }
+
+    /// Starts the emulator with the test key and these extra flags (e.g.
+    /// `--step-seconds 0.2`, `--scenario BUILD_FAILED:repo_ref=broken`), and
+    /// waits until it answers.
+    pub async fn start_with(test: &str, args: &[&str]) -> Self {
         let port = free_port();
         let log = log_file(test, "emulator");
         let child = Command::new(env!("CARGO_BIN_EXE_control-plane-emulator"))
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--api-key", &format!("{API_KEY}={WORKSPACE}")])
-            .args(["--step-seconds", &step_seconds.to_string()])
-            .args(["--delete-seconds", &delete_seconds.to_string()])
+            .args(args)
             .env("RUST_LOG", "info")
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
@@ -89,29 +108,171 @@ impl EmulatorProcess {
 /// The `agent-operator run` binary watching one namespace of the shared
 /// envtest API server, with fast polling for tests.
 pub struct OperatorProcess {
-    _child: Child,
+    child: Child,
+    http_port: u16,
+}
+
+/// How to start an operator process with [`OperatorProcess::start_with`].
+#[derive(Clone, Debug, Default)]
+pub struct OperatorOptions<'a> {
+    /// Log file name prefix: `target/test-logs/<log_name>-operator.log`.
+    pub log_name: &'a str,
+    /// Namespaces to watch (`--namespace` each); empty: all namespaces.
+    pub namespaces: Vec<&'a str>,
+    /// Extra command-line arguments, after the defaults.
+    pub extra: Vec<&'a str>,
+    /// Extra environment variables (e.g. `POD_NAME`).
+    pub env: Vec<(&'a str, &'a str)>,
 }
 
 impl OperatorProcess {
     /// Starts the operator on `namespace` with the given kubeconfig.
     pub fn start(test: &str, kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Self {
-        let log = log_file(test, "operator");
-        let child = Command::new(env!("CARGO_BIN_EXE_agent-operator"))
-            .arg("run")
-            .args(["--namespace", namespace])
+        Self::start_with(
+            kubeconfig,
+            OperatorOptions {
+                log_name: test,
+                namespaces: vec![namespace],
+                extra: extra.to_vec(),
+                env: Vec::new(),
+            },
+        )
+    }
+
+    /// Starts the operator with `options`. Unless `options.extra` sets
+    /// `--metrics-addr`, its HTTP server listens on a free loopback port
+    /// (see [`OperatorProcess::http_url`]).
+    pub fn start_with(kubeconfig: &Path, options: OperatorOptions<'_>) -> Self {
+        let log = log_file(options.log_name, "operator");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-operator"));
+        command.arg("run");
+        for ns in &options.namespaces {
+            command.args(["--namespace", ns]);
+        }
+        command
             .args(["--poll-interval-seconds", "0.3"])
-            .args(["--blocked-interval-seconds", "30"])
-            .args(extra)
+            .args(["--blocked-interval-seconds", "30"]);
+        let explicit = options
+            .extra
+            .iter()
+            .position(|a| *a == "--metrics-addr" || *a == "--health-addr");
+        let http_port = match explicit {
+            Some(i) => options
+                .extra
+                .get(i + 1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| p.parse().ok())
+                .expect("--metrics-addr HOST:PORT"),
+            None => {
+                let port = free_port();
+                command.args(["--metrics-addr", &format!("127.0.0.1:{port}")]);
+                port
+            }
+        };
+        command
+            .args(&options.extra)
+            .envs(options.env.iter().copied())
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,agent_operator=debug,kube=warn")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting agent-operator");
-        Self { _child: child }
+            .kill_on_drop(true);
+        let child = command.spawn().expect("starting agent-operator");
+        Self { child, http_port }
     }
+
+    /// `http://127.0.0.1:<port>` of the operator's /metrics, /livez, /readyz.
+    pub fn http_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    /// GETs `path` of the operator's HTTP server: (status, body), or `None`
+    /// while it does not answer.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        agent_operator::controlplane::client::install_crypto_provider();
+        let res = reqwest::Client::new()
+            .get(format!("{}{path}", self.http_url()))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?;
+        let status = res.status().as_u16();
+        Some((status, res.text().await.ok()?))
+    }
+
+    /// Polls `path` until it answers `status`, or panics after `timeout`.
+    pub async fn wait_for_status(&self, path: &str, status: u16, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.get(path).await {
+                Some((s, body)) if s == status => return body,
+                other => other,
+            };
+            assert!(
+                Instant::now() < deadline,
+                "{path} did not answer {status} within {timeout:?}; last: {last:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The body of `/metrics` (panics unless it answers 200).
+    pub async fn metrics(&self) -> String {
+        match self.get("/metrics").await {
+            Some((200, body)) => body,
+            other => panic!("/metrics: {other:?}"),
+        }
+    }
+
+    /// SIGKILLs the process and waits for it (a crash: nothing is released).
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("killing agent-operator");
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the exit status.
+    pub async fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("agent-operator is running");
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("running kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .expect("agent-operator did not exit after SIGTERM")
+            .expect("waiting for agent-operator")
+    }
+}
+
+/// Sum of the samples of `name` (e.g. `agent_operator_reconciles_total`)
+/// whose labels include every `key="value"` of `labels`, in OpenMetrics text;
+/// `None` when no sample matches.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        let (label_text, value) = match rest.strip_prefix('{') {
+            Some(r) => match r.split_once("} ") {
+                Some((l, v)) => (l, v),
+                None => continue,
+            },
+            None => match rest.strip_prefix(' ') {
+                Some(v) => ("", v),
+                None => continue,
+            },
+        };
+        if labels
+            .iter()
+            .all(|(k, v)| label_text.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
+        {
+            let v: f64 = value.split(' ').next().unwrap_or("").parse().unwrap_or(0.0);
+            found = Some(found.unwrap_or(0.0) + v);
+        }
+    }
+    found
 }
 
 /// Polls `name` until `check` returns `Some`, or panics after `timeout` with

@@ -28,9 +28,9 @@ use self::obtain::{Obtained, create_pending, obtain, set_annotation};
 use self::report::{
     publish, report, report_blocked, report_cp_error, report_stalled, write_status,
 };
-use super::resolve;
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired};
+use super::{placement, resolve};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DeletionPolicy, FINALIZER,
@@ -126,13 +126,16 @@ async fn control_plane(
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    match resolve::control_plane_client(
-        &ctx.client,
-        &ns,
-        &obj.spec.control_plane_ref.name,
-        ctx.config.request_timeout,
-    )
-    .await?
+    match ctx
+        .planes
+        .client_for(
+            &ctx.client,
+            &ns,
+            &obj.spec.control_plane_ref.name,
+            ctx.config.request_timeout,
+            Some(ctx.metrics.request_observer()),
+        )
+        .await?
     {
         Ok(cp) => Ok(Ok(cp)),
         Err(blocked) => report_blocked(api, obj, ctx, blocked).await.map(Err),
@@ -168,7 +171,16 @@ async fn apply(
         Ok(s) => s,
         Err(blocked) => return report_blocked(api, obj, ctx, blocked).await,
     };
-    let body = desired::create_body(&obj.remote_name(), &obj.spec, secrets);
+    let mut body = desired::create_body(&obj.remote_name(), &obj.spec, secrets);
+    if previous.deployment_id.is_none() {
+        // Placement is checked before the create (listener fields are
+        // immutable afterwards).
+        match placement::resolve_listener(ctx, &cp, &ns, &obj.spec).await? {
+            Ok(Some(listener_id)) => body.source_config.listener_id = Some(listener_id),
+            Ok(None) => {}
+            Err(blocked) => return report_blocked(api, obj, ctx, blocked).await,
+        }
+    }
     let salt = previous
         .secrets_hash
         .as_deref()
@@ -339,6 +351,11 @@ async fn apply(
     };
     let revision_changed = previous.revision_status != status.revision_status
         || previous.latest_revision_id != status.latest_revision_id;
+    if matches!(outcome, Outcome::Ready { .. })
+        && let Some(seconds) = time_to_ready(obj)
+    {
+        ctx.metrics.observe_time_to_ready(seconds);
+    }
     write_status(api, obj, status).await?;
     if revision_changed {
         match &outcome {
@@ -380,6 +397,27 @@ async fn apply(
             Action::requeue(jittered(ctx.config.resync_interval))
         }
     })
+}
+
+/// Seconds from the start of the change (the `Reconciling=True` transition,
+/// or the creation) to now, when the object was not Ready before; `None` when
+/// it already was.
+fn time_to_ready(obj: &AgentDeployment) -> Option<f64> {
+    use crate::api::conditions::{READY, TRUE, find};
+    let conditions = obj
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if find(conditions, READY).is_some_and(|c| c.status == TRUE) {
+        return None;
+    }
+    let since = find(conditions, super::status::RECONCILING)
+        .filter(|c| c.status == TRUE)
+        .map(|c| c.last_transition_time.0)
+        .or_else(|| obj.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(since);
+    Some(elapsed.as_secs_f64().max(0.0))
 }
 
 /// The remote deployment answered 404 although status names it: it was

@@ -1,0 +1,227 @@
+//! Operations, leader election: operator binaries with `--leader-elect` on one
+//! Lease of a real kube-apiserver (envtest). Exactly one holds the Lease and
+//! reconciles; when it dies the other takes over; SIGTERM releases the Lease.
+
+mod common;
+mod support;
+
+use std::time::{Duration, Instant};
+
+use agent_operator::api::AgentDeployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use serde_json::json;
+use support::{
+    EmulatorProcess, OperatorOptions, OperatorProcess, apply_json, install_control_plane,
+    is_ready_now, metric, wait_for,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const LEASE: &str = "agent-operator";
+
+fn deployment(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "source": "github",
+            "sourceConfig": {
+                "integrationId": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
+                "repoUrl": "https://github.com/acme/support-agent",
+                "deploymentType": "dev",
+                "buildOnPush": false
+            },
+            "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"},
+            "secrets": [{"name": "LOG_LEVEL", "value": "info"}]
+        }
+    })
+}
+
+/// Starts a replica named `pod` (its `POD_NAME`, hence its lease identity).
+fn replica(
+    env: &common::SharedEnv,
+    ns: &str,
+    pod: &str,
+    log_name: &str,
+    lease_seconds: &str,
+) -> OperatorProcess {
+    OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name,
+            namespaces: vec![ns],
+            extra: vec![
+                "--leader-elect",
+                "--lease-name",
+                LEASE,
+                "--lease-namespace",
+                ns,
+                "--lease-duration-seconds",
+                lease_seconds,
+            ],
+            env: vec![("POD_NAME", pod)],
+        },
+    )
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt(LEASE)
+        .await
+        .expect("reading the Lease")?
+        .spec?
+        .holder_identity
+}
+
+/// Polls the Lease until its holder satisfies `check`.
+async fn wait_for_holder(
+    leases: &Api<Lease>,
+    what: &str,
+    check: impl Fn(Option<&str>) -> bool,
+) -> Option<String> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let h = holder(leases).await;
+        if check(h.as_deref()) {
+            return h;
+        }
+        assert!(Instant::now() < deadline, "{what}; holder: {h:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn reconciles(text: &str) -> f64 {
+    metric(text, "agent_operator_reconciles_total", &[]).unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "ops-leader").await;
+    let emulator = EmulatorProcess::start("ops-leader", 0.2, 0.5).await;
+    install_control_plane(&client, &ns, &emulator).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
+
+    let mut a = Some(replica(env, &ns, "replica-a", "ops-leader-a", "6"));
+    let mut b = Some(replica(env, &ns, "replica-b", "ops-leader-b", "6"));
+    let leader = wait_for_holder(&leases, "one replica holds the Lease", |h| {
+        matches!(h, Some("replica-a" | "replica-b"))
+    })
+    .await
+    .unwrap();
+    let (leader_proc, follower_proc, follower_name) = if leader == "replica-a" {
+        (&mut a, &mut b, "replica-b")
+    } else {
+        (&mut b, &mut a, "replica-a")
+    };
+    let mut leader_proc = leader_proc.take().unwrap();
+    let follower_proc = follower_proc.take().unwrap();
+
+    // Both are ready: the leader once synced, the follower as a standby.
+    for p in [&leader_proc, &follower_proc] {
+        p.wait_for_status("/readyz", 200, TIMEOUT).await;
+    }
+
+    apply_json(&api, "before-failover", deployment("before-failover")).await;
+    wait_for(&api, "before-failover", TIMEOUT, "Ready=True", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
+    assert_eq!(
+        holder(&leases).await.as_deref(),
+        Some(leader.as_str()),
+        "the leader kept the Lease"
+    );
+    let leader_metrics = leader_proc.metrics().await;
+    let follower_metrics = follower_proc.metrics().await;
+    assert!(reconciles(&leader_metrics) >= 1.0, "{leader_metrics}");
+    assert_eq!(
+        metric(&leader_metrics, "agent_operator_leader", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        reconciles(&follower_metrics),
+        0.0,
+        "the standby does not reconcile:\n{follower_metrics}"
+    );
+    assert_eq!(
+        metric(&follower_metrics, "agent_operator_leader", &[]),
+        Some(0.0)
+    );
+
+    // The leader crashes (SIGKILL: the Lease is not released); the standby
+    // takes the Lease once it expires and reconciles new objects.
+    leader_proc.kill().await;
+    wait_for_holder(&leases, "the standby takes over the Lease", |h| {
+        h == Some(follower_name)
+    })
+    .await;
+    apply_json(&api, "after-failover", deployment("after-failover")).await;
+    wait_for(
+        &api,
+        "after-failover",
+        TIMEOUT,
+        "Ready=True after failover",
+        |o| is_ready_now(o).then_some(()),
+    )
+    .await;
+    follower_proc.wait_for_status("/readyz", 200, TIMEOUT).await;
+    let text = follower_proc.metrics().await;
+    assert!(
+        reconciles(&text) >= 1.0,
+        "the new leader reconciles:\n{text}"
+    );
+    assert_eq!(metric(&text, "agent_operator_leader", &[]), Some(1.0));
+    assert_eq!(
+        holder(&leases).await.as_deref(),
+        Some(follower_name),
+        "the new leader keeps the Lease"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_releases_the_lease_and_exits_cleanly() {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "ops-release").await;
+    let emulator = EmulatorProcess::start("ops-release", 0.2, 0.5).await;
+    install_control_plane(&client, &ns, &emulator).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
+
+    // A long lease: a successor only gets it early if it was released.
+    let mut first = replica(env, &ns, "first", "ops-release-first", "300");
+    wait_for_holder(&leases, "the first replica leads", |h| h == Some("first")).await;
+    first.wait_for_status("/readyz", 200, TIMEOUT).await;
+    apply_json(&api, "served", deployment("served")).await;
+    wait_for(&api, "served", TIMEOUT, "Ready=True", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
+
+    let status = first.terminate(TIMEOUT).await;
+    assert!(status.success(), "graceful exit after SIGTERM: {status:?}");
+    assert_eq!(
+        holder(&leases).await,
+        None,
+        "the Lease is released on shutdown"
+    );
+
+    let second = replica(env, &ns, "second", "ops-release-second", "300");
+    wait_for_holder(&leases, "the next replica takes the released Lease", |h| {
+        h == Some("second")
+    })
+    .await;
+    apply_json(&api, "served-next", deployment("served-next")).await;
+    wait_for(
+        &api,
+        "served-next",
+        TIMEOUT,
+        "Ready=True under the next leader",
+        |o| is_ready_now(o).then_some(()),
+    )
+    .await;
+    assert!(reconciles(&second.metrics().await) >= 1.0);
+}

@@ -10,12 +10,15 @@ mod contract_common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agent_operator::controlplane::types::{
     DeploymentPatch, RevisionStatus, SecretValue, SourceConfig, SourceRevisionConfig,
 };
-use agent_operator::controlplane::{ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions};
-use agent_operator::emulator::{DEMO_API_KEY, DEMO_WORKSPACE_ID};
+use agent_operator::controlplane::{
+    ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions,
+};
+use agent_operator::emulator::{DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig};
 use contract_common::{Emu, Recorder, github, poll_revision, poll_until_gone};
 use futures::StreamExt;
 use secrecy::{ExposeSecret, SecretString};
@@ -45,7 +48,10 @@ async fn create_get_list_redeploy_and_revisions() {
     assert_eq!(got.latest_revision_id.as_deref(), Some(first_rev.as_str()));
 
     // Spec "Related rules" 1: one revision, the one named by latest_revision_id.
-    let revs = c.list_revisions(&d.id, &ListRevisions::default()).await.unwrap();
+    let revs = c
+        .list_revisions(&d.id, &ListRevisions::default())
+        .await
+        .unwrap();
     assert_eq!(revs.resources.len(), 1);
     assert_eq!(revs.resources[0].id, first_rev);
     let seen = poll_revision(&c, &d.id, &first_rev).await;
@@ -54,9 +60,16 @@ async fn create_get_list_redeploy_and_revisions() {
     let redeployed = c.redeploy(&d.id).await.unwrap();
     assert_ne!(redeployed.id, first_rev);
     assert!(redeployed.status.is_in_progress(), "{}", redeployed.status);
-    let revs = c.list_revisions(&d.id, &ListRevisions::default()).await.unwrap();
+    let revs = c
+        .list_revisions(&d.id, &ListRevisions::default())
+        .await
+        .unwrap();
     let ids: Vec<_> = revs.resources.iter().map(|r| r.id.as_str()).collect();
-    assert_eq!(ids, [redeployed.id.as_str(), first_rev.as_str()], "newest first");
+    assert_eq!(
+        ids,
+        [redeployed.id.as_str(), first_rev.as_str()],
+        "newest first"
+    );
     let one = c
         .list_revisions(
             &d.id,
@@ -70,16 +83,25 @@ async fn create_get_list_redeploy_and_revisions() {
         .unwrap();
     assert_eq!(one.resources.len(), 1);
     assert_eq!(one.resources[0].id, first_rev);
-    let all = c.list_all_revisions(&d.id, &ListRevisions::default()).await.unwrap();
+    let all = c
+        .list_all_revisions(&d.id, &ListRevisions::default())
+        .await
+        .unwrap();
     assert_eq!(all.len(), 2);
     let r = c.get_revision(&d.id, &redeployed.id).await.unwrap();
     assert_eq!(r.id, redeployed.id);
     let seen = poll_revision(&c, &d.id, &redeployed.id).await;
     assert_eq!(seen.last(), Some(&RevisionStatus::Deployed));
     let d = c.get_deployment(&d.id).await.unwrap();
-    assert_eq!(d.active_revision_id.as_deref(), Some(redeployed.id.as_str()));
+    assert_eq!(
+        d.active_revision_id.as_deref(),
+        Some(redeployed.id.as_str())
+    );
 
-    let page = c.list_deployments(&ListDeployments::default()).await.unwrap();
+    let page = c
+        .list_deployments(&ListDeployments::default())
+        .await
+        .unwrap();
     assert_eq!(page.resources.len(), 1);
     assert_eq!(page.resources[0].id, d.id);
     assert_eq!(page.offset, Some(1), "offset of the next page");
@@ -87,7 +109,11 @@ async fn create_get_list_redeploy_and_revisions() {
 
 #[tokio::test]
 async fn find_by_name_is_exact_and_filters_work() {
-    let emu = Emu::fast().await;
+    let emu = Emu::start(EmulatorConfig {
+        delete_duration: Duration::from_secs(30),
+        ..contract_common::fast_config()
+    })
+    .await;
     let c = emu.client();
     let app = c.create_deployment(&github("app")).await.unwrap();
     let app2 = c.create_deployment(&github("app-2")).await.unwrap();
@@ -95,8 +121,15 @@ async fn find_by_name_is_exact_and_filters_work() {
     prod.source_config.deployment_type = Some("prod".into());
     let prod = c.create_deployment(&prod).await.unwrap();
 
-    let found = c.find_deployment_by_name("app").await.unwrap().expect("found");
-    assert_eq!(found.id, app.id, "name_contains matches app-2 too, exact match wins");
+    let found = c
+        .find_deployment_by_name("app")
+        .await
+        .unwrap()
+        .expect("found");
+    assert_eq!(
+        found.id, app.id,
+        "name_contains matches app-2 too, exact match wins"
+    );
     assert!(c.find_deployment_by_name("ap").await.unwrap().is_none());
 
     let names = |v: Vec<agent_operator::controlplane::types::Deployment>| {
@@ -146,17 +179,28 @@ async fn paging_through_250_deployments() {
     let created: Vec<String> = futures::stream::iter(0..250)
         .map(|i| {
             let c = c.clone();
-            async move { c.create_deployment(&github(&format!("agent-{i:03}"))).await.unwrap().id }
+            async move {
+                c.create_deployment(&github(&format!("agent-{i:03}")))
+                    .await
+                    .unwrap()
+                    .id
+            }
         })
         .buffer_unordered(16)
         .collect()
         .await;
     let before = emu.count("GET /v2/deployments", "200").await;
 
-    let all = c.list_all_deployments(&ListDeployments::default()).await.unwrap();
+    let all = c
+        .list_all_deployments(&ListDeployments::default())
+        .await
+        .unwrap();
     assert_eq!(all.len(), 250);
     let ids: HashSet<&str> = all.iter().map(|d| d.id.as_str()).collect();
-    assert_eq!(ids, created.iter().map(String::as_str).collect::<HashSet<_>>());
+    assert_eq!(
+        ids,
+        created.iter().map(String::as_str).collect::<HashSet<_>>()
+    );
     assert_eq!(
         emu.count("GET /v2/deployments", "200").await - before,
         3,
@@ -236,15 +280,27 @@ async fn patch_revision_rules() {
     };
     let after = c.patch_deployment(&d.id, &p).await.unwrap();
     assert_ne!(after.latest_revision_id, d.latest_revision_id);
-    assert_eq!(after.source_revision_config.repo_ref.as_deref(), Some("release"));
     assert_eq!(
-        after.source_revision_config.langgraph_config_path.as_deref(),
+        after.source_revision_config.repo_ref.as_deref(),
+        Some("release")
+    );
+    assert_eq!(
+        after
+            .source_revision_config
+            .langgraph_config_path
+            .as_deref(),
         Some("langgraph.json"),
         "unsent revision fields are kept"
     );
     assert_eq!(revision_count(&c, &d.id).await, 2);
-    let latest = c.list_revisions(&d.id, &ListRevisions::default()).await.unwrap();
-    assert_eq!(latest.resources[0].id, after.latest_revision_id.clone().unwrap());
+    let latest = c
+        .list_revisions(&d.id, &ListRevisions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        latest.resources[0].id,
+        after.latest_revision_id.clone().unwrap()
+    );
 
     // Non-empty secrets: replaced, and a revision.
     let p = DeploymentPatch {
@@ -264,7 +320,10 @@ async fn patch_revision_rules() {
         ..Default::default()
     };
     let after = c.patch_deployment(&d.id, &partial).await.unwrap();
-    assert_eq!(after.source_config.resource_spec, Some(json!({"max_scale": 5})));
+    assert_eq!(
+        after.source_config.resource_spec,
+        Some(json!({"max_scale": 5}))
+    );
     assert_eq!(revision_count(&c, &d.id).await, 4);
 
     // patch_deployment_merged: only the named fields change.
@@ -276,14 +335,18 @@ async fn patch_revision_rules() {
         ..Default::default()
     };
     c.patch_deployment(&d.id, &restore).await.unwrap();
-    let before = emu.count("GET /v2/deployments/{deployment_id}", "200").await;
+    let before = emu
+        .count("GET /v2/deployments/{deployment_id}", "200")
+        .await;
     let after = c.patch_deployment_merged(&d.id, &partial).await.unwrap();
     assert_eq!(
         after.source_config.resource_spec,
         Some(json!({"min_scale": 1, "max_scale": 5, "cpu": 1}))
     );
     assert_eq!(
-        emu.count("GET /v2/deployments/{deployment_id}", "200").await - before,
+        emu.count("GET /v2/deployments/{deployment_id}", "200")
+            .await
+            - before,
         1,
         "the merge reads the current deployment once"
     );
@@ -301,7 +364,9 @@ async fn patch_revision_rules() {
         "null removes a field"
     );
     // Without a resource_spec it is a plain PATCH (no GET).
-    let before = emu.count("GET /v2/deployments/{deployment_id}", "200").await;
+    let before = emu
+        .count("GET /v2/deployments/{deployment_id}", "200")
+        .await;
     c.patch_deployment_merged(
         &d.id,
         &DeploymentPatch {
@@ -314,17 +379,28 @@ async fn patch_revision_rules() {
     )
     .await
     .unwrap();
-    assert_eq!(emu.count("GET /v2/deployments/{deployment_id}", "200").await, before);
+    assert_eq!(
+        emu.count("GET /v2/deployments/{deployment_id}", "200")
+            .await,
+        before
+    );
 }
 
 #[tokio::test]
 async fn delete_is_asynchronous() {
-    let emu = Emu::fast().await;
+    // Long enough that the GET right after the DELETE still sees the
+    // deployment even on a loaded machine.
+    let emu = Emu::start(EmulatorConfig {
+        delete_duration: Duration::from_secs(1),
+        ..contract_common::fast_config()
+    })
+    .await;
     let c = emu.client();
     let d = c.create_deployment(&github("doomed")).await.unwrap();
     c.delete_deployment(&d.id).await.unwrap();
     assert_eq!(
-        emu.count("DELETE /v2/deployments/{deployment_id}", "204").await,
+        emu.count("DELETE /v2/deployments/{deployment_id}", "204")
+            .await,
         1
     );
     let during = c.get_deployment(&d.id).await.unwrap();
@@ -338,8 +414,8 @@ async fn delete_is_asynchronous() {
 
 #[tokio::test]
 async fn every_revision_status_reaches_the_client() {
-    let emu = Emu::start(agent_operator::emulator::EmulatorConfig {
-        step_duration: std::time::Duration::from_secs(60),
+    let emu = Emu::start(EmulatorConfig {
+        step_duration: Duration::from_secs(60),
         ..contract_common::fast_config()
     })
     .await;
@@ -365,10 +441,8 @@ async fn every_revision_status_reaches_the_client() {
             .unwrap();
         assert_eq!(filtered.resources.len(), 1, "{status}");
         assert_eq!(filtered.resources[0].status, status);
-        let expect_in_progress = !matches!(
-            status.as_str(),
-            "DEPLOYED" | "SKIPPED" | "INTERRUPTED"
-        ) && !status.as_str().contains("FAILED");
+        let expect_in_progress = !matches!(status.as_str(), "DEPLOYED" | "SKIPPED" | "INTERRUPTED")
+            && !status.as_str().contains("FAILED");
         assert_eq!(r.status.is_in_progress(), expect_in_progress, "{status}");
     }
 }
@@ -404,15 +478,33 @@ async fn scenario_outcomes_as_seen_by_a_polling_client() {
         let d = c.create_deployment(&body).await.unwrap();
         let seen = poll_revision(&c, &d.id, d.latest_revision_id.as_deref().unwrap()).await;
         let (last, steps) = seen.split_last().unwrap();
-        let terminal = if outcome == "UNKNOWN" { "DEPLOYED" } else { outcome };
+        let terminal = if outcome == "UNKNOWN" {
+            "DEPLOYED"
+        } else {
+            outcome
+        };
         assert_eq!(last.as_str(), terminal, "{outcome}: {seen:?}");
         let positions: Vec<usize> = steps
             .iter()
-            .map(|s| order.iter().position(|o| *o == s.as_str()).expect("known step"))
+            .map(|s| {
+                order
+                    .iter()
+                    .position(|o| *o == s.as_str())
+                    .expect("known step")
+            })
             .collect();
-        assert!(positions.is_sorted(), "{outcome}: steps out of order {seen:?}");
+        assert!(
+            positions.is_sorted(),
+            "{outcome}: steps out of order {seen:?}"
+        );
         if outcome == "DEPLOYED" {
-            assert!(c.get_deployment(&d.id).await.unwrap().active_revision_id.is_some());
+            assert!(
+                c.get_deployment(&d.id)
+                    .await
+                    .unwrap()
+                    .active_revision_id
+                    .is_some()
+            );
         }
     }
 }
@@ -429,20 +521,26 @@ async fn self_hosted_prefix_api_host() {
     assert_eq!(c.base_url(), format!("{}/api-host/", emu.base_url));
     let d = c.create_deployment(&github("self-hosted")).await.unwrap();
     c.get_deployment(&d.id).await.unwrap();
-    c.list_revisions(&d.id, &ListRevisions::default()).await.unwrap();
+    c.list_revisions(&d.id, &ListRevisions::default())
+        .await
+        .unwrap();
     assert_eq!(emu.count("POST /api-host/v2/deployments", "201").await, 1);
     assert_eq!(
-        emu.count("GET /api-host/v2/deployments/{deployment_id}", "200").await,
+        emu.count("GET /api-host/v2/deployments/{deployment_id}", "200")
+            .await,
         1
     );
     assert_eq!(emu.count("POST /v2/deployments", "201").await, 0);
     let paths: Vec<String> = emu.log().into_iter().map(|a| a.path).collect();
-    assert!(paths.iter().all(|p| p.starts_with("/api-host/v2/")), "{paths:?}");
+    assert!(
+        paths.iter().all(|p| p.starts_with("/api-host/v2/")),
+        "{paths:?}"
+    );
 }
 
 #[tokio::test]
 async fn observer_sees_every_operation_under_its_fixed_name() {
-    let emu = Emu::start(agent_operator::emulator::EmulatorConfig {
+    let emu = Emu::start(EmulatorConfig {
         enterprise_workspaces: vec![DEMO_WORKSPACE_ID.into()],
         ..contract_common::fast_config()
     })
@@ -451,10 +549,16 @@ async fn observer_sees_every_operation_under_its_fixed_name() {
     let c = emu.client_with(|cfg| cfg.observer = Some(rec.clone()));
     let d = c.create_deployment(&github("observed")).await.unwrap();
     c.get_deployment(&d.id).await.unwrap();
-    c.patch_deployment(&d.id, &DeploymentPatch::default()).await.unwrap();
-    c.list_deployments(&ListDeployments::default()).await.unwrap();
+    c.patch_deployment(&d.id, &DeploymentPatch::default())
+        .await
+        .unwrap();
+    c.list_deployments(&ListDeployments::default())
+        .await
+        .unwrap();
     let r = c.redeploy(&d.id).await.unwrap();
-    c.list_revisions(&d.id, &ListRevisions::default()).await.unwrap();
+    c.list_revisions(&d.id, &ListRevisions::default())
+        .await
+        .unwrap();
     c.get_revision(&d.id, &r.id).await.unwrap();
     c.list_listeners(10, 0).await.unwrap();
     let missing = uuid::Uuid::new_v4().to_string();
@@ -478,5 +582,9 @@ async fn observer_sees_every_operation_under_its_fixed_name() {
             ("delete_deployment", "2xx"),
         ]
     );
-    assert_eq!(events.len(), emu.log().len(), "one observation per HTTP attempt");
+    assert_eq!(
+        events.len(),
+        emu.log().len(),
+        "one observation per HTTP attempt"
+    );
 }

@@ -22,7 +22,8 @@ const LISTENER_ID: &str = "6f1c2a3e-0000-4000-8000-000000000009";
 
 fn listener_config() -> EmulatorConfig {
     let mut cfg = fast_config();
-    cfg.api_keys.push(ApiKey::new(ENTERPRISE_KEY, ENTERPRISE_WS));
+    cfg.api_keys
+        .push(ApiKey::new(ENTERPRISE_KEY, ENTERPRISE_WS));
     cfg.listeners.push(ListenerSeed {
         workspace_id: ENTERPRISE_WS.into(),
         id: LISTENER_ID.parse().unwrap(),
@@ -84,7 +85,8 @@ async fn bad_request_400_for_an_immutable_field_and_a_tag_with_build_on_push() {
     let e = c.patch_deployment(&d.id, &p).await.unwrap_err();
     assert!(detail(&e).contains("build_on_push"), "{e}");
     assert_eq!(
-        emu.count("PATCH /v2/deployments/{deployment_id}", "400").await,
+        emu.count("PATCH /v2/deployments/{deployment_id}", "400")
+            .await,
         2,
         "a 400 is never retried"
     );
@@ -95,7 +97,10 @@ async fn unauthorized_401_never_shows_the_key() {
     let emu = Emu::fast().await;
     let key = "sk-wrong-very-secret-0123456789";
     let c = emu.client_with(|cfg| cfg.api_key = SecretString::from(key));
-    let e = c.list_deployments(&ListDeployments::default()).await.unwrap_err();
+    let e = c
+        .list_deployments(&ListDeployments::default())
+        .await
+        .unwrap_err();
     assert!(matches!(e, Error::Unauthorized { .. }), "{e:?}");
     assert_eq!(e.status(), Some(401));
     assert!(!e.is_transient());
@@ -105,7 +110,11 @@ async fn unauthorized_401_never_shows_the_key() {
     let shown = format!("{e} {e:?}");
     assert!(matches!(e, Error::Unauthorized { .. }));
     assert!(!shown.contains(key), "the key leaked: {shown}");
-    assert_eq!(emu.count("GET /v2/deployments", "401").await, 1, "never retried");
+    assert_eq!(
+        emu.count("GET /v2/deployments", "401").await,
+        1,
+        "never retried"
+    );
 }
 
 #[tokio::test]
@@ -113,7 +122,10 @@ async fn forbidden_403_for_another_workspace_names_it() {
     let emu = Emu::fast().await;
     let other = "00000000-0000-4000-8000-0000000000ff";
     let c = emu.client_with(|cfg| cfg.workspace_id = other.into());
-    let e = c.get_deployment(&uuid::Uuid::new_v4().to_string()).await.unwrap_err();
+    let e = c
+        .get_deployment(&uuid::Uuid::new_v4().to_string())
+        .await
+        .unwrap_err();
     assert!(matches!(e, Error::Forbidden { .. }), "{e:?}");
     assert!(detail(&e).contains(other), "{e}");
     assert!(!e.is_transient());
@@ -221,7 +233,8 @@ async fn validation_422_is_parsed_into_loc_msg_and_type() {
         assert!(matches!(e, Error::Validation { .. }), "{id}: {e:?}");
     }
     assert_eq!(
-        emu.count("DELETE /v2/deployments/{deployment_id}", "422").await,
+        emu.count("DELETE /v2/deployments/{deployment_id}", "422")
+            .await,
         3,
         "ids that cannot be a path segment (empty, ., ..) are refused before sending"
     );
@@ -235,7 +248,12 @@ async fn validation_422_is_parsed_into_loc_msg_and_type() {
     };
     assert_eq!(
         errors[0].loc,
-        [json!("body"), json!("source_config"), json!("resource_spec"), json!("cpu")]
+        [
+            json!("body"),
+            json!("source_config"),
+            json!("resource_spec"),
+            json!("cpu")
+        ]
     );
 }
 
@@ -248,9 +266,13 @@ async fn payload_too_large_413_is_an_unexpected_status() {
     .await;
     let c = emu.client();
     let mut body = github("big");
-    body.secrets[0] = agent_operator::controlplane::types::SecretValue::new("BIG", "x".repeat(8192));
+    body.secrets[0] =
+        agent_operator::controlplane::types::SecretValue::new("BIG", "x".repeat(8192));
     let e = c.create_deployment(&body).await.unwrap_err();
-    assert!(matches!(e, Error::UnexpectedStatus { status: 413, .. }), "{e:?}");
+    assert!(
+        matches!(e, Error::UnexpectedStatus { status: 413, .. }),
+        "{e:?}"
+    );
     assert!(!e.is_transient());
 }
 
@@ -307,15 +329,17 @@ async fn listeners_read_list_and_errors() {
     assert!(detail(&e).contains(DEMO_WORKSPACE_ID), "{e}");
 
     // Placement on the listener works from the enterprise workspace.
-    body.source_config.listener_config = Some(agent_operator::controlplane::types::ListenerConfig {
-        k8s_namespace: Some("agents".into()),
-    });
+    body.source_config.listener_config =
+        Some(agent_operator::controlplane::types::ListenerConfig {
+            k8s_namespace: Some("agents".into()),
+        });
     let d = c.create_deployment(&body).await.unwrap();
     assert_eq!(d.source_config.listener_id.as_deref(), Some(LISTENER_ID));
     body.name = "misplaced".into();
-    body.source_config.listener_config = Some(agent_operator::controlplane::types::ListenerConfig {
-        k8s_namespace: Some("prod".into()),
-    });
+    body.source_config.listener_config =
+        Some(agent_operator::controlplane::types::ListenerConfig {
+            k8s_namespace: Some("prod".into()),
+        });
     let e = c.create_deployment(&body).await.unwrap_err();
     assert!(matches!(e, Error::BadRequest { .. }), "{e:?}");
 }

@@ -35,10 +35,14 @@ async fn a_429_retry_is_never_sent_before_retry_after() {
         .await;
 
     let started = Instant::now();
-    c.list_deployments(&ListDeployments::default()).await.unwrap();
+    c.list_deployments(&ListDeployments::default())
+        .await
+        .unwrap();
     // The bucket is empty: the emulator answers 429 with Retry-After, the
     // client waits, retries, and succeeds.
-    c.list_deployments(&ListDeployments::default()).await.unwrap();
+    c.list_deployments(&ListDeployments::default())
+        .await
+        .unwrap();
     let total = started.elapsed();
 
     let log = emu.log();
@@ -84,14 +88,18 @@ async fn a_retry_after_beyond_the_budget_is_returned_to_the_caller() {
     });
     emu.set_faults(json!({"rate_limit_per_second": 0.2, "rate_limit_burst": 1}))
         .await;
-    c.list_deployments(&ListDeployments::default()).await.unwrap();
+    c.list_deployments(&ListDeployments::default())
+        .await
+        .unwrap();
     let e = c
         .list_deployments(&ListDeployments::default())
         .await
         .unwrap_err();
     assert!(matches!(e, Error::RateLimited { status: 429, .. }), "{e:?}");
     assert!(e.is_transient());
-    let ra = e.retry_after().expect("the caller gets Retry-After to requeue");
+    let ra = e
+        .retry_after()
+        .expect("the caller gets Retry-After to requeue");
     assert!(ra >= Duration::from_secs(1), "{ra:?}");
     assert_eq!(
         emu.count("GET /v2/deployments", "429").await,
@@ -116,7 +124,8 @@ async fn get_and_delete_retry_5xx_to_the_attempt_budget_post_and_patch_never() {
     let e = c.delete_deployment(&d.id).await.unwrap_err();
     assert!(matches!(e, Error::Server { status: 500, .. }), "{e:?}");
     assert_eq!(
-        emu.count("DELETE /v2/deployments/{deployment_id}", "500").await,
+        emu.count("DELETE /v2/deployments/{deployment_id}", "500")
+            .await,
         4
     );
 
@@ -133,7 +142,8 @@ async fn get_and_delete_retry_5xx_to_the_attempt_budget_post_and_patch_never() {
         .unwrap_err();
     assert!(e.is_transient(), "{e:?}");
     assert_eq!(
-        emu.count("PATCH /v2/deployments/{deployment_id}", "500").await,
+        emu.count("PATCH /v2/deployments/{deployment_id}", "500")
+            .await,
         1
     );
     let e = c.redeploy(&d.id).await.unwrap_err();
@@ -266,18 +276,25 @@ async fn the_rate_limit_spaces_requests_across_clones() {
     let client_elapsed = started.elapsed();
     let log = emu.log();
     assert_eq!(log.len(), 6);
-    // One token per 200 ms after a burst of 1: the 6th request cannot be sent
-    // before 5 periods (1 s) after the first.
+    // One token per 200 ms after a burst of 1: the k-th request cannot be
+    // sent before k periods after the first token, which was taken after
+    // `started`. Client side: the calls took at least 5 periods.
     assert!(
         client_elapsed >= Duration::from_secs(1),
         "6 requests at 5/s took only {client_elapsed:?}"
     );
+    // Server side: the k-th arrival is at least k × 200 ms after `started`.
+    for (k, a) in log.iter().enumerate() {
+        let since = a.at.duration_since(started);
+        assert!(
+            since >= Duration::from_millis(200) * k as u32,
+            "request {k} arrived {since:?} after the first could be sent"
+        );
+    }
     let span = log[5].at.duration_since(log[0].at);
-    assert!(
-        span >= Duration::from_millis(900),
-        "the server saw 6 requests within {span:?}"
+    eprintln!(
+        "6 requests at 5/s burst 1: client {client_elapsed:?}, server span first to last {span:?}"
     );
-    eprintln!("6 requests at 5/s burst 1: client {client_elapsed:?}, server span {span:?}");
 }
 
 #[tokio::test]
@@ -294,12 +311,17 @@ async fn retries_take_rate_limit_tokens_too() {
     emu.set_faults(json!({"error_rate": 1.0, "error_status": 500}))
         .await;
     emu.clear_log();
+    let started = Instant::now();
     c.get_deployment(&d.id).await.unwrap_err();
     let log = emu.log();
     assert_eq!(log.len(), 4);
-    // Backoffs are 10–80 ms; the 200 ms spacing comes from the limiter.
-    for pair in log.windows(2) {
-        let gap = pair[1].at.duration_since(pair[0].at);
-        assert!(gap >= Duration::from_millis(150), "attempts {gap:?} apart");
+    // Backoffs are 10–80 ms; the 200 ms spacing comes from the limiter: the
+    // k-th attempt cannot arrive before k periods after `started`.
+    for (k, a) in log.iter().enumerate() {
+        let since = a.at.duration_since(started);
+        assert!(
+            since >= Duration::from_millis(200) * k as u32,
+            "attempt {k} arrived {since:?} after the first could be sent"
+        );
     }
 }

@@ -81,9 +81,9 @@ async fn immutable_fields_are_rejected_at_admission() {
             Err(kube::Error::Api(status)) => {
                 assert_eq!(status.code, 422, "{field}: {status:?}");
                 assert!(
-                    status
-                        .message
-                        .contains(&format!("{field} is immutable; create a new AgentDeployment instead")),
+                    status.message.contains(&format!(
+                        "{field} is immutable; create a new AgentDeployment instead"
+                    )),
                     "{field}: {}",
                     status.message
                 );

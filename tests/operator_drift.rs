@@ -51,13 +51,21 @@ async fn changes_made_outside_are_patched_back() {
     .unwrap();
     let event = support::wait_for_event(&h.client, &h.ns, name, "DriftCorrected", TIMEOUT).await;
     assert!(
-        event.note.as_deref().unwrap_or("").contains("source_config"),
+        event
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("source_config"),
         "{:?}",
         event.note
     );
     let remote = h.cp.get_deployment(&id).await.unwrap();
     assert_eq!(remote.source_config.build_on_push, Some(false));
-    assert_eq!(h.revisions(&id).await.len(), 1, "no revision for build_on_push");
+    assert_eq!(
+        h.revisions(&id).await.len(),
+        1,
+        "no revision for build_on_push"
+    );
 
     // repo_ref changed outside: restored, which builds a revision of `main`.
     h.cp.patch_deployment(
@@ -77,11 +85,17 @@ async fn changes_made_outside_are_patched_back() {
         (d.source_revision_config.repo_ref.as_deref() == Some("main")).then_some(())
     })
     .await;
-    let obj = wait_for(&h.api, name, TIMEOUT, "Ready on the restored revision", |o| {
-        let s = o.status.as_ref()?;
-        (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)
-            .then(|| o.clone())
-    })
+    let obj = wait_for(
+        &h.api,
+        name,
+        TIMEOUT,
+        "Ready on the restored revision",
+        |o| {
+            let s = o.status.as_ref()?;
+            (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)
+                .then(|| o.clone())
+        },
+    )
     .await;
     let revisions = h.revisions(&id).await;
     assert_eq!(revisions.len(), 3, "first, outside, restored");

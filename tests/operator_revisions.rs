@@ -74,8 +74,25 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
     // Resync passes go on (they read the deployment), but the ended revision
     // is not read again.
     let before = h.emulator.requests().await;
+    let version = h.api.get(name).await.unwrap().metadata.resource_version;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let after = h.emulator.requests().await;
+    assert_eq!(
+        h.api.get(name).await.unwrap().metadata.resource_version,
+        version,
+        "a stalled status is not rewritten by resync passes"
+    );
+    let warnings: Vec<_> = support::events_about(&h.client, &h.ns, name)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("RevisionFailed"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].series.is_none(),
+        "the failure is reported once, not on every resync: {:?}",
+        warnings[0].series
+    );
     assert!(
         after.count(route::GET) >= before.count(route::GET) + 2,
         "resync passes happened"
@@ -164,7 +181,10 @@ async fn unknown_revision_status_keeps_polling_and_recovers() {
     let obj = h.wait_ready(name, TIMEOUT).await;
     let status = obj.status.unwrap();
     assert_eq!(status.revision_status.as_deref(), Some("DEPLOYED"));
-    assert_eq!(status.last_failed_revision_id, None, "UNKNOWN is no failure");
+    assert_eq!(
+        status.last_failed_revision_id, None,
+        "UNKNOWN is no failure"
+    );
     assert!(
         h.emulator.requests().await.count(route::GET_REVISION) > polls,
         "the revision was polled again after UNKNOWN"
@@ -202,7 +222,10 @@ async fn skipped_revision_gives_way_to_the_latest() {
     );
     let skipped = revisions.iter().find(|r| r.id == building).unwrap();
     assert_eq!(skipped.status, RevisionStatus::Skipped);
-    assert_eq!(status.last_failed_revision_id, None, "SKIPPED is no failure");
+    assert_eq!(
+        status.last_failed_revision_id, None,
+        "SKIPPED is no failure"
+    );
     assert_eq!(
         status.active_revision_id, status.latest_revision_id,
         "the newest revision serves"

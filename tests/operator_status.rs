@@ -145,7 +145,11 @@ async fn conditions_follow_kstatus_and_steady_status_is_not_rewritten() {
     let obj = h.wait_ready(name, TIMEOUT).await;
     assert_eq!(obj.metadata.generation, Some(3));
     for type_ in ["Ready", "Reconciling", "Stalled"] {
-        assert_eq!(snapshot(&obj, type_).2, Some(3), "{type_} observedGeneration");
+        assert_eq!(
+            snapshot(&obj, type_).2,
+            Some(3),
+            "{type_} observedGeneration"
+        );
     }
     assert_ne!(snapshot(&obj, "Ready").3, building.0.3);
     assert_eq!(

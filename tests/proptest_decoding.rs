@@ -94,13 +94,15 @@ fn arb_json() -> impl Strategy<Value = Value> {
         any::<f64>()
             .prop_filter("JSON numbers are finite", |f| f.is_finite())
             .prop_map(Value::from),
-        prop::sample::select(&[
-            "DEPLOYED",
-            "BUILD_FAILED",
-            "github",
-            "k8s",
-            "00000000-0000-4000-8000-000000000001",
-        ][..])
+        prop::sample::select(
+            &[
+                "DEPLOYED",
+                "BUILD_FAILED",
+                "github",
+                "k8s",
+                "00000000-0000-4000-8000-000000000001",
+            ][..]
+        )
         .prop_map(Value::from),
         any::<String>().prop_map(Value::from),
     ];
@@ -230,7 +232,12 @@ fn arb_answer_body() -> impl Strategy<Value = Vec<u8>> {
 
 fn arb_status() -> impl Strategy<Value = StatusCode> {
     prop_oneof![
-        prop::sample::select(&[200u16, 201, 204, 301, 400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503, 504][..]),
+        prop::sample::select(
+            &[
+                200u16, 201, 204, 301, 400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 502, 503,
+                504
+            ][..]
+        ),
         100u16..1000,
     ]
     .prop_map(|s| StatusCode::from_u16(s).unwrap())
@@ -326,6 +333,10 @@ proptest! {
 
 const LISTENER: &str = "6f1c2a3e-0000-4000-8000-000000000009";
 const ENTERPRISE_WS: &str = "00000000-0000-4000-8000-0000000000e1";
+/// Path placeholder replaced by the id of a deployment seeded at start.
+const SEEDED_DEPLOYMENT: &str = "@deployment";
+/// Path placeholder replaced by the id of the seeded deployment's revision.
+const SEEDED_REVISION: &str = "@revision";
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -338,10 +349,48 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// One emulator state for every case (so later cases see deployments that
-/// earlier random creates made).
-fn state() -> &'static EmulatorState {
-    static STATE: OnceLock<EmulatorState> = OnceLock::new();
+/// The emulator shared by every case (later cases see what earlier random
+/// creates made), with seeded deployments.
+struct Seeded {
+    state: EmulatorState,
+    /// A deployment no case deletes.
+    deployment: String,
+    /// Its first revision.
+    revision: String,
+    /// A deployment that DELETE cases target instead.
+    doomed: String,
+}
+
+fn seed(state: &EmulatorState, name: &str) -> (String, String) {
+    let mut body = create_body();
+    if let Some(sc) = body["source_config"].as_object_mut() {
+        sc.remove("listener_id");
+        sc.remove("listener_config");
+    }
+    body["name"] = json!(name);
+    let req = Request::post("/v2/deployments")
+        .header("content-type", "application/json")
+        .header("x-api-key", DEMO_API_KEY)
+        .header("x-tenant-id", DEMO_WORKSPACE_ID)
+        .body(Body::from(serde_json::to_vec(&body).unwrap()))
+        .unwrap();
+    let app = emulator::router(state.clone());
+    let created: Value = runtime().block_on(async move {
+        let res = app.oneshot(req).await.unwrap();
+        assert_eq!(res.status(), StatusCode::CREATED);
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    });
+    (
+        created["id"].as_str().unwrap().to_owned(),
+        created["latest_revision_id"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn emulator_state() -> &'static Seeded {
+    static STATE: OnceLock<Seeded> = OnceLock::new();
     STATE.get_or_init(|| {
         let mut cfg = EmulatorConfig::default();
         cfg.api_keys.push(ApiKey::new("enterprise", ENTERPRISE_WS));
@@ -352,7 +401,17 @@ fn state() -> &'static EmulatorState {
             k8s_namespaces: Some(vec!["agents".into()]),
         });
         cfg.max_body_bytes = 64 * 1024;
-        EmulatorState::new(cfg, "http://emulator.test")
+        cfg.step_duration = std::time::Duration::from_millis(1);
+        cfg.agent_server_auth = false;
+        let state = EmulatorState::new(cfg, "http://emulator.test");
+        let (deployment, revision) = seed(&state, "seeded");
+        let (doomed, _) = seed(&state, "doomed");
+        Seeded {
+            state,
+            deployment,
+            revision,
+            doomed,
+        }
     })
 }
 
@@ -370,11 +429,12 @@ fn encode(s: &str) -> String {
 
 fn arb_segment() -> impl Strategy<Value = String> {
     prop_oneof![
-        Just("8b0b4f0e-5d6c-4c43-9a57-8d7f3c2e1a00".to_owned()),
-        Just(LISTENER.to_owned()),
-        Just(uuid::Uuid::nil().to_string()),
-        "[0-9a-fA-F-]{0,40}",
-        any::<String>().prop_map(|s| encode(&s)),
+        3 => Just(SEEDED_DEPLOYMENT.to_owned()),
+        2 => Just(SEEDED_REVISION.to_owned()),
+        1 => Just(LISTENER.to_owned()),
+        1 => Just(uuid::Uuid::nil().to_string()),
+        1 => "[0-9a-fA-F-]{0,40}",
+        1 => any::<String>().prop_map(|s| encode(&s)),
     ]
 }
 
@@ -394,68 +454,6 @@ const ROUTES: &[(&str, &[&str])] = &[
 ];
 
 const METHODS: &[&str] = &["GET", "POST", "PATCH", "DELETE", "PUT", "HEAD", "OPTIONS"];
-
-/// `(method, path)`: mostly a route with one of its methods (so that the
-/// handlers' decoding is reached), sometimes any method, sometimes any path.
-fn arb_target() -> impl Strategy<Value = (&'static str, String)> {
-    let routed = (
-        prop::sample::select(ROUTES),
-        any::<prop::sample::Index>(),
-        prop::option::weighted(0.15, prop::sample::select(METHODS)),
-        arb_segment(),
-        arb_segment(),
-        any::<bool>(),
-        prop::option::weighted(0.05, "/[a-z]{0,5}"),
-    )
-        .prop_map(|((template, methods), pick, other, a, b, api_host, suffix)| {
-            let method = other.unwrap_or(methods[pick.index(methods.len())]);
-            let path = template.replacen("{}", &a, 1).replacen("{}", &b, 1);
-            let prefix = if api_host && !path.starts_with("/agents") {
-                "/api-host"
-            } else {
-                ""
-            };
-            (method, format!("{prefix}{path}{}", suffix.unwrap_or_default()))
-        });
-    prop_oneof![
-        9 => routed,
-        1 => (prop::sample::select(METHODS), "(/[a-zA-Z0-9._~%-]{0,12}){0,5}"),
-    ]
-}
-
-fn arb_query() -> impl Strategy<Value = String> {
-    let pairs = prop::collection::vec(
-        (
-            prop_oneof![
-                prop::sample::select(&[
-                    "limit",
-                    "offset",
-                    "name_contains",
-                    "status",
-                    "deployment_type",
-                    "deployment_ids",
-                ][..])
-                .prop_map(str::to_owned),
-                "[a-z_]{1,8}",
-            ],
-            prop_oneof![
-                "-?[0-9]{0,22}",
-                Just("dev".to_owned()),
-                Just(uuid::Uuid::nil().to_string()),
-                any::<String>(),
-            ],
-        ),
-        0..4,
-    )
-    .prop_map(|pairs| {
-        pairs
-            .into_iter()
-            .map(|(k, v)| format!("{}={}", encode(&k), encode(&v)))
-            .collect::<Vec<_>>()
-            .join("&")
-    });
-    prop_oneof![Just(String::new()), pairs]
-}
 
 fn create_body() -> Value {
     json!({
@@ -483,20 +481,122 @@ fn arb_create() -> impl Strategy<Value = Value> {
     })
 }
 
-fn arb_request_body() -> impl Strategy<Value = Vec<u8>> {
+fn arb_patch() -> impl Strategy<Value = Value> {
     prop_oneof![
-        1 => Just(Vec::new()),
-        1 => prop::collection::vec(any::<u8>(), 0..200),
-        1 => arb_json().prop_map(|v| serde_json::to_vec(&v).unwrap()),
-        3 => arb_create().prop_map(|v| serde_json::to_vec(&v).unwrap()),
-        1 => mutated(json!({"source_config": {"build_on_push": true},
-                       "source_revision_config": {"repo_ref": "refs/tags/v1"},
-                       "secrets": []}))
-        .prop_map(|v| serde_json::to_vec(&v).unwrap()),
-        1 => mutated(json!({"assistant_id": "agent", "input": {"messages": []},
-                       "stream_mode": "updates", "metadata": {}, "limit": 5}))
-        .prop_map(|v| serde_json::to_vec(&v).unwrap()),
+        mutated(json!({"source_config": {"build_on_push": true}})),
+        mutated(json!({"source_revision_config": {"repo_ref": "dev"}, "secrets": []})),
+        mutated(json!({"source_config": {"resource_spec": {"max_scale": 3}},
+                       "secrets": [{"name": "A", "value": "b"}]})),
+        mutated(json!({"name": "seeded", "source": "github",
+                       "source_config": {"repo_url": "https://github.com/o/x"}})),
     ]
+}
+
+fn arb_agent_body() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        mutated(
+            json!({"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hi"}]},
+                       "stream_mode": "updates"})
+        ),
+        mutated(json!({"metadata": {"created_by": "system"}, "limit": 5, "offset": 0})),
+    ]
+}
+
+/// Any request body: empty, random bytes, random JSON.
+fn arb_any_body() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        Just(Vec::new()),
+        prop::collection::vec(any::<u8>(), 0..200),
+        arb_json().prop_map(|v| serde_json::to_vec(&v).unwrap()),
+    ]
+}
+
+/// The body of a request to `template` with `method`: mostly one shaped for
+/// that route (valid, then mutated), sometimes anything.
+fn arb_body_for(template: &str, method: &str) -> BoxedStrategy<Vec<u8>> {
+    let shaped: BoxedStrategy<Value> = match (method, template) {
+        ("POST", "/v2/deployments") => arb_create().boxed(),
+        ("PATCH", _) => arb_patch().boxed(),
+        ("POST", t) if t.starts_with("/agents") => arb_agent_body().boxed(),
+        _ => return arb_any_body().boxed(),
+    };
+    prop_oneof![
+        3 => shaped.prop_map(|v| serde_json::to_vec(&v).unwrap()),
+        1 => arb_any_body(),
+    ]
+    .boxed()
+}
+
+/// `(method, path, body)`: mostly a route with one of its methods and a body
+/// shaped for it (so that the handlers' decoding and rules are reached),
+/// sometimes any method, sometimes any path.
+fn arb_request() -> impl Strategy<Value = (&'static str, String, Vec<u8>)> {
+    let routed = (
+        prop::sample::select(ROUTES),
+        any::<prop::sample::Index>(),
+        prop::option::weighted(0.1, prop::sample::select(METHODS)),
+        arb_segment(),
+        arb_segment(),
+        any::<bool>(),
+        prop::option::weighted(0.05, "/[a-z]{0,5}"),
+    )
+        .prop_flat_map(
+            |((template, methods), pick, other, a, b, api_host, suffix)| {
+                let method = other.unwrap_or(methods[pick.index(methods.len())]);
+                let path = template.replacen("{}", &a, 1).replacen("{}", &b, 1);
+                let prefix = if api_host && !path.starts_with("/agents") {
+                    "/api-host"
+                } else {
+                    ""
+                };
+                let path = format!("{prefix}{path}{}", suffix.unwrap_or_default());
+                (Just(method), Just(path), arb_body_for(template, method))
+            },
+        );
+    prop_oneof![
+        9 => routed,
+        1 => (
+            prop::sample::select(METHODS),
+            "(/[a-zA-Z0-9._~%-]{0,12}){0,5}",
+            arb_any_body(),
+        ),
+    ]
+}
+
+fn arb_query() -> impl Strategy<Value = String> {
+    let pairs = prop::collection::vec(
+        (
+            prop_oneof![
+                prop::sample::select(
+                    &[
+                        "limit",
+                        "offset",
+                        "name_contains",
+                        "status",
+                        "deployment_type",
+                        "deployment_ids",
+                    ][..]
+                )
+                .prop_map(str::to_owned),
+                "[a-z_]{1,8}",
+            ],
+            prop_oneof![
+                "-?[0-9]{0,22}",
+                Just("dev".to_owned()),
+                Just(uuid::Uuid::nil().to_string()),
+                any::<String>(),
+            ],
+        ),
+        1..4,
+    )
+    .prop_map(|pairs| {
+        pairs
+            .into_iter()
+            .map(|(k, v)| format!("{}={}", encode(&k), encode(&v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    prop_oneof![Just(String::new()), pairs]
 }
 
 fn arb_content_type() -> impl Strategy<Value = Option<String>> {
@@ -534,12 +634,17 @@ proptest! {
 
     #[test]
     fn emulator_request_decoding_answers_documented_statuses(
-        (method, path) in arb_target(),
+        (method, path, body) in arb_request(),
         query in arb_query(),
         content_type in arb_content_type(),
         (key, tenant) in arb_auth(),
-        body in arb_request_body(),
     ) {
+        let seeded = emulator_state();
+        let state = &seeded.state;
+        let deployment = if method == "DELETE" { &seeded.doomed } else { &seeded.deployment };
+        let path = path
+            .replace(SEEDED_DEPLOYMENT, deployment)
+            .replace(SEEDED_REVISION, &seeded.revision);
         let uri = if query.is_empty() { path.clone() } else { format!("{path}?{query}") };
         let mut req = Request::builder().method(method).uri(&uri);
         if let Some(ct) = &content_type
@@ -557,7 +662,7 @@ proptest! {
             // Not a valid HTTP request (the URI does not parse): nothing to send.
             return Ok(());
         };
-        let app = emulator::router(state().clone());
+        let app = emulator::router(state.clone());
         let (status, ct, bytes) = runtime().block_on(async move {
             let res = app.oneshot(req).await.expect("the router is infallible");
             let status = res.status();
@@ -577,7 +682,6 @@ proptest! {
             (status, ct, bytes)
         });
         let code = status.as_u16();
-        eprintln!("DIST {code} {method} {}", path.split('/').take(3).collect::<Vec<_>>().join("/"));
         prop_assert_ne!(code, 500, "{} {}", method, uri);
         let agent = path.starts_with("/agents/");
         let allowed = if agent { DOCUMENTED_AGENT } else { DOCUMENTED };
@@ -597,6 +701,11 @@ proptest! {
             } else {
                 prop_assert!(v["detail"].is_string(), "{} {}: {}", method, uri, v);
             }
+        }
+        if (200..300).contains(&code) && !agent && method != "HEAD" && code != 204 {
+            prop_assert!(ct.starts_with("application/json"), "{} {} content type {}", method, uri, ct);
+            serde_json::from_slice::<Value>(&bytes)
+                .map_err(|e| TestCaseError::fail(format!("{method} {uri}: body not JSON: {e}")))?;
         }
     }
 }

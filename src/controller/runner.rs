@@ -3,7 +3,7 @@
 //! metrics around each reconcile pass, readiness and graceful shutdown.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 use futures::{FutureExt, StreamExt};
@@ -151,9 +151,7 @@ pub async fn run_with(
                 find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.as_str())
             })
         });
-        ready.push(async move {
-            deployments.wait_until_ready().await.is_ok() && planes.wait_until_ready().await.is_ok()
-        });
+        ready.push(async move { synced_store(&deployments).await && synced_store(&planes).await });
         controllers.push(controller);
     }
     let readiness = tokio::spawn(async move {
@@ -164,6 +162,26 @@ pub async fn run_with(
     });
     join_all(controllers).await;
     readiness.abort();
+}
+
+/// Waits until `store` has listed once; false if its writer was dropped first.
+///
+/// `Store::wait_until_ready` wakes only the last task that polled it (the
+/// value sits behind one `futures` oneshot receiver, which keeps one waker),
+/// and the controller's own applier waits on the same store; so each wait
+/// here is bounded and retried, which re-registers this task's waker.
+async fn synced_store<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        if let Ok(result) =
+            tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await
+        {
+            return result.is_ok();
+        }
+    }
 }
 
 /// One pass with the concurrency permit held, timed and counted.

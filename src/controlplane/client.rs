@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use backon::Retryable;
 use bytes::Bytes;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -30,9 +30,7 @@ use url::Url;
 use super::error::Error;
 use super::limit::Limiter;
 use super::merge::with_merged_resource_spec;
-use super::operation::{
-    Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class,
-};
+use super::operation::{Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class};
 use super::response::{check_status, decode_body};
 use super::types::{
     Deployment, DeploymentCreate, DeploymentPatch, Listener, Page, Revision, ValidationError,
@@ -49,6 +47,10 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 pub const TENANT_HEADER: &str = "x-tenant-id";
 /// Default per-request (per-attempt) timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest answer body the client reads, in bytes (16 MiB; a page of 100
+/// deployments is a few hundred KiB). The real limit is not documented (spec
+/// "Limits").
+pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 /// Largest `limit` the list endpoints accept (facts "Requests": 1–100); the
 /// page size of the `list_all_*` methods.
 pub const MAX_PAGE_SIZE: u32 = 100;
@@ -224,6 +226,25 @@ fn encode_segment(segment: &str) -> String {
         }
     }
     out
+}
+
+/// Reads a whole answer body, refusing one over [`MAX_RESPONSE_BYTES`]
+/// ([`Error::Decode`] with the first bytes) so that a broken or hostile
+/// server cannot exhaust memory.
+async fn read_body(mut resp: reqwest::Response, status: StatusCode) -> Result<Bytes, Error> {
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = resp.chunk().await.map_err(Error::from_reqwest)? {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            body.extend_from_slice(&chunk);
+            return Err(Error::Decode {
+                status: status.as_u16(),
+                message: format!("the answer is larger than {MAX_RESPONSE_BYTES} bytes"),
+                snippet: super::error::snippet(&body),
+            });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
 }
 
 /// Something with an id, to de-duplicate list pages.
@@ -405,7 +426,7 @@ impl ControlPlaneClient {
             let resp = self.http.execute(req).await.map_err(Error::from_reqwest)?;
             let status = resp.status();
             let retry_after = resp.headers().get(RETRY_AFTER).cloned();
-            let body = resp.bytes().await.map_err(Error::from_reqwest)?;
+            let body = read_body(resp, status).await?;
             Ok::<_, Error>((status, retry_after, body))
         }
         .await;
@@ -755,7 +776,9 @@ mod tests {
             "https://api.host.langchain.com/v2/deployments/x"
         );
         assert_eq!(
-            c.url(&["v2", "deployments", "../a/b?c#d"]).unwrap().as_str(),
+            c.url(&["v2", "deployments", "../a/b?c#d"])
+                .unwrap()
+                .as_str(),
             "https://api.host.langchain.com/v2/deployments/..%2Fa%2Fb%3Fc%23d"
         );
         for bad in ["..", ".", ""] {

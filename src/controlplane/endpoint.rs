@@ -99,7 +99,11 @@ pub fn is_loopback(url: &Url) -> bool {
 pub fn parse_base_url(raw: &str, allow_insecure_http: bool) -> Result<Url, Error> {
     let mut base = Url::parse(raw.trim().trim_end_matches('/')).map_err(|e| {
         // A URL that may carry credentials is not echoed.
-        let shown = if raw.contains('@') { "the control plane URL" } else { raw };
+        let shown = if raw.contains('@') {
+            "the control plane URL"
+        } else {
+            raw
+        };
         Error::InvalidEndpoint(format!("{shown}: {e}"))
     })?;
     if !base.username().is_empty() || base.password().is_some() {
@@ -156,7 +160,9 @@ mod tests {
     #[test]
     fn base_urls_are_checked() {
         assert_eq!(
-            parse_base_url("https://h/api-host", false).unwrap().as_str(),
+            parse_base_url("https://h/api-host", false)
+                .unwrap()
+                .as_str(),
             "https://h/api-host/"
         );
         assert!(parse_base_url("http://[::1]:8080", false).is_ok());

@@ -463,7 +463,10 @@ mod tests {
         assert_eq!(p("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
         let later = (chrono::Utc::now() + chrono::Duration::seconds(120)).to_rfc2822();
         let d = p(&later).unwrap();
-        assert!(d > Duration::from_secs(100) && d <= Duration::from_secs(120), "{d:?}");
+        assert!(
+            d > Duration::from_secs(100) && d <= Duration::from_secs(120),
+            "{d:?}"
+        );
         assert_eq!(parse_retry_after(None), None);
     }
 

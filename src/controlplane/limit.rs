@@ -87,7 +87,13 @@ mod tests {
 
     #[test]
     fn invalid_limits_are_refused() {
-        for (rps, burst) in [(0.0, 1), (-1.0, 1), (f64::NAN, 1), (f64::INFINITY, 1), (1.0, 0)] {
+        for (rps, burst) in [
+            (0.0, 1),
+            (-1.0, 1),
+            (f64::NAN, 1),
+            (f64::INFINITY, 1),
+            (1.0, 0),
+        ] {
             let l = RateLimit {
                 requests_per_second: rps,
                 burst,

@@ -26,10 +26,7 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
             if value.is_null() {
                 target_map.remove(key);
             } else {
-                merge_patch(
-                    target_map.entry(key.clone()).or_insert(Value::Null),
-                    value,
-                );
+                merge_patch(target_map.entry(key.clone()).or_insert(Value::Null), value);
             }
         }
     }
@@ -87,7 +84,9 @@ mod tests {
         .unwrap();
         let patch = DeploymentPatch {
             source_config: Some(SourceConfig {
-                resource_spec: Some(json!({"max_scale": 5, "labels": {"tier": "gold"}, "cpu": null})),
+                resource_spec: Some(
+                    json!({"max_scale": 5, "labels": {"tier": "gold"}, "cpu": null}),
+                ),
                 ..Default::default()
             }),
             ..Default::default()

@@ -13,6 +13,7 @@
 //! - [`response`]: pure decoding of one answer;
 //! - [`merge`]: merging a partial `resource_spec`;
 //! - [`types`]: the wire types shared with the emulator.
+#![deny(missing_docs)]
 
 pub mod client;
 pub mod endpoint;

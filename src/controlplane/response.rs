@@ -67,7 +67,10 @@ mod tests {
         );
         let e = interpret::<Deployment>(Operation::CreateDeployment, StatusCode::OK, None, ok)
             .unwrap_err();
-        assert!(matches!(e, Error::UnexpectedStatus { status: 200, .. }), "{e}");
+        assert!(
+            matches!(e, Error::UnexpectedStatus { status: 200, .. }),
+            "{e}"
+        );
         let e = check_status(
             Operation::DeleteDeployment,
             StatusCode::MOVED_PERMANENTLY,

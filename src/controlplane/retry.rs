@@ -145,8 +145,15 @@ mod tests {
             p.next_delay(&rate_limited(0), Some(ms(200)), ms(0)),
             Some(ms(200))
         );
-        assert_eq!(p.next_delay(&Error::Timeout, Some(ms(200)), ms(0)), Some(ms(200)));
-        assert_eq!(p.next_delay(&Error::Timeout, None, ms(0)), None, "attempts used up");
+        assert_eq!(
+            p.next_delay(&Error::Timeout, Some(ms(200)), ms(0)),
+            Some(ms(200))
+        );
+        assert_eq!(
+            p.next_delay(&Error::Timeout, None, ms(0)),
+            None,
+            "attempts used up"
+        );
         assert_eq!(
             p.next_delay(&rate_limited(31), Some(ms(200)), ms(0)),
             None,
@@ -156,9 +163,7 @@ mod tests {
             p.next_delay(&Error::Timeout, Some(ms(200)), Duration::from_secs(30)),
             None
         );
-        let not_found = Error::NotFound {
-            detail: "x".into(),
-        };
+        let not_found = Error::NotFound { detail: "x".into() };
         assert_eq!(p.next_delay(&not_found, Some(ms(200)), ms(0)), None);
     }
 }

@@ -13,7 +13,9 @@ use agent_operator::controlplane::types::{
 use agent_operator::controlplane::{
     ClientConfig, ControlPlaneClient, Error, RequestObserver, RetryPolicy,
 };
-use agent_operator::emulator::{self, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, EmulatorState};
+use agent_operator::emulator::{
+    self, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, EmulatorState,
+};
 use axum::extract::Request;
 use axum::middleware::Next;
 use reqwest::Method;
@@ -80,7 +82,11 @@ pub fn fast_retries() -> RetryPolicy {
     }
 }
 
-async fn record(log: Arc<Mutex<Vec<Arrival>>>, req: Request, next: Next) -> axum::response::Response {
+async fn record(
+    log: Arc<Mutex<Vec<Arrival>>>,
+    req: Request,
+    next: Next,
+) -> axum::response::Response {
     let at = Instant::now();
     let method = req.method().to_string();
     let path = req.uri().path().to_owned();

@@ -257,12 +257,16 @@ pub async fn wait_for_event(
     reason: &str,
     timeout: Duration,
 ) -> Event {
-    eventually(timeout, &format!("an event {reason} about {name}"), || async {
-        events_about(client, namespace, name)
-            .await
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some(reason))
-    })
+    eventually(
+        timeout,
+        &format!("an event {reason} about {name}"),
+        || async {
+            events_about(client, namespace, name)
+                .await
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(reason))
+        },
+    )
     .await
 }
 
@@ -337,9 +341,13 @@ impl Harness {
         reason: &str,
         timeout: Duration,
     ) -> AgentDeployment {
-        super::wait_for(&self.api, name, timeout, &format!("Stalled {reason}"), |o| {
-            is_stalled_with(o, reason).then(|| o.clone())
-        })
+        super::wait_for(
+            &self.api,
+            name,
+            timeout,
+            &format!("Stalled {reason}"),
+            |o| is_stalled_with(o, reason).then(|| o.clone()),
+        )
         .await
     }
 

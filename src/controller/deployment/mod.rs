@@ -105,6 +105,25 @@ fn jittered(d: Duration) -> Duration {
     d.mul_f64(rand::random_range(0.9..1.1))
 }
 
+/// True when `previous` was written by a pass that made the remote equal to
+/// the spec of its `observedGeneration` and went on to follow the revision.
+/// Passes that stopped early (paused, a missing input, a control plane error)
+/// also record the generation, so a difference found after them comes from
+/// the spec, not from a change made outside.
+fn converged_before(previous: &AgentDeploymentStatus) -> bool {
+    crate::api::conditions::find(&previous.conditions, crate::api::conditions::READY).is_some_and(
+        |c| {
+            [
+                reason::REVISION_DEPLOYED,
+                reason::REVISION_FAILED,
+                reason::REVISION_INTERRUPTED,
+                reason::REVISION_IN_PROGRESS,
+            ]
+            .contains(&c.reason.as_str())
+        },
+    )
+}
+
 async fn report_paused(api: &Api<AgentDeployment>, obj: &AgentDeployment) -> Result<(), Error> {
     report(
         api,
@@ -244,7 +263,8 @@ async fn apply(
                 .collect();
                 let drift = previous.observed_generation == obj.metadata.generation
                     && previous.deployment_id.is_some()
-                    && !created;
+                    && !created
+                    && converged_before(&previous);
                 let (event_reason, verb) = if drift {
                     ("DriftCorrected", "changed outside the operator; restored")
                 } else {

@@ -1,0 +1,156 @@
+//! Items 10 and 4 (secrets): a missing Secret key stalls the resource with
+//! `SecretNotFound` naming the Secret and the key, and fixing the Secret is
+//! enough to recover; a changed value makes a new revision; the value never
+//! shows in `status.secretsHash` or in events; a change to a Secret the
+//! resource does not reference makes no remote call.
+
+mod common;
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use serde_json::{Value, json};
+use support::{Harness, apply_json, condition, github_deployment, route, wait_for};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const FIRST_VALUE: &str = "sk-first-4f1b9c";
+const SECOND_VALUE: &str = "sk-second-8d2e7a";
+
+async fn harness(test: &str) -> Harness {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, test).await;
+    Harness::start(
+        client,
+        ns,
+        env.kubeconfig_path(),
+        test,
+        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
+        Some(&[]),
+    )
+    .await
+}
+
+async fn put_secret(h: &Harness, name: &str, data: Value) {
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);
+    apply_json(
+        &secrets,
+        name,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}),
+    )
+    .await;
+}
+
+fn with_secret(name: &str, secret: &str) -> Value {
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["secrets"] = json!([
+        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": secret, "key": "openai"}}},
+        {"name": "LOG_LEVEL", "value": "info"}
+    ]);
+    manifest
+}
+
+#[tokio::test]
+async fn missing_key_stalls_and_fixing_the_secret_recovers() {
+    let h = harness("op-secret-missing").await;
+    let name = "keyless-agent";
+    put_secret(&h, "agent-env", json!({"anthropic": "not-the-key"})).await;
+    h.apply(with_secret(name, "agent-env")).await;
+
+    let obj = h.wait_stalled(name, "SecretNotFound", TIMEOUT).await;
+    let ready = condition(&obj, "Ready").unwrap();
+    assert_eq!(ready.status, "False");
+    assert!(
+        ready.message.contains("agent-env") && ready.message.contains("openai"),
+        "the message names the Secret and the key: {}",
+        ready.message
+    );
+    assert_eq!(
+        h.emulator.requests().await.deployment_calls(),
+        0,
+        "no remote call without the value"
+    );
+
+    // Fixing the Secret is enough: the resource is not edited.
+    put_secret(
+        &h,
+        "agent-env",
+        json!({"anthropic": "not-the-key", "openai": FIRST_VALUE}),
+    )
+    .await;
+    let obj = h.wait_ready(name, TIMEOUT).await;
+    assert_eq!(obj.metadata.generation, Some(1));
+    let id = obj.status.unwrap().deployment_id.unwrap();
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    let mut names: Vec<&str> = remote.secrets.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["LOG_LEVEL", "OPENAI_API_KEY"]);
+}
+
+#[tokio::test]
+async fn changed_value_makes_a_new_revision_and_is_never_shown() {
+    let h = harness("op-secret-rotate").await;
+    let name = "rotating-agent";
+    put_secret(&h, "agent-env", json!({"openai": FIRST_VALUE})).await;
+    put_secret(&h, "unrelated", json!({"openai": "other"})).await;
+    h.apply(with_secret(name, "agent-env")).await;
+    let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();
+    let id = status.deployment_id.clone().unwrap();
+    let first_hash = status.secrets_hash.clone().expect("status.secretsHash");
+    assert!(!first_hash.contains(FIRST_VALUE));
+    assert_eq!(h.revisions(&id).await.len(), 1);
+
+    // A Secret the resource does not reference: no remote change.
+    let patches = h.emulator.requests().await.count(route::PATCH);
+    put_secret(&h, "unrelated", json!({"openai": "changed"})).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.emulator.requests().await.count(route::PATCH), patches);
+
+    // The referenced value changes: one new revision carrying it.
+    put_secret(&h, "agent-env", json!({"openai": SECOND_VALUE})).await;
+    let obj = wait_for(&h.api, name, TIMEOUT, "Ready on a new revision", |o| {
+        let s = o.status.as_ref()?;
+        (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)
+            .then(|| o.clone())
+    })
+    .await;
+    assert_eq!(
+        obj.metadata.generation,
+        Some(1),
+        "the resource was not edited"
+    );
+    assert_eq!(h.revisions(&id).await.len(), 2);
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    let sent = remote
+        .secrets
+        .iter()
+        .find(|s| s.name == "OPENAI_API_KEY")
+        .expect("OPENAI_API_KEY sent");
+    assert_eq!(
+        sent,
+        &agent_operator::controlplane::types::SecretValue::new("OPENAI_API_KEY", SECOND_VALUE)
+    );
+    let hash = obj
+        .status
+        .unwrap()
+        .secrets_hash
+        .expect("status.secretsHash");
+    assert_ne!(hash, first_hash, "the hash follows the value");
+    assert!(!hash.contains(FIRST_VALUE) && !hash.contains(SECOND_VALUE));
+
+    // Nothing the operator wrote shows a value.
+    let obj_json = serde_json::to_string(&h.api.get(name).await.unwrap()).unwrap();
+    for value in [FIRST_VALUE, SECOND_VALUE] {
+        assert!(!obj_json.contains(value), "the object shows {value}");
+    }
+    for event in support::events_about(&h.client, &h.ns, name).await {
+        let note = event.note.unwrap_or_default();
+        assert!(
+            !note.contains(FIRST_VALUE) && !note.contains(SECOND_VALUE),
+            "event {:?} shows a value: {note}",
+            event.reason
+        );
+    }
+}

@@ -170,12 +170,13 @@ async fn several_namespaces_are_watched_and_no_other() {
 
     let unwatched: Api<AgentDeployment> = Api::namespaced(client.clone(), &other);
     apply_json(&unwatched, "ignored", deployment("ignored")).await;
-    for ns in [&first, &second] {
+    // One workspace behind every namespace: remote names must differ.
+    for (ns, name) in [(&first, "agent-first"), (&second, "agent-second")] {
         let api: Api<AgentDeployment> = Api::namespaced(client.clone(), ns);
-        apply_json(&api, "agent", deployment("agent")).await;
+        apply_json(&api, name, deployment(name)).await;
         wait_for(
             &api,
-            "agent",
+            name,
             TIMEOUT,
             "Ready=True in a watched namespace",
             |o| is_ready_now(o).then_some(()),

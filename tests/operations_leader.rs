@@ -73,6 +73,11 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
         .holder_identity
 }
 
+async fn renew_time(leases: &Api<Lease>) -> Option<String> {
+    let spec = leases.get(LEASE).await.expect("reading the Lease").spec?;
+    Some(format!("{:?}", spec.renew_time?))
+}
+
 /// Polls the Lease until its holder satisfies `check`.
 async fn wait_for_holder(
     leases: &Api<Lease>,
@@ -123,6 +128,30 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
     for p in [&leader_proc, &follower_proc] {
         p.wait_for_status("/readyz", 200, TIMEOUT).await;
     }
+
+    // The leader renews the Lease (twice here) and keeps leading.
+    let mut renewals = 0;
+    let deadline = Instant::now() + TIMEOUT;
+    let mut last = renew_time(&leases).await;
+    while renewals < 2 {
+        assert!(Instant::now() < deadline, "the Lease was not renewed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = renew_time(&leases).await;
+        if now != last {
+            renewals += 1;
+            last = now;
+        }
+        assert_eq!(
+            holder(&leases).await.as_deref(),
+            Some(leader.as_str()),
+            "the holder does not change while the leader runs"
+        );
+    }
+    assert_eq!(
+        leader_proc.get("/livez").await.map(|(s, _)| s),
+        Some(200),
+        "the leader is still running after renewing"
+    );
 
     apply_json(&api, "before-failover", deployment("before-failover")).await;
     wait_for(&api, "before-failover", TIMEOUT, "Ready=True", |o| {

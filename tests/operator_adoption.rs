@@ -107,3 +107,41 @@ async fn name_in_use_stalls_and_the_remote_is_left_alone() {
     assert_eq!(counts.count(route::CREATE), 1, "only theirs: {counts:?}");
     assert_eq!(h.revisions(&theirs.id).await.len(), 1);
 }
+
+#[tokio::test]
+async fn name_conflict_is_resolved_by_setting_the_deployment_id() {
+    let h = harness("op-conflict-adopt").await;
+    let theirs =
+        h.cp.create_deployment(&github_create_body("shared-name", "main"))
+            .await
+            .unwrap();
+    let name = "shared-name";
+    h.apply(github_deployment(name, "release-2")).await;
+    h.wait_stalled(name, "NameConflict", TIMEOUT).await;
+
+    // The way out the message names: adopt it.
+    support::merge_patch(
+        &h.api,
+        name,
+        serde_json::json!({"spec": {"deploymentId": theirs.id}}),
+    )
+    .await;
+    let obj = h.wait_ready(name, TIMEOUT).await;
+    assert_eq!(obj.metadata.generation, Some(2));
+    let status = obj.status.unwrap();
+    assert_eq!(status.deployment_id.as_deref(), Some(theirs.id.as_str()));
+    assert_eq!(condition_status(&h, name, "Stalled").await, "False");
+    let remote = h.cp.get_deployment(&theirs.id).await.unwrap();
+    assert_eq!(
+        remote.source_revision_config.repo_ref.as_deref(),
+        Some("release-2")
+    );
+    assert_eq!(h.remote_deployments().await.len(), 1);
+    support::wait_for_event(&h.client, &h.ns, name, "Adopted", TIMEOUT).await;
+}
+
+async fn condition_status(h: &Harness, name: &str, type_: &str) -> String {
+    condition(&h.api.get(name).await.unwrap(), type_)
+        .map(|c| c.status)
+        .unwrap_or_default()
+}

@@ -28,4 +28,10 @@ echo "== the deployments on the control plane"
 curl -s -H 'X-Api-Key: demo-api-key' -H 'X-Tenant-Id: 00000000-0000-4000-8000-000000000001' \
   http://127.0.0.1:8585/v2/deployments | python3 -m json.tool | grep -E '"(name|status|latest_revision_id|custom_url)"' || true
 echo
+url=$(kubectl get agentdeployment support-agent -o jsonpath='{.status.url}')
+echo "== the agent server of support-agent at $url (the emulator's built-in echo graph)"
+curl -s -H 'X-Api-Key: demo-api-key' "$url/ok"; echo
+curl -s -N -H 'X-Api-Key: demo-api-key' -H 'Content-Type: application/json' "$url/runs/stream" \
+  -d '{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hello"}]}, "stream_mode": "updates"}'
+echo
 echo "demo done: everything started here is stopped now."

@@ -3,7 +3,7 @@
 //!
 //! The lease itself is managed by [`kube_lease_manager`] (0.13: kube 5,
 //! k8s-openapi 0.29; `kube-leader-election` 0.44 still needs kube 4 and
-//! `kubert` 0.25 k8s-openapi 0.25). It acquires a free or expired Lease with a
+//! `kubert` 0.25 kube 1.1). It acquires a free or expired Lease with a
 //! server-side apply of `holderIdentity` (two candidates applying at once
 //! conflict, one wins), and renews it `grace` seconds before it expires.
 //!

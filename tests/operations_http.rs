@@ -89,6 +89,10 @@ async fn probes_and_metrics_reflect_sync_and_reconciles() {
         Some(1.0),
         "the Ready AgentDeployment is counted as ready:\n{text}"
     );
+    assert!(
+        metric(&text, "agent_operator_time_to_ready_seconds_count", &[]).is_some_and(|n| n >= 1.0),
+        "the time to Ready is observed:\n{text}"
+    );
     assert_eq!(metric(&text, "agent_operator_leader", &[]), Some(1.0));
     assert!(
         metric(
@@ -127,10 +131,15 @@ fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 #[tokio::test]
-async fn readyz_fails_while_the_watches_cannot_sync() {
+async fn readyz_fails_while_the_watches_cannot_sync_and_sigterm_still_stops() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = unreachable_kubeconfig(dir.path());
-    let operator = OperatorProcess::start("ops-unsynced", &kubeconfig, "anywhere", &[]);
+    let mut operator = OperatorProcess::start(
+        "ops-unsynced",
+        &kubeconfig,
+        "anywhere",
+        &["--shutdown-timeout-seconds", "1"],
+    );
     operator
         .wait_for_status("/livez", 200, Duration::from_secs(30))
         .await;
@@ -143,6 +152,13 @@ async fn readyz_fails_while_the_watches_cannot_sync() {
         assert_eq!(operator.get("/livez").await.map(|(s, _)| s), Some(200));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The controllers cannot finish a list they never got; the process
+    // still stops after the shutdown timeout.
+    let status = operator.terminate(TIMEOUT).await;
+    assert!(
+        !status.success(),
+        "an overdue shutdown is reported: {status:?}"
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! Operations, leader election: operator binaries with `--leader-elect` on one
 //! Lease of a real kube-apiserver (envtest). Exactly one holds the Lease and
-//! reconciles; when it dies the other takes over; SIGTERM releases the Lease.
+//! reconciles; when it dies the other takes over; SIGTERM releases the Lease;
+//! a leader whose Lease is taken from it stops.
 
 mod common;
 mod support;
@@ -253,4 +254,33 @@ async fn sigterm_releases_the_lease_and_exits_cleanly() {
     )
     .await;
     assert!(reconciles(&second.metrics().await) >= 1.0);
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_is_taken_stops_reconciling() {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "ops-usurped").await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+
+    let mut leader = replica(env, &ns, "leader", "ops-usurped", "300");
+    wait_for_holder(&leases, "the replica leads", |h| h == Some("leader")).await;
+    leader.wait_for_status("/readyz", 200, TIMEOUT).await;
+
+    // Another party writes itself into the Lease (as after a network
+    // partition): the old leader must not go on reconciling.
+    leases
+        .patch(
+            LEASE,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"holderIdentity": "intruder"}})),
+        )
+        .await
+        .expect("patching the Lease");
+    let status = leader.wait_exit(TIMEOUT).await;
+    assert!(
+        !status.success(),
+        "the replica exits with an error once it lost the Lease: {status:?}"
+    );
+    assert_eq!(holder(&leases).await.as_deref(), Some("intruder"));
 }

@@ -84,6 +84,11 @@ struct RunArgs {
     /// leader dies); the leader renews a third of it before expiry. At least 2.
     #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = leader::DEFAULT_LEASE_DURATION_SECONDS)]
     lease_duration_seconds: u64,
+    /// Seconds that in-flight reconciles get to finish after SIGTERM/SIGINT.
+    /// Past it the process exits with an error without releasing the leader
+    /// Lease (it expires), so that no reconcile overlaps the next leader.
+    #[arg(long, env = "SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 40.0)]
+    shutdown_timeout_seconds: f64,
 }
 
 fn seconds(s: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -126,6 +131,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         request_timeout: seconds(args.request_timeout_seconds, "request-timeout-seconds")?,
         ..OperatorConfig::default()
     };
+    let shutdown_timeout = seconds(args.shutdown_timeout_seconds, "shutdown-timeout-seconds")?;
     let election = args
         .leader_elect
         .then(|| {
@@ -197,8 +203,24 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
         listener::run(ctx, scope, shutdown.clone()),
     );
+    let overdue = {
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.await;
+            tokio::time::sleep(shutdown_timeout).await;
+        }
+    };
     tokio::select! {
         _ = controllers => {}
+        () = overdue => {
+            // kube's controller also waits for its first list before it
+            // stops, which never comes while the API server is unreachable.
+            tracing::error!(
+                timeout_s = shutdown_timeout.as_secs_f64(),
+                "controllers did not stop in time; exiting without releasing the lease"
+            );
+            std::process::exit(1);
+        }
         reason = lost => {
             // Another replica may lead now (or soon): stop reconciling at once.
             // Exiting cancels every in-flight reconcile, which survive

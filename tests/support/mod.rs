@@ -238,9 +238,15 @@ impl OperatorProcess {
             .status()
             .expect("running kill");
         assert!(sent.success(), "kill -TERM {pid}");
+        self.wait_exit(timeout).await
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself (panics
+    /// otherwise) and returns its exit status.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
         tokio::time::timeout(timeout, self.child.wait())
             .await
-            .expect("agent-operator did not exit after SIGTERM")
+            .expect("agent-operator did not exit in time")
             .expect("waiting for agent-operator")
     }
 }

@@ -22,6 +22,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -312,8 +313,8 @@ pub fn planes_using_secret(
 
 fn secret_mapper(
     store: Store<AgentControlPlane>,
-) -> impl Fn(Secret) -> Vec<ObjectRef<AgentControlPlane>> {
-    move |secret: Secret| {
+) -> impl Fn(PartialObjectMeta<Secret>) -> Vec<ObjectRef<AgentControlPlane>> {
+    move |secret: PartialObjectMeta<Secret>| {
         planes_using_secret(
             &store.state(),
             secret.namespace().as_deref(),
@@ -338,10 +339,11 @@ pub async fn run(
     let shutdown = Box::pin(shutdown).shared();
     let controllers = scope.targets().into_iter().map(|namespace| {
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
-        let secrets: Api<Secret> = scoped_api(&ctx.client, namespace);
+        let secrets: Api<PartialObjectMeta<Secret>> = scoped_api(&ctx.client, namespace);
         let controller = Controller::new(planes, watcher::Config::default().any_semantic());
         let mapper = secret_mapper(controller.store());
         controller
+            // Metadata only: Secret values are never held by the watch.
             .watches(secrets, watcher::Config::default(), mapper)
             .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
             .graceful_shutdown_on(shutdown.clone())

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -222,7 +223,7 @@ where
 {
     let client = ctx.client.clone();
     let deployments: Api<AgentDeployment> = api(&client, namespace);
-    let secrets: Api<Secret> = api(&client, namespace);
+    let secrets: Api<PartialObjectMeta<Secret>> = api(&client, namespace);
     let planes: Api<AgentControlPlane> = api(&client, namespace);
 
     // A reflector of AgentControlPlanes, so the Secret mapper can tell which
@@ -242,10 +243,12 @@ where
     let secret_store = store.clone();
     let plane_store_for_secrets = plane_store.clone();
     let run = controller
+        // Secrets are watched as metadata only: the operator never holds the
+        // values of Secrets it does not reference (it GETs the ones it does).
         .watches(
             secrets,
             watcher::Config::default(),
-            move |secret: Secret| {
+            move |secret: PartialObjectMeta<Secret>| {
                 referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
             },
         )
@@ -280,7 +283,7 @@ where
 fn referencing_secret(
     deployments: &Store<AgentDeployment>,
     planes: &Store<AgentControlPlane>,
-    secret: &Secret,
+    secret: &PartialObjectMeta<Secret>,
 ) -> Vec<ObjectRef<AgentDeployment>> {
     let ns = secret.namespace();
     let name = secret.name_any();

@@ -25,3 +25,26 @@ pub fn init(format: LogFormat, default_filter: &str) {
         LogFormat::Json => builder.json().try_init(),
     };
 }
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM: the one graceful-shutdown trigger
+/// of every binary.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

@@ -162,7 +162,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let health = Health::new();
     // One shutdown signal for the HTTP server, the lease wait and every
     // controller (graceful: in-flight reconciles finish).
-    let shutdown = shutdown_signal().boxed().shared();
+    let shutdown = agent_operator::telemetry::shutdown_signal()
+        .boxed()
+        .shared();
     let server = tokio::spawn(http::serve(
         http_listener,
         metrics.clone(),
@@ -239,26 +241,4 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     server.await??;
     tracing::info!("agent-operator stopped");
     Ok(())
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => futures::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = futures::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
 }

@@ -245,28 +245,6 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
-    }
-}
-
 /// The start line: the URL, and the demo key only (a well-known value);
 /// other keys are never printed.
 fn banner(url: &str, keys: &[ApiKey]) -> String {
@@ -310,7 +288,7 @@ async fn main() -> anyhow::Result<()> {
             res.context("server task")?.context("server")?;
             anyhow::bail!("the server stopped unexpectedly");
         }
-        _ = shutdown_signal() => {}
+        _ = agent_operator::telemetry::shutdown_signal() => {}
     }
     tracing::info!("shutting down");
     state.signal_shutdown();

@@ -16,7 +16,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
@@ -33,7 +32,7 @@ use tracing::{debug, warn};
 
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
-use super::{Context, Error};
+use super::{Context, Error, jittered, object_key, requeue_after_error};
 use crate::api::FIELD_MANAGER;
 use crate::api::conditions::{READY, find, reason};
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
@@ -56,11 +55,6 @@ where
         None => Api::all(client.clone()),
         Some(ns) => Api::namespaced(client.clone(), ns),
     }
-}
-
-/// `d` ± 10 %, so that many objects do not re-check in lockstep.
-pub(crate) fn jittered(d: Duration) -> Duration {
-    d.mul_f64(rand::random_range(0.9..1.1))
 }
 
 /// Server-side applies `status` to the status subresource of `name` with the
@@ -193,14 +187,6 @@ pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpE
     }
 }
 
-fn object_key(obj: &AgentControlPlane) -> String {
-    format!(
-        "AgentControlPlane/{}/{}",
-        obj.namespace().unwrap_or_default(),
-        obj.name_any()
-    )
-}
-
 /// Writes `outcome` to status (only when it changed) and publishes an event
 /// when the `Ready` condition changed.
 async fn report(
@@ -245,7 +231,7 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
                 message: blocked.message,
             };
             report(&api, &obj, &ctx, &outcome).await?;
-            ctx.reset_backoff(&object_key(&obj));
+            ctx.reset_backoff(&object_key(obj.as_ref()));
             return Ok(Action::requeue(ctx.config.blocked_interval));
         }
     };
@@ -268,7 +254,7 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
             source: e,
         }),
         _ => {
-            ctx.reset_backoff(&object_key(&obj));
+            ctx.reset_backoff(&object_key(obj.as_ref()));
             Ok(Action::requeue(jittered(ctx.config.resync_interval)))
         }
     }
@@ -277,17 +263,7 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
 /// Requeue policy for failed passes: the service's `Retry-After` if longer,
 /// else exponential backoff per object (capped at `max_backoff`).
 pub fn error_policy(obj: Arc<AgentControlPlane>, error: &Error, ctx: Arc<Context>) -> Action {
-    let backoff = ctx.backoff(&object_key(&obj));
-    let delay = error.retry_after().map_or(backoff, |r| r.max(backoff));
-    warn!(
-        namespace = obj.namespace().unwrap_or_default(),
-        name = obj.name_any(),
-        reason = error.reason(),
-        error = %error,
-        retry_in_s = delay.as_secs_f64(),
-        "AgentControlPlane reconcile failed"
-    );
-    Action::requeue(delay)
+    requeue_after_error(&ctx, obj.as_ref(), error)
 }
 
 /// AgentControlPlanes in the Secret's namespace whose API key or CA bundle is
@@ -460,7 +436,7 @@ mod tests {
         assert_eq!(o.reason(), reason::CONTROL_PLANE_UNAVAILABLE);
         let limited = |secs| CpError::RateLimited {
             status: 429,
-            retry_after: Some(Duration::from_secs(secs)),
+            retry_after: Some(std::time::Duration::from_secs(secs)),
         };
         assert_eq!(
             probe_outcome("http://cp", "ws", Err(&limited(3))),

@@ -24,14 +24,14 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::control_plane::{
-    apply_status, jittered, observed, publish_transition, scoped_api, transient_summary,
+    apply_status, observed, publish_transition, scoped_api, transient_summary,
 };
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
-use super::{Context, Error};
+use super::{Context, Error, jittered, object_key, requeue_after_error};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};
@@ -104,14 +104,6 @@ pub fn error_outcome(listener_id: &str, e: &CpError) -> Outcome {
     }
 }
 
-fn object_key(obj: &AgentListener) -> String {
-    format!(
-        "AgentListener/{}/{}",
-        obj.namespace().unwrap_or_default(),
-        obj.name_any()
-    )
-}
-
 /// Writes `observed` (mirrored fields) and `outcome` to status, only when it
 /// changed, and publishes an event when `Ready` changed.
 async fn report(
@@ -160,7 +152,7 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
                 message: blocked.message,
             };
             report(&api, &obj, &ctx, AgentListenerStatus::default(), &outcome).await?;
-            ctx.reset_backoff(&object_key(&obj));
+            ctx.reset_backoff(&object_key(obj.as_ref()));
             return Ok(Action::requeue(ctx.config.blocked_interval));
         }
     };
@@ -172,7 +164,7 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
                 message: ready_message(&listener),
             };
             report(&api, &obj, &ctx, mirror(&listener), &outcome).await?;
-            ctx.reset_backoff(&object_key(&obj));
+            ctx.reset_backoff(&object_key(obj.as_ref()));
             Ok(Action::requeue(jittered(ctx.config.resync_interval)))
         }
         Err(e) => {
@@ -186,7 +178,7 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
                 })
             } else {
                 report(&api, &obj, &ctx, AgentListenerStatus::default(), &outcome).await?;
-                ctx.reset_backoff(&object_key(&obj));
+                ctx.reset_backoff(&object_key(obj.as_ref()));
                 Ok(Action::requeue(jittered(ctx.config.resync_interval)))
             }
         }
@@ -196,17 +188,7 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
 /// Requeue policy for failed passes: the service's `Retry-After` if longer,
 /// else exponential backoff per object (capped at `max_backoff`).
 pub fn error_policy(obj: Arc<AgentListener>, error: &Error, ctx: Arc<Context>) -> Action {
-    let backoff = ctx.backoff(&object_key(&obj));
-    let delay = error.retry_after().map_or(backoff, |r| r.max(backoff));
-    warn!(
-        namespace = obj.namespace().unwrap_or_default(),
-        name = obj.name_any(),
-        reason = error.reason(),
-        error = %error,
-        retry_in_s = delay.as_secs_f64(),
-        "AgentListener reconcile failed"
-    );
-    Action::requeue(delay)
+    requeue_after_error(&ctx, obj.as_ref(), error)
 }
 
 /// AgentListeners that read through the AgentControlPlane `plane`. Pure.

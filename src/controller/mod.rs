@@ -16,6 +16,7 @@ pub mod status;
 
 use std::time::Duration;
 
+use kube::runtime::controller::Action;
 use kube::runtime::events::{Recorder, Reporter};
 
 /// Settings of the operator that shape reconcile timing.
@@ -126,6 +127,44 @@ impl Context {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         failures.remove(key);
     }
+}
+
+/// `Kind/namespace/name` of an object: the key of its backoff and polling
+/// state in [`Context`].
+pub fn object_key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::kind(&()),
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default()
+    )
+}
+
+/// `d` ± 10 %, so that many objects do not re-check in lockstep.
+pub fn jittered(d: Duration) -> Duration {
+    d.mul_f64(rand::random_range(0.9..1.1))
+}
+
+/// The requeue of a failed pass, shared by every `error_policy`: the
+/// service's `Retry-After` if longer, else the per-object exponential backoff
+/// (capped at `max_backoff`); logs the failure with its fixed reason.
+pub fn requeue_after_error<K: kube::Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    error: &Error,
+) -> Action {
+    let backoff = ctx.backoff(&object_key(obj));
+    let delay = error.retry_after().map_or(backoff, |r| r.max(backoff));
+    tracing::warn!(
+        kind = %K::kind(&()),
+        namespace = obj.meta().namespace.as_deref().unwrap_or_default(),
+        name = obj.meta().name.as_deref().unwrap_or_default(),
+        reason = error.reason(),
+        error = %error,
+        retry_in_s = delay.as_secs_f64(),
+        "reconcile failed"
+    );
+    Action::requeue(delay)
 }
 
 /// `base * 1.5^unchanged`, capped at `max`.

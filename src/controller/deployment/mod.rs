@@ -22,14 +22,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, ResourceExt};
-use tracing::{info, warn};
+use tracing::info;
 
 use self::obtain::{Obtained, create_pending, obtain, set_annotation};
 use self::report::{
     publish, report, report_blocked, report_cp_error, report_stalled, write_status,
 };
 use super::status::{Outcome, conditions, revision_outcome};
-use super::{Context, Error, desired};
+use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
 use super::{placement, resolve};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
@@ -39,10 +39,6 @@ use crate::api::deployment::{
 };
 use crate::controlplane::types::RevisionStatus;
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
-
-fn object_key(obj: &AgentDeployment) -> String {
-    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
-}
 
 /// True when the object carries `agentserver.dev/paused: "true"`.
 pub fn is_paused(obj: &AgentDeployment) -> bool {
@@ -62,7 +58,7 @@ pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<A
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let key = object_key(&obj);
+    let key = object_key(obj.as_ref());
     let api: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
     let result = finalizer(&api, FINALIZER, obj, |event| async {
         match event {
@@ -88,22 +84,7 @@ pub fn error_policy(obj: Arc<AgentDeployment>, error: &Error, ctx: Arc<Context>)
     if let Error::DeletionPending(_) = error {
         return Action::requeue(ctx.config.poll_interval);
     }
-    let backoff = ctx.backoff(&object_key(&obj));
-    let delay = error.retry_after().map_or(backoff, |r| r.max(backoff));
-    warn!(
-        namespace = obj.namespace().unwrap_or_default(),
-        name = obj.name_any(),
-        reason = error.reason(),
-        error = %error,
-        retry_in_s = delay.as_secs_f64(),
-        "reconcile failed"
-    );
-    Action::requeue(delay)
-}
-
-/// `d` ±10 %, so that steady resources do not all resync at once.
-fn jittered(d: Duration) -> Duration {
-    d.mul_f64(rand::random_range(0.9..1.1))
+    requeue_after_error(&ctx, obj.as_ref(), error)
 }
 
 /// True when `previous` was written by a pass that made the remote equal to

@@ -162,7 +162,9 @@ pub async fn report_cp_error(
         }
         other => report(api, obj, &other).await?,
     }
-    Ok(Action::requeue(super::jittered(ctx.config.resync_interval)))
+    Ok(Action::requeue(crate::controller::jittered(
+        ctx.config.resync_interval,
+    )))
 }
 
 #[cfg(test)]

@@ -19,7 +19,10 @@ lint: ## rustfmt and clippy, warnings are errors
 test: setup lint ## everything CI runs: setup, lint, unit + integration + end-to-end tests
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --all-targets -- --nocapture
 
+bench: ## emulator scale benchmark (prints latencies and memory at 100 and 5,000 deployments)
+	cargo bench --bench emulator_scale
+
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint test demo
+.PHONY: help setup generate lint test bench demo

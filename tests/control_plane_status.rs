@@ -282,10 +282,26 @@ async fn rotating_the_key_secret_is_picked_up_without_restart() {
         r == "Unauthorized"
     })
     .await;
-    let cached = h
+    // `client_for` refuses a Stalled plane (its AgentDeployments wait);
+    // the cache itself still holds a client for the old key.
+    let planes: Api<AgentControlPlane> = Api::namespaced(h.client.clone(), &h.ns);
+    let plane = planes.get("default").await.unwrap();
+    let blocked = h
         .ctx
         .planes
         .client_for(&h.client, &h.ns, "default", Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect_err("a Stalled plane gives no client to its deployments");
+    assert!(
+        blocked.message.contains("is not ready"),
+        "{}",
+        blocked.message
+    );
+    let cached = h
+        .ctx
+        .planes
+        .client_for_plane(&h.client, &plane, Duration::from_secs(5), None)
         .await
         .unwrap()
         .expect("a client for the old key");

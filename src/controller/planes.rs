@@ -157,8 +157,8 @@ impl ClientCache {
     /// request (a caller with an observer never gets a client built with
     /// another one; a caller without one takes whatever is cached).
     ///
-    /// Returns `Ok(Err(Blocked))`, as [`super::resolve::control_plane_client`]
-    /// does, when the AgentControlPlane does not exist or is not usable
+    /// Returns `Ok(Err(Blocked))` when the AgentControlPlane does not exist,
+    /// reports `Stalled=True` (wrong key, forbidden workspace) or is not usable
     /// (reason [`reason::CONTROL_PLANE_NOT_READY`]) or a referenced Secret or
     /// key is missing ([`reason::SECRET_NOT_FOUND`]). Errors: Kubernetes API
     /// failures other than 404. Nothing returned ever contains the API key.
@@ -178,6 +178,14 @@ impl ClientCache {
                 message: format!("AgentControlPlane {namespace}/{name} not found"),
             }));
         };
+        if let Some(why) = stalled(&plane) {
+            // Its AgentDeployments wait with a reason pointing at it instead
+            // of each failing against the control plane.
+            return Ok(Err(Blocked {
+                reason: reason::CONTROL_PLANE_NOT_READY,
+                message: format!("AgentControlPlane {namespace}/{name} is not ready: {why}"),
+            }));
+        }
         Ok(self
             .client_for_plane(kube, &plane, request_timeout, observer)
             .await?
@@ -189,7 +197,7 @@ impl ClientCache {
             }))
     }
 
-    /// Like [`ClientCache::client_for`], for an AgentControlPlane already
+    /// Like [`ClientCache::client_for`] (without the `Stalled` check), for an AgentControlPlane already
     /// read. Blocked reasons are from the control plane's own point of view:
     /// [`reason::SECRET_NOT_FOUND`] for a missing Secret or key, and
     /// [`reason::INVALID_SPEC`] when no client can be built from the spec (no
@@ -302,6 +310,16 @@ impl ClientCache {
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
     }
+}
+
+/// `"<reason>: <message>"` of an AgentControlPlane that reports
+/// `Stalled=True` for its current generation (wrong key, forbidden workspace).
+fn stalled(plane: &AgentControlPlane) -> Option<String> {
+    use crate::api::conditions::{TRUE, find};
+    let status = plane.status.as_ref()?;
+    let stalled = find(&status.conditions, crate::controller::status::STALLED)?;
+    (stalled.status == TRUE && stalled.observed_generation == plane.metadata.generation)
+        .then(|| format!("{}: {}", stalled.reason, stalled.message))
 }
 
 #[cfg(test)]

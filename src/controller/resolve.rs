@@ -1,5 +1,5 @@
-//! Reads what a reconcile pass needs from Kubernetes: the `AgentControlPlane`,
-//! its API key Secret, and the Secrets an `AgentDeployment` references. Only
+//! Reads the Secrets an `AgentDeployment` references (the AgentControlPlane
+//! and its client come from [`super::planes::ClientCache`]). Only
 //! the Secrets actually referenced are read.
 //!
 //! A missing object is not an error of the operator but of the input: it comes
@@ -8,14 +8,11 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use secrecy::SecretString;
 
 use super::Error;
 use crate::api::conditions::reason;
-use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeploymentSpec;
 use crate::controlplane::types::SecretValue;
-use crate::controlplane::{ClientConfig, ControlPlaneClient};
 
 /// An input that is missing or unusable; reported in status, not retried fast.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,47 +85,4 @@ pub async fn deployment_secrets(
         out.push(SecretValue::new(s.name.clone(), value));
     }
     Ok(Ok(out))
-}
-
-/// Builds a control plane client from the `AgentControlPlane` `name` in
-/// `namespace` and its API key Secret.
-pub async fn control_plane_client(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    request_timeout: std::time::Duration,
-) -> Result<Result<ControlPlaneClient, Blocked>, Error> {
-    let api: Api<AgentControlPlane> = Api::namespaced(client.clone(), namespace);
-    let Some(acp) = api.get_opt(name).await.map_err(Error::Kube)? else {
-        return Ok(Err(Blocked {
-            reason: reason::CONTROL_PLANE_NOT_READY,
-            message: format!("AgentControlPlane {namespace}/{name} not found"),
-        }));
-    };
-    let Some(base_url) = acp.spec.base_url() else {
-        return Ok(Err(Blocked {
-            reason: reason::CONTROL_PLANE_NOT_READY,
-            message: format!("AgentControlPlane {namespace}/{name} sets neither region nor url"),
-        }));
-    };
-    let key_ref = &acp.spec.api_key_secret_ref;
-    let api_key = match secret_value(client, namespace, &key_ref.name, &key_ref.key).await? {
-        Ok(v) => SecretString::from(v.trim().to_owned()),
-        Err(mut blocked) => {
-            blocked.message = format!(
-                "AgentControlPlane {namespace}/{name}: API key {}",
-                blocked.message
-            );
-            return Ok(Err(blocked));
-        }
-    };
-    let mut config = ClientConfig::new(base_url, acp.spec.workspace_id.clone(), api_key);
-    config.timeout = request_timeout;
-    match ControlPlaneClient::new(config) {
-        Ok(c) => Ok(Ok(c)),
-        Err(e) => Ok(Err(Blocked {
-            reason: reason::CONTROL_PLANE_NOT_READY,
-            message: format!("AgentControlPlane {namespace}/{name}: {e}"),
-        })),
-    }
 }

@@ -32,7 +32,6 @@ use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
 use super::{placement, resolve};
 use crate::api::conditions::reason;
-use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DeletionPolicy, FINALIZER,
     PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, RemoteDeletionPolicy,
@@ -127,17 +126,6 @@ async fn control_plane(
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let plane_name = &obj.spec.control_plane_ref.name;
-    let planes: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
-    if let Some(plane) = planes.get_opt(plane_name).await.map_err(Error::Kube)?
-        && let Some(message) = plane_stalled(&plane)
-    {
-        let blocked = resolve::Blocked {
-            reason: reason::CONTROL_PLANE_NOT_READY,
-            message: format!("AgentControlPlane {ns}/{plane_name} is not ready: {message}"),
-        };
-        return report_blocked(api, obj, ctx, blocked).await.map(Err);
-    }
     match ctx
         .planes
         .client_for(
@@ -152,18 +140,6 @@ async fn control_plane(
         Ok(cp) => Ok(Ok(cp)),
         Err(blocked) => report_blocked(api, obj, ctx, blocked).await.map(Err),
     }
-}
-
-/// The reason and message of an AgentControlPlane that reports `Stalled=True`
-/// for its current generation (wrong key, forbidden workspace, ...), so its
-/// AgentDeployments wait with a reason pointing at it instead of each
-/// failing against the control plane.
-fn plane_stalled(plane: &AgentControlPlane) -> Option<String> {
-    use crate::api::conditions::{TRUE, find};
-    let status = plane.status.as_ref()?;
-    let stalled = find(&status.conditions, super::status::STALLED)?;
-    (stalled.status == TRUE && stalled.observed_generation == plane.metadata.generation)
-        .then(|| format!("{}: {}", stalled.reason, stalled.message))
 }
 
 /// Makes the remote deployment equal to the spec and follows its revision.

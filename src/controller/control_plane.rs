@@ -18,7 +18,6 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
@@ -32,7 +31,7 @@ use tracing::{debug, warn};
 
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
-use super::{Context, Error, jittered, object_key, requeue_after_error};
+use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
 use crate::api::FIELD_MANAGER;
 use crate::api::conditions::{READY, find, reason};
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
@@ -44,18 +43,6 @@ pub const CONCURRENCY: u16 = 4;
 
 /// `kind` label of this controller's metrics.
 pub const KIND: &str = "AgentControlPlane";
-
-/// An `Api` of a namespaced kind in `namespace` (`None`: all namespaces).
-pub(crate) fn scoped_api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        None => Api::all(client.clone()),
-        Some(ns) => Api::namespaced(client.clone(), ns),
-    }
-}
 
 /// Server-side applies `status` to the status subresource of `name` with the
 /// operator's field manager. Errors: the Kubernetes API error.
@@ -332,31 +319,6 @@ pub async fn run(
             })
     });
     futures::future::join_all(controllers).await;
-}
-
-/// Wraps a reconcile function so that each pass is timed and counted in
-/// `ctx.metrics` under `kind`.
-pub(crate) fn observed<K, F, Fut>(
-    kind: &'static str,
-    reconcile: F,
-) -> impl FnMut(Arc<K>, Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, Error>>
-where
-    F: Fn(Arc<K>, Arc<Context>) -> Fut + Copy + Send + 'static,
-    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
-    K: Send + Sync + 'static,
-{
-    move |obj, ctx| {
-        Box::pin(async move {
-            let start = std::time::Instant::now();
-            let result = reconcile(obj, ctx.clone()).await;
-            ctx.metrics.observe_reconcile(
-                kind,
-                result.as_ref().err().map(Error::reason),
-                start.elapsed(),
-            );
-            result
-        })
-    }
 }
 
 #[cfg(test)]

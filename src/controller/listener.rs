@@ -26,12 +26,10 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
-use super::control_plane::{
-    apply_status, observed, publish_transition, scoped_api, transient_summary,
-};
+use super::control_plane::{apply_status, publish_transition, transient_summary};
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
-use super::{Context, Error, jittered, object_key, requeue_after_error};
+use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};

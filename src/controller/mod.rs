@@ -167,6 +167,46 @@ pub fn requeue_after_error<K: kube::Resource<DynamicType = ()>>(
     Action::requeue(delay)
 }
 
+/// An `Api` of a namespaced kind in `namespace` (`None`: all namespaces).
+pub fn scoped_api<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        None => kube::Api::all(client.clone()),
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+    }
+}
+
+/// Wraps a reconcile function so that each pass is timed and counted in
+/// `ctx.metrics` under `kind`.
+pub fn observed<K, F, Fut>(
+    kind: &'static str,
+    reconcile: F,
+) -> impl FnMut(
+    std::sync::Arc<K>,
+    std::sync::Arc<Context>,
+) -> futures::future::BoxFuture<'static, Result<Action, Error>>
+where
+    F: Fn(std::sync::Arc<K>, std::sync::Arc<Context>) -> Fut + Copy + Send + 'static,
+    Fut: std::future::Future<Output = Result<Action, Error>> + Send + 'static,
+    K: Send + Sync + 'static,
+{
+    move |obj, ctx| {
+        Box::pin(async move {
+            let start = std::time::Instant::now();
+            let result = reconcile(obj, ctx.clone()).await;
+            ctx.metrics.observe_reconcile(
+                kind,
+                result.as_ref().err().map(Error::reason),
+                start.elapsed(),
+            );
+            result
+        })
+    }
+}
+
 /// `base * 1.5^unchanged`, capped at `max`.
 pub fn poll_delay(base: Duration, max: Duration, unchanged: u32) -> Duration {
     base.mul_f64(1.5f64.powi(unchanged.min(30) as i32))

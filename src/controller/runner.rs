@@ -3,7 +3,7 @@
 //! metrics around each reconcile pass, readiness and graceful shutdown.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::future::join_all;
 use futures::{FutureExt, StreamExt};
@@ -17,7 +17,7 @@ use tokio::sync::Semaphore;
 use tracing::debug;
 
 use super::deployment::{error_policy, reconcile};
-use super::{Context, Error};
+use super::{Context, Error, observed, scoped_api};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
@@ -68,17 +68,6 @@ impl Scope {
             Scope::Namespaces(list) if list.is_empty() => vec![None],
             Scope::Namespaces(list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
         }
-    }
-}
-
-fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        None => Api::all(client.clone()),
-        Some(ns) => Api::namespaced(client.clone(), ns),
     }
 }
 
@@ -195,14 +184,7 @@ async fn observed_reconcile(
         Some(p) => p.acquire_owned().await.ok(),
         None => None,
     };
-    let start = Instant::now();
-    let result = reconcile(obj, ctx.clone()).await;
-    ctx.metrics.observe_reconcile(
-        DEPLOYMENT_KIND,
-        result.as_ref().err().map(Error::reason),
-        start.elapsed(),
-    );
-    result
+    observed(DEPLOYMENT_KIND, reconcile)(obj, ctx).await
 }
 
 /// The controller of one namespace (`None`: all) and the stores whose
@@ -222,9 +204,9 @@ where
     S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 {
     let client = ctx.client.clone();
-    let deployments: Api<AgentDeployment> = api(&client, namespace);
-    let secrets: Api<PartialObjectMeta<Secret>> = api(&client, namespace);
-    let planes: Api<AgentControlPlane> = api(&client, namespace);
+    let deployments: Api<AgentDeployment> = scoped_api(&client, namespace);
+    let secrets: Api<PartialObjectMeta<Secret>> = scoped_api(&client, namespace);
+    let planes: Api<AgentControlPlane> = scoped_api(&client, namespace);
 
     // A reflector of AgentControlPlanes, so the Secret mapper can tell which
     // Secret holds which control plane's API key.

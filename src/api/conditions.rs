@@ -67,6 +67,10 @@ pub mod reason {
     /// The placement on a listener is not allowed (e.g. a namespace the
     /// listener is not configured for).
     pub const PLACEMENT_INVALID: &str = "PlacementInvalid";
+    /// The control plane accepted a change but does not hold it: the
+    /// deployment read back still differs in the same fields (a value it
+    /// drops or normalizes). Not retried until the spec changes.
+    pub const DRIFT_NOT_CONVERGING: &str = "DriftNotConverging";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

@@ -26,6 +26,11 @@ pub const PAUSED_ANNOTATION: &str = "agentserver.dev/paused";
 /// happened: look the name up instead of creating again".
 pub const CREATE_PENDING_ANNOTATION: &str = "agentserver.dev/create-pending";
 
+/// Annotation holding the remote deployment id, written with the id in
+/// status: a backup restored without status (Velero's default for custom
+/// resources) keeps its ownership of the remote deployment.
+pub const DEPLOYMENT_ID_ANNOTATION: &str = "agentserver.dev/deployment-id";
+
 /// What happens to the remote deployment when the resource is deleted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum DeletionPolicy {
@@ -292,10 +297,41 @@ pub struct AgentDeploymentStatus {
     /// The last value of the redeploy annotation that was acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_redeploy_requested_at: Option<String>,
+    /// A request the control plane definitively rejected (400, 409, 422): it
+    /// is not sent again while the desired state has the same fingerprint
+    /// (spec, Secret values, AgentControlPlane, listener, redeploy request),
+    /// until the retry time of its capped backoff (10 min doubling to 2 h).
+    /// Source: the issue "A well-mannered client" item 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_request: Option<RejectedRequest>,
+    /// Fingerprint of a PATCH the service accepted but did not hold (the
+    /// deployment read back still differs in the same way, e.g. a
+    /// `resource_spec` key it drops): it is not sent again until the spec
+    /// changes, so a value the service normalizes cannot cause a loop of
+    /// patches and revisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unheld_patch: Option<String>,
     /// kstatus conditions (`Ready`).
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,
+}
+
+/// A definite rejection of a create, patch or redeploy, kept in status so
+/// that neither a later pass nor a restarted operator sends it again.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectedRequest {
+    /// The rejected operation, e.g. `create deployment`.
+    pub operation: String,
+    /// Salted fingerprint of the desired state the request was built from
+    /// (hex); never contains a secret value.
+    pub fingerprint: String,
+    /// How many times this fingerprint was rejected.
+    pub attempts: u32,
+    /// When the request may be sent again (RFC 3339), unless the
+    /// fingerprint changes first.
+    pub retry_after_time: String,
 }
 
 impl AgentDeployment {

@@ -175,6 +175,69 @@ pub fn secrets_hash(salt: &str, secrets: &[SecretValue]) -> String {
     format!("{salt}:{}", hex::encode(h.finalize()))
 }
 
+/// Fingerprint of a desired state: hex sha256 (first 16 bytes) of the
+/// request body without its secrets, the salted `secrets_hash` of the
+/// secrets, and `extra` (e.g. the AgentControlPlane's generation and the
+/// redeploy request). Two passes with the same inputs get the same value, so
+/// a request the service rejected is recognised without keeping any secret.
+pub fn fingerprint(body: &DeploymentCreate, secrets_hash: &str, extra: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let without_secrets = DeploymentCreate {
+        secrets: Vec::new(),
+        ..body.clone()
+    };
+    h.update(serde_json::to_vec(&without_secrets).unwrap_or_default());
+    h.update(b"\0");
+    h.update(secrets_hash.as_bytes());
+    for e in extra {
+        h.update(b"\0");
+        h.update(e.as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// Fingerprint of a PATCH body (hex sha256, first 16 bytes), with secret
+/// values replaced by `secrets_hash`, so that it can be kept in status.
+pub fn patch_fingerprint(patch: &DeploymentPatch, secrets_hash: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let without_secrets = DeploymentPatch {
+        secrets: None,
+        ..patch.clone()
+    };
+    h.update(serde_json::to_vec(&without_secrets).unwrap_or_default());
+    if patch.secrets.is_some() {
+        h.update(b"\0");
+        h.update(secrets_hash.as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// Names of the top-level fields a PATCH sets, e.g.
+/// `["source_config.resource_spec", "secrets"]` (never values).
+pub fn patch_fields(patch: &DeploymentPatch) -> Vec<&'static str> {
+    let mut fields = Vec::new();
+    if let Some(sc) = &patch.source_config {
+        if sc.build_on_push.is_some() {
+            fields.push("source_config.build_on_push");
+        }
+        if sc.custom_url.is_some() {
+            fields.push("source_config.custom_url");
+        }
+        if sc.resource_spec.is_some() {
+            fields.push("source_config.resource_spec");
+        }
+    }
+    if patch.source_revision_config.is_some() {
+        fields.push("source_revision_config");
+    }
+    if patch.secrets.is_some() {
+        fields.push("secrets");
+    }
+    fields
+}
+
 /// The salt of a stored `<salt>:<hash>`, if well-formed.
 pub fn salt_of(stored: &str) -> Option<&str> {
     stored

@@ -67,6 +67,12 @@ pub struct Context {
     pub polls: std::sync::Mutex<std::collections::HashMap<String, (String, u32)>>,
     /// Prometheus metrics (reconciles, control plane requests, time to Ready).
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// Objects that had a pass since the operator started (for the cold
+    /// start: see [`Context::first_pass`]).
+    pub seen: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Per control plane: how long its revisions take from creation to
+    /// DEPLOYED, seconds (exponentially weighted mean of recent revisions).
+    pub revision_seconds: std::sync::Mutex<std::collections::HashMap<String, f64>>,
 }
 
 impl Context {
@@ -84,7 +90,66 @@ impl Context {
             planes: Default::default(),
             polls: Default::default(),
             metrics: Default::default(),
+            seen: Default::default(),
+            revision_seconds: Default::default(),
         }
+    }
+
+    /// True the first time it is called for `key` since the operator started.
+    pub fn first_pass(&self, key: &str) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.insert(key.to_owned())
+    }
+
+    /// Forgets every per-object state of `key` (the object was deleted).
+    pub fn forget(&self, key: &str) {
+        self.reset_backoff(key);
+        self.reset_polls(key);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.remove(key);
+    }
+
+    /// Learns from a revision that reached DEPLOYED how long revisions of the
+    /// control plane `plane` take (`updated_at - created_at`, weight 0.3 for
+    /// the newest). Other statuses and unparsable times are ignored.
+    pub fn learn_revision(&self, plane: &str, revision: &crate::controlplane::types::Revision) {
+        use crate::controlplane::types::RevisionStatus;
+        if revision.status != RevisionStatus::Deployed {
+            return;
+        }
+        let parse = |t: &Option<String>| t.as_deref()?.parse::<k8s_openapi::jiff::Timestamp>().ok();
+        let (Some(created), Some(updated)) =
+            (parse(&revision.created_at), parse(&revision.updated_at))
+        else {
+            return;
+        };
+        let seconds = updated.duration_since(created).as_secs_f64();
+        if !(0.0..86_400.0).contains(&seconds) {
+            return;
+        }
+        let mut learned = self
+            .revision_seconds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let entry = learned.entry(plane.to_owned()).or_insert(seconds);
+        *entry = 0.7 * *entry + 0.3 * seconds;
+    }
+
+    /// For a revision that has just started (`started_now`): the learned
+    /// duration of revisions of `plane` plus 10 %, so that the first poll
+    /// lands near its expected end; `None` otherwise or when nothing was
+    /// learned yet.
+    pub fn expected_left(&self, plane: &str, started_now: bool) -> Option<Duration> {
+        if !started_now {
+            return None;
+        }
+        let learned = self
+            .revision_seconds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        learned
+            .get(plane)
+            .and_then(|s| Duration::try_from_secs_f64(s * 1.1).ok())
     }
 
     /// Records one more failure of `key` and returns the backoff delay:

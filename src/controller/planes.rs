@@ -33,7 +33,7 @@ use super::resolve::Blocked;
 use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneSpec};
-use crate::controlplane::{ClientConfig, ControlPlaneClient, RateLimit, RequestObserver};
+use crate::controlplane::{Budget, ClientConfig, ControlPlaneClient, RateLimit, RequestObserver};
 
 /// What a cached client was built from; a difference means "rebuild".
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,6 +61,10 @@ struct Entry {
 #[derive(Default)]
 pub struct ClientCache {
     entries: Mutex<HashMap<(String, String), Entry>>,
+    /// The shared adaptive budget of each AgentControlPlane: kept apart from
+    /// the clients so that a client rebuilt after a key rotation or a spec
+    /// change keeps the bucket, its learned rate and a pending `Retry-After`.
+    budgets: Mutex<HashMap<(String, String), Budget>>,
 }
 
 impl fmt::Debug for ClientCache {
@@ -274,7 +278,7 @@ impl ClientCache {
         );
         config.timeout = request_timeout;
         config.ca_bundle_pem = ca_bundle;
-        config.rate_limit = rate_limit(&plane.spec);
+        config.budget = Some(self.budget(&key, rate_limit(&plane.spec)));
         config.observer = observer.clone();
         let client = match ControlPlaneClient::new(config) {
             Ok(c) => c,
@@ -295,10 +299,36 @@ impl ClientCache {
         Ok(Ok(client))
     }
 
-    /// Drops the cached client of `namespace`/`name`, if any (e.g. after the
-    /// AgentControlPlane was deleted).
+    /// The budget of the AgentControlPlane `key` with `limit` as its
+    /// ceiling (created on first use, its ceiling updated afterwards).
+    fn budget(&self, key: &(String, String), limit: Option<RateLimit>) -> Budget {
+        let mut budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        let budget = budgets
+            .entry(key.clone())
+            .or_insert_with(|| Budget::new(limit));
+        budget.set_limit(limit);
+        budget.clone()
+    }
+
+    /// True while a `Retry-After` of the AgentControlPlane `namespace`/`name`
+    /// is pending (nothing is sent to it meanwhile).
+    pub fn paused(&self, namespace: &str, name: &str) -> bool {
+        self.budgets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .is_some_and(Budget::paused)
+    }
+
+    /// Drops the cached client and budget of `namespace`/`name`, if any
+    /// (e.g. after the AgentControlPlane was deleted).
     pub fn forget(&self, namespace: &str, name: &str) {
-        self.lock().remove(&(namespace.to_owned(), name.to_owned()));
+        let key = (namespace.to_owned(), name.to_owned());
+        self.lock().remove(&key);
+        self.budgets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
     }
 
     /// Number of cached clients.

@@ -208,19 +208,30 @@ where
     let secrets: Api<PartialObjectMeta<Secret>> = scoped_api(&client, namespace);
     let planes: Api<AgentControlPlane> = scoped_api(&client, namespace);
 
-    // A reflector of AgentControlPlanes, so the Secret mapper can tell which
-    // Secret holds which control plane's API key.
+    // One watch of AgentControlPlanes: it fills the store the Secret mapper
+    // reads (which Secret holds which control plane's API key) and triggers
+    // the AgentDeployments of a control plane when its spec or readiness
+    // changes (not on its other status writes).
     let (plane_store, plane_writer) = reflector::store::<AgentControlPlane>();
-    let plane_reflector = reflector(
-        plane_writer,
-        watcher(planes.clone(), watcher::Config::default()),
-    )
-    .default_backoff()
-    .applied_objects()
-    .for_each(|_| futures::future::ready(()));
+    let plane_trigger = watcher(planes, watcher::Config::default())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(plane_writer)
+        .applied_objects()
+        .predicate_filter(plane_trigger_hash, Default::default());
 
-    let controller = Controller::new(deployments, watcher::Config::default().any_semantic());
-    let store = controller.store();
+    // AgentDeployments: the store keeps every object (without managedFields);
+    // a pass is triggered only by what a user controls (see
+    // [`deployment_trigger_hash`]), never by the operator's own status,
+    // annotation or event writes.
+    let (store, writer) = reflector::store::<AgentDeployment>();
+    let trigger = watcher(deployments, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(deployment_trigger_hash, Default::default());
+    let controller = Controller::for_stream(trigger, store.clone());
     let deployment_store = store.clone();
     let secret_store = store.clone();
     let plane_store_for_secrets = plane_store.clone();
@@ -234,11 +245,9 @@ where
                 referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
             },
         )
-        .watches(
-            planes,
-            watcher::Config::default(),
-            move |plane: AgentControlPlane| referencing_plane(&store, &plane),
-        )
+        .watches_stream(plane_trigger, move |plane: AgentControlPlane| {
+            referencing_plane(&store, &plane)
+        })
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(
@@ -252,12 +261,59 @@ where
                 Err(e) => debug!(error = %e, "reconcile failed"),
             }
         });
-    let task = async move {
-        let plane_task = tokio::spawn(plane_reflector);
-        run.await;
-        plane_task.abort();
-    };
-    (task, deployment_store, plane_store)
+    (run, deployment_store, plane_store)
+}
+
+/// Drops `metadata.managedFields` before an object enters a store: the
+/// operator never reads them, and they are often the largest part of an
+/// object.
+pub fn strip_managed_fields<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
+/// Hash of what may require a pass of an AgentDeployment: its generation
+/// (the spec), whether it is being deleted, whether it carries the finalizer
+/// (the finalizer helper adds it and waits for the change), and the
+/// annotations a user sets to pause it or request a redeploy. Status,
+/// the create-pending marker and other metadata written by the operator are
+/// left out, so its own writes never trigger a pass (and so never a remote
+/// call) by themselves.
+pub fn deployment_trigger_hash(obj: &AgentDeployment) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    obj.metadata.generation.hash(&mut h);
+    obj.metadata.deletion_timestamp.is_some().hash(&mut h);
+    obj.finalizers()
+        .iter()
+        .any(|f| f == crate::api::deployment::FINALIZER)
+        .hash(&mut h);
+    for key in [
+        crate::api::deployment::PAUSED_ANNOTATION,
+        crate::api::deployment::REDEPLOY_ANNOTATION,
+    ] {
+        obj.annotations().get(key).hash(&mut h);
+    }
+    Some(h.finish())
+}
+
+/// Hash of what in an AgentControlPlane may unblock or change its
+/// AgentDeployments: its generation (the spec) and its `Ready` and `Stalled`
+/// condition statuses (not their messages or times).
+pub fn plane_trigger_hash(obj: &AgentControlPlane) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    obj.metadata.generation.hash(&mut h);
+    let conditions = obj
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    for type_ in [READY, super::status::STALLED] {
+        find(conditions, type_)
+            .map(|c| c.status.as_str())
+            .hash(&mut h);
+    }
+    Some(h.finish())
 }
 
 /// AgentDeployments that reference `secret`, directly in `spec.secrets` or as

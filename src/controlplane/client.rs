@@ -27,8 +27,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use url::Url;
 
+use super::budget::Budget;
 use super::error::Error;
-use super::limit::Limiter;
 use super::merge::with_merged_resource_spec;
 use super::operation::{Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class};
 use super::response::{check_status, decode_body};
@@ -75,8 +75,14 @@ pub struct ClientConfig {
     pub ca_bundle_pem: Option<Vec<u8>>,
     /// Client-side rate limit (token bucket) of this control plane, shared by
     /// every clone of the client; every attempt, retries included, takes a
-    /// token. `None` (default) = no limit.
+    /// token. `None` (default) = no limit unless [`ClientConfig::budget`] is
+    /// set. Used as the ceiling of a new [`Budget`] when `budget` is `None`.
     pub rate_limit: Option<RateLimit>,
+    /// The shared adaptive budget of this control plane (see
+    /// [`super::budget`]): every client built with a clone of it draws from
+    /// the same bucket, and a 429/503 seen by one slows all of them. `None`
+    /// (default): a budget of its own when `rate_limit` is set, else none.
+    pub budget: Option<Budget>,
     /// Receives one observation per HTTP attempt (for metrics), if set.
     pub observer: Option<Arc<dyn RequestObserver>>,
     /// How GET and DELETE are retried. Default: 4 attempts within 30 s,
@@ -100,6 +106,7 @@ impl ClientConfig {
             allow_insecure_http: false,
             ca_bundle_pem: None,
             rate_limit: None,
+            budget: None,
             observer: None,
             retry: RetryPolicy::default(),
         }
@@ -193,7 +200,7 @@ pub struct ControlPlaneClient {
     base: Url,
     workspace_id: String,
     retry: RetryPolicy,
-    limiter: Option<Limiter>,
+    budget: Option<Budget>,
     observer: Option<Arc<dyn RequestObserver>>,
 }
 
@@ -203,7 +210,7 @@ impl fmt::Debug for ControlPlaneClient {
             .field("base", &self.base.as_str())
             .field("workspace_id", &self.workspace_id)
             .field("retry", &self.retry)
-            .field("rate_limited", &self.limiter.is_some())
+            .field("budget", &self.budget)
             .finish_non_exhaustive()
     }
 }
@@ -339,13 +346,18 @@ impl ControlPlaneClient {
         let http = builder
             .build()
             .map_err(|e| Error::InvalidEndpoint(format!("HTTP client: {e}")))?;
-        let limiter = config.rate_limit.as_ref().map(Limiter::new).transpose()?;
+        if let Some(limit) = &config.rate_limit {
+            limit.period()?;
+        }
+        let budget = config
+            .budget
+            .or_else(|| config.rate_limit.map(|l| Budget::new(Some(l))));
         Ok(Self {
             http,
             base,
             workspace_id: config.workspace_id,
             retry: config.retry,
-            limiter,
+            budget,
             observer: config.observer,
         })
     }
@@ -418,8 +430,8 @@ impl ControlPlaneClient {
         op: Operation,
         req: reqwest::Request,
     ) -> Result<(StatusCode, Bytes), Error> {
-        if let Some(limiter) = &self.limiter {
-            limiter.acquire().await;
+        if let Some(budget) = &self.budget {
+            budget.acquire(op.priority()).await;
         }
         let started = Instant::now();
         let answer = async {
@@ -447,7 +459,14 @@ impl ControlPlaneClient {
             observer.observe(op.as_str(), class, elapsed);
         }
         let (status, retry_after, body) = answer?;
-        check_status(op, status, retry_after.as_ref(), &body)?;
+        let checked = check_status(op, status, retry_after.as_ref(), &body);
+        if let Some(budget) = &self.budget {
+            match &checked {
+                Err(Error::RateLimited { retry_after, .. }) => budget.on_throttled(*retry_after),
+                _ => budget.on_success(),
+            }
+        }
+        checked?;
         Ok((status, body))
     }
 

@@ -145,6 +145,34 @@ impl Error {
 
     /// The delay the service asked for, if any (`Retry-After`).
     pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after_inner()
+    }
+
+    /// True for a definite rejection of the request itself: 400
+    /// ([`Error::BadRequest`]), 409 ([`Error::Conflict`]) and 422
+    /// ([`Error::Validation`]). The same request must not be sent again
+    /// until something the user controls changes.
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self,
+            Error::BadRequest { .. } | Error::Conflict { .. } | Error::Validation { .. }
+        )
+    }
+
+    /// A short text of a transient error that is the same on every retry
+    /// (no `Retry-After` seconds, no response body), for condition messages:
+    /// a message that changed on each attempt would rewrite status each time.
+    pub fn stable_summary(&self) -> String {
+        match self {
+            Error::Timeout => "timed out".into(),
+            Error::Transport(_) => "connection failed".into(),
+            Error::Server { status, .. } => format!("server error ({status})"),
+            Error::RateLimited { status, .. } => format!("rate limited ({status})"),
+            other => other.to_string(),
+        }
+    }
+
+    fn retry_after_inner(&self) -> Option<Duration> {
         match self {
             Error::RateLimited { retry_after, .. } => *retry_after,
             _ => None,

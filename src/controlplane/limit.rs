@@ -1,18 +1,12 @@
-//! Client-side rate limit of one control plane: a token bucket (the
-//! `governor` crate, GCRA) shared by every clone of a
-//! [`super::ControlPlaneClient`]. Every HTTP attempt, retries included, takes
-//! one token before it is sent.
+//! Client-side rate limit of one control plane: the ceiling of its shared,
+//! adaptive budget ([`super::budget::Budget`]). Every HTTP attempt, retries
+//! included, takes one token before it is sent.
 //!
 //! The service's limits are not documented (spec "Limits": "Rate limits: not
 //! shown"); this limit keeps one operator from flooding a shared control plane
 //! and complements honouring `Retry-After` on 429 (facts "Errors").
 
-use std::fmt;
-use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::time::Duration;
-
-use governor::{DefaultDirectRateLimiter, Quota};
 
 use super::error::Error;
 
@@ -54,33 +48,6 @@ impl RateLimit {
     }
 }
 
-/// The shared limiter of one client and its clones.
-#[derive(Clone)]
-pub(crate) struct Limiter(Arc<DefaultDirectRateLimiter>);
-
-impl fmt::Debug for Limiter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Limiter")
-    }
-}
-
-impl Limiter {
-    /// Builds the limiter of `limit`. Errors: see [`RateLimit::period`].
-    pub(crate) fn new(limit: &RateLimit) -> Result<Self, Error> {
-        let period = limit.period()?;
-        let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
-        let quota = Quota::with_period(period)
-            .ok_or_else(|| Error::InvalidEndpoint("rate limit: zero period".into()))?
-            .allow_burst(burst);
-        Ok(Self(Arc::new(DefaultDirectRateLimiter::direct(quota))))
-    }
-
-    /// Waits until a token is available and takes it.
-    pub(crate) async fn acquire(&self) {
-        self.0.until_ready().await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,28 +65,12 @@ mod tests {
                 requests_per_second: rps,
                 burst,
             };
-            assert!(Limiter::new(&l).is_err(), "{rps} {burst}");
+            assert!(l.period().is_err(), "{rps} {burst}");
         }
         let l = RateLimit {
             requests_per_second: 0.5,
             burst: 1,
         };
         assert_eq!(l.period().unwrap(), Duration::from_secs(2));
-    }
-
-    #[tokio::test]
-    async fn burst_then_one_token_per_period() {
-        let limiter = Limiter::new(&RateLimit {
-            requests_per_second: 20.0,
-            burst: 2,
-        })
-        .unwrap();
-        let clone = limiter.clone();
-        let start = std::time::Instant::now();
-        limiter.acquire().await;
-        clone.acquire().await;
-        // The burst is used up (by the clone too): the third waits ~50 ms.
-        limiter.acquire().await;
-        assert!(start.elapsed() >= Duration::from_millis(40));
     }
 }

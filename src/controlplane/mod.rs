@@ -15,6 +15,7 @@
 //! - [`types`]: the wire types shared with the emulator.
 #![deny(missing_docs)]
 
+pub mod budget;
 pub mod client;
 pub mod endpoint;
 pub mod error;
@@ -25,6 +26,7 @@ pub mod response;
 pub mod retry;
 pub mod types;
 
+pub use budget::{Budget, Priority};
 pub use client::{ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions};
 pub use endpoint::Region;
 pub use error::Error;

@@ -85,6 +85,15 @@ impl Operation {
         }
     }
 
+    /// Which requests go first when the shared budget is short: GET are
+    /// reads (polls, drift checks, lookups), the rest mutations.
+    pub fn priority(self) -> super::budget::Priority {
+        match self.method() {
+            Method::GET => super::budget::Priority::Read,
+            _ => super::budget::Priority::Mutation,
+        }
+    }
+
     /// True for GET and DELETE, which the client retries on transient
     /// failures. POST and PATCH are never retried: the API has no
     /// idempotency key (facts "Requests", List), so a blind retry of a POST

@@ -12,6 +12,7 @@
 //! Deletion DELETEs the remote deployment (404 counts as done) and keeps the
 //! finalizer until GET answers 404, since delete is asynchronous.
 
+mod decide;
 mod obtain;
 mod report;
 
@@ -22,21 +23,23 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, ResourceExt};
-use tracing::info;
+use tracing::{debug, info};
 
-use self::obtain::{Obtained, create_pending, obtain, set_annotation};
-use self::report::{
-    publish, report, report_blocked, report_cp_error, report_stalled, write_status,
-};
+use self::decide::{After, Before};
+use self::obtain::{Obtained, create_pending, obtain, set_annotations};
+use self::report::{error_outcome, publish, report, report_blocked, report_stalled, write_status};
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
 use super::{placement, resolve};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DeletionPolicy, FINALIZER,
-    PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, RemoteDeletionPolicy,
+    AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
+    DeletionPolicy, FINALIZER, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, RejectedRequest,
+    RemoteDeletionPolicy,
 };
-use crate::controlplane::types::RevisionStatus;
+use crate::controlplane::types::{
+    Deployment, DeploymentCreate, DeploymentPatch, Revision, RevisionStatus,
+};
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 
 /// True when the object carries `agentserver.dev/paused: "true"`.
@@ -58,6 +61,7 @@ pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<A
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
     let key = object_key(obj.as_ref());
+    let deleted = obj.metadata.deletion_timestamp.is_some();
     let api: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
     let result = finalizer(&api, FINALIZER, obj, |event| async {
         match event {
@@ -71,8 +75,10 @@ pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<A
         | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
         other => Error::Finalizer(Box::new(other)),
     });
-    if result.is_ok() {
-        ctx.reset_backoff(&key);
+    match &result {
+        Ok(action) if deleted && *action == Action::await_change() => ctx.forget(&key),
+        Ok(_) => ctx.reset_backoff(&key),
+        Err(_) => {}
     }
     result
 }
@@ -84,25 +90,6 @@ pub fn error_policy(obj: Arc<AgentDeployment>, error: &Error, ctx: Arc<Context>)
         return Action::requeue(ctx.config.poll_interval);
     }
     requeue_after_error(&ctx, obj.as_ref(), error)
-}
-
-/// True when `previous` was written by a pass that made the remote equal to
-/// the spec of its `observedGeneration` and went on to follow the revision.
-/// Passes that stopped early (paused, a missing input, a control plane error)
-/// also record the generation, so a difference found after them comes from
-/// the spec, not from a change made outside.
-fn converged_before(previous: &AgentDeploymentStatus) -> bool {
-    crate::api::conditions::find(&previous.conditions, crate::api::conditions::READY).is_some_and(
-        |c| {
-            [
-                reason::REVISION_DEPLOYED,
-                reason::REVISION_FAILED,
-                reason::REVISION_INTERRUPTED,
-                reason::REVISION_IN_PROGRESS,
-            ]
-            .contains(&c.reason.as_str())
-        },
-    )
 }
 
 async fn report_paused(api: &Api<AgentDeployment>, obj: &AgentDeployment) -> Result<(), Error> {
@@ -142,27 +129,92 @@ async fn control_plane(
     }
 }
 
-/// Makes the remote deployment equal to the spec and follows its revision.
+/// The key of the learned revision duration: the control plane's base URL
+/// and workspace.
+fn plane_key(cp: &ControlPlaneClient) -> String {
+    format!("{} {}", cp.base_url(), cp.workspace_id())
+}
+
+/// Seconds from now until `rfc3339` (negative when past); `None` if it
+/// does not parse.
+fn seconds_until(rfc3339: &str) -> Option<f64> {
+    let t: k8s_openapi::jiff::Timestamp = rfc3339.parse().ok()?;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Some(t.duration_since(now).as_secs_f64())
+}
+
+/// What the pass knows about the remote deployment for its report.
+struct RemoteView {
+    id: String,
+    latest_revision_id: Option<String>,
+    active_revision_id: Option<String>,
+    deployment_status: Option<String>,
+    url: Option<String>,
+}
+
+impl RemoteView {
+    fn of(d: &Deployment) -> Self {
+        Self {
+            id: d.id.clone(),
+            latest_revision_id: d.latest_revision_id.clone(),
+            active_revision_id: d.active_revision_id.clone(),
+            deployment_status: d.status.clone(),
+            url: d.source_config.custom_url.clone(),
+        }
+    }
+
+    fn from_status(s: &AgentDeploymentStatus, id: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            latest_revision_id: s.latest_revision_id.clone(),
+            active_revision_id: s.active_revision_id.clone(),
+            deployment_status: s.deployment_status.clone(),
+            url: s.url.clone(),
+        }
+    }
+}
+
+/// Makes the remote deployment equal to the spec and follows its revision:
+/// observe → decide ([`decide`]) → act (at most one remote mutation) →
+/// report (one status write, at the end).
 async fn apply(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
     ctx: &Context,
 ) -> Result<Action, Error> {
+    let key = object_key(obj);
+    let first_pass = ctx.first_pass(&key);
     if is_paused(obj) {
         report_paused(api, obj).await?;
         return Ok(Action::await_change());
     }
+    // A decision to create, recover or declare a conflict is made on a
+    // fresh read of the object, never on a cache that may predate the
+    // operator's own last write (its create-pending marker or recorded id).
+    let fresh;
+    let obj = if obj
+        .status
+        .as_ref()
+        .and_then(|s| s.deployment_id.as_ref())
+        .is_none()
+    {
+        match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
+            Some(o) if o.metadata.deletion_timestamp.is_none() => {
+                fresh = o;
+                &fresh
+            }
+            _ => return Ok(Action::await_change()),
+        }
+    } else {
+        obj
+    };
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let key = object_key(obj);
     let previous = obj.status.clone().unwrap_or_default();
-    if previous.deployment_id.is_some() && create_pending(obj) {
-        // The id was recorded before a restart removed the marker.
-        set_annotation(api, obj, CREATE_PENDING_ANNOTATION, None).await?;
-    }
 
-    // Observe the inputs. Nothing remote happens while one is missing.
+    // Observe the inputs (Kubernetes only). Nothing remote happens while one
+    // is missing.
     let cp = match control_plane(api, obj, ctx).await? {
         Ok(cp) => cp,
         Err(action) => return Ok(action),
@@ -188,216 +240,512 @@ async fn apply(
         .map(str::to_owned)
         .unwrap_or_else(desired::new_salt);
     let secrets_hash = desired::secrets_hash(&salt, &body.secrets);
+    let redeploy = obj
+        .annotations()
+        .get(REDEPLOY_ANNOTATION)
+        .filter(|r| previous.last_redeploy_requested_at.as_ref() != Some(*r))
+        .cloned();
+    let fingerprint = desired::fingerprint(
+        &body,
+        &secrets_hash,
+        &[
+            cp.base_url(),
+            cp.workspace_id(),
+            redeploy.as_deref().unwrap_or(""),
+        ],
+    );
+    let secrets_changed = previous.deployment_id.is_some()
+        && previous.secrets_hash.as_deref() != Some(secrets_hash.as_str());
 
-    // Observe the remote deployment, obtaining one if this resource has none.
-    let mut stored_hash = previous.secrets_hash.clone();
-    let mut created = false;
-    let remote = match &previous.deployment_id {
-        None => match obtain(api, obj, ctx, &cp, &body, &secrets_hash).await? {
-            Obtained::Remote(d) => {
-                created = create_pending(obj) || obj.spec.deployment_id.is_none();
-                if created {
-                    stored_hash = Some(secrets_hash.clone());
-                }
-                *d
-            }
-            Obtained::Stop(action) => return Ok(action),
-        },
-        Some(id) => match cp.get_deployment(id).await {
-            Ok(d) if d.status.as_deref() == Some("AWAITING_DELETE") => {
-                report(
-                    api,
-                    obj,
-                    &Outcome::Progressing {
-                        reason: reason::REMOTE_DELETED,
-                        message: format!(
-                            "remote deployment {id} is being deleted outside the operator"
-                        ),
-                    },
-                )
-                .await?;
-                return Ok(Action::requeue(ctx.config.poll_interval));
-            }
-            Ok(d) => d,
-            Err(CpError::NotFound { .. }) => return remote_deleted(api, obj, ctx, id).await,
-            Err(e) => return report_cp_error(api, obj, ctx, "get deployment", e).await,
-        },
+    // Decide what to read.
+    let known = decide::Known {
+        generation: obj.metadata.generation,
+        status: &previous,
+        fingerprint: &fingerprint,
+        secrets_changed,
+        redeploy_requested: redeploy.is_some(),
+        first_pass,
+        rejection_due_in: previous
+            .rejected_request
+            .as_ref()
+            .and_then(|r| seconds_until(&r.retry_after_time)),
     };
-
-    // Compute and act: only what differs from the spec.
-    let send_secrets = stored_hash.as_deref() != Some(secrets_hash.as_str());
-    let patch = desired::compute_patch(&body, &remote, send_secrets && !created);
-    let mut remote = remote;
-    if !patch.is_empty() {
-        match cp.patch_deployment(&remote.id, &patch).await {
-            Ok(d) => {
-                let fields: Vec<&str> = [
-                    patch.source_config.as_ref().map(|_| "source_config"),
-                    patch
-                        .source_revision_config
-                        .as_ref()
-                        .map(|_| "source_revision_config"),
-                    patch.secrets.as_ref().map(|_| "secrets"),
-                ]
-                .into_iter()
-                .flatten()
-                .collect();
-                let drift = previous.observed_generation == obj.metadata.generation
-                    && previous.deployment_id.is_some()
-                    && !created
-                    && converged_before(&previous);
-                let (event_reason, verb) = if drift {
-                    ("DriftCorrected", "changed outside the operator; restored")
-                } else {
-                    ("Patched", "patched")
-                };
-                publish(
-                    ctx,
-                    obj,
-                    EventType::Normal,
-                    event_reason,
-                    format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
-                )
-                .await;
-                remote = d;
-            }
-            Err(e) => return report_cp_error(api, obj, ctx, "patch deployment", e).await,
+    let mut pass = Pass {
+        api,
+        obj,
+        ctx,
+        cp: &cp,
+        previous: &previous,
+        status: previous.clone(),
+        fingerprint: &fingerprint,
+        events: Vec::new(),
+        marker_set: false,
+        clear_marker: false,
+        redeploy_done: false,
+    };
+    pass.status.observed_generation = obj.metadata.generation;
+    let (view, revision) = match decide::before_remote(&known) {
+        Before::WaitRejected(delay) => {
+            debug!(
+                retry_in_s = delay.as_secs(),
+                "a rejected request is not due yet"
+            );
+            return Ok(Action::requeue(delay));
         }
-    }
-    if patch.secrets.is_some() || created {
-        stored_hash = Some(secrets_hash);
+        Before::SpreadColdStart => {
+            let delay = ctx
+                .config
+                .resync_interval
+                .mul_f64(rand::random_range(0.0..1.0));
+            debug!(check_in_s = delay.as_secs(), "converged before the restart");
+            return Ok(Action::requeue(delay));
+        }
+        Before::PollRevision(rid) => {
+            let id = previous.deployment_id.clone().unwrap_or_default();
+            match cp.get_revision(&id, &rid).await {
+                Ok(rev) if rev.status != RevisionStatus::Skipped => {
+                    ctx.learn_revision(&plane_key(&cp), &rev);
+                    let mut view = RemoteView::from_status(&previous, &id);
+                    if rev.status == RevisionStatus::Deployed {
+                        view.active_revision_id = Some(rid.clone());
+                    }
+                    (view, Some(rev))
+                }
+                // A SKIPPED revision points at a newer one, a 404 at a
+                // deployment deleted outside: read the deployment.
+                Ok(_) | Err(CpError::NotFound { .. }) => {
+                    match pass
+                        .read_and_change(&body, &secrets_hash, redeploy.as_deref())
+                        .await?
+                    {
+                        Ok(v) => v,
+                        Err(action) => return Ok(action),
+                    }
+                }
+                Err(e) => return pass.fail("get revision", e).await,
+            }
+        }
+        Before::Obtain => {
+            let obtained = match obtain(&mut pass, &body).await? {
+                Obtained::Remote(d) => d,
+                Obtained::Stop(action) => return Ok(action),
+            };
+            if obtained.created {
+                pass.status.secrets_hash = Some(secrets_hash.clone());
+                pass.redeploy_done = true;
+                // The create started the first revision.
+                let view = RemoteView::of(&obtained.deployment);
+                (view, None)
+            } else {
+                // Adopted or recovered: converge it like any other pass.
+                pass.status.deployment_id = Some(obtained.deployment.id.clone());
+                match pass
+                    .change(
+                        *obtained.deployment,
+                        &body,
+                        &secrets_hash,
+                        redeploy.as_deref(),
+                        obtained.recovered,
+                    )
+                    .await?
+                {
+                    Ok(v) => v,
+                    Err(action) => return Ok(action),
+                }
+            }
+        }
+        Before::ReadDeployment => {
+            match pass
+                .read_and_change(&body, &secrets_hash, redeploy.as_deref())
+                .await?
+            {
+                Ok(v) => v,
+                Err(action) => return Ok(action),
+            }
+        }
+    };
+    pass.follow(view, revision, &key).await
+}
+
+/// One pass in progress: what it read and the status it will write once.
+struct Pass<'a> {
+    api: &'a Api<AgentDeployment>,
+    obj: &'a AgentDeployment,
+    ctx: &'a Context,
+    cp: &'a ControlPlaneClient,
+    previous: &'a AgentDeploymentStatus,
+    /// The status written at the end of the pass.
+    status: AgentDeploymentStatus,
+    fingerprint: &'a str,
+    /// Events published after the status write: (type, reason, note).
+    events: Vec<(EventType, &'static str, String)>,
+    /// This pass set the create-pending marker.
+    marker_set: bool,
+    /// A create was definitely rejected: remove the marker.
+    clear_marker: bool,
+    /// The pending redeploy request was served (by a redeploy, a PATCH that
+    /// started a revision, or the create).
+    redeploy_done: bool,
+}
+
+impl Pass<'_> {
+    /// GETs the deployment and makes it equal to the spec (see
+    /// [`Pass::change`]). `Err(action)`: the pass ended (status written).
+    async fn read_and_change(
+        &mut self,
+        body: &DeploymentCreate,
+        secrets_hash: &str,
+        redeploy: Option<&str>,
+    ) -> Result<Result<(RemoteView, Option<Revision>), Action>, Error> {
+        let id = self.status.deployment_id.clone().unwrap_or_default();
+        let remote = match self.cp.get_deployment(&id).await {
+            Ok(d) => d,
+            Err(CpError::NotFound { .. }) => {
+                return remote_deleted(self.api, self.obj, self.ctx, &id)
+                    .await
+                    .map(Err);
+            }
+            Err(e) => return self.fail("get deployment", e).await.map(Err),
+        };
+        self.change(remote, body, secrets_hash, redeploy, false)
+            .await
     }
 
-    // Redeploy on a new value of the annotation (like `kubectl rollout restart`).
-    let mut last_redeploy = previous.last_redeploy_requested_at.clone();
-    let mut latest_revision_id = remote.latest_revision_id.clone();
-    if let Some(requested) = obj.annotations().get(REDEPLOY_ANNOTATION)
-        && last_redeploy.as_ref() != Some(requested)
-    {
-        if created || desired::creates_revision(&patch) {
-            // This pass already started a new revision.
-        } else {
-            match cp.redeploy(&remote.id).await {
+    /// Decides on the deployment read ([`decide::after_read`]) and sends at
+    /// most one mutation: the PATCH, or the redeploy.
+    async fn change(
+        &mut self,
+        remote: Deployment,
+        body: &DeploymentCreate,
+        secrets_hash: &str,
+        redeploy: Option<&str>,
+        obtained_now: bool,
+    ) -> Result<Result<(RemoteView, Option<Revision>), Action>, Error> {
+        let send_secrets = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
+        let patch = desired::compute_patch(body, &remote, send_secrets);
+        let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
+        let read = decide::Read {
+            patch: &patch,
+            patch_fingerprint: &patch_fingerprint,
+            status: self.previous,
+            generation: self.obj.metadata.generation,
+            redeploy_requested: redeploy.is_some(),
+            obtained_now,
+            remote_deleting: remote.status.as_deref() == Some("AWAITING_DELETE"),
+        };
+        let mut view = RemoteView::of(&remote);
+        match decide::after_read(&read) {
+            After::RemoteDeleting => {
+                let outcome = Outcome::Progressing {
+                    reason: reason::REMOTE_DELETED,
+                    message: format!(
+                        "remote deployment {} is being deleted outside the operator",
+                        remote.id
+                    ),
+                };
+                self.finish(&outcome).await?;
+                Ok(Err(Action::requeue(self.ctx.config.poll_interval)))
+            }
+            After::Unheld => {
+                let outcome = unheld_outcome(&remote.id, &patch);
+                self.status.unheld_patch = Some(patch_fingerprint);
+                self.finish(&outcome).await?;
+                Ok(Err(Action::requeue(jittered(
+                    self.ctx.config.resync_interval,
+                ))))
+            }
+            After::Patch { drift } => match self.cp.patch_deployment(&remote.id, &patch).await {
+                Ok(d) => {
+                    let fields = desired::patch_fields(&patch).join(", ");
+                    let (event_reason, verb) = if drift {
+                        ("DriftCorrected", "changed outside the operator; restored")
+                    } else {
+                        ("Patched", "patched")
+                    };
+                    self.events.push((
+                        EventType::Normal,
+                        event_reason,
+                        format!("{fields} of remote deployment {} {verb}", d.id),
+                    ));
+                    if patch.secrets.is_some() {
+                        self.status.secrets_hash = Some(secrets_hash.to_owned());
+                    }
+                    if desired::creates_revision(&patch) {
+                        self.redeploy_done = true;
+                    }
+                    self.status.rejected_request = None;
+                    // Read back: a value the service drops or normalizes
+                    // would differ again on the next pass, forever.
+                    let again = desired::compute_patch(body, &d, false);
+                    view = RemoteView::of(&d);
+                    if !again.is_empty() {
+                        self.status.unheld_patch =
+                            Some(desired::patch_fingerprint(&again, secrets_hash));
+                        let outcome = unheld_outcome(&d.id, &again);
+                        self.status.latest_revision_id = d.latest_revision_id.clone();
+                        self.status.deployment_id = Some(d.id.clone());
+                        self.finish(&outcome).await?;
+                        return Ok(Err(Action::requeue(jittered(
+                            self.ctx.config.resync_interval,
+                        ))));
+                    }
+                    self.status.unheld_patch = None;
+                    Ok(Ok((view, None)))
+                }
+                Err(e) => self.fail("patch deployment", e).await.map(Err),
+            },
+            After::Redeploy => match self.cp.redeploy(&remote.id).await {
                 Ok(revision) => {
-                    publish(
-                        ctx,
-                        obj,
+                    self.events.push((
                         EventType::Normal,
                         "Redeployed",
                         format!(
-                            "redeploy requested at {requested}: new revision {}",
+                            "redeploy requested at {}: new revision {}",
+                            redeploy.unwrap_or_default(),
                             revision.id
                         ),
-                    )
-                    .await;
-                    latest_revision_id = Some(revision.id);
+                    ));
+                    self.status.rejected_request = None;
+                    self.redeploy_done = true;
+                    view.latest_revision_id = Some(revision.id.clone());
+                    Ok(Ok((view, Some(revision))))
                 }
-                Err(e) => return report_cp_error(api, obj, ctx, "redeploy", e).await,
+                Err(e) => self.fail("redeploy", e).await.map(Err),
+            },
+            After::Follow => {
+                if self.previous.observed_generation != self.obj.metadata.generation {
+                    self.status.unheld_patch = None;
+                }
+                Ok(Ok((view, None)))
             }
         }
-        last_redeploy = Some(requested.clone());
     }
 
-    // Follow the latest revision. A revision that ended is not read again
-    // until a new one exists.
-    let known_ended = previous.latest_revision_id == latest_revision_id
-        && previous
-            .revision_status
-            .clone()
-            .map(RevisionStatus::from)
-            .is_some_and(|s| !s.is_in_progress() && s != RevisionStatus::Skipped);
-    let revision_status = match &latest_revision_id {
-        None => None,
-        Some(_) if known_ended => previous.revision_status.clone().map(RevisionStatus::from),
-        Some(rid) => match cp.get_revision(&remote.id, rid).await {
-            Ok(rev) => Some(rev.status),
-            Err(e) => return report_cp_error(api, obj, ctx, "get revision", e).await,
-        },
-    };
-    let outcome = match (&latest_revision_id, &revision_status) {
-        (Some(rid), Some(RevisionStatus::Skipped)) => Outcome::Progressing {
-            reason: reason::REVISION_IN_PROGRESS,
-            message: format!("revision {rid} was SKIPPED; waiting for the newer revision"),
-        },
-        (Some(rid), Some(s)) => revision_outcome(rid, s),
-        _ => Outcome::Progressing {
-            reason: reason::REVISION_IN_PROGRESS,
-            message: "the deployment has no revision yet".into(),
-        },
-    };
-
-    // Report.
-    let failed = matches!(outcome, Outcome::Stalled { .. });
-    let status = AgentDeploymentStatus {
-        observed_generation: obj.metadata.generation,
-        deployment_id: Some(remote.id.clone()),
-        latest_revision_id: latest_revision_id.clone(),
-        revision_status: revision_status.as_ref().map(|s| s.to_string()),
-        active_revision_id: remote.active_revision_id.clone(),
-        deployment_status: remote.status.clone(),
-        url: remote.source_config.custom_url.clone(),
-        last_failed_revision_id: if failed {
-            latest_revision_id.clone()
-        } else {
-            previous.last_failed_revision_id.clone()
-        },
-        last_failed_revision_status: if failed {
-            revision_status.as_ref().map(|s| s.to_string())
-        } else {
-            previous.last_failed_revision_status.clone()
-        },
-        secrets_hash: stored_hash,
-        last_redeploy_requested_at: last_redeploy,
-        conditions: conditions(&previous.conditions, &outcome, obj.metadata.generation),
-    };
-    let revision_changed = previous.revision_status != status.revision_status
-        || previous.latest_revision_id != status.latest_revision_id;
-    if matches!(outcome, Outcome::Ready { .. })
-        && let Some(seconds) = time_to_ready(obj)
-    {
-        ctx.metrics.observe_time_to_ready(seconds);
+    /// Reports a control plane error: a definite rejection (400, 409, 422)
+    /// is recorded with its fingerprint and not sent again until the desired
+    /// state changes or its backoff passes; a transient error is returned for
+    /// the per-object backoff. Status is written once.
+    async fn fail(&mut self, operation: &'static str, e: CpError) -> Result<Action, Error> {
+        let outcome = error_outcome(operation, &e);
+        if e.is_transient() {
+            self.finish(&outcome).await?;
+            return Err(Error::ControlPlane {
+                operation,
+                source: e,
+            });
+        }
+        let mut delay = jittered(self.ctx.config.resync_interval);
+        if e.is_rejection() {
+            let attempts = self
+                .previous
+                .rejected_request
+                .as_ref()
+                .filter(|r| r.fingerprint == self.fingerprint)
+                .map_or(1, |r| r.attempts.saturating_add(1));
+            delay = decide::rejection_backoff(attempts);
+            let retry_at = k8s_openapi::jiff::Timestamp::now()
+                .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
+                    delay.as_secs() as i64,
+                ))
+                .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
+            self.status.rejected_request = Some(RejectedRequest {
+                operation: operation.to_owned(),
+                fingerprint: self.fingerprint.to_owned(),
+                attempts,
+                retry_after_time: retry_at.to_string(),
+            });
+        }
+        self.finish(&outcome).await?;
+        Ok(Action::requeue(delay))
     }
-    write_status(api, obj, status).await?;
-    if revision_changed {
-        match &outcome {
-            Outcome::Ready { message, .. } => {
-                publish(
-                    ctx,
-                    obj,
-                    EventType::Normal,
-                    "RevisionDeployed",
-                    message.clone(),
+
+    /// Writes the status with `outcome` (once), then removes the
+    /// create-pending marker if asked, then publishes the events.
+    async fn finish(&mut self, outcome: &Outcome) -> Result<(), Error> {
+        self.status.observed_generation = self.obj.metadata.generation;
+        self.status.conditions = conditions(
+            &self.previous.conditions,
+            outcome,
+            self.obj.metadata.generation,
+        );
+        // Never apply a status that lacks an id the object already had
+        // (server-side apply would remove it) unless the pass decided so.
+        if self.status.deployment_id.is_none() && self.previous.deployment_id.is_some() {
+            self.status.deployment_id = self.previous.deployment_id.clone();
+        }
+        let warn = match outcome {
+            Outcome::Stalled { reason, message } | Outcome::Progressing { reason, message }
+                if !already_reported(self.obj, reason, message) =>
+            {
+                (*reason != reason::REVISION_IN_PROGRESS
+                    && *reason != reason::CREATING
+                    && *reason != reason::REMOTE_DELETED
+                    && *reason != reason::REVISION_FAILED
+                    && *reason != reason::REVISION_INTERRUPTED)
+                    .then(|| (*reason, message.clone()))
+            }
+            _ => None,
+        };
+        let id = self.status.deployment_id.clone();
+        if self.redeploy_done {
+            self.status.last_redeploy_requested_at =
+                self.obj.annotations().get(REDEPLOY_ANNOTATION).cloned();
+        }
+        write_status(self.api, self.obj, std::mem::take(&mut self.status)).await?;
+        // Then the metadata: the marker is replaced by the id annotation only
+        // once the id is in status.
+        let marker = self.marker_set || create_pending(self.obj);
+        match id {
+            Some(id)
+                if marker || self.obj.annotations().get(DEPLOYMENT_ID_ANNOTATION) != Some(&id) =>
+            {
+                set_annotations(
+                    self.api,
+                    self.obj,
+                    &[
+                        (CREATE_PENDING_ANNOTATION, None),
+                        (DEPLOYMENT_ID_ANNOTATION, Some(&id)),
+                    ],
                 )
-                .await
+                .await?;
             }
-            Outcome::Stalled { message, .. } => {
-                publish(
-                    ctx,
-                    obj,
-                    EventType::Warning,
-                    "RevisionFailed",
-                    message.clone(),
-                )
-                .await
+            None if marker && self.clear_marker => {
+                set_annotations(self.api, self.obj, &[(CREATE_PENDING_ANNOTATION, None)]).await?;
             }
-            Outcome::Progressing { .. } | Outcome::Paused { .. } => {}
+            _ => {}
         }
+        if let Some((reason, message)) = warn {
+            publish(self.ctx, self.obj, EventType::Warning, reason, message).await;
+        }
+        for (type_, reason, note) in std::mem::take(&mut self.events) {
+            publish(self.ctx, self.obj, type_, reason, note).await;
+        }
+        Ok(())
     }
 
-    Ok(match (&outcome, &latest_revision_id, &revision_status) {
-        (Outcome::Progressing { .. }, rid, status) => {
-            let state = format!(
-                "{}/{}",
-                rid.as_deref().unwrap_or(""),
-                status.as_ref().map_or("", |s| s.as_str())
-            );
-            Action::requeue(ctx.poll_delay(&key, &state))
+    /// Follows the latest revision and reports: a revision this pass started
+    /// is not read (it has just begun); one that ended is not read again.
+    async fn follow(
+        mut self,
+        view: RemoteView,
+        revision: Option<Revision>,
+        key: &str,
+    ) -> Result<Action, Error> {
+        let previous = self.previous;
+        let ctx = self.ctx;
+        let latest = view.latest_revision_id.clone();
+        let started_here =
+            revision.is_none() && latest.is_some() && latest != previous.latest_revision_id;
+        let known_ended = previous.latest_revision_id == latest
+            && previous
+                .revision_status
+                .clone()
+                .map(RevisionStatus::from)
+                .is_some_and(|s| !s.is_in_progress() && s != RevisionStatus::Skipped);
+        let revision_status = match (&latest, revision) {
+            (None, _) => None,
+            (Some(rid), Some(rev)) if &rev.id == rid => Some(rev.status),
+            (Some(_), _) if known_ended => {
+                previous.revision_status.clone().map(RevisionStatus::from)
+            }
+            (Some(_), _) if started_here => None,
+            (Some(rid), _) => match self.cp.get_revision(&view.id, rid).await {
+                Ok(rev) => {
+                    ctx.learn_revision(&plane_key(self.cp), &rev);
+                    Some(rev.status)
+                }
+                Err(e) => return self.fail("get revision", e).await,
+            },
+        };
+        let outcome = match (&latest, &revision_status) {
+            (Some(rid), Some(RevisionStatus::Skipped)) => Outcome::Progressing {
+                reason: reason::REVISION_IN_PROGRESS,
+                message: format!("revision {rid} was SKIPPED; waiting for the newer revision"),
+            },
+            (Some(rid), Some(s)) => revision_outcome(rid, s),
+            (Some(rid), None) => Outcome::Progressing {
+                reason: reason::REVISION_IN_PROGRESS,
+                message: format!("revision {rid} started"),
+            },
+            _ => Outcome::Progressing {
+                reason: reason::REVISION_IN_PROGRESS,
+                message: "the deployment has no revision yet".into(),
+            },
+        };
+        let failed = matches!(outcome, Outcome::Stalled { .. });
+        let s = &mut self.status;
+        s.deployment_id = Some(view.id.clone());
+        s.latest_revision_id = latest.clone();
+        s.revision_status = revision_status.as_ref().map(|s| s.to_string());
+        s.active_revision_id = view.active_revision_id.clone();
+        s.deployment_status = view.deployment_status.clone();
+        s.url = view.url.clone().or_else(|| previous.url.clone());
+        if failed {
+            s.last_failed_revision_id = latest.clone();
+            s.last_failed_revision_status = s.revision_status.clone();
         }
-        _ => {
-            ctx.reset_polls(&key);
-            Action::requeue(jittered(ctx.config.resync_interval))
+        let revision_changed = previous.revision_status != s.revision_status
+            || previous.latest_revision_id != s.latest_revision_id;
+        if revision_changed {
+            match &outcome {
+                Outcome::Ready { message, .. } => {
+                    self.events
+                        .push((EventType::Normal, "RevisionDeployed", message.clone()));
+                }
+                Outcome::Stalled { message, .. } => {
+                    self.events
+                        .push((EventType::Warning, "RevisionFailed", message.clone()));
+                }
+                Outcome::Progressing { .. } | Outcome::Paused { .. } => {}
+            }
         }
-    })
+        if matches!(outcome, Outcome::Ready { .. })
+            && let Some(seconds) = time_to_ready(self.obj)
+        {
+            ctx.metrics.observe_time_to_ready(seconds);
+        }
+        self.finish(&outcome).await?;
+        Ok(match &outcome {
+            Outcome::Progressing { .. } => {
+                let state = format!(
+                    "{}/{}",
+                    latest.as_deref().unwrap_or(""),
+                    revision_status.as_ref().map_or("", |s| s.as_str())
+                );
+                let backoff = ctx.poll_delay(key, &state);
+                let expected_left = ctx.expected_left(&plane_key(self.cp), started_here);
+                Action::requeue(decide::next_poll(
+                    backoff,
+                    expected_left,
+                    ctx.config.max_poll_interval,
+                ))
+            }
+            _ => {
+                ctx.reset_polls(key);
+                Action::requeue(jittered(ctx.config.resync_interval))
+            }
+        })
+    }
+}
+
+/// The outcome of a change the service accepted but does not hold.
+fn unheld_outcome(id: &str, patch: &DeploymentPatch) -> Outcome {
+    Outcome::Stalled {
+        reason: reason::DRIFT_NOT_CONVERGING,
+        message: format!(
+            "the control plane does not hold {} of remote deployment {id} (it drops or normalizes the value, so the deployment read back still differs); not patched again until the spec changes",
+            desired::patch_fields(patch).join(", ")
+        ),
+    }
+}
+
+/// True when the object already shows `reason` and `message` on its
+/// conditions (so the Warning event is not repeated on every pass).
+fn already_reported(obj: &AgentDeployment, reason: &str, message: &str) -> bool {
+    obj.status
+        .as_ref()
+        .and_then(|s| crate::api::conditions::find(&s.conditions, crate::api::conditions::READY))
+        .is_some_and(|c| c.reason == reason && c.message == message)
 }
 
 /// Seconds from the start of the change (the `Reconciling=True` transition,

@@ -110,7 +110,11 @@ pub async fn report_blocked(
 /// Maps a control plane error to a status outcome: 401/403 → Unauthorized,
 /// 409 → NameConflict, transient → progressing (retried), other → InvalidSpec.
 pub fn error_outcome(operation: &str, e: &CpError) -> Outcome {
-    let message = format!("{operation}: {e}");
+    let message = if e.is_transient() {
+        format!("{operation}: {}; retrying with backoff", e.stable_summary())
+    } else {
+        format!("{operation}: {e}")
+    };
     match e {
         CpError::Unauthorized { .. } | CpError::Forbidden { .. } => Outcome::Stalled {
             reason: reason::UNAUTHORIZED,
@@ -129,42 +133,6 @@ pub fn error_outcome(operation: &str, e: &CpError) -> Outcome {
             message,
         },
     }
-}
-
-/// Reports a control plane error; transient errors are returned for backoff,
-/// the others wait for a change (or the slow resync).
-pub async fn report_cp_error(
-    api: &Api<AgentDeployment>,
-    obj: &AgentDeployment,
-    ctx: &Context,
-    operation: &'static str,
-    e: CpError,
-) -> Result<Action, Error> {
-    let outcome = error_outcome(operation, &e);
-    if e.is_transient() {
-        publish(
-            ctx,
-            obj,
-            EventType::Warning,
-            outcome.reason(),
-            outcome.message().to_owned(),
-        )
-        .await;
-        report(api, obj, &outcome).await?;
-        return Err(Error::ControlPlane {
-            operation,
-            source: e,
-        });
-    }
-    match outcome {
-        Outcome::Stalled { reason, message } => {
-            report_stalled(api, obj, ctx, reason, message).await?;
-        }
-        other => report(api, obj, &other).await?,
-    }
-    Ok(Action::requeue(crate::controller::jittered(
-        ctx.config.resync_interval,
-    )))
 }
 
 #[cfg(test)]

@@ -1,0 +1,423 @@
+//! The pure middle of an AgentDeployment pass: from what is known (spec,
+//! status, inputs, and what was read from the control plane) to the one step
+//! to take. No IO here; every function is a table of cases in the tests.
+//!
+//! A pass decides twice, because what it reads depends on what it knows:
+//! - [`before_remote`]: before any control plane request: wait (paused, a
+//!   rejection not yet due for retry, a cold-start drift check spread over
+//!   the resync period), obtain a deployment (create, adopt, recover), poll
+//!   only the revision, or read the deployment;
+//! - [`after_read`]: once the deployment was read: patch, redeploy, follow
+//!   the revision, or stall on a change the service does not hold.
+//!
+//! Sources: spec "Endpoints" and rule 2 "Recommended client flow"; facts
+//! "Requests" (what creates a revision) and "Revision" (statuses).
+
+use std::time::Duration;
+
+use crate::api::conditions::{READY, TRUE, find, reason};
+use crate::api::deployment::AgentDeploymentStatus;
+use crate::controlplane::types::{DeploymentPatch, RevisionStatus};
+
+/// First retry of a definitely rejected request with an unchanged desired
+/// state: 10 minutes after the rejection.
+pub const REJECTION_RETRY_BASE: Duration = Duration::from_secs(600);
+/// Cap of the rejection backoff (doubling from [`REJECTION_RETRY_BASE`]).
+pub const REJECTION_RETRY_MAX: Duration = Duration::from_secs(7200);
+
+/// The wait before resending a request rejected `attempts` times:
+/// 10 min, 20 min, 40 min, 80 min, then 2 h.
+pub fn rejection_backoff(attempts: u32) -> Duration {
+    REJECTION_RETRY_BASE
+        .saturating_mul(1u32 << attempts.saturating_sub(1).min(10))
+        .min(REJECTION_RETRY_MAX)
+}
+
+/// What a pass knows before any control plane request.
+#[derive(Clone, Debug)]
+pub struct Known<'a> {
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The status as last written (a fresh read when it matters).
+    pub status: &'a AgentDeploymentStatus,
+    /// Fingerprint of the desired state (see `desired::fingerprint`).
+    pub fingerprint: &'a str,
+    /// True when the secret values differ from those last sent.
+    pub secrets_changed: bool,
+    /// A redeploy annotation value not yet acted on.
+    pub redeploy_requested: bool,
+    /// The first pass of this object since the operator started.
+    pub first_pass: bool,
+    /// Seconds from now to the rejection's retry time (negative: due), if
+    /// the status holds a rejection.
+    pub rejection_due_in: Option<f64>,
+}
+
+/// The step a pass takes before any control plane request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Before {
+    /// A request with this desired state was rejected and is not due yet:
+    /// send nothing, check again after this delay (or on a change).
+    WaitRejected(Duration),
+    /// Cold start: the resource converged on its generation before the
+    /// restart; its first drift check is spread over the resync period.
+    SpreadColdStart,
+    /// No deployment id yet: adopt, recover or create (on a fresh read).
+    Obtain,
+    /// A revision is in progress and nothing changed: GET only the revision.
+    PollRevision(String),
+    /// Read the deployment (drift check, spec change, redeploy), then
+    /// [`after_read`].
+    ReadDeployment,
+}
+
+/// True when the status says the resource converged on `generation`: the
+/// remote equals the spec and its revision ended (Ready, or stalled on a
+/// failed revision or a change the service does not hold).
+pub fn converged_on(status: &AgentDeploymentStatus, generation: Option<i64>) -> bool {
+    status.deployment_id.is_some()
+        && status.observed_generation == generation
+        && find(&status.conditions, READY).is_some_and(|c| {
+            c.observed_generation == generation
+                && (c.status == TRUE
+                    || [
+                        reason::REVISION_FAILED,
+                        reason::REVISION_INTERRUPTED,
+                        reason::DRIFT_NOT_CONVERGING,
+                    ]
+                    .contains(&c.reason.as_str()))
+        })
+}
+
+/// True when the status follows a revision that has not ended.
+fn revision_in_progress(status: &AgentDeploymentStatus) -> Option<&str> {
+    let rid = status.latest_revision_id.as_deref()?;
+    let s = RevisionStatus::from(status.revision_status.clone()?);
+    (s.is_in_progress() || s == RevisionStatus::Skipped).then_some(rid)
+}
+
+/// The step before any control plane request (see [`Before`]).
+pub fn before_remote(k: &Known<'_>) -> Before {
+    if let Some(rejected) = &k.status.rejected_request
+        && rejected.fingerprint == k.fingerprint
+        && let Some(due_in) = k.rejection_due_in
+        && due_in > 0.0
+    {
+        return Before::WaitRejected(Duration::from_secs_f64(due_in));
+    }
+    if k.status.deployment_id.is_none() {
+        return Before::Obtain;
+    }
+    let same_generation = k.status.observed_generation == k.generation;
+    if k.first_pass
+        && same_generation
+        && !k.redeploy_requested
+        && !k.secrets_changed
+        && converged_on(k.status, k.generation)
+    {
+        return Before::SpreadColdStart;
+    }
+    if same_generation
+        && !k.redeploy_requested
+        && !k.secrets_changed
+        && k.status.rejected_request.is_none()
+        && let Some(rid) = revision_in_progress(k.status)
+    {
+        return Before::PollRevision(rid.to_owned());
+    }
+    Before::ReadDeployment
+}
+
+/// What a pass knows once the deployment was read.
+#[derive(Clone, Debug)]
+pub struct Read<'a> {
+    /// The minimal PATCH that makes the remote equal to the spec.
+    pub patch: &'a DeploymentPatch,
+    /// Its fingerprint (see `desired::patch_fingerprint`).
+    pub patch_fingerprint: &'a str,
+    /// The status as last written.
+    pub status: &'a AgentDeploymentStatus,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// A redeploy annotation value not yet acted on.
+    pub redeploy_requested: bool,
+    /// This pass created or adopted the deployment.
+    pub obtained_now: bool,
+    /// The remote deployment is being deleted outside the operator.
+    pub remote_deleting: bool,
+}
+
+/// The step once the deployment was read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum After {
+    /// The remote deployment is being deleted outside: wait for it.
+    RemoteDeleting,
+    /// The same PATCH was sent before and the service did not hold it:
+    /// report, and send nothing until the spec changes.
+    Unheld,
+    /// Send the PATCH (`drift`: the spec did not change since the last
+    /// converged pass, so the difference was made outside).
+    Patch {
+        /// A correction of a change made outside the operator.
+        drift: bool,
+    },
+    /// POST a new revision (the redeploy annotation changed).
+    Redeploy,
+    /// Nothing to change: follow the latest revision.
+    Follow,
+}
+
+/// The step once the deployment was read (see [`After`]).
+pub fn after_read(r: &Read<'_>) -> After {
+    if r.remote_deleting {
+        return After::RemoteDeleting;
+    }
+    if !r.patch.is_empty() {
+        if r.status.unheld_patch.as_deref() == Some(r.patch_fingerprint)
+            && r.status.observed_generation == r.generation
+        {
+            return After::Unheld;
+        }
+        let drift = !r.obtained_now
+            && r.status.observed_generation == r.generation
+            && converged_on(r.status, r.generation);
+        return After::Patch { drift };
+    }
+    if r.redeploy_requested && !r.obtained_now {
+        return After::Redeploy;
+    }
+    After::Follow
+}
+
+/// The delay before the next poll of a revision in progress: the backoff
+/// delay, or the time left until the revision is expected to end (learned
+/// from recent revisions of the same control plane), whichever is later,
+/// within `[min, max]`.
+pub fn next_poll(backoff: Duration, expected_left: Option<Duration>, max: Duration) -> Duration {
+    let wait = expected_left.map_or(backoff, |left| backoff.max(left));
+    wait.min(max.max(backoff.min(max)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::conditions::condition;
+    use crate::api::deployment::RejectedRequest;
+    use crate::controlplane::types::SourceConfig;
+
+    fn status(reason: &str, ready: &str, revision: Option<&str>) -> AgentDeploymentStatus {
+        AgentDeploymentStatus {
+            observed_generation: Some(1),
+            deployment_id: Some("d".into()),
+            latest_revision_id: Some("r".into()),
+            revision_status: revision.map(str::to_owned),
+            conditions: vec![condition(&[], READY, ready, reason, "m", Some(1))],
+            ..Default::default()
+        }
+    }
+
+    fn known<'a>(s: &'a AgentDeploymentStatus) -> Known<'a> {
+        Known {
+            generation: Some(1),
+            status: s,
+            fingerprint: "f",
+            secrets_changed: false,
+            redeploy_requested: false,
+            first_pass: false,
+            rejection_due_in: None,
+        }
+    }
+
+    #[test]
+    fn before_remote_table() {
+        let ready = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
+        let building = status(reason::REVISION_IN_PROGRESS, "False", Some("BUILDING"));
+        let none = AgentDeploymentStatus::default();
+        let mut rejected = none.clone();
+        rejected.rejected_request = Some(RejectedRequest {
+            operation: "create deployment".into(),
+            fingerprint: "f".into(),
+            attempts: 1,
+            retry_after_time: String::new(),
+        });
+        let cases: Vec<(&str, Known<'_>, Before)> = vec![
+            ("no id: obtain", known(&none), Before::Obtain),
+            (
+                "ready, steady: drift check",
+                known(&ready),
+                Before::ReadDeployment,
+            ),
+            (
+                "ready, first pass after a restart: spread",
+                Known {
+                    first_pass: true,
+                    ..known(&ready)
+                },
+                Before::SpreadColdStart,
+            ),
+            (
+                "first pass with a new generation: at once",
+                Known {
+                    first_pass: true,
+                    generation: Some(2),
+                    ..known(&ready)
+                },
+                Before::ReadDeployment,
+            ),
+            (
+                "first pass with a redeploy request: at once",
+                Known {
+                    first_pass: true,
+                    redeploy_requested: true,
+                    ..known(&ready)
+                },
+                Before::ReadDeployment,
+            ),
+            (
+                "building: one GET of the revision",
+                known(&building),
+                Before::PollRevision("r".into()),
+            ),
+            (
+                "building but the spec changed: read the deployment",
+                Known {
+                    generation: Some(2),
+                    ..known(&building)
+                },
+                Before::ReadDeployment,
+            ),
+            (
+                "building but a secret changed: read the deployment",
+                Known {
+                    secrets_changed: true,
+                    ..known(&building)
+                },
+                Before::ReadDeployment,
+            ),
+            (
+                "rejected, same fingerprint, not due: wait",
+                Known {
+                    rejection_due_in: Some(30.0),
+                    ..known(&rejected)
+                },
+                Before::WaitRejected(Duration::from_secs(30)),
+            ),
+            (
+                "rejected, due: try again",
+                Known {
+                    rejection_due_in: Some(-1.0),
+                    ..known(&rejected)
+                },
+                Before::Obtain,
+            ),
+            (
+                "rejected, fingerprint changed: try again",
+                Known {
+                    fingerprint: "g",
+                    rejection_due_in: Some(30.0),
+                    ..known(&rejected)
+                },
+                Before::Obtain,
+            ),
+        ];
+        for (what, k, want) in cases {
+            assert_eq!(before_remote(&k), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn after_read_table() {
+        let ready = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
+        let mut unheld = ready.clone();
+        unheld.unheld_patch = Some("p".into());
+        let empty = DeploymentPatch::default();
+        let some = DeploymentPatch {
+            source_config: Some(SourceConfig {
+                build_on_push: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let read = |patch, status, generation| Read {
+            patch,
+            patch_fingerprint: "p",
+            status,
+            generation,
+            redeploy_requested: false,
+            obtained_now: false,
+            remote_deleting: false,
+        };
+        let cases: Vec<(&str, Read<'_>, After)> = vec![
+            (
+                "equal: follow",
+                read(&empty, &ready, Some(1)),
+                After::Follow,
+            ),
+            (
+                "differs on a converged generation: drift",
+                read(&some, &ready, Some(1)),
+                After::Patch { drift: true },
+            ),
+            (
+                "differs after a spec change: patch",
+                read(&some, &ready, Some(2)),
+                After::Patch { drift: false },
+            ),
+            (
+                "the same patch was not held: stop",
+                read(&some, &unheld, Some(1)),
+                After::Unheld,
+            ),
+            (
+                "not held, but the spec changed since: patch",
+                read(&some, &unheld, Some(2)),
+                After::Patch { drift: false },
+            ),
+            (
+                "redeploy requested",
+                Read {
+                    redeploy_requested: true,
+                    ..read(&empty, &ready, Some(1))
+                },
+                After::Redeploy,
+            ),
+            (
+                "redeploy on the pass that created it: already a new revision",
+                Read {
+                    redeploy_requested: true,
+                    obtained_now: true,
+                    ..read(&empty, &ready, Some(1))
+                },
+                After::Follow,
+            ),
+            (
+                "being deleted outside",
+                Read {
+                    remote_deleting: true,
+                    ..read(&some, &ready, Some(1))
+                },
+                After::RemoteDeleting,
+            ),
+        ];
+        for (what, r, want) in cases {
+            assert_eq!(after_read(&r), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn rejection_backoff_doubles_to_its_cap() {
+        assert_eq!(rejection_backoff(1), Duration::from_secs(600));
+        assert_eq!(rejection_backoff(2), Duration::from_secs(1200));
+        assert_eq!(rejection_backoff(5), REJECTION_RETRY_MAX);
+        assert_eq!(rejection_backoff(60), REJECTION_RETRY_MAX);
+    }
+
+    #[test]
+    fn polls_wait_for_the_expected_end_within_bounds() {
+        let s = Duration::from_secs;
+        assert_eq!(next_poll(s(2), None, s(30)), s(2));
+        assert_eq!(next_poll(s(2), Some(s(9)), s(30)), s(9));
+        assert_eq!(next_poll(s(5), Some(s(1)), s(30)), s(5));
+        assert_eq!(next_poll(s(2), Some(s(600)), s(30)), s(30));
+    }
+}

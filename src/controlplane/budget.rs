@@ -1,0 +1,387 @@
+//! One shared, adaptive request budget per control plane: every resource of
+//! one AgentControlPlane draws from the same token bucket, a 429 or 503 slows
+//! the whole bucket down (not only the request that got it), and the rate
+//! recovers gradually.
+//!
+//! The service's limits are not documented (spec "Limits": "Rate limits: not
+//! shown"; facts "Errors": "a robust client honours `Retry-After` when a 429
+//! or 503 carries one"), so the budget discovers it with
+//! additive-increase / multiplicative-decrease (AIMD, as TCP congestion
+//! control does):
+//! - the bucket starts at [`START_RATE`] requests per second (or the declared
+//!   ceiling if lower) and adds about 1 request per second for each second of
+//!   successful use ([`Budget::on_success`]: `+ADDITIVE_INCREASE / rate` per
+//!   answer), up to the ceiling: `spec.requestsPerSecond` of the
+//!   AgentControlPlane, or [`DEFAULT_CEILING`] when it is unset;
+//! - a 429 or 503 halves the rate (at most once per [`DECREASE_HOLD`], since a
+//!   burst of in-flight requests all get the same answer), empties the bucket,
+//!   and, when the answer carries `Retry-After`, stops *every* request of the
+//!   control plane until it has passed;
+//! - a declared limit starts at the ceiling: the user said what the service
+//!   accepts.
+//!
+//! Requests have a [`Priority`]: while a mutation (create, patch, redeploy,
+//! delete) waits for a token, reads (polls, drift checks, lookups) wait
+//! behind it, so that changes go first when the budget is short.
+//!
+//! Why not `governor`: its quotas are fixed when the limiter is built, and an
+//! adaptive rate needs a bucket whose refill rate changes with every answer
+//! (rebuilding a governor limiter would reset its state and lose the pause).
+//! The bucket below is the textbook one (refill `rate × elapsed`, capped at
+//! `burst`), a few lines under one mutex.
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::limit::RateLimit;
+
+/// Ceiling of an AgentControlPlane without `requestsPerSecond`: 20 requests
+/// per second, with a bucket of [`DEFAULT_BURST`]. The service's limit is not
+/// documented; AIMD finds a lower one by itself.
+pub const DEFAULT_CEILING: f64 = 20.0;
+/// Bucket size (requests at once after an idle period) without `burst`.
+pub const DEFAULT_BURST: u32 = 10;
+/// Rate (requests per second) an undeclared budget starts from.
+pub const START_RATE: f64 = 10.0;
+/// Lowest rate a run of 429s can bring the budget to (requests per second).
+pub const MIN_RATE: f64 = 0.2;
+/// Requests per second added for each second of successful use.
+pub const ADDITIVE_INCREASE: f64 = 1.0;
+/// Factor applied to the rate on a 429 or 503.
+pub const MULTIPLICATIVE_DECREASE: f64 = 0.5;
+/// After a decrease, further 429s within this time do not decrease again
+/// (they answer requests sent before the first decrease took effect).
+pub const DECREASE_HOLD: Duration = Duration::from_secs(1);
+/// Longest `Retry-After` honoured for the whole control plane; a larger value
+/// is capped (a broken header must not stop the operator for days).
+pub const MAX_PAUSE: Duration = Duration::from_secs(600);
+
+/// Which requests go first when the budget is short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    /// Create, patch, redeploy, delete: a user asked for a change.
+    Mutation,
+    /// Polls, drift checks, lookups: can wait behind a mutation.
+    Read,
+}
+
+struct State {
+    /// Highest rate, requests per second.
+    ceiling: f64,
+    /// Bucket capacity, requests.
+    burst: f64,
+    /// Current refill rate, requests per second (MIN_RATE..=ceiling).
+    rate: f64,
+    /// Tokens in the bucket (may be fractional).
+    tokens: f64,
+    /// When `tokens` was last refilled.
+    refilled: Instant,
+    /// No request starts before this instant (a `Retry-After`).
+    paused_until: Option<Instant>,
+    /// When the rate was last decreased.
+    decreased: Option<Instant>,
+    /// Answers 429/503 seen (for tests and logs).
+    throttled: u64,
+}
+
+impl State {
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
+        self.refilled = now;
+    }
+}
+
+/// The budget of one control plane, shared by every client built for it
+/// (cheap to clone; clones share the bucket).
+#[derive(Clone)]
+pub struct Budget {
+    state: Arc<Mutex<State>>,
+    /// Mutations waiting for a token right now.
+    mutations_waiting: Arc<AtomicUsize>,
+}
+
+impl fmt::Debug for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.lock();
+        f.debug_struct("Budget")
+            .field("ceiling", &s.ceiling)
+            .field("rate", &s.rate)
+            .field("burst", &s.burst)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Removes one waiting mutation from the count when dropped (also when the
+/// waiting future is cancelled).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Budget {
+    /// A budget with `limit` as its ceiling (the AgentControlPlane's
+    /// `requestsPerSecond` and `burst`), or the defaults
+    /// ([`DEFAULT_CEILING`], [`DEFAULT_BURST`], starting at [`START_RATE`])
+    /// when `None`.
+    pub fn new(limit: Option<RateLimit>) -> Self {
+        let (ceiling, burst, start) = Self::shape(limit);
+        Self {
+            state: Arc::new(Mutex::new(State {
+                ceiling,
+                burst,
+                rate: start,
+                tokens: burst.min(start.max(1.0)),
+                refilled: Instant::now(),
+                paused_until: None,
+                decreased: None,
+                throttled: 0,
+            })),
+            mutations_waiting: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// (ceiling, burst, start rate) of a limit.
+    fn shape(limit: Option<RateLimit>) -> (f64, f64, f64) {
+        match limit {
+            Some(l) if l.requests_per_second.is_finite() && l.requests_per_second > 0.0 => {
+                let ceiling = l.requests_per_second;
+                (ceiling, f64::from(l.burst.max(1)), ceiling)
+            }
+            _ => (
+                DEFAULT_CEILING,
+                f64::from(DEFAULT_BURST),
+                START_RATE.min(DEFAULT_CEILING),
+            ),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes the ceiling (the AgentControlPlane's spec changed); the
+    /// current rate is kept if below the new ceiling.
+    pub fn set_limit(&self, limit: Option<RateLimit>) {
+        let (ceiling, burst, start) = Self::shape(limit);
+        let mut s = self.lock();
+        if (s.ceiling, s.burst) == (ceiling, burst) {
+            return;
+        }
+        s.ceiling = ceiling;
+        s.burst = burst;
+        s.rate = if limit.is_some() {
+            ceiling
+        } else {
+            s.rate.min(ceiling).max(start.min(s.rate))
+        };
+        s.tokens = s.tokens.min(burst);
+    }
+
+    /// The current rate, requests per second.
+    pub fn rate(&self) -> f64 {
+        self.lock().rate
+    }
+
+    /// Answers 429/503 seen so far.
+    pub fn throttled(&self) -> u64 {
+        self.lock().throttled
+    }
+
+    /// True while a `Retry-After` pause is pending.
+    pub fn paused(&self) -> bool {
+        self.lock()
+            .paused_until
+            .is_some_and(|until| until > Instant::now())
+    }
+
+    /// How long a request of `priority` must wait now (zero: it took a
+    /// token).
+    fn try_take(&self, priority: Priority, now: Instant) -> Duration {
+        let mut s = self.lock();
+        if let Some(until) = s.paused_until {
+            if until > now {
+                return until - now;
+            }
+            // Tokens accumulate from the end of the pause, not during it.
+            s.paused_until = None;
+            s.refilled = s.refilled.max(until);
+        }
+        s.refill(now);
+        let token_wait = |tokens: f64, rate: f64| {
+            Duration::from_secs_f64(((1.0 - tokens) / rate).clamp(0.001, 60.0))
+        };
+        if priority == Priority::Read && self.mutations_waiting.load(Ordering::SeqCst) > 0 {
+            // Leave the next token to the waiting mutation.
+            return token_wait(s.tokens.min(0.0), s.rate);
+        }
+        if s.tokens >= 1.0 {
+            s.tokens -= 1.0;
+            Duration::ZERO
+        } else {
+            token_wait(s.tokens, s.rate)
+        }
+    }
+
+    /// Waits until a request of `priority` may be sent and takes its token.
+    /// Cancellation-safe.
+    pub async fn acquire(&self, priority: Priority) {
+        let _waiting = (priority == Priority::Mutation).then(|| {
+            self.mutations_waiting.fetch_add(1, Ordering::SeqCst);
+            Waiting(&self.mutations_waiting)
+        });
+        loop {
+            let wait = self.try_take(priority, Instant::now());
+            if wait.is_zero() {
+                return;
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// An answer that was not a 429/503: the rate grows by
+    /// `ADDITIVE_INCREASE / rate` (about `ADDITIVE_INCREASE` per second at
+    /// full use), up to the ceiling.
+    pub fn on_success(&self) {
+        let mut s = self.lock();
+        if s.rate < s.ceiling {
+            s.rate = (s.rate + ADDITIVE_INCREASE / s.rate).min(s.ceiling);
+        }
+    }
+
+    /// A 429 or 503: halves the rate (once per [`DECREASE_HOLD`]), empties the
+    /// bucket, and pauses every request until `retry_after` (capped at
+    /// [`MAX_PAUSE`]) has passed.
+    pub fn on_throttled(&self, retry_after: Option<Duration>) {
+        self.on_throttled_at(retry_after, Instant::now());
+    }
+
+    fn on_throttled_at(&self, retry_after: Option<Duration>, now: Instant) {
+        let mut s = self.lock();
+        s.throttled += 1;
+        let hold = s
+            .decreased
+            .is_some_and(|at| now.saturating_duration_since(at) < DECREASE_HOLD);
+        if !hold {
+            s.rate = (s.rate * MULTIPLICATIVE_DECREASE).max(MIN_RATE);
+            s.decreased = Some(now);
+            s.tokens = 0.0;
+            s.refilled = now;
+        }
+        if let Some(ra) = retry_after {
+            let until = now + ra.min(MAX_PAUSE);
+            s.paused_until = Some(s.paused_until.map_or(until, |u| u.max(until)));
+        }
+        tracing::debug!(
+            rate = s.rate,
+            retry_after_s = retry_after.map(|d| d.as_secs_f64()),
+            "control plane throttled: budget slowed down"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared(rps: f64, burst: u32) -> Budget {
+        Budget::new(Some(RateLimit {
+            requests_per_second: rps,
+            burst,
+        }))
+    }
+
+    #[test]
+    fn a_declared_limit_starts_at_its_ceiling_and_an_undeclared_one_below() {
+        assert_eq!(declared(25.0, 25).rate(), 25.0);
+        assert_eq!(Budget::new(None).rate(), START_RATE);
+    }
+
+    #[test]
+    fn success_increases_additively_up_to_the_ceiling() {
+        let b = Budget::new(None);
+        for _ in 0..10 {
+            b.on_success();
+        }
+        let after_ten = b.rate();
+        assert!(
+            after_ten > START_RATE && after_ten < START_RATE + 1.1,
+            "{after_ten}"
+        );
+        for _ in 0..10_000 {
+            b.on_success();
+        }
+        assert_eq!(b.rate(), DEFAULT_CEILING);
+    }
+
+    #[test]
+    fn throttling_halves_once_per_hold_and_pauses_for_retry_after() {
+        let b = declared(20.0, 20);
+        let now = Instant::now();
+        b.on_throttled_at(Some(Duration::from_secs(2)), now);
+        assert_eq!(b.rate(), 10.0);
+        // A second 429 from the same burst does not halve again.
+        b.on_throttled_at(None, now + Duration::from_millis(100));
+        assert_eq!(b.rate(), 10.0);
+        b.on_throttled_at(None, now + Duration::from_millis(1500));
+        assert_eq!(b.rate(), 5.0);
+        assert_eq!(b.throttled(), 3);
+        // Nothing may be sent while the Retry-After is pending.
+        let wait = b.try_take(Priority::Mutation, now + Duration::from_millis(500));
+        assert!(wait >= Duration::from_millis(1400), "{wait:?}");
+        // Afterwards requests flow again at the lower rate.
+        let later = now + Duration::from_secs(3);
+        assert_eq!(b.try_take(Priority::Mutation, later), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_rate_never_drops_below_the_floor() {
+        let b = Budget::new(None);
+        let mut t = Instant::now();
+        for _ in 0..100 {
+            t += DECREASE_HOLD;
+            b.on_throttled_at(None, t);
+        }
+        assert_eq!(b.rate(), MIN_RATE);
+    }
+
+    #[test]
+    fn reads_wait_behind_a_waiting_mutation() {
+        let b = declared(1.0, 1);
+        let now = Instant::now();
+        assert_eq!(b.try_take(Priority::Read, now), Duration::ZERO);
+        b.mutations_waiting.fetch_add(1, Ordering::SeqCst);
+        let later = now + Duration::from_secs(2);
+        assert!(b.try_take(Priority::Read, later) > Duration::ZERO);
+        assert_eq!(b.try_take(Priority::Mutation, later), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_burst_is_bounded_by_the_bucket() {
+        let b = declared(5.0, 3);
+        let now = Instant::now();
+        let taken = (0..10)
+            .filter(|_| b.try_take(Priority::Read, now).is_zero())
+            .count();
+        assert_eq!(taken, 3);
+    }
+
+    #[tokio::test]
+    async fn acquire_spaces_requests_at_the_rate() {
+        let b = declared(50.0, 1);
+        let start = Instant::now();
+        for _ in 0..11 {
+            b.acquire(Priority::Read).await;
+        }
+        // One token at once, then ten at 50 per second: at least 200 ms.
+        let elapsed = start.elapsed();
+        assert!(elapsed >= Duration::from_millis(190), "{elapsed:?}");
+    }
+}

@@ -208,6 +208,7 @@ impl Args {
             drop_rate: self.drop_rate,
             hang_rate: self.hang_rate,
             hang_ms: self.hang_ms,
+            ..FaultConfig::default()
         };
         faults
             .validate()

@@ -3,10 +3,13 @@
 //! a loopback test tool. They are not counted in `/_emulator/requests` and
 //! never faulted.
 //!
-//! - `GET /_emulator/requests`: counts per route template and status.
+//! - `GET /_emulator/requests`: counts per route template and status, and
+//!   `during_retry_after` (see [`super::stats`]).
+//! - `GET /_emulator/requests/log`: the last requests, one entry each, with
+//!   their arrival time, route, ids and status (see [`super::stats`]).
 //! - `GET /_emulator/store`: every deployment with its revisions, by workspace.
-//! - `POST /_emulator/reset`: forget deployments and counts; restore the
-//!   start scenario rules and faults (204).
+//! - `POST /_emulator/reset`: forget deployments, counts and the request
+//!   log; restore the start scenario rules and faults (204).
 //! - `GET|PUT /_emulator/scenarios`: the scenario rules (a JSON array of
 //!   [`ScenarioRule`]); they apply to revisions created afterwards.
 //! - `GET|PUT /_emulator/faults`: the faults ([`FaultConfig`]).
@@ -33,6 +36,7 @@ use crate::controlplane::types::RevisionStatus;
 pub(crate) fn admin_routes() -> Router<EmulatorState> {
     Router::new()
         .route("/_emulator/requests", get(requests))
+        .route("/_emulator/requests/log", get(request_log))
         .route("/_emulator/store", get(store))
         .route("/_emulator/reset", post(reset))
         .route(
@@ -60,6 +64,10 @@ fn decode<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ApiError> {
 
 async fn requests(State(state): State<EmulatorState>) -> Json<Value> {
     Json(state.request_counts())
+}
+
+async fn request_log(State(state): State<EmulatorState>) -> Json<Value> {
+    Json(state.request_log())
 }
 
 async fn store(State(state): State<EmulatorState>) -> Json<Value> {

@@ -1,6 +1,8 @@
 //! Fault injection on the control plane routes: latency with jitter, a rate
-//! of 5xx answers, a per-workspace rate limit answered 429 with
-//! `Retry-After`, dropped connections and hung requests.
+//! of 5xx answers (optionally with `Retry-After`), a per-workspace rate limit
+//! answered 429 with `Retry-After`, dropped connections, hung requests, and
+//! routes refused with a fixed status (to test how a client handles a
+//! permanent refusal of, say, a redeploy).
 //!
 //! An emulator feature: the facts only say that rate limits are not
 //! documented and that a robust client honours `Retry-After` on 429 and 503
@@ -22,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::auth::Tenant;
 use super::errors::ApiError;
 use super::state::EmulatorState;
+use super::stats::RequestInfo;
 
 /// Which faults to inject. JSON shape of `PUT /_emulator/faults`; every field
 /// is optional there (missing fields take the defaults below).
@@ -48,6 +51,29 @@ pub struct FaultConfig {
     pub hang_rate: f64,
     /// How long a hung request hangs, in milliseconds. Default 600 000 (10 min).
     pub hang_ms: u64,
+    /// `Retry-After` (whole seconds) sent with the injected `error_status`
+    /// answers; `None` (default) sends none.
+    pub error_retry_after_seconds: Option<u64>,
+    /// Routes refused every time, first match wins (after the rate limit and
+    /// latency, before the random faults). Default none.
+    pub reject: Vec<RejectRule>,
+}
+
+/// A route the emulator refuses with a fixed status, e.g. `{"route": "POST
+/// /v2/deployments/{deployment_id}/revisions", "status": 400}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RejectRule {
+    /// `"METHOD /route/{template}"` as counted by `GET /_emulator/requests`,
+    /// without the `/api-host` prefix (it matches both the cloud and the
+    /// self-hosted route).
+    pub route: String,
+    /// The status answered, 400-599.
+    pub status: u16,
+    /// The `detail` of the answer; default `Rejected by the emulator (fault
+    /// injection).`.
+    #[serde(default)]
+    pub detail: Option<String>,
 }
 
 impl Default for FaultConfig {
@@ -62,13 +88,16 @@ impl Default for FaultConfig {
             drop_rate: 0.0,
             hang_rate: 0.0,
             hang_ms: 600_000,
+            error_retry_after_seconds: None,
+            reject: Vec::new(),
         }
     }
 }
 
 impl FaultConfig {
     /// Checks the ranges: rates in 0–1, `error_status` in 500–599, a positive
-    /// rate limit. The error names the bad field.
+    /// rate limit, rejection statuses in 400–599. The error names the bad
+    /// field.
     pub fn validate(&self) -> Result<(), String> {
         for (name, rate) in [
             ("error_rate", self.error_rate),
@@ -90,6 +119,14 @@ impl FaultConfig {
         {
             return Err(format!("rate_limit_per_second must be > 0, got {rps}"));
         }
+        for rule in &self.reject {
+            if !(400..=599).contains(&rule.status) {
+                return Err(format!(
+                    "reject status must be 400-599, got {} for {:?}",
+                    rule.status, rule.route
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -101,6 +138,13 @@ impl FaultConfig {
             && self.rate_limit_per_second.is_none()
             && self.drop_rate <= 0.0
             && self.hang_rate <= 0.0
+            && self.reject.is_empty()
+    }
+
+    /// The rule refusing `route` (`"METHOD /route/{template}"`, without the
+    /// `/api-host` prefix), if any.
+    pub fn rejection(&self, route: &str) -> Option<&RejectRule> {
+        self.reject.iter().find(|r| r.route == route)
     }
 }
 
@@ -244,24 +288,52 @@ pub(crate) async fn inject_faults(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
+    let info = req.extensions().get::<RequestInfo>().cloned();
+    let rejection = info
+        .as_ref()
+        .and_then(|i| cfg.rejection(&i.cloud_route()))
+        .cloned();
+    if let Some(rule) = rejection {
+        return ApiError::new(
+            StatusCode::from_u16(rule.status).unwrap_or(StatusCode::BAD_REQUEST),
+            rule.detail
+                .unwrap_or_else(|| "Rejected by the emulator (fault injection).".to_owned()),
+        )
+        .into_response();
+    }
     match decide(&cfg, rolls) {
         None => next.run(req).await,
         Some(Fault::Drop) => dropped_response(),
-        Some(Fault::Error) => ApiError::new(
-            StatusCode::from_u16(cfg.error_status)
-                .ok()
-                .filter(StatusCode::is_server_error)
-                .unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-            "Injected fault: the control plane is unavailable.",
-        )
-        .into_response(),
+        Some(Fault::Error) => {
+            let error = ApiError::new(
+                StatusCode::from_u16(cfg.error_status)
+                    .ok()
+                    .filter(StatusCode::is_server_error)
+                    .unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                "Injected fault: the control plane is unavailable.",
+            );
+            match cfg.error_retry_after_seconds {
+                Some(secs) => error.with_retry_after(secs),
+                None => error,
+            }
+            .into_response()
+        }
         Some(Fault::Hang) => {
-            let route = req
-                .extensions()
-                .get::<MatchedPath>()
-                .map(|m| m.as_str().to_owned())
-                .unwrap_or_default();
-            state.record_request(&format!("{} {route}", req.method()), "hung");
+            let info = info.unwrap_or_else(|| RequestInfo {
+                at: Instant::now(),
+                route: format!(
+                    "{} {}",
+                    req.method(),
+                    req.extensions()
+                        .get::<MatchedPath>()
+                        .map(|m| m.as_str())
+                        .unwrap_or("<unmatched>")
+                ),
+                deployment_id: None,
+                listener_id: None,
+                workspace: None,
+            });
+            state.record_request(&info, "hung");
             state
                 .wait_or_shutdown(Duration::from_millis(cfg.hang_ms))
                 .await;
@@ -305,6 +377,30 @@ mod tests {
             ..Default::default()
         };
         assert!(f.validate().is_err());
+    }
+
+    #[test]
+    fn reject_rules_match_routes_and_are_validated() {
+        let redeploy = "POST /v2/deployments/{deployment_id}/revisions";
+        let f: FaultConfig = serde_json::from_value(serde_json::json!({
+            "reject": [{"route": redeploy, "status": 400, "detail": "no"}],
+            "error_retry_after_seconds": 3
+        }))
+        .unwrap();
+        assert!(!f.is_off());
+        assert!(f.validate().is_ok());
+        assert_eq!(f.rejection(redeploy).map(|r| r.status), Some(400));
+        assert_eq!(f.rejection("GET /v2/deployments"), None);
+        assert_eq!(f.error_retry_after_seconds, Some(3));
+        let f = FaultConfig {
+            reject: vec![RejectRule {
+                route: redeploy.into(),
+                status: 302,
+                detail: None,
+            }],
+            ..Default::default()
+        };
+        assert!(f.validate().unwrap_err().contains("reject status"));
     }
 
     #[test]

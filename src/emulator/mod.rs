@@ -7,7 +7,7 @@
 //! silent, the choice is documented on the module that makes it:
 //! [`routes`] (status codes, list order and paging), [`rules`] (create and
 //! patch checks), [`auth`], [`timeline`] (revision life), [`agent`], [`admin`],
-//! [`faults`].
+//! [`faults`], [`stats`].
 //!
 //! Routes:
 //! - control plane, at the root and under `/api-host` (self-hosted), with
@@ -37,7 +37,7 @@ pub mod routes;
 pub mod rules;
 pub mod scenario;
 pub mod state;
-mod stats;
+pub mod stats;
 mod store;
 pub mod timeline;
 mod validate;
@@ -54,7 +54,7 @@ use tokio::task::JoinHandle;
 pub use config::{
     ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, ListenerSeed,
 };
-pub use faults::FaultConfig;
+pub use faults::{FaultConfig, RejectRule};
 pub use scenario::{ScenarioField, ScenarioRule};
 pub use state::EmulatorState;
 pub use timeline::Outcome;

@@ -1,5 +1,5 @@
 //! Shared state of a running emulator: configuration, store, scenario rules,
-//! faults, request counts.
+//! faults, request counts and log.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::config::{EmulatorConfig, same_workspace};
 use super::faults::{FaultConfig, RateLimiter};
 use super::scenario::ScenarioRule;
-use super::stats::RequestStats;
+use super::stats::{REQUEST_LOG_CAPACITY, RequestInfo, RequestStats};
 use super::store::{Now, Store, rfc3339};
 use crate::controlplane::types::{Listener, ListenerComputeConfig};
 
@@ -89,7 +89,7 @@ impl EmulatorState {
                 listeners,
                 store: Mutex::new(Store::default()),
                 limiter: Mutex::new(RateLimiter::default()),
-                stats: Mutex::new(RequestStats::default()),
+                stats: Mutex::new(RequestStats::new(Instant::now(), REQUEST_LOG_CAPACITY)),
                 shutdown,
             }),
         }
@@ -128,19 +128,29 @@ impl EmulatorState {
         *lock(&self.inner.scenarios) = rules;
     }
 
-    /// Forgets every deployment and request count and restores the scenario
-    /// rules and faults of the start configuration.
+    /// Forgets every deployment, request count, logged request and pending
+    /// `Retry-After`, and restores the scenario rules and faults of the start
+    /// configuration. Logged times stay relative to the emulator's start.
     pub fn reset(&self) {
         lock(&self.inner.store).clear();
-        *lock(&self.inner.stats) = RequestStats::default();
+        lock(&self.inner.stats).reset();
         lock(&self.inner.limiter).clear();
         *lock(&self.inner.scenarios) = self.inner.config.scenarios.clone();
         *lock(&self.inner.faults) = self.inner.config.faults.clone();
     }
 
-    /// Request counts as served by `GET /_emulator/requests`.
+    /// Request counts as served by `GET /_emulator/requests`:
+    /// `{"total", "during_retry_after", "routes"}` (see [`super::stats`]).
     pub fn request_counts(&self) -> Value {
         lock(&self.inner.stats).to_json()
+    }
+
+    /// The request log as served by `GET /_emulator/requests/log`:
+    /// `{"capacity", "dropped", "entries": [{"t_ms", "route",
+    /// "deployment_id", "listener_id", "status"}]}`, oldest first, at most
+    /// [`REQUEST_LOG_CAPACITY`] entries (see [`super::stats`]).
+    pub fn request_log(&self) -> Value {
+        lock(&self.inner.stats).log_json()
     }
 
     /// The store as served by `GET /_emulator/store`.
@@ -186,9 +196,20 @@ impl EmulatorState {
             .collect()
     }
 
-    /// Counts one request (see [`super::stats`]).
-    pub(crate) fn record_request(&self, route: &str, status: &str) {
-        lock(&self.inner.stats).record(route, status);
+    /// Counts and logs one request (see [`super::stats`]).
+    pub(crate) fn record_request(&self, req: &RequestInfo, status: &str) {
+        lock(&self.inner.stats).record(req, status);
+    }
+
+    /// Notes a request of `workspace` arriving at `at` (counted when a
+    /// `Retry-After` sent to the workspace still runs).
+    pub(crate) fn note_arrival(&self, workspace: &str, at: Instant) {
+        lock(&self.inner.stats).arrival(workspace, at);
+    }
+
+    /// Notes a `Retry-After` sent to `workspace`, running until `until`.
+    pub(crate) fn note_retry_after(&self, workspace: &str, until: Instant) {
+        lock(&self.inner.stats).retry_after_sent(workspace, until);
     }
 
     /// Takes a rate-limit token of `workspace` (see [`RateLimiter::take`]).

@@ -13,8 +13,8 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use support::{
-    EmulatorProcess, OperatorProcess, apply_json, install_control_plane, is_ready_now, ready,
-    wait_for,
+    Budget, EmulatorProcess, OperatorProcess, apply_json, install_control_plane, is_ready_now,
+    ready, wait_for,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -169,6 +169,7 @@ async fn create_update_delete_reaches_ready_and_cleans_up() {
         Err(CpError::NotFound { detail }) => assert!(detail.contains(&deployment_id), "{detail}"),
         other => panic!("expected 404 for the deleted deployment, got {other:?}"),
     }
+    emulator.assert_within_budget(&Budget::default()).await;
 }
 
 #[tokio::test]
@@ -231,4 +232,5 @@ async fn missing_secret_is_reported_and_recovers_when_created() {
         .await
         .unwrap();
     assert_eq!(remote.len(), 1);
+    emulator.assert_within_budget(&Budget::default()).await;
 }

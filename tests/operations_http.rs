@@ -12,7 +12,7 @@ use agent_operator::api::AgentDeployment;
 use kube::Api;
 use serde_json::json;
 use support::{
-    EmulatorProcess, OperatorOptions, OperatorProcess, apply_json, install_control_plane,
+    Budget, EmulatorProcess, OperatorOptions, OperatorProcess, apply_json, install_control_plane,
     is_ready_now, metric, wait_for,
 };
 
@@ -108,6 +108,7 @@ async fn probes_and_metrics_reflect_sync_and_reconciles() {
         "no namespace or object name in label values:\n{text}"
     );
     assert!(text.ends_with("# EOF\n"), "OpenMetrics text");
+    emulator.assert_within_budget(&Budget::default()).await;
 }
 
 /// A kubeconfig whose API server never answers (a closed loopback port).
@@ -224,4 +225,5 @@ async fn several_namespaces_are_watched_and_no_other() {
         Some(2.0),
         "only the watched namespaces are counted: {text}"
     );
+    emulator.assert_within_budget(&Budget::default()).await;
 }

@@ -13,7 +13,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
 use support::{
-    EmulatorProcess, OperatorOptions, OperatorProcess, apply_json, install_control_plane,
+    Budget, EmulatorProcess, OperatorOptions, OperatorProcess, apply_json, install_control_plane,
     is_ready_now, metric, wait_for,
 };
 
@@ -209,6 +209,7 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
         Some(follower_name),
         "the new leader keeps the Lease"
     );
+    emulator.assert_within_budget(&Budget::default()).await;
 }
 
 #[tokio::test]
@@ -254,6 +255,7 @@ async fn sigterm_releases_the_lease_and_exits_cleanly() {
     )
     .await;
     assert!(reconciles(&second.metrics().await) >= 1.0);
+    emulator.assert_within_budget(&Budget::default()).await;
 }
 
 #[tokio::test]

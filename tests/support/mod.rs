@@ -1,5 +1,6 @@
 //! Helpers of the operator tests: the emulator and operator *binaries* as child
-//! processes on loopback, typed clients, and polling waits.
+//! processes on loopback, typed clients, polling waits, and the request-budget
+//! guard ([`budget`]).
 //!
 //! Every child is killed when its handle drops (`kill_on_drop`), and its output
 //! goes to `target/test-logs/<test>-<binary>.log` for post-mortems.
@@ -15,7 +16,10 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use tokio::process::{Child, Command};
 
+pub mod budget;
 mod observe;
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use budget::Budget;
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use observe::*;
 

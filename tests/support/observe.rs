@@ -1,6 +1,7 @@
 //! Helpers of the `operator_*` tests: the emulator's admin routes (request
-//! counts, store, faults, scenarios), events about an object, manifests, and
-//! generic polling waits.
+//! counts, store, faults, scenarios), events about an object, manifests,
+//! generic polling waits, and [`Harness`], which checks the test's request
+//! budget when it is dropped (see [`super::budget`]).
 
 use std::time::{Duration, Instant};
 
@@ -12,8 +13,10 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::EmulatorProcess;
+use super::budget::Budget;
 
-fn admin_http() -> reqwest::Client {
+/// An HTTP client for the emulator's admin routes (10 s timeout).
+pub fn admin_http() -> reqwest::Client {
     agent_operator::controlplane::client::install_crypto_provider();
     reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -284,6 +287,10 @@ pub async fn wait_until_gone(api: &Api<AgentDeployment>, name: &str, timeout: Du
 
 /// One test's world: a namespace with the AgentControlPlane `default`, an
 /// emulator, its client, and an operator watching the namespace.
+///
+/// When it is dropped at the end of a test that did not panic, it checks the
+/// emulator's request log against [`Harness::budget`] and panics with the
+/// violations (see [`super::budget`]).
 pub struct Harness {
     /// Kubernetes client (cluster-admin).
     pub client: kube::Client,
@@ -297,6 +304,19 @@ pub struct Harness {
     pub cp: agent_operator::controlplane::ControlPlaneClient,
     /// The operator, unless the test stopped it.
     pub operator: Option<super::OperatorProcess>,
+    /// The request budget checked when the harness is dropped; default
+    /// [`Budget::default`] (60 requests per route and resource, 600 in all,
+    /// per minute). A test may tighten or loosen it.
+    pub budget: Budget,
+}
+
+impl Drop for Harness {
+    /// Checks [`Harness::budget`] unless the test is already failing.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            super::budget::check_budget_blocking(&self.emulator.base_url, &self.budget);
+        }
+    }
 }
 
 impl Harness {
@@ -322,6 +342,7 @@ impl Harness {
             emulator,
             cp,
             operator,
+            budget: Budget::default(),
         }
     }
 

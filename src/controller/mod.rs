@@ -73,6 +73,8 @@ pub struct Context {
     /// Per control plane: how long its revisions take from creation to
     /// DEPLOYED, seconds (exponentially weighted mean of recent revisions).
     pub revision_seconds: std::sync::Mutex<std::collections::HashMap<String, f64>>,
+    /// Name lookups before creates, shared by a fleet of one control plane.
+    pub names: deployment::names::NameIndexes,
 }
 
 impl Context {
@@ -92,6 +94,7 @@ impl Context {
             metrics: Default::default(),
             seen: Default::default(),
             revision_seconds: Default::default(),
+            names: Default::default(),
         }
     }
 

@@ -13,6 +13,7 @@
 //! finalizer until GET answers 404, since delete is asynchronous.
 
 mod decide;
+pub mod names;
 mod obtain;
 mod report;
 
@@ -847,7 +848,29 @@ async fn cleanup(
             "paused by the annotation {PAUSED_ANNOTATION}"
         )));
     }
-    let known_id = obj.status.as_ref().and_then(|s| s.deployment_id.clone());
+    // Giving the remote deployment up (removing the finalizer without a
+    // DELETE) is decided on a fresh read, never on a cache that may predate
+    // the operator's own last write; the id annotation survives a restore
+    // without status.
+    let fresh;
+    let id_of = |o: &AgentDeployment| {
+        o.status
+            .as_ref()
+            .and_then(|s| s.deployment_id.clone())
+            .or_else(|| o.annotations().get(DEPLOYMENT_ID_ANNOTATION).cloned())
+    };
+    let obj = if id_of(obj).is_none() && !create_pending(obj) {
+        match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
+            Some(o) => {
+                fresh = o;
+                &fresh
+            }
+            None => return Ok(Action::await_change()),
+        }
+    } else {
+        obj
+    };
+    let known_id = id_of(obj);
     if known_id.is_none() && !create_pending(obj) {
         return Ok(Action::await_change());
     }

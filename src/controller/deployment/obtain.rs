@@ -33,7 +33,7 @@ use crate::api::deployment::{
 use crate::controller::status::Outcome;
 use crate::controller::{Error, jittered};
 use crate::controlplane::types::{Deployment, DeploymentCreate};
-use crate::controlplane::{ControlPlaneClient, Error as CpError, ListDeployments};
+use crate::controlplane::Error as CpError;
 
 /// A deployment found or created by [`obtain`].
 pub struct ObtainedDeployment {
@@ -78,18 +78,6 @@ pub async fn set_annotations(
 /// True when the create-pending marker is on the object.
 pub fn create_pending(obj: &AgentDeployment) -> bool {
     obj.annotations().contains_key(CREATE_PENDING_ANNOTATION)
-}
-
-/// Every remote deployment whose name is exactly `name` (one fresh
-/// `name_contains` listing).
-async fn named(cp: &ControlPlaneClient, name: &str) -> Result<Vec<Deployment>, CpError> {
-    let found = cp
-        .list_all_deployments(&ListDeployments {
-            name_contains: Some(name.to_owned()),
-            ..Default::default()
-        })
-        .await?;
-    Ok(found.into_iter().filter(|d| d.name == name).collect())
 }
 
 fn found(deployment: Deployment, created: bool, recovered: bool) -> Obtained {
@@ -172,7 +160,15 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obta
     }
 
     let pending = create_pending(obj);
-    let existing = match named(cp, &body.name).await {
+    // After an interrupted create, an exact fresh listing (crash safety);
+    // otherwise a lookup a fleet of creates can share.
+    let plane = super::plane_key(cp);
+    let lookup = if pending {
+        super::names::exact(cp, &body.name).await
+    } else {
+        pass.ctx.names.lookup(&plane, cp, &body.name).await
+    };
+    let existing = match lookup {
         Ok(found) => found,
         Err(e) => {
             return pass
@@ -258,6 +254,9 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obtained
         }
     };
     info!(deployment_id = %remote.id, "created remote deployment");
+    pass.ctx
+        .names
+        .created(&super::plane_key(pass.cp), &remote);
     pass.events.push((
         EventType::Normal,
         "Created",

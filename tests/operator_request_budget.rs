@@ -250,7 +250,9 @@ async fn a_listener_read_answered_404_is_not_retried() {
     assert!(
         requests
             .iter()
-            .any(|r| r.listener_id.as_deref() == Some(UNKNOWN_LISTENER_ID) && r.status == "404"),
+            .any(|r| r.route == support::route::GET_LISTENER
+                && r.listener_id.as_deref() == Some(UNKNOWN_LISTENER_ID)
+                && r.status == "404"),
         "the listener read answered 404: {requests:?}"
     );
     let obj = listeners.get("ghost").await.expect("reading the listener");

@@ -110,6 +110,8 @@ pub mod route {
     pub const REDEPLOY: &str = "POST /v2/deployments/{deployment_id}/revisions";
     /// Read one revision.
     pub const GET_REVISION: &str = "GET /v2/deployments/{deployment_id}/revisions/{revision_id}";
+    /// Read one listener.
+    pub const GET_LISTENER: &str = "GET /v2/listeners/{listener_id}";
 }
 
 /// The answer of `GET /_emulator/requests`.
@@ -123,6 +125,13 @@ impl RequestCounts {
             .as_object()
             .map(|by_status| by_status.values().filter_map(Value::as_u64).sum())
             .unwrap_or(0)
+    }
+
+    /// Requests that arrived from a workspace while a `Retry-After` the
+    /// emulator had sent it (a 429, or a 503 with `Retry-After`) was still
+    /// running: a client that honours `Retry-After` keeps this at 0.
+    pub fn during_retry_after(&self) -> u64 {
+        self.0["during_retry_after"].as_u64().unwrap_or(0)
     }
 
     /// Requests about deployments other than the list (which the

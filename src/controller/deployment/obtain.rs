@@ -32,8 +32,8 @@ use crate::api::deployment::{
 };
 use crate::controller::status::Outcome;
 use crate::controller::{Error, jittered};
-use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::controlplane::Error as CpError;
+use crate::controlplane::types::{Deployment, DeploymentCreate};
 
 /// A deployment found or created by [`obtain`].
 pub struct ObtainedDeployment {
@@ -254,9 +254,7 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obtained
         }
     };
     info!(deployment_id = %remote.id, "created remote deployment");
-    pass.ctx
-        .names
-        .created(&super::plane_key(pass.cp), &remote);
+    pass.ctx.names.created(&super::plane_key(pass.cp), &remote);
     pass.events.push((
         EventType::Normal,
         "Created",

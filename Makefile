@@ -4,7 +4,7 @@ SHELL := /bin/bash
 export CARGO_TERM_COLOR ?= never
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 setup: ## install the prerequisites (Rust components, Go, kube-apiserver/etcd/kubectl built from source)
 	hack/setup.sh
@@ -22,7 +22,11 @@ test: setup lint ## everything CI runs: setup, lint, unit + integration + end-to
 bench: ## emulator scale benchmark (prints latencies and memory at 100 and 5,000 deployments)
 	cargo bench --bench emulator_scale
 
+bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + rate-limited emulator (ARGS="s1 s2 --count 500")
+	cargo build --release --bins
+	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench --bench fleet -- $(ARGS)
+
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint test bench demo
+.PHONY: help setup generate lint test bench bench-fleet demo

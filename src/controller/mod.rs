@@ -138,21 +138,28 @@ impl Context {
         *entry = 0.7 * *entry + 0.3 * seconds;
     }
 
-    /// For a revision that has just started (`started_now`): the learned
-    /// duration of revisions of `plane` plus 10 %, so that the first poll
-    /// lands near its expected end; `None` otherwise or when nothing was
-    /// learned yet.
-    pub fn expected_left(&self, plane: &str, started_now: bool) -> Option<Duration> {
-        if !started_now {
-            return None;
-        }
-        let learned = self
-            .revision_seconds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        learned
-            .get(plane)
-            .and_then(|s| Duration::try_from_secs_f64(s * 1.1).ok())
+    /// The time left until a revision of `plane` is expected to end: the
+    /// learned duration of its revisions plus 10 %, counted from the
+    /// revision's `created_at` (RFC 3339; `None`: it started just now).
+    /// `None` when nothing was learned yet or the expected end has passed.
+    pub fn expected_left(&self, plane: &str, created_at: Option<&str>) -> Option<Duration> {
+        let expected = {
+            let learned = self
+                .revision_seconds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            learned.get(plane).copied()? * 1.1
+        };
+        let age = match created_at {
+            None => 0.0,
+            Some(t) => {
+                let created: k8s_openapi::jiff::Timestamp = t.parse().ok()?;
+                k8s_openapi::jiff::Timestamp::now()
+                    .duration_since(created)
+                    .as_secs_f64()
+            }
+        };
+        Duration::try_from_secs_f64(expected - age).ok()
     }
 
     /// Records one more failure of `key` and returns the backoff delay:

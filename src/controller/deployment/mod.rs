@@ -643,9 +643,14 @@ impl Pass<'_> {
                 .clone()
                 .map(RevisionStatus::from)
                 .is_some_and(|s| !s.is_in_progress() && s != RevisionStatus::Skipped);
+        // When the revision followed was created (None: just now).
+        let mut created_at: Option<String> = None;
         let revision_status = match (&latest, revision) {
             (None, _) => None,
-            (Some(rid), Some(rev)) if &rev.id == rid => Some(rev.status),
+            (Some(rid), Some(rev)) if &rev.id == rid => {
+                created_at = rev.created_at.clone();
+                Some(rev.status)
+            }
             (Some(_), _) if known_ended => {
                 previous.revision_status.clone().map(RevisionStatus::from)
             }
@@ -653,6 +658,7 @@ impl Pass<'_> {
             (Some(rid), _) => match self.cp.get_revision(&view.id, rid).await {
                 Ok(rev) => {
                     ctx.learn_revision(&plane_key(self.cp), &rev);
+                    created_at = rev.created_at.clone();
                     Some(rev.status)
                 }
                 Err(e) => return self.fail("get revision", e).await,
@@ -714,7 +720,13 @@ impl Pass<'_> {
                     revision_status.as_ref().map_or("", |s| s.as_str())
                 );
                 let backoff = ctx.poll_delay(key, &state);
-                let expected_left = ctx.expected_left(&plane_key(self.cp), started_here);
+                let expected_left = if started_here {
+                    ctx.expected_left(&plane_key(self.cp), None)
+                } else {
+                    created_at
+                        .as_deref()
+                        .and_then(|t| ctx.expected_left(&plane_key(self.cp), Some(t)))
+                };
                 Action::requeue(decide::next_poll(
                     backoff,
                     expected_left,

@@ -89,10 +89,15 @@ pub fn converged_on(status: &AgentDeploymentStatus, generation: Option<i64>) -> 
         })
 }
 
-/// True when the status follows a revision that has not ended.
+/// The revision the status follows, when it has not ended: in progress,
+/// skipped (the newer one is read), or started by the pass that wrote the
+/// status and not read yet (no status).
 fn revision_in_progress(status: &AgentDeploymentStatus) -> Option<&str> {
     let rid = status.latest_revision_id.as_deref()?;
-    let s = RevisionStatus::from(status.revision_status.clone()?);
+    let Some(s) = status.revision_status.clone() else {
+        return Some(rid);
+    };
+    let s = RevisionStatus::from(s);
     (s.is_in_progress() || s == RevisionStatus::Skipped).then_some(rid)
 }
 
@@ -232,6 +237,7 @@ mod tests {
     fn before_remote_table() {
         let ready = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
         let building = status(reason::REVISION_IN_PROGRESS, "False", Some("BUILDING"));
+        let started = status(reason::REVISION_IN_PROGRESS, "False", None);
         let none = AgentDeploymentStatus::default();
         let mut rejected = none.clone();
         rejected.rejected_request = Some(RejectedRequest {
@@ -276,6 +282,11 @@ mod tests {
             (
                 "building: one GET of the revision",
                 known(&building),
+                Before::PollRevision("r".into()),
+            ),
+            (
+                "a revision started by the last pass, not read yet: one GET of it",
+                known(&started),
                 Before::PollRevision("r".into()),
             ),
             (

@@ -19,21 +19,18 @@ use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Api, Resource, ResourceExt};
-use serde::Serialize;
-use tracing::{debug, warn};
+use kube::{Api, ResourceExt};
+use tracing::debug;
 
+use super::report::{apply_status, publish_transition, transient_summary};
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
 use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
-use crate::api::FIELD_MANAGER;
-use crate::api::conditions::{READY, find, reason};
+use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
 use crate::controlplane::{Error as CpError, ListDeployments};
 
@@ -43,95 +40,6 @@ pub const CONCURRENCY: u16 = 4;
 
 /// `kind` label of this controller's metrics.
 pub const KIND: &str = "AgentControlPlane";
-
-/// Server-side applies `status` to the status subresource of `name` with the
-/// operator's field manager. Errors: the Kubernetes API error.
-pub(crate) async fn apply_status<K>(
-    api: &Api<K>,
-    name: &str,
-    status: &impl Serialize,
-) -> Result<(), Error>
-where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let patch = serde_json::json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(Error::Kube)?;
-    Ok(())
-}
-
-/// Publishes an event about `obj`; a failure is logged, not returned.
-pub(crate) async fn publish<K>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String)
-where
-    K: Resource<DynamicType = ()>,
-{
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
-        warn!(error = %e, "cannot publish event");
-    }
-}
-
-/// Publishes an event when the `Ready` condition changes status, reason or
-/// message:
-/// Normal when it became True, Warning otherwise.
-pub(crate) async fn publish_transition<K>(
-    ctx: &Context,
-    obj: &K,
-    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    outcome: &Outcome,
-) where
-    K: Resource<DynamicType = ()>,
-{
-    let now_ready = matches!(outcome, Outcome::Ready { .. });
-    let unchanged = find(previous, READY).is_some_and(|c| {
-        (c.status == "True") == now_ready
-            && c.reason == outcome.reason()
-            && c.message == outcome.message()
-    });
-    if unchanged {
-        return;
-    }
-    let type_ = if now_ready {
-        EventType::Normal
-    } else {
-        EventType::Warning
-    };
-    publish(
-        ctx,
-        obj,
-        type_,
-        outcome.reason(),
-        outcome.message().to_owned(),
-    )
-    .await;
-}
-
-/// A stable summary of a transient error for a condition message: without
-/// the parts that change from one attempt to the next (the `Retry-After`
-/// delay, a 5xx body), so that retrying does not rewrite the status, whose
-/// change would trigger another pass before the backoff. Pure.
-pub(crate) fn transient_summary(e: &CpError) -> String {
-    match e {
-        CpError::RateLimited { status, .. } => format!("rate limited ({status}); retrying"),
-        CpError::Server { status, .. } => format!("server error ({status}); retrying"),
-        other => format!("{other}; retrying"),
-    }
-}
 
 /// The outcome of the authentication probe (`list deployments`, limit 1)
 /// against `base_url` for `workspace_id`. Pure.

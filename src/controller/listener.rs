@@ -26,7 +26,7 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
-use super::control_plane::{apply_status, publish_transition, transient_summary};
+use super::report::{ErrorClass, apply_status, classify, publish_transition, transient_summary};
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
 use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
@@ -74,32 +74,20 @@ pub fn mirror(listener: &Listener) -> AgentListenerStatus {
 /// The outcome of a failed listener read. Pure.
 pub fn error_outcome(listener_id: &str, e: &CpError) -> Outcome {
     let message = format!("get listener {listener_id}: {e}");
-    match e {
-        CpError::Forbidden { .. } => Outcome::Stalled {
-            reason: reason::NOT_ENTERPRISE,
-            message,
-        },
-        CpError::NotFound { .. } => Outcome::Stalled {
-            reason: reason::LISTENER_NOT_FOUND,
-            message,
-        },
-        CpError::Unauthorized { .. } => Outcome::Stalled {
-            reason: reason::UNAUTHORIZED,
-            message,
-        },
-        e if e.is_transient() => Outcome::Progressing {
-            reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message: format!("get listener {listener_id}: {}", transient_summary(e)),
-        },
-        CpError::Validation { .. } | CpError::BadRequest { .. } => Outcome::Stalled {
-            reason: reason::INVALID_SPEC,
-            message,
-        },
-        _ => Outcome::Stalled {
-            reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message,
-        },
-    }
+    let reason = match classify(e) {
+        ErrorClass::Forbidden => reason::NOT_ENTERPRISE,
+        ErrorClass::NotFound => reason::LISTENER_NOT_FOUND,
+        ErrorClass::Unauthorized => reason::UNAUTHORIZED,
+        ErrorClass::Transient => {
+            return Outcome::Progressing {
+                reason: reason::CONTROL_PLANE_UNAVAILABLE,
+                message: format!("get listener {listener_id}: {}", transient_summary(e)),
+            };
+        }
+        ErrorClass::Rejected => reason::INVALID_SPEC,
+        ErrorClass::Other => reason::CONTROL_PLANE_UNAVAILABLE,
+    };
+    Outcome::Stalled { reason, message }
 }
 
 /// Writes `observed` (mirrored fields) and `outcome` to status, only when it

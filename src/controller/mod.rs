@@ -10,6 +10,7 @@ pub mod desired;
 pub mod listener;
 pub mod placement;
 pub mod planes;
+pub mod report;
 pub mod resolve;
 pub mod runner;
 pub mod status;

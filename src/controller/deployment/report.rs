@@ -2,13 +2,10 @@
 //! when changed, server-side apply), events, and the mapping of control plane
 //! errors to conditions.
 
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
-use kube::{Api, Resource, ResourceExt};
-use tracing::warn;
+use kube::runtime::events::EventType;
+use kube::{Api, ResourceExt};
 
-use crate::api::FIELD_MANAGER;
 use crate::api::conditions::{TRUE, find, reason};
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
 use crate::controller::resolve::Blocked;
@@ -24,16 +21,7 @@ pub async fn publish(
     reason: &str,
     note: String,
 ) {
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
-        warn!(error = %e, "cannot publish event");
-    }
+    crate::controller::report::publish(ctx, obj, type_, reason, note).await;
 }
 
 /// Writes `status` with server-side apply, unless it equals the current one.
@@ -45,19 +33,7 @@ pub async fn write_status(
     if obj.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    let patch = serde_json::json!({
-        "apiVersion": AgentDeployment::api_version(&()),
-        "kind": AgentDeployment::kind(&()),
-        "status": status,
-    });
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .map_err(Error::Kube)?;
-    Ok(())
+    crate::controller::report::apply_status(api, &obj.name_any(), &status).await
 }
 
 /// Writes `outcome` to the conditions, keeping the other status fields.
@@ -110,29 +86,20 @@ pub async fn report_blocked(
 /// Maps a control plane error to a status outcome: 401/403 → Unauthorized,
 /// 409 → NameConflict, transient → progressing (retried), other → InvalidSpec.
 pub fn error_outcome(operation: &str, e: &CpError) -> Outcome {
-    let message = if e.is_transient() {
-        format!("{operation}: {}; retrying with backoff", e.stable_summary())
-    } else {
-        format!("{operation}: {e}")
+    use crate::controller::report::{ErrorClass, classify, transient_summary};
+    let message = format!("{operation}: {e}");
+    let reason = match classify(e) {
+        ErrorClass::Unauthorized | ErrorClass::Forbidden => reason::UNAUTHORIZED,
+        ErrorClass::Rejected if matches!(e, CpError::Conflict { .. }) => reason::NAME_CONFLICT,
+        ErrorClass::Transient => {
+            return Outcome::Progressing {
+                reason: reason::CONTROL_PLANE_UNAVAILABLE,
+                message: format!("{operation}: {}", transient_summary(e)),
+            };
+        }
+        ErrorClass::Rejected | ErrorClass::NotFound | ErrorClass::Other => reason::INVALID_SPEC,
     };
-    match e {
-        CpError::Unauthorized { .. } | CpError::Forbidden { .. } => Outcome::Stalled {
-            reason: reason::UNAUTHORIZED,
-            message,
-        },
-        CpError::Conflict { .. } => Outcome::Stalled {
-            reason: reason::NAME_CONFLICT,
-            message,
-        },
-        e if e.is_transient() => Outcome::Progressing {
-            reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message,
-        },
-        _ => Outcome::Stalled {
-            reason: reason::INVALID_SPEC,
-            message,
-        },
-    }
+    Outcome::Stalled { reason, message }
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 use secrecy::SecretString;
 
@@ -56,6 +58,10 @@ struct Entry {
     client: ControlPlaneClient,
 }
 
+/// The reflector stores of one controller: AgentControlPlanes and Secret
+/// metadata.
+type WatchStores = (Store<AgentControlPlane>, Store<PartialObjectMeta<Secret>>);
+
 /// Cache of control plane clients keyed by (namespace, AgentControlPlane
 /// name). Cheap to share: one per operator, in [`super::Context`].
 #[derive(Default)]
@@ -65,6 +71,10 @@ pub struct ClientCache {
     /// the clients so that a client rebuilt after a key rotation or a spec
     /// change keeps the bucket, its learned rate and a pending `Retry-After`.
     budgets: Mutex<HashMap<(String, String), Budget>>,
+    /// Reflector stores of AgentControlPlanes and of Secret metadata filled
+    /// by the controllers' watches: when a cached client's fingerprint still
+    /// matches them, a pass reads nothing from the Kubernetes API.
+    stores: Mutex<Vec<WatchStores>>,
 }
 
 impl fmt::Debug for ClientCache {
@@ -174,6 +184,9 @@ impl ClientCache {
         request_timeout: Duration,
         observer: Option<Arc<dyn RequestObserver>>,
     ) -> Result<Result<ControlPlaneClient, Blocked>, Error> {
+        if let Some(client) = self.cached_by_stores(namespace, name, request_timeout, &observer) {
+            return Ok(Ok(client));
+        }
         let api: Api<AgentControlPlane> = Api::namespaced(kube.clone(), namespace);
         let Some(plane) = api.get_opt(name).await.map_err(Error::Kube)? else {
             self.forget(namespace, name);
@@ -297,6 +310,59 @@ impl ClientCache {
             },
         );
         Ok(Ok(client))
+    }
+
+    /// Registers the reflector stores of one controller (one per watched
+    /// namespace), read by [`ClientCache::client_for`].
+    pub fn register_stores(
+        &self,
+        planes: Store<AgentControlPlane>,
+        secrets: Store<PartialObjectMeta<Secret>>,
+    ) {
+        self.stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((planes, secrets));
+    }
+
+    /// The cached client of `namespace`/`name` when the stores show the
+    /// AgentControlPlane and its Secrets unchanged since it was built (and
+    /// not stalled); `None` means "read them from the API".
+    fn cached_by_stores(
+        &self,
+        namespace: &str,
+        name: &str,
+        request_timeout: Duration,
+        observer: &Option<Arc<dyn RequestObserver>>,
+    ) -> Option<ControlPlaneClient> {
+        let stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let plane_ref = ObjectRef::<AgentControlPlane>::new(name).within(namespace);
+        let (plane, secrets) = stores
+            .iter()
+            .find_map(|(p, s)| p.get(&plane_ref).map(|plane| (plane, s)))?;
+        if stalled(&plane).is_some() {
+            return None;
+        }
+        let version = |r: &SecretKeyRef| {
+            secrets
+                .get(&ObjectRef::new(&r.name).within(namespace))
+                .and_then(|m| m.resource_version())
+        };
+        let fingerprint = Fingerprint {
+            uid: plane.uid(),
+            generation: plane.metadata.generation,
+            api_key_version: Some(version(&plane.spec.api_key_secret_ref)?),
+            ca_bundle_version: match &plane.spec.ca_bundle_secret_ref {
+                None => None,
+                Some(r) => Some(version(r)?),
+            },
+            request_timeout,
+        };
+        drop(stores);
+        let entries = self.lock();
+        let entry = entries.get(&(namespace.to_owned(), name.to_owned()))?;
+        (entry.fingerprint == fingerprint && observer_fits(&entry.observer, observer))
+            .then(|| entry.client.clone())
     }
 
     /// The budget of the AgentControlPlane `key` with `limit` as its

@@ -220,6 +220,18 @@ where
         .applied_objects()
         .predicate_filter(plane_trigger_hash, Default::default());
 
+    // Secrets, as metadata only (the operator never holds the values of
+    // Secrets it does not reference; it GETs the ones it does): their
+    // resourceVersions tell the client cache that an API key is unchanged.
+    let (secret_meta_store, secret_writer) = reflector::store::<PartialObjectMeta<Secret>>();
+    let secret_trigger = watcher(secrets, watcher::Config::default())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(secret_writer)
+        .applied_objects();
+    ctx.planes
+        .register_stores(plane_store.clone(), secret_meta_store);
+
     // AgentDeployments: the store keeps every object (without managedFields);
     // a pass is triggered only by what a user controls (see
     // [`deployment_trigger_hash`]), never by the operator's own status,
@@ -236,15 +248,9 @@ where
     let secret_store = store.clone();
     let plane_store_for_secrets = plane_store.clone();
     let run = controller
-        // Secrets are watched as metadata only: the operator never holds the
-        // values of Secrets it does not reference (it GETs the ones it does).
-        .watches(
-            secrets,
-            watcher::Config::default(),
-            move |secret: PartialObjectMeta<Secret>| {
-                referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
-            },
-        )
+        .watches_stream(secret_trigger, move |secret: PartialObjectMeta<Secret>| {
+            referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
+        })
         .watches_stream(plane_trigger, move |plane: AgentControlPlane| {
             referencing_plane(&store, &plane)
         })

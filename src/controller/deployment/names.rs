@@ -37,15 +37,24 @@ pub const BURST_LOOKUPS: usize = 5;
 #[derive(Default)]
 struct Index {
     listed_at: Option<Instant>,
-    names: HashMap<String, Vec<Deployment>>,
+    names: std::collections::HashSet<String>,
     lookups: VecDeque<Instant>,
+}
+
+/// One control plane's index: the listing (held while it is refreshed, so
+/// concurrent lookups share it) and the names created since, recorded
+/// without waiting for a listing in progress.
+#[derive(Default)]
+struct PlaneIndex {
+    listing: tokio::sync::Mutex<Index>,
+    created: Mutex<HashMap<String, Instant>>,
 }
 
 /// The name indexes of every control plane (one per operator, in the
 /// context).
 #[derive(Default)]
 pub struct NameIndexes {
-    planes: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Index>>>>,
+    planes: Mutex<HashMap<String, Arc<PlaneIndex>>>,
 }
 
 impl std::fmt::Debug for NameIndexes {
@@ -67,7 +76,7 @@ pub async fn exact(cp: &ControlPlaneClient, name: &str) -> Result<Vec<Deployment
 }
 
 impl NameIndexes {
-    fn index(&self, plane: &str) -> Arc<tokio::sync::Mutex<Index>> {
+    fn index(&self, plane: &str) -> Arc<PlaneIndex> {
         self.planes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -87,7 +96,7 @@ impl NameIndexes {
         name: &str,
     ) -> Result<Vec<Deployment>, CpError> {
         let index = self.index(plane);
-        let mut idx = index.lock().await;
+        let mut idx = index.listing.lock().await;
         let now = Instant::now();
         while idx
             .lookups
@@ -107,14 +116,23 @@ impl NameIndexes {
         if !fresh {
             // Held while listing: concurrent lookups wait for this listing
             // instead of sending their own.
+            let started = Instant::now();
             let all = cp.list_all_deployments(&Default::default()).await?;
-            idx.names.clear();
-            for d in all {
-                idx.names.entry(d.name.clone()).or_default().push(d);
-            }
-            idx.listed_at = Some(Instant::now());
+            idx.names = all.into_iter().map(|d| d.name).collect();
+            idx.listed_at = Some(started);
+            // Names created before this listing began are in it.
+            index
+                .created
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|_, at| *at >= started);
         }
-        let known = idx.names.contains_key(name);
+        let known = idx.names.contains(name)
+            || index
+                .created
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(name);
         drop(idx);
         if known {
             exact(cp, name).await
@@ -124,21 +142,86 @@ impl NameIndexes {
     }
 
     /// Records a deployment this operator just created, so that the index
-    /// knows its name until the next listing.
+    /// knows its name until a listing that includes it.
     pub fn created(&self, plane: &str, deployment: &Deployment) {
-        let index = self.index(plane);
-        if let Ok(mut idx) = index.try_lock() {
-            idx.names
-                .entry(deployment.name.clone())
-                .or_default()
-                .push(deployment.clone());
-        } else {
-            // A listing is running; it started before this create, so drop
-            // it rather than miss the name.
-            let index = index.clone();
-            tokio::spawn(async move {
-                index.lock().await.listed_at = None;
-            });
+        self.index(plane)
+            .created
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(deployment.name.clone(), Instant::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controlplane::ClientConfig;
+    use crate::controlplane::types::{DeploymentCreate, SourceConfig, SourceRevisionConfig};
+    use crate::emulator::{self, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig};
+
+    fn body(name: &str) -> DeploymentCreate {
+        DeploymentCreate {
+            name: name.to_owned(),
+            source: "github".into(),
+            source_config: SourceConfig {
+                integration_id: Some("7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f".into()),
+                repo_url: Some("https://github.com/acme/agent".into()),
+                deployment_type: Some("dev".into()),
+                build_on_push: Some(false),
+                ..Default::default()
+            },
+            source_revision_config: SourceRevisionConfig {
+                repo_ref: Some("main".into()),
+                langgraph_config_path: Some("langgraph.json".into()),
+                ..Default::default()
+            },
+            secrets: Vec::new(),
         }
+    }
+
+    fn lists(running: &emulator::RunningEmulator) -> u64 {
+        running.state().request_counts()["routes"]["GET /v2/deployments"]
+            .as_object()
+            .map(|m| m.values().filter_map(serde_json::Value::as_u64).sum())
+            .unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn a_burst_of_lookups_shares_one_listing_and_conflicts_are_confirmed() {
+        let running = emulator::spawn(EmulatorConfig {
+            listen_addr: "127.0.0.1:0".parse().unwrap(),
+            step_duration: Duration::ZERO,
+            ..EmulatorConfig::default()
+        })
+        .await
+        .expect("emulator starts");
+        let cp = ControlPlaneClient::new(ClientConfig::new(
+            running.base_url(),
+            DEMO_WORKSPACE_ID,
+            DEMO_API_KEY.to_owned().into(),
+        ))
+        .unwrap();
+        let taken = cp.create_deployment(&body("taken")).await.unwrap();
+        let names = NameIndexes::default();
+        // A lone lookup is one exact listing.
+        assert!(names.lookup("p", &cp, "a-0").await.unwrap().is_empty());
+        assert_eq!(lists(&running), 1);
+        // A burst of 40 creates: a handful of exact lookups, then one
+        // listing answers the rest.
+        for i in 1..40 {
+            let name = format!("a-{i}");
+            assert!(names.lookup("p", &cp, &name).await.unwrap().is_empty());
+            let d = cp.create_deployment(&body(&name)).await.unwrap();
+            names.created("p", &d);
+        }
+        assert!(lists(&running) <= 6, "{} listings", lists(&running));
+        // A name that exists is found and confirmed by an exact listing.
+        let before = lists(&running);
+        let found = names.lookup("p", &cp, "taken").await.unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].id, taken.id);
+        assert_eq!(lists(&running), before + 1);
+        // So is one this operator created since the listing.
+        assert_eq!(names.lookup("p", &cp, "a-39").await.unwrap().len(), 1);
     }
 }

@@ -26,7 +26,10 @@ bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + r
 	cargo build --release --bins
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench --bench fleet -- $(ARGS)
 
+fault-crash: setup ## crash-safety fault suite, full version (100 resources, 25 + 20 SIGKILLs)
+	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet -- --nocapture
+
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint test bench bench-fleet demo
+.PHONY: help setup generate lint test bench fault-crash bench-fleet demo

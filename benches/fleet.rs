@@ -46,8 +46,8 @@ use agent_operator::envtest::{TestEnv, TestEnvOptions};
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Resource};
 use serde_json::json;
 
 use figures::{Counts, Phase};
@@ -212,6 +212,7 @@ struct Fleet {
     emulator: Emulator,
     operator: Operator,
     api: Api<AgentDeployment>,
+    client: kube::Client,
 }
 
 fn agent_deployment(name: &str, repo_ref: &str) -> serde_json::Value {
@@ -235,16 +236,75 @@ fn name(i: usize) -> String {
     format!("agent-{i:05}")
 }
 
-/// Ready=True on the current generation, and that generation is at least
-/// `min_generation` (1 for the rollout, 2 after the change wave).
-fn is_ready(obj: &AgentDeployment, min_generation: i64) -> bool {
-    let generation = obj.metadata.generation.unwrap_or(0);
-    let status = obj.status.as_ref();
-    generation >= min_generation
-        && status.and_then(|s| s.observed_generation) == Some(generation)
-        && status
-            .and_then(|s| find(&s.conditions, READY))
-            .is_some_and(|c| c.status == "True")
+/// The fields of an AgentDeployment that readiness needs: decoding only
+/// these keeps the benchmark's own CPU use small next to the operator's.
+#[derive(serde::Deserialize)]
+struct ReadinessList {
+    items: Vec<Readiness>,
+}
+
+#[derive(serde::Deserialize)]
+struct Readiness {
+    metadata: ReadinessMeta,
+    #[serde(default)]
+    status: Option<ReadinessStatus>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReadinessMeta {
+    #[serde(default)]
+    generation: Option<i64>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadinessStatus {
+    #[serde(default)]
+    observed_generation: Option<i64>,
+    #[serde(default)]
+    conditions: Vec<ReadinessCondition>,
+}
+
+#[derive(serde::Deserialize)]
+struct ReadinessCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+}
+
+impl Readiness {
+    /// Ready=True on the current generation, and that generation is at
+    /// least `min_generation` (1 for the rollout, 2 after the change wave).
+    fn is_ready(&self, min_generation: i64) -> bool {
+        let generation = self.metadata.generation.unwrap_or(0);
+        let Some(status) = &self.status else {
+            return false;
+        };
+        generation >= min_generation
+            && status.observed_generation == Some(generation)
+            && status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == READY && c.status == "True")
+    }
+}
+
+impl Fleet {
+    /// Lists the fleet (from the API server's watch cache,
+    /// `resourceVersion=0`) and counts the resources Ready on at least
+    /// `min_generation`.
+    async fn count_ready(&self, min_generation: i64) -> Result<usize, kube::Error> {
+        let url = AgentDeployment::url_path(&(), Some(&self.namespace));
+        let request = kube::core::Request::new(url)
+            .list(&ListParams::default().match_any())
+            .map_err(kube::Error::BuildRequest)?;
+        let list: ReadinessList = self.client.request(request).await?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|o| o.is_ready(min_generation))
+            .count())
+    }
 }
 
 async fn apply<K>(api: &Api<K>, name: &str, value: serde_json::Value)
@@ -284,6 +344,11 @@ fn git_commit() -> String {
 impl Bench {
     fn sample(&self, operator: &Operator) -> ProcSample {
         procs::sample(operator.pid(), self.clk_tck).unwrap_or_default()
+    }
+
+    /// CPU seconds of this benchmark process so far.
+    fn own_cpu(&self) -> f64 {
+        procs::sample(std::process::id(), self.clk_tck).map_or(0.0, |s| s.cpu_seconds)
     }
 
     /// Creates the namespace, emulator, API key Secret, AgentControlPlane and
@@ -368,6 +433,7 @@ impl Bench {
         );
         Fleet {
             api: Api::namespaced(self.client.clone(), &namespace),
+            client: self.client.clone(),
             run,
             n,
             declared,
@@ -385,6 +451,7 @@ impl Bench {
         let pid = fleet.operator.pid();
         let peak_is_per_phase = procs::reset_peak_rss(pid);
         let proc_before = self.sample(&fleet.operator);
+        let bench_before = self.own_cpu();
         let t0 = Instant::now();
         futures::stream::iter(0..fleet.n)
             .map(|i| {
@@ -417,6 +484,7 @@ impl Bench {
             proc_before,
             proc_after: self.sample(&fleet.operator),
             peak_is_per_phase,
+            bench_cpu_seconds: self.own_cpu() - bench_before,
             load: procs::load_average(),
         }
     }
@@ -452,6 +520,7 @@ impl Bench {
         let pid = fleet.operator.pid();
         let peak_is_per_phase = procs::reset_peak_rss(pid);
         let proc_before = self.sample(&fleet.operator);
+        let bench_before = self.own_cpu();
         let t0 = Instant::now();
         eprintln!(
             "S3: watching {} Ready resources for {:.1} min",
@@ -475,15 +544,7 @@ impl Bench {
         }
         let elapsed = t0.elapsed();
         let counts = Counts::from_json(&fleet.emulator.requests().await).since(&before);
-        let ready = fleet
-            .api
-            .list(&ListParams::default())
-            .await
-            .expect("listing the fleet")
-            .items
-            .iter()
-            .filter(|o| is_ready(o, 1))
-            .count();
+        let ready = fleet.count_ready(1).await.expect("listing the fleet");
         let phase = Phase {
             label: format!(
                 "S3 steady state [{}] N={} for {:.1} min",
@@ -500,6 +561,7 @@ impl Bench {
             proc_before,
             proc_after: self.sample(&fleet.operator),
             peak_is_per_phase,
+            bench_cpu_seconds: self.own_cpu() - bench_before,
             load: procs::load_average(),
         };
         let per_minute = phase.counts.total as f64 / (elapsed.as_secs_f64() / 60.0);
@@ -529,6 +591,7 @@ impl Bench {
     async fn cold_start(&mut self, fleet: &mut Fleet) {
         fleet.operator.kill().await;
         let before = Counts::from_json(&fleet.emulator.requests().await);
+        let bench_before = self.own_cpu();
         let t0 = Instant::now();
         let run = format!("{}-restart", fleet.run);
         fleet.operator = Operator::start(
@@ -553,14 +616,15 @@ impl Bench {
         let phase = Phase {
             label,
             n: fleet.n,
-            time_to_ready: Some(readyz),
-            ready: fleet.n,
+            time_to_ready: None,
+            ready: fleet.count_ready(1).await.expect("listing the fleet"),
             t_min: None,
             window: t0.elapsed(),
             counts,
             proc_before: ProcSample::default(),
             proc_after: self.sample(&fleet.operator),
             peak_is_per_phase: false,
+            bench_cpu_seconds: self.own_cpu() - bench_before,
             load: procs::load_average(),
         };
         self.record(Scenario::S4, fleet.declared, phase);
@@ -648,8 +712,12 @@ impl Bench {
         for (scenario, declared, p) in self.phases.iter().map(|(s, d, p)| (*s, *d, p)) {
             match scenario {
                 Scenario::S1 | Scenario::S2 => {
-                    let (time_limit, too_many_limit) =
-                        if declared { (1.25, 0.0) } else { (2.0, 1.0) };
+                    // Declared: no 429 at all; undeclared: at most 1 %.
+                    let (time_limit, too_many_target, too_many_ok) = if declared {
+                        (1.25, "0", p.counts.too_many() == 0)
+                    } else {
+                        (2.0, "≤ 1 %", p.too_many_percent() <= 1.0)
+                    };
                     let ratio = p.ratio();
                     let time = match (scenario, ratio) {
                         (Scenario::S1, Some(r)) => {
@@ -663,12 +731,13 @@ impl Bench {
                         (_, None) => "time: not all Ready".to_owned(),
                     };
                     println!(
-                        "  {}: requests/resource {:.2} (≤ 3) {} | 429 {:.2} % (≤ {too_many_limit} %) {} | {time}",
+                        "  {}: requests/resource {:.2} (≤ 3) {} | 429 {} = {:.3} % ({too_many_target}) {} | {time}",
                         p.label,
                         p.per_resource(),
                         mark(p.per_resource() <= 3.0),
+                        p.counts.too_many(),
                         p.too_many_percent(),
-                        mark(p.too_many_percent() <= too_many_limit),
+                        mark(too_many_ok),
                     );
                     if scenario == Scenario::S1
                         && let (Some((_, per, _)), Some(t)) = (self.baseline, p.time_to_ready)
@@ -724,13 +793,8 @@ async fn wait_all_ready(
 ) -> (Option<Duration>, usize) {
     let mut last_progress = Instant::now();
     loop {
-        let listed = fleet.api.list(&ListParams::default()).await;
-        let ready = match listed {
-            Ok(list) => list
-                .items
-                .iter()
-                .filter(|o| is_ready(o, min_generation))
-                .count(),
+        let ready = match fleet.count_ready(min_generation).await {
+            Ok(n) => n,
             Err(e) => {
                 eprintln!("listing the fleet: {e}");
                 0

@@ -111,7 +111,7 @@ pub struct Phase {
     pub n: usize,
     /// Time from the start of the phase until every resource was Ready on
     /// its current generation (1 s resolution: the fleet is listed once a
-    /// second); `None` when not reached (see `ready`).
+    /// second); `None` when not reached or not measured (see `ready`).
     pub time_to_ready: Option<Duration>,
     /// Resources Ready when the phase ended.
     pub ready: usize,
@@ -128,6 +128,9 @@ pub struct Phase {
     /// Whether the peak RSS covers this phase only (`clear_refs` worked) or
     /// the operator's whole life.
     pub peak_is_per_phase: bool,
+    /// CPU seconds the benchmark process itself (listing the fleet,
+    /// applying) spent during the phase, on the same cores.
+    pub bench_cpu_seconds: f64,
     /// 1-minute load average of the machine at the end of the phase.
     pub load: f64,
 }
@@ -165,6 +168,12 @@ impl Phase {
                 t.as_secs_f64() / min.as_secs_f64()
             ),
             (Some(t), None) => format!("all {} Ready in {:.1} s", self.n, t.as_secs_f64()),
+            (None, _) if self.ready >= self.n => format!(
+                "{}/{} Ready at the end of {:.1} s",
+                self.ready,
+                self.n,
+                self.window.as_secs_f64()
+            ),
             (None, _) => format!(
                 "NOT all Ready: {}/{} after {:.1} s",
                 self.ready,
@@ -178,7 +187,7 @@ impl Phase {
         };
         let _ = writeln!(
             out,
-            "{}: {ready} | requests {} ({:.2} per resource) | 429 {} ({:.2} %) | sent during Retry-After {during} | operator RSS peak {:.1} MiB{} final {:.1} MiB | operator CPU {:.2} s | load {:.2}",
+            "{}: {ready} | requests {} ({:.2} per resource) | 429 {} ({:.2} %) | sent during Retry-After {during} | operator RSS peak {:.1} MiB{} final {:.1} MiB | operator CPU {:.2} s | bench CPU {:.2} s | load {:.2}",
             self.label,
             self.counts.total,
             self.per_resource(),
@@ -192,6 +201,7 @@ impl Phase {
             },
             self.proc_after.rss_mib,
             self.cpu_seconds(),
+            self.bench_cpu_seconds,
             self.load,
         );
         let _ = writeln!(

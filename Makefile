@@ -26,10 +26,10 @@ bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + r
 	cargo build --release --bins
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench --bench fleet -- $(ARGS)
 
-fault-crash: setup ## crash-safety fault suite, full version (100 resources, 25 + 20 SIGKILLs)
-	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet -- --nocapture
+faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage
+	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet --test fault_control_plane -- --nocapture
 
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint test bench fault-crash bench-fleet demo
+.PHONY: help setup generate lint test bench faults bench-fleet demo

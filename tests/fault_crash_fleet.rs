@@ -7,7 +7,7 @@
 //!
 //! Short version in the test command (30 resources, 10 kills during creates,
 //! 5 during deletes); `FAULT_FULL=1` runs the full version (100 resources, 25
-//! and 20 kills; `make fault-crash`).
+//! and 20 kills; `make faults`).
 
 mod common;
 mod support;

@@ -216,9 +216,12 @@ pub fn object_key<K: kube::Resource<DynamicType = ()>>(obj: &K) -> String {
     )
 }
 
-/// `d` ± 10 %, so that many objects do not re-check in lockstep.
+/// `d` ± 25 % (uniform), so that many objects do not re-check in lockstep:
+/// a fleet that became Ready within a few minutes spreads its drift checks
+/// over half a period within a few periods, instead of checking in bursts
+/// (the mean interval stays `d`).
 pub fn jittered(d: Duration) -> Duration {
-    d.mul_f64(rand::random_range(0.9..1.1))
+    d.mul_f64(rand::random_range(0.75..1.25))
 }
 
 /// The requeue of a failed pass, shared by every `error_policy`: the

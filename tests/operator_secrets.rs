@@ -153,4 +153,15 @@ async fn changed_value_makes_a_new_revision_and_is_never_shown() {
             event.reason
         );
     }
+    // Nor does its log, at debug level for the operator's own modules.
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/test-logs/op-secret-rotate-operator.log");
+    let log = std::fs::read_to_string(&log).expect("the operator's log");
+    assert!(
+        log.contains("DEBUG"),
+        "the log is at debug level, so the scan means something"
+    );
+    for value in [FIRST_VALUE, SECOND_VALUE, support::API_KEY] {
+        assert!(!log.contains(value), "the operator log shows {value}");
+    }
 }

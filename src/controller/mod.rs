@@ -76,7 +76,19 @@ pub struct Context {
     pub revision_seconds: std::sync::Mutex<std::collections::HashMap<String, f64>>,
     /// Name lookups before creates, shared by a fleet of one control plane.
     pub names: deployment::names::NameIndexes,
+    /// Per object: the revision its last mutation started and when.
+    pub revision_started:
+        std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>,
+    /// Per control plane with no learned revision duration yet: the objects
+    /// allowed to poll early (see [`Context::poll_wait`]).
+    pub scouts:
+        std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
 }
+
+/// Objects of one control plane that poll their revisions while nothing is
+/// learned about how long revisions take; the others wait for what the
+/// scouts learn instead of each polling early.
+pub const SCOUTS: usize = 4;
 
 impl Context {
     /// Builds a context with a recorder reporting as `agent-operator`.
@@ -96,6 +108,8 @@ impl Context {
             seen: Default::default(),
             revision_seconds: Default::default(),
             names: Default::default(),
+            revision_started: Default::default(),
+            scouts: Default::default(),
         }
     }
 
@@ -105,10 +119,71 @@ impl Context {
         seen.insert(key.to_owned())
     }
 
+    /// Records that a mutation of `key` started revision `rid` just now.
+    pub fn revision_started(&self, key: &str, rid: &str) {
+        let mut started = self
+            .revision_started
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        started.insert(key.to_owned(), (rid.to_owned(), std::time::Instant::now()));
+    }
+
+    /// How long `key` should wait, without any request, before polling
+    /// revision `rid` of control plane `plane`; `None`: poll now.
+    ///
+    /// Only for a revision this operator started (its start time is known):
+    /// when revisions of the plane have a learned duration, the poll waits
+    /// for the expected end; when nothing is learned yet, up to [`SCOUTS`]
+    /// objects poll and the others check again after `poll_interval`
+    /// (a wake-up with no request) until the scouts have learned it.
+    pub fn poll_wait(&self, key: &str, plane: &str, rid: &str) -> Option<Duration> {
+        let since = {
+            let started = self
+                .revision_started
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            match started.get(key) {
+                Some((r, at)) if r == rid => at.elapsed(),
+                _ => return None,
+            }
+        };
+        let learned = self
+            .revision_seconds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(plane)
+            .copied();
+        if let Some(seconds) = learned {
+            let left = seconds * 1.1 - since.as_secs_f64();
+            return (left > 0.5).then(|| Duration::from_secs_f64(left));
+        }
+        let mut scouts = self.scouts.lock().unwrap_or_else(|p| p.into_inner());
+        let of_plane = scouts.entry(plane.to_owned()).or_default();
+        if of_plane.contains(key) || of_plane.len() < SCOUTS {
+            of_plane.insert(key.to_owned());
+            None
+        } else {
+            Some(self.config.poll_interval)
+        }
+    }
+
+    /// Forgets that `key` follows a revision (it ended, or was deleted).
+    pub fn revision_ended(&self, key: &str) {
+        self.revision_started
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        let mut scouts = self.scouts.lock().unwrap_or_else(|p| p.into_inner());
+        for of_plane in scouts.values_mut() {
+            of_plane.remove(key);
+        }
+    }
+
     /// Forgets every per-object state of `key` (the object was deleted).
     pub fn forget(&self, key: &str) {
         self.reset_backoff(key);
         self.reset_polls(key);
+        self.revision_ended(key);
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.remove(key);
     }

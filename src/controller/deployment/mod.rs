@@ -302,6 +302,9 @@ async fn apply(
             return Ok(Action::requeue(delay));
         }
         Before::PollRevision(rid) => {
+            if let Some(wait) = ctx.poll_wait(&key, &plane_key(&cp), &rid) {
+                return Ok(Action::requeue(wait));
+            }
             let id = previous.deployment_id.clone().unwrap_or_default();
             match cp.get_revision(&id, &rid).await {
                 Ok(rev) if rev.status != RevisionStatus::Skipped => {
@@ -637,6 +640,15 @@ impl Pass<'_> {
         let latest = view.latest_revision_id.clone();
         let started_here =
             revision.is_none() && latest.is_some() && latest != previous.latest_revision_id;
+        if let Some(rid) = latest.as_deref().filter(|_| started_here) {
+            ctx.revision_started(key, rid);
+        } else if let Some(rev) = revision
+            .as_ref()
+            .filter(|r| Some(&r.id) != previous.latest_revision_id.as_ref())
+        {
+            // A redeploy answered with the revision it started.
+            ctx.revision_started(key, &rev.id);
+        }
         let known_ended = previous.latest_revision_id == latest
             && previous
                 .revision_status
@@ -735,6 +747,7 @@ impl Pass<'_> {
             }
             _ => {
                 ctx.reset_polls(key);
+                ctx.revision_ended(key);
                 Action::requeue(jittered(ctx.config.resync_interval))
             }
         })

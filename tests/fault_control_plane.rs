@@ -111,10 +111,11 @@ async fn a_fleet_converges_after_5xx_hangs_drops_429s_and_an_outage() {
         converge.as_secs_f64(),
         total as f64 / count as f64,
     );
-    // Requests already in flight when a 429/503 arrives count as "during";
-    // a client that ignored Retry-After would send a multiple of this.
+    // Requests already in flight when a 429/503 arrives count as "during"
+    // (0 to 2 in the runs so far); a client that ignored Retry-After sends
+    // most of its requests into the pauses.
     assert!(
-        during <= total / 10,
+        during <= total / 5,
         "{during} of {total} requests were sent while a Retry-After was pending"
     );
 }

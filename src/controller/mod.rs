@@ -18,7 +18,7 @@ pub mod status;
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 
 /// Settings of the operator that shape reconcile timing.
 #[derive(Clone, Debug)]
@@ -55,8 +55,9 @@ impl Default for OperatorConfig {
 pub struct Context {
     /// Kubernetes client.
     pub client: kube::Client,
-    /// Event recorder (events.k8s.io).
-    pub recorder: Recorder,
+    /// Who publishes events (events.k8s.io): `agent-operator`, with the pod
+    /// name as instance.
+    pub reporter: Reporter,
     /// Timing settings.
     pub config: OperatorConfig,
     /// Consecutive failures per object, for the error backoff.
@@ -98,7 +99,7 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            reporter,
             client,
             config,
             failures: Default::default(),

@@ -91,10 +91,10 @@ where
     // A recorder per event: kube's `Recorder` keeps every event it
     // published for six minutes (to patch repeats as a series) and prunes
     // only when it publishes again, so after a fleet rollout a shared one
-    // held thousands of events for as long as the fleet stayed quiet (a rollout of
-    // 2,000: RSS peak 49.8 MiB with a shared recorder, 33.8 MiB without). The operator does not repeat events (a
-    // Warning is published when the condition changes), so series are lost
-    // for nothing.
+    // held thousands of events for as long as the fleet stayed quiet
+    // (rollout of 2,000: RSS peak 49.8 MiB with a shared recorder, 33.8 MiB
+    // without). The operator does not repeat events (a Warning is published
+    // when its condition changes), so nothing is lost by skipping series.
     let recorder = kube::runtime::events::Recorder::new(ctx.client.clone(), ctx.reporter.clone());
     if let Err(e) = recorder.publish(&event, &obj.object_ref(&())).await {
         warn!(error = %e, "cannot publish event");

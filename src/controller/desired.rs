@@ -175,43 +175,46 @@ pub fn secrets_hash(salt: &str, secrets: &[SecretValue]) -> String {
     format!("{salt}:{}", hex::encode(h.finalize()))
 }
 
-/// Fingerprint of a desired state: hex sha256 (first 16 bytes) of the
-/// request body without its secrets, the salted `secrets_hash` of the
-/// secrets, and `extra` (e.g. the AgentControlPlane's generation and the
-/// redeploy request). Two passes with the same inputs get the same value, so
-/// a request the service rejected is recognised without keeping any secret.
-pub fn fingerprint(body: &DeploymentCreate, secrets_hash: &str, extra: &[&str]) -> String {
+/// Hex of the first 16 bytes of sha256 over `parts`, each preceded by a
+/// separator: the digest behind [`fingerprint`] and [`patch_fingerprint`].
+fn digest<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
-    let without_secrets = DeploymentCreate {
-        secrets: Vec::new(),
-        ..body.clone()
-    };
-    h.update(serde_json::to_vec(&without_secrets).unwrap_or_default());
-    h.update(b"\0");
-    h.update(secrets_hash.as_bytes());
-    for e in extra {
+    for part in parts {
         h.update(b"\0");
-        h.update(e.as_bytes());
+        h.update(part);
     }
     hex::encode(&h.finalize()[..16])
+}
+
+/// Fingerprint of a desired state: hex sha256 (first 16 bytes) of the
+/// request body without its secrets, the salted `secrets_hash` of the
+/// secrets, and `extra` (e.g. the control plane and the redeploy request).
+/// Two passes with the same inputs get the same value, so a request the
+/// service rejected is recognised without keeping any secret.
+pub fn fingerprint(body: &DeploymentCreate, secrets_hash: &str, extra: &[&str]) -> String {
+    let without_secrets = serde_json::to_vec(&DeploymentCreate {
+        secrets: Vec::new(),
+        ..body.clone()
+    })
+    .unwrap_or_default();
+    digest(
+        [without_secrets.as_slice(), secrets_hash.as_bytes()]
+            .into_iter()
+            .chain(extra.iter().map(|e| e.as_bytes())),
+    )
 }
 
 /// Fingerprint of a PATCH body (hex sha256, first 16 bytes), with secret
 /// values replaced by `secrets_hash`, so that it can be kept in status.
 pub fn patch_fingerprint(patch: &DeploymentPatch, secrets_hash: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    let without_secrets = DeploymentPatch {
+    let without_secrets = serde_json::to_vec(&DeploymentPatch {
         secrets: None,
         ..patch.clone()
-    };
-    h.update(serde_json::to_vec(&without_secrets).unwrap_or_default());
-    if patch.secrets.is_some() {
-        h.update(b"\0");
-        h.update(secrets_hash.as_bytes());
-    }
-    hex::encode(&h.finalize()[..16])
+    })
+    .unwrap_or_default();
+    let secrets = patch.secrets.as_ref().map(|_| secrets_hash.as_bytes());
+    digest(std::iter::once(without_secrets.as_slice()).chain(secrets))
 }
 
 /// Names of the top-level fields a PATCH sets, e.g.
@@ -378,5 +381,30 @@ mod tests {
             &[SecretValue::new("B", "2"), SecretValue::new("A", "1")],
         );
         assert_eq!(h1, h2);
+    }
+
+    #[test]
+    fn fingerprints_follow_the_inputs_and_never_show_a_value() {
+        let body = create_body("a", &spec(), vec![SecretValue::new("A", "s3cret")]);
+        let hash = secrets_hash("salt", &body.secrets);
+        let f = fingerprint(&body, &hash, &["cp", ""]);
+        assert_eq!(f, fingerprint(&body, &hash, &["cp", ""]));
+        assert_ne!(f, fingerprint(&body, &hash, &["cp", "redeploy-1"]));
+        let other = secrets_hash("salt", &[SecretValue::new("A", "other")]);
+        assert_ne!(f, fingerprint(&body, &other, &["cp", ""]));
+        assert!(!f.contains("s3cret") && f.len() == 32);
+        let patch = DeploymentPatch {
+            secrets: Some(body.secrets.clone()),
+            ..Default::default()
+        };
+        assert_ne!(
+            patch_fingerprint(&patch, &hash),
+            patch_fingerprint(&patch, &other)
+        );
+        assert_eq!(
+            patch_fingerprint(&DeploymentPatch::default(), &hash),
+            patch_fingerprint(&DeploymentPatch::default(), &other),
+            "a patch without secrets does not depend on them"
+        );
     }
 }

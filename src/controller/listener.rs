@@ -26,6 +26,7 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
+use super::placement::listener_error_reason;
 use super::report::{ErrorClass, apply_status, classify, publish_transition, transient_summary};
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
@@ -74,20 +75,17 @@ pub fn mirror(listener: &Listener) -> AgentListenerStatus {
 /// The outcome of a failed listener read. Pure.
 pub fn error_outcome(listener_id: &str, e: &CpError) -> Outcome {
     let message = format!("get listener {listener_id}: {e}");
-    let reason = match classify(e) {
-        ErrorClass::Forbidden => reason::NOT_ENTERPRISE,
-        ErrorClass::NotFound => reason::LISTENER_NOT_FOUND,
-        ErrorClass::Unauthorized => reason::UNAUTHORIZED,
-        ErrorClass::Transient => {
-            return Outcome::Progressing {
-                reason: reason::CONTROL_PLANE_UNAVAILABLE,
-                message: format!("get listener {listener_id}: {}", transient_summary(e)),
-            };
-        }
-        ErrorClass::Rejected => reason::INVALID_SPEC,
-        ErrorClass::Other => reason::CONTROL_PLANE_UNAVAILABLE,
-    };
-    Outcome::Stalled { reason, message }
+    match (listener_error_reason(e), classify(e)) {
+        (Some(reason), _) => Outcome::Stalled { reason, message },
+        (None, ErrorClass::Transient) => Outcome::Progressing {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message: format!("get listener {listener_id}: {}", transient_summary(e)),
+        },
+        (None, _) => Outcome::Stalled {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message,
+        },
+    }
 }
 
 /// Writes `observed` (mirrored fields) and `outcome` to status, only when it

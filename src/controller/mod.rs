@@ -148,14 +148,8 @@ impl Context {
                 _ => return None,
             }
         };
-        let learned = self
-            .revision_seconds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(plane)
-            .copied();
-        if let Some(seconds) = learned {
-            let left = seconds * 1.1 - since.as_secs_f64();
+        if let Some(expected) = self.expected_seconds(plane) {
+            let left = expected - since.as_secs_f64();
             return (left > 0.5).then(|| Duration::from_secs_f64(left));
         }
         let mut scouts = self.scouts.lock().unwrap_or_else(|p| p.into_inner());
@@ -215,18 +209,22 @@ impl Context {
         *entry = 0.7 * *entry + 0.3 * seconds;
     }
 
-    /// The time left until a revision of `plane` is expected to end: the
-    /// learned duration of its revisions plus 10 %, counted from the
-    /// revision's `created_at` (RFC 3339; `None`: it started just now).
-    /// `None` when nothing was learned yet or the expected end has passed.
+    /// How long revisions of `plane` are expected to take: the learned
+    /// duration plus 10 %, seconds; `None` while nothing is learned.
+    fn expected_seconds(&self, plane: &str) -> Option<f64> {
+        self.revision_seconds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(plane)
+            .map(|s| s * 1.1)
+    }
+
+    /// The time left until a revision of `plane` is expected to end
+    /// ([`Context::expected_seconds`]), counted from the revision's
+    /// `created_at` (RFC 3339; `None`: it started just now). `None` when
+    /// nothing was learned yet or the expected end has passed.
     pub fn expected_left(&self, plane: &str, created_at: Option<&str>) -> Option<Duration> {
-        let expected = {
-            let learned = self
-                .revision_seconds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            learned.get(plane).copied()? * 1.1
-        };
+        let expected = self.expected_seconds(plane)?;
         let age = match created_at {
             None => 0.0,
             Some(t) => {

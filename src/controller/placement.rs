@@ -12,6 +12,7 @@
 
 use kube::Api;
 
+use super::report::{ErrorClass, classify};
 use super::resolve::Blocked;
 use super::{Context, Error};
 use crate::api::conditions::reason;
@@ -75,43 +76,63 @@ pub fn check_namespace(
     })
 }
 
-/// The placement problem a failed listener read reveals: 403 →
-/// `NotEnterprise`, 404 → `ListenerNotFound`, 401 → `Unauthorized`, 400/422
-/// → `InvalidSpec` (e.g. a listener id that is not a uuid), each with the
-/// service's detail. `None` for errors that are not about the input
-/// (transient or unexpected answers). Pure.
+/// The reason a failed listener read gives, from the shared classification
+/// ([`super::report::classify`]): 403 → `NotEnterprise`, 404 →
+/// `ListenerNotFound`, 401 → `Unauthorized`, 400/409/422 → `InvalidSpec`
+/// (e.g. a listener id that is not a uuid). `None` for transient errors and
+/// unexpected answers. Pure; used by the AgentListener controller too.
+pub fn listener_error_reason(e: &CpError) -> Option<&'static str> {
+    match classify(e) {
+        ErrorClass::Forbidden => Some(reason::NOT_ENTERPRISE),
+        ErrorClass::NotFound => Some(reason::LISTENER_NOT_FOUND),
+        ErrorClass::Unauthorized => Some(reason::UNAUTHORIZED),
+        ErrorClass::Rejected => Some(reason::INVALID_SPEC),
+        ErrorClass::Transient | ErrorClass::Other => None,
+    }
+}
+
+/// The placement problem a failed listener read reveals
+/// ([`listener_error_reason`]), with the service's detail; `None` for
+/// errors that are not about the input. Pure.
 pub fn listener_blocked(listener_id: &str, e: &CpError) -> Option<Blocked> {
-    let reason = match e {
-        CpError::Forbidden { .. } => reason::NOT_ENTERPRISE,
-        CpError::NotFound { .. } => reason::LISTENER_NOT_FOUND,
-        CpError::Unauthorized { .. } => reason::UNAUTHORIZED,
-        CpError::Validation { .. } | CpError::BadRequest { .. } => reason::INVALID_SPEC,
-        _ => return None,
-    };
     Some(Blocked {
-        reason,
+        reason: listener_error_reason(e)?,
         message: format!("listener {listener_id}: {e}"),
     })
 }
 
-/// Resolves the listener a deployment is placed on and checks its namespace.
-///
-/// - `sourceConfig.listenerRef` set: reads that `AgentListener` in
-///   `namespace` (missing → Blocked `ListenerNotFound`; on another
-///   AgentControlPlane than the deployment → Blocked `PlacementInvalid`) and
-///   takes its `spec.listenerId`; else `sourceConfig.listenerId`.
-/// - With a listener id and `listenerConfig.k8sNamespace`: reads
-///   `GET /v2/listeners/{id}` through `cp` and checks the namespace with
-///   [`check_namespace`]; 403/404/401/422 become Blocked (see
-///   [`listener_blocked`]).
+/// Resolves the listener a deployment is placed on and checks its namespace:
+/// [`listener_id`] then [`check_listener_namespace`].
 ///
 /// Returns `Ok(Ok(Some(listener_id)))`, `Ok(Ok(None))` when no listener is
-/// used, or `Ok(Err(Blocked))` for an input to fix. Errors: Kubernetes API
-/// failures other than 404, and transient or unexpected control plane errors
-/// (`Error::ControlPlane`, operation `get listener`) for the caller's backoff.
+/// used, or `Ok(Err(Blocked))` for an input to fix. Errors: as the two.
 pub async fn resolve_listener(
     ctx: &Context,
     cp: &ControlPlaneClient,
+    namespace: &str,
+    spec: &AgentDeploymentSpec,
+) -> Result<Result<Option<String>, Blocked>, Error> {
+    let listener_id = match listener_id(ctx, namespace, spec).await? {
+        Ok(Some(id)) => id,
+        other => return Ok(other),
+    };
+    Ok(check_listener_namespace(cp, &listener_id, spec)
+        .await?
+        .map(|()| Some(listener_id)))
+}
+
+/// The listener a deployment is placed on, from Kubernetes only (no
+/// control plane request):
+/// - `sourceConfig.listenerRef` set: reads that `AgentListener` in
+///   `namespace` (missing → Blocked `ListenerNotFound`; on another
+///   AgentControlPlane than the deployment → Blocked `PlacementInvalid`) and
+///   takes its `spec.listenerId`;
+/// - else `sourceConfig.listenerId`.
+///
+/// Returns `Ok(Ok(None))` when no listener is used. Errors: Kubernetes API
+/// failures other than 404.
+pub async fn listener_id(
+    ctx: &Context,
     namespace: &str,
     spec: &AgentDeploymentSpec,
 ) -> Result<Result<Option<String>, Blocked>, Error> {
@@ -119,7 +140,7 @@ pub async fn resolve_listener(
         return Ok(Err(blocked));
     }
     let sc = &spec.source_config;
-    let listener_id = match (&sc.listener_ref, &sc.listener_id) {
+    Ok(Ok(match (&sc.listener_ref, &sc.listener_id) {
         (Some(r), _) => {
             let api: Api<AgentListener> = Api::namespaced(ctx.client.clone(), namespace);
             let Some(listener) = api.get_opt(&r.name).await.map_err(Error::Kube)? else {
@@ -138,26 +159,40 @@ pub async fn resolve_listener(
                     ),
                 }));
             }
-            listener.spec.listener_id
+            Some(listener.spec.listener_id)
         }
-        (None, Some(id)) => id.clone(),
-        (None, None) => return Ok(Ok(None)),
-    };
-    let Some(k8s_namespace) = sc
+        (None, Some(id)) => Some(id.clone()),
+        (None, None) => None,
+    }))
+}
+
+/// With `listenerConfig.k8sNamespace` set: reads `GET /v2/listeners/{id}`
+/// through `cp` and checks the namespace with [`check_namespace`]; 403, 404,
+/// 401, 400 and 422 become Blocked (see [`listener_blocked`]). Without a
+/// namespace, no request.
+///
+/// Errors: transient or unexpected control plane errors
+/// (`Error::ControlPlane`, operation `get listener`) for the caller's backoff.
+pub async fn check_listener_namespace(
+    cp: &ControlPlaneClient,
+    listener_id: &str,
+    spec: &AgentDeploymentSpec,
+) -> Result<Result<(), Blocked>, Error> {
+    let Some(k8s_namespace) = spec
+        .source_config
         .listener_config
         .as_ref()
         .and_then(|c| c.k8s_namespace.as_deref())
     else {
-        return Ok(Ok(Some(listener_id)));
+        return Ok(Ok(()));
     };
-    match cp.get_listener(&listener_id).await {
+    match cp.get_listener(listener_id).await {
         Ok(listener) => Ok(check_namespace(
-            &listener_id,
+            listener_id,
             listener.compute_config.k8s_namespaces.as_deref(),
             k8s_namespace,
-        )
-        .map(|()| Some(listener_id))),
-        Err(e) => match listener_blocked(&listener_id, &e) {
+        )),
+        Err(e) => match listener_blocked(listener_id, &e) {
             Some(blocked) => Ok(Err(blocked)),
             None => Err(Error::ControlPlane {
                 operation: "get listener",

@@ -59,6 +59,28 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Log lines quoted in start-up errors.
 const ERROR_LOG_LINES: usize = 40;
 
+/// A loopback port for a child process (emulator, operator) to listen on,
+/// for tests and benchmarks.
+///
+/// Taken from 20000–31999, below the kernel's ephemeral range (32768–60999):
+/// a port picked with `bind(":0")` and released can be taken again at once by
+/// the local end of an outgoing connection before the child binds it. Each
+/// call in a process gets a different port (a counter from a per-process
+/// start), checked free by a bind. Panics when none is free.
+pub fn child_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = (std::process::id() % 600) * 20;
+    for _ in 0..12_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + ((start + n) % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in 20000-31999")
+}
+
 /// Installs rustls' `ring` crypto provider as the process default, if none is yet.
 ///
 /// kube uses rustls with `ring`; some other crate in the graph (reqwest with

@@ -28,7 +28,9 @@ use tracing::{debug, info};
 
 use self::decide::{After, Before};
 use self::obtain::{Obtained, create_pending, obtain, set_annotations};
-use self::report::{error_outcome, publish, report, report_blocked, report_stalled, write_status};
+use self::report::{
+    already_reported, error_outcome, publish, report, report_blocked, report_stalled, write_status,
+};
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
 use super::{placement, resolve};
@@ -226,9 +228,10 @@ async fn apply(
     };
     let mut body = desired::create_body(&obj.remote_name(), &obj.spec, secrets);
     if previous.deployment_id.is_none() {
-        // Placement is checked before the create (listener fields are
-        // immutable afterwards).
-        match placement::resolve_listener(ctx, &cp, &ns, &obj.spec).await? {
+        // The listener is part of the desired state (and of its
+        // fingerprint); its namespace is checked on the control plane only
+        // when the pass goes on to obtain a deployment.
+        match placement::listener_id(ctx, &ns, &obj.spec).await? {
             Ok(Some(listener_id)) => body.source_config.listener_id = Some(listener_id),
             Ok(None) => {}
             Err(blocked) => return report_blocked(api, obj, ctx, blocked).await,
@@ -330,6 +333,14 @@ async fn apply(
             }
         }
         Before::Obtain => {
+            // Placement is checked before the create (listener fields are
+            // immutable afterwards).
+            if let Some(listener_id) = &body.source_config.listener_id
+                && let Err(blocked) =
+                    placement::check_listener_namespace(&cp, listener_id, &obj.spec).await?
+            {
+                return report_blocked(api, obj, ctx, blocked).await;
+            }
             let obtained = match obtain(&mut pass, &body).await? {
                 Obtained::Remote(d) => d,
                 Obtained::Stop(action) => return Ok(action),
@@ -763,15 +774,6 @@ fn unheld_outcome(id: &str, patch: &DeploymentPatch) -> Outcome {
             desired::patch_fields(patch).join(", ")
         ),
     }
-}
-
-/// True when the object already shows `reason` and `message` on its
-/// conditions (so the Warning event is not repeated on every pass).
-fn already_reported(obj: &AgentDeployment, reason: &str, message: &str) -> bool {
-    obj.status
-        .as_ref()
-        .and_then(|s| crate::api::conditions::find(&s.conditions, crate::api::conditions::READY))
-        .is_some_and(|c| c.reason == reason && c.message == message)
 }
 
 /// Seconds from the start of the change (the `Reconciling=True` transition,

@@ -6,10 +6,10 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 
-use crate::api::conditions::{TRUE, find, reason};
+use crate::api::conditions::{READY, find, reason};
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
 use crate::controller::resolve::Blocked;
-use crate::controller::status::{Outcome, STALLED, conditions};
+use crate::controller::status::{Outcome, conditions};
 use crate::controller::{Context, Error};
 use crate::controlplane::Error as CpError;
 
@@ -48,13 +48,13 @@ pub async fn report(
     write_status(api, obj, status).await
 }
 
-/// True when the object already reports `Stalled=True` with this message
-/// (so the Warning event is not repeated on every pass).
-fn already_stalled_with(obj: &AgentDeployment, message: &str) -> bool {
+/// True when the object already shows `reason` and `message` on its
+/// conditions (so a Warning event is not repeated on every pass).
+pub fn already_reported(obj: &AgentDeployment, reason: &str, message: &str) -> bool {
     obj.status
         .as_ref()
-        .and_then(|s| find(&s.conditions, STALLED))
-        .is_some_and(|c| c.status == TRUE && c.message == message)
+        .and_then(|s| find(&s.conditions, READY))
+        .is_some_and(|c| c.reason == reason && c.message == message)
 }
 
 /// Reports a stalled state (Warning event once, conditions) and returns the
@@ -66,10 +66,19 @@ pub async fn report_stalled(
     reason: &'static str,
     message: String,
 ) -> Result<Action, Error> {
-    if !already_stalled_with(obj, &message) {
-        publish(ctx, obj, EventType::Warning, reason, message.clone()).await;
+    let repeated = already_reported(obj, reason, &message);
+    report(
+        api,
+        obj,
+        &Outcome::Stalled {
+            reason,
+            message: message.clone(),
+        },
+    )
+    .await?;
+    if !repeated {
+        publish(ctx, obj, EventType::Warning, reason, message).await;
     }
-    report(api, obj, &Outcome::Stalled { reason, message }).await?;
     Ok(Action::requeue(ctx.config.blocked_interval))
 }
 

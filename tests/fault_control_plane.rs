@@ -40,11 +40,7 @@ async fn a_fleet_converges_after_5xx_hangs_drops_429s_and_an_outage() {
         Some(&["--request-timeout-seconds", "2"]),
     )
     .await;
-    h.budget = Budget {
-        per_resource: 300,
-        total: 6_000,
-        ..Budget::default()
-    };
+    h.budget = Budget::fleet();
     h.emulator
         .set_faults(json!({
             "error_rate": 0.2,

@@ -42,14 +42,7 @@ async fn harness(test: &str) -> Harness {
         None,
     )
     .await;
-    // A fleet: creates and name lookups carry no id, so the guard counts
-    // them together per route; at most 3 per resource (create, lookup after
-    // a kill) in a minute, and a bound in all.
-    h.budget = Budget {
-        per_resource: 300,
-        total: 6_000,
-        ..Budget::default()
-    };
+    h.budget = Budget::fleet();
     h
 }
 

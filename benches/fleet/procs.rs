@@ -28,21 +28,10 @@ fn log_file(run: &str, what: &str) -> (std::fs::File, PathBuf) {
     (file, path)
 }
 
-/// A loopback port for a child to listen on, from 20000–31999 (below the
-/// kernel's ephemeral range, so that an outgoing connection cannot take it
-/// between this check and the child's bind).
+/// A loopback port for a child process to listen on
+/// ([`agent_operator::envtest::child_port`]).
 pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let start = (std::process::id() % 600) * 20;
-    for _ in 0..12_000 {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = 20_000 + ((start + n) % 12_000) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free loopback port in 20000-31999")
+    agent_operator::envtest::child_port()
 }
 
 /// Where the binaries are: `--bin-dir`, else the directory of the binaries

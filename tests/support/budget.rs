@@ -47,6 +47,17 @@ impl Default for Budget {
 }
 
 impl Budget {
+    /// The budget of a fleet test (tens to a hundred resources): creates and
+    /// name lookups carry no id, so the guard counts them together per
+    /// route; 300 per route and id and 6,000 in all per minute.
+    pub fn fleet() -> Self {
+        Self {
+            per_resource: 300,
+            total: 6_000,
+            ..Self::default()
+        }
+    }
+
     /// A budget nothing exceeds (the guard is off).
     pub fn unlimited() -> Self {
         Self {

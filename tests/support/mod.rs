@@ -34,25 +34,10 @@ fn log_file(test: &str, what: &str) -> std::fs::File {
     std::fs::File::create(dir.join(format!("{test}-{what}.log"))).expect("creating a log file")
 }
 
-/// A loopback port for a child process to listen on.
-///
-/// Taken from 20000–31999, below the kernel's ephemeral range (32768–60999):
-/// a port picked with `bind(":0")` and released can be taken again at once by
-/// the local end of an outgoing connection (the kube client, the control
-/// plane client) before the child binds it. Each call in a test binary gets a
-/// different port (a counter from a per-process start), checked free by a bind.
+/// A loopback port for a child process to listen on
+/// ([`agent_operator::envtest::child_port`]).
 pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let start = (std::process::id() % 600) * 20;
-    for _ in 0..12_000 {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = 20_000 + ((start + n) % 12_000) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free loopback port in 20000-31999")
+    agent_operator::envtest::child_port()
 }
 
 /// The `control-plane-emulator` binary running on a free loopback port.

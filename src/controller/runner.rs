@@ -28,6 +28,33 @@ pub const DEPLOYMENT_KIND: &str = "AgentDeployment";
 /// `kind` label of AgentControlPlane metrics.
 pub const CONTROL_PLANE_KIND: &str = "AgentControlPlane";
 
+/// The watch of a controller's own kind and the store it fills: a pass is
+/// triggered by a new generation (a spec change, or the deletion of an
+/// object with finalizers), never by the controller's own status writes,
+/// which would each cost a control plane request (the brief: "our own writes
+/// must never cause a remote call by themselves"). Secrets and other kinds
+/// trigger through `watches`, and steady objects are re-checked by the
+/// controller's own requeue.
+pub fn own_kind_stream<K>(
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(kube::runtime::predicates::generation, Default::default());
+    (store, stream)
+}
+
 /// Where the controllers watch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Scope {
@@ -228,7 +255,9 @@ where
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(secret_writer)
-        .applied_objects();
+        // Deletions too: a Secret deleted while in use stops its
+        // AgentDeployments (`SecretNotFound`) at once, not at the next resync.
+        .touched_objects();
     ctx.planes
         .register_stores(plane_store.clone(), secret_meta_store);
 

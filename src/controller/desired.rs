@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 
 use crate::api::deployment::{self as crd, AgentDeploymentSpec};
+use crate::api::resource_spec;
 use crate::controlplane::types::{self as wire, DeploymentCreate, DeploymentPatch, SecretValue};
 
 /// Maps `spec.sourceConfig` to the wire `source_config`.
@@ -16,10 +17,15 @@ pub fn source_config(spec: &crd::SourceConfig) -> wire::SourceConfig {
     wire::SourceConfig {
         integration_id: spec.integration_id.clone(),
         repo_url: spec.repo_url.clone(),
-        deployment_type: spec.deployment_type.clone(),
+        deployment_type: spec.deployment_type.map(|t| t.as_str().to_owned()),
         build_on_push: spec.build_on_push,
         custom_url: spec.custom_url.clone(),
-        resource_spec: spec.resource_spec.clone().map(Value::Object),
+        resource_spec: spec
+            .resource_spec
+            .as_ref()
+            // An unknown key cannot pass the schema; `rules::preflight`
+            // stops such a spec before any request.
+            .map(|rs| Value::Object(resource_spec::to_wire(rs).unwrap_or_default())),
         listener_id: spec.listener_id.clone(),
         listener_config: spec.listener_config.as_ref().map(|l| wire::ListenerConfig {
             k8s_namespace: l.k8s_namespace.clone(),
@@ -263,7 +269,7 @@ mod tests {
                 "repoUrl": "https://github.com/acme/agent",
                 "deploymentType": "dev",
                 "buildOnPush": false,
-                "resourceSpec": {"min_scale": 1}
+                "resourceSpec": {"minScale": 1}
             },
             "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"}
         }))
@@ -339,7 +345,7 @@ mod tests {
         let remote = remote_of(&body);
         let mut s = spec();
         s.source_config.build_on_push = Some(true);
-        s.source_config.resource_spec = Some(json!({"min_scale": 2}).as_object().unwrap().clone());
+        s.source_config.resource_spec = Some(json!({"minScale": 2}).as_object().unwrap().clone());
         let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),

@@ -57,6 +57,10 @@ pub struct FaultConfig {
     /// Routes refused every time, first match wins (after the rate limit and
     /// latency, before the random faults). Default none.
     pub reject: Vec<RejectRule>,
+    /// `resource_spec` keys the emulator accepts on create and PATCH but does
+    /// not store, as a service version that ignores a field would (pydantic
+    /// drops keys it does not know). Default none.
+    pub ignored_resource_spec_keys: Vec<String>,
 }
 
 /// A route the emulator refuses with a fixed status, e.g. `{"route": "POST
@@ -90,6 +94,7 @@ impl Default for FaultConfig {
             hang_ms: 600_000,
             error_retry_after_seconds: None,
             reject: Vec::new(),
+            ignored_resource_spec_keys: Vec::new(),
         }
     }
 }

@@ -124,12 +124,24 @@ fn custom_url(state: &EmulatorState, source: &str, sent: Option<String>, id: &Uu
     }
 }
 
+/// Removes the `resource_spec` keys of the fault setting
+/// `ignored_resource_spec_keys` from a validated create or PATCH body.
+fn drop_ignored_keys(state: &EmulatorState, body: &mut Value) {
+    let ignored = state.faults().ignored_resource_spec_keys;
+    if let Some(Value::Object(rs)) = body.pointer_mut("/source_config/resource_spec") {
+        for key in &ignored {
+            rs.remove(key);
+        }
+    }
+}
+
 async fn create_deployment(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
     JsonBody(mut body): JsonBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     validate::check(&mut body, &DEPLOYMENT_CREATE, &body_loc()).map_err(ApiError::validation)?;
+    drop_ignored_keys(&state, &mut body);
     let req: DeploymentCreate = decode(body)?;
     let policy = WorkspacePolicy {
         workspace_id: &ws,
@@ -252,6 +264,7 @@ async fn patch_deployment(
 ) -> JsonResult {
     let id = ids.at(0);
     validate::check(&mut body, &DEPLOYMENT_PATCH, &body_loc()).map_err(ApiError::validation)?;
+    drop_ignored_keys(&state, &mut body);
     let patch: PatchBody = decode(body)?;
     state.with_store(|store, now| {
         let d = store

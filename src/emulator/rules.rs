@@ -117,7 +117,35 @@ pub(crate) fn check_create(
         )?,
     }
     check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
+    check_secret_names(&req.secrets, sc.listener_id.is_some())?;
     check_listener(sc, ws)
+}
+
+/// Secret names the platform reserves (facts "Reserved variable names": the
+/// official CLI drops them because the service reserves them) → 400 naming
+/// the variable; the self-hosted-only names are accepted only on a
+/// deployment with a listener. The exact wording of the real answer is not
+/// known; the emulator names the rule.
+pub(crate) fn check_secret_names(
+    secrets: &[SecretValue],
+    with_listener: bool,
+) -> Result<(), ApiError> {
+    use crate::api::rules::{RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES};
+    for s in secrets {
+        if RESERVED_NAMES.contains(&s.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret name '{}' is reserved by the platform.",
+                s.name
+            )));
+        }
+        if !with_listener && SELF_HOSTED_ONLY_NAMES.contains(&s.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret name '{}' is allowed only on a self-hosted data plane.",
+                s.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_listener(sc: &SourceConfig, ws: &WorkspacePolicy<'_>) -> Result<(), ApiError> {
@@ -292,6 +320,9 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
         }
     }
     let secrets = patch.secrets.clone().filter(|s| !s.is_empty());
+    if let Some(list) = &secrets {
+        check_secret_names(list, sc.listener_id.is_some())?;
+    }
     new_revision |= secrets.is_some();
     check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
     rc.repo_commit_sha = None;

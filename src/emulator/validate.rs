@@ -71,7 +71,9 @@ const DICT_LIST: Ty = Ty::List(&Ty::Dict);
 /// kinds are not emulated).
 pub(crate) const SOURCES: &[&str] = &["github", "external_docker"];
 /// Allowed values of `source_config.deployment_type` (facts "Deployment").
-pub(crate) const DEPLOYMENT_TYPES: &[&str] = &["dev_free", "dev", "prod"];
+/// `dev_zero` and `dev_free_zero` are accepted by the Terraform provider.
+pub(crate) const DEPLOYMENT_TYPES: &[&str] =
+    &["dev_free", "dev", "prod", "dev_zero", "dev_free_zero"];
 
 const NAME_ONLY: &[Field] = &[req("name", Ty::Str)];
 

@@ -51,6 +51,9 @@ pub struct Known<'a> {
     /// Seconds from now to the rejection's retry time (negative: due), if
     /// the status holds a rejection.
     pub rejection_due_in: Option<f64>,
+    /// Time left before a change of Secret values alone may be sent (see
+    /// `controller::SECRETS_PATCH_INTERVAL`); `None`: it may be sent now.
+    pub secrets_due_in: Option<Duration>,
 }
 
 /// The step a pass takes before any control plane request.
@@ -66,6 +69,9 @@ pub enum Before {
     Obtain,
     /// A revision is in progress and nothing changed: GET only the revision.
     PollRevision(String),
+    /// Only Secret values changed, and the last PATCH that carried them is
+    /// too recent: send nothing, look again after this delay.
+    WaitSecrets(Duration),
     /// Read the deployment (drift check, spec change, redeploy), then
     /// [`after_read`].
     ReadDeployment,
@@ -114,23 +120,31 @@ pub fn before_remote(k: &Known<'_>) -> Before {
         return Before::Obtain;
     }
     let same_generation = k.status.observed_generation == k.generation;
+    // A change of Secret values alone waits for its interval; meanwhile the
+    // pass behaves as if nothing changed (a revision in progress is polled).
+    let secrets_held =
+        k.secrets_changed && same_generation && !k.redeploy_requested && k.secrets_due_in.is_some();
+    let secrets_changed = k.secrets_changed && !secrets_held;
     if k.first_pass
         && same_generation
         && !k.redeploy_requested
-        && !k.secrets_changed
+        && !secrets_changed
         && converged_on(k.status, k.generation)
     {
         return Before::SpreadColdStart;
     }
     if same_generation
         && !k.redeploy_requested
-        && !k.secrets_changed
+        && !secrets_changed
         && k.status.rejected_request.is_none()
         && let Some(rid) = revision_in_progress(k.status)
     {
         return Before::PollRevision(rid.to_owned());
     }
-    Before::ReadDeployment
+    match k.secrets_due_in {
+        Some(due) if secrets_held => Before::WaitSecrets(due),
+        _ => Before::ReadDeployment,
+    }
 }
 
 /// What a pass knows once the deployment was read.
@@ -230,6 +244,7 @@ mod tests {
             redeploy_requested: false,
             first_pass: false,
             rejection_due_in: None,
+            secrets_due_in: None,
         }
     }
 
@@ -302,6 +317,34 @@ mod tests {
                 Known {
                     secrets_changed: true,
                     ..known(&building)
+                },
+                Before::ReadDeployment,
+            ),
+            (
+                "a secret changed again too soon after the last: wait",
+                Known {
+                    secrets_changed: true,
+                    secrets_due_in: Some(Duration::from_secs(20)),
+                    ..known(&ready)
+                },
+                Before::WaitSecrets(Duration::from_secs(20)),
+            ),
+            (
+                "a secret changed too soon while building: poll the revision",
+                Known {
+                    secrets_changed: true,
+                    secrets_due_in: Some(Duration::from_secs(20)),
+                    ..known(&building)
+                },
+                Before::PollRevision("r".into()),
+            ),
+            (
+                "a secret changed too soon, but so did the spec: read",
+                Known {
+                    generation: Some(2),
+                    secrets_changed: true,
+                    secrets_due_in: Some(Duration::from_secs(20)),
+                    ..known(&ready)
                 },
                 Before::ReadDeployment,
             ),

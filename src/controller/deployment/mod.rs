@@ -40,6 +40,7 @@ use crate::api::deployment::{
     DeletionPolicy, FINALIZER, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, RejectedRequest,
     RemoteDeletionPolicy,
 };
+use crate::api::rules;
 use crate::controlplane::types::{
     Deployment, DeploymentCreate, DeploymentPatch, Revision, RevisionStatus,
 };
@@ -216,6 +217,12 @@ async fn apply(
         .ok_or(Error::MissingObjectKey("namespace"))?;
     let previous = obj.status.clone().unwrap_or_default();
 
+    // A spec the control plane would refuse stops here, before any request
+    // (rules the schema cannot express, or an object stored before a rule).
+    if let Err(message) = rules::preflight(&obj.remote_name(), &obj.spec) {
+        return report_stalled(api, obj, ctx, reason::INVALID_SPEC, message).await;
+    }
+
     // Observe the inputs (Kubernetes only). Nothing remote happens while one
     // is missing.
     let cp = match control_plane(api, obj, ctx).await? {
@@ -273,6 +280,7 @@ async fn apply(
             .rejected_request
             .as_ref()
             .and_then(|r| seconds_until(&r.retry_after_time)),
+        secrets_due_in: ctx.secrets_due_in(&key),
     };
     let mut pass = Pass {
         api,
@@ -293,6 +301,13 @@ async fn apply(
             debug!(
                 retry_in_s = delay.as_secs(),
                 "a rejected request is not due yet"
+            );
+            return Ok(Action::requeue(delay));
+        }
+        Before::WaitSecrets(delay) => {
+            debug!(
+                retry_in_s = delay.as_secs(),
+                "a change of Secret values waits for the last one's interval"
             );
             return Ok(Action::requeue(delay));
         }
@@ -484,6 +499,7 @@ impl Pass<'_> {
                     ));
                     if patch.secrets.is_some() {
                         self.status.secrets_hash = Some(secrets_hash.to_owned());
+                        self.ctx.secrets_sent(&object_key(self.obj));
                     }
                     if desired::creates_revision(&patch) {
                         self.redeploy_done = true;

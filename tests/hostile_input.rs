@@ -731,6 +731,42 @@ async fn hostile_resources_are_stopped_before_the_control_plane() {
         &condition(&obj, "Stalled").unwrap().message,
     ));
 
+    // An AgentControlPlane deleted while in use: its AgentDeployment stops
+    // at once (the resync is 300 s), and its remote deployment is left alone.
+    apply_json(
+        &planes,
+        "second",
+        json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
+            "metadata": {"name": "second"},
+            "spec": {"url": h.emulator.base_url, "workspaceId": support::WORKSPACE,
+                     "apiKeySecretRef": {"name": "cp-api-key", "key": "api-key"}}
+        }),
+    )
+    .await;
+    h.apply(with(
+        docker("on-second"),
+        "/spec/controlPlaneRef/name",
+        json!("second"),
+    ))
+    .await;
+    h.wait_ready("on-second", TIMEOUT).await;
+    planes
+        .delete("second", &DeleteParams::default())
+        .await
+        .unwrap();
+    let obj = h
+        .wait_stalled("on-second", "ControlPlaneNotReady", Duration::from_secs(20))
+        .await;
+    n += 1;
+    table.push(row(
+        n,
+        "AgentControlPlane deleted while in use",
+        "missing reference",
+        "`Stalled`/`ControlPlaneNotReady`; remote deployment untouched",
+        &condition(&obj, "Stalled").unwrap().message,
+    ));
+
     // A Secret that changes every second.
     let churn_started = Instant::now();
     let mut changes = 0;
@@ -798,7 +834,7 @@ async fn hostile_resources_are_stopped_before_the_control_plane() {
     ));
 
     // The control plane saw nothing it would refuse: the only creates are
-    // `healthy-after`'s, no request answered 4xx but the bad key's probes,
+    // `on-second`'s and `healthy-after`'s, no request answered 4xx but the bad key's probes,
     // and the doomed deployment was not touched.
     let creates = log.iter().filter(|r| r.route == route::CREATE).count();
     let refused: Vec<_> = log
@@ -819,8 +855,10 @@ async fn hostile_resources_are_stopped_before_the_control_plane() {
             r.deployment_id.as_deref() == Some(doomed_id.as_str()) && !r.route.starts_with("GET")
         })
         .count();
-    if creates != 1 {
-        problems.push(format!("{creates} creates (only healthy-after's expected)"));
+    if creates != 2 {
+        problems.push(format!(
+            "{creates} creates (only on-second's and healthy-after's expected)"
+        ));
     }
     if !refused.is_empty() {
         problems.push(format!("requests answered 4xx: {refused:?}"));

@@ -238,14 +238,26 @@ where
     // One watch of AgentControlPlanes: it fills the store the Secret mapper
     // reads (which Secret holds which control plane's API key) and triggers
     // the AgentDeployments of a control plane when its spec or readiness
-    // changes (not on its other status writes).
+    // changes, or when it is deleted (not on its other status writes). A
+    // deleted object has left the store once `reflect` saw its deletion, so
+    // its hash differs from its last one and the deletion passes the filter.
     let (plane_store, plane_writer) = reflector::store::<AgentControlPlane>();
+    let present = plane_store.clone();
     let plane_trigger = watcher(planes, watcher::Config::default())
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(plane_writer)
-        .applied_objects()
-        .predicate_filter(plane_trigger_hash, Default::default());
+        .touched_objects()
+        .predicate_filter(
+            move |p: &AgentControlPlane| {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                plane_trigger_hash(p).hash(&mut h);
+                present.get(&ObjectRef::from_obj(p)).is_some().hash(&mut h);
+                Some(h.finish())
+            },
+            Default::default(),
+        );
 
     // Secrets, as metadata only (the operator never holds the values of
     // Secrets it does not reference; it GETs the ones it does): their

@@ -511,6 +511,12 @@ async fn try_apply(h: &Harness, manifest: &Value) -> Result<(), String> {
 
 /// One line of the printed table (Markdown).
 fn row(n: usize, what: &str, kind: &str, stopped: &str, message: &str) -> String {
+    // The part a human reads: after the API server's "... is invalid: " or
+    // server-side apply's "failed to create typed patch object (...): ".
+    let message = message
+        .split_once(" is invalid: ")
+        .or_else(|| message.split_once("Kind=AgentDeployment): "))
+        .map_or(message, |(_, rest)| rest);
     let mut m: String = message.replace('|', "\\|").replace('\n', " ");
     if m.len() > 160 {
         let cut = (0..=160).rev().find(|&i| m.is_char_boundary(i)).unwrap();

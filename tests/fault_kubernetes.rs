@@ -108,14 +108,37 @@ fn operator_log(log_name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/test-logs/{log_name}-operator.log"))
 }
 
-/// Lines of the operator log `log_name` containing `needle`.
+/// `line` without its ANSI colour sequences (`ESC [ ... m`).
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Lines of the operator log `log_name` containing `needle` (colours
+/// stripped).
 fn log_lines(log_name: &str, needle: &str) -> usize {
     std::fs::read_to_string(operator_log(log_name))
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.contains(needle))
+        .filter(|l| strip_ansi(l).contains(needle))
         .count()
 }
+
+/// What the operator logs when a watch of AgentDeployments got `410 Gone`
+/// and lists again.
+const RELIST: &str = "watch expired (410 Gone); listing again kind=\"AgentDeployment\"";
 
 /// Applies `manifests` (8 at a time).
 async fn apply_all(h: &Harness, manifests: Vec<Value>) {
@@ -318,8 +341,9 @@ async fn an_apiserver_restart_mid_rollout_is_ridden_out() {
         );
     }
     let gone = log_lines(test, "code: 410");
+    let relists = log_lines(test, RELIST);
     println!(
-        "FIGURE fault=apiserver-restart resources={count} restarts={restarts} apiserver_down_s={downtimes:.1?} duplicates={} successful_creates={} operator_restarts=0 converge_after_last_restart_s={:.1} all_ready_s={:.1} requests_per_resource={:.1} watch_410s={gone}",
+        "FIGURE fault=apiserver-restart resources={count} restarts={restarts} apiserver_down_s={downtimes:.1?} duplicates={} successful_creates={} operator_restarts=0 converge_after_last_restart_s={:.1} all_ready_s={:.1} requests_per_resource={:.1} watch_410s={gone} agentdeployment_relists_after_410={relists}",
         c.duplicates.len(),
         c.successful_posts,
         converge.as_secs_f64(),
@@ -653,6 +677,7 @@ async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
         .await
         .unwrap_or_else(|e| panic!("compacting etcd: {:#}", anyhow::Error::from(e)));
     let gone_before = log_lines(test, "code: 410");
+    let relists_before = log_lines(test, RELIST);
     tokio::time::sleep(Duration::from_secs(gap_s).saturating_sub(gap.elapsed())).await;
     proxy.heal();
     let healed = Instant::now();
@@ -693,17 +718,18 @@ async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
         );
     }
     let gone = log_lines(test, "code: 410") - gone_before;
-    let relists = log_lines(test, "reconcile failed");
+    let relists = log_lines(test, RELIST) - relists_before;
     println!(
-        "FIGURE fault=watch-410 resources={count} changed_in_gap={} created_in_gap={added} deleted_in_gap=1 gap_s={:.1} compacted_to={revision} watch_410s={gone} duplicates=0 lost_updates=0 converge_after_heal_s={:.1} requests_per_resource={:.1} operator_error_lines={relists}",
+        "FIGURE fault=watch-410 resources={count} changed_in_gap={} created_in_gap={added} deleted_in_gap=1 gap_s={:.1} compacted_to={revision} watch_410s={gone} agentdeployment_relists_after_410={relists} duplicates=0 lost_updates=0 converge_after_heal_s={:.1} requests_per_resource={:.1}",
         changed.len(),
         healed.duration_since(gap).as_secs_f64(),
         converge.as_secs_f64(),
         requests_per_resource(&h, expected).await,
     );
     assert!(
-        gone > 0,
-        "the operator's watches met no 410 Gone after the compaction (see {})",
+        gone > 0 && relists > 0,
+        "the operator's AgentDeployment watch met no 410 Gone after the compaction, or did not \
+         list again (see {})",
         operator_log(test).display()
     );
 }

@@ -763,9 +763,9 @@ fn current_holder(log: &HolderLog) -> Option<String> {
     log.lock().unwrap().last().and_then(|(_, h)| h.clone())
 }
 
-/// (4) Two replicas with leader election; every `kill_every` the leader is
-/// SIGKILLed and a new replica started, while a fleet is applied and rolls
-/// out. Failover is measured from the kill to the Lease changing holder and
+/// (4) Two replicas with leader election; every `kill_every` (from the
+/// start) the leader is SIGKILLed and a new replica started, while a fleet
+/// is applied at a steady pace over the kills and rolls out. Failover is measured from the kill to the Lease changing holder and
 /// to the new leader's first reconcile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_again_and_again_during_a_rollout() {
@@ -825,7 +825,8 @@ async fn leader_killed_again_and_again_during_a_rollout() {
     let mut first_reconciles = Vec::new();
     let bound = Duration::from_secs(3 * lease_seconds + 10);
     for k in 0..kills {
-        tokio::time::sleep(kill_every).await;
+        // Kills at fixed times: kill_every, 2 × kill_every, ... after the start.
+        tokio::time::sleep_until((started + kill_every * (k as u32 + 1)).into()).await;
         let leader = support::eventually(Duration::from_secs(60), "a leader", || async {
             current_holder(&holders).filter(|h| replicas.iter().any(|(n, _)| n == h))
         })

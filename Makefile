@@ -26,8 +26,8 @@ bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + r
 	cargo build --release --bins
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench --bench fleet -- $(ARGS)
 
-faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage
-	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet --test fault_control_plane -- --nocapture
+faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage, Kubernetes faults and leader failovers
+	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet --test fault_control_plane --test fault_kubernetes -- --nocapture
 
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh

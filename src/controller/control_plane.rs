@@ -211,7 +211,7 @@ pub async fn run(
     let controllers = scope.targets().into_iter().map(|namespace| {
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
         let secrets: Api<PartialObjectMeta<Secret>> = scoped_api(&ctx.client, namespace);
-        let (store, own) = super::runner::own_kind_stream(planes);
+        let (store, own) = super::runner::own_kind_stream(KIND, planes);
         let controller = Controller::for_stream(own, store);
         let mapper = secret_mapper(controller.store());
         controller

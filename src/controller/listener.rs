@@ -212,7 +212,7 @@ pub async fn run(
     let controllers = scope.targets().into_iter().map(|namespace| {
         let listeners: Api<AgentListener> = scoped_api(&ctx.client, namespace);
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
-        let (store, own) = super::runner::own_kind_stream(listeners);
+        let (store, own) = super::runner::own_kind_stream(KIND, listeners);
         let controller = Controller::for_stream(own, store);
         let mapper = plane_mapper(controller.store());
         controller

@@ -174,9 +174,10 @@ impl OperatorProcess {
         };
         command
             .args(&options.extra)
-            .envs(options.env.iter().copied())
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,agent_operator=debug,kube=warn")
+            // After the defaults, so a test may set its own `RUST_LOG`.
+            .envs(options.env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
@@ -226,6 +227,12 @@ impl OperatorProcess {
             Some((200, body)) => body,
             other => panic!("/metrics: {other:?}"),
         }
+    }
+
+    /// The exit status if the process has exited, without waiting; `None`
+    /// while it runs.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("polling agent-operator")
     }
 
     /// SIGKILLs the process and waits for it (a crash: nothing is released).

@@ -392,9 +392,8 @@ async fn optimistic_write(
             }
             Edit::ResourceSpec => {
                 let max: u64 = value.bytes().map(u64::from).sum::<u64>() % 5 + 1;
-                obj.spec.source_config.resource_spec = json!({"min_scale": 1, "max_scale": max})
-                    .as_object()
-                    .cloned();
+                obj.spec.source_config.resource_spec =
+                    json!({"minScale": 1, "maxScale": max}).as_object().cloned();
             }
             Edit::Annotation => {
                 obj.annotations_mut()
@@ -442,7 +441,7 @@ async fn concurrent_writers_lose_no_update() {
             .map(|n| {
                 let mut m = github_deployment(n, "main");
                 m["spec"]["secrets"] = json!([{"name": "LOG_LEVEL", "value": "initial"}]);
-                m["spec"]["sourceConfig"]["resourceSpec"] = json!({"min_scale": 1});
+                m["spec"]["sourceConfig"]["resourceSpec"] = json!({"minScale": 1});
                 m
             })
             .collect(),
@@ -499,12 +498,9 @@ async fn concurrent_writers_lose_no_update() {
                 (s.name.as_str(), Some(s.value.expose_secret()))
             })
             .collect();
-        let want_spec = o
-            .spec
-            .source_config
-            .resource_spec
-            .clone()
-            .map(Value::Object);
+        let want_spec = o.spec.source_config.resource_spec.as_ref().map(|rs| {
+            Value::Object(agent_operator::api::resource_spec::to_wire(rs).expect("known keys"))
+        });
         if want_env != sent || want_spec != remote.source_config.resource_spec {
             stale.push(format!(
                 "{} (generation {:?}): spec env {want_env:?} resourceSpec {want_spec:?}, remote env {sent:?} resourceSpec {:?}",

@@ -71,6 +71,9 @@ pub mod reason {
     /// deployment read back still differs in the same fields (a value it
     /// drops or normalizes). Not retried until the spec changes.
     pub const DRIFT_NOT_CONVERGING: &str = "DriftNotConverging";
+    /// A revision stayed in progress longer than
+    /// `spec.progressDeadlineSeconds`; it is still polled, slower.
+    pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

@@ -339,6 +339,41 @@ pub struct AgentDeploymentSpec {
     /// deleted outside the operator; `Stall` stops and reports it.
     #[serde(default)]
     pub remote_deletion_policy: RemoteDeletionPolicy,
+    /// Seconds a revision may stay in progress (building, deploying) before
+    /// the resource reports `Stalled`/`ProgressDeadlineExceeded`; polling
+    /// goes on, slower, and a later `DEPLOYED` clears it. Default 1800 (30
+    /// minutes, as long as the Terraform provider waits; facts "Polling").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 86400))]
+    pub progress_deadline_seconds: Option<u32>,
+}
+
+/// Default of `spec.progressDeadlineSeconds`: 1800 s (30 minutes).
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: u32 = 1800;
+
+/// Most revisions kept in `status.revisions`.
+pub const REVISION_HISTORY_LIMIT: usize = 10;
+
+/// One revision in `status.revisions` (spec "Revision"; facts "Revision").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSummary {
+    /// Revision id (uuid).
+    pub id: String,
+    /// Its status when last read, e.g. `BUILDING`, `DEPLOYED`, `BUILD_FAILED`.
+    pub status: String,
+    /// When the control plane created it (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// When it ended (its last update once no longer in progress, RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// The git ref it was built from (`github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_ref: Option<String>,
+    /// The image it runs (`external_docker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_uri: Option<String>,
 }
 
 /// Observed state of an `AgentDeployment`.
@@ -360,7 +395,7 @@ pub struct AgentDeploymentStatus {
     /// Id of the revision currently serving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_revision_id: Option<String>,
-    /// Deployment status, e.g. `READY`, `AWAITING_DELETE`.
+    /// Deployment status, e.g. `READY`, `UNUSED`, `AWAITING_DELETE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_status: Option<String>,
     /// The deployment URL (`source_config.custom_url`).
@@ -379,6 +414,12 @@ pub struct AgentDeploymentStatus {
     /// The last value of the redeploy annotation that was acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_redeploy_requested_at: Option<String>,
+    /// The revisions the operator followed, newest first, at most
+    /// [`REVISION_HISTORY_LIMIT`] (`activeRevisionId` is the one serving,
+    /// `latestRevisionId` the newest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub revisions: Vec<RevisionSummary>,
     /// A request the control plane definitively rejected (400, 409, 422): it
     /// is not sent again while the desired state has the same fingerprint
     /// (spec, Secret values, AgentControlPlane, listener, redeploy request),

@@ -181,6 +181,7 @@ async fn create_deployment(
             updated: *now,
             deleted: None,
             assistant_id: Uuid::new_v4(),
+            forced_status: None,
         };
         let plan = plan_for(&state, &d, &req.source_revision_config);
         d.add_revision(req.source_revision_config.clone(), plan, *now);

@@ -128,6 +128,9 @@ pub(crate) struct StoredDeployment {
     pub deleted: Option<Now>,
     /// Id of the default assistant of the built-in agent server.
     pub assistant_id: Uuid,
+    /// A deployment status set by the admin API (`UNUSED`,
+    /// `AWAITING_FINAL_DELETE`, ...), shown instead of the computed one.
+    pub forced_status: Option<String>,
 }
 
 const SOURCE_CONFIG_KEYS: &[&str] = &[
@@ -184,10 +187,13 @@ impl StoredDeployment {
         self.revisions.iter().find(|r| r.id == *id)
     }
 
-    /// Deployment status (facts "Deployment"): `AWAITING_DELETE` after DELETE,
-    /// else `READY` (the database step is not emulated).
-    pub fn status(&self) -> &'static str {
-        if self.deleted.is_some() {
+    /// Deployment status (facts "Deployment"): the one forced by the admin
+    /// API, else `AWAITING_DELETE` after DELETE, else `READY` (the database
+    /// step is not emulated).
+    pub fn status(&self) -> &str {
+        if let Some(forced) = &self.forced_status {
+            forced
+        } else if self.deleted.is_some() {
             "AWAITING_DELETE"
         } else {
             "READY"
@@ -385,6 +391,7 @@ mod tests {
             updated: now,
             deleted: None,
             assistant_id: Uuid::new_v4(),
+            forced_status: None,
         };
         let builds = source == "github";
         d.add_revision(

@@ -82,6 +82,17 @@ impl EmulatorProcess {
         .await;
     }
 
+    /// Shows deployment `id` with `status` (e.g. `UNUSED`) from now on.
+    pub async fn force_deployment_status(&self, id: &str, status: &str) {
+        self.admin_send(
+            admin_http()
+                .post(self.admin_url(&format!("deployments/{id}/status")))
+                .json(&json!({ "status": status })),
+            "force deployment status",
+        )
+        .await;
+    }
+
     /// Freezes revision `rid` of deployment `id` at `status`.
     pub async fn force_revision_status(&self, id: &str, rid: &str, status: &str) {
         self.admin_send(

@@ -68,7 +68,8 @@ impl Harness {
             request_timeout: Duration::from_secs(5),
             ..OperatorConfig::default()
         };
-        let ctx = Arc::new(Context::new(client.clone(), config));
+        // The controllers act as the operator's ServiceAccount (shipped RBAC).
+        let ctx = Arc::new(Context::new(common::operator_client().await, config));
         let controller = run_controller.then(|| {
             tokio::spawn(control_plane::run(
                 ctx.clone(),

@@ -46,7 +46,7 @@ async fn env_secret(client: &kube::Client, ns: &str, name: &str) {
         &secrets,
         name,
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
-               "stringData": {"OPENAI_API_KEY": "sk-test-value"}}),
+               "stringData": {"OPENAI_API_KEY": support::leaks::E2E_OPENAI_KEY}}),
     )
     .await;
 }

@@ -21,7 +21,8 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use support::{
     Budget, EmulatorProcess, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OperatorOptions,
-    OperatorProcess, apply_json, github_deployment, install_control_plane, is_ready_now, wait_for,
+    OperatorProcess, apply_json, github_deployment, install_control_plane, is_ready_now, leaks,
+    wait_for,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -213,6 +214,7 @@ async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
         "the operator was refused something:\n{log}"
     );
     emulator.assert_within_budget(&Budget::default()).await;
+    leaks::check_namespace_blocking(env.kubeconfig_path(), &watched);
 }
 
 fn rules(text: &str, kind: &str) -> Vec<PolicyRule> {

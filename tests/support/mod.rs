@@ -17,6 +17,7 @@ use kube::api::{Patch, PatchParams};
 use tokio::process::{Child, Command};
 
 pub mod budget;
+pub mod leaks;
 mod observe;
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use budget::Budget;
@@ -199,13 +200,16 @@ impl OperatorProcess {
     /// `options.service_account` (default: the shipped one) through a copy
     /// of the cluster-admin `kubeconfig` that impersonates it. Unless
     /// `options.extra` sets `--metrics-addr`, its HTTP server listens on a
-    /// free loopback port (see [`OperatorProcess::http_url`]).
+    /// free loopback port (see [`OperatorProcess::http_url`]). Its log (debug
+    /// level for the operator's modules) is registered for the secret scan
+    /// ([`leaks`]).
     pub fn start_with(kubeconfig: &Path, options: OperatorOptions<'_>) -> Self {
         let (sa_namespace, sa_name) = options
             .service_account
             .unwrap_or((OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT));
         let kubeconfig = impersonating_kubeconfig(kubeconfig, sa_namespace, sa_name);
         let log = log_file(options.log_name, "operator");
+        leaks::register_log(&log_path(options.log_name, "operator"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_agent-operator"));
         command.arg("run");
         for ns in &options.namespaces {

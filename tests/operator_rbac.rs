@@ -217,6 +217,37 @@ async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
     leaks::check_namespace_blocking(env.kubeconfig_path(), &watched);
 }
 
+#[tokio::test]
+async fn the_operator_process_really_acts_as_its_service_account() {
+    // A ServiceAccount without any grant: if the operator ignored the
+    // kubeconfig's `as:` it would run as the admin and become ready.
+    let env = common::shared_env();
+    let admin = env.client().await;
+    let ns = common::test_namespace(&admin, "rbac-nobody").await;
+    let operator = OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name: "rbac-nobody",
+            namespaces: vec![&ns],
+            service_account: Some((OPERATOR_NAMESPACE, "nobody")),
+            ..OperatorOptions::default()
+        },
+    );
+    let log_path = support::log_dir().join("rbac-nobody-operator.log");
+    let refused = support::eventually(TIMEOUT, "a 403 in the operator log", || async {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        log.contains("system:serviceaccount:agent-operator:nobody")
+            .then_some(log)
+    })
+    .await;
+    assert!(refused.to_lowercase().contains("forbidden"), "{refused}");
+    assert_ne!(
+        operator.get("/readyz").await.map(|(status, _)| status),
+        Some(200),
+        "an operator that cannot watch is not ready"
+    );
+}
+
 fn rules(text: &str, kind: &str) -> Vec<PolicyRule> {
     let doc = documents_of(text, &[kind]);
     match kind {

@@ -1,4 +1,4 @@
-//! Secrets never leak, whole suite: after the other test binaries ran
+//! Secrets never leak and the shipped RBAC suffices, whole suite: after the other test binaries ran
 //! (`make test` runs this one last, explicitly; `make secret-scan` alone),
 //! every operator log in `target/test-logs` (debug level for the operator's
 //! own modules) must be free of the secret values the tests use
@@ -29,6 +29,36 @@ fn every_operator_log_of_the_suite_is_free_of_secret_values() {
         eprintln!("no operator logs yet: run the operator tests first");
     }
     report.assert_clean();
+}
+
+/// Least privilege, whole suite: the shipped RBAC is enough for every
+/// operator the tests ran (all as the ServiceAccount of `deploy/`), i.e. no
+/// operator log shows a request Kubernetes RBAC refused, except the one test
+/// that runs an operator without any grant on purpose (`rbac-nobody`).
+#[test]
+fn no_operator_of_the_suite_was_refused_by_rbac() {
+    let logs = leaks::operator_logs_in(&support::log_dir());
+    let refused: Vec<String> = logs
+        .iter()
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("rbac-nobody-"))
+        })
+        .filter(|p| {
+            std::fs::read_to_string(p).is_ok_and(|t| {
+                t.contains("is forbidden: User \\\"system:serviceaccount:")
+                    || t.contains("is forbidden: User \"system:serviceaccount:")
+            })
+        })
+        .map(|p| p.display().to_string())
+        .collect();
+    eprintln!(
+        "rbac: {} operator logs, {} with a 403 from RBAC",
+        logs.len(),
+        refused.len()
+    );
+    assert!(refused.is_empty(), "refused by RBAC: {refused:?}");
 }
 
 #[test]

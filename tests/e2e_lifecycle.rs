@@ -170,6 +170,7 @@ async fn create_update_delete_reaches_ready_and_cleans_up() {
         other => panic!("expected 404 for the deleted deployment, got {other:?}"),
     }
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 #[tokio::test]
@@ -233,4 +234,5 @@ async fn missing_secret_is_reported_and_recovers_when_created() {
         .unwrap();
     assert_eq!(remote.len(), 1);
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }

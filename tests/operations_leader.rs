@@ -234,6 +234,7 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
         "the new leader keeps the Lease"
     );
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 #[tokio::test]
@@ -280,6 +281,7 @@ async fn sigterm_releases_the_lease_and_exits_cleanly() {
     .await;
     assert!(reconciles(&second.metrics().await) >= 1.0);
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 #[tokio::test]

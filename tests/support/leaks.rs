@@ -9,7 +9,8 @@
 //!
 //! [`super::Harness`] runs [`check_namespace_blocking`] when it is dropped
 //! (the test namespace's Events and statuses plus every operator log this
-//! test binary wrote so far); `tests/zz_secret_scan.rs` scans every operator
+//! test binary wrote so far), tests without a harness call
+//! [`assert_no_leaks`] at their end; `tests/zz_secret_scan.rs` scans every operator
 //! log in `target/test-logs` after the suite (`make test`, `make
 //! secret-scan`).
 
@@ -246,6 +247,17 @@ pub async fn scan_namespace(client: &kube::Client, namespace: &str) -> Report {
 
 fn name(meta: &kube::api::ObjectMeta) -> &str {
     meta.name.as_deref().unwrap_or("")
+}
+
+/// Scans `namespace` (see [`scan_namespace`]) and every operator log this
+/// test binary registered, prints the figures, and panics on a hit. For
+/// tests without a harness; call it at their end.
+pub async fn assert_no_leaks(client: &kube::Client, namespace: &str) -> Report {
+    let mut report = scan_namespace(client, namespace).await;
+    report.merge(scan_files(&registered_logs()));
+    eprintln!("{}", report.summary());
+    report.assert_clean();
+    report
 }
 
 /// Scans `namespace` (see [`scan_namespace`]) and every operator log this

@@ -16,8 +16,13 @@ lint: ## rustfmt and clippy, warnings are errors
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
-test: setup lint ## everything CI runs: setup, lint, unit + integration + end-to-end tests
+test: setup lint ## everything CI runs: setup, lint, unit + integration + end-to-end tests, then the secret scan of every operator log
+	rm -rf target/test-logs
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --all-targets -- --nocapture
+	$(MAKE) secret-scan
+
+secret-scan: ## scan every operator log in target/test-logs for the tests' secret values (after the tests)
+	cargo test --test zz_secret_scan -- --nocapture
 
 bench: ## emulator scale benchmark (prints latencies and memory at 100 and 5,000 deployments)
 	cargo bench --bench emulator_scale
@@ -32,4 +37,4 @@ faults: setup ## fault suite, full version: SIGKILLs during 100 creates and dele
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint test bench faults bench-fleet demo
+.PHONY: help setup generate lint test secret-scan bench faults bench-fleet demo

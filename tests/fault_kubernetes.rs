@@ -69,6 +69,18 @@ async fn own_env(extra_apiserver_args: &[&str]) -> TestEnv {
     env.install_crds_from_dir(&common::crds_dir())
         .await
         .expect("installing the CRDs");
+    // The operator's ServiceAccount and RBAC as shipped, as in the shared
+    // environment: the operators here run as that ServiceAccount too.
+    let admin = env.client().await.expect("envtest client");
+    for file in ["namespace.yaml", "rbac.yaml"] {
+        agent_operator::envtest::apply_manifest_file(
+            &admin,
+            &common::deploy_dir().join(file),
+            common::OPERATOR_NAMESPACE,
+        )
+        .await
+        .expect("applying the operator's RBAC");
+    }
     env
 }
 
@@ -100,6 +112,7 @@ fn operator(kubeconfig: &Path, log_name: &str, ns: &str, extra: Vec<&str>) -> Op
             namespaces: vec![ns],
             extra,
             env: vec![("RUST_LOG", RUST_LOG)],
+            ..OperatorOptions::default()
         },
     )
 }
@@ -772,11 +785,13 @@ async fn leader_killed_again_and_again_during_a_rollout() {
     } else {
         (30, 3, Duration::from_secs(10))
     };
-    const LEASE: &str = "agent-operator";
+    // The Lease lives in the operator's namespace, where the shipped RBAC
+    // grants leases.
+    const LEASE: &str = "agent-operator-fault-kube";
     let lease_seconds: u64 = 6;
     let env = own_env(&[]).await;
     let h = harness(&env, test).await;
-    let leases: Api<Lease> = Api::namespaced(h.client.clone(), &h.ns);
+    let leases: Api<Lease> = Api::namespaced(h.client.clone(), common::OPERATOR_NAMESPACE);
     let (holders, holder_task) = watch_holder(leases, LEASE);
     let lease_arg = lease_seconds.to_string();
     let start_replica = |pod: &str| {
@@ -791,11 +806,12 @@ async fn leader_killed_again_and_again_during_a_rollout() {
                     "--lease-name",
                     LEASE,
                     "--lease-namespace",
-                    &h.ns,
+                    common::OPERATOR_NAMESPACE,
                     "--lease-duration-seconds",
                     &lease_arg,
                 ],
                 env: vec![("POD_NAME", pod), ("RUST_LOG", RUST_LOG)],
+                ..OperatorOptions::default()
             },
         );
         (pod.to_owned(), p)

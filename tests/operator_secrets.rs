@@ -15,8 +15,7 @@ use serde_json::{Value, json};
 use support::{Harness, apply_json, condition, github_deployment, route, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-const FIRST_VALUE: &str = "sk-first-4f1b9c";
-const SECOND_VALUE: &str = "sk-second-8d2e7a";
+use support::leaks::{FIRST_VALUE, SECOND_VALUE, UNREFERENCED_VALUE};
 
 async fn harness(test: &str) -> Harness {
     let env = common::shared_env();
@@ -56,7 +55,7 @@ fn with_secret(name: &str, secret: &str) -> Value {
 async fn missing_key_stalls_and_fixing_the_secret_recovers() {
     let h = harness("op-secret-missing").await;
     let name = "keyless-agent";
-    put_secret(&h, "agent-env", json!({"anthropic": "not-the-key"})).await;
+    put_secret(&h, "agent-env", json!({"anthropic": UNREFERENCED_VALUE})).await;
     h.apply(with_secret(name, "agent-env")).await;
 
     let obj = h.wait_stalled(name, "SecretNotFound", TIMEOUT).await;
@@ -77,7 +76,7 @@ async fn missing_key_stalls_and_fixing_the_secret_recovers() {
     put_secret(
         &h,
         "agent-env",
-        json!({"anthropic": "not-the-key", "openai": FIRST_VALUE}),
+        json!({"anthropic": UNREFERENCED_VALUE, "openai": FIRST_VALUE}),
     )
     .await;
     let obj = h.wait_ready(name, TIMEOUT).await;

@@ -139,7 +139,9 @@ async fn force_deployment_status(
         let d = store
             .get_any_mut(&id)
             .ok_or_else(|| ApiError::deployment_not_found(&id))?;
-        d.forced_status = status.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+        d.forced_status = status
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty());
         tracing::info!(deployment_id = %id, status = d.status(), "deployment status forced");
         Ok(Json(d.json(now)))
     })

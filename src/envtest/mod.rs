@@ -16,6 +16,7 @@
 mod crds;
 mod error;
 mod kubeconfig;
+mod manifests;
 mod pki;
 mod process;
 
@@ -29,6 +30,9 @@ use tempfile::TempDir;
 pub use crds::{ESTABLISHED_TIMEOUT, FIELD_MANAGER, read_crds_from_dir};
 pub use error::EnvTestError;
 pub use kubeconfig::CONTEXT_NAME;
+pub use manifests::{
+    Impersonation, apply_manifest_file, apply_manifests, impersonating_kubeconfig,
+};
 pub use pki::{ADMIN_GROUP, ADMIN_USER};
 
 use process::ManagedProcess;
@@ -304,6 +308,22 @@ impl TestEnv {
             format!("reading {}", self.kubeconfig_path.display()),
         ))?;
         kubeconfig::write_private(path, &text)
+    }
+
+    /// Writes a copy of the kubeconfig to `path` (mode 0600) whose user
+    /// impersonates `who` (see [`impersonating_kubeconfig`]): a program
+    /// started with it has exactly the permissions RBAC grants `who`.
+    ///
+    /// Errors: [`EnvTestError::Io`] when a file cannot be read or written.
+    pub fn write_impersonating_kubeconfig(
+        &self,
+        path: &Path,
+        who: &Impersonation,
+    ) -> Result<(), EnvTestError> {
+        let text = std::fs::read_to_string(&self.kubeconfig_path).map_err(EnvTestError::io(
+            format!("reading {}", self.kubeconfig_path.display()),
+        ))?;
+        kubeconfig::write_private(path, &impersonating_kubeconfig(&text, who)?)
     }
 
     /// The API server's URL, `https://127.0.0.1:<port>`.

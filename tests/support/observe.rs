@@ -310,7 +310,8 @@ pub async fn wait_until_gone(api: &Api<AgentDeployment>, name: &str, timeout: Du
 ///
 /// When it is dropped at the end of a test that did not panic, it checks the
 /// emulator's request log against [`Harness::budget`] and panics with the
-/// violations (see [`super::budget`]).
+/// violations (see [`super::budget`]), then scans for leaked secret values
+/// (see [`super::leaks`]).
 pub struct Harness {
     /// Kubernetes client (cluster-admin).
     pub client: kube::Client,
@@ -328,13 +329,19 @@ pub struct Harness {
     /// [`Budget::default`] (60 requests per route and resource, 600 in all,
     /// per minute). A test may tighten or loosen it.
     pub budget: Budget,
+    /// The cluster-admin kubeconfig, for the secret scan at the end.
+    pub kubeconfig: std::path::PathBuf,
 }
 
 impl Drop for Harness {
-    /// Checks [`Harness::budget`] unless the test is already failing.
+    /// Checks [`Harness::budget`], then scans the namespace's Events and
+    /// statuses and the operator logs for secret values
+    /// ([`super::leaks::check_namespace_blocking`]), unless the test is
+    /// already failing.
     fn drop(&mut self) {
         if !std::thread::panicking() {
             super::budget::check_budget_blocking(&self.emulator.base_url, &self.budget);
+            super::leaks::check_namespace_blocking(&self.kubeconfig, &self.ns);
         }
     }
 }
@@ -363,6 +370,7 @@ impl Harness {
             cp,
             operator,
             budget: Budget::default(),
+            kubeconfig: kubeconfig.to_owned(),
         }
     }
 

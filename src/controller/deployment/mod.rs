@@ -780,16 +780,7 @@ impl Pass<'_> {
                 format!("remote deployment {}: {UNUSED_NOTE}", view.id),
             ));
         }
-        let overdue_before =
-            crate::api::conditions::find(&previous.conditions, crate::api::conditions::READY)
-                .is_some_and(|c| c.reason == reason::PROGRESS_DEADLINE_EXCEEDED);
-        if overdue.is_some() && !overdue_before {
-            self.events.push((
-                EventType::Warning,
-                reason::PROGRESS_DEADLINE_EXCEEDED,
-                outcome.message().to_owned(),
-            ));
-        }
+        // (Its Warning event comes from `finish`, as for every Stalled.)
         let failed = matches!(
             outcome,
             Outcome::Stalled { reason, .. }

@@ -33,9 +33,14 @@ pub enum Kind {
     ObjectName,
     /// `[{name}]` of Secrets holding registry credentials.
     NameList,
-    /// A list of Kubernetes-shaped objects (`Volume`, `VolumeMount`,
-    /// `Container`), passed through as written.
-    ObjectList,
+    /// A list of Kubernetes `Volume` objects (core/v1), validated by their
+    /// own schema, passed through as written.
+    Volumes,
+    /// A list of Kubernetes `VolumeMount` objects (core/v1).
+    VolumeMounts,
+    /// A list of Kubernetes `Container` objects (core/v1): `name` and
+    /// `image` checked, the rest passed through as written.
+    Containers,
 }
 
 /// One field: CRD name (camelCase), wire name (snake_case), kind, docs.
@@ -148,25 +153,25 @@ pub const FIELDS: &[Field] = &[
     (
         "volumes",
         "volumes",
-        Kind::ObjectList,
+        Kind::Volumes,
         "Kubernetes `Volume` objects of the pods (self-hosted).",
     ),
     (
         "volumeMounts",
         "volume_mounts",
-        Kind::ObjectList,
+        Kind::VolumeMounts,
         "Kubernetes `VolumeMount` objects of the API server container (self-hosted).",
     ),
     (
         "initContainers",
         "init_containers",
-        Kind::ObjectList,
+        Kind::Containers,
         "Kubernetes `Container` objects run before the API server (self-hosted).",
     ),
     (
         "sidecars",
         "sidecars",
-        Kind::ObjectList,
+        Kind::Containers,
         "Kubernetes `Container` objects run beside the API server (self-hosted).",
     ),
     (
@@ -219,7 +224,14 @@ fn range(kind: Kind) -> Option<(f64, f64)> {
     }
 }
 
-fn field_schema(kind: Kind, description: &str) -> Value {
+/// `{"type": "array", "items": <schema of T>}` with at most `max` items.
+fn list_of<T: schemars::JsonSchema>(generator: &mut schemars::SchemaGenerator, max: u32) -> Value {
+    let items = serde_json::to_value(generator.subschema_for::<T>()).unwrap_or(json!({}));
+    json!({"type": "array", "maxItems": max, "items": items})
+}
+
+fn field_schema(generator: &mut schemars::SchemaGenerator, kind: Kind, description: &str) -> Value {
+    use k8s_openapi::api::core::v1::{Volume, VolumeMount};
     let mut schema = match kind {
         Kind::Cores => json!({"type": "number"}),
         Kind::Scale | Kind::Mebibytes | Kind::Gibibytes | Kind::Count => {
@@ -248,10 +260,24 @@ fn field_schema(kind: Kind, description: &str) -> Value {
                 }},
             },
         }),
-        Kind::ObjectList => json!({
+        Kind::Volumes => list_of::<Volume>(generator, 64),
+        Kind::VolumeMounts => list_of::<VolumeMount>(generator, 64),
+        // The `Container` schema would add about 140 KB per field and take
+        // the CRD past the 256 KiB that client-side `kubectl apply` can
+        // store in its last-applied annotation: containers are checked as
+        // objects with a `name` and an `image`, the rest as written.
+        Kind::Containers => json!({
             "type": "array",
-            "maxItems": 64,
-            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "maxItems": 16,
+            "items": {
+                "type": "object",
+                "required": ["name", "image"],
+                "properties": {
+                    "name": {"type": "string", "maxLength": 63, "pattern": super::rules::DNS_LABEL_PATTERN},
+                    "image": {"type": "string", "maxLength": 512},
+                },
+                "x-kubernetes-preserve-unknown-fields": true,
+            },
         }),
     };
     if let Some((min, max)) = range(kind) {
@@ -271,10 +297,10 @@ fn field_schema(kind: Kind, description: &str) -> Value {
 /// its range; unknown keys are not allowed (the API server prunes them, and
 /// refuses them with `kubectl`'s strict field validation); `minScale` at
 /// most `maxScale`, and a request at most its limit.
-pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub fn schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let properties: Map<String, Value> = FIELDS
         .iter()
-        .map(|(crd, _, kind, doc)| ((*crd).to_owned(), field_schema(*kind, doc)))
+        .map(|(crd, _, kind, doc)| ((*crd).to_owned(), field_schema(generator, *kind, doc)))
         .collect();
     let pairs = [
         ("minScale", "maxScale"),

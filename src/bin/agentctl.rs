@@ -110,7 +110,8 @@ impl std::fmt::Debug for PlaneArgs {
 enum Output {
     /// Aligned columns.
     Table,
-    /// The service's JSON, pretty-printed.
+    /// The fields agentctl reads (id, installation_id, name; url,
+    /// default_branch) as pretty-printed JSON.
     Json,
 }
 
@@ -243,7 +244,11 @@ async fn integrations(args: IntegrationsArgs) -> anyhow::Result<ExitCode> {
                     &integration,
                 )
                 .map(|i| i.id.clone())
-                .map_err(|b| anyhow::anyhow!("{}", b.message))?,
+                .map_err(|_| {
+                    anyhow::anyhow!(
+                        "no single GitHub integration has the name or id {integration:?}; see `agentctl integrations list`"
+                    )
+                })?,
             };
             let repos = cp
                 .list_github_repositories(&id)

@@ -148,7 +148,10 @@ async fn an_inaccessible_repository_or_an_unknown_integration_stalls_without_a_c
 
     let counts = h.emulator.requests().await;
     assert_eq!(counts.count(route::CREATE), 0, "nothing created");
-    assert_eq!(counts.count(route::LIST), 1, "only the control plane probe");
+    // Only the AgentControlPlane probe lists deployments (once or twice as
+    // the plane becomes Ready): no name lookup, which would come after the
+    // integration check, was made for either resource.
+    assert!(counts.count(route::LIST) <= 2, "{:?}", counts.0);
     assert!(counts.count(route::INTEGRATIONS) <= 2, "{:?}", counts.0);
     assert!(h.remote_deployments().await.is_empty());
 

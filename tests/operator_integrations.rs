@@ -3,7 +3,7 @@
 //! which checks the request budget on drop):
 //! - item 6: `sourceConfig.integrationRef` resolves through
 //!   `GET /v1/integrations/github/install` to the right `integration_id` on
-//!   the remote, once for a fleet; a repository the integration cannot read
+//!   the remote, once for a fleet of ten; a repository the integration cannot read
 //!   stalls `RepositoryNotAccessible` and an unknown name
 //!   `IntegrationNotFound`, both without a create; `integrationId` and
 //!   `integrationRef` together are refused at admission;
@@ -12,7 +12,9 @@
 //!   remote, and a change is a PATCH and a new revision;
 //! - item 8: every deployment type of the facts is created; any region
 //!   passes admission as a lowercase label and maps by the official CLI's
-//!   naming rule, without a request (no operator watches that namespace).
+//!   naming rule, without a request (no operator watches that namespace);
+//! - `agentctl integrations list|repos` against the emulator, as a table and
+//!   as JSON, never echoing the key.
 
 mod common;
 mod support;
@@ -87,7 +89,7 @@ async fn refused(h: &Harness, manifest: Value) -> String {
 async fn integration_ref_resolves_to_the_integration_id_once_for_a_fleet() {
     let h = harness("op-integ-ref").await;
     // "Acme": the name is compared without regard to case; ".git" too.
-    let names = ["ref-a", "ref-b", "ref-c"];
+    let names: Vec<String> = (0..10).map(|i| format!("ref-{i}")).collect();
     for (i, name) in names.iter().enumerate() {
         let repo = if i == 0 {
             format!("{REPO}.git")
@@ -96,7 +98,7 @@ async fn integration_ref_resolves_to_the_integration_id_once_for_a_fleet() {
         };
         h.apply(by_ref(name, "Acme", &repo)).await;
     }
-    for name in names {
+    for name in &names {
         let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();
         let remote =
             h.cp.get_deployment(status.deployment_id.as_deref().unwrap())
@@ -109,7 +111,7 @@ async fn integration_ref_resolves_to_the_integration_id_once_for_a_fleet() {
         );
     }
     let counts = h.emulator.requests().await;
-    assert_eq!(counts.count(route::CREATE), 3);
+    assert_eq!(counts.count(route::CREATE), 10);
     assert_eq!(
         counts.count(route::INTEGRATIONS),
         1,
@@ -296,4 +298,84 @@ async fn every_deployment_type_is_created_and_regions_map_by_the_cli_rule() {
             .to_string();
         assert!(e.contains(expected), "{name}: {e}");
     }
+}
+
+/// Runs `agentctl` with the emulator's URL, workspace and key in the
+/// environment; returns (success, stdout, stderr). Panics if stdout or
+/// stderr shows the API key (logging at `RUST_LOG=debug`).
+fn agentctl(h: &Harness, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(args)
+        .env("AGENT_CONTROL_PLANE_URL", &h.emulator.base_url)
+        .env("AGENT_WORKSPACE_ID", WORKSPACE)
+        .env("AGENT_API_KEY", support::API_KEY)
+        .env("RUST_LOG", "debug")
+        .output()
+        .expect("running agentctl");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    for text in [&stdout, &stderr] {
+        assert!(
+            !text.contains(support::API_KEY),
+            "agentctl {args:?} echoed the key"
+        );
+    }
+    (out.status.success(), stdout, stderr)
+}
+
+/// The whitespace-separated cells of each line of a table.
+fn cells(table: &str) -> Vec<Vec<&str>> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect()
+}
+
+#[tokio::test]
+async fn agentctl_lists_integrations_and_their_repositories() {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "op-integ-cli").await;
+    let seed = format!("{WORKSPACE}={INTEGRATION_ID}:acme:{REPO},https://github.com/acme/billing");
+    let h = Harness::start(
+        client,
+        ns,
+        env.kubeconfig_path(),
+        "op-integ-cli",
+        &["--integration", &seed],
+        None,
+    )
+    .await;
+    let (ok, out, err) = agentctl(&h, &["integrations", "list"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        cells(&out),
+        [
+            vec!["NAME", "ID", "INSTALLATION", "ID"],
+            vec!["acme", INTEGRATION_ID, "1000"]
+        ],
+        "{out}"
+    );
+    let (ok, out, err) = agentctl(&h, &["integrations", "repos", "ACME", "--output", "json"]);
+    assert!(ok, "{err}");
+    let repos: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(repos[0]["url"], REPO);
+    assert_eq!(repos[1]["default_branch"], "main");
+    let (ok, out, err) = agentctl(&h, &["integrations", "repos", INTEGRATION_ID]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        cells(&out)[2],
+        ["https://github.com/acme/billing", "main"],
+        "{out}"
+    );
+    let (ok, _, err) = agentctl(&h, &["integrations", "repos", "initech"]);
+    assert!(!ok);
+    assert!(err.contains("\"initech\""), "{err}");
+    let (_, out, _) = agentctl(&h, &["integrations", "list", "--help"]);
+    assert!(out.contains("AGENT_API_KEY"), "{out}");
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::INTEGRATIONS), 4);
+    assert_eq!(counts.count(route::INTEGRATION_REPOS), 2);
 }

@@ -26,7 +26,9 @@ pub struct SourceConfig {
     /// URL of the repository (`github` only, immutable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo_url: Option<String>,
-    /// `dev_free`, `dev` or `prod` (immutable).
+    /// `dev_free`, `dev`, `prod`, or the scale-to-zero variants `dev_zero`
+    /// and `dev_free_zero` accepted by the Terraform provider (facts
+    /// "Deployment"); immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_type: Option<String>,
     /// Whether a push to the branch triggers a build.

@@ -257,23 +257,17 @@ async fn apply(
         .filter(|r| previous.last_redeploy_requested_at.as_ref() != Some(*r))
         .cloned();
     // `integrationRef` is resolved to `integration_id` only before a create,
-    // so its name stands for it in the fingerprint.
-    let integration_ref = obj
-        .spec
-        .source_config
-        .integration_ref
-        .as_ref()
-        .map_or("", |r| r.name.as_str());
-    let fingerprint = desired::fingerprint(
-        &body,
-        &secrets_hash,
-        &[
-            cp.base_url(),
-            cp.workspace_id(),
-            redeploy.as_deref().unwrap_or(""),
-            integration_ref,
-        ],
-    );
+    // so its name stands for it in the fingerprint (added only when set, so
+    // the fingerprints of other resources stay what they were).
+    let mut extra = vec![
+        cp.base_url(),
+        cp.workspace_id(),
+        redeploy.as_deref().unwrap_or(""),
+    ];
+    if let Some(r) = &obj.spec.source_config.integration_ref {
+        extra.push(r.name.as_str());
+    }
+    let fingerprint = desired::fingerprint(&body, &secrets_hash, &extra);
     let secrets_changed = previous.deployment_id.is_some()
         && previous.secrets_hash.as_deref() != Some(secrets_hash.as_str());
 

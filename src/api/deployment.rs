@@ -158,16 +158,43 @@ pub struct ListenerConfig {
     pub k8s_namespace: Option<String>,
 }
 
+/// A GitHub integration of the workspace, named instead of its uuid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct IntegrationRef {
+    /// The integration's `name` (the GitHub account or installation name,
+    /// compared without regard to case) as `GET /v1/integrations/github/install`
+    /// lists it (facts "Integrations (v1)", seen only in the official
+    /// clients): letters, digits, `.`, `_` and `-`; at most 100 bytes.
+    #[schemars(
+        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+        length(min = 1, max = 100)
+    )]
+    pub name: String,
+}
+
 /// `sourceConfig`: maps to the wire `source_config` (facts "Deployment").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceConfig {
-    /// uuid of the GitHub integration (`github` only, required there).
+    /// uuid of the GitHub integration (`github` only; there, this or
+    /// `integrationRef` is required). Mutually exclusive with
+    /// `integrationRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(
         pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
     ))]
     pub integration_id: Option<String>,
+    /// The GitHub integration by name (`github` only), resolved to its uuid
+    /// (the wire `integration_id`) before the create through
+    /// `GET /v1/integrations/github/install`; the operator also checks that
+    /// `repoUrl` is one of the integration's repositories
+    /// (`GET /v1/integrations/github/{id}/repos`) and stalls with
+    /// `IntegrationNotFound` or `RepositoryNotAccessible` otherwise, creating
+    /// nothing. Both endpoints are seen only in the official clients (facts
+    /// "Integrations (v1)"). Immutable, like the id it stands for; mutually
+    /// exclusive with `integrationId`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_ref: Option<IntegrationRef>,
     /// URL of the repository (`github` only): `https://`, or `http://` on a
     /// loopback host; at most 2048 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -186,6 +213,26 @@ pub struct SourceConfig {
     #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new(rules::url_rule()).message("customUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
     pub custom_url: Option<String>,
+    /// Install command of a JavaScript build, e.g. `npm ci` (wire
+    /// `source_config.install_command`; facts "Build commands", seen only in
+    /// the official CLI). One command of letters, digits, spaces and
+    /// `. _ / : = @ + , % ~ -`: no newline or control character, `;`, `&&`,
+    /// `||`, `|`, backtick, `$(`, `<`, `>`, quote or bracket (see
+    /// [`rules::BUILD_COMMAND_PATTERN`]; stricter than the CLI); at most 1024
+    /// bytes. A change is sent by PATCH and, like `resourceSpec`, starts a
+    /// new revision (the facts do not say whether the service builds again
+    /// by itself; a build setting only takes effect in a new build).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("installCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
+    pub install_command: Option<String>,
+    /// Build command of a JavaScript build, e.g. `npm run build` (wire
+    /// `source_config.build_command`); same rule and behaviour as
+    /// `installCommand`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("buildCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
+    pub build_command: Option<String>,
     /// Resource sizing (`minScale`, `maxScale`, `cpu` in cores, `memoryMb` in
     /// MiB, ...), typed with units and ranges; mapped to the wire
     /// `resource_spec` by [`super::resource_spec::to_wire`].
@@ -284,8 +331,10 @@ pub struct DeploymentSecret {
 #[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)").message("sourceRevisionConfig.imageUri is only for source external_docker"))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceConfig.customUrl)").message("sourceConfig.customUrl can be set only for source external_docker"))]
-#[x_kube(validation = Rule::new("self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId))").message("sourceConfig.repoUrl and integrationId are only for source github"))]
-#[x_kube(validation = Rule::new("self.source != 'github' || (has(self.sourceConfig.integrationId) && has(self.sourceConfig.repoUrl) && has(self.sourceRevisionConfig.repoRef))").message("source github needs sourceConfig.integrationId, sourceConfig.repoUrl and sourceRevisionConfig.repoRef"))]
+#[x_kube(validation = Rule::new("self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId) && !has(self.sourceConfig.integrationRef))").message("sourceConfig.repoUrl, integrationId and integrationRef are only for source github"))]
+#[x_kube(validation = Rule::new("self.source != 'github' || ((has(self.sourceConfig.integrationId) || has(self.sourceConfig.integrationRef)) && has(self.sourceConfig.repoUrl) && has(self.sourceRevisionConfig.repoRef))").message("source github needs sourceConfig.integrationId (or integrationRef), sourceConfig.repoUrl and sourceRevisionConfig.repoRef"))]
+#[x_kube(validation = Rule::new("!(has(self.sourceConfig.integrationId) && has(self.sourceConfig.integrationRef))").message("set at most one of sourceConfig.integrationId and sourceConfig.integrationRef"))]
+#[x_kube(validation = Rule::new("has(self.sourceConfig.integrationRef) == has(oldSelf.sourceConfig.integrationRef) && (!has(self.sourceConfig.integrationRef) || self.sourceConfig.integrationRef == oldSelf.sourceConfig.integrationRef)").message("sourceConfig.integrationRef is immutable; create a new AgentDeployment instead"))]
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.buildOnPush) && self.sourceConfig.buildOnPush && has(self.sourceRevisionConfig.repoRef) && self.sourceRevisionConfig.repoRef.startsWith('refs/tags/'))").message("buildOnPush must be false when repoRef is a tag (refs/tags/...)"))]
 #[x_kube(validation = Rule::new("!has(self.sourceConfig.listenerConfig) || has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)").message("sourceConfig.listenerConfig needs sourceConfig.listenerId or listenerRef"))]
 #[x_kube(validation = Rule::new(rules::self_hosted_names_rule()).message(rules::self_hosted_names_message().as_str()))]

@@ -56,6 +56,25 @@ pub const IMAGE_PATTERN: &str = r"^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-
 /// no leading `/`, `-` or `.`, no trailing `/` or `.`.
 pub const REPO_REF_PATTERN: &str = r"^[A-Za-z0-9_]([A-Za-z0-9._/-]*[A-Za-z0-9_-])?$";
 
+/// An install or build command (`sourceConfig.installCommand`,
+/// `buildCommand`; facts "Build commands", seen only in the official CLI,
+/// which refuses "shell control characters and the like" without saying
+/// which). The rule here is an allowlist, stricter than the CLI on purpose:
+/// letters, digits, spaces and `. _ / : = @ + , % ~ -`, starting with a
+/// non-space. So `npm ci`, `yarn install --frozen-lockfile` or
+/// `NODE_ENV=production pnpm run build` pass, and everything a shell would
+/// interpret is refused: newlines and other control characters, `;`, `&`
+/// (so `&&`), `|` (so `||`), backticks, `$` (so `$(`), `<` and `>`
+/// redirections, quotes, brackets, `*`, `?`, `!`, `#` and `\`.
+pub const BUILD_COMMAND_PATTERN: &str = r"^[A-Za-z0-9._/:=@+,%~-][A-Za-z0-9 ._/:=@+,%~-]*$";
+
+/// Longest accepted `installCommand` or `buildCommand`, in bytes.
+pub const MAX_COMMAND_LENGTH: u32 = 1024;
+
+/// Message of [`build_command_rule`] (also the operator's and, with the
+/// field's wire name, the emulator's).
+pub const BUILD_COMMAND_MESSAGE: &str = "must be one command of letters, digits, spaces and . _ / : = @ + , % ~ - (no newline or control characters, no ; & | ` $ < > quotes or brackets: nothing a shell interprets)";
+
 /// Longest accepted `repoUrl`, `customUrl` or control plane `url`, in bytes.
 pub const MAX_URL_LENGTH: u32 = 2048;
 /// Longest accepted `imageUri`, in bytes.
@@ -160,6 +179,28 @@ pub fn image_rule() -> String {
     format!("self.matches('{}')", cel_escape(IMAGE_PATTERN))
 }
 
+/// CEL rule for an install or build command: [`BUILD_COMMAND_PATTERN`].
+pub fn build_command_rule() -> String {
+    format!("self.matches('{}')", cel_escape(BUILD_COMMAND_PATTERN))
+}
+
+/// Checks an install or build command against [`BUILD_COMMAND_PATTERN`] and
+/// [`MAX_COMMAND_LENGTH`] without a regex engine (used by the operator's
+/// [`preflight`] and by the emulator). Errors: a message naming `field`.
+pub fn check_build_command(field: &str, command: &str) -> Result<(), String> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b" ._/:=@+,%~-".contains(&b);
+    let ok = command.len() <= MAX_COMMAND_LENGTH as usize
+        && command.bytes().next().is_some_and(|b| b != b' ')
+        && command.bytes().all(allowed);
+    if ok {
+        Ok(())
+    } else if command.len() > MAX_COMMAND_LENGTH as usize {
+        Err(format!("{field} is longer than {MAX_COMMAND_LENGTH} bytes"))
+    } else {
+        Err(format!("{field} {BUILD_COMMAND_MESSAGE}"))
+    }
+}
+
 /// CEL rule for a `repoRef`: [`REPO_REF_PATTERN`], no `..` and no `//`.
 pub fn repo_ref_rule() -> String {
     format!(
@@ -204,6 +245,20 @@ pub fn preflight(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), St
     }
     if let Some(rs) = &spec.source_config.resource_spec {
         resource_spec::check(rs)?;
+    }
+    let sc = &spec.source_config;
+    for (field, command) in [
+        ("sourceConfig.installCommand", &sc.install_command),
+        ("sourceConfig.buildCommand", &sc.build_command),
+    ] {
+        if let Some(command) = command {
+            check_build_command(field, command)?;
+        }
+    }
+    if sc.integration_id.is_some() && sc.integration_ref.is_some() {
+        return Err(
+            "set at most one of sourceConfig.integrationId and sourceConfig.integrationRef".into(),
+        );
     }
     let with_listener =
         spec.source_config.listener_id.is_some() || spec.source_config.listener_ref.is_some();
@@ -316,6 +371,41 @@ mod tests {
     }
 
     #[test]
+    fn build_commands_allow_plain_commands_only() {
+        for ok in [
+            "npm ci",
+            "yarn install --frozen-lockfile",
+            "NODE_ENV=production pnpm run build",
+            "npm run build -- --prod",
+            "bun install @scope/pkg@1.2.3",
+        ] {
+            assert!(matches(BUILD_COMMAND_PATTERN, ok), "{ok}");
+            assert_eq!(check_build_command("buildCommand", ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "npm ci; rm -rf /",
+            "npm ci && curl x",
+            "npm ci || true",
+            "npm ci | tee log",
+            "echo `id`",
+            "echo $(id)",
+            "npm ci > out",
+            "npm ci < in",
+            "npm ci\nrm -rf /",
+            "npm ci\u{7}",
+            "echo 'x'",
+            " npm ci",
+            "",
+        ] {
+            assert!(!matches(BUILD_COMMAND_PATTERN, bad), "{bad:?}");
+            let e = check_build_command("buildCommand", bad).unwrap_err();
+            assert!(e.starts_with("buildCommand "), "{e}");
+        }
+        assert!(check_build_command("x", &"a".repeat(1025)).is_err());
+        assert!(build_command_rule().contains("A-Za-z0-9"));
+    }
+
+    #[test]
     fn preflight_names_the_broken_rule() {
         let spec: AgentDeploymentSpec = serde_json::from_value(serde_json::json!({
             "source": "external_docker",
@@ -342,5 +432,12 @@ mod tests {
         assert!(preflight("agent", &ok).unwrap_err().contains("reserved"));
         ok.secrets[1].name = "1X".into();
         assert!(preflight("agent", &ok).unwrap_err().contains("environment"));
+        ok.secrets.pop();
+        ok.source_config.build_command = Some("npm run build; curl x".into());
+        assert!(
+            preflight("agent", &ok)
+                .unwrap_err()
+                .starts_with("sourceConfig.buildCommand ")
+        );
     }
 }

@@ -12,7 +12,9 @@ use crate::api::deployment::{self as crd, AgentDeploymentSpec};
 use crate::api::resource_spec;
 use crate::controlplane::types::{self as wire, DeploymentCreate, DeploymentPatch, SecretValue};
 
-/// Maps `spec.sourceConfig` to the wire `source_config`.
+/// Maps `spec.sourceConfig` to the wire `source_config`. `integrationRef` has
+/// no wire field: the pass resolves it to `integration_id` before a create
+/// (see `controller::integrations`).
 pub fn source_config(spec: &crd::SourceConfig) -> wire::SourceConfig {
     wire::SourceConfig {
         integration_id: spec.integration_id.clone(),
@@ -30,6 +32,8 @@ pub fn source_config(spec: &crd::SourceConfig) -> wire::SourceConfig {
         listener_config: spec.listener_config.as_ref().map(|l| wire::ListenerConfig {
             k8s_namespace: l.k8s_namespace.clone(),
         }),
+        install_command: spec.install_command.clone(),
+        build_command: spec.build_command.clone(),
     }
 }
 
@@ -86,8 +90,8 @@ fn differs<T: PartialEq>(desired: &Option<T>, current: &Option<T>) -> bool {
 /// The minimal PATCH that makes `remote` equal to `desired`, or an empty patch.
 ///
 /// - `source_config`: only the mutable fields the spec sets and that differ
-///   (`build_on_push`, `custom_url`, `resource_spec` merged with the current
-///   object). Immutable fields (`integration_id`, `repo_url`,
+///   (`build_on_push`, `custom_url`, `install_command`, `build_command`,
+///   `resource_spec` merged with the current object). Immutable fields (`integration_id`, `repo_url`,
 ///   `deployment_type`, `listener_*`) are never sent.
 /// - `source_revision_config`: the spec's values, only when one of them differs
 ///   (it creates a revision).
@@ -108,6 +112,12 @@ pub fn compute_patch(
     }
     if differs(&d.custom_url, &r.custom_url) {
         sc.custom_url = d.custom_url.clone();
+    }
+    if differs(&d.install_command, &r.install_command) {
+        sc.install_command = d.install_command.clone();
+    }
+    if differs(&d.build_command, &r.build_command) {
+        sc.build_command = d.build_command.clone();
     }
     if let Some(Value::Object(want)) = &d.resource_spec
         && !object_contains(r.resource_spec.as_ref(), want)
@@ -139,14 +149,16 @@ pub fn compute_patch(
 }
 
 /// True when the patch creates a revision (facts "Requests": non-null
-/// `source_revision_config` values, `resource_spec` or `secrets`).
+/// `source_revision_config` values, `resource_spec` or `secrets`). A new
+/// `install_command` or `build_command` is counted too: the facts do not say,
+/// but a build setting only takes effect in a new build, so the operator
+/// treats it like `resource_spec` (and the emulator starts a revision).
 pub fn creates_revision(patch: &DeploymentPatch) -> bool {
     patch.source_revision_config.is_some()
         || patch.secrets.is_some()
-        || patch
-            .source_config
-            .as_ref()
-            .is_some_and(|s| s.resource_spec.is_some())
+        || patch.source_config.as_ref().is_some_and(|s| {
+            s.resource_spec.is_some() || s.install_command.is_some() || s.build_command.is_some()
+        })
 }
 
 fn same_names(a: &[SecretValue], b: &[SecretValue]) -> bool {
@@ -233,6 +245,12 @@ pub fn patch_fields(patch: &DeploymentPatch) -> Vec<&'static str> {
         }
         if sc.custom_url.is_some() {
             fields.push("source_config.custom_url");
+        }
+        if sc.install_command.is_some() {
+            fields.push("source_config.install_command");
+        }
+        if sc.build_command.is_some() {
+            fields.push("source_config.build_command");
         }
         if sc.resource_spec.is_some() {
             fields.push("source_config.resource_spec");
@@ -351,6 +369,27 @@ mod tests {
             serde_json::to_value(&patch).unwrap(),
             json!({"source_config": {"build_on_push": true, "resource_spec": {"min_scale": 2, "cpu": 1}}})
         );
+    }
+
+    #[test]
+    fn build_commands_map_to_the_wire_and_a_change_is_a_revision() {
+        let mut s = spec();
+        s.source_config.install_command = Some("npm ci".into());
+        s.source_config.build_command = Some("npm run build".into());
+        let body = create_body("a", &s, vec![]);
+        let v = serde_json::to_value(&body).unwrap();
+        assert_eq!(v["source_config"]["install_command"], "npm ci");
+        assert_eq!(v["source_config"]["build_command"], "npm run build");
+        let remote = remote_of(&body);
+        assert!(compute_patch(&body, &remote, false).is_empty());
+        s.source_config.build_command = Some("npm run build:prod".into());
+        let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!({"source_config": {"build_command": "npm run build:prod"}})
+        );
+        assert!(creates_revision(&patch));
+        assert_eq!(patch_fields(&patch), ["source_config.build_command"]);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod control_plane;
 pub mod deployment;
 pub mod desired;
+pub mod integrations;
 pub mod listener;
 pub mod placement;
 pub mod planes;
@@ -77,6 +78,9 @@ pub struct Context {
     pub revision_seconds: std::sync::Mutex<std::collections::HashMap<String, f64>>,
     /// Name lookups before creates, shared by a fleet of one control plane.
     pub names: deployment::names::NameIndexes,
+    /// GitHub integration and repository lists (for
+    /// `sourceConfig.integrationRef`), shared by a fleet of one control plane.
+    pub integrations: integrations::IntegrationCache,
     /// Per object: the revision its last mutation started and when.
     pub revision_started:
         std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>,
@@ -119,6 +123,7 @@ impl Context {
             seen: Default::default(),
             revision_seconds: Default::default(),
             names: Default::default(),
+            integrations: Default::default(),
             revision_started: Default::default(),
             scouts: Default::default(),
             secrets_sent: Default::default(),

@@ -33,7 +33,8 @@ use super::merge::with_merged_resource_spec;
 use super::operation::{Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class};
 use super::response::{check_status, decode_body};
 use super::types::{
-    Deployment, DeploymentCreate, DeploymentPatch, Listener, Page, Revision, ValidationError,
+    Deployment, DeploymentCreate, DeploymentPatch, GithubIntegration, GithubRepository, Listener,
+    Page, Revision, ValidationError,
 };
 
 pub use super::endpoint::Region;
@@ -835,6 +836,40 @@ impl ControlPlaneClient {
     /// [`ControlPlaneClient::list_listeners`].
     pub async fn list_all_listeners(&self) -> Result<Vec<Listener>, Error> {
         collect_pages(|offset| self.list_listeners(MAX_PAGE_SIZE, offset)).await
+    }
+
+    /// `GET /v1/integrations/github/install` → the GitHub integrations of the
+    /// workspace, a bare JSON array `[{id, installation_id, name}]` (facts
+    /// "Integrations (v1)", seen only in the official clients: not in the
+    /// public API description, shape not documented beyond these fields).
+    /// Retried on transient errors. Errors: as any read (401, 403, 5xx).
+    pub async fn list_github_integrations(&self) -> Result<Vec<GithubIntegration>, Error> {
+        let req = self.request(
+            Operation::ListIntegrations,
+            &["v1", "integrations", "github", "install"],
+            None::<&()>,
+            None::<&()>,
+        )?;
+        self.json(Operation::ListIntegrations, req).await
+    }
+
+    /// `GET /v1/integrations/github/{integration_id}/repos` → the
+    /// repositories the integration can read, a bare JSON array
+    /// `[{url, default_branch, ...}]` (facts "Integrations (v1)", seen only
+    /// in the official clients). Retried on transient errors. Errors: 404
+    /// for an unknown integration (emulator; not documented), 422 for an id
+    /// that is not a uuid, and those of any read.
+    pub async fn list_github_repositories(
+        &self,
+        integration_id: &str,
+    ) -> Result<Vec<GithubRepository>, Error> {
+        let req = self.request(
+            Operation::ListIntegrationRepos,
+            &["v1", "integrations", "github", integration_id, "repos"],
+            None::<&()>,
+            None::<&()>,
+        )?;
+        self.json(Operation::ListIntegrationRepos, req).await
     }
 }
 

@@ -26,7 +26,9 @@ pub struct SourceConfig {
     /// URL of the repository (`github` only, immutable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo_url: Option<String>,
-    /// `dev_free`, `dev` or `prod` (immutable).
+    /// `dev_free`, `dev`, `prod`, or the scale-to-zero variants `dev_zero`
+    /// and `dev_free_zero` accepted by the Terraform provider (facts
+    /// "Deployment"); immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_type: Option<String>,
     /// Whether a push to the branch triggers a build.
@@ -45,6 +47,14 @@ pub struct SourceConfig {
     /// Placement on the listener (immutable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_config: Option<ListenerConfig>,
+    /// Install command of a JavaScript build (facts "Build commands", seen
+    /// only in the official CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_command: Option<String>,
+    /// Build command of a JavaScript build (facts "Build commands", seen
+    /// only in the official CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_command: Option<String>,
 }
 
 /// `source_config.listener_config` (facts "Self-hosted placement and listeners").
@@ -371,6 +381,34 @@ pub struct Listener {
     pub created_at: String,
     /// Last update time, RFC 3339.
     pub updated_at: String,
+}
+
+/// One GitHub integration (app installation) of the workspace, an item of
+/// `GET /v1/integrations/github/install` (facts "Integrations (v1)", seen
+/// only in the official clients; other fields are ignored).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GithubIntegration {
+    /// Integration id (uuid): the `source_config.integration_id` of a
+    /// `github` deployment.
+    pub id: String,
+    /// GitHub's installation id (a number in the emulator; kept as sent).
+    #[serde(default)]
+    pub installation_id: Option<serde_json::Value>,
+    /// Account or installation name.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// One repository an integration can read, an item of
+/// `GET /v1/integrations/github/{integration_id}/repos` (facts "Integrations
+/// (v1)", seen only in the official clients; other fields are ignored).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GithubRepository {
+    /// Repository URL, e.g. `https://github.com/acme/agent`.
+    pub url: String,
+    /// Default branch, if given.
+    #[serde(default)]
+    pub default_branch: Option<String>,
 }
 
 /// One item of an `HTTPValidationError` (spec "ValidationError").

@@ -14,7 +14,14 @@
 //! - lists are newest first; `offset` in the answer is the offset of the next
 //!   page (`offset + resources.len()`); `name_contains` ignores case;
 //!   `status` filters take comma-separated values; `deployment_ids` must be
-//!   uuids (422).
+//!   uuids (422);
+//! - `GET /v1/integrations/github/install` (facts "Integrations (v1)", seen
+//!   only in the official clients) answers the seeded integrations of the
+//!   workspace as a bare array `[{id, installation_id, name}]`, `[]` when
+//!   none; `GET /v1/integrations/github/{id}/repos` answers
+//!   `[{url, default_branch, name, full_name}]` (`default_branch` `main`),
+//!   404 `Integration <id> not found.` for an id not seeded in the
+//!   workspace, 422 for an id that is not a uuid.
 
 use axum::Json;
 use axum::Router;
@@ -64,6 +71,11 @@ pub(crate) fn api_routes() -> Router<EmulatorState> {
         )
         .route("/v2/listeners", get(list_listeners))
         .route("/v2/listeners/{listener_id}", get(get_listener))
+        .route("/v1/integrations/github/install", get(list_integrations))
+        .route(
+            "/v1/integrations/github/{integration_id}/repos",
+            get(list_integration_repos),
+        )
 }
 
 type JsonResult = Result<Json<Value>, ApiError>;
@@ -455,4 +467,46 @@ async fn get_listener(
         .find(|l| l.id == id.to_string())
         .map(|l| Json(serde_json::to_value(l).unwrap_or_default()))
         .ok_or_else(|| ApiError::listener_not_found(&id))
+}
+
+async fn list_integrations(State(state): State<EmulatorState>, Tenant(ws): Tenant) -> JsonResult {
+    let items: Vec<Value> = state
+        .integrations_of(&ws)
+        .into_iter()
+        .map(|(installation_id, i)| {
+            json!({"id": i.id, "installation_id": installation_id, "name": i.name})
+        })
+        .collect();
+    Ok(Json(Value::Array(items)))
+}
+
+async fn list_integration_repos(
+    State(state): State<EmulatorState>,
+    Tenant(ws): Tenant,
+    ids: PathIds,
+) -> JsonResult {
+    let id = ids.at(0);
+    let (_, integration) = state
+        .integrations_of(&ws)
+        .into_iter()
+        .find(|(_, i)| i.id == id)
+        .ok_or_else(|| ApiError::not_found(format!("Integration {id} not found.")))?;
+    let repos: Vec<Value> = integration
+        .repos
+        .iter()
+        .map(|url| {
+            let full_name = url
+                .trim_end_matches('/')
+                .rsplitn(3, '/')
+                .take(2)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("/");
+            let name = full_name.rsplit('/').next().unwrap_or_default().to_owned();
+            json!({"url": url, "default_branch": "main", "name": name, "full_name": full_name})
+        })
+        .collect();
+    Ok(Json(Value::Array(repos)))
 }

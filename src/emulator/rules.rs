@@ -117,8 +117,28 @@ pub(crate) fn check_create(
         )?,
     }
     check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
+    check_build_commands(sc)?;
     check_secret_names(&req.secrets, sc.listener_id.is_some())?;
     check_listener(sc, ws)
+}
+
+/// `install_command` and `build_command` must follow
+/// [`crate::api::rules::BUILD_COMMAND_PATTERN`] (at most 1024 bytes) → 400
+/// naming the field and the rule. Facts "Build commands" (seen only in the
+/// official CLI): the CLI refuses "shell control characters and the like";
+/// whether and how the service refuses them is not known, so refusing here
+/// (with the operator's rule) is an emulator choice.
+pub(crate) fn check_build_commands(sc: &SourceConfig) -> Result<(), ApiError> {
+    for (field, command) in [
+        ("source_config.install_command", &sc.install_command),
+        ("source_config.build_command", &sc.build_command),
+    ] {
+        if let Some(c) = command {
+            crate::api::rules::check_build_command(&format!("'{field}'"), c)
+                .map_err(|e| ApiError::bad_request(format!("Invalid command: {e}.")))?;
+        }
+    }
+    Ok(())
 }
 
 /// Secret names the platform reserves (facts "Reserved variable names": the
@@ -260,7 +280,10 @@ fn as_uuid(s: Option<&String>) -> Option<Result<Uuid, String>> {
 ///   its configuration is the latest one merged with the sent fields;
 /// - non-empty `secrets` replace the whole list (emulator choice, consistent
 ///   with "cannot remove all secrets with `[]`");
-/// - the tag/`build_on_push` rule on the merged values (400).
+/// - the tag/`build_on_push` rule on the merged values (400);
+/// - `install_command` and `build_command` merged, checked
+///   ([`check_build_commands`], 400) and starting a revision (emulator
+///   choice).
 pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEffect, ApiError> {
     immutable("name", Some(cur.name), patch.name.as_deref())?;
     immutable("source", Some(cur.source), patch.source.as_deref())?;
@@ -305,6 +328,18 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
             sc.resource_spec = Some(spec.clone());
             new_revision = true;
         }
+        // Emulator choice (the facts do not say): a build setting takes
+        // effect in a new build, so a command sent starts a revision.
+        for (dst, src) in [
+            (&mut sc.install_command, &p.install_command),
+            (&mut sc.build_command, &p.build_command),
+        ] {
+            if let Some(c) = src {
+                *dst = Some(c.clone());
+                new_revision = true;
+            }
+        }
+        check_build_commands(&sc)?;
     }
     let mut rc = cur.revision_config.clone();
     if let Some(p) = &patch.source_revision_config {

@@ -135,6 +135,8 @@ const SOURCE_CONFIG: &[Field] = &[
     opt("resource_spec", Ty::Model(RESOURCE_SPEC)),
     opt("listener_id", Ty::Uuid),
     opt("listener_config", Ty::Model(LISTENER_CONFIG)),
+    opt("install_command", Ty::Str),
+    opt("build_command", Ty::Str),
 ];
 
 /// `repo_commit_sha` is read-only: dropped from requests.

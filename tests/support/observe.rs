@@ -123,6 +123,10 @@ pub mod route {
     pub const GET_REVISION: &str = "GET /v2/deployments/{deployment_id}/revisions/{revision_id}";
     /// Read one listener.
     pub const GET_LISTENER: &str = "GET /v2/listeners/{listener_id}";
+    /// List the workspace's GitHub integrations.
+    pub const INTEGRATIONS: &str = "GET /v1/integrations/github/install";
+    /// List the repositories of one GitHub integration.
+    pub const INTEGRATION_REPOS: &str = "GET /v1/integrations/github/{integration_id}/repos";
 }
 
 /// The answer of `GET /_emulator/requests`.

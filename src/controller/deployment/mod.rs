@@ -33,7 +33,7 @@ use self::report::{
 };
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
-use super::{placement, resolve};
+use super::{integrations, placement, resolve};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION,
@@ -257,15 +257,18 @@ async fn apply(
         .get(REDEPLOY_ANNOTATION)
         .filter(|r| previous.last_redeploy_requested_at.as_ref() != Some(*r))
         .cloned();
-    let fingerprint = desired::fingerprint(
-        &body,
-        &secrets_hash,
-        &[
-            cp.base_url(),
-            cp.workspace_id(),
-            redeploy.as_deref().unwrap_or(""),
-        ],
-    );
+    // `integrationRef` is resolved to `integration_id` only before a create,
+    // so its name stands for it in the fingerprint (added only when set, so
+    // the fingerprints of other resources stay what they were).
+    let mut extra = vec![
+        cp.base_url(),
+        cp.workspace_id(),
+        redeploy.as_deref().unwrap_or(""),
+    ];
+    if let Some(r) = &obj.spec.source_config.integration_ref {
+        extra.push(r.name.as_str());
+    }
+    let fingerprint = desired::fingerprint(&body, &secrets_hash, &extra);
     let secrets_changed = previous.deployment_id.is_some()
         && previous.secrets_hash.as_deref() != Some(secrets_hash.as_str());
 
@@ -356,6 +359,18 @@ async fn apply(
                     placement::check_listener_namespace(&cp, listener_id, &obj.spec).await?
             {
                 return report_blocked(api, obj, ctx, blocked).await;
+            }
+            // A named integration is resolved, and the repository checked,
+            // before a create (not for an explicit adoption, which creates
+            // nothing): `integration_id` is immutable afterwards.
+            if obj.spec.deployment_id.is_none() {
+                match integrations::resolve(&ctx.integrations, &plane_key(&cp), &cp, &obj.spec)
+                    .await?
+                {
+                    Ok(Some(id)) => body.source_config.integration_id = Some(id),
+                    Ok(None) => {}
+                    Err(blocked) => return report_blocked(api, obj, ctx, blocked).await,
+                }
             }
             let obtained = match obtain(&mut pass, &body).await? {
                 Obtained::Remote(d) => d,

@@ -176,6 +176,7 @@ async fn create_deployment(
             source: req.source.clone(),
             source_config,
             secrets: req.secrets.clone(),
+            secret_references: req.secret_references.clone(),
             revisions: Vec::new(),
             created: *now,
             updated: *now,
@@ -280,12 +281,17 @@ async fn patch_deployment(
                 source: &d.source,
                 source_config: &d.source_config,
                 revision_config: &latest,
+                secrets: &d.secrets,
+                secret_references: &d.secret_references,
             },
             &patch,
         )?;
         d.source_config = effect.source_config;
         if let Some(secrets) = effect.secrets {
             d.secrets = secrets;
+        }
+        if let Some(references) = effect.secret_references {
+            d.secret_references = references;
         }
         if let Some(config) = effect.new_revision {
             let plan = plan_for(&state, d, &config);

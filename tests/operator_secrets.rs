@@ -3,12 +3,19 @@
 //! enough to recover; a changed value makes a new revision; the value never
 //! shows in `status.secretsHash` or in events; a change to a Secret the
 //! resource does not reference makes no remote call.
+//!
+//! Issue 11, item 3: a secret value changed on the control plane (and an
+//! extra secret added there) is detected on the drift check by the salted
+//! hash of the values the service returns, and restored by one PATCH (Event
+//! `DriftCorrected` naming the field `secrets`); neither value shows in the
+//! operator's log, the events or the status.
 
 mod common;
 mod support;
 
 use std::time::Duration;
 
+use agent_operator::controlplane::types::{DeploymentPatch, SecretValue};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::{Value, json};
@@ -19,6 +26,10 @@ const FIRST_VALUE: &str = "sk-first-4f1b9c";
 const SECOND_VALUE: &str = "sk-second-8d2e7a";
 
 async fn harness(test: &str) -> Harness {
+    harness_with(test, &[]).await
+}
+
+async fn harness_with(test: &str, operator_args: &[&str]) -> Harness {
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, test).await;
@@ -28,7 +39,7 @@ async fn harness(test: &str) -> Harness {
         env.kubeconfig_path(),
         test,
         &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        Some(&[]),
+        Some(operator_args),
     )
     .await
 }
@@ -162,6 +173,103 @@ async fn changed_value_makes_a_new_revision_and_is_never_shown() {
         "the log is at debug level, so the scan means something"
     );
     for value in [FIRST_VALUE, SECOND_VALUE, support::API_KEY] {
+        assert!(!log.contains(value), "the operator log shows {value}");
+    }
+}
+
+/// A value set on the control plane by someone else (console, CLI).
+const REMOTE_VALUE: &str = "sk-set-in-the-console-5a9f03";
+
+#[tokio::test]
+async fn a_value_changed_on_the_control_plane_is_restored_unseen() {
+    let h = harness_with("op-secret-drift", &["--resync-interval-seconds", "0.5"]).await;
+    let name = "drifting-secrets-agent";
+    put_secret(&h, "agent-env", json!({"openai": FIRST_VALUE})).await;
+    h.apply(with_secret(name, "agent-env")).await;
+    let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();
+    let id = status.deployment_id.clone().unwrap();
+    let hash = status.secrets_hash.clone().expect("status.secretsHash");
+
+    // Someone changes the value on the control plane and adds a secret the
+    // spec does not list (the service replaces the list on PATCH).
+    h.cp.patch_deployment(
+        &id,
+        &DeploymentPatch {
+            secrets: Some(vec![
+                SecretValue::new("OPENAI_API_KEY", REMOTE_VALUE),
+                SecretValue::new("LOG_LEVEL", "info"),
+                SecretValue::new("EXTRA_SETTING", "added-outside"),
+            ]),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let event = support::wait_for_event(&h.client, &h.ns, name, "DriftCorrected", TIMEOUT).await;
+    let note = event.note.unwrap_or_default();
+    assert!(note.starts_with("secrets of remote deployment"), "{note}");
+    support::eventually(TIMEOUT, "the desired values restored", || async {
+        let d = h.cp.get_deployment(&id).await.ok()?;
+        let mut secrets = d.secrets.clone();
+        secrets.sort_by(|a, b| a.name.cmp(&b.name));
+        (secrets
+            == [
+                SecretValue::new("LOG_LEVEL", "info"),
+                SecretValue::new("OPENAI_API_KEY", FIRST_VALUE),
+            ])
+        .then_some(())
+    })
+    .await;
+    let obj = wait_for(
+        &h.api,
+        name,
+        TIMEOUT,
+        "Ready on the restored revision",
+        |o| {
+            let s = o.status.as_ref()?;
+            (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)
+                .then(|| o.clone())
+        },
+    )
+    .await;
+    assert_eq!(
+        obj.metadata.generation,
+        Some(1),
+        "the resource was not edited"
+    );
+    assert_eq!(
+        obj.status.as_ref().unwrap().secrets_hash.as_deref(),
+        Some(hash.as_str()),
+        "the desired values did not change"
+    );
+    assert_eq!(h.revisions(&id).await.len(), 3, "first, outside, restored");
+
+    // Once restored, the drift checks (every 0.5 s) send nothing more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.emulator.requests().await.count(route::PATCH),
+        2,
+        "the outside PATCH and one correction"
+    );
+
+    // Neither value shows in the object, the events or the log.
+    let obj_json = serde_json::to_string(&h.api.get(name).await.unwrap()).unwrap();
+    for value in [FIRST_VALUE, REMOTE_VALUE] {
+        assert!(!obj_json.contains(value), "the object shows {value}");
+    }
+    for event in support::events_about(&h.client, &h.ns, name).await {
+        let note = event.note.unwrap_or_default();
+        assert!(
+            !note.contains(FIRST_VALUE) && !note.contains(REMOTE_VALUE),
+            "event {:?} shows a value: {note}",
+            event.reason
+        );
+    }
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/test-logs/op-secret-drift-operator.log");
+    let log = std::fs::read_to_string(&log).expect("the operator's log");
+    assert!(log.contains("DEBUG"), "the log is at debug level");
+    for value in [FIRST_VALUE, REMOTE_VALUE, support::API_KEY] {
         assert!(!log.contains(value), "the operator log shows {value}");
     }
 }

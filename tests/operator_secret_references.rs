@@ -5,7 +5,8 @@
 //! - a create carries the references (never a value) and the operator does
 //!   not read the referenced Secret: a Secret of that name in the operator's
 //!   cluster, holding a value, changes nothing and its value shows nowhere;
-//! - a change of the references is patched (one new revision);
+//! - a change of the references is patched (one new revision), and a change
+//!   made on the control plane is restored (Event `DriftCorrected`);
 //! - the API server refuses references on `github`, without a listener, with
 //!   a name also in `secrets`, with a reserved name or a name listed twice.
 
@@ -15,7 +16,7 @@ mod support;
 use std::time::Duration;
 
 use agent_operator::api::AgentDeployment;
-use agent_operator::controlplane::types::SecretReference;
+use agent_operator::controlplane::types::{DeploymentPatch, SecretReference};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
@@ -47,7 +48,7 @@ async fn harness(test: &str) -> Harness {
             "--listener",
             &seed,
         ],
-        Some(&[]),
+        Some(&["--resync-interval-seconds", "0.5"]),
     )
     .await
 }
@@ -152,6 +153,48 @@ async fn references_are_sent_without_values_and_patched() {
     );
     support::wait_for_event(&h.client, &h.ns, name, "Patched", TIMEOUT).await;
 
+    // References changed on the control plane: the drift check restores them.
+    h.cp.patch_deployment(
+        &id,
+        &DeploymentPatch {
+            secret_references: Some(vec![reference("OPENAI_API_KEY", "someone-else", "k")]),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let event = support::wait_for_event(&h.client, &h.ns, name, "DriftCorrected", TIMEOUT).await;
+    assert!(
+        event
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .starts_with("secret_references of remote deployment"),
+        "{:?}",
+        event.note
+    );
+    support::eventually(TIMEOUT, "the references restored", || async {
+        let d = h.cp.get_deployment(&id).await.ok()?;
+        let mut restored = d.secret_references.clone();
+        restored.sort();
+        (restored == refs).then_some(())
+    })
+    .await;
+    let obj = wait_for(
+        &h.api,
+        name,
+        TIMEOUT,
+        "Ready on the restored revision",
+        |o| (support::is_ready_now(o) && revision_changed(o, &obj)).then(|| o.clone()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        h.emulator.requests().await.count(route::PATCH),
+        patches + 3,
+        "the spec change, the outside change, one correction"
+    );
+
     // The value of the Secret of that name shows nowhere.
     let obj_json = serde_json::to_string(&obj).unwrap();
     assert!(!obj_json.contains(DATA_PLANE_VALUE));
@@ -166,6 +209,12 @@ async fn references_are_sent_without_values_and_patched() {
     let log = std::fs::read_to_string(&log).expect("the operator's log");
     assert!(log.contains("DEBUG"), "the log is at debug level");
     assert!(!log.contains(DATA_PLANE_VALUE), "the operator log shows it");
+}
+
+/// True when `o` follows another revision than `before`.
+fn revision_changed(o: &AgentDeployment, before: &AgentDeployment) -> bool {
+    let rev = |x: &AgentDeployment| x.status.as_ref().and_then(|s| s.latest_revision_id.clone());
+    rev(o) != rev(before)
 }
 
 /// Creates `manifest` (a POST: server-side apply refuses a duplicate

@@ -415,7 +415,9 @@ pub struct AgentDeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_revision_status: Option<String>,
     /// `<salt>:<sha256>` of the secret names and values last sent (hex), so a
-    /// changed value is detected without keeping any value.
+    /// changed value is detected without keeping any value; the same salt
+    /// hashes the values the control plane returns, to detect a value
+    /// changed there (drift) without comparing values in the clear.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_hash: Option<String>,
     /// The last value of the redeploy annotation that was acted on.

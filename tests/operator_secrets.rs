@@ -8,7 +8,9 @@
 //! extra secret added there) is detected on the drift check by the salted
 //! hash of the values the service returns, and restored by one PATCH (Event
 //! `DriftCorrected` naming the field `secrets`); neither value shows in the
-//! operator's log, the events or the status.
+//! operator's log, the events or the status. A service that masks the values
+//! it returns (emulator fault `masked_secret_values`) is not compared: no
+//! PATCH loop, and a change of the desired value is still sent.
 
 mod common;
 mod support;
@@ -270,6 +272,72 @@ async fn a_value_changed_on_the_control_plane_is_restored_unseen() {
     let log = std::fs::read_to_string(&log).expect("the operator's log");
     assert!(log.contains("DEBUG"), "the log is at debug level");
     for value in [FIRST_VALUE, REMOTE_VALUE, support::API_KEY] {
+        assert!(!log.contains(value), "the operator log shows {value}");
+    }
+}
+
+#[tokio::test]
+async fn masked_values_are_not_compared_and_cause_no_patch_loop() {
+    let h = harness_with("op-secret-masked", &["--resync-interval-seconds", "0.5"]).await;
+    // A service that does not return secret values: every answer shows `****`.
+    h.emulator
+        .set_faults(json!({"masked_secret_values": true}))
+        .await;
+    let name = "masked-secrets-agent";
+    put_secret(&h, "agent-env", json!({"openai": FIRST_VALUE})).await;
+    h.apply(with_secret(name, "agent-env")).await;
+    let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();
+    let id = status.deployment_id.clone().unwrap();
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    assert!(
+        remote
+            .secrets
+            .iter()
+            .all(|s| s == &SecretValue::new(s.name.clone(), "****")),
+        "the fault masks the values"
+    );
+
+    // A value changed outside cannot be seen: the drift checks (every 0.5 s)
+    // send nothing, and the resource stays Ready.
+    h.cp.patch_deployment(
+        &id,
+        &DeploymentPatch {
+            secrets: Some(vec![
+                SecretValue::new("OPENAI_API_KEY", REMOTE_VALUE),
+                SecretValue::new("LOG_LEVEL", "info"),
+            ]),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.emulator.requests().await.count(route::PATCH),
+        1,
+        "only the outside PATCH: masked values are not compared"
+    );
+    assert!(
+        !support::event_reasons(&h.client, &h.ns, name)
+            .await
+            .iter()
+            .any(|r| r == "DriftCorrected")
+    );
+
+    // A change of the desired value is still sent, once.
+    put_secret(&h, "agent-env", json!({"openai": SECOND_VALUE})).await;
+    let obj = wait_for(&h.api, name, TIMEOUT, "the new value sent", |o| {
+        let s = o.status.as_ref()?;
+        (s.secrets_hash != status.secrets_hash && support::is_ready_now(o)).then(|| o.clone())
+    })
+    .await;
+    assert!(!support::is_stalled_with(&obj, "DriftNotConverging"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.emulator.requests().await.count(route::PATCH), 2);
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/test-logs/op-secret-masked-operator.log");
+    let log = std::fs::read_to_string(&log).expect("the operator's log");
+    for value in [FIRST_VALUE, SECOND_VALUE, REMOTE_VALUE] {
         assert!(!log.contains(value), "the operator log shows {value}");
     }
 }

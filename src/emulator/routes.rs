@@ -30,7 +30,7 @@ use super::extract::{JsonBody, PathIds};
 use super::rules::{self, Current, DEFAULT_DEPLOYMENT_TYPE, PatchBody, WorkspacePolicy};
 use super::scenario::{RevisionFacts, pick_outcome};
 use super::state::EmulatorState;
-use super::store::StoredDeployment;
+use super::store::{Now, StoredDeployment};
 use super::timeline::Plan;
 use super::validate::{
     self, DEPLOYMENT_CREATE, DEPLOYMENT_PATCH, DEPLOYMENT_TYPES, QueryParams, paging,
@@ -135,6 +135,20 @@ fn drop_ignored_keys(state: &EmulatorState, body: &mut Value) {
     }
 }
 
+/// The deployment `d` as answered: its JSON view, with every secret value
+/// shown as `****` under the `masked_secret_values` fault.
+fn shown(state: &EmulatorState, d: &StoredDeployment, now: &Now) -> Value {
+    let mut v = d.json(now);
+    if state.faults().masked_secret_values
+        && let Some(Value::Array(secrets)) = v.get_mut("secrets")
+    {
+        for s in secrets {
+            s["value"] = Value::String("****".into());
+        }
+    }
+    v
+}
+
 async fn create_deployment(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
@@ -185,7 +199,7 @@ async fn create_deployment(
         };
         let plan = plan_for(&state, &d, &req.source_revision_config);
         d.add_revision(req.source_revision_config.clone(), plan, *now);
-        let json = d.json(now);
+        let json = shown(&state, &d, now);
         tracing::info!(deployment_id = %id, workspace = %ws, name = %d.name, "deployment created");
         store.insert(d);
         Ok((StatusCode::CREATED, Json(json)))
@@ -235,7 +249,7 @@ async fn list_deployments(
             // into JSON, so a page costs the same with 100 or 10,000 stored.
             .skip(offset)
             .take(limit)
-            .map(|d| d.json(now))
+            .map(|d| shown(&state, d, now))
             .collect()
     });
     let items: Vec<Value> = items;
@@ -252,7 +266,7 @@ async fn get_deployment(
     state.with_store(|store, now| {
         store
             .get(&ws, &id)
-            .map(|d| Json(d.json(now)))
+            .map(|d| Json(shown(&state, d, now)))
             .ok_or_else(|| ApiError::deployment_not_found(&id))
     })
 }
@@ -299,7 +313,7 @@ async fn patch_deployment(
             tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by patch");
         }
         d.updated = *now;
-        Ok(Json(d.json(now)))
+        Ok(Json(shown(&state, d, now)))
     })
 }
 
@@ -397,7 +411,7 @@ fn new_revision(
         let rid = d.add_revision(config, plan, *now);
         tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by redeploy");
         let rev = d.revision(&rid).map(|r| r.json(now)).unwrap_or_default();
-        Ok((d.json(now), rev))
+        Ok((shown(state, d, now), rev))
     })
 }
 

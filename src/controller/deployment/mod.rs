@@ -455,11 +455,14 @@ impl Pass<'_> {
         // plane (the values the service returns, compared by salted hash,
         // only on this read: no extra request). A correction of values
         // changed outside is paced like a change here, so a fight with
-        // another writer costs at most one revision per interval.
+        // another writer costs at most one revision per interval; not when
+        // the status holds a PATCH the service did not hold (it is not sent
+        // anyway, and the pass must keep reporting it, not flap to Ready).
         let changed_here = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
         let changed_outside = !changed_here
             && desired::remote_secrets_differ(secrets_hash, &remote.secrets)
-            && self.ctx.secrets_due_in(&object_key(self.obj)).is_none();
+            && (self.previous.unheld_patch.is_some()
+                || self.ctx.secrets_due_in(&object_key(self.obj)).is_none());
         let patch = desired::compute_patch(body, &remote, changed_here || changed_outside);
         let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
         let read = decide::Read {

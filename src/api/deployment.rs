@@ -311,6 +311,36 @@ pub struct DeploymentSecret {
     pub value_from: Option<SecretValueSource>,
 }
 
+/// One reference to a key of a Kubernetes Secret in the data plane cluster
+/// (wire `secret_references[]`: `{name, secret_name, secret_key}`; facts
+/// "Deployment": newer, `external_docker` only). The Secret lives in the
+/// deployment's namespace on the self-hosted data plane, not in this
+/// cluster: the operator never reads it, and its value never passes through
+/// the control plane.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentSecretReference {
+    /// Environment variable name (`[A-Za-z_][A-Za-z0-9_]*`), unique in the
+    /// list, not one of `spec.secrets`' names and not one the platform
+    /// reserves (facts "Reserved variable names"). Wire `name`.
+    #[schemars(
+        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        length(min = 1, max = 256)
+    )]
+    #[x_kube(validation = Rule::new(rules::reserved_name_rule()).message(Message::Expression(rules::RESERVED_NAME_MESSAGE.into())))]
+    pub name: String,
+    /// Name of the Secret in the deployment's namespace of the data plane
+    /// cluster (a DNS-1123 subdomain). Wire `secret_name`.
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
+    pub secret_name: String,
+    /// Key in that Secret (`[-._a-zA-Z0-9]+`). Wire `secret_key`.
+    #[schemars(regex(pattern = r"^[-._a-zA-Z0-9]+$"), length(min = 1, max = 253))]
+    pub secret_key: String,
+}
+
 /// Desired state of an `AgentDeployment`.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
@@ -338,6 +368,9 @@ pub struct DeploymentSecret {
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.buildOnPush) && self.sourceConfig.buildOnPush && has(self.sourceRevisionConfig.repoRef) && self.sourceRevisionConfig.repoRef.startsWith('refs/tags/'))").message("buildOnPush must be false when repoRef is a tag (refs/tags/...)"))]
 #[x_kube(validation = Rule::new("!has(self.sourceConfig.listenerConfig) || has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)").message("sourceConfig.listenerConfig needs sourceConfig.listenerId or listenerRef"))]
 #[x_kube(validation = Rule::new(rules::self_hosted_names_rule()).message(rules::self_hosted_names_message().as_str()))]
+#[x_kube(validation = Rule::new("!has(self.secretReferences) || size(self.secretReferences) == 0 || self.source == 'external_docker'").message("secretReferences are only for source external_docker (the data plane reads the Secrets; use secrets for github)"))]
+#[x_kube(validation = Rule::new("!has(self.secretReferences) || size(self.secretReferences) == 0 || (has(self.sourceConfig) && (has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)))").message("secretReferences need a self-hosted data plane: set sourceConfig.listenerId or listenerRef (the Secrets live in that cluster)"))]
+#[x_kube(validation = Rule::new("!has(self.secretReferences) || !has(self.secrets) || self.secretReferences.all(r, self.secrets.all(s, s.name != r.name))").message("a name in secretReferences is also in secrets; each environment variable comes from one place"))]
 #[x_kube(validation = Rule::new("self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)").message("source github needs sourceRevisionConfig.langgraphConfigPath"))]
 #[x_kube(validation = Rule::new("self.source == oldSelf.source").message("source is immutable; create a new AgentDeployment instead"))]
 #[x_kube(validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable; create a new AgentDeployment instead"))]
@@ -373,6 +406,15 @@ pub struct AgentDeploymentSpec {
     #[schemars(length(max = 100))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub secrets: Vec<DeploymentSecret>,
+    /// Environment variables read by the data plane from its own Kubernetes
+    /// Secrets (wire `secret_references`): a list-map keyed by `name`, at
+    /// most 100; only for `source: external_docker` with a listener
+    /// (`sourceConfig.listenerId` or `listenerRef`). The operator sends the
+    /// references, never a value, and never reads these Secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub secret_references: Vec<DeploymentSecretReference>,
     /// Adopt this existing remote deployment (uuid) instead of creating one;
     /// the operator then converges it to this spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -457,7 +499,9 @@ pub struct AgentDeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_revision_status: Option<String>,
     /// `<salt>:<sha256>` of the secret names and values last sent (hex), so a
-    /// changed value is detected without keeping any value.
+    /// changed value is detected without keeping any value; the same salt
+    /// hashes the values the control plane returns, to detect a value
+    /// changed there (drift) without comparing values in the clear.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_hash: Option<String>,
     /// The last value of the redeploy annotation that was acted on.

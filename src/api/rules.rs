@@ -288,6 +288,42 @@ pub fn preflight(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), St
             return Err(format!("secret name {} is listed twice", s.name));
         }
     }
+    if !spec.secret_references.is_empty() {
+        if spec.source != super::deployment::Source::ExternalDocker {
+            return Err("secretReferences are only for source external_docker".into());
+        }
+        if !with_listener {
+            return Err("secretReferences need a self-hosted data plane: set \
+                 sourceConfig.listenerId or listenerRef"
+                .into());
+        }
+    }
+    let mut seen_refs = std::collections::BTreeSet::new();
+    for r in &spec.secret_references {
+        if !regex_lite_env_name(&r.name) {
+            return Err(format!(
+                "secretReferences name {:?} is not an environment variable name \
+                 ([A-Za-z_][A-Za-z0-9_]*)",
+                r.name
+            ));
+        }
+        if RESERVED_NAMES.contains(&r.name.as_str()) {
+            return Err(format!(
+                "secretReferences name {} is reserved by the platform for its own use",
+                r.name
+            ));
+        }
+        if seen.contains(r.name.as_str()) {
+            return Err(format!(
+                "{} is both in secrets and in secretReferences; each environment variable \
+                 comes from one place",
+                r.name
+            ));
+        }
+        if !seen_refs.insert(r.name.as_str()) {
+            return Err(format!("secretReferences name {} is listed twice", r.name));
+        }
+    }
     Ok(())
 }
 
@@ -438,6 +474,58 @@ mod tests {
             preflight("agent", &ok)
                 .unwrap_err()
                 .starts_with("sourceConfig.buildCommand ")
+        );
+    }
+
+    #[test]
+    fn preflight_checks_secret_references() {
+        let spec = |extra: serde_json::Value| -> AgentDeploymentSpec {
+            let mut v = serde_json::json!({
+                "source": "external_docker",
+                "sourceConfig": {"listenerId": "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b"},
+                "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1"},
+                "secrets": [{"name": "LOG_LEVEL", "value": "info"}],
+                "secretReferences": [
+                    {"name": "OPENAI_API_KEY", "secretName": "agent-env", "secretKey": "openai"}
+                ]
+            });
+            for (k, val) in extra.as_object().unwrap() {
+                v[k] = val.clone();
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        assert_eq!(preflight("agent", &spec(serde_json::json!({}))), Ok(()));
+        let no_listener = spec(serde_json::json!({"sourceConfig": {}}));
+        assert!(
+            preflight("agent", &no_listener)
+                .unwrap_err()
+                .contains("self-hosted")
+        );
+        let github = spec(serde_json::json!({
+            "source": "github",
+            "sourceRevisionConfig": {"repoRef": "main"}
+        }));
+        assert!(
+            preflight("agent", &github)
+                .unwrap_err()
+                .contains("external_docker")
+        );
+        let both = spec(serde_json::json!({
+            "secrets": [{"name": "OPENAI_API_KEY", "value": "x"}]
+        }));
+        assert!(preflight("agent", &both).unwrap_err().contains("both"));
+        let twice = spec(serde_json::json!({"secretReferences": [
+            {"name": "A", "secretName": "s", "secretKey": "k"},
+            {"name": "A", "secretName": "s", "secretKey": "j"}
+        ]}));
+        assert!(preflight("agent", &twice).unwrap_err().contains("twice"));
+        let reserved = spec(serde_json::json!({"secretReferences": [
+            {"name": "POSTGRES_URI", "secretName": "s", "secretKey": "k"}
+        ]}));
+        assert!(
+            preflight("agent", &reserved)
+                .unwrap_err()
+                .contains("reserved")
         );
     }
 }

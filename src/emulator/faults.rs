@@ -61,6 +61,11 @@ pub struct FaultConfig {
     /// not store, as a service version that ignores a field would (pydantic
     /// drops keys it does not know). Default none.
     pub ignored_resource_spec_keys: Vec<String>,
+    /// Deployment answers show every secret value as `****`, as a service
+    /// that does not return secret values would (facts "Deployment" list
+    /// `secrets` as `[{name, value}]` without saying whether values come
+    /// back). Default false: values are returned as stored.
+    pub masked_secret_values: bool,
 }
 
 /// A route the emulator refuses with a fixed status, e.g. `{"route": "POST
@@ -95,6 +100,7 @@ impl Default for FaultConfig {
             error_retry_after_seconds: None,
             reject: Vec::new(),
             ignored_resource_spec_keys: Vec::new(),
+            masked_secret_values: false,
         }
     }
 }

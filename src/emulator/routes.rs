@@ -37,7 +37,7 @@ use super::extract::{JsonBody, PathIds};
 use super::rules::{self, Current, DEFAULT_DEPLOYMENT_TYPE, PatchBody, WorkspacePolicy};
 use super::scenario::{RevisionFacts, pick_outcome};
 use super::state::EmulatorState;
-use super::store::StoredDeployment;
+use super::store::{Now, StoredDeployment};
 use super::timeline::Plan;
 use super::validate::{
     self, DEPLOYMENT_CREATE, DEPLOYMENT_PATCH, DEPLOYMENT_TYPES, QueryParams, paging,
@@ -147,6 +147,20 @@ fn drop_ignored_keys(state: &EmulatorState, body: &mut Value) {
     }
 }
 
+/// The deployment `d` as answered: its JSON view, with every secret value
+/// shown as `****` under the `masked_secret_values` fault.
+fn shown(state: &EmulatorState, d: &StoredDeployment, now: &Now) -> Value {
+    let mut v = d.json(now);
+    if state.faults().masked_secret_values
+        && let Some(Value::Array(secrets)) = v.get_mut("secrets")
+    {
+        for s in secrets {
+            s["value"] = Value::String("****".into());
+        }
+    }
+    v
+}
+
 async fn create_deployment(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
@@ -188,6 +202,7 @@ async fn create_deployment(
             source: req.source.clone(),
             source_config,
             secrets: req.secrets.clone(),
+            secret_references: req.secret_references.clone(),
             revisions: Vec::new(),
             created: *now,
             updated: *now,
@@ -197,7 +212,7 @@ async fn create_deployment(
         };
         let plan = plan_for(&state, &d, &req.source_revision_config);
         d.add_revision(req.source_revision_config.clone(), plan, *now);
-        let json = d.json(now);
+        let json = shown(&state, &d, now);
         tracing::info!(deployment_id = %id, workspace = %ws, name = %d.name, "deployment created");
         store.insert(d);
         Ok((StatusCode::CREATED, Json(json)))
@@ -247,7 +262,7 @@ async fn list_deployments(
             // into JSON, so a page costs the same with 100 or 10,000 stored.
             .skip(offset)
             .take(limit)
-            .map(|d| d.json(now))
+            .map(|d| shown(&state, d, now))
             .collect()
     });
     let items: Vec<Value> = items;
@@ -264,7 +279,7 @@ async fn get_deployment(
     state.with_store(|store, now| {
         store
             .get(&ws, &id)
-            .map(|d| Json(d.json(now)))
+            .map(|d| Json(shown(&state, d, now)))
             .ok_or_else(|| ApiError::deployment_not_found(&id))
     })
 }
@@ -293,6 +308,8 @@ async fn patch_deployment(
                 source: &d.source,
                 source_config: &d.source_config,
                 revision_config: &latest,
+                secrets: &d.secrets,
+                secret_references: &d.secret_references,
             },
             &patch,
         )?;
@@ -300,13 +317,16 @@ async fn patch_deployment(
         if let Some(secrets) = effect.secrets {
             d.secrets = secrets;
         }
+        if let Some(references) = effect.secret_references {
+            d.secret_references = references;
+        }
         if let Some(config) = effect.new_revision {
             let plan = plan_for(&state, d, &config);
             let rid = d.add_revision(config, plan, *now);
             tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by patch");
         }
         d.updated = *now;
-        Ok(Json(d.json(now)))
+        Ok(Json(shown(&state, d, now)))
     })
 }
 
@@ -404,7 +424,7 @@ fn new_revision(
         let rid = d.add_revision(config, plan, *now);
         tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by redeploy");
         let rev = d.revision(&rid).map(|r| r.json(now)).unwrap_or_default();
-        Ok((d.json(now), rev))
+        Ok((shown(state, d, now), rev))
     })
 }
 

@@ -16,7 +16,8 @@ use uuid::Uuid;
 
 use super::timeline::Plan;
 use crate::controlplane::types::{
-    Deployment, Revision, RevisionStatus, SecretValue, SourceConfig, SourceRevisionConfig,
+    Deployment, Revision, RevisionStatus, SecretReference, SecretValue, SourceConfig,
+    SourceRevisionConfig,
 };
 
 /// A moment: a monotonic instant (for the timeline) and the wall-clock time
@@ -120,6 +121,8 @@ pub(crate) struct StoredDeployment {
     pub source: String,
     pub source_config: SourceConfig,
     pub secrets: Vec<SecretValue>,
+    /// Data plane Secret references (facts "Deployment": `secret_references`).
+    pub secret_references: Vec<SecretReference>,
     /// Oldest first; never empty.
     pub revisions: Vec<StoredRevision>,
     pub created: Now,
@@ -234,6 +237,7 @@ impl StoredDeployment {
             source_config: self.source_config.clone(),
             source_revision_config: latest.map(|r| r.config.clone()).unwrap_or_default(),
             secrets: self.secrets.clone(),
+            secret_references: self.secret_references.clone(),
             status: Some(self.status().to_owned()),
             latest_revision_id: latest.map(|r| r.id.to_string()),
             active_revision_id: self.active(now).map(|r| r.id.to_string()),
@@ -386,6 +390,7 @@ mod tests {
             source: source.into(),
             source_config: SourceConfig::default(),
             secrets: vec![],
+            secret_references: vec![],
             revisions: vec![],
             created: now,
             updated: now,

@@ -148,6 +148,13 @@ const SOURCE_REVISION_CONFIG: &[Field] = &[
 
 const SECRET: &[Field] = &[req("name", Ty::Str), req("value", Ty::Str)];
 
+/// `secret_references[]` (facts "Deployment": `{name, secret_name, secret_key}`).
+const SECRET_REFERENCE: &[Field] = &[
+    req("name", Ty::Str),
+    req("secret_name", Ty::Str),
+    req("secret_key", Ty::Str),
+];
+
 /// Body of `POST /v2/deployments` (facts "Requests": five required fields).
 pub(crate) const DEPLOYMENT_CREATE: Ty = Ty::Model(&[
     req("name", Ty::Str),
@@ -155,6 +162,7 @@ pub(crate) const DEPLOYMENT_CREATE: Ty = Ty::Model(&[
     req("source_config", Ty::Model(SOURCE_CONFIG)),
     req("source_revision_config", Ty::Model(SOURCE_REVISION_CONFIG)),
     req("secrets", Ty::List(&Ty::Model(SECRET))),
+    opt("secret_references", Ty::List(&Ty::Model(SECRET_REFERENCE))),
 ]);
 
 /// Body of `PATCH /v2/deployments/{id}` (facts "Requests": every field
@@ -165,6 +173,7 @@ pub(crate) const DEPLOYMENT_PATCH: Ty = Ty::Model(&[
     opt("source_config", Ty::Model(SOURCE_CONFIG)),
     opt("source_revision_config", Ty::Model(SOURCE_REVISION_CONFIG)),
     opt("secrets", Ty::List(&Ty::Model(SECRET))),
+    opt("secret_references", Ty::List(&Ty::Model(SECRET_REFERENCE))),
 ]);
 
 /// Body of the agent server's `POST /assistants/search` (facts "Agent server").

@@ -158,6 +158,10 @@ pub struct Read<'a> {
     pub status: &'a AgentDeploymentStatus,
     /// `metadata.generation`.
     pub generation: Option<i64>,
+    /// The desired secret values changed since they were last sent (a
+    /// referenced Secret was edited): a PATCH carrying them is not a drift
+    /// correction.
+    pub secrets_changed_here: bool,
     /// A redeploy annotation value not yet acted on.
     pub redeploy_requested: bool,
     /// This pass created or adopted the deployment.
@@ -198,6 +202,7 @@ pub fn after_read(r: &Read<'_>) -> After {
             return After::Unheld;
         }
         let drift = !r.obtained_now
+            && !r.secrets_changed_here
             && r.status.observed_generation == r.generation
             && converged_on(r.status, r.generation);
         return After::Patch { drift };
@@ -397,6 +402,7 @@ mod tests {
             patch_fingerprint: "p",
             status,
             generation,
+            secrets_changed_here: false,
             redeploy_requested: false,
             obtained_now: false,
             remote_deleting: false,
@@ -411,6 +417,14 @@ mod tests {
                 "differs on a converged generation: drift",
                 read(&some, &ready, Some(1)),
                 After::Patch { drift: true },
+            ),
+            (
+                "differs because a referenced Secret changed: patch, not drift",
+                Read {
+                    secrets_changed_here: true,
+                    ..read(&some, &ready, Some(1))
+                },
+                After::Patch { drift: false },
             ),
             (
                 "differs after a spec change: patch",

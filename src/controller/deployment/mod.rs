@@ -467,14 +467,26 @@ impl Pass<'_> {
         redeploy: Option<&str>,
         obtained_now: bool,
     ) -> Result<Result<(RemoteView, Option<Revision>), Action>, Error> {
-        let send_secrets = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
-        let patch = desired::compute_patch(body, &remote, send_secrets);
+        // Values changed here (the referenced Secrets), or on the control
+        // plane (the values the service returns, compared by salted hash,
+        // only on this read: no extra request). A correction of values
+        // changed outside is paced like a change here, so a fight with
+        // another writer costs at most one revision per interval; not when
+        // the status holds a PATCH the service did not hold (it is not sent
+        // anyway, and the pass must keep reporting it, not flap to Ready).
+        let changed_here = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
+        let changed_outside = !changed_here
+            && desired::remote_secrets_differ(secrets_hash, &remote.secrets)
+            && (self.previous.unheld_patch.is_some()
+                || self.ctx.secrets_due_in(&object_key(self.obj)).is_none());
+        let patch = desired::compute_patch(body, &remote, changed_here || changed_outside);
         let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
         let read = decide::Read {
             patch: &patch,
             patch_fingerprint: &patch_fingerprint,
             status: self.previous,
             generation: self.obj.metadata.generation,
+            secrets_changed_here: changed_here && self.previous.secrets_hash.is_some(),
             redeploy_requested: redeploy.is_some(),
             obtained_now,
             // Both statuses of a deployment being deleted (facts
@@ -529,7 +541,11 @@ impl Pass<'_> {
                     self.status.rejected_request = None;
                     // Read back: a value the service drops or normalizes
                     // would differ again on the next pass, forever.
-                    let again = desired::compute_patch(body, &d, false);
+                    let again = desired::compute_patch(
+                        body,
+                        &d,
+                        desired::remote_secrets_differ(secrets_hash, &d.secrets),
+                    );
                     view = RemoteView::of(&d);
                     if !again.is_empty() {
                         self.status.unheld_patch =

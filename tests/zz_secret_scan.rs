@@ -40,10 +40,14 @@ fn no_operator_of_the_suite_was_refused_by_rbac() {
     let logs = leaks::operator_logs_in(&support::log_dir());
     let refused: Vec<String> = logs
         .iter()
+        // `rbac-nobody` is refused on purpose. A kube-apiserver that was
+        // just restarted (`fault_kubernetes`' restart test) answers 403 for
+        // a moment, until its RBAC authorizer's caches are filled again;
+        // the operator retries and that test asserts everything converges.
         .filter(|p| {
-            !p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("rbac-nobody-"))
+            !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("rbac-nobody-") || n.starts_with("fault-kube-restart")
+            })
         })
         .filter(|p| {
             std::fs::read_to_string(p).is_ok_and(|t| {

@@ -6,7 +6,7 @@ export CARGO_TERM_COLOR ?= never
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: ## install the prerequisites (Rust components, Go, kube-apiserver/etcd/kubectl built from source)
+setup: ## install the prerequisites (Rust components, Go, kube-apiserver/etcd/kubectl built from source, cargo-deny)
 	hack/setup.sh
 
 generate: ## regenerate the CRD YAML in crds/ from the Rust types
@@ -16,7 +16,10 @@ lint: ## rustfmt and clippy, warnings are errors
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
-test: setup lint ## everything CI runs: setup, lint, unit + integration + end-to-end tests
+deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<local copy> (hack/deny.sh)
+	hack/deny.sh
+
+test: setup lint deny ## everything CI runs: setup, lint, cargo deny, unit + integration + end-to-end tests
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --all-targets -- --nocapture
 
 bench: ## emulator scale benchmark (prints latencies and memory at 100 and 5,000 deployments)
@@ -32,4 +35,4 @@ faults: setup ## fault suite, full version: SIGKILLs during 100 creates and dele
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint test bench faults bench-fleet demo
+.PHONY: help setup generate lint deny test bench faults bench-fleet demo

@@ -168,6 +168,7 @@ impl Error {
             Error::Transport(_) => "connection failed".into(),
             Error::Server { status, .. } => format!("server error ({status})"),
             Error::RateLimited { status, .. } => format!("rate limited ({status})"),
+            Error::UnexpectedStatus { status: 408, .. } => "request timeout (408)".into(),
             other => other.to_string(),
         }
     }
@@ -457,6 +458,21 @@ mod tests {
             assert!(e.is_transient(), "{e}");
         }
         assert!(Error::NotFound { detail: d() }.is_not_found());
+    }
+
+    #[test]
+    fn stable_summaries_of_transient_errors_ignore_the_body() {
+        // Found by fuzz/ control_plane_answer: a 408 (transient) kept its
+        // body in the summary, so a body that changed per attempt would
+        // rewrite the condition message on every retry.
+        for status in [408, 429, 500, 502, 503, 504] {
+            let status = StatusCode::from_u16(status).unwrap();
+            let a = Error::from_response(status, Some(Duration::from_secs(1)), b"attempt 1");
+            let b = Error::from_response(status, None, b"attempt 2 \t,a\rf");
+            assert!(a.is_transient());
+            assert_eq!(a.stable_summary(), b.stable_summary());
+            assert!(!a.stable_summary().contains("attempt"));
+        }
     }
 
     #[test]

@@ -82,20 +82,20 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     // The same body with every secrets[].value replaced by the planted secret.
-    if let Ok(mut v) = serde_json::from_slice::<Value>(input.body) {
-        if let Some(obj) = v.as_object_mut() {
-            let secrets = obj
-                .entry("secrets")
-                .or_insert_with(|| json!([{ "name": "K" }]));
-            if let Some(items) = secrets.as_array_mut() {
-                for item in items.iter_mut().filter_map(Value::as_object_mut) {
-                    item.insert("value".into(), json!(SECRET));
-                }
+    if let Ok(mut v) = serde_json::from_slice::<Value>(input.body)
+        && let Some(obj) = v.as_object_mut()
+    {
+        let secrets = obj
+            .entry("secrets")
+            .or_insert_with(|| json!([{ "name": "K" }]));
+        if let Some(items) = secrets.as_array_mut() {
+            for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                item.insert("value".into(), json!(SECRET));
             }
-            let planted = serde_json::to_vec(&v).expect("a Value encodes");
-            if count(&planted, LEAK) > 0 {
-                check_no_leak(kind, ct, &planted);
-            }
+        }
+        let planted = serde_json::to_vec(&v).expect("a Value encodes");
+        if count(&planted, LEAK) > 0 {
+            check_no_leak(kind, ct, &planted);
         }
     }
     // A secrets member spliced into the raw bytes, wherever that lands.

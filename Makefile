@@ -23,8 +23,13 @@ lint: ## rustfmt and clippy, warnings are errors
 deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<local copy> (hack/deny.sh)
 	hack/deny.sh
 
-test: setup lint deny ## everything CI runs: setup, lint, cargo deny, unit + integration + end-to-end tests
+test: setup lint deny ## everything CI runs: setup, lint, cargo deny, unit + integration + end-to-end tests, then the secret scan of every operator log
+	rm -rf target/test-logs
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --all-targets -- --nocapture
+	$(MAKE) secret-scan
+
+secret-scan: ## scan every operator log in target/test-logs for the tests' secret values (after the tests)
+	cargo test --test zz_secret_scan -- --nocapture
 
 bench: ## emulator scale benchmark (prints latencies and memory at 100 and 5,000 deployments)
 	cargo bench --bench emulator_scale
@@ -33,8 +38,8 @@ bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + r
 	cargo build --release --bins
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench --bench fleet -- $(ARGS)
 
-faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage
-	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet --test fault_control_plane -- --nocapture
+faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage, Kubernetes faults and leader failovers
+	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet --test fault_control_plane --test fault_kubernetes -- --nocapture
 
 fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, nightly; not part of test)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh $(FUZZ_TARGETS)
@@ -42,4 +47,4 @@ fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, night
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint deny test bench faults bench-fleet fuzz demo
+.PHONY: help setup generate lint deny test secret-scan bench faults bench-fleet fuzz demo

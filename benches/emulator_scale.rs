@@ -31,6 +31,7 @@ fn body(i: usize) -> DeploymentCreate {
             ..Default::default()
         },
         secrets: vec![SecretValue::new("LOG_LEVEL", "info")],
+        secret_references: Vec::new(),
     }
 }
 

@@ -343,3 +343,37 @@ async fn listeners_read_list_and_errors() {
     let e = c.create_deployment(&body).await.unwrap_err();
     assert!(matches!(e, Error::BadRequest { .. }), "{e:?}");
 }
+
+/// A service that repeats the API key or a secret value of the request in
+/// an error `detail` does not get it into our errors (and so not into
+/// conditions, events or logs): both are replaced by `[REDACTED]`.
+#[tokio::test]
+async fn an_error_detail_that_echoes_the_key_or_a_secret_value_is_redacted() {
+    use agent_operator::emulator::{DEMO_API_KEY, RejectRule};
+    let mut cfg = fast_config();
+    cfg.faults.reject = vec![RejectRule {
+        route: "POST /v2/deployments".into(),
+        status: 400,
+        detail: Some(format!(
+            "key {DEMO_API_KEY} may not create; secret value sk-test-value is refused"
+        )),
+    }];
+    let emu = Emu::start(cfg).await;
+    let e = emu
+        .client()
+        .create_deployment(&github("echo"))
+        .await
+        .unwrap_err();
+    let shown = format!("{e} {e:?} {}", detail(&e));
+    for secret in [DEMO_API_KEY, "sk-test-value"] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+    assert!(
+        detail(&e).contains("key [REDACTED] may not create"),
+        "{shown}"
+    );
+    assert!(
+        detail(&e).contains("value [REDACTED] is refused"),
+        "{shown}"
+    );
+}

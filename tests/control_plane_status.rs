@@ -9,6 +9,7 @@
 //! of the shared envtest, watching only the test's namespace.
 
 mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,10 +27,10 @@ use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// The key of [`WORKSPACE`].
-const KEY: &str = "acp-status-key";
+const KEY: &str = support::leaks::CONTROL_PLANE_KEY;
 const WORKSPACE: &str = "3d1f6a2b-7c4e-4b8a-9d2c-5e6f7a8b9c0d";
 /// A valid key, but of [`OTHER_WORKSPACE`].
-const OTHER_KEY: &str = "acp-other-workspace-key";
+const OTHER_KEY: &str = support::leaks::OTHER_WORKSPACE_KEY;
 const OTHER_WORKSPACE: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
 
 /// One test's namespace, emulator and (optionally) running controller.
@@ -42,9 +43,14 @@ struct Harness {
 }
 
 impl Drop for Harness {
+    /// Stops the controller, then scans the namespace's Events and statuses
+    /// for secret values (unless the test is already failing).
     fn drop(&mut self) {
         if let Some(task) = &self.controller {
             task.abort();
+        }
+        if !std::thread::panicking() {
+            support::leaks::check_namespace_blocking(common::kubeconfig_path(), &self.ns);
         }
     }
 }
@@ -68,7 +74,8 @@ impl Harness {
             request_timeout: Duration::from_secs(5),
             ..OperatorConfig::default()
         };
-        let ctx = Arc::new(Context::new(client.clone(), config));
+        // The controllers act as the operator's ServiceAccount (shipped RBAC).
+        let ctx = Arc::new(Context::new(common::operator_client().await, config));
         let controller = run_controller.then(|| {
             tokio::spawn(control_plane::run(
                 ctx.clone(),
@@ -197,7 +204,7 @@ async fn ready_after_an_authenticated_call() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_key_is_stalled_unauthorized_without_showing_the_key() {
     let h = Harness::start("acp-unauthorized", FaultConfig::default(), true).await;
-    let wrong = "wrong-key-4f8d2c";
+    let wrong = support::leaks::UNKNOWN_KEY;
     h.secret("cp-key", wrong).await;
     h.plane("default", "cp-key", json!({})).await;
 
@@ -276,7 +283,7 @@ async fn a_missing_key_secret_is_stalled_until_it_appears() {
 #[tokio::test(flavor = "multi_thread")]
 async fn rotating_the_key_secret_is_picked_up_without_restart() {
     let h = Harness::start("acp-rotation", FaultConfig::default(), true).await;
-    h.secret("cp-key", "revoked-key").await;
+    h.secret("cp-key", support::leaks::REVOKED_KEY).await;
     h.plane("default", "cp-key", json!({})).await;
     h.wait("default", "Unauthorized with the old key", |(_, r, _)| {
         r == "Unauthorized"
@@ -305,12 +312,10 @@ async fn rotating_the_key_secret_is_picked_up_without_restart() {
         .await
         .unwrap()
         .expect("a client for the old key");
-    assert!(
-        cached
-            .list_deployments(&ListDeployments::default())
-            .await
-            .is_err()
-    );
+    let refused = cached
+        .list_deployments(&ListDeployments::default())
+        .await
+        .expect_err("the old key is refused");
 
     // Rotate: only the Secret changes; the controller keeps running.
     h.secret("cp-key", KEY).await;
@@ -336,6 +341,13 @@ async fn rotating_the_key_secret_is_picked_up_without_restart() {
         .await
         .expect("the cached client uses the rotated key");
     assert_eq!(h.ctx.planes.len(), 1, "one cached client per control plane");
+    // Debug and Display of the clients, the cache and a 401 never show a key.
+    let shown = format!(
+        "{cached:?}\n{rotated:?}\n{:?}\n{refused:?}\n{refused}\n{:?}",
+        h.ctx.planes, h.ctx.config
+    );
+    let hits = support::leaks::scan_text("Debug output", &shown);
+    assert!(hits.is_empty(), "{hits:?} in:\n{shown}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

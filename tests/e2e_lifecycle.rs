@@ -46,7 +46,7 @@ async fn env_secret(client: &kube::Client, ns: &str, name: &str) {
         &secrets,
         name,
         json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
-               "stringData": {"OPENAI_API_KEY": "sk-test-value"}}),
+               "stringData": {"OPENAI_API_KEY": support::leaks::E2E_OPENAI_KEY}}),
     )
     .await;
 }
@@ -170,6 +170,7 @@ async fn create_update_delete_reaches_ready_and_cleans_up() {
         other => panic!("expected 404 for the deleted deployment, got {other:?}"),
     }
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 #[tokio::test]
@@ -233,4 +234,5 @@ async fn missing_secret_is_reported_and_recovers_when_created() {
         .unwrap();
     assert_eq!(remote.len(), 1);
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }

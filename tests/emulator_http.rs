@@ -707,3 +707,88 @@ async fn self_hosted_prefix_serves_the_same_api() {
     );
     emu.shutdown().await;
 }
+
+#[tokio::test]
+async fn github_integrations_and_build_commands() {
+    let integration = "3c90c3cc-0d44-4b50-8888-8dd25736052a";
+    let emu = emulator::spawn(EmulatorConfig {
+        integrations: vec![emulator::IntegrationSeed {
+            workspace_id: DEMO_WORKSPACE_ID.into(),
+            id: integration.parse().unwrap(),
+            name: "acme".into(),
+            repos: vec!["https://github.com/acme/agent".into()],
+        }],
+        ..fast_config()
+    })
+    .await
+    .unwrap();
+    let c = Client::new(&emu);
+    for prefix in ["", "/api-host"] {
+        let (status, list) = c
+            .get(&format!("{prefix}/v1/integrations/github/install"))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{list}");
+        assert_eq!(
+            list,
+            json!([{"id": integration, "installation_id": 1000, "name": "acme"}])
+        );
+    }
+    let (status, repos) = c
+        .get(&format!("/v1/integrations/github/{integration}/repos"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(repos[0]["url"], "https://github.com/acme/agent");
+    assert_eq!(repos[0]["default_branch"], "main");
+    assert_eq!(repos[0]["full_name"], "acme/agent");
+    let unknown = "11111111-2222-4333-8444-555555555555";
+    let (status, body) = c
+        .get(&format!("/v1/integrations/github/{unknown}/repos"))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["detail"], format!("Integration {unknown} not found."));
+    let (status, body) = c.get("/v1/integrations/github/nope/repos").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["detail"][0]["loc"], json!(["path", "integration_id"]));
+
+    // Build commands: stored, refused with shell content, a change is a revision.
+    let mut bad = github_body("bad-build");
+    bad["source_config"]["build_command"] = json!("npm run build && curl x");
+    let (status, body) = c.send(Method::POST, "/v2/deployments", Some(bad)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("'source_config.build_command'"),
+        "{body}"
+    );
+    let mut good = github_body("js-build");
+    good["source_config"]["install_command"] = json!("npm ci");
+    good["source_config"]["build_command"] = json!("npm run build");
+    let (status, d) = c.send(Method::POST, "/v2/deployments", Some(good)).await;
+    assert_eq!(status, StatusCode::CREATED, "{d}");
+    assert_eq!(d["source_config"]["install_command"], "npm ci");
+    let path = format!("/v2/deployments/{}", id(&d));
+    let (status, body) = c
+        .send(
+            Method::PATCH,
+            &path,
+            Some(json!({"source_config": {"install_command": "npm ci; id"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, p) = c
+        .send(
+            Method::PATCH,
+            &path,
+            Some(json!({"source_config": {"build_command": "npm run build:prod"}})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{p}");
+    assert_eq!(p["source_config"]["build_command"], "npm run build:prod");
+    assert_eq!(p["source_config"]["install_command"], "npm ci");
+    assert_ne!(
+        p["latest_revision_id"], d["latest_revision_id"],
+        "a new revision"
+    );
+}

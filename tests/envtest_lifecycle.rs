@@ -131,3 +131,61 @@ async fn a_failing_api_server_is_reported_with_its_log() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_restarted_api_server_keeps_its_port_certificates_and_objects() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::Api;
+    use kube::api::{ObjectMeta, PostParams};
+
+    let mut env = TestEnv::start(TestEnvOptions::default())
+        .await
+        .expect("starting envtest");
+    let url = env.server_url().to_owned();
+    let client = env.client().await.expect("client");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let created = maps
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some("kept".into()),
+                    ..ObjectMeta::default()
+                },
+                data: Some([("k".to_owned(), "v".to_owned())].into()),
+                ..ConfigMap::default()
+            },
+        )
+        .await
+        .expect("creating a ConfigMap");
+
+    env.stop_apiserver();
+    assert!(!env.is_running(), "is_running after stop_apiserver");
+    assert!(
+        wait_until_closed(port_of(&url), Duration::from_secs(5)),
+        "kube-apiserver still listens after stop_apiserver"
+    );
+    env.start_apiserver().await.expect("starting it again");
+    assert!(env.is_running());
+    assert_eq!(env.server_url(), url, "same URL");
+
+    // The client made before the restart still works: same port and CA.
+    let read = maps.get("kept").await.expect("reading after the restart");
+    assert_eq!(
+        read.metadata.resource_version, created.metadata.resource_version,
+        "the object survived in etcd unchanged"
+    );
+    let down = env.restart_apiserver().await.expect("restarting");
+    assert!(down < Duration::from_secs(60), "{down:?}");
+    let revision = env.compact_etcd().await.expect("compacting etcd");
+    let rv: i64 = created
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("a numeric resourceVersion");
+    assert!(revision >= rv, "compacted to {revision}, object at {rv}");
+    maps.get("kept")
+        .await
+        .expect("reading after the compaction");
+}

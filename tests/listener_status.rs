@@ -10,6 +10,7 @@
 //! the shared envtest, watching only the test's namespace.
 
 mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,10 +28,10 @@ use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Key of [`ENTERPRISE_WORKSPACE`] (self-hosted enterprise, has a listener).
-const ENTERPRISE_KEY: &str = "listener-enterprise-key";
+const ENTERPRISE_KEY: &str = support::leaks::LISTENER_ENTERPRISE_KEY;
 const ENTERPRISE_WORKSPACE: &str = "5c4b3a29-1807-4f6e-8d5c-4b3a29180706";
 /// Key of [`PLAIN_WORKSPACE`] (not enterprise: listeners answer 403).
-const PLAIN_KEY: &str = "listener-plain-key";
+const PLAIN_KEY: &str = support::leaks::LISTENER_PLAIN_KEY;
 const PLAIN_WORKSPACE: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 /// The listener seeded in [`ENTERPRISE_WORKSPACE`].
 const LISTENER_ID: &str = "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b";
@@ -45,8 +46,13 @@ struct Harness {
 }
 
 impl Drop for Harness {
+    /// Stops the controller, then scans the namespace's Events and statuses
+    /// for secret values (unless the test is already failing).
     fn drop(&mut self) {
         self.controller.abort();
+        if !std::thread::panicking() {
+            support::leaks::check_namespace_blocking(common::kubeconfig_path(), &self.ns);
+        }
     }
 }
 
@@ -74,7 +80,8 @@ impl Harness {
             request_timeout: Duration::from_secs(5),
             ..OperatorConfig::default()
         };
-        let ctx = Arc::new(Context::new(client.clone(), config));
+        // The controllers act as the operator's ServiceAccount (shipped RBAC).
+        let ctx = Arc::new(Context::new(common::operator_client().await, config));
         let controller = tokio::spawn(listener::run(
             ctx.clone(),
             Scope::Namespace(ns.clone()),

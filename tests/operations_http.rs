@@ -109,6 +109,7 @@ async fn probes_and_metrics_reflect_sync_and_reconciles() {
     );
     assert!(text.ends_with("# EOF\n"), "OpenMetrics text");
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 /// A kubeconfig whose API server never answers (a closed loopback port).
@@ -226,4 +227,6 @@ async fn several_namespaces_are_watched_and_no_other() {
         "only the watched namespaces are counted: {text}"
     );
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &first).await;
+    support::leaks::assert_no_leaks(&client, &second).await;
 }

@@ -18,7 +18,23 @@ use support::{
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-const LEASE: &str = "agent-operator";
+
+/// The Lease of one test: named after its namespace, in the operator's
+/// namespace, where the shipped leader-election Role grants the Lease
+/// verbs (the operator's ServiceAccount may not touch Leases elsewhere).
+struct Leases {
+    api: Api<Lease>,
+    name: String,
+}
+
+impl Leases {
+    fn of(client: &kube::Client, ns: &str) -> Self {
+        Self {
+            api: Api::namespaced(client.clone(), support::OPERATOR_NAMESPACE),
+            name: format!("lease-{ns}"),
+        }
+    }
+}
 
 fn deployment(name: &str) -> serde_json::Value {
     json!({
@@ -46,6 +62,7 @@ fn replica(
     log_name: &str,
     lease_seconds: &str,
 ) -> OperatorProcess {
+    let lease = format!("lease-{ns}");
     OperatorProcess::start_with(
         env.kubeconfig_path(),
         OperatorOptions {
@@ -54,34 +71,41 @@ fn replica(
             extra: vec![
                 "--leader-elect",
                 "--lease-name",
-                LEASE,
+                &lease,
                 "--lease-namespace",
-                ns,
+                support::OPERATOR_NAMESPACE,
                 "--lease-duration-seconds",
                 lease_seconds,
             ],
             env: vec![("POD_NAME", pod)],
+            ..OperatorOptions::default()
         },
     )
 }
 
-async fn holder(leases: &Api<Lease>) -> Option<String> {
+async fn holder(leases: &Leases) -> Option<String> {
     leases
-        .get_opt(LEASE)
+        .api
+        .get_opt(&leases.name)
         .await
         .expect("reading the Lease")?
         .spec?
         .holder_identity
 }
 
-async fn renew_time(leases: &Api<Lease>) -> Option<String> {
-    let spec = leases.get(LEASE).await.expect("reading the Lease").spec?;
+async fn renew_time(leases: &Leases) -> Option<String> {
+    let spec = leases
+        .api
+        .get(&leases.name)
+        .await
+        .expect("reading the Lease")
+        .spec?;
     Some(format!("{:?}", spec.renew_time?))
 }
 
 /// Polls the Lease until its holder satisfies `check`.
 async fn wait_for_holder(
-    leases: &Api<Lease>,
+    leases: &Leases,
     what: &str,
     check: impl Fn(Option<&str>) -> bool,
 ) -> Option<String> {
@@ -107,7 +131,7 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
     let ns = common::test_namespace(&client, "ops-leader").await;
     let emulator = EmulatorProcess::start("ops-leader", 0.2, 0.5).await;
     install_control_plane(&client, &ns, &emulator).await;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let leases = Leases::of(&client, &ns);
     let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
 
     let mut a = Some(replica(env, &ns, "replica-a", "ops-leader-a", "6"));
@@ -210,6 +234,7 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
         "the new leader keeps the Lease"
     );
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 #[tokio::test]
@@ -219,7 +244,7 @@ async fn sigterm_releases_the_lease_and_exits_cleanly() {
     let ns = common::test_namespace(&client, "ops-release").await;
     let emulator = EmulatorProcess::start("ops-release", 0.2, 0.5).await;
     install_control_plane(&client, &ns, &emulator).await;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let leases = Leases::of(&client, &ns);
     let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
 
     // A long lease: a successor only gets it early if it was released.
@@ -256,6 +281,7 @@ async fn sigterm_releases_the_lease_and_exits_cleanly() {
     .await;
     assert!(reconciles(&second.metrics().await) >= 1.0);
     emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 #[tokio::test]
@@ -263,7 +289,7 @@ async fn a_leader_whose_lease_is_taken_stops_reconciling() {
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "ops-usurped").await;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let leases = Leases::of(&client, &ns);
 
     let mut leader = replica(env, &ns, "leader", "ops-usurped", "300");
     wait_for_holder(&leases, "the replica leads", |h| h == Some("leader")).await;
@@ -272,8 +298,9 @@ async fn a_leader_whose_lease_is_taken_stops_reconciling() {
     // Another party writes itself into the Lease (as after a network
     // partition): the old leader must not go on reconciling.
     leases
+        .api
         .patch(
-            LEASE,
+            &leases.name,
             &kube::api::PatchParams::default(),
             &kube::api::Patch::Merge(json!({"spec": {"holderIdentity": "intruder"}})),
         )

@@ -41,7 +41,7 @@ async fn deployments_wait_for_their_control_plane_and_recover_after_a_key_rotati
         None,
     )
     .await;
-    set_key(&h, "a-wrong-key").await;
+    set_key(&h, support::leaks::WRONG_API_KEY).await;
     h.operator = Some(support::OperatorProcess::start(
         "op-plane-not-ready",
         env.kubeconfig_path(),
@@ -72,7 +72,7 @@ async fn deployments_wait_for_their_control_plane_and_recover_after_a_key_rotati
         "names the control plane's reason: {message}"
     );
     assert!(
-        !message.contains("a-wrong-key"),
+        !message.contains(support::leaks::WRONG_API_KEY),
         "the key never shows: {message}"
     );
     let before = h.emulator.requests().await.deployment_calls();

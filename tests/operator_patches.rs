@@ -70,7 +70,7 @@ async fn resource_spec_is_sent_merged_with_keys_set_outside() {
     let h = harness("op-patch-resources").await;
     let name = "sized-agent";
     let mut manifest = github_deployment(name, "main");
-    manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"min_scale": 1});
+    manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"minScale": 1});
     h.apply(manifest.clone()).await;
     let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();
     let id = status.deployment_id.clone().unwrap();
@@ -98,7 +98,7 @@ async fn resource_spec_is_sent_merged_with_keys_set_outside() {
     .await
     .unwrap();
 
-    manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"min_scale": 2});
+    manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"minScale": 2});
     h.apply(manifest).await;
     wait_for(&h.api, name, TIMEOUT, "Ready on generation 2", |o| {
         (support::is_ready_now(o) && o.metadata.generation == Some(2)).then_some(())

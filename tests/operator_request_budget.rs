@@ -4,9 +4,11 @@
 //! [`OBSERVE`] and reports it `Stalled` (issue "A well-mannered client of a
 //! rate-limited service", item 2).
 //!
-//! The kinds: a create answered 422 (a `resourceSpec` the service refuses)
-//! and 400 (a tag built on push), a PATCH answered 422, a redeploy answered
-//! 400 (a `reject` fault of the emulator), and a listener read answered 404.
+//! The kinds: a create answered 422 and 400, a PATCH answered 422, a
+//! redeploy answered 400 (each a `reject` fault of the emulator: what the
+//! service would refuse for a known reason is refused at admission now, see
+//! `hostile_input.rs`, so these stand for a rule only the service knows), and
+//! a listener read answered 404.
 //! Each test has its own emulator, so every request the emulator logs after
 //! the AgentControlPlane is Ready is about the test's one resource (a refused
 //! create has no deployment id: its requests are the list and the create).
@@ -72,6 +74,17 @@ async fn harness(test: &str, emulator_args: &[&str]) -> Harness {
     h
 }
 
+/// Makes the emulator refuse `route` with `status` from now on.
+async fn reject(h: &Harness, route: &str, status: u16) {
+    h.emulator
+        .set_faults(json!({"reject": [{
+            "route": route,
+            "status": status,
+            "detail": "Refused by a rule only the service knows (emulator reject fault)."
+        }]}))
+        .await;
+}
+
 /// Number of entries in the emulator's request log: requests after this
 /// point are the ones the test judges.
 async fn mark(h: &Harness) -> usize {
@@ -134,9 +147,10 @@ async fn deployment_stalled(h: &Harness, name: &str) -> Option<Condition> {
 #[tokio::test]
 async fn a_create_refused_with_422_is_not_retried() {
     let h = harness("budget-create-422", &[]).await;
+    reject(&h, support::route::CREATE, 422).await;
     let name = "oversized-agent";
     let mut manifest = github_deployment(name, "main");
-    manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"cpu": 9999});
+    manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"cpu": 8});
     let mark = mark(&h).await;
     h.apply(manifest).await;
     let requests = observe(&h, mark).await;
@@ -147,7 +161,7 @@ async fn a_create_refused_with_422_is_not_retried() {
         "the create was refused with 422: {requests:?}"
     );
     judge(
-        "create refused with 422 (resourceSpec.cpu 9999)",
+        "create refused with 422 (emulator reject fault)",
         &requests,
         deployment_stalled(&h, name).await.as_ref(),
     );
@@ -156,14 +170,14 @@ async fn a_create_refused_with_422_is_not_retried() {
 #[tokio::test]
 async fn a_create_refused_with_400_is_not_retried() {
     let h = harness("budget-create-400", &[]).await;
-    let name = "tag-on-push-agent";
-    let mut manifest = github_deployment(name, "refs/tags/v1");
-    manifest["spec"]["sourceConfig"]["buildOnPush"] = true.into();
+    reject(&h, support::route::CREATE, 400).await;
+    let name = "tag-agent";
+    let manifest = github_deployment(name, "refs/tags/v1");
     let mark = mark(&h).await;
     h.apply(manifest).await;
     let requests = observe(&h, mark).await;
     judge(
-        "create refused with 400 (buildOnPush on a tag)",
+        "create refused with 400 (emulator reject fault)",
         &requests,
         deployment_stalled(&h, name).await.as_ref(),
     );
@@ -175,11 +189,12 @@ async fn a_patch_refused_with_422_is_not_retried() {
     let name = "resized-agent";
     h.apply(github_deployment(name, "main")).await;
     h.wait_ready(name, TIMEOUT).await;
+    reject(&h, support::route::PATCH, 422).await;
     let mark = mark(&h).await;
     merge_patch(
         &h.api,
         name,
-        json!({"spec": {"sourceConfig": {"resourceSpec": {"cpu": 9999}}}}),
+        json!({"spec": {"sourceConfig": {"resourceSpec": {"cpu": 8}}}}),
     )
     .await;
     let requests = observe(&h, mark).await;
@@ -190,7 +205,7 @@ async fn a_patch_refused_with_422_is_not_retried() {
         "the patch was refused with 422: {requests:?}"
     );
     judge(
-        "patch refused with 422 (resourceSpec.cpu 9999)",
+        "patch refused with 422 (emulator reject fault)",
         &requests,
         deployment_stalled(&h, name).await.as_ref(),
     );
@@ -202,13 +217,7 @@ async fn a_redeploy_refused_with_400_is_not_retried() {
     let name = "redeployed-agent";
     h.apply(github_deployment(name, "main")).await;
     h.wait_ready(name, TIMEOUT).await;
-    h.emulator
-        .set_faults(json!({"reject": [{
-            "route": support::route::REDEPLOY,
-            "status": 400,
-            "detail": "Redeploys are disabled for this deployment."
-        }]}))
-        .await;
+    reject(&h, support::route::REDEPLOY, 400).await;
     let mark = mark(&h).await;
     merge_patch(
         &h.api,

@@ -1,5 +1,7 @@
-//! A change the service accepts but does not hold (it drops an unknown
-//! `resource_spec` key, so every read differs again in the same way) is
+//! A change the service accepts but does not hold (it drops a
+//! `resource_spec` key it does not know — the emulator's fault setting
+//! `ignored_resource_spec_keys` — so every read differs again in the same
+//! way) is
 //! patched once, then reported `Stalled`/`DriftNotConverging` and not patched
 //! again until the spec changes: no loop of PATCHes, each of which would be a
 //! new revision (a build) on the real service.
@@ -28,10 +30,13 @@ async fn a_patch_the_service_does_not_hold_is_sent_once() {
         Some(&["--resync-interval-seconds", "0.5"]),
     )
     .await;
-    let name = "typo-agent";
+    // A service that does not know `redis_memory_mb` stores only max_scale.
+    h.emulator
+        .set_faults(json!({"ignored_resource_spec_keys": ["redis_memory_mb"]}))
+        .await;
+    let name = "ignored-key-agent";
     let mut manifest = github_deployment(name, "main");
-    // `min_scael` is a typo the service ignores: it stores only max_scale.
-    manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"min_scael": 1, "max_scale": 2});
+    manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"redisMemoryMb": 512, "maxScale": 2});
     h.apply(manifest).await;
     let stalled = h.wait_stalled(name, "DriftNotConverging", TIMEOUT).await;
     let message = condition(&stalled, "Stalled").unwrap().message;
@@ -61,7 +66,7 @@ async fn a_patch_the_service_does_not_hold_is_sent_once() {
     support::merge_patch(
         &h.api,
         name,
-        json!({"spec": {"sourceConfig": {"resourceSpec": {"min_scael": null, "min_scale": 1}}}}),
+        json!({"spec": {"sourceConfig": {"resourceSpec": {"redisMemoryMb": null, "minScale": 1}}}}),
     )
     .await;
     h.wait_ready(name, TIMEOUT).await;

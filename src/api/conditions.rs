@@ -71,6 +71,18 @@ pub mod reason {
     /// deployment read back still differs in the same fields (a value it
     /// drops or normalizes). Not retried until the spec changes.
     pub const DRIFT_NOT_CONVERGING: &str = "DriftNotConverging";
+    /// A revision stayed in progress longer than
+    /// `spec.progressDeadlineSeconds`; it is still polled, slower.
+    pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+    /// `sourceConfig.integrationRef` names no GitHub integration of the
+    /// workspace, or several (`GET /v1/integrations/github/install`; facts
+    /// "Integrations (v1)", seen only in the official clients).
+    pub const INTEGRATION_NOT_FOUND: &str = "IntegrationNotFound";
+    /// `sourceConfig.repoUrl` is not among the repositories of the GitHub
+    /// integration named by `integrationRef`
+    /// (`GET /v1/integrations/github/{id}/repos`; facts "Integrations (v1)",
+    /// seen only in the official clients). Nothing is created.
+    pub const REPOSITORY_NOT_ACCESSIBLE: &str = "RepositoryNotAccessible";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

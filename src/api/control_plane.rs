@@ -11,26 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use super::SecretKeyRef;
 
-/// Cloud data region of a control plane (facts "Hosts and headers").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Region {
-    /// `https://api.host.langchain.com`
-    Us,
-    /// `https://eu.api.host.langchain.com`
-    Eu,
-}
-
-impl Region {
-    /// Base URL of the region's control plane.
-    pub fn base_url(self) -> &'static str {
-        match self {
-            Region::Us => "https://api.host.langchain.com",
-            Region::Eu => "https://eu.api.host.langchain.com",
-        }
-    }
-}
-
 /// Desired state of an `AgentControlPlane`: where the API is and how to
 /// authenticate. Exactly one of `region` and `url` is set.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -52,9 +32,20 @@ impl Region {
 #[x_kube(validation = Rule::new("!has(self.burst) || has(self.requestsPerSecond)").message("burst needs requestsPerSecond"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentControlPlaneSpec {
-    /// Cloud data region (`us` or `eu`). Mutually exclusive with `url`.
+    /// Cloud data region, a lowercase DNS label such as `us`, `eu` or `ap`,
+    /// mapped to its host by the naming rule of the official CLI (facts
+    /// "Regions", seen only in the official CLI; see
+    /// [`crate::controlplane::endpoint::region_base_url`]): `us` →
+    /// `https://api.host.langchain.com`, any other `r` →
+    /// `https://{r}.api.host.langchain.com`. A region that does not exist
+    /// fails like an unreachable host (the control plane stays not Ready).
+    /// Mutually exclusive with `url`; a self-hosted control plane uses `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub region: Option<Region>,
+    #[schemars(
+        regex(pattern = r"^[a-z]([a-z0-9-]*[a-z0-9])?$"),
+        length(min = 2, max = 63)
+    )]
+    pub region: Option<String>,
     /// Explicit base URL of the control plane, without the `/v2` segment. A
     /// self-hosted installation ends in `/api-host`, e.g.
     /// `https://langsmith.example.com/api-host`. Mutually exclusive with `region`.
@@ -92,7 +83,7 @@ impl AgentControlPlaneSpec {
     /// without a trailing slash.
     pub fn base_url(&self) -> Option<String> {
         match (&self.region, &self.url) {
-            (Some(region), _) => Some(region.base_url().to_owned()),
+            (Some(region), _) => Some(crate::controlplane::endpoint::region_base_url(region)),
             (None, Some(url)) => Some(url.trim_end_matches('/').to_owned()),
             (None, None) => None,
         }

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::SecretKeyRef;
+use super::rules;
 
 /// Finalizer that keeps the resource until the remote deployment is deleted.
 pub const FINALIZER: &str = "agentserver.dev/remote-deployment";
@@ -72,12 +73,51 @@ impl Source {
     }
 }
 
+/// Deployment type (facts "Deployment": `source_config.deployment_type`;
+/// `dev_zero` and `dev_free_zero`, variants that may scale to zero, are
+/// accepted by the Terraform provider).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum DeploymentType {
+    /// Free development deployment.
+    #[serde(rename = "dev_free")]
+    DevFree,
+    /// Development deployment.
+    #[serde(rename = "dev")]
+    Dev,
+    /// Production deployment.
+    #[serde(rename = "prod")]
+    Prod,
+    /// Development deployment that may scale to zero.
+    #[serde(rename = "dev_zero")]
+    DevZero,
+    /// Free development deployment that may scale to zero.
+    #[serde(rename = "dev_free_zero")]
+    DevFreeZero,
+}
+
+impl DeploymentType {
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeploymentType::DevFree => "dev_free",
+            DeploymentType::Dev => "dev",
+            DeploymentType::Prod => "prod",
+            DeploymentType::DevZero => "dev_zero",
+            DeploymentType::DevFreeZero => "dev_free_zero",
+        }
+    }
+}
+
 /// Reference to the `AgentControlPlane` (same namespace) a deployment lives on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ControlPlaneRef {
-    /// Name of the `AgentControlPlane`.
+    /// Name of the `AgentControlPlane` (a DNS-1123 subdomain).
     #[serde(default = "default_control_plane")]
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
     pub name: String,
 }
 
@@ -96,7 +136,11 @@ impl Default for ControlPlaneRef {
 /// Reference to an object by name in the same namespace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LocalObjectRef {
-    /// Name of the object.
+    /// Name of the object (a DNS-1123 subdomain).
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
     pub name: String,
 }
 
@@ -104,38 +148,103 @@ pub struct LocalObjectRef {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListenerConfig {
-    /// Kubernetes namespace on the listener's cluster; one of its `k8sNamespaces`.
+    /// Kubernetes namespace on the listener's cluster; one of its
+    /// `k8sNamespaces` (a DNS-1123 label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        length(min = 1, max = 63)
+    )]
     pub k8s_namespace: Option<String>,
 }
 
+/// A GitHub integration of the workspace, named instead of its uuid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct IntegrationRef {
+    /// The integration's `name` (the GitHub account or installation name,
+    /// compared without regard to case) as `GET /v1/integrations/github/install`
+    /// lists it (facts "Integrations (v1)", seen only in the official
+    /// clients): letters, digits, `.`, `_` and `-`; at most 100 bytes.
+    #[schemars(
+        regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
+        length(min = 1, max = 100)
+    )]
+    pub name: String,
+}
+
 /// `sourceConfig`: maps to the wire `source_config` (facts "Deployment").
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceConfig {
-    /// uuid of the GitHub integration (`github` only).
+    /// uuid of the GitHub integration (`github` only; there, this or
+    /// `integrationRef` is required). Mutually exclusive with
+    /// `integrationRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(
+        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    ))]
     pub integration_id: Option<String>,
-    /// URL of the repository (`github` only).
+    /// The GitHub integration by name (`github` only), resolved to its uuid
+    /// (the wire `integration_id`) before the create through
+    /// `GET /v1/integrations/github/install`; the operator also checks that
+    /// `repoUrl` is one of the integration's repositories
+    /// (`GET /v1/integrations/github/{id}/repos`) and stalls with
+    /// `IntegrationNotFound` or `RepositoryNotAccessible` otherwise, creating
+    /// nothing. Both endpoints are seen only in the official clients (facts
+    /// "Integrations (v1)"). Immutable, like the id it stands for; mutually
+    /// exclusive with `integrationId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_ref: Option<IntegrationRef>,
+    /// URL of the repository (`github` only): `https://`, or `http://` on a
+    /// loopback host; at most 2048 bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new(rules::url_rule()).message("repoUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
     pub repo_url: Option<String>,
-    /// `dev_free`, `dev` or `prod`.
+    /// `dev_free`, `dev`, `prod`, `dev_zero` or `dev_free_zero`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployment_type: Option<String>,
+    pub deployment_type: Option<DeploymentType>,
     /// Whether a push to the branch triggers a build (must be false for a tag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_on_push: Option<bool>,
-    /// Deployment URL; settable for `external_docker` only.
+    /// Deployment URL; settable for `external_docker` only: `https://`, or
+    /// `http://` on a loopback host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
+    #[x_kube(validation = Rule::new(rules::url_rule()).message("customUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
     pub custom_url: Option<String>,
-    /// Resource sizing (`min_scale`, `max_scale`, `cpu`, `memory_mb`, ...), sent
-    /// to the service as is (snake_case keys, as the service names them).
+    /// Install command of a JavaScript build, e.g. `npm ci` (wire
+    /// `source_config.install_command`; facts "Build commands", seen only in
+    /// the official CLI). One command of letters, digits, spaces and
+    /// `. _ / : = @ + , % ~ -`: no newline or control character, `;`, `&&`,
+    /// `||`, `|`, backtick, `$(`, `<`, `>`, quote or bracket (see
+    /// [`rules::BUILD_COMMAND_PATTERN`]; stricter than the CLI); at most 1024
+    /// bytes. A change is sent by PATCH and, like `resourceSpec`, starts a
+    /// new revision (the facts do not say whether the service builds again
+    /// by itself; a build setting only takes effect in a new build).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "free_form_object")]
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("installCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
+    pub install_command: Option<String>,
+    /// Build command of a JavaScript build, e.g. `npm run build` (wire
+    /// `source_config.build_command`); same rule and behaviour as
+    /// `installCommand`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("buildCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
+    pub build_command: Option<String>,
+    /// Resource sizing (`minScale`, `maxScale`, `cpu` in cores, `memoryMb` in
+    /// MiB, ...), typed with units and ranges; mapped to the wire
+    /// `resource_spec` by [`super::resource_spec::to_wire`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::resource_spec::schema")]
     pub resource_spec: Option<serde_json::Map<String, serde_json::Value>>,
     /// uuid of the listener of a self-hosted data plane. Mutually exclusive
     /// with `listenerRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(
+        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    ))]
     pub listener_id: Option<String>,
     /// An `AgentListener` (same namespace) whose `spec.listenerId` is used as
     /// `listener_id`; its namespaces are checked before the create.
@@ -146,26 +255,28 @@ pub struct SourceConfig {
     pub listener_config: Option<ListenerConfig>,
 }
 
-fn free_form_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-    })
-}
-
 /// `sourceRevisionConfig`: maps to the wire `source_revision_config`. A change
 /// here creates a new revision.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceRevisionConfig {
-    /// Branch, or `refs/tags/<tag>`.
+    /// Branch, or `refs/tags/<tag>` (`github` only): letters, digits, `.`,
+    /// `_`, `-` and `/`, without `..` (git's ref rules); at most 255 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    #[x_kube(validation = Rule::new(rules::repo_ref_rule()).message("repoRef must be a branch or refs/tags/<tag>: letters, digits, '.', '_', '-' and '/', without '..', '//', a leading '/', '-' or '.', or a trailing '/' or '.lock'"))]
     pub repo_ref: Option<String>,
-    /// Path of `langgraph.json` in the repository (required for `github`).
+    /// Path of `langgraph.json` in the repository (required for `github`):
+    /// relative, no `..` segment, no control characters; at most 1024 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new(rules::relative_path_rule()).message("langgraphConfigPath must be a relative path inside the repository: no leading '/', no '..' segment, no backslash or control characters"))]
     pub langgraph_config_path: Option<String>,
-    /// Image of an `external_docker` deployment.
+    /// Image of an `external_docker` deployment, as
+    /// `[registry[:port]/]repository[:tag][@digest]`; at most 512 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = Rule::new(rules::image_rule()).message("imageUri must be an image reference registry/repository[:tag][@digest] with a lowercase repository, without spaces, shell or control characters"))]
     pub image_uri: Option<String>,
 }
 
@@ -183,7 +294,14 @@ pub struct SecretValueSource {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("set exactly one of value and valueFrom"))]
 pub struct DeploymentSecret {
-    /// Environment variable name.
+    /// Environment variable name (`[A-Za-z_][A-Za-z0-9_]*`), unique in the
+    /// list and not one the platform reserves (facts "Reserved variable
+    /// names").
+    #[schemars(
+        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        length(min = 1, max = 256)
+    )]
+    #[x_kube(validation = Rule::new(rules::reserved_name_rule()).message(Message::Expression(rules::RESERVED_NAME_MESSAGE.into())))]
     pub name: String,
     /// Literal value; visible to anyone who can read the resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -191,6 +309,36 @@ pub struct DeploymentSecret {
     /// Value read from a Kubernetes Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_from: Option<SecretValueSource>,
+}
+
+/// One reference to a key of a Kubernetes Secret in the data plane cluster
+/// (wire `secret_references[]`: `{name, secret_name, secret_key}`; facts
+/// "Deployment": newer, `external_docker` only). The Secret lives in the
+/// deployment's namespace on the self-hosted data plane, not in this
+/// cluster: the operator never reads it, and its value never passes through
+/// the control plane.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentSecretReference {
+    /// Environment variable name (`[A-Za-z_][A-Za-z0-9_]*`), unique in the
+    /// list, not one of `spec.secrets`' names and not one the platform
+    /// reserves (facts "Reserved variable names"). Wire `name`.
+    #[schemars(
+        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        length(min = 1, max = 256)
+    )]
+    #[x_kube(validation = Rule::new(rules::reserved_name_rule()).message(Message::Expression(rules::RESERVED_NAME_MESSAGE.into())))]
+    pub name: String,
+    /// Name of the Secret in the deployment's namespace of the data plane
+    /// cluster (a DNS-1123 subdomain). Wire `secret_name`.
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
+    pub secret_name: String,
+    /// Key in that Secret (`[-._a-zA-Z0-9]+`). Wire `secret_key`.
+    #[schemars(regex(pattern = r"^[-._a-zA-Z0-9]+$"), length(min = 1, max = 253))]
+    pub secret_key: String,
 }
 
 /// Desired state of an `AgentDeployment`.
@@ -203,6 +351,7 @@ pub struct DeploymentSecret {
     status = "AgentDeploymentStatus",
     shortname = "agd",
     category = "agents",
+    validation = Rule::new("has(self.spec.name) || self.metadata.name.matches('^[a-z0-9-]{1,63}$')").message("metadata.name is not a valid remote deployment name (1-63 lowercase letters, digits and '-'; the control plane refuses '.'): set spec.name"),
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Revision","type":"string","jsonPath":".status.revisionStatus"}"#,
@@ -210,6 +359,18 @@ pub struct DeploymentSecret {
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
+#[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)").message("sourceRevisionConfig.imageUri is only for source external_docker"))]
+#[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceConfig.customUrl)").message("sourceConfig.customUrl can be set only for source external_docker"))]
+#[x_kube(validation = Rule::new("self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId) && !has(self.sourceConfig.integrationRef))").message("sourceConfig.repoUrl, integrationId and integrationRef are only for source github"))]
+#[x_kube(validation = Rule::new("self.source != 'github' || ((has(self.sourceConfig.integrationId) || has(self.sourceConfig.integrationRef)) && has(self.sourceConfig.repoUrl) && has(self.sourceRevisionConfig.repoRef))").message("source github needs sourceConfig.integrationId (or integrationRef), sourceConfig.repoUrl and sourceRevisionConfig.repoRef"))]
+#[x_kube(validation = Rule::new("!(has(self.sourceConfig.integrationId) && has(self.sourceConfig.integrationRef))").message("set at most one of sourceConfig.integrationId and sourceConfig.integrationRef"))]
+#[x_kube(validation = Rule::new("has(self.sourceConfig.integrationRef) == has(oldSelf.sourceConfig.integrationRef) && (!has(self.sourceConfig.integrationRef) || self.sourceConfig.integrationRef == oldSelf.sourceConfig.integrationRef)").message("sourceConfig.integrationRef is immutable; create a new AgentDeployment instead"))]
+#[x_kube(validation = Rule::new("!(has(self.sourceConfig.buildOnPush) && self.sourceConfig.buildOnPush && has(self.sourceRevisionConfig.repoRef) && self.sourceRevisionConfig.repoRef.startsWith('refs/tags/'))").message("buildOnPush must be false when repoRef is a tag (refs/tags/...)"))]
+#[x_kube(validation = Rule::new("!has(self.sourceConfig.listenerConfig) || has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)").message("sourceConfig.listenerConfig needs sourceConfig.listenerId or listenerRef"))]
+#[x_kube(validation = Rule::new(rules::self_hosted_names_rule()).message(rules::self_hosted_names_message().as_str()))]
+#[x_kube(validation = Rule::new("!has(self.secretReferences) || size(self.secretReferences) == 0 || self.source == 'external_docker'").message("secretReferences are only for source external_docker (the data plane reads the Secrets; use secrets for github)"))]
+#[x_kube(validation = Rule::new("!has(self.secretReferences) || size(self.secretReferences) == 0 || (has(self.sourceConfig) && (has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)))").message("secretReferences need a self-hosted data plane: set sourceConfig.listenerId or listenerRef (the Secrets live in that cluster)"))]
+#[x_kube(validation = Rule::new("!has(self.secretReferences) || !has(self.secrets) || self.secretReferences.all(r, self.secrets.all(s, s.name != r.name))").message("a name in secretReferences is also in secrets; each environment variable comes from one place"))]
 #[x_kube(validation = Rule::new("self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)").message("source github needs sourceRevisionConfig.langgraphConfigPath"))]
 #[x_kube(validation = Rule::new("self.source == oldSelf.source").message("source is immutable; create a new AgentDeployment instead"))]
 #[x_kube(validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable; create a new AgentDeployment instead"))]
@@ -239,9 +400,21 @@ pub struct AgentDeploymentSpec {
     /// Revision configuration (wire `source_revision_config`).
     #[serde(default)]
     pub source_revision_config: SourceRevisionConfig,
-    /// Environment secrets of the agent server.
+    /// Environment secrets of the agent server: a list-map keyed by `name`
+    /// (a name appears once), at most 100.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub secrets: Vec<DeploymentSecret>,
+    /// Environment variables read by the data plane from its own Kubernetes
+    /// Secrets (wire `secret_references`): a list-map keyed by `name`, at
+    /// most 100; only for `source: external_docker` with a listener
+    /// (`sourceConfig.listenerId` or `listenerRef`). The operator sends the
+    /// references, never a value, and never reads these Secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub secret_references: Vec<DeploymentSecretReference>,
     /// Adopt this existing remote deployment (uuid) instead of creating one;
     /// the operator then converges it to this spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -257,6 +430,41 @@ pub struct AgentDeploymentSpec {
     /// deleted outside the operator; `Stall` stops and reports it.
     #[serde(default)]
     pub remote_deletion_policy: RemoteDeletionPolicy,
+    /// Seconds a revision may stay in progress (building, deploying) before
+    /// the resource reports `Stalled`/`ProgressDeadlineExceeded`; polling
+    /// goes on, slower, and a later `DEPLOYED` clears it. Default 1800 (30
+    /// minutes, as long as the Terraform provider waits; facts "Polling").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 86400))]
+    pub progress_deadline_seconds: Option<u32>,
+}
+
+/// Default of `spec.progressDeadlineSeconds`: 1800 s (30 minutes).
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: u32 = 1800;
+
+/// Most revisions kept in `status.revisions`.
+pub const REVISION_HISTORY_LIMIT: usize = 10;
+
+/// One revision in `status.revisions` (spec "Revision"; facts "Revision").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSummary {
+    /// Revision id (uuid).
+    pub id: String,
+    /// Its status when last read, e.g. `BUILDING`, `DEPLOYED`, `BUILD_FAILED`.
+    pub status: String,
+    /// When the control plane created it (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// When it ended (its last update once no longer in progress, RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// The git ref it was built from (`github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_ref: Option<String>,
+    /// The image it runs (`external_docker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_uri: Option<String>,
 }
 
 /// Observed state of an `AgentDeployment`.
@@ -278,7 +486,7 @@ pub struct AgentDeploymentStatus {
     /// Id of the revision currently serving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_revision_id: Option<String>,
-    /// Deployment status, e.g. `READY`, `AWAITING_DELETE`.
+    /// Deployment status, e.g. `READY`, `UNUSED`, `AWAITING_DELETE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_status: Option<String>,
     /// The deployment URL (`source_config.custom_url`).
@@ -291,12 +499,20 @@ pub struct AgentDeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_revision_status: Option<String>,
     /// `<salt>:<sha256>` of the secret names and values last sent (hex), so a
-    /// changed value is detected without keeping any value.
+    /// changed value is detected without keeping any value; the same salt
+    /// hashes the values the control plane returns, to detect a value
+    /// changed there (drift) without comparing values in the clear.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_hash: Option<String>,
     /// The last value of the redeploy annotation that was acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_redeploy_requested_at: Option<String>,
+    /// The revisions the operator followed, newest first, at most
+    /// [`REVISION_HISTORY_LIMIT`] (`activeRevisionId` is the one serving,
+    /// `latestRevisionId` the newest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub revisions: Vec<RevisionSummary>,
     /// A request the control plane definitively rejected (400, 409, 422): it
     /// is not sent again while the desired state has the same fingerprint
     /// (spec, Secret values, AgentControlPlane, listener, redeploy request),

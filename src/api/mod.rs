@@ -9,6 +9,8 @@ pub mod conditions;
 pub mod control_plane;
 pub mod deployment;
 pub mod listener;
+pub mod resource_spec;
+pub mod rules;
 
 pub use control_plane::{AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus};
 pub use deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeploymentStatus};
@@ -52,8 +54,15 @@ pub fn crd_files() -> Result<Vec<(String, String)>, yaml_serde::Error> {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SecretKeyRef {
-    /// Name of the Secret, in the namespace of the referring resource.
+    /// Name of the Secret, in the namespace of the referring resource (a
+    /// DNS-1123 subdomain; there is no namespace field: a Secret of another
+    /// namespace cannot be named).
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
     pub name: String,
-    /// Key within the Secret's `data`.
+    /// Key within the Secret's `data` (`[-._a-zA-Z0-9]+`).
+    #[schemars(regex(pattern = r"^[-._a-zA-Z0-9]+$"), length(min = 1, max = 253))]
     pub key: String,
 }

@@ -45,6 +45,11 @@ struct RunArgs {
     /// Seconds between polls of a revision in progress.
     #[arg(long, env = "POLL_INTERVAL_SECONDS", default_value_t = 2.0)]
     poll_interval_seconds: f64,
+    /// Longest wait between two polls of a revision in progress, in seconds
+    /// (the poll interval grows up to it while nothing changes); a revision
+    /// past its progress deadline is polled every four times this.
+    #[arg(long, env = "MAX_POLL_INTERVAL_SECONDS", default_value_t = 30.0)]
+    max_poll_interval_seconds: f64,
     /// Seconds between drift checks of a steady resource (jittered ±10 %).
     #[arg(long, env = "RESYNC_INTERVAL_SECONDS", default_value_t = 300.0)]
     resync_interval_seconds: f64,
@@ -126,6 +131,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     agent_operator::controlplane::client::install_crypto_provider();
     let config = OperatorConfig {
         poll_interval: seconds(args.poll_interval_seconds, "poll-interval-seconds")?,
+        max_poll_interval: seconds(args.max_poll_interval_seconds, "max-poll-interval-seconds")?,
         resync_interval: seconds(args.resync_interval_seconds, "resync-interval-seconds")?,
         blocked_interval: seconds(args.blocked_interval_seconds, "blocked-interval-seconds")?,
         request_timeout: seconds(args.request_timeout_seconds, "request-timeout-seconds")?,

@@ -4,6 +4,16 @@
 //! starts a real kube-apiserver + etcd on loopback (see
 //! `agent_operator::envtest`), installs the CRDs and writes a kubeconfig; then
 //! runs COMMAND against it, or waits for Ctrl-C / SIGTERM.
+//!
+//! `agentctl integrations list` and `agentctl integrations repos NAME|ID`
+//! print the GitHub integrations of a workspace and the repositories one can
+//! read (`GET /v1/integrations/github/install` and
+//! `GET /v1/integrations/github/{id}/repos`; facts "Integrations (v1)", seen
+//! only in the official clients), as a table or JSON. The control plane is
+//! `--url` or `--region` (`AGENT_CONTROL_PLANE_URL`,
+//! `AGENT_CONTROL_PLANE_REGION`), the workspace `--workspace-id`
+//! (`AGENT_WORKSPACE_ID`), the key `--api-key` or, better,
+//! `AGENT_API_KEY` (never printed).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -28,6 +38,81 @@ enum Command {
     /// Start a real kube-apiserver and etcd on 127.0.0.1 with the CRDs installed,
     /// then run COMMAND against it (or wait for Ctrl-C) and stop everything.
     Testenv(TestenvArgs),
+    /// GitHub integrations of a workspace and their repositories.
+    Integrations(IntegrationsArgs),
+}
+
+#[derive(Debug, Args)]
+struct IntegrationsArgs {
+    #[command(flatten)]
+    plane: PlaneArgs,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table, global = true)]
+    output: Output,
+
+    #[command(subcommand)]
+    command: IntegrationsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum IntegrationsCommand {
+    /// List the workspace's GitHub integrations (id, installation id, name).
+    List,
+    /// List the repositories of one integration, given by name or id.
+    Repos {
+        /// Integration name (account or installation; case ignored) or id.
+        integration: String,
+    },
+}
+
+/// Where the control plane is and how to authenticate. `Debug` never shows
+/// the key.
+#[derive(Args)]
+struct PlaneArgs {
+    /// Base URL of the control plane (a self-hosted one ends in /api-host).
+    #[arg(
+        long,
+        env = "AGENT_CONTROL_PLANE_URL",
+        conflicts_with = "region",
+        global = true
+    )]
+    url: Option<String>,
+
+    /// Cloud region (`us` → https://api.host.langchain.com, `r` →
+    /// https://r.api.host.langchain.com); default `us` without --url.
+    #[arg(long, env = "AGENT_CONTROL_PLANE_REGION", global = true)]
+    region: Option<String>,
+
+    /// Workspace id (sent as X-Tenant-Id).
+    #[arg(long, env = "AGENT_WORKSPACE_ID", global = true)]
+    workspace_id: Option<String>,
+
+    /// API key (sent as X-Api-Key; prefer the environment variable: a flag
+    /// is visible to other users of the machine). Never printed.
+    #[arg(long, env = "AGENT_API_KEY", hide_env_values = true, global = true)]
+    api_key: Option<String>,
+}
+
+impl std::fmt::Debug for PlaneArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlaneArgs")
+            .field("url", &self.url)
+            .field("region", &self.region)
+            .field("workspace_id", &self.workspace_id)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
+            .finish()
+    }
+}
+
+/// Output format of the integrations commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    /// Aligned columns.
+    Table,
+    /// The fields agentctl reads (id, installation_id, name; url,
+    /// default_branch) as pretty-printed JSON.
+    Json,
 }
 
 #[derive(Debug, Args)]
@@ -61,11 +146,129 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Testenv(args) => testenv(args).await,
+        Command::Integrations(args) => integrations(args).await,
     };
     result.unwrap_or_else(|e| {
         eprintln!("agentctl: error: {e:#}");
         ExitCode::FAILURE
     })
+}
+
+/// A control plane client from `--url`/`--region`, `--workspace-id` and
+/// `--api-key`. Errors: a missing workspace or key, or a bad URL (the key is
+/// never part of an error).
+fn plane_client(
+    args: &PlaneArgs,
+) -> anyhow::Result<agent_operator::controlplane::ControlPlaneClient> {
+    use agent_operator::controlplane::{ClientConfig, ControlPlaneClient, endpoint};
+    let base = match (&args.url, &args.region) {
+        (Some(url), _) => url.clone(),
+        (None, region) => endpoint::region_base_url(region.as_deref().unwrap_or("us")),
+    };
+    let workspace = args
+        .workspace_id
+        .clone()
+        .context("set --workspace-id or AGENT_WORKSPACE_ID")?;
+    let key = args
+        .api_key
+        .clone()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty())
+        .context("set AGENT_API_KEY (or --api-key)")?;
+    agent_operator::controlplane::client::install_crypto_provider();
+    Ok(ControlPlaneClient::new(ClientConfig::new(
+        base,
+        workspace,
+        key.into(),
+    ))?)
+}
+
+/// Aligned columns: a header row, then `rows`.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+/// `agentctl integrations`.
+async fn integrations(args: IntegrationsArgs) -> anyhow::Result<ExitCode> {
+    let cp = plane_client(&args.plane)?;
+    let installs = cp
+        .list_github_integrations()
+        .await
+        .context("listing GitHub integrations")?;
+    let text = match args.command {
+        IntegrationsCommand::List => match args.output {
+            Output::Json => serde_json::to_string_pretty(&installs)?,
+            Output::Table => {
+                let rows: Vec<Vec<String>> = installs
+                    .iter()
+                    .map(|i| {
+                        vec![
+                            i.name.clone().unwrap_or_default(),
+                            i.id.clone(),
+                            i.installation_id
+                                .as_ref()
+                                .map(|v| v.to_string().trim_matches('"').to_owned())
+                                .unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                table(&["NAME", "ID", "INSTALLATION ID"], &rows)
+            }
+        },
+        IntegrationsCommand::Repos { integration } => {
+            let id = match installs
+                .iter()
+                .find(|i| i.id.eq_ignore_ascii_case(&integration))
+            {
+                Some(i) => i.id.clone(),
+                None => agent_operator::controller::integrations::find_integration(
+                    &installs,
+                    &integration,
+                )
+                .map(|i| i.id.clone())
+                .map_err(|_| {
+                    anyhow::anyhow!(
+                        "no single GitHub integration has the name or id {integration:?}; see `agentctl integrations list`"
+                    )
+                })?,
+            };
+            let repos = cp
+                .list_github_repositories(&id)
+                .await
+                .with_context(|| format!("listing the repositories of integration {id}"))?;
+            match args.output {
+                Output::Json => serde_json::to_string_pretty(&repos)?,
+                Output::Table => {
+                    let rows: Vec<Vec<String>> = repos
+                        .iter()
+                        .map(|r| vec![r.url.clone(), r.default_branch.clone().unwrap_or_default()])
+                        .collect();
+                    table(&["URL", "DEFAULT BRANCH"], &rows)
+                }
+            }
+        }
+    };
+    print!("{}", text.trim_end());
+    println!();
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `agentctl testenv`.

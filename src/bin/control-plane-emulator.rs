@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agent_operator::emulator::{
     self, ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig,
-    FaultConfig, ListenerSeed, SHUTDOWN_GRACE, ScenarioRule,
+    FaultConfig, IntegrationSeed, ListenerSeed, SHUTDOWN_GRACE, ScenarioRule,
 };
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
@@ -26,7 +26,8 @@ enum LogFormat {
 /// Emulator of the agent platform's control plane REST API (deployments,
 /// revisions, listeners), for tests and demos.
 ///
-/// Routes: /v2/deployments..., /v2/listeners... (also under /api-host),
+/// Routes: /v2/deployments..., /v2/listeners..., /v1/integrations/github/...
+/// (also under /api-host),
 /// each needing X-Api-Key and X-Tenant-Id; a built-in agent server at
 /// /agents/{deployment_id} (GET /ok, GET /info, POST /assistants/search,
 /// POST /runs/stream); admin routes without a key under /_emulator/
@@ -99,6 +100,19 @@ struct Args {
         value_delimiter = ';'
     )]
     listeners: Vec<ListenerSeed>,
+
+    /// A GitHub integration seeded at start,
+    /// WORKSPACE=INTEGRATION_ID:NAME[:REPO_URL,REPO_URL...], served by
+    /// GET /v1/integrations/github/install and
+    /// GET /v1/integrations/github/{id}/repos. Repeatable (semicolon-separated
+    /// in the environment).
+    #[arg(
+        long = "integration",
+        env = "EMULATOR_INTEGRATIONS",
+        value_name = "WORKSPACE=ID:NAME[:REPO_URL,...]",
+        value_delimiter = ';'
+    )]
+    integrations: Vec<IntegrationSeed>,
 
     /// A workspace on a self-hosted enterprise plan: listener routes answer
     /// instead of 403. Repeatable.
@@ -226,6 +240,7 @@ impl Args {
             enterprise_workspaces: self.enterprise_workspaces.clone(),
             listener_required_workspaces: self.listener_required_workspaces.clone(),
             listeners: self.listeners.clone(),
+            integrations: self.integrations.clone(),
             scenarios: self.scenarios.clone(),
             faults,
             max_body_bytes: self.max_body_bytes,

@@ -211,7 +211,8 @@ pub async fn run(
     let controllers = scope.targets().into_iter().map(|namespace| {
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
         let secrets: Api<PartialObjectMeta<Secret>> = scoped_api(&ctx.client, namespace);
-        let controller = Controller::new(planes, watcher::Config::default().any_semantic());
+        let (store, own) = super::runner::own_kind_stream(KIND, planes);
+        let controller = Controller::for_stream(own, store);
         let mapper = secret_mapper(controller.store());
         controller
             // Metadata only: Secret values are never held by the watch.

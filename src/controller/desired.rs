@@ -9,21 +9,33 @@
 use serde_json::{Map, Value};
 
 use crate::api::deployment::{self as crd, AgentDeploymentSpec};
-use crate::controlplane::types::{self as wire, DeploymentCreate, DeploymentPatch, SecretValue};
+use crate::api::resource_spec;
+use crate::controlplane::types::{
+    self as wire, DeploymentCreate, DeploymentPatch, SecretReference, SecretValue,
+};
 
-/// Maps `spec.sourceConfig` to the wire `source_config`.
+/// Maps `spec.sourceConfig` to the wire `source_config`. `integrationRef` has
+/// no wire field: the pass resolves it to `integration_id` before a create
+/// (see `controller::integrations`).
 pub fn source_config(spec: &crd::SourceConfig) -> wire::SourceConfig {
     wire::SourceConfig {
         integration_id: spec.integration_id.clone(),
         repo_url: spec.repo_url.clone(),
-        deployment_type: spec.deployment_type.clone(),
+        deployment_type: spec.deployment_type.map(|t| t.as_str().to_owned()),
         build_on_push: spec.build_on_push,
         custom_url: spec.custom_url.clone(),
-        resource_spec: spec.resource_spec.clone().map(Value::Object),
+        resource_spec: spec
+            .resource_spec
+            .as_ref()
+            // An unknown key cannot pass the schema; `rules::preflight`
+            // stops such a spec before any request.
+            .map(|rs| Value::Object(resource_spec::to_wire(rs).unwrap_or_default())),
         listener_id: spec.listener_id.clone(),
         listener_config: spec.listener_config.as_ref().map(|l| wire::ListenerConfig {
             k8s_namespace: l.k8s_namespace.clone(),
         }),
+        install_command: spec.install_command.clone(),
+        build_command: spec.build_command.clone(),
     }
 }
 
@@ -35,6 +47,22 @@ pub fn source_revision_config(spec: &crd::SourceRevisionConfig) -> wire::SourceR
         image_uri: spec.image_uri.clone(),
         repo_commit_sha: None,
     }
+}
+
+/// Maps `spec.secretReferences` (camelCase) to the wire `secret_references`
+/// (snake_case), sorted by name so that the order of the list never counts
+/// as a difference.
+pub fn secret_references(spec: &[crd::DeploymentSecretReference]) -> Vec<SecretReference> {
+    let mut out: Vec<SecretReference> = spec
+        .iter()
+        .map(|r| SecretReference {
+            name: r.name.clone(),
+            secret_name: r.secret_name.clone(),
+            secret_key: r.secret_key.clone(),
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// The create body for a spec, its remote name and its resolved secrets.
@@ -49,6 +77,7 @@ pub fn create_body(
         source_config: source_config(&spec.source_config),
         source_revision_config: source_revision_config(&spec.source_revision_config),
         secrets,
+        secret_references: secret_references(&spec.secret_references),
     }
 }
 
@@ -80,13 +109,21 @@ fn differs<T: PartialEq>(desired: &Option<T>, current: &Option<T>) -> bool {
 /// The minimal PATCH that makes `remote` equal to `desired`, or an empty patch.
 ///
 /// - `source_config`: only the mutable fields the spec sets and that differ
-///   (`build_on_push`, `custom_url`, `resource_spec` merged with the current
-///   object). Immutable fields (`integration_id`, `repo_url`,
+///   (`build_on_push`, `custom_url`, `install_command`, `build_command`,
+///   `resource_spec` merged with the current object). Immutable fields (`integration_id`, `repo_url`,
 ///   `deployment_type`, `listener_*`) are never sent.
 /// - `source_revision_config`: the spec's values, only when one of them differs
 ///   (it creates a revision).
 /// - `secrets`: the full list, only when a name or value differs; an empty
 ///   desired list is never sent (the service reads `[]` as "unchanged").
+///   `send_secrets` says the values differ (from the ones last sent, or from
+///   the ones the service returns: [`remote_secrets_differ`]); names are
+///   compared here. The service replaces the whole list, so a secret the
+///   remote has and the spec does not list is removed by the same PATCH.
+/// - `secret_references`: the full desired list when it differs from the
+///   remote's as a set (they hold no values, so they are compared directly);
+///   an empty list is sent to remove the remote's last references (if the
+///   service does not hold that, the read-back reports it as not held).
 pub fn compute_patch(
     desired: &DeploymentCreate,
     remote: &wire::Deployment,
@@ -102,6 +139,12 @@ pub fn compute_patch(
     }
     if differs(&d.custom_url, &r.custom_url) {
         sc.custom_url = d.custom_url.clone();
+    }
+    if differs(&d.install_command, &r.install_command) {
+        sc.install_command = d.install_command.clone();
+    }
+    if differs(&d.build_command, &r.build_command) {
+        sc.build_command = d.build_command.clone();
     }
     if let Some(Value::Object(want)) = &d.resource_spec
         && !object_contains(r.resource_spec.as_ref(), want)
@@ -129,18 +172,51 @@ pub fn compute_patch(
     {
         patch.secrets = Some(desired.secrets.clone());
     }
+
+    let mut remote_refs = remote.secret_references.clone();
+    remote_refs.sort();
+    let mut desired_refs = desired.secret_references.clone();
+    desired_refs.sort();
+    if desired_refs != remote_refs {
+        patch.secret_references = Some(desired_refs);
+    }
     patch
 }
 
+/// True when the service returned secret values and they differ from the
+/// desired ones: the salted hash of the returned names and values (salt of
+/// `desired_hash`, the `status.secretsHash` form `<salt>:<hex>`) is not
+/// `desired_hash`. No value is compared or kept outside the hash.
+///
+/// A response whose values are unusable (an empty value, or one made only
+/// of `*`: a service that does not return or masks values) says nothing
+/// about them: `false`, and only a change of the desired values is sent.
+pub fn remote_secrets_differ(desired_hash: &str, remote: &[SecretValue]) -> bool {
+    use secrecy::ExposeSecret;
+    let Some(salt) = salt_of(desired_hash) else {
+        return false;
+    };
+    let returned = remote.iter().all(|s| {
+        let v = s.value.expose_secret();
+        !v.is_empty() && !v.chars().all(|c| c == '*')
+    });
+    returned && secrets_hash(salt, remote) != desired_hash
+}
+
 /// True when the patch creates a revision (facts "Requests": non-null
-/// `source_revision_config` values, `resource_spec` or `secrets`).
+/// `source_revision_config` values, `resource_spec` or `secrets`). A new
+/// `install_command` or `build_command` is counted too: the facts do not say,
+/// but a build setting only takes effect in a new build, so the operator
+/// treats it like `resource_spec` (and the emulator starts a revision). For
+/// `secret_references` the facts say nothing either: this project assumes it
+/// does, like `secrets`, since the agent server's environment changes.
 pub fn creates_revision(patch: &DeploymentPatch) -> bool {
     patch.source_revision_config.is_some()
         || patch.secrets.is_some()
-        || patch
-            .source_config
-            .as_ref()
-            .is_some_and(|s| s.resource_spec.is_some())
+        || patch.secret_references.is_some()
+        || patch.source_config.as_ref().is_some_and(|s| {
+            s.resource_spec.is_some() || s.install_command.is_some() || s.build_command.is_some()
+        })
 }
 
 fn same_names(a: &[SecretValue], b: &[SecretValue]) -> bool {
@@ -228,6 +304,12 @@ pub fn patch_fields(patch: &DeploymentPatch) -> Vec<&'static str> {
         if sc.custom_url.is_some() {
             fields.push("source_config.custom_url");
         }
+        if sc.install_command.is_some() {
+            fields.push("source_config.install_command");
+        }
+        if sc.build_command.is_some() {
+            fields.push("source_config.build_command");
+        }
         if sc.resource_spec.is_some() {
             fields.push("source_config.resource_spec");
         }
@@ -237,6 +319,9 @@ pub fn patch_fields(patch: &DeploymentPatch) -> Vec<&'static str> {
     }
     if patch.secrets.is_some() {
         fields.push("secrets");
+    }
+    if patch.secret_references.is_some() {
+        fields.push("secret_references");
     }
     fields
 }
@@ -263,7 +348,7 @@ mod tests {
                 "repoUrl": "https://github.com/acme/agent",
                 "deploymentType": "dev",
                 "buildOnPush": false,
-                "resourceSpec": {"min_scale": 1}
+                "resourceSpec": {"minScale": 1}
             },
             "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"}
         }))
@@ -286,6 +371,7 @@ mod tests {
                 ..create.source_revision_config.clone()
             },
             secrets: create.secrets.clone(),
+            secret_references: create.secret_references.clone(),
             status: Some("READY".into()),
             latest_revision_id: Some("r".into()),
             active_revision_id: None,
@@ -339,12 +425,33 @@ mod tests {
         let remote = remote_of(&body);
         let mut s = spec();
         s.source_config.build_on_push = Some(true);
-        s.source_config.resource_spec = Some(json!({"min_scale": 2}).as_object().unwrap().clone());
+        s.source_config.resource_spec = Some(json!({"minScale": 2}).as_object().unwrap().clone());
         let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),
             json!({"source_config": {"build_on_push": true, "resource_spec": {"min_scale": 2, "cpu": 1}}})
         );
+    }
+
+    #[test]
+    fn build_commands_map_to_the_wire_and_a_change_is_a_revision() {
+        let mut s = spec();
+        s.source_config.install_command = Some("npm ci".into());
+        s.source_config.build_command = Some("npm run build".into());
+        let body = create_body("a", &s, vec![]);
+        let v = serde_json::to_value(&body).unwrap();
+        assert_eq!(v["source_config"]["install_command"], "npm ci");
+        assert_eq!(v["source_config"]["build_command"], "npm run build");
+        let remote = remote_of(&body);
+        assert!(compute_patch(&body, &remote, false).is_empty());
+        s.source_config.build_command = Some("npm run build:prod".into());
+        let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!({"source_config": {"build_command": "npm run build:prod"}})
+        );
+        assert!(creates_revision(&patch));
+        assert_eq!(patch_fields(&patch), ["source_config.build_command"]);
     }
 
     #[test]
@@ -381,6 +488,83 @@ mod tests {
             &[SecretValue::new("B", "2"), SecretValue::new("A", "1")],
         );
         assert_eq!(h1, h2);
+    }
+
+    #[test]
+    fn secret_references_are_mapped_and_patched_as_a_set() {
+        let mut s = spec();
+        s.source = Source::ExternalDocker;
+        s.secret_references = serde_json::from_value(json!([
+            {"name": "B", "secretName": "env", "secretKey": "b"},
+            {"name": "A", "secretName": "env", "secretKey": "a"}
+        ]))
+        .unwrap();
+        let body = create_body("a", &s, vec![]);
+        let v = serde_json::to_value(&body).unwrap();
+        assert_eq!(
+            v["secret_references"],
+            json!([
+                {"name": "A", "secret_name": "env", "secret_key": "a"},
+                {"name": "B", "secret_name": "env", "secret_key": "b"}
+            ])
+        );
+        let mut remote = remote_of(&body);
+        remote.secret_references.reverse();
+        assert!(compute_patch(&body, &remote, false).is_empty(), "order");
+        remote.secret_references[0].secret_key = "other".into();
+        let patch = compute_patch(&body, &remote, false);
+        assert_eq!(
+            patch.secret_references.as_ref(),
+            Some(&body.secret_references)
+        );
+        assert!(patch.secrets.is_none() && creates_revision(&patch));
+        assert_eq!(patch_fields(&patch), ["secret_references"]);
+        // Removing every reference sends an empty list.
+        let none = create_body("a", &spec(), vec![]);
+        assert_eq!(
+            compute_patch(&none, &remote, false).secret_references,
+            Some(vec![])
+        );
+        // A body without references does not carry the key at all.
+        assert!(
+            serde_json::to_value(&none)
+                .unwrap()
+                .get("secret_references")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn remote_secret_values_are_compared_by_salted_hash() {
+        let desired = [SecretValue::new("A", "v1"), SecretValue::new("B", "v2")];
+        let hash = secrets_hash(&new_salt(), &desired);
+        let same = [SecretValue::new("B", "v2"), SecretValue::new("A", "v1")];
+        assert!(!remote_secrets_differ(&hash, &same));
+        let changed = [SecretValue::new("A", "v1"), SecretValue::new("B", "x")];
+        assert!(remote_secrets_differ(&hash, &changed));
+        let extra = [
+            SecretValue::new("A", "v1"),
+            SecretValue::new("B", "v2"),
+            SecretValue::new("C", "v3"),
+        ];
+        assert!(remote_secrets_differ(&hash, &extra));
+        let masked = [SecretValue::new("A", "****"), SecretValue::new("B", "")];
+        assert!(
+            !remote_secrets_differ(&hash, &masked),
+            "values not returned"
+        );
+        assert!(!remote_secrets_differ("no-salt", &changed));
+        // A body with a differing value sends the whole list.
+        let body = create_body("a", &spec(), desired.to_vec());
+        let mut remote = remote_of(&body);
+        remote.secrets = changed.to_vec();
+        let differ = remote_secrets_differ(&hash, &remote.secrets);
+        assert_eq!(
+            compute_patch(&body, &remote, differ)
+                .secrets
+                .map(|s| s.len()),
+            Some(2)
+        );
     }
 
     #[test]

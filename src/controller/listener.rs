@@ -212,7 +212,8 @@ pub async fn run(
     let controllers = scope.targets().into_iter().map(|namespace| {
         let listeners: Api<AgentListener> = scoped_api(&ctx.client, namespace);
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
-        let controller = Controller::new(listeners, watcher::Config::default().any_semantic());
+        let (store, own) = super::runner::own_kind_stream(KIND, listeners);
+        let controller = Controller::for_stream(own, store);
         let mapper = plane_mapper(controller.store());
         controller
             .watches(planes, watcher::Config::default(), mapper)

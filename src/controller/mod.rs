@@ -7,6 +7,7 @@
 pub mod control_plane;
 pub mod deployment;
 pub mod desired;
+pub mod integrations;
 pub mod listener;
 pub mod placement;
 pub mod planes;
@@ -77,6 +78,9 @@ pub struct Context {
     pub revision_seconds: std::sync::Mutex<std::collections::HashMap<String, f64>>,
     /// Name lookups before creates, shared by a fleet of one control plane.
     pub names: deployment::names::NameIndexes,
+    /// GitHub integration and repository lists (for
+    /// `sourceConfig.integrationRef`), shared by a fleet of one control plane.
+    pub integrations: integrations::IntegrationCache,
     /// Per object: the revision its last mutation started and when.
     pub revision_started:
         std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>,
@@ -84,7 +88,17 @@ pub struct Context {
     /// allowed to poll early (see [`Context::poll_wait`]).
     pub scouts:
         std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
+    /// Per object: when its last PATCH that carried secret values was sent
+    /// (see [`Context::secrets_due_in`]).
+    pub secrets_sent: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// Least time between two PATCHes of one object that a change of Secret
+/// values alone causes: each is a new revision (a build and a rollout on the
+/// real service, facts "Requests"), so a Secret rewritten every second by a
+/// broken rotation costs one revision per interval, carrying the latest
+/// value, not one per write. A spec change is never held back.
+pub const SECRETS_PATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Objects of one control plane that poll their revisions while nothing is
 /// learned about how long revisions take; the others wait for what the
@@ -109,9 +123,26 @@ impl Context {
             seen: Default::default(),
             revision_seconds: Default::default(),
             names: Default::default(),
+            integrations: Default::default(),
             revision_started: Default::default(),
             scouts: Default::default(),
+            secrets_sent: Default::default(),
         }
+    }
+
+    /// Records that a PATCH carrying secret values of `key` was sent now.
+    pub fn secrets_sent(&self, key: &str) {
+        let mut sent = self.secrets_sent.lock().unwrap_or_else(|p| p.into_inner());
+        sent.insert(key.to_owned(), std::time::Instant::now());
+    }
+
+    /// How long a change of Secret values alone must wait before `key` may
+    /// be patched again ([`SECRETS_PATCH_INTERVAL`] after the last such
+    /// PATCH); `None` when it may be sent now.
+    pub fn secrets_due_in(&self, key: &str) -> Option<std::time::Duration> {
+        let sent = self.secrets_sent.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = SECRETS_PATCH_INTERVAL.checked_sub(sent.get(key)?.elapsed())?;
+        (!wait.is_zero()).then_some(wait)
     }
 
     /// True the first time it is called for `key` since the operator started.
@@ -179,6 +210,10 @@ impl Context {
         self.reset_backoff(key);
         self.reset_polls(key);
         self.revision_ended(key);
+        self.secrets_sent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.remove(key);
     }

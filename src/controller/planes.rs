@@ -421,11 +421,10 @@ fn stalled(plane: &AgentControlPlane) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::control_plane::Region;
 
     fn spec(rps: Option<f64>, burst: Option<u32>) -> AgentControlPlaneSpec {
         AgentControlPlaneSpec {
-            region: Some(Region::Us),
+            region: Some("us".into()),
             url: None,
             workspace_id: "ws".into(),
             api_key_secret_ref: SecretKeyRef {

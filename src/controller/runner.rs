@@ -14,7 +14,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
 use tokio::sync::Semaphore;
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::deployment::{error_policy, reconcile};
 use super::{Context, Error, observed, scoped_api};
@@ -27,6 +27,37 @@ use crate::metrics::ReadyCounts;
 pub const DEPLOYMENT_KIND: &str = "AgentDeployment";
 /// `kind` label of AgentControlPlane metrics.
 pub const CONTROL_PLANE_KIND: &str = "AgentControlPlane";
+
+/// The watch of a controller's own kind and the store it fills: a pass is
+/// triggered by a new generation (a spec change, or the deletion of an
+/// object with finalizers), never by the controller's own status writes,
+/// which would each cost a control plane request (the brief: "our own writes
+/// must never cause a remote call by themselves"). Secrets and other kinds
+/// trigger through `watches`, and steady objects are re-checked by the
+/// controller's own requeue.
+pub fn own_kind_stream<K>(
+    kind: &'static str,
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream = relist_at_once(
+        kind,
+        watcher(api, watcher::Config::default().any_semantic()),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(kube::runtime::predicates::generation, Default::default());
+    (store, stream)
+}
 
 /// Where the controllers watch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -211,24 +242,41 @@ where
     // One watch of AgentControlPlanes: it fills the store the Secret mapper
     // reads (which Secret holds which control plane's API key) and triggers
     // the AgentDeployments of a control plane when its spec or readiness
-    // changes (not on its other status writes).
+    // changes, or when it is deleted (not on its other status writes). A
+    // deleted object has left the store once `reflect` saw its deletion, so
+    // its hash differs from its last one and the deletion passes the filter.
     let (plane_store, plane_writer) = reflector::store::<AgentControlPlane>();
-    let plane_trigger = watcher(planes, watcher::Config::default())
-        .default_backoff()
-        .modify(strip_managed_fields)
-        .reflect(plane_writer)
-        .applied_objects()
-        .predicate_filter(plane_trigger_hash, Default::default());
+    let present = plane_store.clone();
+    let plane_trigger = relist_at_once(
+        CONTROL_PLANE_KIND,
+        watcher(planes, watcher::Config::default()),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(plane_writer)
+    .touched_objects()
+    .predicate_filter(
+        move |p: &AgentControlPlane| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            plane_trigger_hash(p).hash(&mut h);
+            present.get(&ObjectRef::from_obj(p)).is_some().hash(&mut h);
+            Some(h.finish())
+        },
+        Default::default(),
+    );
 
     // Secrets, as metadata only (the operator never holds the values of
     // Secrets it does not reference; it GETs the ones it does): their
     // resourceVersions tell the client cache that an API key is unchanged.
     let (secret_meta_store, secret_writer) = reflector::store::<PartialObjectMeta<Secret>>();
-    let secret_trigger = watcher(secrets, watcher::Config::default())
+    let secret_trigger = relist_at_once("Secret", watcher(secrets, watcher::Config::default()))
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(secret_writer)
-        .applied_objects();
+        // Deletions too: a Secret deleted while in use stops its
+        // AgentDeployments (`SecretNotFound`) at once, not at the next resync.
+        .touched_objects();
     ctx.planes
         .register_stores(plane_store.clone(), secret_meta_store);
 
@@ -237,12 +285,15 @@ where
     // [`deployment_trigger_hash`]), never by the operator's own status,
     // annotation or event writes.
     let (store, writer) = reflector::store::<AgentDeployment>();
-    let trigger = watcher(deployments, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(strip_managed_fields)
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(deployment_trigger_hash, Default::default());
+    let trigger = relist_at_once(
+        DEPLOYMENT_KIND,
+        watcher(deployments, watcher::Config::default().any_semantic()),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(deployment_trigger_hash, Default::default());
     let controller = Controller::for_stream(trigger, store.clone());
     let deployment_store = store.clone();
     let secret_store = store.clone();
@@ -268,6 +319,54 @@ where
             }
         });
     (run, deployment_store, plane_store)
+}
+
+/// How long after a `410 Gone` of a watch the next one goes through the
+/// backoff again (see [`relist_at_once`]).
+pub const GONE_WITHOUT_BACKOFF_EVERY: Duration = Duration::from_secs(60);
+
+/// Takes the `410 Gone` errors out of the stream of a watcher of `kind`, so that the
+/// backoff after it does not pause the re-list.
+///
+/// A 410 means the watch's resourceVersion is no longer served (etcd
+/// compacted it, or the API server restarted with an empty watch cache); the
+/// watcher has already reset itself to list again. Passed on as an error,
+/// it made kube's backoff sleep, and after an API server outage that
+/// backoff had grown to 30–60 s: the re-list, and every change made while
+/// the operator was disconnected, waited that long once more (a partition
+/// of 8 s took 128 s to converge). client-go re-lists at once too.
+///
+/// Only one 410 per [`GONE_WITHOUT_BACKOFF_EVERY`] is taken out; a second
+/// one sooner goes through the backoff as before, so a server that answers
+/// 410 again and again is not listed in a loop. Each one is logged.
+pub fn relist_at_once<K, S>(
+    kind: &'static str,
+    stream: S,
+) -> impl futures::Stream<Item = S::Item> + Send
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    K: Send,
+{
+    let mut last_gone: Option<std::time::Instant> = None;
+    stream.filter_map(move |item| {
+        let pass = match &item {
+            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                let now = std::time::Instant::now();
+                let recent =
+                    last_gone.is_some_and(|t| now.duration_since(t) < GONE_WITHOUT_BACKOFF_EVERY);
+                last_gone = Some(now);
+                info!(
+                    kind,
+                    message = %status.message,
+                    backoff = recent,
+                    "watch expired (410 Gone); listing again"
+                );
+                recent.then_some(item)
+            }
+            _ => Some(item),
+        };
+        std::future::ready(pass)
+    })
 }
 
 /// Drops `metadata.managedFields` before an object enters a store: the
@@ -388,6 +487,43 @@ mod tests {
             Scope::from_namespaces(owned(&["a", "b", "a"])),
             Scope::Namespaces(owned(&["a", "b"]))
         );
+    }
+
+    fn gone() -> Result<watcher::Event<Secret>, watcher::Error> {
+        Err(watcher::Error::WatchError(
+            kube::core::Status::failure("too old", "Expired")
+                .with_code(410)
+                .boxed(),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_410_skips_the_backoff_once_per_interval() {
+        let other = || {
+            Err::<watcher::Event<Secret>, _>(watcher::Error::WatchError(
+                kube::core::Status::failure("boom", "InternalError")
+                    .with_code(500)
+                    .boxed(),
+            ))
+        };
+        let items = vec![
+            Ok(watcher::Event::Init),
+            gone(),
+            Ok(watcher::Event::InitDone),
+            gone(),
+            other(),
+        ];
+        let out: Vec<_> = relist_at_once("Secret", futures::stream::iter(items))
+            .collect()
+            .await;
+        assert_eq!(out.len(), 4, "only the first 410 is taken out");
+        assert!(matches!(out[0], Ok(watcher::Event::Init)));
+        assert!(matches!(out[1], Ok(watcher::Event::InitDone)));
+        assert!(
+            matches!(&out[2], Err(watcher::Error::WatchError(s)) if s.code == 410),
+            "a second 410 within the interval goes through the backoff"
+        );
+        assert!(matches!(&out[3], Err(watcher::Error::WatchError(s)) if s.code == 500));
     }
 
     #[test]

@@ -33,7 +33,8 @@ use super::merge::with_merged_resource_spec;
 use super::operation::{Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class};
 use super::response::{check_status, decode_body};
 use super::types::{
-    Deployment, DeploymentCreate, DeploymentPatch, Listener, Page, Revision, ValidationError,
+    Deployment, DeploymentCreate, DeploymentPatch, GithubIntegration, GithubRepository, Listener,
+    Page, Revision, ValidationError,
 };
 
 pub use super::endpoint::Region;
@@ -202,6 +203,9 @@ pub struct ControlPlaneClient {
     retry: RetryPolicy,
     budget: Option<Budget>,
     observer: Option<Arc<dyn RequestObserver>>,
+    /// The API key, kept only to redact it from error answers that repeat
+    /// it (never logged; not in `Debug`).
+    api_key: SecretString,
 }
 
 impl fmt::Debug for ControlPlaneClient {
@@ -213,6 +217,70 @@ impl fmt::Debug for ControlPlaneClient {
             .field("budget", &self.budget)
             .finish_non_exhaustive()
     }
+}
+
+/// Shortest value redacted from error answers: shorter ones (`1`, `true`)
+/// would blank out unrelated text and are no secret worth the name.
+const MIN_REDACTED_LEN: usize = 4;
+
+/// The API key and every `secrets[].value` of `req`'s JSON body.
+fn sensitive_values(api_key: &SecretString, req: &reqwest::Request) -> Vec<SecretString> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<SecretString>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, child) in map {
+                    if k == "secrets"
+                        && let serde_json::Value::Array(items) = child
+                    {
+                        for item in items {
+                            if let Some(value) = item.get("value").and_then(|x| x.as_str()) {
+                                out.push(SecretString::from(value));
+                            }
+                        }
+                    }
+                    walk(child, out);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+            _ => {}
+        }
+    }
+    let mut out = vec![api_key.clone()];
+    if let Some(body) = req.body().and_then(|b| b.as_bytes())
+        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(body)
+    {
+        walk(&v, &mut out);
+    }
+    out
+}
+
+/// `body` with every occurrence of a value of `echoes` replaced by
+/// `[REDACTED]`: a service that repeats the key or a secret value in an
+/// error `detail` must not put it into a condition message or a log.
+/// Protocol-free byte replacement: the detail is free text.
+fn redact_echoes(body: Bytes, echoes: &[SecretString]) -> Bytes {
+    let mut out: Vec<u8> = body.to_vec();
+    let mut changed = false;
+    for secret in echoes {
+        let needle = secret.expose_secret().as_bytes();
+        if needle.len() < MIN_REDACTED_LEN {
+            continue;
+        }
+        let mut i = 0;
+        let mut next = Vec::with_capacity(out.len());
+        while i < out.len() {
+            if out[i..].starts_with(needle) {
+                next.extend_from_slice(b"[REDACTED]");
+                i += needle.len();
+                changed = true;
+            } else {
+                next.push(out[i]);
+                i += 1;
+            }
+        }
+        out = next;
+    }
+    if changed { Bytes::from(out) } else { body }
 }
 
 /// Installs the `ring` rustls provider as the process default if none is set.
@@ -359,6 +427,7 @@ impl ControlPlaneClient {
             retry: config.retry,
             budget,
             observer: config.observer,
+            api_key: config.api_key,
         })
     }
 
@@ -433,6 +502,9 @@ impl ControlPlaneClient {
         if let Some(budget) = &self.budget {
             budget.acquire(op.priority()).await;
         }
+        // What an error answer must not repeat into our errors, conditions
+        // and logs: the API key and the secret values this request carries.
+        let echoes = sensitive_values(&self.api_key, &req);
         let started = Instant::now();
         let answer = async {
             let resp = self.http.execute(req).await.map_err(Error::from_reqwest)?;
@@ -459,6 +531,11 @@ impl ControlPlaneClient {
             observer.observe(op.as_str(), class, elapsed);
         }
         let (status, retry_after, body) = answer?;
+        let body = if op.success_statuses().contains(&status.as_u16()) {
+            body
+        } else {
+            redact_echoes(body, &echoes)
+        };
         let checked = check_status(op, status, retry_after.as_ref(), &body);
         if let Some(budget) = &self.budget {
             match &checked {
@@ -759,6 +836,40 @@ impl ControlPlaneClient {
     /// [`ControlPlaneClient::list_listeners`].
     pub async fn list_all_listeners(&self) -> Result<Vec<Listener>, Error> {
         collect_pages(|offset| self.list_listeners(MAX_PAGE_SIZE, offset)).await
+    }
+
+    /// `GET /v1/integrations/github/install` → the GitHub integrations of the
+    /// workspace, a bare JSON array `[{id, installation_id, name}]` (facts
+    /// "Integrations (v1)", seen only in the official clients: not in the
+    /// public API description, shape not documented beyond these fields).
+    /// Retried on transient errors. Errors: as any read (401, 403, 5xx).
+    pub async fn list_github_integrations(&self) -> Result<Vec<GithubIntegration>, Error> {
+        let req = self.request(
+            Operation::ListIntegrations,
+            &["v1", "integrations", "github", "install"],
+            None::<&()>,
+            None::<&()>,
+        )?;
+        self.json(Operation::ListIntegrations, req).await
+    }
+
+    /// `GET /v1/integrations/github/{integration_id}/repos` → the
+    /// repositories the integration can read, a bare JSON array
+    /// `[{url, default_branch, ...}]` (facts "Integrations (v1)", seen only
+    /// in the official clients). Retried on transient errors. Errors: 404
+    /// for an unknown integration (emulator; not documented), 422 for an id
+    /// that is not a uuid, and those of any read.
+    pub async fn list_github_repositories(
+        &self,
+        integration_id: &str,
+    ) -> Result<Vec<GithubRepository>, Error> {
+        let req = self.request(
+            Operation::ListIntegrationRepos,
+            &["v1", "integrations", "github", integration_id, "repos"],
+            None::<&()>,
+            None::<&()>,
+        )?;
+        self.json(Operation::ListIntegrationRepos, req).await
     }
 }
 

@@ -67,6 +67,23 @@ impl FromStr for Region {
     }
 }
 
+/// The base URL of the control plane of cloud region `region`, by the naming
+/// rule of the official CLI (facts "Regions", seen only in the official CLI:
+/// `{region}.api.smith.langchain.com` → `https://{region}.api.host.langchain.com`,
+/// plain `api.smith.langchain.com` → the US host): `us` (any case, trimmed)
+/// → [`US_BASE_URL`], any other `r` → `https://{r}.api.host.langchain.com`
+/// (so `eu` → [`EU_BASE_URL`]). `region` is expected to be a DNS label (the
+/// AgentControlPlane schema checks it); no request is made to check that the
+/// region exists.
+pub fn region_base_url(region: &str) -> String {
+    let r = region.trim().to_ascii_lowercase();
+    if r == "us" {
+        US_BASE_URL.to_owned()
+    } else {
+        format!("https://{r}.api.host.langchain.com")
+    }
+}
+
 /// The base URL of a self-hosted control plane: `host_url` with
 /// [`SELF_HOSTED_PREFIX`] appended unless its path already ends with it.
 ///
@@ -155,6 +172,21 @@ mod tests {
             self_hosted_base_url("https://ls.example.com/api-host/"),
             "https://ls.example.com/api-host"
         );
+    }
+
+    #[test]
+    fn any_region_maps_by_the_cli_naming_rule() {
+        assert_eq!(region_base_url("us"), US_BASE_URL);
+        assert_eq!(region_base_url("US"), US_BASE_URL);
+        assert_eq!(region_base_url("eu"), EU_BASE_URL);
+        assert_eq!(region_base_url("ap"), "https://ap.api.host.langchain.com");
+        assert_eq!(
+            region_base_url("us-west-2"),
+            "https://us-west-2.api.host.langchain.com"
+        );
+        for r in [Region::Us, Region::Eu] {
+            assert_eq!(region_base_url(r.as_str()), r.base_url());
+        }
     }
 
     #[test]

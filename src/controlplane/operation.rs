@@ -36,11 +36,17 @@ pub enum Operation {
     GetListener,
     /// `GET /v2/listeners` → 200.
     ListListeners,
+    /// `GET /v1/integrations/github/install` → 200 (facts "Integrations
+    /// (v1)", seen only in the official clients).
+    ListIntegrations,
+    /// `GET /v1/integrations/github/{integration_id}/repos` → 200 (facts
+    /// "Integrations (v1)", seen only in the official clients).
+    ListIntegrationRepos,
 }
 
 impl Operation {
     /// Every operation, e.g. to pre-register metric label values.
-    pub const ALL: [Operation; 10] = [
+    pub const ALL: [Operation; 12] = [
         Operation::CreateDeployment,
         Operation::GetDeployment,
         Operation::PatchDeployment,
@@ -51,6 +57,8 @@ impl Operation {
         Operation::GetRevision,
         Operation::GetListener,
         Operation::ListListeners,
+        Operation::ListIntegrations,
+        Operation::ListIntegrationRepos,
     ];
 
     /// The fixed name given to [`RequestObserver::observe`], e.g.
@@ -67,6 +75,8 @@ impl Operation {
             Operation::GetRevision => "get_revision",
             Operation::GetListener => "get_listener",
             Operation::ListListeners => "list_listeners",
+            Operation::ListIntegrations => "list_integrations",
+            Operation::ListIntegrationRepos => "list_integration_repos",
         }
     }
 
@@ -81,7 +91,9 @@ impl Operation {
             | Operation::ListRevisions
             | Operation::GetRevision
             | Operation::GetListener
-            | Operation::ListListeners => Method::GET,
+            | Operation::ListListeners
+            | Operation::ListIntegrations
+            | Operation::ListIntegrationRepos => Method::GET,
         }
     }
 
@@ -187,7 +199,9 @@ mod tests {
                 "list_revisions",
                 "get_revision",
                 "get_listener",
-                "list_listeners"
+                "list_listeners",
+                "list_integrations",
+                "list_integration_repos"
             ]
         );
         for op in Operation::ALL {

@@ -26,7 +26,9 @@ pub struct SourceConfig {
     /// URL of the repository (`github` only, immutable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo_url: Option<String>,
-    /// `dev_free`, `dev` or `prod` (immutable).
+    /// `dev_free`, `dev`, `prod`, or the scale-to-zero variants `dev_zero`
+    /// and `dev_free_zero` accepted by the Terraform provider (facts
+    /// "Deployment"); immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_type: Option<String>,
     /// Whether a push to the branch triggers a build.
@@ -45,6 +47,14 @@ pub struct SourceConfig {
     /// Placement on the listener (immutable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_config: Option<ListenerConfig>,
+    /// Install command of a JavaScript build (facts "Build commands", seen
+    /// only in the official CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_command: Option<String>,
+    /// Build command of a JavaScript build (facts "Build commands", seen
+    /// only in the official CLI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_command: Option<String>,
 }
 
 /// `source_config.listener_config` (facts "Self-hosted placement and listeners").
@@ -82,8 +92,13 @@ pub struct SourceRevisionConfig {
 pub struct SecretValue {
     /// Environment variable name.
     pub name: String,
-    /// The secret value (never logged).
-    #[serde(serialize_with = "expose_secret", deserialize_with = "wrap_secret")]
+    /// The secret value (never logged). A response without a value (absent
+    /// or `null`: a service that does not return values) reads as empty.
+    #[serde(
+        serialize_with = "expose_secret",
+        deserialize_with = "wrap_secret",
+        default = "empty_secret"
+    )]
     pub value: SecretString,
 }
 
@@ -117,7 +132,31 @@ fn expose_secret<S: Serializer>(value: &SecretString, s: S) -> Result<S::Ok, S::
 }
 
 fn wrap_secret<'de, D: Deserializer<'de>>(d: D) -> Result<SecretString, D::Error> {
-    String::deserialize(d).map(SecretString::from)
+    Option::<String>::deserialize(d).map(|v| SecretString::from(v.unwrap_or_default()))
+}
+
+fn empty_secret() -> SecretString {
+    SecretString::from(String::new())
+}
+
+/// One reference to a key of a Kubernetes Secret in the data plane cluster:
+/// `{name, secret_name, secret_key}` (facts "Deployment": `secret_references`,
+/// newer, `external_docker` only). It holds no value: the data plane reads
+/// the Secret itself, so the value never passes through the control plane.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SecretReference {
+    /// Environment variable name in the agent server.
+    pub name: String,
+    /// Name of the Secret in the deployment's namespace of the data plane.
+    pub secret_name: String,
+    /// Key in that Secret.
+    pub secret_key: String,
+}
+
+/// `null` or absent as an empty list (an older service, or one that writes
+/// `null` for an unset list, facts "Deployment": `secret_references` is newer).
+fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Option::<Vec<T>>::deserialize(d).map(Option::unwrap_or_default)
 }
 
 /// Body of `POST /v2/deployments` (facts "Requests": all five fields required).
@@ -133,6 +172,11 @@ pub struct DeploymentCreate {
     pub source_revision_config: SourceRevisionConfig,
     /// Environment secrets.
     pub secrets: Vec<SecretValue>,
+    /// References to Secret keys in the data plane (`external_docker` with a
+    /// listener only); not sent when empty, so a service that predates the
+    /// field never sees it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_references: Vec<SecretReference>,
 }
 
 /// Body of `PATCH /v2/deployments/{id}`: every field optional, partial nested
@@ -149,6 +193,11 @@ pub struct DeploymentPatch {
     /// New secrets (an empty list means "unchanged" on the service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<Vec<SecretValue>>,
+    /// New list of Secret references, replacing the whole list (facts
+    /// "Deployment": `secret_references`; whether it creates a revision is
+    /// not documented: this project assumes it does, like `secrets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_references: Option<Vec<SecretReference>>,
 }
 
 impl DeploymentPatch {
@@ -157,6 +206,7 @@ impl DeploymentPatch {
         self.source_config.is_none()
             && self.source_revision_config.is_none()
             && self.secrets.is_none()
+            && self.secret_references.is_none()
     }
 }
 
@@ -182,6 +232,10 @@ pub struct Deployment {
     /// Environment secrets.
     #[serde(default)]
     pub secrets: Vec<SecretValue>,
+    /// References to Secret keys in the data plane (`null`, absent and `[]`
+    /// all read as none).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub secret_references: Vec<SecretReference>,
     /// Deployment status (`AWAITING_DATABASE`, `READY`, `UNUSED`,
     /// `AWAITING_DELETE`, `UNKNOWN`).
     #[serde(default)]
@@ -371,6 +425,34 @@ pub struct Listener {
     pub created_at: String,
     /// Last update time, RFC 3339.
     pub updated_at: String,
+}
+
+/// One GitHub integration (app installation) of the workspace, an item of
+/// `GET /v1/integrations/github/install` (facts "Integrations (v1)", seen
+/// only in the official clients; other fields are ignored).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GithubIntegration {
+    /// Integration id (uuid): the `source_config.integration_id` of a
+    /// `github` deployment.
+    pub id: String,
+    /// GitHub's installation id (a number in the emulator; kept as sent).
+    #[serde(default)]
+    pub installation_id: Option<serde_json::Value>,
+    /// Account or installation name.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// One repository an integration can read, an item of
+/// `GET /v1/integrations/github/{integration_id}/repos` (facts "Integrations
+/// (v1)", seen only in the official clients; other fields are ignored).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GithubRepository {
+    /// Repository URL, e.g. `https://github.com/acme/agent`.
+    pub url: String,
+    /// Default branch, if given.
+    #[serde(default)]
+    pub default_branch: Option<String>,
 }
 
 /// One item of an `HTTPValidationError` (spec "ValidationError").

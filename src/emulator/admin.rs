@@ -48,6 +48,10 @@ pub(crate) fn admin_routes() -> Router<EmulatorState> {
             "/_emulator/deployments/{deployment_id}/revisions/{revision_id}/status",
             post(force_status),
         )
+        .route(
+            "/_emulator/deployments/{deployment_id}/status",
+            post(force_deployment_status),
+        )
 }
 
 fn decode<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, ApiError> {
@@ -113,6 +117,34 @@ async fn put_faults(
 #[derive(Deserialize)]
 struct ForceStatus {
     status: String,
+}
+
+/// `POST /_emulator/deployments/{id}/status` `{"status": "UNUSED"}`: shows
+/// the deployment with this status from now on (e.g. `UNUSED`,
+/// `AWAITING_FINAL_DELETE`, facts "Deployment"); `{"status": null}` goes
+/// back to the computed one. Answers the deployment.
+async fn force_deployment_status(
+    State(state): State<EmulatorState>,
+    ids: PathIds,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Forced {
+        status: Option<String>,
+    }
+    let Forced { status } = decode(body)?;
+    let id = ids.at(0);
+    state.with_store(|store, now| {
+        let d = store
+            .get_any_mut(&id)
+            .ok_or_else(|| ApiError::deployment_not_found(&id))?;
+        d.forced_status = status
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty());
+        tracing::info!(deployment_id = %id, status = d.status(), "deployment status forced");
+        Ok(Json(d.json(now)))
+    })
 }
 
 async fn force_status(

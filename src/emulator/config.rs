@@ -125,6 +125,59 @@ impl FromStr for ListenerSeed {
     }
 }
 
+/// A GitHub integration seeded into a workspace at start, with the
+/// repositories it can read (facts "Integrations (v1)", seen only in the
+/// official clients; served by `GET /v1/integrations/github/install` and
+/// `GET /v1/integrations/github/{id}/repos`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntegrationSeed {
+    /// Workspace the integration belongs to.
+    pub workspace_id: String,
+    /// Integration id (the `integration_id` of a `github` deployment).
+    pub id: Uuid,
+    /// Account or installation name.
+    pub name: String,
+    /// URLs of the repositories the integration can read (the first answers
+    /// `default_branch` `main`, like every one: an emulator choice).
+    pub repos: Vec<String>,
+}
+
+/// Parses `WORKSPACE=ID:NAME[:REPO_URL,REPO_URL...]` (the `--integration`
+/// flag; repository URLs may contain `:`).
+///
+/// Errors: missing `=` or `:`, an id that is not a uuid, an empty name.
+impl FromStr for IntegrationSeed {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const SHAPE: &str = "expected WORKSPACE=INTEGRATION_ID:NAME[:REPO_URL,...]";
+        let (ws, rest) = s.split_once('=').ok_or(SHAPE)?;
+        let mut parts = rest.splitn(3, ':');
+        let id = parts.next().ok_or(SHAPE)?;
+        let name = parts.next().ok_or(SHAPE)?.trim();
+        let repos = parts
+            .next()
+            .map(|r| {
+                r.split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let id = Uuid::parse_str(id).map_err(|e| format!("integration id {id:?}: {e}"))?;
+        if ws.is_empty() || name.is_empty() {
+            return Err(SHAPE.into());
+        }
+        Ok(Self {
+            workspace_id: ws.to_owned(),
+            id,
+            name: name.to_owned(),
+            repos,
+        })
+    }
+}
+
 /// Everything the emulator is started with. [`Default`] gives one demo key
 /// ([`DEMO_API_KEY`] for [`DEMO_WORKSPACE_ID`]), a 1 s step, a 2 s delete, no
 /// listeners, no scenario rules and no faults.
@@ -155,6 +208,9 @@ pub struct EmulatorConfig {
     pub listener_required_workspaces: Vec<String>,
     /// Listeners seeded at start.
     pub listeners: Vec<ListenerSeed>,
+    /// GitHub integrations seeded at start (none by default: then
+    /// `GET /v1/integrations/github/install` answers `[]`).
+    pub integrations: Vec<IntegrationSeed>,
     /// Scenario rules: which revisions fail, and how (first match wins).
     pub scenarios: Vec<ScenarioRule>,
     /// Injected faults (off by default).
@@ -179,6 +235,7 @@ impl Default for EmulatorConfig {
             enterprise_workspaces: Vec::new(),
             listener_required_workspaces: Vec::new(),
             listeners: Vec::new(),
+            integrations: Vec::new(),
             scenarios: Vec::new(),
             faults: FaultConfig::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
@@ -247,6 +304,28 @@ mod tests {
         assert_eq!(l.k8s_namespaces, None);
         assert!("ws=not-a-uuid:c".parse::<ListenerSeed>().is_err());
         assert!("ws:c".parse::<ListenerSeed>().is_err());
+    }
+
+    #[test]
+    fn integration_seed_parses_urls_with_colons() {
+        let i: IntegrationSeed = "ws=3f0d1c2e-0000-4000-8000-000000000000:acme:https://github.com/acme/a, https://github.com/acme/b"
+            .parse()
+            .unwrap();
+        assert_eq!(i.name, "acme");
+        assert_eq!(
+            i.repos,
+            ["https://github.com/acme/a", "https://github.com/acme/b"]
+        );
+        let bare: IntegrationSeed = "ws=3f0d1c2e-0000-4000-8000-000000000000:acme"
+            .parse()
+            .unwrap();
+        assert!(bare.repos.is_empty());
+        assert!("ws=nope:acme".parse::<IntegrationSeed>().is_err());
+        assert!(
+            "ws=3f0d1c2e-0000-4000-8000-000000000000:"
+                .parse::<IntegrationSeed>()
+                .is_err()
+        );
     }
 
     #[test]

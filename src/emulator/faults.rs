@@ -57,6 +57,15 @@ pub struct FaultConfig {
     /// Routes refused every time, first match wins (after the rate limit and
     /// latency, before the random faults). Default none.
     pub reject: Vec<RejectRule>,
+    /// `resource_spec` keys the emulator accepts on create and PATCH but does
+    /// not store, as a service version that ignores a field would (pydantic
+    /// drops keys it does not know). Default none.
+    pub ignored_resource_spec_keys: Vec<String>,
+    /// Deployment answers show every secret value as `****`, as a service
+    /// that does not return secret values would (facts "Deployment" list
+    /// `secrets` as `[{name, value}]` without saying whether values come
+    /// back). Default false: values are returned as stored.
+    pub masked_secret_values: bool,
 }
 
 /// A route the emulator refuses with a fixed status, e.g. `{"route": "POST
@@ -90,6 +99,8 @@ impl Default for FaultConfig {
             hang_ms: 600_000,
             error_retry_after_seconds: None,
             reject: Vec::new(),
+            ignored_resource_spec_keys: Vec::new(),
+            masked_secret_values: false,
         }
     }
 }

@@ -12,7 +12,8 @@
 //! Routes:
 //! - control plane, at the root and under `/api-host` (self-hosted), with
 //!   `X-Api-Key` + `X-Tenant-Id`: `/v2/deployments[/{id}[/revisions[/{rid}]]]`,
-//!   `/v2/listeners[/{id}]`;
+//!   `/v2/listeners[/{id}]`, `/v1/integrations/github/install`,
+//!   `/v1/integrations/github/{id}/repos`;
 //! - agent servers: `/agents/{deployment_id}/{ok,info,docs,assistants/search,runs/stream}`;
 //! - admin (no key): `/_emulator/...`.
 //!
@@ -52,7 +53,8 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub use config::{
-    ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, ListenerSeed,
+    ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig,
+    IntegrationSeed, ListenerSeed,
 };
 pub use faults::{FaultConfig, RejectRule};
 pub use scenario::{ScenarioField, ScenarioRule};

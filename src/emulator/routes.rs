@@ -14,7 +14,14 @@
 //! - lists are newest first; `offset` in the answer is the offset of the next
 //!   page (`offset + resources.len()`); `name_contains` ignores case;
 //!   `status` filters take comma-separated values; `deployment_ids` must be
-//!   uuids (422).
+//!   uuids (422);
+//! - `GET /v1/integrations/github/install` (facts "Integrations (v1)", seen
+//!   only in the official clients) answers the seeded integrations of the
+//!   workspace as a bare array `[{id, installation_id, name}]`, `[]` when
+//!   none; `GET /v1/integrations/github/{id}/repos` answers
+//!   `[{url, default_branch, name, full_name}]` (`default_branch` `main`),
+//!   404 `Integration <id> not found.` for an id not seeded in the
+//!   workspace, 422 for an id that is not a uuid.
 
 use axum::Json;
 use axum::Router;
@@ -30,7 +37,7 @@ use super::extract::{JsonBody, PathIds};
 use super::rules::{self, Current, DEFAULT_DEPLOYMENT_TYPE, PatchBody, WorkspacePolicy};
 use super::scenario::{RevisionFacts, pick_outcome};
 use super::state::EmulatorState;
-use super::store::StoredDeployment;
+use super::store::{Now, StoredDeployment};
 use super::timeline::Plan;
 use super::validate::{
     self, DEPLOYMENT_CREATE, DEPLOYMENT_PATCH, DEPLOYMENT_TYPES, QueryParams, paging,
@@ -64,6 +71,11 @@ pub(crate) fn api_routes() -> Router<EmulatorState> {
         )
         .route("/v2/listeners", get(list_listeners))
         .route("/v2/listeners/{listener_id}", get(get_listener))
+        .route("/v1/integrations/github/install", get(list_integrations))
+        .route(
+            "/v1/integrations/github/{integration_id}/repos",
+            get(list_integration_repos),
+        )
 }
 
 type JsonResult = Result<Json<Value>, ApiError>;
@@ -124,12 +136,38 @@ fn custom_url(state: &EmulatorState, source: &str, sent: Option<String>, id: &Uu
     }
 }
 
+/// Removes the `resource_spec` keys of the fault setting
+/// `ignored_resource_spec_keys` from a validated create or PATCH body.
+fn drop_ignored_keys(state: &EmulatorState, body: &mut Value) {
+    let ignored = state.faults().ignored_resource_spec_keys;
+    if let Some(Value::Object(rs)) = body.pointer_mut("/source_config/resource_spec") {
+        for key in &ignored {
+            rs.remove(key);
+        }
+    }
+}
+
+/// The deployment `d` as answered: its JSON view, with every secret value
+/// shown as `****` under the `masked_secret_values` fault.
+fn shown(state: &EmulatorState, d: &StoredDeployment, now: &Now) -> Value {
+    let mut v = d.json(now);
+    if state.faults().masked_secret_values
+        && let Some(Value::Array(secrets)) = v.get_mut("secrets")
+    {
+        for s in secrets {
+            s["value"] = Value::String("****".into());
+        }
+    }
+    v
+}
+
 async fn create_deployment(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
     JsonBody(mut body): JsonBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     validate::check(&mut body, &DEPLOYMENT_CREATE, &body_loc()).map_err(ApiError::validation)?;
+    drop_ignored_keys(&state, &mut body);
     let req: DeploymentCreate = decode(body)?;
     let policy = WorkspacePolicy {
         workspace_id: &ws,
@@ -164,15 +202,17 @@ async fn create_deployment(
             source: req.source.clone(),
             source_config,
             secrets: req.secrets.clone(),
+            secret_references: req.secret_references.clone(),
             revisions: Vec::new(),
             created: *now,
             updated: *now,
             deleted: None,
             assistant_id: Uuid::new_v4(),
+            forced_status: None,
         };
         let plan = plan_for(&state, &d, &req.source_revision_config);
         d.add_revision(req.source_revision_config.clone(), plan, *now);
-        let json = d.json(now);
+        let json = shown(&state, &d, now);
         tracing::info!(deployment_id = %id, workspace = %ws, name = %d.name, "deployment created");
         store.insert(d);
         Ok((StatusCode::CREATED, Json(json)))
@@ -222,7 +262,7 @@ async fn list_deployments(
             // into JSON, so a page costs the same with 100 or 10,000 stored.
             .skip(offset)
             .take(limit)
-            .map(|d| d.json(now))
+            .map(|d| shown(&state, d, now))
             .collect()
     });
     let items: Vec<Value> = items;
@@ -239,7 +279,7 @@ async fn get_deployment(
     state.with_store(|store, now| {
         store
             .get(&ws, &id)
-            .map(|d| Json(d.json(now)))
+            .map(|d| Json(shown(&state, d, now)))
             .ok_or_else(|| ApiError::deployment_not_found(&id))
     })
 }
@@ -252,6 +292,7 @@ async fn patch_deployment(
 ) -> JsonResult {
     let id = ids.at(0);
     validate::check(&mut body, &DEPLOYMENT_PATCH, &body_loc()).map_err(ApiError::validation)?;
+    drop_ignored_keys(&state, &mut body);
     let patch: PatchBody = decode(body)?;
     state.with_store(|store, now| {
         let d = store
@@ -267,6 +308,8 @@ async fn patch_deployment(
                 source: &d.source,
                 source_config: &d.source_config,
                 revision_config: &latest,
+                secrets: &d.secrets,
+                secret_references: &d.secret_references,
             },
             &patch,
         )?;
@@ -274,13 +317,16 @@ async fn patch_deployment(
         if let Some(secrets) = effect.secrets {
             d.secrets = secrets;
         }
+        if let Some(references) = effect.secret_references {
+            d.secret_references = references;
+        }
         if let Some(config) = effect.new_revision {
             let plan = plan_for(&state, d, &config);
             let rid = d.add_revision(config, plan, *now);
             tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by patch");
         }
         d.updated = *now;
-        Ok(Json(d.json(now)))
+        Ok(Json(shown(&state, d, now)))
     })
 }
 
@@ -378,7 +424,7 @@ fn new_revision(
         let rid = d.add_revision(config, plan, *now);
         tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by redeploy");
         let rev = d.revision(&rid).map(|r| r.json(now)).unwrap_or_default();
-        Ok((d.json(now), rev))
+        Ok((shown(state, d, now), rev))
     })
 }
 
@@ -441,4 +487,46 @@ async fn get_listener(
         .find(|l| l.id == id.to_string())
         .map(|l| Json(serde_json::to_value(l).unwrap_or_default()))
         .ok_or_else(|| ApiError::listener_not_found(&id))
+}
+
+async fn list_integrations(State(state): State<EmulatorState>, Tenant(ws): Tenant) -> JsonResult {
+    let items: Vec<Value> = state
+        .integrations_of(&ws)
+        .into_iter()
+        .map(|(installation_id, i)| {
+            json!({"id": i.id, "installation_id": installation_id, "name": i.name})
+        })
+        .collect();
+    Ok(Json(Value::Array(items)))
+}
+
+async fn list_integration_repos(
+    State(state): State<EmulatorState>,
+    Tenant(ws): Tenant,
+    ids: PathIds,
+) -> JsonResult {
+    let id = ids.at(0);
+    let (_, integration) = state
+        .integrations_of(&ws)
+        .into_iter()
+        .find(|(_, i)| i.id == id)
+        .ok_or_else(|| ApiError::not_found(format!("Integration {id} not found.")))?;
+    let repos: Vec<Value> = integration
+        .repos
+        .iter()
+        .map(|url| {
+            let full_name = url
+                .trim_end_matches('/')
+                .rsplitn(3, '/')
+                .take(2)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("/");
+            let name = full_name.rsplit('/').next().unwrap_or_default().to_owned();
+            json!({"url": url, "default_branch": "main", "name": name, "full_name": full_name})
+        })
+        .collect();
+    Ok(Json(Value::Array(repos)))
 }

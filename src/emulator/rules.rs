@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 use super::errors::ApiError;
 use crate::controlplane::types::{
-    DeploymentCreate, Listener, ListenerConfig, SecretValue, SourceConfig, SourceRevisionConfig,
+    DeploymentCreate, Listener, ListenerConfig, SecretReference, SecretValue, SourceConfig,
+    SourceRevisionConfig,
 };
 
 /// Default `deployment_type` when a create omits it (emulator choice).
@@ -117,7 +118,111 @@ pub(crate) fn check_create(
         )?,
     }
     check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
+    check_build_commands(sc)?;
+    check_secret_names(&req.secrets, sc.listener_id.is_some())?;
+    check_secret_references(
+        &req.secret_references,
+        &req.source,
+        sc.listener_id.is_some(),
+        &req.secrets,
+    )?;
     check_listener(sc, ws)
+}
+
+/// `install_command` and `build_command` must follow
+/// [`crate::api::rules::BUILD_COMMAND_PATTERN`] (at most 1024 bytes) → 400
+/// naming the field and the rule. Facts "Build commands" (seen only in the
+/// official CLI): the CLI refuses "shell control characters and the like";
+/// whether and how the service refuses them is not known, so refusing here
+/// (with the operator's rule) is an emulator choice.
+pub(crate) fn check_build_commands(sc: &SourceConfig) -> Result<(), ApiError> {
+    for (field, command) in [
+        ("source_config.install_command", &sc.install_command),
+        ("source_config.build_command", &sc.build_command),
+    ] {
+        if let Some(c) = command {
+            crate::api::rules::check_build_command(&format!("'{field}'"), c)
+                .map_err(|e| ApiError::bad_request(format!("Invalid command: {e}.")))?;
+        }
+    }
+    Ok(())
+}
+
+/// `secret_references` (facts "Deployment": newer, `external_docker` only,
+/// Kubernetes Secret keys in the data plane). Emulator choices, each a 400
+/// naming the rule: a non-empty list on a deployment whose source is not
+/// `external_docker`, or without a listener (the Secrets live in the
+/// self-hosted data plane's cluster); a reserved name; a name listed twice;
+/// a name also in `secrets`.
+pub(crate) fn check_secret_references(
+    references: &[SecretReference],
+    source: &str,
+    with_listener: bool,
+    secrets: &[SecretValue],
+) -> Result<(), ApiError> {
+    use crate::api::rules::RESERVED_NAMES;
+    if references.is_empty() {
+        return Ok(());
+    }
+    if source != "external_docker" {
+        return Err(ApiError::bad_request(format!(
+            "'secret_references' are supported only for source 'external_docker', not '{source}'."
+        )));
+    }
+    if !with_listener {
+        return Err(ApiError::bad_request(
+            "'secret_references' require a self-hosted data plane: set 'source_config.listener_id'.",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for r in references {
+        if RESERVED_NAMES.contains(&r.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret name '{}' is reserved by the platform.",
+                r.name
+            )));
+        }
+        if !seen.insert(r.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret reference name '{}' is listed twice.",
+                r.name
+            )));
+        }
+        if secrets.iter().any(|s| s.name == r.name) {
+            return Err(ApiError::bad_request(format!(
+                "'{}' is both a secret and a secret reference.",
+                r.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Secret names the platform reserves (facts "Reserved variable names": the
+/// official CLI drops them because the service reserves them) → 400 naming
+/// the variable; the self-hosted-only names are accepted only on a
+/// deployment with a listener. The exact wording of the real answer is not
+/// known; the emulator names the rule.
+pub(crate) fn check_secret_names(
+    secrets: &[SecretValue],
+    with_listener: bool,
+) -> Result<(), ApiError> {
+    use crate::api::rules::{RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES};
+    for s in secrets {
+        if RESERVED_NAMES.contains(&s.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret name '{}' is reserved by the platform.",
+                s.name
+            )));
+        }
+        if !with_listener && SELF_HOSTED_ONLY_NAMES.contains(&s.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret name '{}' is allowed only on a self-hosted data plane.",
+                s.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn check_listener(sc: &SourceConfig, ws: &WorkspacePolicy<'_>) -> Result<(), ApiError> {
@@ -179,6 +284,8 @@ pub(crate) struct PatchBody {
     pub source_revision_config: Option<SourceRevisionConfig>,
     #[serde(default)]
     pub secrets: Option<Vec<SecretValue>>,
+    #[serde(default)]
+    pub secret_references: Option<Vec<SecretReference>>,
 }
 
 /// What a deployment looks like before the patch.
@@ -188,6 +295,8 @@ pub(crate) struct Current<'a> {
     pub source: &'a str,
     pub source_config: &'a SourceConfig,
     pub revision_config: &'a SourceRevisionConfig,
+    pub secrets: &'a [SecretValue],
+    pub secret_references: &'a [SecretReference],
 }
 
 /// The effect of a PATCH.
@@ -197,6 +306,8 @@ pub(crate) struct PatchEffect {
     pub source_config: SourceConfig,
     /// `Some` replaces the secrets.
     pub secrets: Option<Vec<SecretValue>>,
+    /// `Some` replaces the secret references.
+    pub secret_references: Option<Vec<SecretReference>>,
     /// `Some` creates a revision with this configuration.
     pub new_revision: Option<SourceRevisionConfig>,
 }
@@ -232,7 +343,14 @@ fn as_uuid(s: Option<&String>) -> Option<Result<Uuid, String>> {
 ///   its configuration is the latest one merged with the sent fields;
 /// - non-empty `secrets` replace the whole list (emulator choice, consistent
 ///   with "cannot remove all secrets with `[]`");
-/// - the tag/`build_on_push` rule on the merged values (400).
+/// - non-null `secret_references` replace the whole list, `[]` included
+///   (the "`[]` means unchanged" fact is about `secrets`), and create a
+///   revision like `secrets` (emulator choice: the facts do not say); they
+///   are checked by [`check_secret_references`] against the merged secrets;
+/// - the tag/`build_on_push` rule on the merged values (400);
+/// - `install_command` and `build_command` merged, checked
+///   ([`check_build_commands`], 400) and starting a revision (emulator
+///   choice).
 pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEffect, ApiError> {
     immutable("name", Some(cur.name), patch.name.as_deref())?;
     immutable("source", Some(cur.source), patch.source.as_deref())?;
@@ -277,6 +395,18 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
             sc.resource_spec = Some(spec.clone());
             new_revision = true;
         }
+        // Emulator choice (the facts do not say): a build setting takes
+        // effect in a new build, so a command sent starts a revision.
+        for (dst, src) in [
+            (&mut sc.install_command, &p.install_command),
+            (&mut sc.build_command, &p.build_command),
+        ] {
+            if let Some(c) = src {
+                *dst = Some(c.clone());
+                new_revision = true;
+            }
+        }
+        check_build_commands(&sc)?;
     }
     let mut rc = cur.revision_config.clone();
     if let Some(p) = &patch.source_revision_config {
@@ -292,12 +422,28 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
         }
     }
     let secrets = patch.secrets.clone().filter(|s| !s.is_empty());
+    if let Some(list) = &secrets {
+        check_secret_names(list, sc.listener_id.is_some())?;
+    }
     new_revision |= secrets.is_some();
+    let secret_references = patch.secret_references.clone();
+    if secret_references.is_some() || secrets.is_some() {
+        check_secret_references(
+            secret_references
+                .as_deref()
+                .unwrap_or(cur.secret_references),
+            cur.source,
+            sc.listener_id.is_some(),
+            secrets.as_deref().unwrap_or(cur.secrets),
+        )?;
+    }
+    new_revision |= secret_references.is_some();
     check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
     rc.repo_commit_sha = None;
     Ok(PatchEffect {
         source_config: sc,
         secrets,
+        secret_references,
         new_revision: new_revision.then_some(rc),
     })
 }
@@ -332,6 +478,89 @@ mod tests {
 
     fn detail(e: &ApiError) -> String {
         e.body()["detail"].as_str().unwrap_or_default().to_owned()
+    }
+
+    #[test]
+    fn secret_references_need_external_docker_and_a_listener() {
+        let r = |name: &str| SecretReference {
+            name: name.into(),
+            secret_name: "agent-env".into(),
+            secret_key: "k".into(),
+        };
+        let ok = check_secret_references(&[r("A")], "external_docker", true, &[]);
+        assert!(ok.is_ok());
+        for (refs, source, listener, secrets, want) in [
+            (vec![r("A")], "github", true, vec![], "external_docker"),
+            (
+                vec![r("A")],
+                "external_docker",
+                false,
+                vec![],
+                "listener_id",
+            ),
+            (
+                vec![r("A"), r("A")],
+                "external_docker",
+                true,
+                vec![],
+                "twice",
+            ),
+            (
+                vec![r("POSTGRES_URI")],
+                "external_docker",
+                true,
+                vec![],
+                "reserved",
+            ),
+            (
+                vec![r("A")],
+                "external_docker",
+                true,
+                vec![SecretValue::new("A", "v")],
+                "both",
+            ),
+        ] {
+            let e = check_secret_references(&refs, source, listener, &secrets).unwrap_err();
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+            assert!(detail(&e).contains(want), "{want}: {}", detail(&e));
+        }
+        assert!(check_secret_references(&[], "github", false, &[]).is_ok());
+        // A PATCH replaces the list (`[]` included) and makes a revision; on
+        // a github deployment it is refused.
+        let sc = SourceConfig {
+            listener_id: Some("6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b".into()),
+            ..Default::default()
+        };
+        let rc = SourceRevisionConfig::default();
+        let current = [r("A")];
+        let cur = Current {
+            name: "app",
+            source: "external_docker",
+            source_config: &sc,
+            revision_config: &rc,
+            secrets: &[],
+            secret_references: &current,
+        };
+        let eff = plan_patch(cur, &patch(json!({"secret_references": []}))).unwrap();
+        assert_eq!(eff.secret_references, Some(vec![]));
+        assert!(eff.new_revision.is_some());
+        let eff = plan_patch(
+            cur,
+            &patch(json!({"secrets": [{"name": "A", "value": "v"}]})),
+        );
+        assert!(detail(&eff.unwrap_err()).contains("both"));
+        let github = Current {
+            source: "github",
+            ..cur
+        };
+        let e = plan_patch(
+            github,
+            &patch(json!({"secret_references": [
+                {"name": "B", "secret_name": "s", "secret_key": "k"}
+            ]})),
+        )
+        .unwrap_err();
+        assert!(detail(&e).contains("external_docker"));
     }
 
     #[test]
@@ -437,6 +666,8 @@ mod tests {
             source: "github",
             source_config: &sc,
             revision_config: &rc,
+            secrets: &[],
+            secret_references: &[],
         };
         let eff = plan_patch(
             cur,
@@ -461,6 +692,8 @@ mod tests {
             source: "github",
             source_config: &sc,
             revision_config: &rc,
+            secrets: &[],
+            secret_references: &[],
         };
         let eff = plan_patch(
             cur,
@@ -515,6 +748,8 @@ mod tests {
             source: "github",
             source_config: &sc,
             revision_config: &rc,
+            secrets: &[],
+            secret_references: &[],
         };
         for (body, field) in [
             (json!({"name": "other"}), "'name'"),
@@ -558,6 +793,8 @@ mod tests {
             source: "github",
             source_config: &sc,
             revision_config: &rc,
+            secrets: &[],
+            secret_references: &[],
         };
         let e = plan_patch(
             cur,

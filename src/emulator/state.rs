@@ -186,6 +186,23 @@ impl EmulatorState {
         f(&mut store, &now)
     }
 
+    /// The seeded GitHub integrations of a workspace, with their GitHub
+    /// installation ids (1000, 1001, ... in seeding order: an emulator
+    /// choice).
+    pub(crate) fn integrations_of(
+        &self,
+        workspace_id: &str,
+    ) -> Vec<(u64, &super::config::IntegrationSeed)> {
+        self.inner
+            .config
+            .integrations
+            .iter()
+            .zip(1000u64..)
+            .filter(|(i, _)| same_workspace(&i.workspace_id, workspace_id))
+            .map(|(i, n)| (n, i))
+            .collect()
+    }
+
     /// The listeners of a workspace.
     pub(crate) fn listeners_of(&self, workspace_id: &str) -> Vec<&Listener> {
         self.inner

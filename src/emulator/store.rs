@@ -16,7 +16,8 @@ use uuid::Uuid;
 
 use super::timeline::Plan;
 use crate::controlplane::types::{
-    Deployment, Revision, RevisionStatus, SecretValue, SourceConfig, SourceRevisionConfig,
+    Deployment, Revision, RevisionStatus, SecretReference, SecretValue, SourceConfig,
+    SourceRevisionConfig,
 };
 
 /// A moment: a monotonic instant (for the timeline) and the wall-clock time
@@ -120,6 +121,8 @@ pub(crate) struct StoredDeployment {
     pub source: String,
     pub source_config: SourceConfig,
     pub secrets: Vec<SecretValue>,
+    /// Data plane Secret references (facts "Deployment": `secret_references`).
+    pub secret_references: Vec<SecretReference>,
     /// Oldest first; never empty.
     pub revisions: Vec<StoredRevision>,
     pub created: Now,
@@ -128,6 +131,9 @@ pub(crate) struct StoredDeployment {
     pub deleted: Option<Now>,
     /// Id of the default assistant of the built-in agent server.
     pub assistant_id: Uuid,
+    /// A deployment status set by the admin API (`UNUSED`,
+    /// `AWAITING_FINAL_DELETE`, ...), shown instead of the computed one.
+    pub forced_status: Option<String>,
 }
 
 const SOURCE_CONFIG_KEYS: &[&str] = &[
@@ -184,10 +190,13 @@ impl StoredDeployment {
         self.revisions.iter().find(|r| r.id == *id)
     }
 
-    /// Deployment status (facts "Deployment"): `AWAITING_DELETE` after DELETE,
-    /// else `READY` (the database step is not emulated).
-    pub fn status(&self) -> &'static str {
-        if self.deleted.is_some() {
+    /// Deployment status (facts "Deployment"): the one forced by the admin
+    /// API, else `AWAITING_DELETE` after DELETE, else `READY` (the database
+    /// step is not emulated).
+    pub fn status(&self) -> &str {
+        if let Some(forced) = &self.forced_status {
+            forced
+        } else if self.deleted.is_some() {
             "AWAITING_DELETE"
         } else {
             "READY"
@@ -228,6 +237,7 @@ impl StoredDeployment {
             source_config: self.source_config.clone(),
             source_revision_config: latest.map(|r| r.config.clone()).unwrap_or_default(),
             secrets: self.secrets.clone(),
+            secret_references: self.secret_references.clone(),
             status: Some(self.status().to_owned()),
             latest_revision_id: latest.map(|r| r.id.to_string()),
             active_revision_id: self.active(now).map(|r| r.id.to_string()),
@@ -380,11 +390,13 @@ mod tests {
             source: source.into(),
             source_config: SourceConfig::default(),
             secrets: vec![],
+            secret_references: vec![],
             revisions: vec![],
             created: now,
             updated: now,
             deleted: None,
             assistant_id: Uuid::new_v4(),
+            forced_status: None,
         };
         let builds = source == "github";
         d.add_revision(

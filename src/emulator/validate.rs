@@ -71,7 +71,9 @@ const DICT_LIST: Ty = Ty::List(&Ty::Dict);
 /// kinds are not emulated).
 pub(crate) const SOURCES: &[&str] = &["github", "external_docker"];
 /// Allowed values of `source_config.deployment_type` (facts "Deployment").
-pub(crate) const DEPLOYMENT_TYPES: &[&str] = &["dev_free", "dev", "prod"];
+/// `dev_zero` and `dev_free_zero` are accepted by the Terraform provider.
+pub(crate) const DEPLOYMENT_TYPES: &[&str] =
+    &["dev_free", "dev", "prod", "dev_zero", "dev_free_zero"];
 
 const NAME_ONLY: &[Field] = &[req("name", Ty::Str)];
 
@@ -133,6 +135,8 @@ const SOURCE_CONFIG: &[Field] = &[
     opt("resource_spec", Ty::Model(RESOURCE_SPEC)),
     opt("listener_id", Ty::Uuid),
     opt("listener_config", Ty::Model(LISTENER_CONFIG)),
+    opt("install_command", Ty::Str),
+    opt("build_command", Ty::Str),
 ];
 
 /// `repo_commit_sha` is read-only: dropped from requests.
@@ -144,6 +148,13 @@ const SOURCE_REVISION_CONFIG: &[Field] = &[
 
 const SECRET: &[Field] = &[req("name", Ty::Str), req("value", Ty::Str)];
 
+/// `secret_references[]` (facts "Deployment": `{name, secret_name, secret_key}`).
+const SECRET_REFERENCE: &[Field] = &[
+    req("name", Ty::Str),
+    req("secret_name", Ty::Str),
+    req("secret_key", Ty::Str),
+];
+
 /// Body of `POST /v2/deployments` (facts "Requests": five required fields).
 pub(crate) const DEPLOYMENT_CREATE: Ty = Ty::Model(&[
     req("name", Ty::Str),
@@ -151,6 +162,7 @@ pub(crate) const DEPLOYMENT_CREATE: Ty = Ty::Model(&[
     req("source_config", Ty::Model(SOURCE_CONFIG)),
     req("source_revision_config", Ty::Model(SOURCE_REVISION_CONFIG)),
     req("secrets", Ty::List(&Ty::Model(SECRET))),
+    opt("secret_references", Ty::List(&Ty::Model(SECRET_REFERENCE))),
 ]);
 
 /// Body of `PATCH /v2/deployments/{id}` (facts "Requests": every field
@@ -161,6 +173,7 @@ pub(crate) const DEPLOYMENT_PATCH: Ty = Ty::Model(&[
     opt("source_config", Ty::Model(SOURCE_CONFIG)),
     opt("source_revision_config", Ty::Model(SOURCE_REVISION_CONFIG)),
     opt("secrets", Ty::List(&Ty::Model(SECRET))),
+    opt("secret_references", Ty::List(&Ty::Model(SECRET_REFERENCE))),
 ]);
 
 /// Body of the agent server's `POST /assistants/search` (facts "Agent server").

@@ -16,6 +16,7 @@
 mod crds;
 mod error;
 mod kubeconfig;
+mod manifests;
 mod pki;
 mod process;
 
@@ -29,6 +30,9 @@ use tempfile::TempDir;
 pub use crds::{ESTABLISHED_TIMEOUT, FIELD_MANAGER, read_crds_from_dir};
 pub use error::EnvTestError;
 pub use kubeconfig::CONTEXT_NAME;
+pub use manifests::{
+    Impersonation, apply_manifest_file, apply_manifests, impersonating_kubeconfig,
+};
 pub use pki::{ADMIN_GROUP, ADMIN_USER};
 
 use process::ManagedProcess;
@@ -49,6 +53,9 @@ const TEMP_DIR_PREFIX: &str = "envtest-";
 
 /// How many times [`TestEnv::start`] picks new ports when one was taken in between.
 const PORT_ATTEMPTS: usize = 3;
+
+/// How many times [`TestEnv::start_apiserver`] tries when its port is still taken.
+const RESTART_ATTEMPTS: usize = 5;
 
 /// Pause between readiness probes.
 const PROBE_INTERVAL: Duration = Duration::from_millis(100);
@@ -162,6 +169,12 @@ pub struct TestEnv {
     kubeconfig_path: PathBuf,
     assets_dir: PathBuf,
     started_in: Duration,
+    /// kube-apiserver's flags, to start it again ([`TestEnv::start_apiserver`]).
+    apiserver_args: Vec<String>,
+    /// `http://127.0.0.1:<port>` of etcd's client listener.
+    etcd_url: String,
+    pki: pki::Pki,
+    ready_timeout: Duration,
     dir: TempDir,
 }
 
@@ -222,6 +235,8 @@ impl TestEnv {
                     config,
                     server_url,
                     kubeconfig_path,
+                    apiserver_args,
+                    etcd_url,
                 }) => {
                     let started_in = started.elapsed();
                     tracing::info!(
@@ -238,6 +253,10 @@ impl TestEnv {
                         kubeconfig_path,
                         assets_dir,
                         started_in,
+                        apiserver_args,
+                        etcd_url,
+                        pki,
+                        ready_timeout: opts.ready_timeout,
                         dir,
                     });
                 }
@@ -291,6 +310,22 @@ impl TestEnv {
         kubeconfig::write_private(path, &text)
     }
 
+    /// Writes a copy of the kubeconfig to `path` (mode 0600) whose user
+    /// impersonates `who` (see [`impersonating_kubeconfig`]): a program
+    /// started with it has exactly the permissions RBAC grants `who`.
+    ///
+    /// Errors: [`EnvTestError::Io`] when a file cannot be read or written.
+    pub fn write_impersonating_kubeconfig(
+        &self,
+        path: &Path,
+        who: &Impersonation,
+    ) -> Result<(), EnvTestError> {
+        let text = std::fs::read_to_string(&self.kubeconfig_path).map_err(EnvTestError::io(
+            format!("reading {}", self.kubeconfig_path.display()),
+        ))?;
+        kubeconfig::write_private(path, &impersonating_kubeconfig(&text, who)?)
+    }
+
     /// The API server's URL, `https://127.0.0.1:<port>`.
     pub fn server_url(&self) -> &str {
         &self.server_url
@@ -316,9 +351,134 @@ impl TestEnv {
         self.started_in
     }
 
-    /// Whether both processes are still running (false if one crashed).
+    /// Whether both processes are still running (false if one crashed, or
+    /// kube-apiserver was stopped with [`stop_apiserver`](Self::stop_apiserver)).
     pub fn is_running(&mut self) -> bool {
-        self.etcd.exited().is_none() && self.apiserver.exited().is_none()
+        self.etcd.is_alive() && self.apiserver.is_alive()
+    }
+
+    /// Kills kube-apiserver (SIGKILL: open connections and watches break at
+    /// once, as in a crash) and leaves etcd and its data running. Idempotent.
+    pub fn stop_apiserver(&mut self) {
+        self.apiserver.kill();
+        tracing::info!(server = %self.server_url, "kube-apiserver stopped");
+    }
+
+    /// Starts kube-apiserver again after [`stop_apiserver`](Self::stop_apiserver):
+    /// the same flags, so the same port, certificates and etcd (every object
+    /// and resourceVersion is kept; the watch cache starts empty). Its output
+    /// is appended to the same log. Waits until `/readyz` answers `ok`, at
+    /// most [`TestEnvOptions::ready_timeout`]; when the port is still taken
+    /// (by a connection of the old process), tries again a few times.
+    ///
+    /// Clients and kubeconfigs made before stay valid. Does nothing when
+    /// kube-apiserver is running.
+    ///
+    /// Errors: [`EnvTestError::ProcessExited`] / [`EnvTestError::NotReady`]
+    /// (with the log's last lines), [`EnvTestError::Io`].
+    pub async fn start_apiserver(&mut self) -> Result<(), EnvTestError> {
+        if self.apiserver.is_alive() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut attempt = 1;
+        loop {
+            let log = self.dir.path().join("kube-apiserver.log");
+            self.apiserver = ManagedProcess::spawn_appending(
+                "kube-apiserver",
+                &self.assets_dir.join("kube-apiserver"),
+                &self.apiserver_args,
+                log,
+            )?;
+            match wait_for_readyz(
+                &mut self.apiserver,
+                &self.server_url,
+                &self.pki,
+                self.ready_timeout,
+            )
+            .await
+            {
+                Ok(()) => break,
+                Err(e) if attempt < RESTART_ATTEMPTS && is_port_clash(&e) => {
+                    tracing::warn!(attempt, error = %e, "the API server's port is still taken; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        tracing::info!(server = %self.server_url, took = ?started.elapsed(), "kube-apiserver started again");
+        Ok(())
+    }
+
+    /// [`stop_apiserver`](Self::stop_apiserver) then
+    /// [`start_apiserver`](Self::start_apiserver): a crash and restart of
+    /// kube-apiserver on the same etcd. Returns how long it was down (until
+    /// `/readyz` answered `ok` again).
+    ///
+    /// Errors: see [`start_apiserver`](Self::start_apiserver).
+    pub async fn restart_apiserver(&mut self) -> Result<Duration, EnvTestError> {
+        let down = Instant::now();
+        self.stop_apiserver();
+        self.start_apiserver().await?;
+        Ok(down.elapsed())
+    }
+
+    /// `http://127.0.0.1:<port>`: etcd's client URL (plain HTTP on loopback;
+    /// it also answers etcd's JSON gateway, `POST /v3/kv/...`).
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
+    }
+
+    /// Compacts etcd's history up to its current revision (through the JSON
+    /// gateway: `POST /v3/kv/range` for the revision, then `POST
+    /// /v3/kv/compaction`, physical). Afterwards a watch from an older
+    /// resourceVersion that kube-apiserver serves from etcd (not from its
+    /// watch cache) ends with `410 Gone`. Returns the revision compacted to.
+    ///
+    /// Errors: [`EnvTestError::Io`] when etcd does not answer or refuses.
+    pub async fn compact_etcd(&self) -> Result<i64, EnvTestError> {
+        let fail = |what: &str, e: String| EnvTestError::Io {
+            context: format!("compacting etcd: {what}"),
+            source: std::io::Error::other(e),
+        };
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| fail("building the HTTP client", e.to_string()))?;
+        let post = |path: &str, body: serde_json::Value| {
+            let request = http.post(format!("{}{path}", self.etcd_url)).json(&body);
+            let path = path.to_owned();
+            async move {
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|e| fail(&path, e.to_string()))?;
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                if !status.is_success() {
+                    return Err(fail(&path, format!("{status}: {text}")));
+                }
+                serde_json::from_str::<serde_json::Value>(&text)
+                    .map_err(|e| fail(&path, format!("{e}: {text}")))
+            }
+        };
+        // Any range answers the store's current revision in its header;
+        // the key is "/" (base64), counted only.
+        let range = post(
+            "/v3/kv/range",
+            serde_json::json!({"key": "Lw==", "count_only": true}),
+        )
+        .await?;
+        let revision = revision_of(&range)
+            .ok_or_else(|| fail("/v3/kv/range", format!("no header.revision in {range}")))?;
+        post(
+            "/v3/kv/compaction",
+            serde_json::json!({"revision": revision.to_string(), "physical": true}),
+        )
+        .await?;
+        tracing::info!(revision, "etcd compacted");
+        Ok(revision)
     }
 
     /// Reads every CRD in the `*.yaml` / `*.yml` files of `dir`, server-side
@@ -375,6 +535,17 @@ struct Started {
     config: kube::Config,
     server_url: String,
     kubeconfig_path: PathBuf,
+    apiserver_args: Vec<String>,
+    etcd_url: String,
+}
+
+/// `header.revision` of an etcd JSON gateway answer (int64s are JSON
+/// strings there).
+fn revision_of(answer: &serde_json::Value) -> Option<i64> {
+    match &answer["header"]["revision"] {
+        serde_json::Value::String(s) => s.parse().ok(),
+        v => v.as_i64(),
+    }
 }
 
 /// One attempt at starting etcd and kube-apiserver on fresh ports.
@@ -457,6 +628,8 @@ async fn start_processes(
         config,
         server_url,
         kubeconfig_path,
+        apiserver_args,
+        etcd_url,
     })
 }
 
@@ -576,6 +749,17 @@ mod tests {
             .find_map(|l| l.strip_prefix("k8s.io/kubernetes "))
             .map(|v| v.split_whitespace().next().unwrap_or_default().to_owned());
         assert_eq!(pinned.as_deref(), Some(KUBERNETES_VERSION));
+    }
+
+    #[test]
+    fn etcd_gateway_revisions_are_read_as_strings_or_numbers() {
+        let answer = serde_json::json!({"header": {"revision": "1234", "raft_term": "2"}});
+        assert_eq!(revision_of(&answer), Some(1234));
+        assert_eq!(
+            revision_of(&serde_json::json!({"header": {"revision": 7}})),
+            Some(7)
+        );
+        assert_eq!(revision_of(&serde_json::json!({"header": {}})), None);
     }
 
     #[test]

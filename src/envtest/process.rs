@@ -76,6 +76,32 @@ impl ManagedProcess {
     ) -> Result<Self, EnvTestError> {
         let stdout =
             File::create(&log).map_err(EnvTestError::io(format!("creating {}", log.display())))?;
+        Self::spawn_to(name, binary, args, log, stdout)
+    }
+
+    /// Like [`spawn`](Self::spawn), appending to `log` instead of truncating
+    /// it (a process started again keeps the earlier output).
+    pub(crate) fn spawn_appending(
+        name: &'static str,
+        binary: &Path,
+        args: &[String],
+        log: PathBuf,
+    ) -> Result<Self, EnvTestError> {
+        let stdout = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(EnvTestError::io(format!("opening {}", log.display())))?;
+        Self::spawn_to(name, binary, args, log, stdout)
+    }
+
+    fn spawn_to(
+        name: &'static str,
+        binary: &Path,
+        args: &[String],
+        log: PathBuf,
+        stdout: File,
+    ) -> Result<Self, EnvTestError> {
         let stderr = stdout
             .try_clone()
             .map_err(EnvTestError::io(format!("opening {}", log.display())))?;
@@ -122,6 +148,11 @@ impl ManagedProcess {
         self.child
             .as_mut()
             .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Whether the process was started, not killed, and has not exited.
+    pub(crate) fn is_alive(&mut self) -> bool {
+        self.child.is_some() && self.exited().is_none()
     }
 
     /// The last `lines` lines of the log file (best effort; empty when unreadable).

@@ -11,6 +11,11 @@
 //! namespace controller, so they would stay `Terminating`); the whole
 //! environment vanishes when the test binary exits.
 //!
+//! The environment also holds the operator's RBAC as shipped
+//! (`deploy/namespace.yaml` and `deploy/rbac.yaml`, namespaced objects in
+//! [`OPERATOR_NAMESPACE`]); operators started by the tests impersonate its
+//! ServiceAccount (see `support::OperatorProcess`).
+//!
 //! Binaries: `hack/envtest/install.sh` (or `KUBEBUILDER_ASSETS`).
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
@@ -67,6 +72,15 @@ impl SharedEnv {
     }
 }
 
+/// Namespace of the operator (`deploy/kustomization.yaml`): its
+/// ServiceAccount and leader-election Role live there.
+pub const OPERATOR_NAMESPACE: &str = "agent-operator";
+
+/// `<repository root>/deploy`.
+pub fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
+}
+
 /// `<repository root>/crds`.
 pub fn crds_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("crds")
@@ -100,6 +114,18 @@ fn start_shared_env() -> Result<SharedEnv, String> {
             let started = runtime.block_on(async {
                 let env = TestEnv::start(TestEnvOptions::default()).await?;
                 let crds = env.install_crds_from_dir(&crds_dir()).await?;
+                // The operator's ServiceAccount and RBAC as shipped: tests run
+                // every operator as that ServiceAccount (impersonated), so the
+                // RBAC that ships is the RBAC that is tested.
+                let admin = env.client().await?;
+                for file in ["namespace.yaml", "rbac.yaml"] {
+                    agent_operator::envtest::apply_manifest_file(
+                        &admin,
+                        &deploy_dir().join(file),
+                        OPERATOR_NAMESPACE,
+                    )
+                    .await?;
+                }
                 eprintln!(
                     "envtest: kube-apiserver at {} ready in {:?}; CRDs: {crds:?}",
                     env.server_url(),
@@ -120,6 +146,22 @@ fn start_shared_env() -> Result<SharedEnv, String> {
 /// A new client of the shared environment for the current test's runtime.
 pub async fn client() -> kube::Client {
     shared_env().client().await
+}
+
+/// A new client of the shared environment that acts as the operator's
+/// ServiceAccount (`deploy/rbac.yaml`, impersonated: user
+/// `system:serviceaccount:agent-operator:agent-operator` and its groups),
+/// for tests that run the controllers in-process.
+pub async fn operator_client() -> kube::Client {
+    let mut config = shared_env().env().config().clone();
+    let who = agent_operator::envtest::Impersonation::service_account(
+        OPERATOR_NAMESPACE,
+        "agent-operator",
+    );
+    config.auth_info.impersonate = Some(who.user);
+    config.auth_info.impersonate_groups = Some(who.groups);
+    agent_operator::controlplane::client::install_crypto_provider();
+    kube::Client::try_from(config).expect("building an impersonating client")
 }
 
 /// The shared environment's kubeconfig file.

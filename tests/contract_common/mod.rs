@@ -260,6 +260,7 @@ pub fn github(name: &str) -> DeploymentCreate {
             ..Default::default()
         },
         secrets: vec![SecretValue::new("OPENAI_API_KEY", "sk-test-value")],
+        secret_references: Vec::new(),
     }
 }
 

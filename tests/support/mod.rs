@@ -17,6 +17,7 @@ use kube::api::{Patch, PatchParams};
 use tokio::process::{Child, Command};
 
 pub mod budget;
+pub mod leaks;
 mod observe;
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use budget::Budget;
@@ -28,10 +29,39 @@ pub const API_KEY: &str = "test-api-key";
 /// Workspace of [`API_KEY`].
 pub const WORKSPACE: &str = "7b6a3c1e-5d4f-4a2b-8c9d-0e1f2a3b4c5d";
 
+/// Namespace of the operator's ServiceAccount and leader-election Lease, as
+/// `deploy/kustomization.yaml` sets it (the shared envtest applies
+/// `deploy/rbac.yaml` there; see `common::shared_env`).
+pub const OPERATOR_NAMESPACE: &str = "agent-operator";
+/// The operator's ServiceAccount in `deploy/rbac.yaml`: every operator a test
+/// starts impersonates it unless [`OperatorOptions::service_account`] names
+/// another.
+pub const OPERATOR_SERVICE_ACCOUNT: &str = "agent-operator";
+
+/// `target/test-logs`, where every child process of the tests logs.
+pub fn log_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-logs")
+}
+
+fn log_path(test: &str, what: &str) -> PathBuf {
+    log_dir().join(format!("{test}-{what}.log"))
+}
+
 fn log_file(test: &str, what: &str) -> std::fs::File {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-logs");
-    std::fs::create_dir_all(&dir).expect("creating target/test-logs");
-    std::fs::File::create(dir.join(format!("{test}-{what}.log"))).expect("creating a log file")
+    std::fs::create_dir_all(log_dir()).expect("creating target/test-logs");
+    std::fs::File::create(log_path(test, what)).expect("creating a log file")
+}
+
+/// A client from the kubeconfig file `kubeconfig` (its current context), for
+/// the current runtime: e.g. one of [`impersonating_kubeconfig`], or the
+/// cluster-admin one in a `Drop` that needs its own runtime.
+pub async fn client_from(kubeconfig: &Path) -> kube::Client {
+    agent_operator::controlplane::client::install_crypto_provider();
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("reading the kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .expect("loading the kubeconfig");
+    kube::Client::try_from(config).expect("building a client")
 }
 
 /// A loopback port for a child process to listen on
@@ -126,6 +156,30 @@ pub struct OperatorOptions<'a> {
     pub extra: Vec<&'a str>,
     /// Extra environment variables (e.g. `POD_NAME`).
     pub env: Vec<(&'a str, &'a str)>,
+    /// The ServiceAccount (namespace, name) the operator acts as, through a
+    /// kubeconfig that impersonates it; `None`: the shipped one,
+    /// [`OPERATOR_NAMESPACE`]/[`OPERATOR_SERVICE_ACCOUNT`], so every
+    /// operator test exercises the RBAC of `deploy/rbac.yaml`.
+    pub service_account: Option<(&'a str, &'a str)>,
+}
+
+/// Writes a copy of `kubeconfig` that impersonates the ServiceAccount
+/// `name` of `namespace` (kubeconfig `as:` and `as-groups:`) next to it, and
+/// returns its path (one file per call: parallel tests never share one).
+pub fn impersonating_kubeconfig(kubeconfig: &Path, namespace: &str, name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let text = std::fs::read_to_string(kubeconfig)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
+    let who = agent_operator::envtest::Impersonation::service_account(namespace, name);
+    let derived = agent_operator::envtest::impersonating_kubeconfig(&text, &who)
+        .expect("deriving an impersonating kubeconfig");
+    let path = kubeconfig.with_file_name(format!(
+        "as-{namespace}-{name}-{}.kubeconfig",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&path, derived).expect("writing the impersonating kubeconfig");
+    path
 }
 
 impl OperatorProcess {
@@ -137,16 +191,25 @@ impl OperatorProcess {
                 log_name: test,
                 namespaces: vec![namespace],
                 extra: extra.to_vec(),
-                env: Vec::new(),
+                ..OperatorOptions::default()
             },
         )
     }
 
-    /// Starts the operator with `options`. Unless `options.extra` sets
-    /// `--metrics-addr`, its HTTP server listens on a free loopback port
-    /// (see [`OperatorProcess::http_url`]).
+    /// Starts the operator with `options`, as the ServiceAccount of
+    /// `options.service_account` (default: the shipped one) through a copy
+    /// of the cluster-admin `kubeconfig` that impersonates it. Unless
+    /// `options.extra` sets `--metrics-addr`, its HTTP server listens on a
+    /// free loopback port (see [`OperatorProcess::http_url`]). Its log (debug
+    /// level for the operator's modules) is registered for the secret scan
+    /// ([`leaks`]).
     pub fn start_with(kubeconfig: &Path, options: OperatorOptions<'_>) -> Self {
+        let (sa_namespace, sa_name) = options
+            .service_account
+            .unwrap_or((OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT));
+        let kubeconfig = impersonating_kubeconfig(kubeconfig, sa_namespace, sa_name);
         let log = log_file(options.log_name, "operator");
+        leaks::register_log(&log_path(options.log_name, "operator"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_agent-operator"));
         command.arg("run");
         for ns in &options.namespaces {
@@ -174,9 +237,10 @@ impl OperatorProcess {
         };
         command
             .args(&options.extra)
-            .envs(options.env.iter().copied())
-            .env("KUBECONFIG", kubeconfig)
+            .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info,agent_operator=debug,kube=warn")
+            // After the defaults, so a test may set its own `RUST_LOG`.
+            .envs(options.env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)
@@ -226,6 +290,12 @@ impl OperatorProcess {
             Some((200, body)) => body,
             other => panic!("/metrics: {other:?}"),
         }
+    }
+
+    /// The exit status if the process has exited, without waiting; `None`
+    /// while it runs.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("polling agent-operator")
     }
 
     /// SIGKILLs the process and waits for it (a crash: nothing is released).

@@ -82,6 +82,17 @@ impl EmulatorProcess {
         .await;
     }
 
+    /// Shows deployment `id` with `status` (e.g. `UNUSED`) from now on.
+    pub async fn force_deployment_status(&self, id: &str, status: &str) {
+        self.admin_send(
+            admin_http()
+                .post(self.admin_url(&format!("deployments/{id}/status")))
+                .json(&json!({ "status": status })),
+            "force deployment status",
+        )
+        .await;
+    }
+
     /// Freezes revision `rid` of deployment `id` at `status`.
     pub async fn force_revision_status(&self, id: &str, rid: &str, status: &str) {
         self.admin_send(
@@ -112,6 +123,10 @@ pub mod route {
     pub const GET_REVISION: &str = "GET /v2/deployments/{deployment_id}/revisions/{revision_id}";
     /// Read one listener.
     pub const GET_LISTENER: &str = "GET /v2/listeners/{listener_id}";
+    /// List the workspace's GitHub integrations.
+    pub const INTEGRATIONS: &str = "GET /v1/integrations/github/install";
+    /// List the repositories of one GitHub integration.
+    pub const INTEGRATION_REPOS: &str = "GET /v1/integrations/github/{integration_id}/repos";
 }
 
 /// The answer of `GET /_emulator/requests`.
@@ -299,7 +314,8 @@ pub async fn wait_until_gone(api: &Api<AgentDeployment>, name: &str, timeout: Du
 ///
 /// When it is dropped at the end of a test that did not panic, it checks the
 /// emulator's request log against [`Harness::budget`] and panics with the
-/// violations (see [`super::budget`]).
+/// violations (see [`super::budget`]), then scans for leaked secret values
+/// (see [`super::leaks`]).
 pub struct Harness {
     /// Kubernetes client (cluster-admin).
     pub client: kube::Client,
@@ -317,13 +333,19 @@ pub struct Harness {
     /// [`Budget::default`] (60 requests per route and resource, 600 in all,
     /// per minute). A test may tighten or loosen it.
     pub budget: Budget,
+    /// The cluster-admin kubeconfig, for the secret scan at the end.
+    pub kubeconfig: std::path::PathBuf,
 }
 
 impl Drop for Harness {
-    /// Checks [`Harness::budget`] unless the test is already failing.
+    /// Checks [`Harness::budget`], then scans the namespace's Events and
+    /// statuses and the operator logs for secret values
+    /// ([`super::leaks::check_namespace_blocking`]), unless the test is
+    /// already failing.
     fn drop(&mut self) {
         if !std::thread::panicking() {
             super::budget::check_budget_blocking(&self.emulator.base_url, &self.budget);
+            super::leaks::check_namespace_blocking(&self.kubeconfig, &self.ns);
         }
     }
 }
@@ -352,6 +374,7 @@ impl Harness {
             cp,
             operator,
             budget: Budget::default(),
+            kubeconfig: kubeconfig.to_owned(),
         }
     }
 

@@ -51,6 +51,9 @@ pub struct Known<'a> {
     /// Seconds from now to the rejection's retry time (negative: due), if
     /// the status holds a rejection.
     pub rejection_due_in: Option<f64>,
+    /// Time left before a change of Secret values alone may be sent (see
+    /// `controller::SECRETS_PATCH_INTERVAL`); `None`: it may be sent now.
+    pub secrets_due_in: Option<Duration>,
 }
 
 /// The step a pass takes before any control plane request.
@@ -66,6 +69,9 @@ pub enum Before {
     Obtain,
     /// A revision is in progress and nothing changed: GET only the revision.
     PollRevision(String),
+    /// Only Secret values changed, and the last PATCH that carried them is
+    /// too recent: send nothing, look again after this delay.
+    WaitSecrets(Duration),
     /// Read the deployment (drift check, spec change, redeploy), then
     /// [`after_read`].
     ReadDeployment,
@@ -114,23 +120,31 @@ pub fn before_remote(k: &Known<'_>) -> Before {
         return Before::Obtain;
     }
     let same_generation = k.status.observed_generation == k.generation;
+    // A change of Secret values alone waits for its interval; meanwhile the
+    // pass behaves as if nothing changed (a revision in progress is polled).
+    let secrets_held =
+        k.secrets_changed && same_generation && !k.redeploy_requested && k.secrets_due_in.is_some();
+    let secrets_changed = k.secrets_changed && !secrets_held;
     if k.first_pass
         && same_generation
         && !k.redeploy_requested
-        && !k.secrets_changed
+        && !secrets_changed
         && converged_on(k.status, k.generation)
     {
         return Before::SpreadColdStart;
     }
     if same_generation
         && !k.redeploy_requested
-        && !k.secrets_changed
+        && !secrets_changed
         && k.status.rejected_request.is_none()
         && let Some(rid) = revision_in_progress(k.status)
     {
         return Before::PollRevision(rid.to_owned());
     }
-    Before::ReadDeployment
+    match k.secrets_due_in {
+        Some(due) if secrets_held => Before::WaitSecrets(due),
+        _ => Before::ReadDeployment,
+    }
 }
 
 /// What a pass knows once the deployment was read.
@@ -144,6 +158,10 @@ pub struct Read<'a> {
     pub status: &'a AgentDeploymentStatus,
     /// `metadata.generation`.
     pub generation: Option<i64>,
+    /// The desired secret values changed since they were last sent (a
+    /// referenced Secret was edited): a PATCH carrying them is not a drift
+    /// correction.
+    pub secrets_changed_here: bool,
     /// A redeploy annotation value not yet acted on.
     pub redeploy_requested: bool,
     /// This pass created or adopted the deployment.
@@ -184,6 +202,7 @@ pub fn after_read(r: &Read<'_>) -> After {
             return After::Unheld;
         }
         let drift = !r.obtained_now
+            && !r.secrets_changed_here
             && r.status.observed_generation == r.generation
             && converged_on(r.status, r.generation);
         return After::Patch { drift };
@@ -230,6 +249,7 @@ mod tests {
             redeploy_requested: false,
             first_pass: false,
             rejection_due_in: None,
+            secrets_due_in: None,
         }
     }
 
@@ -306,6 +326,34 @@ mod tests {
                 Before::ReadDeployment,
             ),
             (
+                "a secret changed again too soon after the last: wait",
+                Known {
+                    secrets_changed: true,
+                    secrets_due_in: Some(Duration::from_secs(20)),
+                    ..known(&ready)
+                },
+                Before::WaitSecrets(Duration::from_secs(20)),
+            ),
+            (
+                "a secret changed too soon while building: poll the revision",
+                Known {
+                    secrets_changed: true,
+                    secrets_due_in: Some(Duration::from_secs(20)),
+                    ..known(&building)
+                },
+                Before::PollRevision("r".into()),
+            ),
+            (
+                "a secret changed too soon, but so did the spec: read",
+                Known {
+                    generation: Some(2),
+                    secrets_changed: true,
+                    secrets_due_in: Some(Duration::from_secs(20)),
+                    ..known(&ready)
+                },
+                Before::ReadDeployment,
+            ),
+            (
                 "rejected, same fingerprint, not due: wait",
                 Known {
                     rejection_due_in: Some(30.0),
@@ -354,6 +402,7 @@ mod tests {
             patch_fingerprint: "p",
             status,
             generation,
+            secrets_changed_here: false,
             redeploy_requested: false,
             obtained_now: false,
             remote_deleting: false,
@@ -368,6 +417,14 @@ mod tests {
                 "differs on a converged generation: drift",
                 read(&some, &ready, Some(1)),
                 After::Patch { drift: true },
+            ),
+            (
+                "differs because a referenced Secret changed: patch, not drift",
+                Read {
+                    secrets_changed_here: true,
+                    ..read(&some, &ready, Some(1))
+                },
+                After::Patch { drift: false },
             ),
             (
                 "differs after a spec change: patch",

@@ -33,13 +33,15 @@ use self::report::{
 };
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
-use super::{placement, resolve};
+use super::{integrations, placement, resolve};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
-    DeletionPolicy, FINALIZER, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, RejectedRequest,
-    RemoteDeletionPolicy,
+    AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION,
+    DEFAULT_PROGRESS_DEADLINE_SECONDS, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, FINALIZER,
+    PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, REVISION_HISTORY_LIMIT, RejectedRequest,
+    RemoteDeletionPolicy, RevisionSummary,
 };
+use crate::api::rules;
 use crate::controlplane::types::{
     Deployment, DeploymentCreate, DeploymentPatch, Revision, RevisionStatus,
 };
@@ -216,6 +218,12 @@ async fn apply(
         .ok_or(Error::MissingObjectKey("namespace"))?;
     let previous = obj.status.clone().unwrap_or_default();
 
+    // A spec the control plane would refuse stops here, before any request
+    // (rules the schema cannot express, or an object stored before a rule).
+    if let Err(message) = rules::preflight(&obj.remote_name(), &obj.spec) {
+        return report_stalled(api, obj, ctx, reason::INVALID_SPEC, message).await;
+    }
+
     // Observe the inputs (Kubernetes only). Nothing remote happens while one
     // is missing.
     let cp = match control_plane(api, obj, ctx).await? {
@@ -249,15 +257,18 @@ async fn apply(
         .get(REDEPLOY_ANNOTATION)
         .filter(|r| previous.last_redeploy_requested_at.as_ref() != Some(*r))
         .cloned();
-    let fingerprint = desired::fingerprint(
-        &body,
-        &secrets_hash,
-        &[
-            cp.base_url(),
-            cp.workspace_id(),
-            redeploy.as_deref().unwrap_or(""),
-        ],
-    );
+    // `integrationRef` is resolved to `integration_id` only before a create,
+    // so its name stands for it in the fingerprint (added only when set, so
+    // the fingerprints of other resources stay what they were).
+    let mut extra = vec![
+        cp.base_url(),
+        cp.workspace_id(),
+        redeploy.as_deref().unwrap_or(""),
+    ];
+    if let Some(r) = &obj.spec.source_config.integration_ref {
+        extra.push(r.name.as_str());
+    }
+    let fingerprint = desired::fingerprint(&body, &secrets_hash, &extra);
     let secrets_changed = previous.deployment_id.is_some()
         && previous.secrets_hash.as_deref() != Some(secrets_hash.as_str());
 
@@ -273,6 +284,7 @@ async fn apply(
             .rejected_request
             .as_ref()
             .and_then(|r| seconds_until(&r.retry_after_time)),
+        secrets_due_in: ctx.secrets_due_in(&key),
     };
     let mut pass = Pass {
         api,
@@ -293,6 +305,13 @@ async fn apply(
             debug!(
                 retry_in_s = delay.as_secs(),
                 "a rejected request is not due yet"
+            );
+            return Ok(Action::requeue(delay));
+        }
+        Before::WaitSecrets(delay) => {
+            debug!(
+                retry_in_s = delay.as_secs(),
+                "a change of Secret values waits for the last one's interval"
             );
             return Ok(Action::requeue(delay));
         }
@@ -340,6 +359,18 @@ async fn apply(
                     placement::check_listener_namespace(&cp, listener_id, &obj.spec).await?
             {
                 return report_blocked(api, obj, ctx, blocked).await;
+            }
+            // A named integration is resolved, and the repository checked,
+            // before a create (not for an explicit adoption, which creates
+            // nothing): `integration_id` is immutable afterwards.
+            if obj.spec.deployment_id.is_none() {
+                match integrations::resolve(&ctx.integrations, &plane_key(&cp), &cp, &obj.spec)
+                    .await?
+                {
+                    Ok(Some(id)) => body.source_config.integration_id = Some(id),
+                    Ok(None) => {}
+                    Err(blocked) => return report_blocked(api, obj, ctx, blocked).await,
+                }
             }
             let obtained = match obtain(&mut pass, &body).await? {
                 Obtained::Remote(d) => d,
@@ -436,17 +467,35 @@ impl Pass<'_> {
         redeploy: Option<&str>,
         obtained_now: bool,
     ) -> Result<Result<(RemoteView, Option<Revision>), Action>, Error> {
-        let send_secrets = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
-        let patch = desired::compute_patch(body, &remote, send_secrets);
+        // Values changed here (the referenced Secrets), or on the control
+        // plane (the values the service returns, compared by salted hash,
+        // only on this read: no extra request). A correction of values
+        // changed outside is paced like a change here, so a fight with
+        // another writer costs at most one revision per interval; not when
+        // the status holds a PATCH the service did not hold (it is not sent
+        // anyway, and the pass must keep reporting it, not flap to Ready).
+        let changed_here = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
+        let changed_outside = !changed_here
+            && desired::remote_secrets_differ(secrets_hash, &remote.secrets)
+            && (self.previous.unheld_patch.is_some()
+                || self.ctx.secrets_due_in(&object_key(self.obj)).is_none());
+        let patch = desired::compute_patch(body, &remote, changed_here || changed_outside);
         let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
         let read = decide::Read {
             patch: &patch,
             patch_fingerprint: &patch_fingerprint,
             status: self.previous,
             generation: self.obj.metadata.generation,
+            secrets_changed_here: changed_here && self.previous.secrets_hash.is_some(),
             redeploy_requested: redeploy.is_some(),
             obtained_now,
-            remote_deleting: remote.status.as_deref() == Some("AWAITING_DELETE"),
+            // Both statuses of a deployment being deleted (facts
+            // "Deployment": `AWAITING_FINAL_DELETE` listed by the Terraform
+            // provider).
+            remote_deleting: matches!(
+                remote.status.as_deref(),
+                Some("AWAITING_DELETE" | "AWAITING_FINAL_DELETE")
+            ),
         };
         let mut view = RemoteView::of(&remote);
         match decide::after_read(&read) {
@@ -484,6 +533,7 @@ impl Pass<'_> {
                     ));
                     if patch.secrets.is_some() {
                         self.status.secrets_hash = Some(secrets_hash.to_owned());
+                        self.ctx.secrets_sent(&object_key(self.obj));
                     }
                     if desired::creates_revision(&patch) {
                         self.redeploy_done = true;
@@ -491,7 +541,11 @@ impl Pass<'_> {
                     self.status.rejected_request = None;
                     // Read back: a value the service drops or normalizes
                     // would differ again on the next pass, forever.
-                    let again = desired::compute_patch(body, &d, false);
+                    let again = desired::compute_patch(
+                        body,
+                        &d,
+                        desired::remote_secrets_differ(secrets_hash, &d.secrets),
+                    );
                     view = RemoteView::of(&d);
                     if !again.is_empty() {
                         self.status.unheld_patch =
@@ -668,11 +722,15 @@ impl Pass<'_> {
                 .is_some_and(|s| !s.is_in_progress() && s != RevisionStatus::Skipped);
         // When the revision followed was created (None: just now).
         let mut created_at: Option<String> = None;
+        // The revision read by this pass, for the history in status.
+        let mut read: Option<Revision> = None;
         let revision_status = match (&latest, revision) {
             (None, _) => None,
             (Some(rid), Some(rev)) if &rev.id == rid => {
                 created_at = rev.created_at.clone();
-                Some(rev.status)
+                let status = rev.status.clone();
+                read = Some(rev);
+                Some(status)
             }
             (Some(_), _) if known_ended => {
                 previous.revision_status.clone().map(RevisionStatus::from)
@@ -682,7 +740,9 @@ impl Pass<'_> {
                 Ok(rev) => {
                     ctx.learn_revision(&plane_key(self.cp), &rev);
                     created_at = rev.created_at.clone();
-                    Some(rev.status)
+                    let status = rev.status.clone();
+                    read = Some(rev);
+                    Some(status)
                 }
                 Err(e) => return self.fail("get revision", e).await,
             },
@@ -702,7 +762,61 @@ impl Pass<'_> {
                 message: "the deployment has no revision yet".into(),
             },
         };
-        let failed = matches!(outcome, Outcome::Stalled { .. });
+        // A revision in progress past `spec.progressDeadlineSeconds`.
+        let deadline = self
+            .obj
+            .spec
+            .progress_deadline_seconds
+            .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS);
+        let slow_poll = ctx.config.max_poll_interval * 4;
+        let overdue = match (&latest, &revision_status) {
+            (Some(rid), Some(s)) if s.is_in_progress() => created_at
+                .as_deref()
+                .and_then(seconds_until)
+                .map(|until| -until)
+                .filter(|age| *age > f64::from(deadline))
+                .map(|_| (rid.clone(), s.clone())),
+            _ => None,
+        };
+        // The message does not change while the revision's status does not,
+        // so a steady overdue revision causes no status write.
+        let outcome = match &overdue {
+            Some((rid, s)) => Outcome::Stalled {
+                reason: reason::PROGRESS_DEADLINE_EXCEEDED,
+                message: format!(
+                    "revision {rid} is still {s} more than {deadline} s after it was created \
+                     at {} (spec.progressDeadlineSeconds); still polled, every {} s, until it \
+                     ends",
+                    created_at.as_deref().unwrap_or("?"),
+                    slow_poll.as_secs()
+                ),
+            },
+            None => outcome,
+        };
+        // A deployment the control plane shows UNUSED (facts "Unused
+        // deployments": cloud deployments without traffic for a long time are
+        // shown UNUSED, then removed by the service).
+        let unused = view.deployment_status.as_deref() == Some(UNUSED);
+        let outcome = match outcome {
+            Outcome::Ready { reason, message } if unused => Outcome::Ready {
+                reason,
+                message: format!("{message}; {UNUSED_NOTE}"),
+            },
+            other => other,
+        };
+        if unused && previous.deployment_status.as_deref() != Some(UNUSED) {
+            self.events.push((
+                EventType::Warning,
+                "DeploymentUnused",
+                format!("remote deployment {}: {UNUSED_NOTE}", view.id),
+            ));
+        }
+        // (Its Warning event comes from `finish`, as for every Stalled.)
+        let failed = matches!(
+            outcome,
+            Outcome::Stalled { reason, .. }
+                if reason == reason::REVISION_FAILED || reason == reason::REVISION_INTERRUPTED
+        );
         let s = &mut self.status;
         s.deployment_id = Some(view.id.clone());
         s.latest_revision_id = latest.clone();
@@ -714,6 +828,9 @@ impl Pass<'_> {
             s.last_failed_revision_id = latest.clone();
             s.last_failed_revision_status = s.revision_status.clone();
         }
+        if let Some(rev) = &read {
+            record_revision(&mut s.revisions, rev);
+        }
         let revision_changed = previous.revision_status != s.revision_status
             || previous.latest_revision_id != s.latest_revision_id;
         if revision_changed {
@@ -722,10 +839,11 @@ impl Pass<'_> {
                     self.events
                         .push((EventType::Normal, "RevisionDeployed", message.clone()));
                 }
-                Outcome::Stalled { message, .. } => {
+                Outcome::Stalled { message, .. } if failed => {
                     self.events
                         .push((EventType::Warning, "RevisionFailed", message.clone()));
                 }
+                Outcome::Stalled { .. } => {}
                 Outcome::Progressing { .. } | Outcome::Paused { .. } => {}
             }
         }
@@ -756,6 +874,7 @@ impl Pass<'_> {
                     ctx.config.max_poll_interval,
                 ))
             }
+            _ if overdue.is_some() => Action::requeue(jittered(slow_poll)),
             _ => {
                 ctx.reset_polls(key);
                 ctx.revision_ended(key);
@@ -763,6 +882,37 @@ impl Pass<'_> {
             }
         })
     }
+}
+
+/// Deployment status of a deployment without traffic for a long time (facts
+/// "Deployment": `status`; "Unused deployments").
+const UNUSED: &str = "UNUSED";
+
+/// What the status and the Warning event say about an `UNUSED` deployment.
+const UNUSED_NOTE: &str = "the control plane shows it UNUSED (no traffic for a long time); \
+     the service removes cloud deployments that stay unused";
+
+/// Puts `rev` at the front of `history` (replacing an older entry with its
+/// id), newest first, keeping at most [`REVISION_HISTORY_LIMIT`].
+fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
+    let config = rev.source_revision_config.as_ref();
+    let ended = !rev.status.is_in_progress();
+    let entry = RevisionSummary {
+        id: rev.id.clone(),
+        status: rev.status.to_string(),
+        created_at: rev.created_at.clone(),
+        finished_at: rev.updated_at.clone().filter(|_| ended),
+        repo_ref: config.and_then(|c| c.repo_ref.clone()),
+        image_uri: config.and_then(|c| c.image_uri.clone()),
+    };
+    let position = history.iter().position(|r| r.id == rev.id);
+    match position {
+        Some(i) => history[i] = entry,
+        None => history.insert(0, entry),
+    }
+    // Newest first by creation time (RFC 3339 strings of one service sort).
+    history.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    history.truncate(REVISION_HISTORY_LIMIT);
 }
 
 /// The outcome of a change the service accepted but does not hold.
@@ -806,6 +956,18 @@ async fn remote_deleted(
     ctx: &Context,
     id: &str,
 ) -> Result<Action, Error> {
+    // A deployment last seen UNUSED was most likely removed by the service
+    // itself (facts "Unused deployments"): say so.
+    let was_unused = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.deployment_status.as_deref())
+        == Some(UNUSED);
+    let how = if was_unused {
+        "was removed by the control plane after it was shown UNUSED (no traffic for a long time)"
+    } else {
+        "was deleted outside the operator"
+    };
     if obj.spec.remote_deletion_policy == RemoteDeletionPolicy::Stall
         || obj.spec.deployment_id.is_some()
     {
@@ -815,7 +977,7 @@ async fn remote_deleted(
             ctx,
             reason::REMOTE_DELETED,
             format!(
-                "remote deployment {id} was deleted outside the operator; delete and re-create this resource (or set spec.remoteDeletionPolicy: Recreate without spec.deploymentId) to create a new one"
+                "remote deployment {id} {how}; delete and re-create this resource (or set spec.remoteDeletionPolicy: Recreate without spec.deploymentId) to create a new one"
             ),
         )
         .await;
@@ -825,7 +987,9 @@ async fn remote_deleted(
         obj,
         EventType::Warning,
         "RemoteDeleted",
-        format!("remote deployment {id} was deleted outside the operator; creating it again"),
+        format!(
+            "remote deployment {id} {how}; creating it again (spec.remoteDeletionPolicy: Recreate)"
+        ),
     )
     .await;
     // Forget the old id and secrets hash; the next pass creates a new one.
@@ -839,12 +1003,11 @@ async fn remote_deleted(
         &status.conditions,
         &Outcome::Progressing {
             reason: reason::CREATING,
-            message: format!(
-                "remote deployment {id} was deleted outside the operator; creating it again"
-            ),
+            message: format!("remote deployment {id} {how}; creating it again"),
         },
         obj.metadata.generation,
     );
+    status.deployment_status = None;
     write_status(api, obj, status).await?;
     Ok(Action::requeue(Duration::from_millis(100)))
 }

@@ -176,6 +176,7 @@ mod tests {
                 ..Default::default()
             },
             secrets: Vec::new(),
+            secret_references: Vec::new(),
         }
     }
 

@@ -1,0 +1,531 @@
+//! Admission rules of the CRDs, shared by the schema (OpenAPI patterns and
+//! CEL rules the API server enforces), the operator's own check before any
+//! remote call ([`preflight`]) and the emulator.
+//!
+//! The rule of thumb (issue "Reliability under crashes, faults and hostile
+//! input", item 5): whatever the control plane would refuse is refused at
+//! admission with a message a human understands; where the real rule is
+//! unknown, the CRD may be stricter than the service. Sources:
+//! `control-plane-and-agent-server.md` ("Deployment") and `api-facts.md`
+//! ("Deployment", "Seen in the official clients": reserved variable names).
+//!
+//! Every regular expression here is RE2 syntax (what the API server uses for
+//! `pattern` and CEL `matches`) and also valid for the `regex` crate.
+
+use super::deployment::AgentDeploymentSpec;
+use super::resource_spec;
+
+/// A uuid in its canonical text form (any case), e.g. an integration,
+/// listener or deployment id (facts "Deployment": `integration_id`,
+/// `listener_id`, `id` are uuids).
+pub const UUID_PATTERN: &str =
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
+/// An environment variable name: `[A-Za-z_][A-Za-z0-9_]*` (POSIX portable
+/// names; the agent server reads secrets as environment variables).
+pub const ENV_NAME_PATTERN: &str = r"^[A-Za-z_][A-Za-z0-9_]*$";
+
+/// A DNS-1123 label (Kubernetes namespace names, at most 63 characters).
+pub const DNS_LABEL_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// A DNS-1123 subdomain (names of Kubernetes objects such as Secrets, at most
+/// 253 characters).
+pub const DNS_SUBDOMAIN_PATTERN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// A key of a Secret's `data` (Kubernetes' rule for ConfigMap and Secret keys).
+pub const SECRET_KEY_PATTERN: &str = r"^[-._a-zA-Z0-9]+$";
+
+/// A remote deployment name (facts "Deployment": the official clients keep
+/// names to `[a-z0-9-]`).
+pub const DEPLOYMENT_NAME_PATTERN: &str = r"^[a-z0-9-]+$";
+
+/// An `https://` URL with a host name or address, an optional port and a
+/// path of printable ASCII (no spaces or control characters); `http://` only
+/// for a loopback host. Applies to `repoUrl`, `customUrl` and the control
+/// plane `url`.
+pub const URL_PATTERN: &str = r"^(https://[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|http://(localhost|127\.0\.0\.1|\[::1\]))(:[0-9]{1,5})?(/[!-~]*)?$";
+
+/// An image reference in the grammar of the container registries
+/// (`[registry[:port]/]repository[:tag][@digest]`, repository components in
+/// lowercase): no spaces, no shell characters, no control characters.
+pub const IMAGE_PATTERN: &str = r"^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*(:[0-9]{1,5})?/)?[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$";
+
+/// A git branch or `refs/tags/<tag>` as `git check-ref-format` allows it,
+/// restricted to letters, digits, `.`, `_`, `-` and `/`: no `..`, no `//`,
+/// no leading `/`, `-` or `.`, no trailing `/` or `.`.
+pub const REPO_REF_PATTERN: &str = r"^[A-Za-z0-9_]([A-Za-z0-9._/-]*[A-Za-z0-9_-])?$";
+
+/// An install or build command (`sourceConfig.installCommand`,
+/// `buildCommand`; facts "Build commands", seen only in the official CLI,
+/// which refuses "shell control characters and the like" without saying
+/// which). The rule here is an allowlist, stricter than the CLI on purpose:
+/// letters, digits, spaces and `. _ / : = @ + , % ~ -`, starting with a
+/// non-space. So `npm ci`, `yarn install --frozen-lockfile` or
+/// `NODE_ENV=production pnpm run build` pass, and everything a shell would
+/// interpret is refused: newlines and other control characters, `;`, `&`
+/// (so `&&`), `|` (so `||`), backticks, `$` (so `$(`), `<` and `>`
+/// redirections, quotes, brackets, `*`, `?`, `!`, `#` and `\`.
+pub const BUILD_COMMAND_PATTERN: &str = r"^[A-Za-z0-9._/:=@+,%~-][A-Za-z0-9 ._/:=@+,%~-]*$";
+
+/// Longest accepted `installCommand` or `buildCommand`, in bytes.
+pub const MAX_COMMAND_LENGTH: u32 = 1024;
+
+/// Message of [`build_command_rule`] (also the operator's and, with the
+/// field's wire name, the emulator's).
+pub const BUILD_COMMAND_MESSAGE: &str = "must be one command of letters, digits, spaces and . _ / : = @ + , % ~ - (no newline or control characters, no ; & | ` $ < > quotes or brackets: nothing a shell interprets)";
+
+/// Longest accepted `repoUrl`, `customUrl` or control plane `url`, in bytes.
+pub const MAX_URL_LENGTH: u32 = 2048;
+/// Longest accepted `imageUri`, in bytes.
+pub const MAX_IMAGE_LENGTH: u32 = 512;
+/// Longest accepted `repoRef`, in bytes (git's own limit is lower in practice).
+pub const MAX_REF_LENGTH: u32 = 255;
+/// Longest accepted `langgraphConfigPath`, in bytes.
+pub const MAX_PATH_LENGTH: u32 = 1024;
+/// Longest accepted secret name, in bytes.
+pub const MAX_ENV_NAME_LENGTH: u32 = 256;
+/// Most secrets of one AgentDeployment.
+pub const MAX_SECRETS: u32 = 100;
+
+/// Secret names the platform reserves for itself everywhere (facts "Reserved
+/// variable names", seen in the official CLI, which drops them).
+pub const RESERVED_NAMES: &[&str] = &[
+    "LANGCHAIN_TRACING_V2",
+    "LANGSMITH_TRACING_V2",
+    "LANGCHAIN_ENDPOINT",
+    "LANGCHAIN_PROJECT",
+    "LANGSMITH_PROJECT",
+    "LANGSMITH_LANGGRAPH_GIT_REPO",
+    "LANGGRAPH_GIT_REPO_PATH",
+    "LANGCHAIN_API_KEY",
+    "LANGSMITH_CONTROL_PLANE_API_KEY",
+    "POSTGRES_URI",
+    "POSTGRES_PASSWORD",
+    "DATABASE_URI",
+    "LANGSMITH_LANGGRAPH_GIT_REF",
+    "LANGSMITH_LANGGRAPH_GIT_REF_SHA",
+    "LANGGRAPH_AUTH_TYPE",
+    "LANGSMITH_AUTH_ENDPOINT",
+    "LANGSMITH_TENANT_ID",
+    "LANGSMITH_AUTH_VERIFY_TENANT_ID",
+    "LANGSMITH_HOST_PROJECT_ID",
+    "LANGSMITH_HOST_PROJECT_NAME",
+    "LANGSMITH_HOST_REVISION_ID",
+    "LOG_JSON",
+    "LOG_DICT_TRACEBACKS",
+    "REDIS_URI",
+    "LANGCHAIN_CALLBACKS_BACKGROUND",
+    "DD_TRACE_PSYCOPG_ENABLED",
+    "DD_TRACE_REDIS_ENABLED",
+    "LANGSMITH_DEPLOYMENT_NAME",
+    "LANGGRAPH_CLOUD_LICENSE_KEY",
+];
+
+/// Secret names allowed only on a self-hosted data plane, that is with a
+/// listener (facts "Reserved variable names").
+pub const SELF_HOSTED_ONLY_NAMES: &[&str] = &[
+    "LANGSMITH_API_KEY",
+    "LANGSMITH_ENDPOINT",
+    "POSTGRES_URI_CUSTOM",
+    "REDIS_URI_CUSTOM",
+    "PATH",
+    "PORT",
+    "MOUNT_PREFIX",
+    "LSD_ENV",
+    "LSD_DD_API_KEY",
+    "LSD_DD_ENDPOINT",
+    "LSD_DEPLOYMENT_TYPE",
+];
+
+/// `names` as a CEL list literal, e.g. `['A', 'B']`.
+fn cel_list(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// CEL rule on a secret's `name`: not one of [`RESERVED_NAMES`].
+pub fn reserved_name_rule() -> String {
+    format!("!(self in {})", cel_list(RESERVED_NAMES))
+}
+
+/// CEL message expression naming the reserved secret name.
+pub const RESERVED_NAME_MESSAGE: &str = "'secret name ' + self + ' is reserved by the platform for its own use (api-facts.md, Reserved variable names); remove it'";
+
+/// CEL rule on the spec: the names of [`SELF_HOSTED_ONLY_NAMES`] only with a
+/// listener (`sourceConfig.listenerId` or `listenerRef`).
+pub fn self_hosted_names_rule() -> String {
+    format!(
+        "!has(self.secrets) || (has(self.sourceConfig) && (has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef))) || self.secrets.all(s, !(s.name in {}))",
+        cel_list(SELF_HOSTED_ONLY_NAMES)
+    )
+}
+
+/// Message of [`self_hosted_names_rule`].
+pub fn self_hosted_names_message() -> String {
+    format!(
+        "secret names {} are allowed only on a self-hosted data plane (set sourceConfig.listenerId or listenerRef)",
+        SELF_HOSTED_ONLY_NAMES.join(", ")
+    )
+}
+
+/// CEL rule for a string that must match [`URL_PATTERN`].
+pub fn url_rule() -> String {
+    format!("self.matches('{}')", cel_escape(URL_PATTERN))
+}
+
+/// CEL rule for a string that must match [`IMAGE_PATTERN`].
+pub fn image_rule() -> String {
+    format!("self.matches('{}')", cel_escape(IMAGE_PATTERN))
+}
+
+/// CEL rule for an install or build command: [`BUILD_COMMAND_PATTERN`].
+pub fn build_command_rule() -> String {
+    format!("self.matches('{}')", cel_escape(BUILD_COMMAND_PATTERN))
+}
+
+/// Checks an install or build command against [`BUILD_COMMAND_PATTERN`] and
+/// [`MAX_COMMAND_LENGTH`] without a regex engine (used by the operator's
+/// [`preflight`] and by the emulator). Errors: a message naming `field`.
+pub fn check_build_command(field: &str, command: &str) -> Result<(), String> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b" ._/:=@+,%~-".contains(&b);
+    let ok = command.len() <= MAX_COMMAND_LENGTH as usize
+        && command.bytes().next().is_some_and(|b| b != b' ')
+        && command.bytes().all(allowed);
+    if ok {
+        Ok(())
+    } else if command.len() > MAX_COMMAND_LENGTH as usize {
+        Err(format!("{field} is longer than {MAX_COMMAND_LENGTH} bytes"))
+    } else {
+        Err(format!("{field} {BUILD_COMMAND_MESSAGE}"))
+    }
+}
+
+/// CEL rule for a `repoRef`: [`REPO_REF_PATTERN`], no `..` and no `//`.
+pub fn repo_ref_rule() -> String {
+    format!(
+        "self.matches('{}') && !self.contains('..') && !self.contains('//') && !self.endsWith('.lock')",
+        cel_escape(REPO_REF_PATTERN)
+    )
+}
+
+/// CEL rule for a path inside the repository: relative, no `..` segment, no
+/// control characters, no backslash.
+pub fn relative_path_rule() -> String {
+    format!(
+        "!self.startsWith('/') && !self.matches('{}') && !self.matches('{}')",
+        cel_escape(r"(^|/)\.\.(/|$)"),
+        cel_escape(r"[\x00-\x1f\x7f\\]")
+    )
+}
+
+/// `pattern` written inside a single-quoted CEL string literal: backslashes
+/// doubled (CEL string escapes) and single quotes escaped.
+fn cel_escape(pattern: &str) -> String {
+    pattern.replace('\\', "\\\\").replace('\'', "\\'")
+}
+
+/// What the operator checks itself before any remote call, for rules the
+/// schema cannot express or for objects stored before a rule existed (the
+/// API server does not validate stored objects again). Returns a message for
+/// `Stalled`/`InvalidSpec` naming the field and the rule.
+///
+/// Errors: the first broken rule, as a human-readable message.
+pub fn preflight(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String> {
+    let name_ok = !remote_name.is_empty()
+        && remote_name.len() <= 63
+        && remote_name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !name_ok {
+        return Err(format!(
+            "the remote deployment name {remote_name:?} must be 1-63 lowercase letters, digits \
+             and '-' (the control plane refuses other names); set spec.name"
+        ));
+    }
+    if let Some(rs) = &spec.source_config.resource_spec {
+        resource_spec::check(rs)?;
+    }
+    let sc = &spec.source_config;
+    for (field, command) in [
+        ("sourceConfig.installCommand", &sc.install_command),
+        ("sourceConfig.buildCommand", &sc.build_command),
+    ] {
+        if let Some(command) = command {
+            check_build_command(field, command)?;
+        }
+    }
+    if sc.integration_id.is_some() && sc.integration_ref.is_some() {
+        return Err(
+            "set at most one of sourceConfig.integrationId and sourceConfig.integrationRef".into(),
+        );
+    }
+    let with_listener =
+        spec.source_config.listener_id.is_some() || spec.source_config.listener_ref.is_some();
+    let mut seen = std::collections::BTreeSet::new();
+    for s in &spec.secrets {
+        let valid = regex_lite_env_name(&s.name);
+        if !valid {
+            return Err(format!(
+                "secret name {:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                s.name
+            ));
+        }
+        if RESERVED_NAMES.contains(&s.name.as_str()) {
+            return Err(format!(
+                "secret name {} is reserved by the platform for its own use",
+                s.name
+            ));
+        }
+        if !with_listener && SELF_HOSTED_ONLY_NAMES.contains(&s.name.as_str()) {
+            return Err(format!(
+                "secret name {} is allowed only on a self-hosted data plane (set \
+                 sourceConfig.listenerId or listenerRef)",
+                s.name
+            ));
+        }
+        if !seen.insert(s.name.as_str()) {
+            return Err(format!("secret name {} is listed twice", s.name));
+        }
+    }
+    if !spec.secret_references.is_empty() {
+        if spec.source != super::deployment::Source::ExternalDocker {
+            return Err("secretReferences are only for source external_docker".into());
+        }
+        if !with_listener {
+            return Err("secretReferences need a self-hosted data plane: set \
+                 sourceConfig.listenerId or listenerRef"
+                .into());
+        }
+    }
+    let mut seen_refs = std::collections::BTreeSet::new();
+    for r in &spec.secret_references {
+        if !regex_lite_env_name(&r.name) {
+            return Err(format!(
+                "secretReferences name {:?} is not an environment variable name \
+                 ([A-Za-z_][A-Za-z0-9_]*)",
+                r.name
+            ));
+        }
+        if RESERVED_NAMES.contains(&r.name.as_str()) {
+            return Err(format!(
+                "secretReferences name {} is reserved by the platform for its own use",
+                r.name
+            ));
+        }
+        if seen.contains(r.name.as_str()) {
+            return Err(format!(
+                "{} is both in secrets and in secretReferences; each environment variable \
+                 comes from one place",
+                r.name
+            ));
+        }
+        if !seen_refs.insert(r.name.as_str()) {
+            return Err(format!("secretReferences name {} is listed twice", r.name));
+        }
+    }
+    Ok(())
+}
+
+/// True when `name` matches [`ENV_NAME_PATTERN`].
+fn regex_lite_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cel_literals_keep_the_patterns_intact() {
+        // In CEL source every backslash of the pattern appears doubled.
+        assert!(url_rule().contains(r"127\\.0\\.0\\.1"));
+        assert!(!reserved_name_rule().contains("\n"));
+        assert!(self_hosted_names_rule().contains("'PORT'"));
+    }
+
+    fn matches(pattern: &str, text: &str) -> bool {
+        regex::Regex::new(pattern).unwrap().is_match(text)
+    }
+
+    #[test]
+    fn patterns_accept_the_usual_and_refuse_the_hostile() {
+        for ok in [
+            "https://github.com/acme/agent",
+            "https://git.example.com:8443/a/b.git",
+            "http://127.0.0.1:8123/x",
+            "http://localhost",
+        ] {
+            assert!(matches(URL_PATTERN, ok), "{ok}");
+        }
+        for bad in [
+            "javascript:alert(1)",
+            "http://example.com/a",
+            "https://github.com/a b",
+            "https://github.com/a\nb",
+            "ftp://x",
+            "https://",
+        ] {
+            assert!(!matches(URL_PATTERN, bad), "{bad}");
+        }
+        for ok in [
+            "nginx",
+            "nginx:1.27",
+            "ghcr.io/acme/agent:1.0.0",
+            "localhost:5000/agent",
+            "registry.example.com:443/team/agent@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "docker.io/library/python:3.12-slim",
+        ] {
+            assert!(matches(IMAGE_PATTERN, ok), "{ok}");
+        }
+        for bad in [
+            "ghcr.io/acme/agent:1; rm -rf /",
+            "ghcr.io/Acme/Agent:1",
+            "ghcr.io/acme/agent:1 ",
+            "$(curl x)",
+            "ghcr.io//agent",
+            "",
+        ] {
+            assert!(!matches(IMAGE_PATTERN, bad), "{bad}");
+        }
+        for ok in ["main", "refs/tags/v1.2.3", "feature/x_y-z", "release-1.0"] {
+            assert!(matches(REPO_REF_PATTERN, ok), "{ok}");
+        }
+        for bad in ["/main", "-x", "main/", "ma in", "main\u{0}", ".hidden"] {
+            assert!(!matches(REPO_REF_PATTERN, bad), "{bad}");
+        }
+        assert!(matches(ENV_NAME_PATTERN, "OPENAI_API_KEY"));
+        assert!(!matches(ENV_NAME_PATTERN, "MY-VAR"));
+        assert!(!matches(ENV_NAME_PATTERN, "1X"));
+        assert!(matches(
+            UUID_PATTERN,
+            "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f"
+        ));
+        assert!(!matches(UUID_PATTERN, "../../x"));
+    }
+
+    #[test]
+    fn build_commands_allow_plain_commands_only() {
+        for ok in [
+            "npm ci",
+            "yarn install --frozen-lockfile",
+            "NODE_ENV=production pnpm run build",
+            "npm run build -- --prod",
+            "bun install @scope/pkg@1.2.3",
+        ] {
+            assert!(matches(BUILD_COMMAND_PATTERN, ok), "{ok}");
+            assert_eq!(check_build_command("buildCommand", ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "npm ci; rm -rf /",
+            "npm ci && curl x",
+            "npm ci || true",
+            "npm ci | tee log",
+            "echo `id`",
+            "echo $(id)",
+            "npm ci > out",
+            "npm ci < in",
+            "npm ci\nrm -rf /",
+            "npm ci\u{7}",
+            "echo 'x'",
+            " npm ci",
+            "",
+        ] {
+            assert!(!matches(BUILD_COMMAND_PATTERN, bad), "{bad:?}");
+            let e = check_build_command("buildCommand", bad).unwrap_err();
+            assert!(e.starts_with("buildCommand "), "{e}");
+        }
+        assert!(check_build_command("x", &"a".repeat(1025)).is_err());
+        assert!(build_command_rule().contains("A-Za-z0-9"));
+    }
+
+    #[test]
+    fn preflight_names_the_broken_rule() {
+        let spec: AgentDeploymentSpec = serde_json::from_value(serde_json::json!({
+            "source": "external_docker",
+            "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1"},
+            "secrets": [{"name": "PORT", "value": "1"}]
+        }))
+        .unwrap();
+        assert!(
+            preflight("agent", &spec)
+                .unwrap_err()
+                .contains("self-hosted")
+        );
+        assert!(
+            preflight("my.agent", &spec)
+                .unwrap_err()
+                .contains("spec.name")
+        );
+        let mut ok = spec.clone();
+        ok.secrets[0].name = "OPENAI_API_KEY".into();
+        assert_eq!(preflight("agent", &ok), Ok(()));
+        ok.secrets.push(ok.secrets[0].clone());
+        assert!(preflight("agent", &ok).unwrap_err().contains("twice"));
+        ok.secrets[1].name = "LANGCHAIN_API_KEY".into();
+        assert!(preflight("agent", &ok).unwrap_err().contains("reserved"));
+        ok.secrets[1].name = "1X".into();
+        assert!(preflight("agent", &ok).unwrap_err().contains("environment"));
+        ok.secrets.pop();
+        ok.source_config.build_command = Some("npm run build; curl x".into());
+        assert!(
+            preflight("agent", &ok)
+                .unwrap_err()
+                .starts_with("sourceConfig.buildCommand ")
+        );
+    }
+
+    #[test]
+    fn preflight_checks_secret_references() {
+        let spec = |extra: serde_json::Value| -> AgentDeploymentSpec {
+            let mut v = serde_json::json!({
+                "source": "external_docker",
+                "sourceConfig": {"listenerId": "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b"},
+                "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1"},
+                "secrets": [{"name": "LOG_LEVEL", "value": "info"}],
+                "secretReferences": [
+                    {"name": "OPENAI_API_KEY", "secretName": "agent-env", "secretKey": "openai"}
+                ]
+            });
+            for (k, val) in extra.as_object().unwrap() {
+                v[k] = val.clone();
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        assert_eq!(preflight("agent", &spec(serde_json::json!({}))), Ok(()));
+        let no_listener = spec(serde_json::json!({"sourceConfig": {}}));
+        assert!(
+            preflight("agent", &no_listener)
+                .unwrap_err()
+                .contains("self-hosted")
+        );
+        let github = spec(serde_json::json!({
+            "source": "github",
+            "sourceRevisionConfig": {"repoRef": "main"}
+        }));
+        assert!(
+            preflight("agent", &github)
+                .unwrap_err()
+                .contains("external_docker")
+        );
+        let both = spec(serde_json::json!({
+            "secrets": [{"name": "OPENAI_API_KEY", "value": "x"}]
+        }));
+        assert!(preflight("agent", &both).unwrap_err().contains("both"));
+        let twice = spec(serde_json::json!({"secretReferences": [
+            {"name": "A", "secretName": "s", "secretKey": "k"},
+            {"name": "A", "secretName": "s", "secretKey": "j"}
+        ]}));
+        assert!(preflight("agent", &twice).unwrap_err().contains("twice"));
+        let reserved = spec(serde_json::json!({"secretReferences": [
+            {"name": "POSTGRES_URI", "secretName": "s", "secretKey": "k"}
+        ]}));
+        assert!(
+            preflight("agent", &reserved)
+                .unwrap_err()
+                .contains("reserved")
+        );
+    }
+}

@@ -17,7 +17,9 @@
 
 use agent_operator::controlplane::error::{BODY_SNIPPET_BYTES, MAX_RETRY_AFTER, parse_retry_after};
 use agent_operator::controlplane::response::{check_status, decode_body};
-use agent_operator::controlplane::types::{Deployment, Listener, Page, Revision};
+use agent_operator::controlplane::types::{
+    Deployment, GithubIntegration, GithubRepository, Listener, Page, Revision,
+};
 use agent_operator::controlplane::{Error, Operation};
 use libfuzzer_sys::fuzz_target;
 use reqwest::StatusCode;
@@ -81,6 +83,8 @@ fuzz_target!(|data: &[u8]| {
             Operation::ListRevisions => round_trip::<Page<Revision>>(status, a.body),
             Operation::GetListener => round_trip::<Listener>(status, a.body),
             Operation::ListListeners => round_trip::<Page<Listener>>(status, a.body),
+            Operation::ListIntegrations => round_trip::<Vec<GithubIntegration>>(status, a.body),
+            Operation::ListIntegrationRepos => round_trip::<Vec<GithubRepository>>(status, a.body),
             Operation::DeleteDeployment => {}
         },
     }

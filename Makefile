@@ -2,11 +2,14 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 export CARGO_TERM_COLOR ?= never
+# make fuzz: seconds per target, and which targets (empty: all of fuzz/).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: ## install the prerequisites (Rust components, Go, kube-apiserver/etcd/kubectl built from source)
+setup: ## install the prerequisites (Rust components, Go, kube-apiserver/etcd/kubectl built from source, cargo-deny)
 	hack/setup.sh
 
 generate: ## regenerate the CRD YAML in crds/ from the Rust types
@@ -14,9 +17,13 @@ generate: ## regenerate the CRD YAML in crds/ from the Rust types
 
 lint: ## rustfmt and clippy, warnings are errors
 	cargo fmt --all -- --check
+	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --all-targets -- -D warnings
 
-test: setup lint ## everything CI runs: setup, lint, unit + integration + end-to-end tests, then the secret scan of every operator log
+deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<local copy> (hack/deny.sh)
+	hack/deny.sh
+
+test: setup lint deny ## everything CI runs: setup, lint, cargo deny, unit + integration + end-to-end tests, then the secret scan of every operator log
 	rm -rf target/test-logs
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --all-targets -- --nocapture
 	$(MAKE) secret-scan
@@ -34,7 +41,10 @@ bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + r
 faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage, Kubernetes faults and leader failovers
 	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet --test fault_control_plane --test fault_kubernetes -- --nocapture
 
+fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, nightly; not part of test)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh $(FUZZ_TARGETS)
+
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint test secret-scan bench faults bench-fleet demo
+.PHONY: help setup generate lint deny test secret-scan bench faults bench-fleet fuzz demo

@@ -3,7 +3,8 @@
 # the Rust components (rustfmt, clippy), a Go toolchain new enough for
 # Kubernetes v1.34 (the go command fetches it from the Go module proxy when the
 # installed one is older), and kube-apiserver, etcd and kubectl built from the
-# Go module proxy into .cache/envtest/ (minutes the first time, cached after).
+# Go module proxy into .cache/envtest/ (minutes the first time, cached after),
+# and cargo-deny from crates.io into .cache/cargo-tools/ (likewise).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -20,6 +21,10 @@ fi
 # hack/envtest/go.mod says which Go it needs; older go commands fetch it.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 command -v setpriv >/dev/null || { echo "setpriv (util-linux) is required" >&2; exit 1; }
+
+# cargo-deny for make deny (pinned in hack/cargo-tool.sh, built once into
+# .cache/cargo-tools/).
+"$root/hack/cargo-tool.sh" cargo-deny >/dev/null
 
 start=$SECONDS
 assets=$("$root/hack/envtest/install.sh" | tail -n1)

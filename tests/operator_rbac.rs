@@ -251,11 +251,11 @@ async fn the_operator_process_really_acts_as_its_service_account() {
 fn rules(text: &str, kind: &str) -> Vec<PolicyRule> {
     let doc = documents_of(text, &[kind]);
     match kind {
-        "ClusterRole" => serde_yaml::from_str::<ClusterRole>(&doc)
+        "ClusterRole" => yaml_serde::from_str::<ClusterRole>(&doc)
             .expect("the ClusterRole")
             .rules
             .unwrap_or_default(),
-        _ => serde_yaml::from_str::<Role>(&doc)
+        _ => yaml_serde::from_str::<Role>(&doc)
             .expect("the Role")
             .rules
             .unwrap_or_default(),

@@ -38,12 +38,12 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// in `crds/` (e.g. `agentdeployments.agentserver.dev.yaml`).
 ///
 /// Errors: serialization failure (not expected for these types).
-pub fn crd_files() -> Result<Vec<(String, String)>, serde_yaml::Error> {
+pub fn crd_files() -> Result<Vec<(String, String)>, yaml_serde::Error> {
     crds()
         .into_iter()
         .map(|crd| {
             let name = format!("{}.yaml", crd.metadata.name.clone().unwrap_or_default());
-            Ok((name, serde_yaml::to_string(&crd)?))
+            Ok((name, yaml_serde::to_string(&crd)?))
         })
         .collect()
 }

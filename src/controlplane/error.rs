@@ -168,6 +168,7 @@ impl Error {
             Error::Transport(_) => "connection failed".into(),
             Error::Server { status, .. } => format!("server error ({status})"),
             Error::RateLimited { status, .. } => format!("rate limited ({status})"),
+            Error::UnexpectedStatus { status: 408, .. } => "request timeout (408)".into(),
             other => other.to_string(),
         }
     }
@@ -277,24 +278,24 @@ fn detail_text(body: &[u8]) -> String {
 ///
 /// A deployment answer carries its secrets' values (facts "Deployment":
 /// `secrets` `[{name, value}]`), so they are cut out first: a body that is
-/// JSON is shown with every `secrets[].value` replaced by `[REDACTED]`; a body
-/// that is not JSON is cut before the first `"secrets"`.
+/// JSON is shown re-encoded from its parsed value with every
+/// `secrets[].value` replaced by `[REDACTED]`, never as sent (with a
+/// duplicate `secrets` key, possibly spelled with escapes, the parsed value
+/// keeps only the last one, and the text sent would still show the others);
+/// a body that is not JSON is cut before the first `"secrets"`.
 pub fn snippet(body: &[u8]) -> String {
     let redacted = match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(mut v) => {
-            if redact_secrets(&mut v) {
-                serde_json::to_vec(&v).ok()
-            } else {
-                None
-            }
+            redact_secrets(&mut v);
+            serde_json::to_vec(&v).ok()
         }
         Err(_) => None,
     };
     let body = match &redacted {
         Some(b) => b.as_slice(),
         None => match find(body, b"\"secrets\"") {
-            Some(at) if serde_json::from_slice::<serde_json::Value>(body).is_err() => &body[..at],
-            _ => body,
+            Some(at) => &body[..at],
+            None => body,
         },
     };
     let end = body.len().min(BODY_SNIPPET_BYTES);
@@ -460,6 +461,21 @@ mod tests {
     }
 
     #[test]
+    fn stable_summaries_of_transient_errors_ignore_the_body() {
+        // Found by fuzz/ control_plane_answer: a 408 (transient) kept its
+        // body in the summary, so a body that changed per attempt would
+        // rewrite the condition message on every retry.
+        for status in [408, 429, 500, 502, 503, 504] {
+            let status = StatusCode::from_u16(status).unwrap();
+            let a = Error::from_response(status, Some(Duration::from_secs(1)), b"attempt 1");
+            let b = Error::from_response(status, None, b"attempt 2 \t,a\rf");
+            assert!(a.is_transient());
+            assert_eq!(a.stable_summary(), b.stable_summary());
+            assert!(!a.stable_summary().contains("attempt"));
+        }
+    }
+
+    #[test]
     fn snippets_never_show_secret_values() {
         let body = br#"{"id":"x","secrets":[{"name":"K","value":"sk-live-123"}],"status":7}"#;
         let s = snippet(body);
@@ -470,6 +486,18 @@ mod tests {
         assert!(!s.contains("sk-live-123"), "{s}");
         assert_eq!(s, r#"{"id":"x","#);
         assert_eq!(snippet(b"plain text"), "plain text");
+        // Found writing fuzz/ secret_redaction (the target fails on the
+        // first without the fix): a duplicate `secrets` key hid the first
+        // one's values from the redaction of the parsed JSON, and the body
+        // was shown as sent.
+        for duplicate in [
+            &br#"{"secrets":[{"name":"K","value":"sk-live-123"}],"id":"x","secrets":[]}"#[..],
+            br#"{"secr\u0065ts":[{"name":"K","value":"sk-live-123"}],"secrets":[]}"#,
+        ] {
+            let s = snippet(duplicate);
+            assert!(!s.contains("sk-live-123"), "{s}");
+            assert!(s.ends_with(r#""secrets":[]}"#), "{s}");
+        }
         let e = Error::decode(
             StatusCode::OK,
             &serde_json::from_slice::<u8>(body).unwrap_err(),

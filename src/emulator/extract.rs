@@ -108,6 +108,17 @@ pub(crate) fn parse_body(ct: Option<&str>, bytes: &[u8]) -> Result<Option<Value>
     })
 }
 
+/// The 422 of a route whose body is required but empty (`missing` at `["body"]`).
+pub(crate) fn missing_body() -> ApiError {
+    ApiError::validation(vec![issue(
+        "missing",
+        &[json!("body")],
+        "Field required",
+        Some(Value::Null),
+        None,
+    )])
+}
+
 async fn read_body(req: Request, state: &EmulatorState) -> Result<Option<Value>, ApiError> {
     let ct = req
         .headers()
@@ -126,13 +137,7 @@ impl FromRequest<EmulatorState> for JsonBody {
     async fn from_request(req: Request, state: &EmulatorState) -> Result<Self, Self::Rejection> {
         match read_body(req, state).await? {
             Some(v) => Ok(JsonBody(v)),
-            None => Err(ApiError::validation(vec![issue(
-                "missing",
-                &[json!("body")],
-                "Field required",
-                Some(Value::Null),
-                None,
-            )])),
+            None => Err(missing_body()),
         }
     }
 }

@@ -93,6 +93,54 @@ pub fn router(state: EmulatorState) -> Router {
         .with_state(state)
 }
 
+/// A request body the emulator parses and validates, named by its route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestBody {
+    /// `POST /v2/deployments`: required.
+    DeploymentCreate,
+    /// `PATCH /v2/deployments/{id}`: required.
+    DeploymentPatch,
+    /// The agent server's `POST /assistants/search`: an empty body is `{}`.
+    AssistantSearch,
+    /// The agent server's `POST /runs/stream`: required.
+    RunStream,
+}
+
+/// Parses and validates a request body the way the route of `kind` does
+/// before it reads any state: JSON by `content_type` as FastAPI does (see
+/// the `Content-Type` rules on the body extractor), then the pydantic-style
+/// field checks and coercions. Returns the coerced JSON value the handler
+/// goes on with.
+///
+/// What answers earlier on a real request is not part of it: the API key,
+/// the path ids, the agent server's deployment lookup, and the body size
+/// limit (413). Pure, no IO: it exists so that the decoder of untrusted
+/// request bytes can be fuzzed (`fuzz/`) and tested alone.
+///
+/// Errors: the 422 [`errors::ApiError`] the route answers, FastAPI-shaped
+/// (`{"detail": [{"type", "loc", "msg", ...}]}`), never carrying the value
+/// of a secret.
+pub fn validate_request_body(
+    kind: RequestBody,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<serde_json::Value, errors::ApiError> {
+    let parsed = extract::parse_body(content_type, body)?;
+    let (value, ty) = match kind {
+        RequestBody::DeploymentCreate => (parsed, &validate::DEPLOYMENT_CREATE),
+        RequestBody::DeploymentPatch => (parsed, &validate::DEPLOYMENT_PATCH),
+        RequestBody::AssistantSearch => (
+            Some(parsed.unwrap_or_else(|| serde_json::json!({}))),
+            &validate::ASSISTANT_SEARCH,
+        ),
+        RequestBody::RunStream => (parsed, &validate::RUN_STREAM),
+    };
+    let mut value = value.ok_or_else(extract::missing_body)?;
+    validate::check(&mut value, ty, &[serde_json::json!("body")])
+        .map_err(errors::ApiError::validation)?;
+    Ok(value)
+}
+
 /// An emulator serving in a background tokio task. Dropping it without
 /// [`RunningEmulator::shutdown`] also asks the server to stop (gracefully, in
 /// the background).
@@ -199,4 +247,27 @@ pub async fn spawn_on(
         state,
         task: Some(task),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn request_bodies_are_validated_as_their_routes_do() {
+        let create =
+            br#"{"name":"a","source":"external_docker","source_config":{"build_on_push":"yes"},
+            "source_revision_config":{"image_uri":"i","repo_commit_sha":"x"},"secrets":[]}"#;
+        let v = validate_request_body(RequestBody::DeploymentCreate, None, create).unwrap();
+        assert_eq!(v["source_config"]["build_on_push"], json!(true));
+        assert_eq!(v["source_revision_config"], json!({"image_uri": "i"}));
+        let e = validate_request_body(RequestBody::DeploymentPatch, None, b"").unwrap_err();
+        assert_eq!(e.body()["detail"][0]["type"], "missing");
+        let v = validate_request_body(RequestBody::AssistantSearch, None, b"").unwrap();
+        assert_eq!(v, json!({}));
+        let e =
+            validate_request_body(RequestBody::RunStream, Some("text/plain"), b"{}").unwrap_err();
+        assert_eq!(e.body()["detail"][0]["type"], "model_attributes_type");
+    }
 }

@@ -56,8 +56,8 @@ fn parse_crds(path: &Path, text: &str) -> Result<Vec<CustomResourceDefinition>, 
         source,
     };
     let mut crds = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = serde_yaml::Value::deserialize(document).map_err(manifest_err)?;
+    for (index, document) in yaml_serde::Deserializer::from_str(text).enumerate() {
+        let value = yaml_serde::Value::deserialize(document).map_err(manifest_err)?;
         if value.is_null() {
             continue;
         }
@@ -72,7 +72,7 @@ fn parse_crds(path: &Path, text: &str) -> Result<Vec<CustomResourceDefinition>, 
                 kind: kind.to_owned(),
             });
         }
-        crds.push(serde_yaml::from_value(value).map_err(manifest_err)?);
+        crds.push(yaml_serde::from_value(value).map_err(manifest_err)?);
     }
     Ok(crds)
 }

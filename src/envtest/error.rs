@@ -87,7 +87,7 @@ pub enum EnvTestError {
         path: PathBuf,
         /// The parse error.
         #[source]
-        source: serde_yaml::Error,
+        source: yaml_serde::Error,
     },
 
     /// A manifest document is not a `CustomResourceDefinition`.

@@ -52,7 +52,7 @@ pub fn impersonating_kubeconfig(text: &str, who: &Impersonation) -> Result<Strin
             auth.impersonate_groups = Some(who.groups.clone());
         }
     }
-    serde_yaml::to_string(&config).map_err(|e| EnvTestError::Io {
+    yaml_serde::to_string(&config).map_err(|e| EnvTestError::Io {
         context: "rendering an impersonating kubeconfig".to_owned(),
         source: std::io::Error::other(e),
     })
@@ -97,12 +97,12 @@ pub async fn apply_manifests(
         source,
     };
     let mut applied = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(text) {
-        let value = serde_yaml::Value::deserialize(document).map_err(manifest_err)?;
+    for document in yaml_serde::Deserializer::from_str(text) {
+        let value = yaml_serde::Value::deserialize(document).map_err(manifest_err)?;
         if value.is_null() {
             continue;
         }
-        let mut obj: DynamicObject = serde_yaml::from_value(value).map_err(manifest_err)?;
+        let mut obj: DynamicObject = yaml_serde::from_value(value).map_err(manifest_err)?;
         let types = obj.types.clone().ok_or_else(|| {
             manifest_err(serde::de::Error::custom(
                 "a document without apiVersion and kind",
@@ -173,12 +173,12 @@ current-context: envtest
     fn impersonating_kubeconfig_sets_as_and_as_groups() {
         let who = Impersonation::service_account("ops", "agent-operator");
         let text = impersonating_kubeconfig(KUBECONFIG, &who).unwrap();
-        let yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        let yaml: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
         let user = &yaml["users"][0]["user"];
         assert_eq!(user["as"], "system:serviceaccount:ops:agent-operator");
         assert_eq!(
             user["as-groups"],
-            serde_yaml::to_value([
+            yaml_serde::to_value([
                 "system:serviceaccounts",
                 "system:serviceaccounts:ops",
                 "system:authenticated"

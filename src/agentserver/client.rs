@@ -552,6 +552,204 @@ mod tests {
         assert!(parse_url("ftp://h.example", false).is_err());
     }
 
+    use futures::StreamExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// What the scripted server does after reading a request.
+    enum Step {
+        /// Write these bytes and flush (one network write).
+        Write(&'static [u8]),
+        /// Wait this long.
+        Sleep(Duration),
+    }
+
+    /// A one-connection HTTP server on loopback that answers with `steps`
+    /// and hands back the request it read (head and body).
+    async fn scripted(steps: Vec<Step>) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut req = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = sock.read(&mut buf).await.unwrap();
+                req.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&req).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= len {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            for step in steps {
+                match step {
+                    Step::Write(b) => {
+                        if sock.write_all(b).await.is_err() {
+                            break;
+                        }
+                        let _ = sock.flush().await;
+                    }
+                    Step::Sleep(d) => tokio::time::sleep(d).await,
+                }
+            }
+            String::from_utf8_lossy(&req).into_owned()
+        });
+        (url, task)
+    }
+
+    const SSE_HEAD: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\nconnection: close\r\n\r\n";
+
+    fn run_req() -> RunStreamRequest {
+        RunStreamRequest {
+            assistant_id: "agent".into(),
+            input: Some(serde_json::json!({"x": 1})),
+            stream_mode: Some(super::super::StreamMode::One("updates".into())),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn events_split_across_reads_heartbeats_and_end() {
+        let mut steps = vec![Step::Write(SSE_HEAD)];
+        let body: &'static [u8] =
+            b": hb\r\n\r\nevent: metadata\r\ndata: {\"run_id\":\"r1\",\"attempt\":1}\r\n\r\n\
+            event: updates\ndata: {\"echo\":\ndata: {\"x\":1}}\n\n\
+            event: end\ndata: null\n\nevent: values\ndata: {}\n\n";
+        // One network write per byte, so events are split everywhere.
+        for i in 0..body.len() {
+            steps.push(Step::Write(&body[i..i + 1]));
+        }
+        let (url, server) = scripted(steps).await;
+        let key = SecretString::from("sk-test-key-1");
+        let client = AgentServerClient::new(AgentServerConfig::new(url).with_api_key(key)).unwrap();
+        let events: Vec<_> = client
+            .stream_run(&run_req())
+            .await
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        assert_eq!(
+            events,
+            vec![
+                RunEvent::Metadata {
+                    run_id: "r1".into(),
+                    attempt: Some(1)
+                },
+                RunEvent::Updates(serde_json::json!({"echo": {"x": 1}})),
+                RunEvent::End,
+            ],
+            "nothing after end"
+        );
+        let req = server.await.unwrap();
+        assert!(req.starts_with("POST /runs/stream HTTP/1.1"), "{req}");
+        assert!(req.contains("x-api-key: sk-test-key-1"), "{req}");
+        assert!(req.contains(r#""stream_mode":"updates""#), "{req}");
+    }
+
+    #[tokio::test]
+    async fn error_event_missing_end_and_idle_timeout() {
+        let (url, _server) = scripted(vec![
+            Step::Write(SSE_HEAD),
+            Step::Write(b"event: metadata\ndata: {\"run_id\":\"r\"}\n\n"),
+            Step::Write(b"event: error\ndata: {\"error\":\"ValueError\",\"message\":\"boom\"}\n\n"),
+        ])
+        .await;
+        let client = AgentServerClient::new(AgentServerConfig::new(url)).unwrap();
+        let events: Vec<_> = client.stream_run(&run_req()).await.unwrap().collect().await;
+        assert_eq!(events.len(), 2, "the stream just closes: {events:?}");
+        assert!(matches!(
+            &events[1],
+            Ok(RunEvent::Error { error, message }) if error == "ValueError" && message == "boom"
+        ));
+
+        let (url, _server) = scripted(vec![
+            Step::Write(SSE_HEAD),
+            Step::Write(b"event: metadata\ndata: {\"run_id\":\"r\"}\n\n"),
+            Step::Sleep(Duration::from_secs(5)),
+        ])
+        .await;
+        let mut config = AgentServerConfig::new(url);
+        config.stream_idle_timeout = Duration::from_millis(200);
+        let client = AgentServerClient::new(config).unwrap();
+        let started = std::time::Instant::now();
+        let events: Vec<_> = client.stream_run(&run_req()).await.unwrap().collect().await;
+        assert!(events[0].is_ok());
+        let e = events[1].as_ref().unwrap_err();
+        assert!(matches!(e, Error::IdleTimeout(_)), "{e}");
+        assert!(e.is_transient());
+        assert_eq!(events.len(), 2);
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    #[tokio::test]
+    async fn error_answers_name_the_assistant_and_hide_the_key() {
+        let (url, _server) = scripted(vec![Step::Write(
+            b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 47\r\nconnection: close\r\n\r\n{\"detail\":\"no assistant for key sk-test-key-2\"}",
+        )])
+        .await;
+        let client = AgentServerClient::new(
+            AgentServerConfig::new(url).with_api_key(SecretString::from("sk-test-key-2")),
+        )
+        .unwrap();
+        let e = client.stream_run(&run_req()).await.unwrap_err();
+        assert!(
+            matches!(&e, Error::AssistantNotFound { assistant_id, .. } if assistant_id == "agent"),
+            "{e}"
+        );
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains("sk-test-key-2"), "{shown}");
+        assert!(
+            e.to_string().ends_with(": no assistant for key [REDACTED]"),
+            "{shown}"
+        );
+
+        let (url, _server) = scripted(vec![Step::Write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+        )])
+        .await;
+        let client = AgentServerClient::new(AgentServerConfig::new(url)).unwrap();
+        let e = client.stream_run(&run_req()).await.unwrap_err();
+        assert!(matches!(e, Error::Decode { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn paging_follows_the_header_and_refuses_a_loop() {
+        let page = |next: &'static str| -> &'static [u8] {
+            match next {
+                "2" => b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-pagination-next: 2\r\ncontent-length: 2\r\nconnection: close\r\n\r\n[]",
+                _ => b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-pagination-next: 0\r\ncontent-length: 2\r\nconnection: close\r\n\r\n[]",
+            }
+        };
+        let (url, _server) = scripted(vec![Step::Write(page("2"))]).await;
+        let client = AgentServerClient::new(AgentServerConfig::new(url)).unwrap();
+        let p = client
+            .search_assistants(&AssistantSearch::default())
+            .await
+            .unwrap();
+        assert_eq!(p.next_offset, Some(2));
+        let (url, _server) = scripted(vec![Step::Write(page("0"))]).await;
+        let client = AgentServerClient::new(AgentServerConfig::new(url)).unwrap();
+        let e = client
+            .search_all_assistants(&AssistantSearch::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Paging(_)), "{e}");
+    }
+
     #[test]
     fn key_is_redacted() {
         let key = SecretString::from("sk-abc-123");

@@ -300,6 +300,30 @@ mod tests {
         assert!(events.is_empty() && !partial);
     }
 
+    proptest::proptest! {
+        /// Any bytes, split anywhere: no panic, and the same events as in
+        /// one piece (what a fuzz target of the parser would check).
+        #[test]
+        fn any_bytes_any_split(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(b"\r\n: datevnid".to_vec()),
+                    proptest::num::u8::ANY,
+                ],
+                0..200,
+            ),
+            at in 0usize..200,
+        ) {
+            let at = at.min(bytes.len());
+            let whole = parse_all(&bytes).unwrap();
+            let mut p = SseParser::new();
+            let mut events = p.push(&bytes[..at]).unwrap();
+            events.extend(p.push(&bytes[at..]).unwrap());
+            proptest::prop_assert_eq!(&events, &whole.0);
+            proptest::prop_assert_eq!(p.finish(), whole.1);
+        }
+    }
+
     #[test]
     fn endless_line_is_refused() {
         let mut p = SseParser::new();

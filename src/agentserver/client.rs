@@ -231,9 +231,12 @@ impl AgentServerClient {
         if status.is_success() {
             return Ok(resp);
         }
+        // The status decides the error; a body that does not arrive in time
+        // only leaves the detail empty.
         let body = tokio::time::timeout(timeout, read_body(resp))
             .await
-            .map_err(|_| Error::Timeout(timeout))?
+            .ok()
+            .and_then(Result::ok)
             .unwrap_or_default();
         let e = Error::from_response(status, &body, assistant_id);
         Err(self.redacted(e))
@@ -404,7 +407,11 @@ impl AgentServerClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
         if !is_sse {
-            let body = read_body(resp).await.unwrap_or_default();
+            let body = tokio::time::timeout(self.request_timeout, read_body(resp))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default();
             return Err(Error::decode(
                 "POST /runs/stream did not answer text/event-stream",
                 &body,

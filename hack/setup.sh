@@ -4,7 +4,9 @@
 # Kubernetes v1.34 (the go command fetches it from the Go module proxy when the
 # installed one is older), and kube-apiserver, etcd and kubectl built from the
 # Go module proxy into .cache/envtest/ (minutes the first time, cached after),
-# and cargo-deny from crates.io into .cache/cargo-tools/ (likewise).
+# cargo-deny from crates.io into .cache/cargo-tools/ (likewise), and a Python
+# virtualenv with a pinned langgraph-cli[inmem] (the real agent server of
+# tests/agentserver_real.rs) in .cache/langgraph-venv/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -29,3 +31,8 @@ command -v setpriv >/dev/null || { echo "setpriv (util-linux) is required" >&2; 
 start=$SECONDS
 assets=$("$root/hack/envtest/install.sh" | tail -n1)
 echo "envtest binaries in $assets ($((SECONDS - start)) s)" >&2
+
+# A real agent server (langgraph dev) for tests/agentserver_real.rs and the demo.
+start=$SECONDS
+agent_bin=$("$root/hack/agent-server/install.sh" | tail -n1)
+echo "agent server (langgraph dev) in $agent_bin ($((SECONDS - start)) s)" >&2

@@ -10,6 +10,7 @@
 //! (facts the source document leaves out).
 #![forbid(unsafe_code)]
 
+pub mod agentserver;
 pub mod api;
 pub mod controller;
 pub mod controlplane;

@@ -14,6 +14,16 @@
 //! `AGENT_CONTROL_PLANE_REGION`), the workspace `--workspace-id`
 //! (`AGENT_WORKSPACE_ID`), the key `--api-key` or, better,
 //! `AGENT_API_KEY` (never printed).
+//!
+//! `agentctl assistants search --url URL [--graph-id G] [--name N]
+//! [--output table|json]` lists every matching assistant of an agent server
+//! (`POST /assistants/search`, following `X-Pagination-Next`), and
+//! `agentctl runs stream --url URL --assistant ID --input JSON
+//! [--stream-mode M]...` starts a stateless run (`POST /runs/stream`) and
+//! prints each event as it arrives, one line each: `event: data-json` (facts
+//! "Agent server"). The agent server is `--url` (`AGENT_SERVER_URL`), its key
+//! `--api-key` or `AGENT_SERVER_API_KEY` (optional: `langgraph dev` needs
+//! none; never printed).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -40,6 +50,95 @@ enum Command {
     Testenv(TestenvArgs),
     /// GitHub integrations of a workspace and their repositories.
     Integrations(IntegrationsArgs),
+    /// Assistants of an agent server.
+    Assistants(AssistantsArgs),
+    /// Runs on an agent server.
+    Runs(RunsArgs),
+}
+
+/// Where an agent server is and its key. `Debug` never shows the key.
+#[derive(Args)]
+struct ServerArgs {
+    /// Base URL of the agent server (a deployment URL, or e.g.
+    /// http://127.0.0.1:2024 for `langgraph dev`).
+    #[arg(long, env = "AGENT_SERVER_URL")]
+    url: String,
+
+    /// API key sent as X-Api-Key (cloud deployments need one of the owning
+    /// organization; prefer the environment variable). Never printed.
+    #[arg(long, env = "AGENT_SERVER_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+
+    /// Seconds to wait for an answer (connect: at most 10).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    timeout: u64,
+}
+
+impl std::fmt::Debug for ServerArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerArgs")
+            .field("url", &self.url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+#[derive(Debug, Args)]
+struct AssistantsArgs {
+    #[command(subcommand)]
+    command: AssistantsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum AssistantsCommand {
+    /// List every assistant matching the filters (all pages).
+    Search {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Only assistants of this graph.
+        #[arg(long)]
+        graph_id: Option<String>,
+        /// Only assistants with this name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Page size of each request.
+        #[arg(long, default_value_t = 100)]
+        page_size: u32,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+#[derive(Debug, Args)]
+struct RunsArgs {
+    #[command(subcommand)]
+    command: RunsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// Start a stateless run and print each event as it arrives
+    /// (`event: data-json`, one line each). Exits 1 after an `error` event.
+    Stream {
+        #[command(flatten)]
+        server: ServerArgs,
+        /// Assistant id (uuid) or graph name.
+        #[arg(long)]
+        assistant: String,
+        /// The run input, as JSON.
+        #[arg(long, default_value = "{}")]
+        input: String,
+        /// Stream mode(s): repeat the flag or give a comma list (values,
+        /// updates, messages, messages-tuple, events, debug, custom); the
+        /// server's default is values.
+        #[arg(long, value_delimiter = ',')]
+        stream_mode: Vec<String>,
+        /// Seconds the stream may stay silent (no event, no heartbeat).
+        #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+        idle_timeout: u64,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -105,7 +204,7 @@ impl std::fmt::Debug for PlaneArgs {
     }
 }
 
-/// Output format of the integrations commands.
+/// Output format of the integrations and assistants commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Output {
     /// Aligned columns.
@@ -147,6 +246,8 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Testenv(args) => testenv(args).await,
         Command::Integrations(args) => integrations(args).await,
+        Command::Assistants(args) => assistants(args).await,
+        Command::Runs(args) => runs(args).await,
     };
     result.unwrap_or_else(|e| {
         eprintln!("agentctl: error: {e:#}");
@@ -269,6 +370,124 @@ async fn integrations(args: IntegrationsArgs) -> anyhow::Result<ExitCode> {
     print!("{}", text.trim_end());
     println!();
     Ok(ExitCode::SUCCESS)
+}
+
+/// An agent server client from `--url`, `--api-key` and `--timeout`.
+fn server_client(
+    args: &ServerArgs,
+    idle_timeout: Option<u64>,
+) -> anyhow::Result<agent_operator::agentserver::AgentServerClient> {
+    use agent_operator::agentserver::{AgentServerClient, AgentServerConfig};
+    let mut config = AgentServerConfig::new(args.url.clone());
+    if let Some(key) = args
+        .api_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+    {
+        config = config.with_api_key(key.to_owned().into());
+    }
+    let timeout = std::time::Duration::from_secs(args.timeout.max(1));
+    config.request_timeout = timeout;
+    config.connect_timeout = timeout.min(std::time::Duration::from_secs(10));
+    if let Some(idle) = idle_timeout {
+        config.stream_idle_timeout = std::time::Duration::from_secs(idle.max(1));
+    }
+    Ok(AgentServerClient::new(config)?)
+}
+
+/// `agentctl assistants`.
+async fn assistants(args: AssistantsArgs) -> anyhow::Result<ExitCode> {
+    let AssistantsCommand::Search {
+        server,
+        graph_id,
+        name,
+        page_size,
+        output,
+    } = args.command;
+    let client = server_client(&server, None)?;
+    let search = agent_operator::agentserver::AssistantSearch {
+        graph_id,
+        name,
+        limit: Some(page_size.max(1)),
+        ..Default::default()
+    };
+    let found = client
+        .search_all_assistants(&search)
+        .await
+        .context("searching assistants")?;
+    let text = match output {
+        Output::Json => serde_json::to_string_pretty(&found)?,
+        Output::Table => {
+            let rows: Vec<Vec<String>> = found
+                .iter()
+                .map(|a| {
+                    vec![
+                        a.assistant_id.clone(),
+                        a.graph_id.clone(),
+                        a.name.clone().unwrap_or_default(),
+                        a.metadata
+                            .get("created_by")
+                            .and_then(|v| v.as_str())
+                            .unwrap_or_default()
+                            .to_owned(),
+                        a.version.map(|v| v.to_string()).unwrap_or_default(),
+                    ]
+                })
+                .collect();
+            table(
+                &["ASSISTANT ID", "GRAPH", "NAME", "CREATED BY", "VERSION"],
+                &rows,
+            )
+        }
+    };
+    print!("{}", text.trim_end());
+    println!();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `agentctl runs`.
+async fn runs(args: RunsArgs) -> anyhow::Result<ExitCode> {
+    use agent_operator::agentserver::{RunEvent, RunStreamRequest, StreamMode};
+    use futures::StreamExt;
+    use std::io::Write;
+    let RunsCommand::Stream {
+        server,
+        assistant,
+        input,
+        stream_mode,
+        idle_timeout,
+    } = args.command;
+    let input: serde_json::Value = serde_json::from_str(&input).context("--input is not JSON")?;
+    let modes: Vec<String> = stream_mode
+        .into_iter()
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty())
+        .collect();
+    let client = server_client(&server, Some(idle_timeout))?;
+    let req = RunStreamRequest {
+        assistant_id: assistant,
+        input: Some(input),
+        stream_mode: (!modes.is_empty()).then(|| StreamMode::from_list(modes)),
+        ..Default::default()
+    };
+    let mut events = client.stream_run(&req).await.context("starting the run")?;
+    let mut failed = false;
+    let mut stdout = std::io::stdout().lock();
+    while let Some(item) = events.next().await {
+        let event = item.context("reading the run stream")?;
+        writeln!(stdout, "{}: {}", event.name(), event.data())?;
+        stdout.flush()?;
+        if let RunEvent::Error { error, message } = &event {
+            eprintln!("agentctl: the run failed: {error}: {message}");
+            failed = true;
+        }
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `agentctl testenv`.

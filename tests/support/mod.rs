@@ -17,6 +17,7 @@ use kube::api::{Patch, PatchParams};
 use tokio::process::{Child, Command};
 
 pub mod budget;
+pub mod langgraph;
 pub mod leaks;
 mod observe;
 #[allow(unused_imports)] // each test binary uses a different subset

@@ -1,0 +1,25 @@
+//! Client of an agent server: the endpoints a deployment serves at its
+//! `{deployment_url}` (or a local `langgraph dev`): `GET /ok`, `GET /info`,
+//! `POST /assistants/search` and the stateless `POST /runs/stream` with its
+//! server-sent events.
+//!
+//! Sources: `control-plane-and-agent-server.md`, "Endpoints" (Agent server),
+//! "Authentication" (Agent server) and "Events"; `api-facts.md`, "Agent
+//! server" (answer shapes, paging header, the wire format of the stream).
+//!
+//! - [`client`]: [`AgentServerClient`], timeouts, `X-Api-Key`, paging.
+//! - [`sse`]: a pure push parser of `text/event-stream` ([`SseParser`]).
+//! - [`types`]: request bodies, [`Assistant`], typed [`RunEvent`]s.
+//! - [`error`]: [`Error`], with [`Error::is_transient`].
+
+pub mod client;
+pub mod error;
+pub mod sse;
+pub mod types;
+
+pub use client::{AgentServerClient, AgentServerConfig, RunStream};
+pub use error::Error;
+pub use sse::{SseEvent, SseParser};
+pub use types::{
+    Assistant, AssistantPage, AssistantSearch, RunEvent, RunStreamRequest, ServerInfo, StreamMode,
+};

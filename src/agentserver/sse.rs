@@ -98,6 +98,12 @@ impl SseParser {
             let rest = head.strip_prefix(BOM).unwrap_or(&head).to_vec();
             return self.push_bytes(&rest, out);
         }
+        // An empty read says nothing about the line end: a `\r` at the end
+        // of the previous read may still be followed by its `\n` (found by
+        // the `sse_stream` fuzz target: the `\n` then ended an event early).
+        if chunk.is_empty() {
+            return Ok(out);
+        }
         if self.after_cr && chunk.first() == Some(&b'\n') {
             chunk = &chunk[1..];
         }
@@ -218,6 +224,21 @@ pub fn parse_all(bytes: &[u8]) -> Result<(Vec<SseEvent>, bool), SseTooLarge> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_empty_read_between_cr_and_lf_changes_nothing() {
+        // The input the fuzz target found: "data" then CR, an empty read, LF.
+        let body = b"da\n\n\ndata\rme\r\n";
+        let (whole, partial) = parse_all(body).unwrap();
+        let mut p = SseParser::new();
+        let mut split = Vec::new();
+        for chunk in [&body[..13], &body[13..13], &body[13..]] {
+            split.extend(p.push(chunk).unwrap());
+        }
+        assert_eq!(whole, split);
+        assert_eq!(partial, p.finish());
+        assert!(whole.is_empty(), "no blank line, no event: {whole:?}");
+    }
+
     use super::*;
 
     fn ev(event: &str, data: &str) -> SseEvent {

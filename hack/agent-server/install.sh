@@ -12,7 +12,10 @@ constraints="$root/hack/agent-server/constraints.txt"
 python=${PYTHON:-python3}
 
 want="langgraph-cli[inmem]==$cli_version $(sha256sum "$constraints" | cut -d' ' -f1)"
-if [ -x "$venv/bin/langgraph" ] && [ "$(cat "$venv/.pinned" 2>/dev/null)" = "$want" ]; then
+# The stamp must match and the venv must still run: its scripts carry the
+# absolute path it was created at, so a moved or copied checkout rebuilds it.
+if [ -x "$venv/bin/langgraph" ] && [ "$(cat "$venv/.pinned" 2>/dev/null)" = "$want" ] \
+  && "$venv/bin/langgraph" --help >/dev/null 2>&1; then
   echo "$venv/bin"
   exit 0
 fi

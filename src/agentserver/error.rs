@@ -188,18 +188,7 @@ impl Error {
         if e.is_timeout() {
             return Error::Timeout(timeout);
         }
-        let e = e.without_url();
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            let cause_text = cause.to_string();
-            if !text.contains(&cause_text) {
-                text.push_str(": ");
-                text.push_str(&cause_text);
-            }
-            source = cause.source();
-        }
-        Error::Transport(text)
+        Error::Transport(crate::controlplane::error::transport_text(e))
     }
 
     /// A success body that is not the expected JSON.

@@ -239,18 +239,7 @@ impl Error {
         if e.is_timeout() {
             return Error::Timeout;
         }
-        let e = e.without_url();
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            let cause_text = cause.to_string();
-            if !text.contains(&cause_text) {
-                text.push_str(": ");
-                text.push_str(&cause_text);
-            }
-            source = cause.source();
-        }
-        Error::Transport(text)
+        Error::Transport(transport_text(e))
     }
 
     /// A decode failure of a success body.
@@ -271,6 +260,24 @@ fn detail_text(body: &[u8]) -> String {
         Ok(d) => d.detail,
         Err(_) => snippet(body),
     }
+}
+
+/// The text of a failure without an answer (connect, TLS, reset): the
+/// error without its URL, then each cause not already in it, joined with
+/// `: `. Shared by the control plane and agent server clients.
+pub fn transport_text(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// First [`BODY_SNIPPET_BYTES`] bytes of a body, lossily decoded as UTF-8,

@@ -128,40 +128,8 @@ impl fmt::Debug for AgentServerClient {
 /// parse, is not http(s), carries credentials, a query or a fragment, or is
 /// plain http to a non-loopback host without the opt-in.
 fn parse_url(raw: &str, allow_insecure_http: bool) -> Result<Url, Error> {
-    let mut url = Url::parse(raw.trim()).map_err(|e| {
-        let shown = if raw.contains('@') { "the URL" } else { raw };
-        Error::InvalidConfig(format!("{shown:?} is not a URL: {e}"))
-    })?;
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(Error::InvalidConfig(
-            "the agent server URL must not carry credentials".into(),
-        ));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(Error::InvalidConfig(
-            "the agent server URL must not have a query or fragment".into(),
-        ));
-    }
-    match url.scheme() {
-        "https" => {}
-        "http" if allow_insecure_http || crate::controlplane::endpoint::is_loopback(&url) => {}
-        "http" => {
-            return Err(Error::InvalidConfig(format!(
-                "plain http to {} (not loopback) needs allow_insecure_http",
-                url.host_str().unwrap_or_default()
-            )));
-        }
-        other => {
-            return Err(Error::InvalidConfig(format!(
-                "the agent server URL must be http(s), not {other}"
-            )));
-        }
-    }
-    if !url.path().ends_with('/') {
-        let path = format!("{}/", url.path());
-        url.set_path(&path);
-    }
-    Ok(url)
+    crate::controlplane::endpoint::check_base_url(raw, allow_insecure_http, "the agent server URL")
+        .map_err(Error::InvalidConfig)
 }
 
 /// `text` with the key replaced by `[REDACTED]` (an error answer that echoes

@@ -114,38 +114,36 @@ pub fn is_loopback(url: &Url) -> bool {
 /// fragment, carries credentials, is not `http(s)`, or is plain `http` to a
 /// non-loopback host while `allow_insecure_http` is false.
 pub fn parse_base_url(raw: &str, allow_insecure_http: bool) -> Result<Url, Error> {
+    check_base_url(raw, allow_insecure_http, "the control plane URL")
+        .map_err(Error::InvalidEndpoint)
+}
+
+/// The rules of [`parse_base_url`] for any HTTP API base URL, `noun` naming
+/// it in the messages (e.g. `the agent server URL`); shared by the control
+/// plane and agent server clients.
+///
+/// Errors: a message for the caller's own error type.
+pub fn check_base_url(raw: &str, allow_insecure_http: bool, noun: &str) -> Result<Url, String> {
     let mut base = Url::parse(raw.trim().trim_end_matches('/')).map_err(|e| {
         // A URL that may carry credentials is not echoed.
-        let shown = if raw.contains('@') {
-            "the control plane URL"
-        } else {
-            raw
-        };
-        Error::InvalidEndpoint(format!("{shown}: {e}"))
+        let shown = if raw.contains('@') { noun } else { raw };
+        format!("{shown}: {e}")
     })?;
     if !base.username().is_empty() || base.password().is_some() {
-        return Err(Error::InvalidEndpoint(
-            "the control plane URL must not carry credentials".into(),
-        ));
+        return Err(format!("{noun} must not carry credentials"));
     }
     match base.scheme() {
         "https" => {}
         "http" if is_loopback(&base) || allow_insecure_http => {}
         "http" => {
-            return Err(Error::InvalidEndpoint(format!(
+            return Err(format!(
                 "{base}: plain http is only allowed to loopback hosts unless insecure HTTP is explicitly allowed"
-            )));
+            ));
         }
-        other => {
-            return Err(Error::InvalidEndpoint(format!(
-                "{base}: unsupported scheme {other}"
-            )));
-        }
+        other => return Err(format!("{base}: unsupported scheme {other}")),
     }
     if base.query().is_some() || base.fragment().is_some() {
-        return Err(Error::InvalidEndpoint(format!(
-            "{base}: a base URL has no query or fragment"
-        )));
+        return Err(format!("{base}: a base URL has no query or fragment"));
     }
     if !base.path().ends_with('/') {
         let path = format!("{}/", base.path());

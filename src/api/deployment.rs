@@ -115,7 +115,7 @@ pub struct ControlPlaneRef {
     /// Name of the `AgentControlPlane` (a DNS-1123 subdomain).
     #[serde(default = "default_control_plane")]
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        regex(pattern = crate::api::rules::DNS_SUBDOMAIN_PATTERN),
         length(min = 1, max = 253)
     )]
     pub name: String,
@@ -138,7 +138,7 @@ impl Default for ControlPlaneRef {
 pub struct LocalObjectRef {
     /// Name of the object (a DNS-1123 subdomain).
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        regex(pattern = crate::api::rules::DNS_SUBDOMAIN_PATTERN),
         length(min = 1, max = 253)
     )]
     pub name: String,
@@ -152,7 +152,7 @@ pub struct ListenerConfig {
     /// `k8sNamespaces` (a DNS-1123 label).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+        regex(pattern = crate::api::rules::DNS_LABEL_PATTERN),
         length(min = 1, max = 63)
     )]
     pub k8s_namespace: Option<String>,
@@ -180,9 +180,7 @@ pub struct SourceConfig {
     /// `integrationRef` is required). Mutually exclusive with
     /// `integrationRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(
-        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-    ))]
+    #[schemars(regex(pattern = crate::api::rules::UUID_PATTERN))]
     pub integration_id: Option<String>,
     /// The GitHub integration by name (`github` only), resolved to its uuid
     /// (the wire `integration_id`) before the create through
@@ -242,9 +240,7 @@ pub struct SourceConfig {
     /// uuid of the listener of a self-hosted data plane. Mutually exclusive
     /// with `listenerRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(
-        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-    ))]
+    #[schemars(regex(pattern = crate::api::rules::UUID_PATTERN))]
     pub listener_id: Option<String>,
     /// An `AgentListener` (same namespace) whose `spec.listenerId` is used as
     /// `listener_id`; its namespaces are checked before the create.
@@ -298,7 +294,7 @@ pub struct DeploymentSecret {
     /// list and not one the platform reserves (facts "Reserved variable
     /// names").
     #[schemars(
-        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        regex(pattern = crate::api::rules::ENV_NAME_PATTERN),
         length(min = 1, max = 256)
     )]
     #[x_kube(validation = Rule::new(rules::reserved_name_rule()).message(Message::Expression(rules::RESERVED_NAME_MESSAGE.into())))]
@@ -324,7 +320,7 @@ pub struct DeploymentSecretReference {
     /// list, not one of `spec.secrets`' names and not one the platform
     /// reserves (facts "Reserved variable names"). Wire `name`.
     #[schemars(
-        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"),
+        regex(pattern = crate::api::rules::ENV_NAME_PATTERN),
         length(min = 1, max = 256)
     )]
     #[x_kube(validation = Rule::new(rules::reserved_name_rule()).message(Message::Expression(rules::RESERVED_NAME_MESSAGE.into())))]
@@ -332,12 +328,12 @@ pub struct DeploymentSecretReference {
     /// Name of the Secret in the deployment's namespace of the data plane
     /// cluster (a DNS-1123 subdomain). Wire `secret_name`.
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        regex(pattern = crate::api::rules::DNS_SUBDOMAIN_PATTERN),
         length(min = 1, max = 253)
     )]
     pub secret_name: String,
     /// Key in that Secret (`[-._a-zA-Z0-9]+`). Wire `secret_key`.
-    #[schemars(regex(pattern = r"^[-._a-zA-Z0-9]+$"), length(min = 1, max = 253))]
+    #[schemars(regex(pattern = crate::api::rules::SECRET_KEY_PATTERN), length(min = 1, max = 253))]
     pub secret_key: String,
 }
 
@@ -418,9 +414,7 @@ pub struct AgentDeploymentSpec {
     /// Adopt this existing remote deployment (uuid) instead of creating one;
     /// the operator then converges it to this spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(
-        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-    ))]
+    #[schemars(regex(pattern = crate::api::rules::UUID_PATTERN))]
     pub deployment_id: Option<String>,
     /// `Delete` (default) deletes the remote deployment with the resource;
     /// `Orphan` leaves it running.

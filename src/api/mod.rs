@@ -58,11 +58,11 @@ pub struct SecretKeyRef {
     /// DNS-1123 subdomain; there is no namespace field: a Secret of another
     /// namespace cannot be named).
     #[schemars(
-        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        regex(pattern = crate::api::rules::DNS_SUBDOMAIN_PATTERN),
         length(min = 1, max = 253)
     )]
     pub name: String,
     /// Key within the Secret's `data` (`[-._a-zA-Z0-9]+`).
-    #[schemars(regex(pattern = r"^[-._a-zA-Z0-9]+$"), length(min = 1, max = 253))]
+    #[schemars(regex(pattern = crate::api::rules::SECRET_KEY_PATTERN), length(min = 1, max = 253))]
     pub key: String,
 }

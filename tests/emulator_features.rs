@@ -669,3 +669,144 @@ async fn agent_server_url_points_custom_urls_elsewhere() {
     assert_eq!(d["source_config"]["custom_url"], "http://127.0.0.1:2024");
     emu.shutdown().await;
 }
+
+/// The log routes (facts "Logs"): the build log of a failed build ends with
+/// the scenario rule's lines, a tail is `order: desc` + `limit`, filters and
+/// paging work, a deployed revision has a server log, and bad queries are
+/// 422 / unknown revisions 404 — through the typed client.
+#[tokio::test]
+async fn build_and_deploy_logs_follow_the_timeline_and_the_scenario() {
+    use agent_operator::controlplane::types::{LogOrder, LogQuery};
+    use agent_operator::controlplane::{ClientConfig, ControlPlaneClient, Error as CpError};
+    let emu = emulator::spawn(config()).await.unwrap();
+    let c = Client::demo(&emu);
+    let rules = json!([{"field": "repo_ref", "equals": "broken", "outcome": "BUILD_FAILED",
+        "log": ["ERROR: could not find a version that satisfies langgraph==9.9", "hint: check pyproject.toml"]}]);
+    let (status, _) = admin(&emu, Method::PUT, "/scenarios", Some(rules)).await;
+    assert_eq!(status, StatusCode::OK);
+    let cp = ControlPlaneClient::new(ClientConfig::new(
+        emu.base_url(),
+        DEMO_WORKSPACE_ID,
+        DEMO_API_KEY.to_owned().into(),
+    ))
+    .unwrap();
+
+    let bad = create(&c, github("broken-logs", "broken")).await;
+    let (id, rid) = (
+        bad["id"].as_str().unwrap().to_owned(),
+        bad["latest_revision_id"].as_str().unwrap().to_owned(),
+    );
+    let end = poll_until(&c, &rev_path(&bad), |s| s.contains("FAILED")).await;
+    assert_eq!(end, "BUILD_FAILED");
+    let all = cp
+        .build_logs(&id, &rid, &LogQuery::default())
+        .await
+        .unwrap();
+    let lines: Vec<&str> = all.logs.iter().map(|l| l.message.as_str()).collect();
+    assert!(lines[0].contains("queued"), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("cloning https://github.com/acme/agent at broken")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        &lines[lines.len() - 3..],
+        [
+            "ERROR: could not find a version that satisfies langgraph==9.9",
+            "hint: check pyproject.toml",
+            "build failed"
+        ]
+    );
+    assert_eq!(all.next_offset, None);
+    // The tail: newest first, two lines; then the next page.
+    let tail = cp
+        .build_logs(
+            &id,
+            &rid,
+            &LogQuery {
+                limit: Some(2),
+                order: Some(LogOrder::Desc),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let got: Vec<&str> = tail.logs.iter().map(|l| l.message.as_str()).collect();
+    assert_eq!(got, ["build failed", "hint: check pyproject.toml"]);
+    assert_eq!(tail.next_offset.as_deref(), Some("2"));
+    let errors = cp
+        .build_logs(
+            &id,
+            &rid,
+            &LogQuery {
+                level: Some("error".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(errors.logs.len(), 3, "{errors:?}");
+    assert!(
+        errors
+            .logs
+            .iter()
+            .all(|l| l.level.as_deref() == Some("ERROR"))
+    );
+    let found = cp
+        .build_logs(
+            &id,
+            &rid,
+            &LogQuery {
+                query: Some("pyproject".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.logs.len(), 1);
+    // A failed build never deploys: its server log is empty.
+    let none = cp
+        .deploy_logs(&id, Some(&rid), &LogQuery::default())
+        .await
+        .unwrap();
+    assert!(none.logs.is_empty(), "{none:?}");
+
+    // A deployed revision: the server log says it started.
+    let ok = create(&c, github("fine-logs", "main")).await;
+    let ok_id = ok["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        poll_until(&c, &rev_path(&ok), |s| s == "DEPLOYED").await,
+        "DEPLOYED"
+    );
+    let server = cp
+        .deploy_logs(&ok_id, None, &LogQuery::default())
+        .await
+        .unwrap();
+    let last = server.logs.last().map(|l| l.message.as_str());
+    assert_eq!(
+        last,
+        Some("agent server listening on port 8000"),
+        "{server:?}"
+    );
+
+    // Bad queries and unknown ids.
+    let err = cp
+        .build_logs(
+            &id,
+            &rid,
+            &LogQuery {
+                limit: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CpError::Validation { .. }), "{err:?}");
+    let err = cp
+        .build_logs(&id, &ok_id, &LogQuery::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CpError::NotFound { .. }), "{err:?}");
+    emu.shutdown().await;
+}

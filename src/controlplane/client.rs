@@ -34,7 +34,7 @@ use super::operation::{Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, 
 use super::response::{check_status, decode_body};
 use super::types::{
     Deployment, DeploymentCreate, DeploymentPatch, GithubIntegration, GithubRepository, Listener,
-    Page, Revision, ValidationError,
+    LogPage, LogQuery, Page, Revision, ValidationError,
 };
 
 pub use super::endpoint::Region;
@@ -803,6 +803,61 @@ impl ControlPlaneClient {
             None::<&()>,
         )?;
         self.json(Operation::Redeploy, req).await
+    }
+
+    /// `POST /v1/projects/{deployment_id}/revisions/{revision_id}/build_logs`
+    /// → one page of the revision's build log (facts "Logs", seen only in the
+    /// official clients). A read sent as POST: retried on transient errors.
+    ///
+    /// Errors: 404 (unknown deployment or revision), 422, transport errors.
+    pub async fn build_logs(
+        &self,
+        deployment_id: &str,
+        revision_id: &str,
+        query: &LogQuery,
+    ) -> Result<LogPage, Error> {
+        let req = self.request(
+            Operation::BuildLogs,
+            &[
+                "v1",
+                "projects",
+                deployment_id,
+                "revisions",
+                revision_id,
+                "build_logs",
+            ],
+            None::<&()>,
+            Some(query),
+        )?;
+        self.json(Operation::BuildLogs, req).await
+    }
+
+    /// `POST /v1/projects/{deployment_id}/deploy_logs` (the server log of the
+    /// deployment) or, with a revision,
+    /// `POST /v1/projects/{deployment_id}/revisions/{revision_id}/deploy_logs`
+    /// → one page of the server log (facts "Logs"). A read sent as POST:
+    /// retried on transient errors.
+    ///
+    /// Errors: 404 (unknown deployment or revision), 422, transport errors.
+    pub async fn deploy_logs(
+        &self,
+        deployment_id: &str,
+        revision_id: Option<&str>,
+        query: &LogQuery,
+    ) -> Result<LogPage, Error> {
+        let segments: Vec<&str> = match revision_id {
+            Some(rid) => vec![
+                "v1",
+                "projects",
+                deployment_id,
+                "revisions",
+                rid,
+                "deploy_logs",
+            ],
+            None => vec!["v1", "projects", deployment_id, "deploy_logs"],
+        };
+        let req = self.request(Operation::DeployLogs, &segments, None::<&()>, Some(query))?;
+        self.json(Operation::DeployLogs, req).await
     }
 
     /// `GET /v2/listeners/{listener_id}` → the Listener. Retried on transient

@@ -42,11 +42,19 @@ pub enum Operation {
     /// `GET /v1/integrations/github/{integration_id}/repos` → 200 (facts
     /// "Integrations (v1)", seen only in the official clients).
     ListIntegrationRepos,
+    /// `POST /v1/projects/{id}/revisions/{revision_id}/build_logs` → 200: a
+    /// read sent as POST (the query is the body; facts "Logs", seen only in
+    /// the official clients).
+    BuildLogs,
+    /// `POST /v1/projects/{id}/deploy_logs` or
+    /// `POST /v1/projects/{id}/revisions/{revision_id}/deploy_logs` → 200: a
+    /// read sent as POST (facts "Logs").
+    DeployLogs,
 }
 
 impl Operation {
     /// Every operation, e.g. to pre-register metric label values.
-    pub const ALL: [Operation; 12] = [
+    pub const ALL: [Operation; 14] = [
         Operation::CreateDeployment,
         Operation::GetDeployment,
         Operation::PatchDeployment,
@@ -59,6 +67,8 @@ impl Operation {
         Operation::ListListeners,
         Operation::ListIntegrations,
         Operation::ListIntegrationRepos,
+        Operation::BuildLogs,
+        Operation::DeployLogs,
     ];
 
     /// The fixed name given to [`RequestObserver::observe`], e.g.
@@ -77,13 +87,18 @@ impl Operation {
             Operation::ListListeners => "list_listeners",
             Operation::ListIntegrations => "list_integrations",
             Operation::ListIntegrationRepos => "list_integration_repos",
+            Operation::BuildLogs => "build_logs",
+            Operation::DeployLogs => "deploy_logs",
         }
     }
 
     /// The HTTP method of the operation.
     pub fn method(self) -> Method {
         match self {
-            Operation::CreateDeployment | Operation::Redeploy => Method::POST,
+            Operation::CreateDeployment
+            | Operation::Redeploy
+            | Operation::BuildLogs
+            | Operation::DeployLogs => Method::POST,
             Operation::PatchDeployment => Method::PATCH,
             Operation::DeleteDeployment => Method::DELETE,
             Operation::GetDeployment
@@ -97,21 +112,30 @@ impl Operation {
         }
     }
 
-    /// Which requests go first when the shared budget is short: GET are
-    /// reads (polls, drift checks, lookups), the rest mutations.
+    /// True for the log queries: sent as POST, but they change nothing
+    /// (facts "Logs").
+    pub fn is_read_by_post(self) -> bool {
+        matches!(self, Operation::BuildLogs | Operation::DeployLogs)
+    }
+
+    /// Which requests go first when the shared budget is short: GET and the
+    /// log queries are reads (polls, drift checks, lookups), the rest
+    /// mutations.
     pub fn priority(self) -> super::budget::Priority {
         match self.method() {
             Method::GET => super::budget::Priority::Read,
+            _ if self.is_read_by_post() => super::budget::Priority::Read,
             _ => super::budget::Priority::Mutation,
         }
     }
 
-    /// True for GET and DELETE, which the client retries on transient
-    /// failures. POST and PATCH are never retried: the API has no
-    /// idempotency key (facts "Requests", List), so a blind retry of a POST
-    /// whose answer was lost could create a second deployment or revision.
+    /// True for GET, DELETE and the log queries, which the client retries
+    /// on transient failures. Other POSTs and PATCH are never retried: the
+    /// API has no idempotency key (facts "Requests", List), so a blind retry
+    /// of a POST whose answer was lost could create a second deployment or
+    /// revision.
     pub fn is_retried(self) -> bool {
-        matches!(self.method(), Method::GET | Method::DELETE)
+        matches!(self.method(), Method::GET | Method::DELETE) || self.is_read_by_post()
     }
 
     /// The statuses that count as success (spec "Endpoints"); any other
@@ -201,12 +225,15 @@ mod tests {
                 "get_listener",
                 "list_listeners",
                 "list_integrations",
-                "list_integration_repos"
+                "list_integration_repos",
+                "build_logs",
+                "deploy_logs"
             ]
         );
         for op in Operation::ALL {
             let retried = op.is_retried();
             match op.method() {
+                Method::POST if op.is_read_by_post() => assert!(retried, "{op}"),
                 Method::POST | Method::PATCH => assert!(!retried, "{op}"),
                 _ => assert!(retried, "{op}"),
             }

@@ -455,6 +455,87 @@ pub struct GithubRepository {
     pub default_branch: Option<String>,
 }
 
+/// Order of log entries in a [`LogQuery`] answer (facts "Logs": `order`,
+/// `asc` or `desc`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogOrder {
+    /// Oldest first.
+    #[default]
+    Asc,
+    /// Newest first (the way to read a tail: `limit` newest entries).
+    Desc,
+}
+
+/// The body of a build or deploy log query (facts "Logs", seen only in the
+/// official clients): every field optional; absent fields are not sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogQuery {
+    /// Most entries in one answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Oldest or newest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<LogOrder>,
+    /// Only entries of this level (e.g. `ERROR`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+    /// Only entries whose message contains this text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Only entries at or after this time (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// Only entries before this time (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<String>,
+    /// Where to go on: the `next_offset` of the previous answer, as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<String>,
+}
+
+/// One log entry (facts "Logs": `{"id", "timestamp", "level", "message"}`).
+/// The message is the service's text as is: it may repeat what the agent
+/// printed, secrets included, so redact it before it goes to a status or an
+/// event.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// Entry id, as sent (a number is kept as its decimal text).
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub id: Option<String>,
+    /// Time of the entry, RFC 3339 (or as sent).
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub timestamp: Option<String>,
+    /// Level, e.g. `INFO` or `ERROR`.
+    #[serde(default)]
+    pub level: Option<String>,
+    /// The line.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// One answer of a log query (facts "Logs": `{"logs": [...], "next_offset"}`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogPage {
+    /// The entries, in the order asked for.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub logs: Vec<LogEntry>,
+    /// Offset of the next page (a number is kept as its decimal text);
+    /// `None` at the end.
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub next_offset: Option<String>,
+}
+
+/// A string, a number (kept as its decimal text) or null: the shapes of
+/// log ids, timestamps and offsets are not documented (facts "Logs").
+fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Option::<serde_json::Value>::deserialize(d)? {
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
 /// One item of an `HTTPValidationError` (spec "ValidationError").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ValidationError {

@@ -34,6 +34,7 @@ pub mod config;
 pub mod errors;
 mod extract;
 pub mod faults;
+pub mod logs;
 pub mod routes;
 pub mod rules;
 pub mod scenario;

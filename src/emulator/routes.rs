@@ -34,8 +34,9 @@ use uuid::Uuid;
 use super::auth::Tenant;
 use super::errors::ApiError;
 use super::extract::{JsonBody, PathIds};
+use super::logs;
 use super::rules::{self, Current, DEFAULT_DEPLOYMENT_TYPE, PatchBody, WorkspacePolicy};
-use super::scenario::{RevisionFacts, pick_outcome};
+use super::scenario::{RevisionFacts, pick_rule};
 use super::state::EmulatorState;
 use super::store::{Now, StoredDeployment};
 use super::timeline::Plan;
@@ -71,6 +72,18 @@ pub(crate) fn api_routes() -> Router<EmulatorState> {
         )
         .route("/v2/listeners", get(list_listeners))
         .route("/v2/listeners/{listener_id}", get(get_listener))
+        .route(
+            "/v1/projects/{deployment_id}/revisions/{revision_id}/build_logs",
+            post(logs::build_logs),
+        )
+        .route(
+            "/v1/projects/{deployment_id}/revisions/{revision_id}/deploy_logs",
+            post(logs::revision_deploy_logs),
+        )
+        .route(
+            "/v1/projects/{deployment_id}/deploy_logs",
+            post(logs::deployment_deploy_logs),
+        )
         .route("/v1/integrations/github/install", get(list_integrations))
         .route(
             "/v1/integrations/github/{integration_id}/repos",
@@ -110,15 +123,19 @@ fn being_deleted(id: &Uuid) -> ApiError {
 
 /// The plan of a new revision, from the scenario rules.
 fn plan_for(state: &EmulatorState, d: &StoredDeployment, config: &SourceRevisionConfig) -> Plan {
-    let outcome = pick_outcome(
-        &state.scenarios(),
+    let rules = state.scenarios();
+    let rule = pick_rule(
+        &rules,
         RevisionFacts {
             name: &d.name,
             repo_url: d.source_config.repo_url.as_deref(),
             config,
         },
     );
-    Plan::new(outcome, d.source == "github", state.config().step_duration)
+    let outcome = rule.map(|r| r.outcome).unwrap_or_default();
+    let mut plan = Plan::new(outcome, d.source == "github", state.config().step_duration);
+    plan.failure_log = rule.map(|r| r.log.clone()).unwrap_or_default();
+    plan
 }
 
 /// The deployment URL chosen by the service: `agent_server_url` when set,

@@ -63,6 +63,13 @@ pub struct ScenarioRule {
     pub equals: String,
     /// How a matching revision ends.
     pub outcome: Outcome,
+    /// Lines the failing step writes to the revision's log before it ends
+    /// (the build log for `BUILD_FAILED`, the deploy log for
+    /// `DEPLOY_FAILED`; see `emulator::logs`). Empty: a default line for the
+    /// outcome. JSON only (`PUT /_emulator/scenarios`); the flag form has
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<String>,
 }
 
 impl fmt::Display for ScenarioRule {
@@ -100,6 +107,7 @@ impl FromStr for ScenarioRule {
             field,
             equals: value.to_owned(),
             outcome: outcome.parse()?,
+            log: Vec::new(),
         })
     }
 }
@@ -113,21 +121,28 @@ pub(crate) struct RevisionFacts<'a> {
 }
 
 /// The outcome of the first matching rule, or [`Outcome::Deployed`].
+#[cfg(test)]
 pub(crate) fn pick_outcome(rules: &[ScenarioRule], facts: RevisionFacts<'_>) -> Outcome {
-    rules
-        .iter()
-        .find(|r| {
-            let value = match r.field {
-                ScenarioField::Name => Some(facts.name),
-                ScenarioField::RepoUrl => facts.repo_url,
-                ScenarioField::RepoRef => facts.config.repo_ref.as_deref(),
-                ScenarioField::ImageUri => facts.config.image_uri.as_deref(),
-                ScenarioField::LanggraphConfigPath => facts.config.langgraph_config_path.as_deref(),
-            };
-            value == Some(r.equals.as_str())
-        })
+    pick_rule(rules, facts)
         .map(|r| r.outcome)
         .unwrap_or_default()
+}
+
+/// The first rule that matches `facts`, if any.
+pub(crate) fn pick_rule<'r>(
+    rules: &'r [ScenarioRule],
+    facts: RevisionFacts<'_>,
+) -> Option<&'r ScenarioRule> {
+    rules.iter().find(|r| {
+        let value = match r.field {
+            ScenarioField::Name => Some(facts.name),
+            ScenarioField::RepoUrl => facts.repo_url,
+            ScenarioField::RepoRef => facts.config.repo_ref.as_deref(),
+            ScenarioField::ImageUri => facts.config.image_uri.as_deref(),
+            ScenarioField::LanggraphConfigPath => facts.config.langgraph_config_path.as_deref(),
+        };
+        value == Some(r.equals.as_str())
+    })
 }
 
 #[cfg(test)]

@@ -97,6 +97,9 @@ pub struct Plan {
     pub steps: Vec<(RevisionStatus, Duration)>,
     /// The status shown once every step is over.
     pub terminal: RevisionStatus,
+    /// Lines of a scenario rule that the failing step writes to its log
+    /// (empty: the default line of the outcome; see `emulator::logs`).
+    pub failure_log: Vec<String>,
 }
 
 impl Plan {
@@ -133,6 +136,7 @@ impl Plan {
                 return Plan {
                     steps,
                     terminal: S::Deployed,
+                    failure_log: Vec::new(),
                 };
             }
             Outcome::Stuck if builds => (vec![S::AwaitingBuild], S::Building),
@@ -141,6 +145,7 @@ impl Plan {
         Plan {
             steps: statuses.into_iter().map(|s| (s, step)).collect(),
             terminal,
+            failure_log: Vec::new(),
         }
     }
 

@@ -19,4 +19,5 @@ pub mod envtest;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod redact;
 pub mod telemetry;

@@ -45,7 +45,23 @@ async fn harness(test: &str, step_seconds: &str) -> Harness {
 async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
     let h = harness("op-rev-failed", "0.2").await;
     let name = "failing-agent";
-    h.apply(github_deployment(name, "broken")).await;
+    // The failing build prints a secret value of the deployment.
+    let rules = serde_json::json!([{"field": "repo_ref", "equals": "broken", "outcome": "BUILD_FAILED",
+        "log": ["ERROR: pip install failed: langgraph==9.9 not found",
+                "token=s3cr3t-build-value rejected by the index",
+                "\u{1b}[31mhint:\u{1b}[0m check pyproject.toml"]}]);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let put = reqwest::Client::new()
+        .put(format!("{}/_emulator/scenarios", h.emulator.base_url))
+        .json(&rules)
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success());
+    let mut manifest = github_deployment(name, "broken");
+    manifest["spec"]["secrets"] =
+        serde_json::json!([{"name": "INDEX_TOKEN", "value": "s3cr3t-build-value"}]);
+    h.apply(manifest).await;
 
     let obj = h.wait_stalled(name, "RevisionFailed", TIMEOUT).await;
     let status = obj.status.clone().unwrap();
@@ -58,6 +74,17 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
         "the message names the revision and its status: {}",
         ready.message
     );
+    // The end of the build log explains it, secret-free (facts "Logs").
+    assert!(
+        ready.message.ends_with(
+            "\nERROR: pip install failed: langgraph==9.9 not found\n\
+             token=[REDACTED] rejected by the index\nhint: check pyproject.toml\nbuild failed"
+        ),
+        "the condition shows the build log tail: {}",
+        ready.message
+    );
+    assert!(ready.message.contains(". Last lines of the build log:\ncloning https://github.com/acme/support-agent at broken\n"), "{}", ready.message);
+    assert!(!ready.message.contains("s3cr3t"), "{}", ready.message);
     assert_eq!(condition(&obj, "Reconciling").unwrap().status, "False");
     assert_eq!(status.revision_status.as_deref(), Some("BUILD_FAILED"));
     assert_eq!(
@@ -70,6 +97,11 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
     );
     let warning = support::wait_for_event(&h.client, &h.ns, name, "RevisionFailed", TIMEOUT).await;
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    let note = warning.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("token=[REDACTED] rejected") && !note.contains("s3cr3t"),
+        "the event carries the tail: {note}"
+    );
 
     // Resync passes go on (they read the deployment), but the ended revision
     // is not read again.
@@ -103,6 +135,11 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
         "a failed revision is not polled"
     );
     assert_eq!(after.count(route::PATCH), 0, "nothing to patch");
+    assert_eq!(
+        after.count(route::BUILD_LOGS),
+        1,
+        "the build log is read once, when the failure is first seen"
+    );
 
     // A spec change makes a new revision that deploys.
     h.apply(github_deployment(name, "main")).await;

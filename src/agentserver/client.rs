@@ -135,10 +135,7 @@ fn parse_url(raw: &str, allow_insecure_http: bool) -> Result<Url, Error> {
 /// `text` with the key replaced by `[REDACTED]` (an error answer that echoes
 /// the key must not put it into an error, a log or a terminal).
 fn redact(text: String, key: Option<&SecretString>) -> String {
-    match key.map(|k| k.expose_secret()) {
-        Some(k) if k.len() >= 4 && text.contains(k) => text.replace(k, "[REDACTED]"),
-        _ => text,
-    }
+    crate::redact::text(&text, key)
 }
 
 impl AgentServerClient {

@@ -219,10 +219,6 @@ impl fmt::Debug for ControlPlaneClient {
     }
 }
 
-/// Shortest value redacted from error answers: shorter ones (`1`, `true`)
-/// would blank out unrelated text and are no secret worth the name.
-const MIN_REDACTED_LEN: usize = 4;
-
 /// The API key and every `secrets[].value` of `req`'s JSON body.
 fn sensitive_values(api_key: &SecretString, req: &reqwest::Request) -> Vec<SecretString> {
     fn walk(v: &serde_json::Value, out: &mut Vec<SecretString>) {
@@ -252,35 +248,6 @@ fn sensitive_values(api_key: &SecretString, req: &reqwest::Request) -> Vec<Secre
         walk(&v, &mut out);
     }
     out
-}
-
-/// `body` with every occurrence of a value of `echoes` replaced by
-/// `[REDACTED]`: a service that repeats the key or a secret value in an
-/// error `detail` must not put it into a condition message or a log.
-/// Protocol-free byte replacement: the detail is free text.
-fn redact_echoes(body: Bytes, echoes: &[SecretString]) -> Bytes {
-    let mut out: Vec<u8> = body.to_vec();
-    let mut changed = false;
-    for secret in echoes {
-        let needle = secret.expose_secret().as_bytes();
-        if needle.len() < MIN_REDACTED_LEN {
-            continue;
-        }
-        let mut i = 0;
-        let mut next = Vec::with_capacity(out.len());
-        while i < out.len() {
-            if out[i..].starts_with(needle) {
-                next.extend_from_slice(b"[REDACTED]");
-                i += needle.len();
-                changed = true;
-            } else {
-                next.push(out[i]);
-                i += 1;
-            }
-        }
-        out = next;
-    }
-    if changed { Bytes::from(out) } else { body }
 }
 
 /// Installs the `ring` rustls provider as the process default if none is set.
@@ -531,10 +498,12 @@ impl ControlPlaneClient {
             observer.observe(op.as_str(), class, elapsed);
         }
         let (status, retry_after, body) = answer?;
-        let body = if op.success_statuses().contains(&status.as_u16()) {
+        // Error answers, and log lines (which may print anything), are
+        // cleaned of the key and the values this request carried.
+        let body = if op.success_statuses().contains(&status.as_u16()) && !op.is_read_by_post() {
             body
         } else {
-            redact_echoes(body, &echoes)
+            crate::redact::bytes(body, &echoes)
         };
         let checked = check_status(op, status, retry_after.as_ref(), &body);
         if let Some(budget) = &self.budget {

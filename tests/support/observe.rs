@@ -127,6 +127,9 @@ pub mod route {
     pub const INTEGRATIONS: &str = "GET /v1/integrations/github/install";
     /// List the repositories of one GitHub integration.
     pub const INTEGRATION_REPOS: &str = "GET /v1/integrations/github/{integration_id}/repos";
+    /// Read the build log of a revision (facts "Logs").
+    pub const BUILD_LOGS: &str =
+        "POST /v1/projects/{deployment_id}/revisions/{revision_id}/build_logs";
 }
 
 /// The answer of `GET /_emulator/requests`.

@@ -13,6 +13,7 @@
 //! finalizer until GET answers 404, since delete is asynchronous.
 
 mod decide;
+mod logtail;
 pub mod names;
 mod obtain;
 mod report;
@@ -27,6 +28,7 @@ use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
 use self::decide::{After, Before};
+use self::logtail::FailureLog;
 use self::obtain::{Obtained, create_pending, obtain, set_annotations};
 use self::report::{
     already_reported, error_outcome, publish, report, report_blocked, report_stalled, write_status,
@@ -35,6 +37,7 @@ use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
 use super::{integrations, placement, resolve};
 use crate::api::conditions::reason;
+use crate::api::conditions::{READY, find};
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION,
     DEFAULT_PROGRESS_DEADLINE_SECONDS, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, FINALIZER,
@@ -43,9 +46,10 @@ use crate::api::deployment::{
 };
 use crate::api::rules;
 use crate::controlplane::types::{
-    Deployment, DeploymentCreate, DeploymentPatch, Revision, RevisionStatus,
+    Deployment, DeploymentCreate, DeploymentPatch, LogOrder, LogQuery, Revision, RevisionStatus,
 };
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
+use secrecy::SecretString;
 
 /// True when the object carries `agentserver.dev/paused: "true"`.
 pub fn is_paused(obj: &AgentDeployment) -> bool {
@@ -294,6 +298,7 @@ async fn apply(
         previous: &previous,
         status: previous.clone(),
         fingerprint: &fingerprint,
+        secret_values: body.secrets.iter().map(|s| s.value.clone()).collect(),
         events: Vec::new(),
         marker_set: false,
         clear_marker: false,
@@ -423,6 +428,9 @@ struct Pass<'a> {
     /// The status written at the end of the pass.
     status: AgentDeploymentStatus,
     fingerprint: &'a str,
+    /// The secret values sent with the deployment: removed from the log
+    /// lines the pass shows.
+    secret_values: Vec<SecretString>,
     /// Events published after the status write: (type, reason, note).
     events: Vec<(EventType, &'static str, String)>,
     /// This pass set the create-pending marker.
@@ -811,6 +819,29 @@ impl Pass<'_> {
                 format!("remote deployment {}: {UNUSED_NOTE}", view.id),
             ));
         }
+        // A failed build or deploy is explained by the end of its log, read
+        // once, by the pass that first sees the failure (facts "Logs"); later
+        // passes keep the message.
+        let outcome = match outcome {
+            Outcome::Stalled { reason: r, message } if r == reason::REVISION_FAILED => {
+                let newly_ended = previous.latest_revision_id != latest
+                    || previous.revision_status.as_deref()
+                        != revision_status.as_ref().map(|s| s.as_str());
+                let log = revision_status.as_ref().and_then(FailureLog::of);
+                let message = match (newly_ended, latest.as_deref(), log) {
+                    (true, Some(rid), Some(log)) => {
+                        let read = self.log_tail(&view.id, rid, log).await;
+                        logtail::explained(&message, log, read)
+                    }
+                    _ => logtail::kept(
+                        &message,
+                        find(&previous.conditions, READY).map(|c| c.message.as_str()),
+                    ),
+                };
+                Outcome::Stalled { reason: r, message }
+            }
+            other => other,
+        };
         // (Its Warning event comes from `finish`, as for every Stalled.)
         let failed = matches!(
             outcome,
@@ -881,6 +912,30 @@ impl Pass<'_> {
                 Action::requeue(jittered(ctx.config.resync_interval))
             }
         })
+    }
+}
+
+impl Pass<'_> {
+    /// The tail of the log that explains a failed revision, secret-free
+    /// ([`logtail::tail`]); `Err` with the reason when it cannot be read
+    /// (not retried: the message says so).
+    async fn log_tail(
+        &self,
+        id: &str,
+        rid: &str,
+        log: FailureLog,
+    ) -> Result<Option<String>, String> {
+        let query = LogQuery {
+            limit: Some(logtail::TAIL_LINES),
+            order: Some(LogOrder::Desc),
+            ..Default::default()
+        };
+        let page = match log {
+            FailureLog::Build => self.cp.build_logs(id, rid, &query).await,
+            FailureLog::Deploy => self.cp.deploy_logs(id, Some(rid), &query).await,
+        };
+        page.map(|p| logtail::tail(&p.logs, &self.secret_values))
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -11,7 +11,10 @@
 //! - `POST /_emulator/reset`: forget deployments, counts and the request
 //!   log; restore the start scenario rules and faults (204).
 //! - `GET|PUT /_emulator/scenarios`: the scenario rules (a JSON array of
-//!   [`ScenarioRule`]); they apply to revisions created afterwards.
+//!   [`ScenarioRule`], e.g. `[{"field": "repo_ref", "equals": "broken",
+//!   "outcome": "BUILD_FAILED", "log": ["ERROR: ..."]}]`, where `log` is what
+//!   the failing step writes to its log, see `emulator::logs`); they apply to
+//!   revisions created afterwards.
 //! - `GET|PUT /_emulator/faults`: the faults ([`FaultConfig`]).
 //! - `POST /_emulator/deployments/{id}/revisions/{rid}/status` with
 //!   `{"status": "BUILD_FAILED"}`: freezes the revision at that status (any

@@ -32,6 +32,11 @@ start=$SECONDS
 assets=$("$root/hack/envtest/install.sh" | tail -n1)
 echo "envtest binaries in $assets ($((SECONDS - start)) s)" >&2
 
+# kstatus and the Argo CD Lua health check under gopher-lua (tests/gitops_health.rs).
+start=$SECONDS
+health_bin=$("$root/hack/health/install.sh" | tail -n1)
+echo "GitOps health checker in $health_bin ($((SECONDS - start)) s)" >&2
+
 # A real agent server (langgraph dev) for tests/agentserver_real.rs and the demo.
 start=$SECONDS
 agent_bin=$("$root/hack/agent-server/install.sh" | tail -n1)

@@ -183,7 +183,9 @@ async fn a_restore_without_status_keeps_its_deployment() {
         )
         .await
         .unwrap();
-    assert!(h.api.get(name).await.unwrap().status.is_none());
+    // (The CRD defaults an absent status to `{observedGeneration: 0}`.)
+    let restored = h.api.get(name).await.unwrap().status.unwrap_or_default();
+    assert!(restored.deployment_id.is_none() && restored.conditions.is_empty());
 
     let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &[]);
     let obj = h.wait_ready(name, Duration::from_secs(60)).await;

@@ -26,12 +26,43 @@ pub const GROUP: &str = "agentserver.dev";
 pub const FIELD_MANAGER: &str = "agent-operator";
 
 /// Every CustomResourceDefinition of this operator, in install order.
+///
+/// Each one defaults `status` to `{observedGeneration: 0}` (see
+/// [`with_unobserved_status`]).
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         AgentControlPlane::crd(),
         AgentListener::crd(),
         AgentDeployment::crd(),
     ]
+    .into_iter()
+    .map(with_unobserved_status)
+    .collect()
+}
+
+/// `crd` with `status` defaulted to `{"observedGeneration": 0}`: the API
+/// server fills it in on every read of an object the operator has not
+/// written yet, so a new object (`metadata.generation` 1) reads as
+/// "generation 1 not observed" and GitOps tools see it in progress. Without
+/// it, kstatus (Flux, `kubectl wait`-style tools) reports an object without
+/// status and without conditions as `Current` before the operator has even
+/// looked at it (`sigs.k8s.io/cli-utils/pkg/kstatus`, `checkGeneration`
+/// only compares when `status.observedGeneration` exists); see
+/// tests/gitops_health.rs.
+pub fn with_unobserved_status(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
+    for version in &mut crd.spec.versions {
+        if let Some(status) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|root| root.properties.as_mut())
+            .and_then(|props| props.get_mut("status"))
+        {
+            status.default = Some(JSON(serde_json::json!({"observedGeneration": 0})));
+        }
+    }
+    crd
 }
 
 /// The CRDs as YAML documents, keyed by the file name they are committed under

@@ -140,11 +140,31 @@ async fn readyz_fails_while_the_watches_cannot_sync_and_sigterm_still_stops() {
         "ops-unsynced",
         &kubeconfig,
         "anywhere",
-        &["--shutdown-timeout-seconds", "1"],
+        &["--shutdown-timeout-seconds", "1", "--log-format", "json"],
     );
     operator
         .wait_for_status("/livez", 200, Duration::from_secs(30))
         .await;
+    // A machine-readable start line: JSON, with the version, every flag and
+    // the scope.
+    let log = std::fs::read_to_string(support::log_dir().join("ops-unsynced-operator.log"))
+        .expect("the operator log");
+    let start: serde_json::Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["fields"]["message"] == "agent-operator starting")
+        .unwrap_or_else(|| panic!("no JSON start line in:\n{log}"));
+    assert_eq!(
+        start["fields"]["version"],
+        env!("CARGO_PKG_VERSION"),
+        "{start}"
+    );
+    let flags = start["fields"]["flags"].as_str().unwrap_or("");
+    assert!(
+        flags.contains("shutdown_timeout_seconds: 1.0") && flags.contains("\"anywhere\""),
+        "{start}"
+    );
+    assert!(start["fields"]["scope"].is_string(), "{start}");
     for _ in 0..10 {
         assert_eq!(
             operator.get("/readyz").await.map(|(s, _)| s),

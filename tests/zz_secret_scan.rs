@@ -89,3 +89,38 @@ fn the_secret_list_has_no_duplicates_or_trivial_values() {
         "values short enough to match by chance"
     );
 }
+
+/// Logs a machine can read, whole suite: no log file the suite wrote
+/// (operators, emulators, `agentctl testenv`, the agent server aside) carries
+/// an ANSI escape sequence; colours are for terminals only
+/// (`telemetry::colour_on_stderr`).
+#[test]
+fn no_log_of_the_suite_carries_ansi_colour_codes() {
+    let dir = support::log_dir();
+    let logs: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.ends_with(".log") && !n.ends_with("-langgraph.log"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let coloured: Vec<String> = logs
+        .iter()
+        .filter(|p| std::fs::read(p).is_ok_and(|b| b.contains(&0x1b)))
+        .map(|p| p.display().to_string())
+        .collect();
+    eprintln!(
+        "{} logs checked for ANSI codes in {}",
+        logs.len(),
+        dir.display()
+    );
+    assert!(
+        coloured.is_empty(),
+        "logs with ANSI escape codes: {coloured:?}"
+    );
+}

@@ -128,6 +128,9 @@ async fn main() -> anyhow::Result<()> {
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     telemetry::init(args.log_format, "info,kube=warn");
+    // The startup line: version, every flag as parsed (none is secret), then
+    // the scope and the effective configuration below.
+    let flags = format!("{args:?}");
     agent_operator::controlplane::client::install_crypto_provider();
     let config = OperatorConfig {
         poll_interval: seconds(args.poll_interval_seconds, "poll-interval-seconds")?,
@@ -157,6 +160,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
     let scope = Scope::from_namespaces(args.namespaces);
     tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        flags,
         ?scope,
         ?config,
         http = %http_listener.local_addr()?,

@@ -10,18 +10,9 @@ use agent_operator::emulator::{
     self, ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig,
     FaultConfig, IntegrationSeed, ListenerSeed, SHUTDOWN_GRACE, ScenarioRule,
 };
+use agent_operator::telemetry::LogFormat;
 use anyhow::Context;
-use clap::{Parser, ValueEnum};
-use tracing_subscriber::EnvFilter;
-
-/// Log output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+use clap::Parser;
 
 /// Emulator of the agent platform's control plane REST API (deployments,
 /// revisions, listeners), for tests and demos.
@@ -251,14 +242,7 @@ impl Args {
 }
 
 fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    agent_operator::telemetry::init(format, "info");
 }
 
 /// The start line: the URL, and the demo key only (a well-known value);

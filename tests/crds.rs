@@ -27,3 +27,72 @@ fn committed_crds_match_the_types() {
         );
     }
 }
+
+/// `kubectl explain` has something to say about every field: each property
+/// of the three schemas has a description, and each number names its unit
+/// or what it counts (item 6 of issue 9).
+#[test]
+fn every_field_is_described_for_kubectl_explain() {
+    fn walk(schema: &serde_json::Value, path: &str, missing: &mut Vec<String>) {
+        let props = schema["properties"].as_object();
+        for (name, prop) in props.into_iter().flatten() {
+            let here = format!("{path}.{name}");
+            let description = prop["description"].as_str().unwrap_or("");
+            if description.trim().is_empty() {
+                missing.push(here.clone());
+            }
+            // Kubernetes' own embedded schemas (volumes) are described by
+            // upstream; ours must name a unit or what is counted.
+            let ours = !here.contains(".volumes") && !here.contains(".volumeMounts");
+            if ours
+                && matches!(prop["type"].as_str(), Some("integer" | "number"))
+                && ![
+                    "seconds",
+                    "Seconds",
+                    "cores",
+                    "MiB",
+                    "GiB",
+                    "replicas",
+                    "workers",
+                    "connections",
+                    "requests",
+                    "Requests",
+                    "times",
+                    "generation",
+                ]
+                .iter()
+                .any(|unit| description.contains(unit))
+            {
+                missing.push(format!("{here} (no unit in {description:?})"));
+            }
+            walk(prop, &here, missing);
+            walk(&prop["items"], &format!("{here}[]"), missing);
+        }
+    }
+    for crd in agent_operator::api::crds() {
+        let kind = crd.spec.names.kind.clone();
+        let schema = serde_json::to_value(
+            crd.spec.versions[0]
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .expect("a schema"),
+        )
+        .unwrap();
+        let mut missing = Vec::new();
+        walk(
+            &schema["properties"]["spec"],
+            &format!("{kind}.spec"),
+            &mut missing,
+        );
+        walk(
+            &schema["properties"]["status"],
+            &format!("{kind}.status"),
+            &mut missing,
+        );
+        assert!(
+            missing.is_empty(),
+            "fields without a (unit in their) description: {missing:#?}"
+        );
+    }
+}

@@ -22,11 +22,13 @@ use super::SecretKeyRef;
     status = "AgentControlPlaneStatus",
     shortname = "acp",
     category = "agents",
-    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","description":"Ready condition: an authenticated call succeeded","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","description":"Reason of the Ready condition, e.g. Authenticated, Unauthorized, SecretNotFound","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Region","type":"string","jsonPath":".spec.region"}"#,
     printcolumn = r#"{"name":"URL","type":"string","jsonPath":".spec.url"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Workspace","type":"string","priority":1,"description":"Workspace (tenant) id","jsonPath":".spec.workspaceId"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
 )]
 #[x_kube(validation = Rule::new("has(self.region) != has(self.url)").message("set exactly one of region and url"))]
 #[x_kube(validation = Rule::new("!has(self.burst) || has(self.requestsPerSecond)").message("burst needs requestsPerSecond"))]

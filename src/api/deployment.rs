@@ -348,11 +348,15 @@ pub struct DeploymentSecretReference {
     shortname = "agd",
     category = "agents",
     validation = Rule::new("has(self.spec.name) || self.metadata.name.matches('^[a-z0-9-]{1,63}$')").message("metadata.name is not a valid remote deployment name (1-63 lowercase letters, digits and '-'; the control plane refuses '.'): set spec.name"),
-    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
-    printcolumn = r#"{"name":"Revision","type":"string","jsonPath":".status.revisionStatus"}"#,
-    printcolumn = r#"{"name":"URL","type":"string","jsonPath":".status.url"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Ready","type":"string","description":"Ready condition: the latest revision is DEPLOYED and the remote deployment equals the spec","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","description":"Reason of the Ready condition, e.g. RevisionDeployed, RevisionInProgress, RevisionFailed, SecretNotFound","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Revision","type":"string","description":"Status of the latest revision on the control plane","jsonPath":".status.revisionStatus"}"#,
+    printcolumn = r#"{"name":"URL","type":"string","description":"URL of the agent server","jsonPath":".status.url"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Source","type":"string","priority":1,"description":"github or external_docker","jsonPath":".spec.source"}"#,
+    printcolumn = r#"{"name":"Deployment-ID","type":"string","priority":1,"description":"Id of the remote deployment","jsonPath":".status.deploymentId"}"#,
+    printcolumn = r#"{"name":"Revision-ID","type":"string","priority":1,"description":"Id of the latest revision","jsonPath":".status.latestRevisionId"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
 )]
 #[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)").message("sourceRevisionConfig.imageUri is only for source external_docker"))]

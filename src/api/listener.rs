@@ -32,10 +32,13 @@ pub const UUID_PATTERN: &str =
     status = "AgentListenerStatus",
     shortname = "agl",
     category = "agents",
-    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","description":"Ready condition: the listener was read","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","description":"Reason of the Ready condition, e.g. ListenerFound, ListenerNotFound, NotEnterprise","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"ComputeId","type":"string","jsonPath":".status.computeId"}"#,
     printcolumn = r#"{"name":"Namespaces","type":"string","jsonPath":".status.k8sNamespaces"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Listener-ID","type":"string","priority":1,"jsonPath":".spec.listenerId"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AgentListenerSpec {

@@ -12,8 +12,9 @@ help: ## list the targets
 setup: ## install the prerequisites (Rust components, Go, kube-apiserver/etcd/kubectl built from source, cargo-deny)
 	hack/setup.sh
 
-generate: ## regenerate the CRD YAML in crds/ from the Rust types
+generate: ## regenerate the CRD YAML in crds/ and docs/reference.md from the Rust types
 	cargo run --quiet --bin agent-operator -- crds --out crds
+	cargo run --quiet --bin agent-operator -- reference --out docs/reference.md
 
 lint: ## rustfmt and clippy, warnings are errors
 	cargo fmt --all -- --check

@@ -96,3 +96,14 @@ fn every_field_is_described_for_kubectl_explain() {
         );
     }
 }
+
+/// The committed CRD reference equals what the schemas generate.
+#[test]
+fn committed_reference_matches_the_schemas() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference.md");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == agent_operator::api::reference::markdown(),
+        "docs/reference.md is out of date with the CRD schemas; run `make generate` and commit"
+    );
+}

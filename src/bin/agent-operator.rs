@@ -1,4 +1,5 @@
-//! `agent-operator`: the Kubernetes operator (`run`) and CRD generation (`crds`).
+//! `agent-operator`: the Kubernetes operator (`run`), CRD generation (`crds`)
+//! and the CRD reference (`reference`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,6 +32,13 @@ enum Command {
     /// Print the CustomResourceDefinitions as YAML, or write one file per CRD.
     Crds {
         /// Directory to write `<crd name>.yaml` files into; stdout when unset.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Print the CRD reference (Markdown, generated from the schemas), or
+    /// write it to a file (docs/reference.md).
+    Reference {
+        /// File to write; stdout when unset.
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -119,6 +127,17 @@ async fn main() -> anyhow::Result<()> {
                         println!("---\n{yaml}");
                     }
                 }
+            }
+            Ok(())
+        }
+        Command::Reference { out } => {
+            let text = agent_operator::api::reference::markdown();
+            match out {
+                Some(path) => {
+                    std::fs::write(&path, text)?;
+                    eprintln!("wrote {}", path.display());
+                }
+                None => print!("{text}"),
             }
             Ok(())
         }

@@ -107,3 +107,31 @@ fn committed_reference_matches_the_schemas() {
         "docs/reference.md is out of date with the CRD schemas; run `make generate` and commit"
     );
 }
+
+/// Every condition reason the operator can write (the constants of
+/// `api::conditions::reason`) has a row in docs/TROUBLESHOOTING.md.
+#[test]
+fn every_condition_reason_is_in_the_troubleshooting_guide() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = std::fs::read_to_string(root.join("src/api/conditions.rs")).unwrap();
+    let module = source
+        .split("pub mod reason {")
+        .nth(1)
+        .and_then(|rest| rest.split("\n}").next())
+        .expect("the reason module");
+    let reasons: Vec<&str> = module
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub const "))
+        .filter_map(|l| l.split('"').nth(1))
+        .collect();
+    assert!(reasons.len() > 20, "{reasons:?}");
+    let guide = std::fs::read_to_string(root.join("docs/TROUBLESHOOTING.md")).unwrap();
+    let missing: Vec<&&str> = reasons
+        .iter()
+        .filter(|r| !guide.contains(&format!("| `{r}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "reasons without a row in docs/TROUBLESHOOTING.md: {missing:?}"
+    );
+}

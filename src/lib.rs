@@ -4,7 +4,8 @@
 //! resources (group `agentserver.dev`, version `v1alpha1`) against the agent
 //! platform's control plane REST API, plus the control plane emulator that tests
 //! and the demo run against, and the envtest-style harness that starts a real
-//! kube-apiserver with etcd.
+//! kube-apiserver with etcd. [`converge`] runs the same reconcile core
+//! without Kubernetes, for `agentctl apply`.
 //!
 //! Sources: `control-plane-and-agent-server.md` (the API) and `api-facts.md`
 //! (facts the source document leaves out).
@@ -14,6 +15,7 @@ pub mod agentserver;
 pub mod api;
 pub mod controller;
 pub mod controlplane;
+pub mod converge;
 pub mod emulator;
 pub mod envtest;
 pub mod http;

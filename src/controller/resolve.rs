@@ -23,22 +23,24 @@ pub struct Blocked {
     pub message: String,
 }
 
-/// Reads `key` of Secret `name` in `namespace` as UTF-8.
+/// The value of `key` in `secret` (the Secret `namespace/name`) as UTF-8:
+/// `data` (already base64-decoded), else `stringData`. Pure: shared by the
+/// operator (a Secret read from the cluster) and `agentctl apply` (a Secret
+/// document of the same file, see [`crate::converge`]).
 ///
-/// Returns `Ok(Err(Blocked))` when the Secret or key does not exist, and
-/// `Err` for API errors other than 404.
-pub async fn secret_value(
-    client: &kube::Client,
+/// Errors: `SecretNotFound` when `secret` is `None` ("Secret ns/name not
+/// found") or has no such key.
+pub fn key_value(
+    secret: Option<&Secret>,
     namespace: &str,
     name: &str,
     key: &str,
-) -> Result<Result<String, Blocked>, Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let Some(secret) = api.get_opt(name).await.map_err(Error::Kube)? else {
-        return Ok(Err(Blocked {
+) -> Result<String, Blocked> {
+    let Some(secret) = secret else {
+        return Err(Blocked {
             reason: reason::SECRET_NOT_FOUND,
             message: format!("Secret {namespace}/{name} not found"),
-        }));
+        });
     };
     let value = secret
         .data
@@ -52,25 +54,50 @@ pub async fn secret_value(
                 .and_then(|d| d.get(key))
                 .cloned()
         });
-    Ok(value.ok_or_else(|| Blocked {
+    value.ok_or_else(|| Blocked {
         reason: reason::SECRET_NOT_FOUND,
         message: format!("Secret {namespace}/{name} has no key {key:?}"),
-    }))
+    })
 }
 
-/// Resolves every entry of `spec.secrets` to a name and value.
-pub async fn deployment_secrets(
+/// Reads `key` of Secret `name` in `namespace` as UTF-8 ([`key_value`]).
+///
+/// Returns `Ok(Err(Blocked))` when the Secret or key does not exist, and
+/// `Err` for API errors other than 404.
+pub async fn secret_value(
     client: &kube::Client,
     namespace: &str,
+    name: &str,
+    key: &str,
+) -> Result<Result<String, Blocked>, Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = api.get_opt(name).await.map_err(Error::Kube)?;
+    Ok(key_value(secret.as_ref(), namespace, name, key))
+}
+
+/// Resolves every entry of `spec.secrets` to a name and value, in order:
+/// a literal `value`, or `valueFrom.secretKeyRef` through `lookup(name,
+/// key)`. Pure apart from `lookup`; shared by the operator (lookup = a read
+/// of the cluster, [`deployment_secrets`]) and `agentctl apply` (lookup = the
+/// Secret documents of the file).
+///
+/// Errors: the first entry with neither `value` nor `valueFrom`
+/// (`InvalidSpec`), or the first failed lookup.
+pub async fn secret_values<F, Fut, E>(
     spec: &AgentDeploymentSpec,
-) -> Result<Result<Vec<SecretValue>, Blocked>, Error> {
+    mut lookup: F,
+) -> Result<Result<Vec<SecretValue>, Blocked>, E>
+where
+    F: FnMut(String, String) -> Fut,
+    Fut: std::future::Future<Output = Result<Result<String, Blocked>, E>>,
+{
     let mut out = Vec::with_capacity(spec.secrets.len());
     for s in &spec.secrets {
         let value = match (&s.value, &s.value_from) {
             (Some(v), _) => v.clone(),
             (None, Some(from)) => {
                 let r = &from.secret_key_ref;
-                match secret_value(client, namespace, &r.name, &r.key).await? {
+                match lookup(r.name.clone(), r.key.clone()).await? {
                     Ok(v) => v,
                     Err(blocked) => return Ok(Err(blocked)),
                 }
@@ -85,4 +112,18 @@ pub async fn deployment_secrets(
         out.push(SecretValue::new(s.name.clone(), value));
     }
     Ok(Ok(out))
+}
+
+/// Resolves every entry of `spec.secrets` to a name and value, reading the
+/// referenced Secrets of `namespace` ([`secret_values`] with
+/// [`secret_value`]).
+pub async fn deployment_secrets(
+    client: &kube::Client,
+    namespace: &str,
+    spec: &AgentDeploymentSpec,
+) -> Result<Result<Vec<SecretValue>, Blocked>, Error> {
+    secret_values(spec, |name, key| async move {
+        secret_value(client, namespace, &name, &key).await
+    })
+    .await
 }

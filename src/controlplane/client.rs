@@ -829,6 +829,36 @@ impl ControlPlaneClient {
         self.json(Operation::DeployLogs, req).await
     }
 
+    /// `POST /v2/deployments/{id}/revisions/{revision_id}/redeploy`: a new
+    /// revision with the configuration of the earlier revision `revision_id`
+    /// (rollback; facts "Requests", Redeploy an earlier revision) → the
+    /// Deployment, whose `latest_revision_id` is the new revision (the
+    /// answer of the public API reference's "redeploy revision" page, as the
+    /// emulator serves it).
+    ///
+    /// Never retried: a repeated request creates another revision. Errors:
+    /// 404 (deployment or revision), 409 (being deleted), 422.
+    pub async fn redeploy_revision(
+        &self,
+        deployment_id: &str,
+        revision_id: &str,
+    ) -> Result<Deployment, Error> {
+        let req = self.request(
+            Operation::RedeployRevision,
+            &[
+                "v2",
+                "deployments",
+                deployment_id,
+                "revisions",
+                revision_id,
+                "redeploy",
+            ],
+            None::<&()>,
+            None::<&()>,
+        )?;
+        self.json(Operation::RedeployRevision, req).await
+    }
+
     /// `GET /v2/listeners/{listener_id}` → the Listener. Retried on transient
     /// errors. Errors (spec "Errors"): 403 unless the organization is
     /// self-hosted enterprise (the detail names the workspace), 404 (the

@@ -28,6 +28,10 @@ pub enum Operation {
     /// `POST /v2/deployments/{id}/revisions` → 201 (200 accepted: the real
     /// status is not documented; facts "Requests", Redeploy).
     Redeploy,
+    /// `POST /v2/deployments/{id}/revisions/{revision_id}/redeploy` → 200
+    /// with the Deployment (201 accepted too: the status is not documented;
+    /// facts "Requests", Redeploy an earlier revision).
+    RedeployRevision,
     /// `GET /v2/deployments/{id}/revisions` → 200.
     ListRevisions,
     /// `GET /v2/deployments/{id}/revisions/{revision_id}` → 200.
@@ -54,13 +58,14 @@ pub enum Operation {
 
 impl Operation {
     /// Every operation, e.g. to pre-register metric label values.
-    pub const ALL: [Operation; 14] = [
+    pub const ALL: [Operation; 15] = [
         Operation::CreateDeployment,
         Operation::GetDeployment,
         Operation::PatchDeployment,
         Operation::DeleteDeployment,
         Operation::ListDeployments,
         Operation::Redeploy,
+        Operation::RedeployRevision,
         Operation::ListRevisions,
         Operation::GetRevision,
         Operation::GetListener,
@@ -81,6 +86,7 @@ impl Operation {
             Operation::DeleteDeployment => "delete_deployment",
             Operation::ListDeployments => "list_deployments",
             Operation::Redeploy => "redeploy",
+            Operation::RedeployRevision => "redeploy_revision",
             Operation::ListRevisions => "list_revisions",
             Operation::GetRevision => "get_revision",
             Operation::GetListener => "get_listener",
@@ -97,6 +103,7 @@ impl Operation {
         match self {
             Operation::CreateDeployment
             | Operation::Redeploy
+            | Operation::RedeployRevision
             | Operation::BuildLogs
             | Operation::DeployLogs => Method::POST,
             Operation::PatchDeployment => Method::PATCH,
@@ -143,7 +150,7 @@ impl Operation {
     pub fn success_statuses(self) -> &'static [u16] {
         match self {
             Operation::CreateDeployment => &[201],
-            Operation::Redeploy => &[201, 200],
+            Operation::Redeploy | Operation::RedeployRevision => &[201, 200],
             Operation::DeleteDeployment => &[204],
             _ => &[200],
         }
@@ -220,6 +227,7 @@ mod tests {
                 "delete_deployment",
                 "list_deployments",
                 "redeploy",
+                "redeploy_revision",
                 "list_revisions",
                 "get_revision",
                 "get_listener",

@@ -12,7 +12,7 @@
 //! Deletion DELETEs the remote deployment (404 counts as done) and keeps the
 //! finalizer until GET answers 404, since delete is asynchronous.
 
-mod decide;
+pub mod decide;
 mod logtail;
 pub mod names;
 mod obtain;

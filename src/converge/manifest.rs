@@ -1,0 +1,247 @@
+//! The input of `agentctl apply -f` and `agentctl diff -f`: one YAML file of
+//! one or more documents, as `kubectl apply -f` takes it.
+//!
+//! Read: `AgentDeployment` and `AgentListener` documents (`apiVersion:
+//! agentserver.dev/v1alpha1`), and `v1` `Secret` documents (`data`, base64,
+//! or `stringData`) that resolve `spec.secrets[].valueFrom.secretKeyRef` of
+//! the deployments in the same file. `AgentControlPlane` documents are
+//! skipped (the control plane comes from agentctl's flags); any other kind
+//! is an error, so a typo in `kind` never passes silently. Empty documents
+//! are skipped.
+//!
+//! An object without `metadata.namespace` is in `default`, as `kubectl`
+//! would put it; a reference resolves in the namespace of the deployment.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Secret;
+use serde::Deserialize;
+
+use crate::api::deployment::AgentDeployment;
+use crate::api::listener::AgentListener;
+use crate::controller::resolve::{self, Blocked};
+use crate::controlplane::types::SecretValue;
+
+/// `apiVersion` of the custom resources.
+pub const API_VERSION: &str = "agentserver.dev/v1alpha1";
+
+/// Namespace of an object that names none.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The documents of one file that `apply` and `diff` use.
+#[derive(Clone, Debug, Default)]
+pub struct Manifest {
+    /// The `AgentDeployment` documents, in file order.
+    pub deployments: Vec<AgentDeployment>,
+    /// `Secret` documents by (namespace, name).
+    secrets: BTreeMap<(String, String), Secret>,
+    /// `AgentListener` documents by (namespace, name).
+    listeners: BTreeMap<(String, String), AgentListener>,
+}
+
+/// The namespace of an object's metadata, or [`DEFAULT_NAMESPACE`].
+pub fn namespace_of(ns: &Option<String>) -> String {
+    ns.clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned())
+}
+
+fn kind_of(v: &serde_json::Value) -> (String, String, String) {
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+    let name = v
+        .pointer("/metadata/name")
+        .and_then(|x| x.as_str())
+        .unwrap_or("")
+        .to_owned();
+    (s("apiVersion"), s("kind"), name)
+}
+
+impl Manifest {
+    /// Parses the documents of `text`.
+    ///
+    /// Errors (a message naming the document, 1-based, and its kind and
+    /// name): YAML syntax, a document that is not an object, an unknown
+    /// `apiVersion`/`kind`, a field of the wrong shape, a document without
+    /// `metadata.name`, two objects with the same kind, namespace and name,
+    /// and a file without any `AgentDeployment`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut m = Manifest::default();
+        for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
+            let n = i + 1;
+            let value = yaml_serde::Value::deserialize(doc)
+                .map_err(|e| format!("document {n}: not valid YAML: {e}"))?;
+            if value.is_null() {
+                continue;
+            }
+            let json = serde_json::to_value(&value)
+                .map_err(|e| format!("document {n}: cannot be read as JSON: {e}"))?;
+            if !json.is_object() {
+                return Err(format!(
+                    "document {n}: not an object (a Kubernetes manifest)"
+                ));
+            }
+            let (api_version, kind, name) = kind_of(&json);
+            let what = format!("document {n} ({kind} {name:?})");
+            if name.is_empty() {
+                return Err(format!("{what}: metadata.name is missing"));
+            }
+            let shape = |e: serde_json::Error| format!("{what}: {e}");
+            match (api_version.as_str(), kind.as_str()) {
+                (API_VERSION, "AgentDeployment") => {
+                    let d: AgentDeployment = serde_json::from_value(json).map_err(shape)?;
+                    let key = (namespace_of(&d.metadata.namespace), name.clone());
+                    if m.deployments.iter().any(|o| {
+                        (namespace_of(&o.metadata.namespace), o.metadata.name.clone())
+                            == (key.0.clone(), Some(key.1.clone()))
+                    }) {
+                        return Err(format!("{what}: listed twice"));
+                    }
+                    m.deployments.push(d);
+                }
+                (API_VERSION, "AgentListener") => {
+                    let l: AgentListener = serde_json::from_value(json).map_err(shape)?;
+                    let key = (namespace_of(&l.metadata.namespace), name);
+                    if m.listeners.insert(key, l).is_some() {
+                        return Err(format!("{what}: listed twice"));
+                    }
+                }
+                (API_VERSION, "AgentControlPlane") => {}
+                ("v1", "Secret") => {
+                    let s: Secret = serde_json::from_value(json).map_err(shape)?;
+                    let key = (namespace_of(&s.metadata.namespace), name);
+                    if m.secrets.insert(key, s).is_some() {
+                        return Err(format!("{what}: listed twice"));
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "{what}: apiVersion {api_version:?} kind {kind:?} is not read by agentctl \
+                         (it reads {API_VERSION} AgentDeployment and AgentListener, and v1 Secret)"
+                    ));
+                }
+            }
+        }
+        if m.deployments.is_empty() {
+            return Err(format!(
+                "no AgentDeployment ({API_VERSION}) document in the file"
+            ));
+        }
+        Ok(m)
+    }
+
+    /// The values of `d.spec.secrets`: literal values, and
+    /// `valueFrom.secretKeyRef` from the `Secret` documents of the file, by
+    /// the operator's own resolution ([`resolve::secret_values`] and
+    /// [`resolve::key_value`]).
+    ///
+    /// Errors: the message of the first missing Secret or key (naming
+    /// `namespace/name`, and that it must be in the same file), or an entry
+    /// with neither `value` nor `valueFrom`.
+    pub fn secret_values(&self, d: &AgentDeployment) -> Result<Vec<SecretValue>, String> {
+        let ns = namespace_of(&d.metadata.namespace);
+        let lookup = |name: String, key: String| {
+            let secret = self.secrets.get(&(ns.clone(), name.clone()));
+            let found = resolve::key_value(secret, &ns, &name, &key);
+            std::future::ready(Ok::<_, std::convert::Infallible>(found))
+        };
+        // The lookup never awaits: the future is ready at its first poll.
+        let resolved = poll_ready(resolve::secret_values(&d.spec, lookup));
+        match resolved {
+            Ok(Ok(values)) => Ok(values),
+            Ok(Err(Blocked { message, .. })) if message.ends_with("not found") => Err(format!(
+                "{message}: agentctl reads Secrets from the same file; add the v1 Secret \
+                 document (data or stringData) next to the AgentDeployment"
+            )),
+            Ok(Err(Blocked { message, .. })) => Err(message),
+            Err(never) => match never {},
+        }
+    }
+
+    /// `spec.listenerId` of the `AgentListener` `name` in `namespace`, if
+    /// the file has it.
+    pub fn listener_id(&self, namespace: &str, name: &str) -> Option<&str> {
+        self.listeners
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .map(|l| l.spec.listener_id.as_str())
+    }
+}
+
+/// Runs a future that is ready at its first poll (no IO inside).
+fn poll_ready<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => unreachable!("a lookup in memory never waits"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: env, namespace: default}
+data:
+  A: c2VjcmV0LWE=
+stringData:
+  B: secret-b
+---
+apiVersion: agentserver.dev/v1alpha1
+kind: AgentDeployment
+metadata: {name: agent}
+spec:
+  source: github
+  secrets:
+    - {name: A, valueFrom: {secretKeyRef: {name: env, key: A}}}
+    - {name: B, valueFrom: {secretKeyRef: {name: env, key: B}}}
+    - {name: C, value: plain}
+---
+"#;
+
+    #[test]
+    fn secrets_resolve_from_the_same_file() {
+        let m = Manifest::parse(FILE).unwrap();
+        assert_eq!(m.deployments.len(), 1);
+        let values = m.secret_values(&m.deployments[0]).unwrap();
+        let plain: Vec<(String, String)> = values
+            .iter()
+            .map(|s| {
+                use secrecy::ExposeSecret;
+                (s.name.clone(), s.value.expose_secret().to_owned())
+            })
+            .collect();
+        assert_eq!(
+            plain,
+            [
+                ("A".to_owned(), "secret-a".to_owned()),
+                ("B".to_owned(), "secret-b".to_owned()),
+                ("C".to_owned(), "plain".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_missing_secret_is_named() {
+        let file = FILE.replace("name: env, namespace: default", "name: other");
+        let m = Manifest::parse(&file).unwrap();
+        let e = m.secret_values(&m.deployments[0]).unwrap_err();
+        assert!(e.contains("Secret default/env not found"), "{e}");
+        assert!(e.contains("same file"), "{e}");
+    }
+
+    #[test]
+    fn bad_documents_are_refused_with_their_place() {
+        let e = Manifest::parse("a: [").unwrap_err();
+        assert!(e.contains("document 1"), "{e}");
+        let e =
+            Manifest::parse("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n").unwrap_err();
+        assert!(e.contains("ConfigMap") && e.contains("not read"), "{e}");
+        let e = Manifest::parse("apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n").unwrap_err();
+        assert!(e.contains("no AgentDeployment"), "{e}");
+        let e = Manifest::parse(&FILE.replace("source: github", "source: svn")).unwrap_err();
+        assert!(e.contains("document 2") && e.contains("svn"), "{e}");
+    }
+}

@@ -1,0 +1,184 @@
+//! `agentctl apply -f FILE [--wait]` and `agentctl diff -f FILE`: the
+//! operator's reconcile core without a cluster ([`agent_operator::converge`]).
+
+use std::path::PathBuf;
+
+use agent_operator::controlplane::ControlPlaneClient;
+use agent_operator::converge::{self, Action, Desired, Manifest, Plan};
+use clap::Args;
+
+use crate::exit::{CliError, CliResult, Exit, OrExit, PlaneResult};
+use crate::plane::ControlPlaneArgs;
+use crate::wait::WaitArgs;
+
+/// `apply` flags.
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// YAML file of AgentDeployment documents and the Secret (and
+    /// AgentListener) documents they reference; `-` reads stdin.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+
+    #[command(flatten)]
+    pub wait: WaitArgs,
+
+    #[command(flatten)]
+    pub plane: ControlPlaneArgs,
+}
+
+/// `diff` flags.
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// YAML file, as for `apply`; `-` reads stdin.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+
+    #[command(flatten)]
+    pub plane: ControlPlaneArgs,
+}
+
+/// Reads and checks the file: every AgentDeployment's desired state, before
+/// any request. Errors: exit 2 (unreadable file, bad YAML, a spec the
+/// preflight rules refuse, a missing Secret or listener document).
+fn read_desired(file: &PathBuf) -> CliResult<Vec<Desired>> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).or_exit(Exit::Usage, "reading stdin")?
+    } else {
+        std::fs::read_to_string(file)
+            .or_exit(Exit::Usage, &format!("reading {}", file.display()))?
+    };
+    let manifest =
+        Manifest::parse(&text).map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
+    manifest
+        .deployments
+        .iter()
+        .map(|d| converge::desired_state(d, &manifest).map_err(CliError::from))
+        .collect()
+}
+
+/// `agentctl apply`: for each AgentDeployment of the file, [`converge::plan`]
+/// then [`converge::execute`] (at most one create or PATCH; none when
+/// unchanged), then with `--wait` follows the latest revision.
+///
+/// Returns the worst exit code of the deployments (see `exit`).
+pub async fn apply(args: ApplyArgs) -> CliResult {
+    let wanted = read_desired(&args.file)?;
+    let cp = args.plane.client()?;
+    let mut worst = Exit::Success;
+    for want in &wanted {
+        let code = apply_one(&cp, want, &args.wait).await?;
+        worst = worst.max(code);
+    }
+    Ok(worst)
+}
+
+async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> CliResult {
+    let plan = converge::plan(cp, want).await?;
+    let applied = converge::execute(cp, want, plan).await?;
+    let d = &applied.deployment;
+    let object = &want.object;
+    let latest = d.latest_revision_id.clone();
+    let revision = latest.as_deref().unwrap_or("-");
+    let mut code = Exit::Success;
+    match &applied.action {
+        Action::Created => println!(
+            "{object} created: deployment {} ({}), revision {revision}",
+            d.name, d.id
+        ),
+        Action::Patched {
+            fields,
+            new_revision,
+            not_held,
+        } => {
+            let starts = if *new_revision {
+                format!("new revision {revision}")
+            } else {
+                "no new revision".to_owned()
+            };
+            println!(
+                "{object} patched: deployment {} ({}): {}; {starts}",
+                d.name,
+                d.id,
+                fields.join(", ")
+            );
+            if !not_held.is_empty() {
+                println!(
+                    "{object}: the control plane did not hold {} (its answer still differs from \
+                     the spec)",
+                    not_held.join(", ")
+                );
+                code = Exit::Failed;
+            }
+        }
+        Action::Unchanged => {
+            let status = match &latest {
+                Some(rid) => cp
+                    .get_revision(&d.id, rid)
+                    .await
+                    .plane("reading the latest revision")?
+                    .status
+                    .to_string(),
+                None => "-".to_owned(),
+            };
+            println!(
+                "{object} unchanged: deployment {} ({}), revision {revision} is {status}",
+                d.name, d.id
+            );
+        }
+    }
+    let Some(rid) = latest else {
+        return Ok(code);
+    };
+    if wait.wait {
+        let waited = crate::wait::follow_revision(cp, object, d, &rid, wait).await?;
+        return Ok(code.max(waited));
+    }
+    if !matches!(applied.action, Action::Unchanged) {
+        println!(
+            "{object}: follow the revision with `agentctl revisions wait {}`",
+            d.name
+        );
+    }
+    Ok(code)
+}
+
+/// `agentctl diff`: what `apply` would send, secret values never shown.
+/// Exit 0 when nothing would change, 1 when something would (like
+/// `kubectl diff`); only reads are sent.
+pub async fn diff(args: DiffArgs) -> CliResult {
+    let wanted = read_desired(&args.file)?;
+    let cp = args.plane.client()?;
+    let mut code = Exit::Success;
+    for want in &wanted {
+        let plan = converge::plan(&cp, want).await?;
+        let object = &want.object;
+        match &plan {
+            Plan::Create { body } => {
+                println!("{object}: would create deployment {}", body.name);
+            }
+            Plan::Patch { remote, patch } => {
+                let fields = agent_operator::controller::desired::patch_fields(patch).join(", ");
+                let revision = if agent_operator::controller::desired::creates_revision(patch) {
+                    "starts a new revision"
+                } else {
+                    "no new revision"
+                };
+                println!(
+                    "{object}: would patch deployment {} ({}): {fields}; {revision}",
+                    remote.name, remote.id
+                );
+            }
+            Plan::Unchanged { remote } => {
+                println!(
+                    "{object}: no changes (deployment {}, {})",
+                    remote.name, remote.id
+                );
+            }
+        }
+        if let Some(body) = converge::redacted_body(&plan) {
+            crate::output::print_structured(&body, crate::output::Output::Json)?;
+            code = Exit::Failed;
+        }
+    }
+    Ok(code)
+}

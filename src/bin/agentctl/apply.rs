@@ -111,19 +111,28 @@ async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> 
             }
         }
         Action::Unchanged => {
-            let status = match &latest {
-                Some(rid) => cp
-                    .get_revision(&d.id, rid)
-                    .await
-                    .plane("reading the latest revision")?
-                    .status
-                    .to_string(),
-                None => "-".to_owned(),
+            let revision_read = match &latest {
+                Some(rid) => Some(
+                    cp.get_revision(&d.id, rid)
+                        .await
+                        .plane("reading the latest revision")?,
+                ),
+                None => None,
             };
+            let status = revision_read
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |r| r.status.to_string());
             println!(
                 "{object} unchanged: deployment {} ({}), revision {revision} is {status}",
                 d.name, d.id
             );
+            // A revision that already ended needs no follow: --wait reports
+            // its outcome (and a failure's log) at once.
+            if let Some(rev) = revision_read.filter(|r| !r.status.is_in_progress())
+                && wait.wait
+            {
+                return Ok(crate::wait::report_ended(cp, object, d, &rev, None).await);
+            }
         }
     }
     let Some(rid) = latest else {

@@ -4,9 +4,9 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use agent_operator::controller::status::Outcome;
+use agent_operator::controller::status::{Outcome, revision_outcome};
 use agent_operator::controlplane::ControlPlaneClient;
-use agent_operator::controlplane::types::Deployment;
+use agent_operator::controlplane::types::{Deployment, Revision};
 use agent_operator::converge::{self, FollowOptions, Followed};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -89,6 +89,41 @@ impl Progress {
     }
 }
 
+/// Reports a revision that ended: `<object> ready: ...` with the URL (only
+/// when `history`, the statuses seen, is given: else the caller already
+/// showed the status), or `<object> failed: ...` followed by the end of the
+/// revision's log. Returns 0 for DEPLOYED, 1 otherwise.
+pub async fn report_ended(
+    cp: &ControlPlaneClient,
+    object: &str,
+    deployment: &Deployment,
+    revision: &Revision,
+    history: Option<String>,
+) -> Exit {
+    let history = history.map(|h| format!(" ({h})")).unwrap_or_default();
+    match revision_outcome(&revision.id, &revision.status) {
+        Outcome::Ready { message, .. } => {
+            if !history.is_empty() {
+                // The URL may be set once the revision serves.
+                let url = cp
+                    .get_deployment(&deployment.id)
+                    .await
+                    .ok()
+                    .and_then(|d| d.source_config.custom_url)
+                    .or_else(|| deployment.source_config.custom_url.clone());
+                let serving = url.map(|u| format!("; serving at {u}")).unwrap_or_default();
+                println!("{object} ready: {message}{history}{serving}");
+            }
+            Exit::Success
+        }
+        other => {
+            println!("{object} failed: {}{history}", other.message());
+            crate::logs::print_failure_tail(cp, &deployment.id, revision).await;
+            Exit::Failed
+        }
+    }
+}
+
 fn seconds(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
@@ -129,30 +164,10 @@ pub async fn follow_revision(
     let followed = result?;
     match followed {
         Followed::Ended {
-            revision,
-            outcome,
-            elapsed,
+            revision, elapsed, ..
         } => {
             let history = format!("{} in {}", chain.join(" → "), seconds(elapsed));
-            match outcome {
-                Outcome::Ready { message, .. } => {
-                    // The URL may be set once the revision serves.
-                    let url = cp
-                        .get_deployment(&deployment.id)
-                        .await
-                        .ok()
-                        .and_then(|d| d.source_config.custom_url)
-                        .or_else(|| deployment.source_config.custom_url.clone());
-                    let serving = url.map(|u| format!("; serving at {u}")).unwrap_or_default();
-                    println!("{object} ready: {message} ({history}){serving}");
-                    Ok(Exit::Success)
-                }
-                other => {
-                    println!("{object} failed: {} ({history})", other.message());
-                    crate::logs::print_failure_tail(cp, &deployment.id, &revision).await;
-                    Ok(Exit::Failed)
-                }
-            }
+            Ok(report_ended(cp, object, deployment, &revision, Some(history)).await)
         }
         Followed::TimedOut {
             revision_id,

@@ -295,6 +295,46 @@ async fn resource_commands_redeploy_rollback_and_delete() {
     let run = agentctl(&url, &["deployments", "get", &id, "-o", "yaml"]).await;
     assert!(run.stdout.contains("value: <hidden>"), "{run:?}");
 
+    let run = agentctl(&url, &["logs", "ops-agent"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stdout.trim().is_empty(),
+        "the server log has lines: {run:?}"
+    );
+    let run = agentctl(
+        &url,
+        &["logs", "ops-agent", "--build", "--revision", &first],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stdout.trim().is_empty(),
+        "the build log has lines: {run:?}"
+    );
+
+    // --follow of a build log ends with its revision.
+    let run = agentctl(&url, &["redeploy", "ops-agent"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = agentctl(
+        &url,
+        &[
+            "logs",
+            "ops-agent",
+            "--build",
+            "--follow",
+            "--interval",
+            POLL,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = agentctl(
+        &url,
+        &["revisions", "wait", "ops-agent", "--poll-interval", POLL],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+
     let run = agentctl(
         &url,
         &["redeploy", "ops-agent", "--wait", "--poll-interval", POLL],
@@ -324,11 +364,11 @@ async fn resource_commands_redeploy_rollback_and_delete() {
 
     let run = agentctl(&url, &["revisions", "list", "ops-agent", "-o", "json"]).await;
     let revisions: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(revisions.as_array().unwrap().len(), 3, "{run:?}");
+    assert_eq!(revisions.as_array().unwrap().len(), 4, "{run:?}");
     let newest = revisions[0]["id"].as_str().unwrap().to_owned();
     let run = agentctl(&url, &["revisions", "list", "ops-agent"]).await;
     assert!(run.stdout.starts_with("ID"), "{run:?}");
-    assert_eq!(run.stdout.matches("DEPLOYED").count(), 3, "{run:?}");
+    assert_eq!(run.stdout.matches("DEPLOYED").count(), 4, "{run:?}");
     let run = agentctl(&url, &["revisions", "get", "ops-agent", &newest]).await;
     assert!(
         run.stdout.contains("active:") && run.stdout.contains("true"),
@@ -368,11 +408,16 @@ async fn each_kind_of_failure_has_its_exit_code() {
             field: ScenarioField::RepoRef,
             equals: "broken".into(),
             outcome: Outcome::BuildFailed,
+            log: vec![
+                "ERROR: No matching distribution found for langgraph==99".into(),
+                format!("ERROR: the token {SECRET_VALUE} was refused"),
+            ],
         },
         ScenarioRule {
             field: ScenarioField::RepoRef,
             equals: "stuck".into(),
             outcome: Outcome::Stuck,
+            log: vec![],
         },
     ])
     .await;
@@ -436,6 +481,19 @@ async fn each_kind_of_failure_has_its_exit_code() {
         "{run:?}"
     );
     assert!(run.stdout.contains("BUILD_FAILED"), "{run:?}");
+    assert!(run.stdout.contains("lines of the build log:"), "{run:?}");
+    assert!(run.stdout.contains("langgraph==99"), "{run:?}");
+    assert!(
+        run.stdout.contains("the token [REDACTED] was refused"),
+        "{run:?}"
+    );
+    let run = agentctl(&url, &["logs", "broken-agent", "--build"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("ERROR") && run.stdout.contains("langgraph==99"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("[REDACTED]"), "{run:?}");
 
     // A revision that never ends: exit 5 after --timeout.
     let stuck = path(

@@ -1,8 +1,236 @@
-//! Logs of a deployment: the end of a failed revision's log after `--wait`.
+//! `agentctl logs` and the end of a failed revision's log after `--wait`
+//! (facts "Logs": `build_logs` of a revision, `deploy_logs` of a revision or
+//! of the whole deployment; "the CLI prints the last 30 build lines when a
+//! revision ends BUILD_FAILED").
+//!
+//! Every printed line is redacted of the API key and of the deployment's
+//! secret values (`agent_operator::redact`): a log may repeat what the agent
+//! printed. Which log explains a failure is the operator's choice
+//! (`logtail::FailureLog`), and each line of a failure tail is cleaned as the
+//! operator cleans it (`logtail::clean`).
 
+use std::collections::HashSet;
+use std::time::Duration;
+
+use agent_operator::controller::deployment::logtail::{self, FailureLog};
 use agent_operator::controlplane::ControlPlaneClient;
-use agent_operator::controlplane::types::Revision;
+use agent_operator::controlplane::types::{
+    Deployment, LogEntry, LogOrder, LogPage, LogQuery, Revision,
+};
+use clap::Args;
+use secrecy::{ExposeSecret, SecretString};
 
-/// Prints the end of the log that explains a failed revision (facts
-/// "Logs"). Not available yet: the control plane client has no log reads.
-pub async fn print_failure_tail(_cp: &ControlPlaneClient, _deployment_id: &str, _rev: &Revision) {}
+use crate::exit::{CliError, CliResult, Exit, PlaneResult};
+use crate::plane::{ControlPlaneArgs, find_deployment};
+
+/// Lines of a failed revision's log printed after `--wait` (as the official
+/// CLI prints for a failed build; facts "Logs").
+pub const FAILURE_TAIL_LINES: u32 = 30;
+
+/// `agentctl logs` flags.
+#[derive(Args, Debug)]
+pub struct LogsArgs {
+    /// Deployment name or id.
+    deployment: String,
+
+    /// The build log of a revision (default: the server log).
+    #[arg(long)]
+    build: bool,
+
+    /// Revision id (default: the latest for --build; all revisions for the
+    /// server log).
+    #[arg(long, value_name = "REVISION")]
+    revision: Option<String>,
+
+    /// Keep printing new lines, reading every --interval seconds, until
+    /// Ctrl-C (a build log: until its revision ended).
+    #[arg(short, long)]
+    follow: bool,
+
+    /// How many of the newest lines to print first (1–1000).
+    #[arg(long, value_name = "LINES", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    tail: u32,
+
+    /// Only lines of this level, e.g. ERROR.
+    #[arg(long)]
+    level: Option<String>,
+
+    /// Only lines containing this text.
+    #[arg(long)]
+    query: Option<String>,
+
+    /// Only lines at or after this time (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+
+    /// Seconds between two reads of --follow.
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    interval: f64,
+
+    #[command(flatten)]
+    plane: ControlPlaneArgs,
+}
+
+/// The secrets a printed log line must not show: the API key and the
+/// deployment's secret values (as the service returned them).
+fn secrets_of(deployment: &Deployment) -> Vec<SecretString> {
+    let mut out: Vec<SecretString> = deployment
+        .secrets
+        .iter()
+        .filter(|s| !s.value.expose_secret().is_empty())
+        .map(|s| s.value.clone())
+        .collect();
+    if let Some(key) = crate::plane::api_key() {
+        out.push(key);
+    }
+    out
+}
+
+/// Prints the end of the log that explains a failed revision: the build
+/// log for BUILD_FAILED, the revision's server log for DEPLOY_FAILED
+/// (`logtail::FailureLog::of`), [`FAILURE_TAIL_LINES`] lines, oldest first,
+/// each cleaned and redacted (`logtail::clean`). Nothing for other
+/// statuses. A read that fails is reported, not an error: the outcome is
+/// already known.
+pub async fn print_failure_tail(cp: &ControlPlaneClient, deployment: &Deployment, rev: &Revision) {
+    let Some(log) = FailureLog::of(&rev.status) else {
+        return;
+    };
+    let query = LogQuery {
+        limit: Some(FAILURE_TAIL_LINES),
+        order: Some(LogOrder::Desc),
+        ..Default::default()
+    };
+    let page = match log {
+        FailureLog::Build => cp.build_logs(&deployment.id, &rev.id, &query).await,
+        FailureLog::Deploy => cp.deploy_logs(&deployment.id, Some(&rev.id), &query).await,
+    };
+    let name = log.name();
+    match page {
+        Ok(page) if page.logs.is_empty() => println!("the {name} is empty"),
+        Ok(page) => {
+            let secrets = secrets_of(deployment);
+            println!("last {} lines of the {name}:", page.logs.len());
+            for entry in page.logs.iter().rev() {
+                println!("  {}", logtail::clean(&entry.message, &secrets));
+            }
+        }
+        Err(e) => println!("the {name} could not be read: {e}"),
+    }
+}
+
+/// One entry as a line: `TIMESTAMP LEVEL MESSAGE`, redacted, without
+/// control characters.
+fn format_entry(e: &LogEntry, secrets: &[SecretString]) -> String {
+    let message: String = agent_operator::redact::text(&e.message, secrets)
+        .chars()
+        .filter(|c| !c.is_control() || *c == '\t')
+        .collect();
+    format!(
+        "{} {:<5} {}",
+        e.timestamp.as_deref().unwrap_or("-"),
+        e.level.as_deref().unwrap_or("-"),
+        message.trim_end()
+    )
+}
+
+/// What identifies an entry across reads: its id, else its time and text.
+fn entry_key(e: &LogEntry) -> String {
+    match &e.id {
+        Some(id) => format!("id:{id}"),
+        None => format!("{}\u{0}{}", e.timestamp.as_deref().unwrap_or(""), e.message),
+    }
+}
+
+/// `agentctl logs`: the newest `--tail` lines (oldest first), then with
+/// `--follow` the new ones every `--interval` seconds.
+pub async fn logs(args: LogsArgs) -> CliResult {
+    let cp = args.plane.client()?;
+    let d = find_deployment(&cp, &args.deployment).await?;
+    let revision = match (&args.revision, args.build) {
+        (Some(r), _) => Some(r.clone()),
+        (None, true) => Some(d.latest_revision_id.clone().ok_or_else(|| {
+            CliError::new(
+                Exit::Rejected,
+                anyhow::anyhow!("deployment {} has no revision", d.name),
+            )
+        })?),
+        (None, false) => None,
+    };
+    let secrets = secrets_of(&d);
+    let base = LogQuery {
+        level: args.level.clone(),
+        query: args.query.clone(),
+        start_time: args.since.clone(),
+        ..Default::default()
+    };
+    let read = |query: LogQuery| {
+        let cp = &cp;
+        let d = &d;
+        let revision = revision.clone();
+        async move {
+            let page: Result<LogPage, _> = if args.build {
+                cp.build_logs(&d.id, revision.as_deref().unwrap_or_default(), &query)
+                    .await
+            } else {
+                cp.deploy_logs(&d.id, revision.as_deref(), &query).await
+            };
+            page.plane("reading the logs")
+        }
+    };
+    let first = read(LogQuery {
+        limit: Some(args.tail),
+        order: Some(LogOrder::Desc),
+        ..base.clone()
+    })
+    .await?;
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut since = args.since.clone();
+    for e in first.logs.iter().rev() {
+        seen.insert(entry_key(e));
+        println!("{}", format_entry(e, &secrets));
+        if e.timestamp.is_some() {
+            since = e.timestamp.clone();
+        }
+    }
+    if !args.follow {
+        return Ok(Exit::Success);
+    }
+    let interval = Duration::from_secs_f64(args.interval.clamp(0.05, 3600.0));
+    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = &mut interrupt => return Ok(Exit::Success),
+        }
+        // A build log ends with its revision: read once more after it ended.
+        let ended = match (&revision, args.build) {
+            (Some(rid), true) => !cp
+                .get_revision(&d.id, rid)
+                .await
+                .plane("reading the revision")?
+                .status
+                .is_in_progress(),
+            _ => false,
+        };
+        let page = read(LogQuery {
+            limit: Some(1000),
+            order: Some(LogOrder::Asc),
+            start_time: since.clone(),
+            ..base.clone()
+        })
+        .await?;
+        for e in &page.logs {
+            if seen.insert(entry_key(e)) {
+                println!("{}", format_entry(e, &secrets));
+                if e.timestamp.is_some() {
+                    since = e.timestamp.clone();
+                }
+            }
+        }
+        if ended {
+            return Ok(Exit::Success);
+        }
+    }
+}

@@ -10,7 +10,8 @@
 //!   operator's reconcile core (`agent_operator::converge`); `diff -f FILE`
 //!   prints what it would send (see [`apply`]);
 //! - `deployments list|get|delete [--wait]`, `revisions list|get|wait`,
-//!   `redeploy`, `rollback --to REVISION`, `listeners list|get`,
+//!   `redeploy`, `rollback --to REVISION`, `logs [--build] [--revision R]
+//!   [--follow]` (see [`logs`]), `listeners list|get`,
 //!   `integrations list|repos` (see [`resources`]), with `--output
 //!   table|json|yaml`.
 //!
@@ -73,6 +74,10 @@ enum Command {
     /// Start a new revision with the configuration of an earlier one.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Rollback(resources::RollbackArgs),
+    /// Print the server log of a deployment (or a revision), or with
+    /// --build the build log of a revision; --follow keeps reading.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Logs(logs::LogsArgs),
     /// Listeners of a self-hosted data plane.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Listeners(resources::ListenersArgs),
@@ -112,6 +117,7 @@ async fn main() -> ExitCode {
         Command::Revisions(args) => resources::revisions(args).await.map(ExitCode::from),
         Command::Redeploy(args) => resources::redeploy(args).await.map(ExitCode::from),
         Command::Rollback(args) => resources::rollback(args).await.map(ExitCode::from),
+        Command::Logs(args) => logs::logs(args).await.map(ExitCode::from),
         Command::Listeners(args) => resources::listeners(args).await.map(ExitCode::from),
         Command::Integrations(args) => resources::integrations(args).await.map(ExitCode::from),
         Command::Assistants(args) => server::assistants(args).await.map_err(failed),

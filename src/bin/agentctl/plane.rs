@@ -11,6 +11,14 @@ use clap::Args;
 
 use crate::exit::{CliError, CliResult, PlaneResult};
 
+/// The API key of this run, kept to redact it from printed logs.
+static API_KEY: std::sync::OnceLock<secrecy::SecretString> = std::sync::OnceLock::new();
+
+/// The API key given to [`ControlPlaneArgs::client`], if one was.
+pub fn api_key() -> Option<secrecy::SecretString> {
+    API_KEY.get().cloned()
+}
+
 /// Control plane flags. `Debug` never shows the key; `--help` never shows
 /// the value of `AGENT_API_KEY`.
 #[derive(Args, Clone)]
@@ -80,6 +88,7 @@ impl ControlPlaneArgs {
             .map(str::trim)
             .filter(|k| !k.is_empty())
             .ok_or_else(|| CliError::usage("set AGENT_API_KEY (or --api-key)"))?;
+        let _ = API_KEY.set(key.to_owned().into());
         let mut config = ClientConfig::new(base, workspace.trim(), key.to_owned().into());
         config.timeout = std::time::Duration::from_secs(self.request_timeout.max(1));
         ControlPlaneClient::new(config).plane("configuring the control plane client")

@@ -118,7 +118,7 @@ pub async fn report_ended(
         }
         other => {
             println!("{object} failed: {}{history}", other.message());
-            crate::logs::print_failure_tail(cp, &deployment.id, revision).await;
+            crate::logs::print_failure_tail(cp, deployment, revision).await;
             Exit::Failed
         }
     }

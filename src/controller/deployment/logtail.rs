@@ -48,9 +48,10 @@ impl FailureLog {
     }
 }
 
-/// One line made fit for a condition: control characters and ANSI escape
-/// sequences removed, trimmed, secrets redacted, cut at [`LINE_CHARS`].
-fn clean(line: &str, secrets: &[SecretString]) -> String {
+/// One line made fit for a condition (and for `agentctl`'s failure tail):
+/// control characters and ANSI escape sequences removed, trimmed, secrets
+/// redacted, cut at [`LINE_CHARS`].
+pub fn clean(line: &str, secrets: &[SecretString]) -> String {
     let mut plain = String::with_capacity(line.len());
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {

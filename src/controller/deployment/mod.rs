@@ -13,7 +13,7 @@
 //! finalizer until GET answers 404, since delete is asynchronous.
 
 pub mod decide;
-mod logtail;
+pub mod logtail;
 pub mod names;
 mod obtain;
 mod report;

@@ -66,6 +66,7 @@ impl Manifest {
     /// and a file without any `AgentDeployment`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut m = Manifest::default();
+        let mut seen_deployments = std::collections::BTreeSet::new();
         for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
             let n = i + 1;
             let value = yaml_serde::Value::deserialize(doc)
@@ -89,11 +90,8 @@ impl Manifest {
             match (api_version.as_str(), kind.as_str()) {
                 (API_VERSION, "AgentDeployment") => {
                     let d: AgentDeployment = serde_json::from_value(json).map_err(shape)?;
-                    let key = (namespace_of(&d.metadata.namespace), name.clone());
-                    if m.deployments.iter().any(|o| {
-                        (namespace_of(&o.metadata.namespace), o.metadata.name.clone())
-                            == (key.0.clone(), Some(key.1.clone()))
-                    }) {
+                    let key = (namespace_of(&d.metadata.namespace), name);
+                    if !seen_deployments.insert(key) {
                         return Err(format!("{what}: listed twice"));
                     }
                     m.deployments.push(d);
@@ -241,6 +239,9 @@ spec:
         assert!(e.contains("ConfigMap") && e.contains("not read"), "{e}");
         let e = Manifest::parse("apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n").unwrap_err();
         assert!(e.contains("no AgentDeployment"), "{e}");
+        let twice = format!("{FILE}\n---\n{}", FILE.split("---").nth(1).unwrap());
+        let e = Manifest::parse(&twice).unwrap_err();
+        assert!(e.contains("listed twice"), "{e}");
         let e = Manifest::parse(&FILE.replace("source: github", "source: svn")).unwrap_err();
         assert!(e.contains("document 2") && e.contains("svn"), "{e}");
     }

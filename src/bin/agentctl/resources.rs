@@ -277,11 +277,11 @@ async fn delete(cp: &ControlPlaneClient, d: &Deployment, wait: &WaitArgs) -> Cli
             Ok(now) => {
                 let status = now.status.unwrap_or_else(|| "-".into());
                 if last.as_ref() != Some(&status) {
-                    progress.line(&format!(
-                        "deployment {}: {status} ({:.1} s)",
-                        d.name,
-                        started.elapsed().as_secs_f64()
-                    ));
+                    let now = format!("deployment {}: {status}", d.name);
+                    progress.step(
+                        &format!("{now} ({:.1} s)", started.elapsed().as_secs_f64()),
+                        &now,
+                    );
                     last = Some(status);
                 }
             }

@@ -70,14 +70,14 @@ impl Progress {
     }
 
     /// One line of history (above the spinner, or on stdout), and the
-    /// spinner's message.
-    pub fn line(&self, text: &str) {
+    /// spinner's message `now` (the spinner shows the elapsed time itself).
+    pub fn step(&self, line: &str, now: &str) {
         match &self.bar {
             Some(bar) => {
-                bar.println(text);
-                bar.set_message(text.to_owned());
+                bar.println(line);
+                bar.set_message(now.to_owned());
             }
-            None => println!("{text}"),
+            None => println!("{line}"),
         }
     }
 
@@ -156,7 +156,8 @@ pub async fn follow_revision(
                 followed_id = rid.to_owned();
             }
             chain.push(status.to_string());
-            progress.line(&format!("revision {rid}: {status} ({})", seconds(elapsed)));
+            let now = format!("revision {rid}: {status}");
+            progress.step(&format!("{now} ({})", seconds(elapsed)), &now);
         },
     )
     .await;

@@ -20,13 +20,15 @@
 //!   [`desired::compute_patch`], [`desired::remote_secrets_differ`],
 //!   [`desired::creates_revision`], [`desired::patch_fields`];
 //! - the decision once the deployment was read: [`decide::after_read`];
-//! - the meaning of a revision status: [`status::revision_outcome`].
+//! - the meaning of a revision status: [`revision_outcome`].
 //!
 //! What differs, because there is no object and no status to remember
 //! between runs: the remote deployment is the one named like the resource
 //! (or `spec.deploymentId`), as `kubectl apply` identifies objects by name;
 //! the decision runs with an empty status (no rejection backoff, no
-//! unheld-patch memory, no drift pacing: a command runs once); secret
+//! unheld-patch memory, no drift pacing: a command runs once), which is also
+//! why `decide::before_remote` is not used: from an empty status it always
+//! answers "obtain" or "read the deployment", which [`plan`] does; secret
 //! values are compared with the values the service returns (a service
 //! that masks them gets a changed value only with the names' change).
 //!

@@ -397,7 +397,15 @@ async fn resource_commands_redeploy_rollback_and_delete() {
     assert!(run.stdout.contains("deleted"), "{run:?}");
     let run = agentctl(&url, &["deployments", "get", &id]).await;
     assert_eq!(run.code, 3, "{run:?}");
-    assert!(run.stderr.contains("404"), "{run:?}");
+    assert!(run.stderr.contains(&id), "{run:?}");
+    let run = agentctl(&url, &["deployments", "delete", "ops-agent"]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    let run = agentctl(
+        &url,
+        &["deployments", "delete", "ops-agent", "--ignore-not-found"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
     emu.shutdown().await;
 }
 

@@ -101,29 +101,33 @@ pub fn is_uuid(s: &str) -> bool {
     uuid::Uuid::parse_str(s).is_ok() && s.len() == 36
 }
 
-/// The deployment named `name_or_id`: `GET /v2/deployments/{id}` for a
-/// uuid, else the operator's exact-name lookup
-/// (`controller::deployment::names::exact`: list with `name_contains`, keep
-/// the exact match; facts "Requests").
+/// The deployment named `name_or_id`, or `None` when there is none: `GET
+/// /v2/deployments/{id}` for a uuid (404 → `None`), else the operator's
+/// exact-name lookup (`controller::deployment::names::exact`: list with
+/// `name_contains`, keep the exact match; facts "Requests").
 ///
-/// Errors: exit 3 when no deployment or several have the name (or the id
-/// is unknown); the client's errors otherwise.
-pub async fn find_deployment(cp: &ControlPlaneClient, name_or_id: &str) -> CliResult<Deployment> {
+/// Errors: exit 3 when several deployments have the name; the client's
+/// errors otherwise.
+pub async fn lookup_deployment(
+    cp: &ControlPlaneClient,
+    name_or_id: &str,
+) -> CliResult<Option<Deployment>> {
     if is_uuid(name_or_id) {
-        return cp
-            .get_deployment(name_or_id)
-            .await
-            .plane(format!("reading deployment {name_or_id}"));
+        return match cp.get_deployment(name_or_id).await {
+            Ok(d) => Ok(Some(d)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(CliError::plane(
+                format!("reading deployment {name_or_id}"),
+                e,
+            )),
+        };
     }
     let mut found = agent_operator::controller::deployment::names::exact(cp, name_or_id)
         .await
         .plane(format!("looking up deployment {name_or_id}"))?;
     match found.len() {
-        1 => Ok(found.remove(0)),
-        0 => Err(CliError::new(
-            crate::exit::Exit::Rejected,
-            anyhow::anyhow!("no deployment is named {name_or_id}; see `agentctl deployments list`"),
-        )),
+        0 => Ok(None),
+        1 => Ok(found.pop()),
         n => Err(CliError::new(
             crate::exit::Exit::Rejected,
             anyhow::anyhow!(
@@ -136,4 +140,16 @@ pub async fn find_deployment(cp: &ControlPlaneClient, name_or_id: &str) -> CliRe
             ),
         )),
     }
+}
+
+/// Like [`lookup_deployment`], but none is an error (exit 3) naming it.
+pub async fn find_deployment(cp: &ControlPlaneClient, name_or_id: &str) -> CliResult<Deployment> {
+    lookup_deployment(cp, name_or_id).await?.ok_or_else(|| {
+        CliError::new(
+            crate::exit::Exit::Rejected,
+            anyhow::anyhow!(
+                "no deployment is named or has the id {name_or_id}; see `agentctl deployments list`"
+            ),
+        )
+    })
 }

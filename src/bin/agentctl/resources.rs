@@ -16,7 +16,7 @@ use crate::exit::{CliError, CliResult, Exit, PlaneResult};
 use crate::output::{
     Output, fields, or_dash, print_structured, print_text, redact_deployment, table,
 };
-use crate::plane::{ControlPlaneArgs, find_deployment};
+use crate::plane::{ControlPlaneArgs, find_deployment, lookup_deployment};
 use crate::wait::{Progress, WaitArgs};
 
 /// `agentctl deployments`.
@@ -49,6 +49,10 @@ enum DeploymentsCommand {
     Delete {
         /// Deployment name or id.
         deployment: String,
+        /// A deployment that does not exist is not an error (exit 0), for
+        /// pipelines that tear down what may already be gone.
+        #[arg(long)]
+        ignore_not_found: bool,
         #[command(flatten)]
         wait: WaitArgs,
     },
@@ -210,7 +214,15 @@ pub async fn deployments(args: DeploymentsArgs) -> CliResult {
                 other => print_structured(&redact_deployment(&d), other)?,
             }
         }
-        DeploymentsCommand::Delete { deployment, wait } => {
+        DeploymentsCommand::Delete {
+            deployment,
+            ignore_not_found,
+            wait,
+        } => {
+            if ignore_not_found && lookup_deployment(&cp, &deployment).await?.is_none() {
+                println!("deployment {deployment} not found; nothing to delete");
+                return Ok(Exit::Success);
+            }
             let d = find_deployment(&cp, &deployment).await?;
             return delete(&cp, &d, &wait).await;
         }

@@ -33,7 +33,6 @@ mod wait;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 use crate::exit::{CliError, Exit};
 
@@ -101,13 +100,16 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    // Logs on stderr (ANSI colours only on a terminal): stdout is the
+    // command's output. `testenv` reports its progress at info; the other
+    // commands print what matters themselves, so only warnings unless
+    // RUST_LOG says otherwise.
+    let default_filter = match cli.command {
+        Command::Testenv(_) => "info",
+        _ => "warn",
+    };
+    agent_operator::telemetry::init(agent_operator::telemetry::LogFormat::Text, default_filter);
     // Agent server and developer commands: any error is exit 1, as before.
     let failed = |e: anyhow::Error| CliError::new(Exit::Failed, e);
     let result: Result<ExitCode, CliError> = match cli.command {

@@ -539,3 +539,83 @@ async fn completions_and_help() {
     let run = agentctl("http://127.0.0.1:9", &["deployments", "list", "-o", "xml"]).await;
     assert_eq!(run.code, 2, "{run:?}");
 }
+
+#[tokio::test]
+async fn listeners_list_and_get_and_apply_from_stdin() {
+    let listener = "6f1c2a3e-0000-4000-8000-000000000009";
+    let emu = emulator::spawn(EmulatorConfig {
+        api_keys: vec![ApiKey::new(KEY, DEMO_WORKSPACE_ID)],
+        step_duration: Duration::from_millis(60),
+        listeners: vec![emulator::ListenerSeed {
+            workspace_id: DEMO_WORKSPACE_ID.into(),
+            id: listener.parse().unwrap(),
+            compute_id: "cluster-a".into(),
+            k8s_namespaces: Some(vec!["agents".into()]),
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let url = emu.base_url();
+    let run = agentctl(&url, &["listeners", "list"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("cluster-a") && run.stdout.contains("agents"),
+        "{run:?}"
+    );
+    let run = agentctl(&url, &["listeners", "get", listener, "-o", "json"]).await;
+    let l: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(l["compute_id"], "cluster-a");
+
+    // A file on stdin, placed on the listener through an AgentListener of
+    // the same stream; a namespace the listener does not serve is refused
+    // before any create (the operator's placement check).
+    let placed = |ns: &str| {
+        format!(
+            "apiVersion: agentserver.dev/v1alpha1\nkind: AgentListener\nmetadata: {{name: edge}}\n\
+             spec: {{listenerId: {listener}}}\n---\n{}",
+            manifest("edge-agent", "main", SECRET_VALUE).replace(
+                "    buildOnPush: false\n",
+                &format!(
+                    "    buildOnPush: false\n    listenerRef: {{name: edge}}\n    \
+                     listenerConfig: {{k8sNamespace: {ns}}}\n"
+                ),
+            )
+        )
+    };
+    for (ns, code, says) in [
+        ("elsewhere", 3, "not among the k8sNamespaces"),
+        ("agents", 0, "agentdeployment/edge-agent created"),
+    ] {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+            .args(["apply", "-f", "-"])
+            .env("AGENT_CONTROL_PLANE_URL", &url)
+            .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
+            .env("AGENT_API_KEY", KEY)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(placed(ns).as_bytes()).await.unwrap();
+        }
+        let out = child.wait_with_output().await.unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(code), "{ns}: {text}");
+        assert!(text.contains(says), "{ns}: {text}");
+        assert!(
+            !text.contains(KEY) && !text.contains(SECRET_VALUE),
+            "{text}"
+        );
+    }
+    let run = agentctl(&url, &["deployments", "get", "edge-agent"]).await;
+    assert!(run.stdout.contains(listener), "{run:?}");
+    emu.shutdown().await;
+}

@@ -456,7 +456,33 @@ async fn each_kind_of_failure_has_its_exit_code() {
         assert_eq!(run.code, 2, "{run:?}");
         assert!(run.stderr.contains(says), "{run:?}");
     }
+    let run = agentctl(&url, &["apply", "-f", &no_secret, "--secret-from-env"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("OPENAI_API_KEY (its key) is not set"),
+        "{run:?}"
+    );
     assert_eq!(log_len(&emu), 0, "input errors send nothing");
+
+    // --secret-from-env: the value comes from the variable named like the key.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(["apply", "-f", &no_secret, "--secret-from-env"])
+        .env("AGENT_CONTROL_PLANE_URL", &url)
+        .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
+        .env("AGENT_API_KEY", KEY)
+        .env("OPENAI_API_KEY", SECRET_VALUE)
+        .output()
+        .await
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        !text.contains(SECRET_VALUE) && !text.contains(KEY),
+        "{text}"
+    );
+    let store = emu.state().dump().to_string();
+    assert!(store.contains(SECRET_VALUE), "the value was sent");
 
     // A wrong key: refused, exit 3; the key is not echoed (checked by agentctl_with).
     let good = path("good.yaml", &manifest("fine-agent", "main", SECRET_VALUE));

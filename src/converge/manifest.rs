@@ -37,6 +37,10 @@ pub struct Manifest {
     secrets: BTreeMap<(String, String), Secret>,
     /// `AgentListener` documents by (namespace, name).
     listeners: BTreeMap<(String, String), AgentListener>,
+    /// Variables that resolve a `secretKeyRef` whose Secret is not in the
+    /// file, by the key's name ([`Manifest::with_env_fallback`]); `None`:
+    /// such a reference is an error.
+    env: Option<BTreeMap<String, String>>,
 }
 
 /// The namespace of an object's metadata, or [`DEFAULT_NAMESPACE`].
@@ -127,19 +131,38 @@ impl Manifest {
         Ok(m)
     }
 
+    /// Lets a `secretKeyRef` whose Secret is not in the file take its value
+    /// from `vars` (e.g. the process environment): the variable named like
+    /// the reference's `key`. For pipelines that hold secrets in variables
+    /// rather than in files. A Secret that is in the file is always used.
+    pub fn with_env_fallback(mut self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.env = Some(vars.into_iter().collect());
+        self
+    }
+
     /// The values of `d.spec.secrets`: literal values, and
-    /// `valueFrom.secretKeyRef` from the `Secret` documents of the file, by
-    /// the operator's own resolution ([`resolve::secret_values`] and
-    /// [`resolve::key_value`]).
+    /// `valueFrom.secretKeyRef` from the `Secret` documents of the file (or,
+    /// with [`Manifest::with_env_fallback`], from a variable named like the
+    /// key), by the operator's own resolution ([`resolve::secret_values`]
+    /// and [`resolve::key_value`]).
     ///
-    /// Errors: the message of the first missing Secret or key (naming
-    /// `namespace/name`, and that it must be in the same file), or an entry
-    /// with neither `value` nor `valueFrom`.
+    /// Errors: the message of the first missing Secret, key or variable
+    /// (naming `namespace/name`, and where it must be), or an entry with
+    /// neither `value` nor `valueFrom`.
     pub fn secret_values(&self, d: &AgentDeployment) -> Result<Vec<SecretValue>, String> {
         let ns = namespace_of(&d.metadata.namespace);
         let lookup = |name: String, key: String| {
             let secret = self.secrets.get(&(ns.clone(), name.clone()));
-            let found = resolve::key_value(secret, &ns, &name, &key);
+            let found = match (secret, &self.env) {
+                (None, Some(env)) => env.get(&key).cloned().ok_or_else(|| Blocked {
+                    reason: crate::api::conditions::reason::SECRET_NOT_FOUND,
+                    message: format!(
+                        "Secret {ns}/{name} is not in the file and the environment variable \
+                         {key} (its key) is not set"
+                    ),
+                }),
+                _ => resolve::key_value(secret, &ns, &name, &key),
+            };
             std::future::ready(Ok::<_, std::convert::Infallible>(found))
         };
         // The lookup never awaits: the future is ready at its first poll.
@@ -148,7 +171,8 @@ impl Manifest {
             Ok(Ok(values)) => Ok(values),
             Ok(Err(Blocked { message, .. })) if message.ends_with("not found") => Err(format!(
                 "{message}: agentctl reads Secrets from the same file; add the v1 Secret \
-                 document (data or stringData) next to the AgentDeployment"
+                 document (data or stringData) next to the AgentDeployment, or let the \
+                 environment variable named like the key hold the value (--secret-from-env)"
             )),
             Ok(Err(Blocked { message, .. })) => Err(message),
             Err(never) => match never {},
@@ -228,6 +252,18 @@ spec:
         let e = m.secret_values(&m.deployments[0]).unwrap_err();
         assert!(e.contains("Secret default/env not found"), "{e}");
         assert!(e.contains("same file"), "{e}");
+        let vars = [("OTHER".to_owned(), "x".to_owned())];
+        let m = m.with_env_fallback(vars);
+        let e = m.secret_values(&m.deployments[0]).unwrap_err();
+        assert!(
+            e.contains("environment variable A (its key) is not set"),
+            "{e}"
+        );
+        let vars = [("A", "from-env-a"), ("B", "from-env-b")].map(|(k, v)| (k.into(), v.into()));
+        let m = m.with_env_fallback(vars);
+        let values = m.secret_values(&m.deployments[0]).unwrap();
+        use secrecy::ExposeSecret;
+        assert_eq!(values[1].value.expose_secret(), "from-env-b");
     }
 
     #[test]

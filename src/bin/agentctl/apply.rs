@@ -19,6 +19,12 @@ pub struct ApplyArgs {
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
 
+    /// A secretKeyRef whose Secret is not in the file takes its value from
+    /// the environment variable named like its key (e.g. OPENAI_API_KEY):
+    /// secrets stay in the pipeline's variables, not in a file.
+    #[arg(long)]
+    pub secret_from_env: bool,
+
     #[command(flatten)]
     pub wait: WaitArgs,
 
@@ -33,6 +39,11 @@ pub struct DiffArgs {
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
 
+    /// As for `apply`: a Secret not in the file is read from the
+    /// environment variable named like the key.
+    #[arg(long)]
+    pub secret_from_env: bool,
+
     #[command(flatten)]
     pub plane: ControlPlaneArgs,
 }
@@ -40,15 +51,18 @@ pub struct DiffArgs {
 /// Reads and checks the file: every AgentDeployment's desired state, before
 /// any request. Errors: exit 2 (unreadable file, bad YAML, a spec the
 /// preflight rules refuse, a missing Secret or listener document).
-fn read_desired(file: &PathBuf) -> CliResult<Vec<Desired>> {
+fn read_desired(file: &PathBuf, secret_from_env: bool) -> CliResult<Vec<Desired>> {
     let text = if file.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin()).or_exit(Exit::Usage, "reading stdin")?
     } else {
         std::fs::read_to_string(file)
             .or_exit(Exit::Usage, &format!("reading {}", file.display()))?
     };
-    let manifest =
+    let mut manifest =
         Manifest::parse(&text).map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
+    if secret_from_env {
+        manifest = manifest.with_env_fallback(std::env::vars());
+    }
     manifest
         .deployments
         .iter()
@@ -62,7 +76,7 @@ fn read_desired(file: &PathBuf) -> CliResult<Vec<Desired>> {
 ///
 /// Returns the worst exit code of the deployments (see `exit`).
 pub async fn apply(args: ApplyArgs) -> CliResult {
-    let wanted = read_desired(&args.file)?;
+    let wanted = read_desired(&args.file, args.secret_from_env)?;
     let cp = args.plane.client()?;
     let mut worst = Exit::Success;
     for want in &wanted {
@@ -155,7 +169,7 @@ async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> 
 /// Exit 0 when nothing would change, 1 when something would (like
 /// `kubectl diff`); only reads are sent.
 pub async fn diff(args: DiffArgs) -> CliResult {
-    let wanted = read_desired(&args.file)?;
+    let wanted = read_desired(&args.file, args.secret_from_env)?;
     let cp = args.plane.client()?;
     let mut code = Exit::Success;
     for want in &wanted {

@@ -16,6 +16,7 @@
 //! | `agent_operator_resources` | gauge (computed at scrape) | `kind`, `ready` = `True` \| `False` \| `Unknown` |
 //! | `agent_operator_time_to_ready_seconds` | histogram | none (AgentDeployment) |
 //! | `agent_operator_leader` | gauge | none: 1 while this replica runs the controllers |
+//! | `agent_operator_verifications_total` | counter | `outcome` = `Verified` or a fixed failure reason (`spec.verify`) |
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -69,6 +70,11 @@ struct RequestLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationLabels {
     operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerificationLabels {
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -209,6 +215,7 @@ pub struct Metrics {
     time_to_ready: Histogram,
     leader: Gauge,
     ready_states: Arc<ReadyStates>,
+    verifications: Family<VerificationLabels, Counter>,
 }
 
 impl fmt::Debug for Metrics {
@@ -275,6 +282,12 @@ impl Metrics {
             "1 while this replica runs the controllers (holds the leader lease, or leader election is off)",
             leader.clone(),
         );
+        let verifications = Family::<VerificationLabels, Counter>::default();
+        registry.register(
+            "verifications",
+            "Verifications of AgentDeployments on their agent server (spec.verify) by outcome (Verified or the failure reason)",
+            verifications.clone(),
+        );
         let ready_states = Arc::new(ReadyStates::default());
         registry.register_collector(Box::new(ready_states.clone()));
         Self {
@@ -286,6 +299,7 @@ impl Metrics {
             time_to_ready,
             leader,
             ready_states,
+            verifications,
         }
     }
 
@@ -319,6 +333,15 @@ impl Metrics {
     /// counts every control plane HTTP attempt into this registry.
     pub fn request_observer(&self) -> Arc<dyn RequestObserver> {
         self.control_plane.clone()
+    }
+
+    /// Records one verification attempt of `spec.verify` with its outcome:
+    /// `Verified` or a fixed failure reason (a constant of
+    /// [`crate::api::conditions::reason`]).
+    pub fn observe_verification(&self, outcome: &'static str) {
+        self.verifications
+            .get_or_create(&VerificationLabels { outcome })
+            .inc();
     }
 
     /// Records the time, in seconds, an AgentDeployment took from a new

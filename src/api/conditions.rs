@@ -10,6 +10,11 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 /// Condition type that is True when the resource is fully reconciled.
 pub const READY: &str = "Ready";
 
+/// Condition type, present when `spec.verify` is set: True while the latest
+/// revision is DEPLOYED, active, and passed the checks of `spec.verify` on
+/// the agent server; `Ready` requires it.
+pub const VERIFIED: &str = "Verified";
+
 /// Condition status strings.
 pub const TRUE: &str = "True";
 /// Condition status `False`.
@@ -83,6 +88,37 @@ pub mod reason {
     /// (`GET /v1/integrations/github/{id}/repos`; facts "Integrations (v1)",
     /// seen only in the official clients). Nothing is created.
     pub const REPOSITORY_NOT_ACCESSIBLE: &str = "RepositoryNotAccessible";
+    /// The latest revision passed the checks of `spec.verify` (condition
+    /// `Verified`; also the Normal event).
+    pub const VERIFIED: &str = "Verified";
+    /// The latest revision is DEPLOYED and its verification has not run yet
+    /// (`Ready=False` until it passes).
+    pub const VERIFYING: &str = "Verifying";
+    /// Condition `Verified` is Unknown: the latest revision is not DEPLOYED
+    /// yet, so it was not verified.
+    pub const VERIFICATION_PENDING: &str = "VerificationPending";
+    /// The agent server could not be reached (connection refused, timeout,
+    /// 5xx, 429) or the deployment has no URL; retried with backoff.
+    pub const AGENT_SERVER_UNREACHABLE: &str = "AgentServerUnreachable";
+    /// The agent server refused the API key (401/403; spec "Authentication",
+    /// Agent server).
+    pub const AGENT_SERVER_UNAUTHORIZED: &str = "AgentServerUnauthorized";
+    /// The assistant search found fewer assistants of the graph than
+    /// `spec.verify.assistants.minCount`.
+    pub const ASSISTANTS_MISSING: &str = "AssistantsMissing";
+    /// The run's `assistantId` is unknown to the agent server (404/422).
+    pub const ASSISTANT_NOT_FOUND: &str = "AssistantNotFound";
+    /// The run was refused, failed (an `error` event), broke off or did not
+    /// end within `timeoutSeconds`.
+    pub const RUN_FAILED: &str = "RunFailed";
+    /// The run ended without the event `spec.verify.run.expect` asks for.
+    pub const EXPECTATION_NOT_MET: &str = "ExpectationNotMet";
+    /// The deployment's `active_revision_id` is not the revision just
+    /// deployed, so the agent server may still serve the previous one.
+    pub const REVISION_NOT_ACTIVE: &str = "RevisionNotActive";
+    /// The Warning event of a verification that failed (once per failure
+    /// reason and revision, not on every retry).
+    pub const VERIFICATION_FAILED: &str = "VerificationFailed";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

@@ -435,6 +435,156 @@ pub struct AgentDeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
+    /// Checks on the deployment's agent server after each newly `DEPLOYED`
+    /// revision, then on the slow period: the assistants of a graph, and a
+    /// stateless run with an expected event. When set, `Ready` requires
+    /// `Verified=True`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifySpec>,
+}
+
+/// `spec.verify`: what the operator checks on the deployment's agent server
+/// (at `status.url`, the deployment URL) once a revision is `DEPLOYED` and
+/// the deployment's `active_revision_id` is that revision; again every
+/// verify interval (`--verify-interval-seconds`, default the resync
+/// interval). A failed check is retried with backoff (30 s doubling, capped
+/// at the resync interval). Sources: spec "Endpoints" (Agent server:
+/// `/assistants/search`, `/runs/stream`) and "Authentication" (Agent
+/// server: `X-Api-Key`); facts "Agent server".
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.assistants) || has(self.run)").message("verify needs assistants, run, or both"))]
+pub struct VerifySpec {
+    /// Require at least `minCount` assistants of graph `graphId`
+    /// (`POST /assistants/search` with `graph_id`, one page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assistants: Option<VerifyAssistants>,
+    /// Start one stateless run (`POST /runs/stream`) and expect an event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<VerifyRun>,
+    /// A Secret key (same namespace) holding the agent server's API key, sent
+    /// as `X-Api-Key`. Default: the API key of the AgentControlPlane (cloud
+    /// deployments take a key of the organization that owns them). A missing
+    /// Secret or key is `Verified=False`/`SecretNotFound`, and no agent server
+    /// call is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret_ref: Option<super::SecretKeyRef>,
+}
+
+/// `spec.verify.assistants`: a minimum number of assistants of one graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyAssistants {
+    /// The graph (a key of `graphs` in `langgraph.json`), sent as
+    /// `graph_id`; every graph has a default assistant named after it
+    /// (facts "Agent server").
+    #[schemars(length(min = 1, max = 253))]
+    pub graph_id: String,
+    /// Fewest assistants of the graph (at least 1; default 1).
+    #[serde(default = "default_min_count")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub min_count: u32,
+}
+
+fn default_min_count() -> u32 {
+    1
+}
+
+/// Stream mode of a verification run (facts "Agent server": `stream_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum VerifyStreamMode {
+    /// The whole state after each step.
+    #[serde(rename = "values")]
+    Values,
+    /// `{node: update}` after each step (default).
+    #[default]
+    #[serde(rename = "updates")]
+    Updates,
+    /// Messages, token by token.
+    #[serde(rename = "messages")]
+    Messages,
+    /// Messages as `(message, metadata)` tuples.
+    #[serde(rename = "messages-tuple")]
+    MessagesTuple,
+    /// Every event of the run.
+    #[serde(rename = "events")]
+    Events,
+    /// Debug events.
+    #[serde(rename = "debug")]
+    Debug,
+    /// Custom events written by the graph.
+    #[serde(rename = "custom")]
+    Custom,
+}
+
+impl VerifyStreamMode {
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyStreamMode::Values => "values",
+            VerifyStreamMode::Updates => "updates",
+            VerifyStreamMode::Messages => "messages",
+            VerifyStreamMode::MessagesTuple => "messages-tuple",
+            VerifyStreamMode::Events => "events",
+            VerifyStreamMode::Debug => "debug",
+            VerifyStreamMode::Custom => "custom",
+        }
+    }
+}
+
+/// `spec.verify.run`: one stateless run and what it must stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyRun {
+    /// An assistant id (uuid) or a graph name of `langgraph.json`, sent as
+    /// `assistant_id`. An unknown one is `Verified=False`/`AssistantNotFound`
+    /// with the server's `detail`.
+    #[schemars(length(min = 1, max = 253))]
+    pub assistant_id: String,
+    /// The graph input, a JSON object (e.g. `{messages: [{role, content}]}`).
+    #[serde(default)]
+    #[schemars(schema_with = "verify_input_schema")]
+    pub input: serde_json::Map<String, serde_json::Value>,
+    /// `values`, `updates` (default), `messages`, `messages-tuple`, `events`,
+    /// `debug` or `custom`.
+    #[serde(default)]
+    pub stream_mode: VerifyStreamMode,
+    /// The event the run must stream; unset: the run must end without an
+    /// `error` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<VerifyExpect>,
+    /// Seconds the whole run may take, from the request to the end of the
+    /// stream (1–300; default 30).
+    #[serde(default = "default_run_timeout")]
+    #[schemars(range(min = 1, max = 300))]
+    pub timeout_seconds: u32,
+}
+
+fn default_run_timeout() -> u32 {
+    30
+}
+
+/// `spec.verify.run.expect`: an event of the run stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyExpect {
+    /// Event name, e.g. `updates` (events are named by their stream mode;
+    /// facts "Agent server").
+    #[schemars(length(min = 1, max = 253))]
+    pub event: String,
+    /// Text that the event's data (as compact JSON) must contain; unset: any
+    /// data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub contains: Option<String>,
+}
+
+/// Schema of `spec.verify.run.input`: any JSON object.
+fn verify_input_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
 }
 
 /// Default of `spec.progressDeadlineSeconds`: 1800 s (30 minutes).
@@ -525,10 +675,57 @@ pub struct AgentDeploymentStatus {
     /// patches and revisions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unheld_patch: Option<String>,
-    /// kstatus conditions (`Ready`).
+    /// Id of the revision the last successful verification checked
+    /// (`spec.verify`); equal to `latestRevisionId` while that revision is
+    /// verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_revision_id: Option<String>,
+    /// The last verification attempt (`spec.verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationStatus>,
+    /// kstatus conditions (`Ready`, `Reconciling`, `Stalled`, and `Verified`
+    /// when `spec.verify` is set).
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,
+}
+
+/// `status.verification`: the last verification attempt of `spec.verify`.
+/// Never holds an API key or a header.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationStatus {
+    /// The revision the attempt checked.
+    pub revision_id: String,
+    /// `metadata.generation` of the spec it checked (a new generation is
+    /// verified again at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Verified`, or the reason it failed: `AgentServerUnreachable`,
+    /// `AgentServerUnauthorized`, `AssistantsMissing`, `AssistantNotFound`,
+    /// `RunFailed`, `ExpectationNotMet`, `RevisionNotActive`,
+    /// `SecretNotFound`.
+    pub outcome: String,
+    /// When the attempt started (RFC 3339).
+    pub last_run_time: String,
+    /// Consecutive failed attempts on this revision (0 after a success); the
+    /// retry waits 30 s doubling per failure, capped at the resync interval.
+    #[serde(default)]
+    pub failures: u32,
+    /// Assistants of `spec.verify.assistants.graphId` the search found (one
+    /// page of up to max(minCount, 100)), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assistant_count: Option<u32>,
+    /// Outcome of the run when it ran: `Passed`, `Failed` (an `error` event or
+    /// a refused request), `ExpectationNotMet` or `TimedOut`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_outcome: Option<String>,
+    /// Events the run streamed (the `metadata` event included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_events: Option<u32>,
+    /// What failed, in words (the server's `detail` where it sent one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// A definite rejection of a create, patch or redeploy, kept in status so

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_operator::controller::deployment::verify::VerifyConfig;
 use agent_operator::controller::runner::{self, Scope};
 use agent_operator::controller::{Context, OperatorConfig, control_plane, listener};
 use agent_operator::http::{self, Health};
@@ -102,6 +103,24 @@ struct RunArgs {
     /// Lease (it expires), so that no reconcile overlaps the next leader.
     #[arg(long, env = "SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 40.0)]
     shutdown_timeout_seconds: f64,
+    /// Seconds between two verifications of a verified revision
+    /// (`spec.verify`). Default: the resync interval.
+    #[arg(long, env = "VERIFY_INTERVAL_SECONDS")]
+    verify_interval_seconds: Option<f64>,
+    /// Seconds before the first retry of a failed verification; doubles per
+    /// failure, capped at the resync interval.
+    #[arg(long, env = "VERIFY_BACKOFF_SECONDS", default_value_t = 30.0)]
+    verify_backoff_seconds: f64,
+    /// Agent server calls per second of all verifications together (a token
+    /// bucket; apart from every control plane budget). 0: no rate limit.
+    #[arg(long, env = "VERIFY_REQUESTS_PER_SECOND", default_value_t = 2.0)]
+    verify_requests_per_second: f64,
+    /// Burst of the verification token bucket (calls).
+    #[arg(long, env = "VERIFY_BURST", default_value_t = 10)]
+    verify_burst: u32,
+    /// Verifications running at once (each makes up to two agent server calls).
+    #[arg(long, env = "VERIFY_CONCURRENCY", default_value_t = 4)]
+    verify_concurrency: usize,
 }
 
 fn seconds(s: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -157,6 +176,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         resync_interval: seconds(args.resync_interval_seconds, "resync-interval-seconds")?,
         blocked_interval: seconds(args.blocked_interval_seconds, "blocked-interval-seconds")?,
         request_timeout: seconds(args.request_timeout_seconds, "request-timeout-seconds")?,
+        verify: VerifyConfig {
+            interval: args
+                .verify_interval_seconds
+                .map(|s| seconds(s, "verify-interval-seconds"))
+                .transpose()?,
+            backoff: seconds(args.verify_backoff_seconds, "verify-backoff-seconds")?,
+            requests_per_second: args.verify_requests_per_second,
+            burst: args.verify_burst,
+            concurrency: args.verify_concurrency,
+        },
         ..OperatorConfig::default()
     };
     let shutdown_timeout = seconds(args.shutdown_timeout_seconds, "shutdown-timeout-seconds")?;

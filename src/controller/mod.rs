@@ -37,6 +37,8 @@ pub struct OperatorConfig {
     pub request_timeout: Duration,
     /// Longest delay of the per-object error backoff.
     pub max_backoff: Duration,
+    /// Settings of `spec.verify` (agent server checks).
+    pub verify: deployment::verify::VerifyConfig,
 }
 
 impl Default for OperatorConfig {
@@ -48,6 +50,7 @@ impl Default for OperatorConfig {
             blocked_interval: Duration::from_secs(60),
             request_timeout: Duration::from_secs(30),
             max_backoff: Duration::from_secs(300),
+            verify: Default::default(),
         }
     }
 }
@@ -91,6 +94,9 @@ pub struct Context {
     /// Per object: when its last PATCH that carried secret values was sent
     /// (see [`Context::secrets_due_in`]).
     pub secrets_sent: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// The process-wide rate and concurrency bound of agent server calls
+    /// (`spec.verify`), apart from every control plane budget.
+    pub verifier: deployment::verify::Limits,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -112,9 +118,11 @@ impl Context {
             controller: "agent-operator".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let verifier = deployment::verify::Limits::new(&config.verify);
         Self {
             reporter,
             client,
+            verifier,
             config,
             failures: Default::default(),
             planes: Default::default(),

@@ -408,6 +408,13 @@ impl ControlPlaneClient {
         &self.workspace_id
     }
 
+    /// The API key, for the agent servers of this control plane's
+    /// deployments (spec "Authentication", Agent server: the key of the
+    /// organization that owns them). A [`SecretString`]: never printed.
+    pub fn api_key(&self) -> &SecretString {
+        &self.api_key
+    }
+
     /// `{base}/seg1/seg2/...`; each segment is percent-encoded, so an id
     /// cannot change the path (`a/b` or `a?b` stay one segment and reach the
     /// service, which answers 422 or 404).

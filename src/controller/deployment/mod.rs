@@ -17,6 +17,7 @@ pub mod logtail;
 pub mod names;
 mod obtain;
 mod report;
+pub mod verify;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,6 +160,8 @@ struct RemoteView {
     active_revision_id: Option<String>,
     deployment_status: Option<String>,
     url: Option<String>,
+    /// Read from the deployment by this pass (not taken from status).
+    read: bool,
 }
 
 impl RemoteView {
@@ -169,6 +172,7 @@ impl RemoteView {
             active_revision_id: d.active_revision_id.clone(),
             deployment_status: d.status.clone(),
             url: d.source_config.custom_url.clone(),
+            read: true,
         }
     }
 
@@ -179,6 +183,7 @@ impl RemoteView {
             active_revision_id: s.active_revision_id.clone(),
             deployment_status: s.deployment_status.clone(),
             url: s.url.clone(),
+            read: false,
         }
     }
 }
@@ -645,6 +650,7 @@ impl Pass<'_> {
             outcome,
             self.obj.metadata.generation,
         );
+        verify::set_condition(&mut self.status, &self.previous.conditions, self.obj);
         // Never apply a status that lacks an id the object already had
         // (server-side apply would remove it) unless the pass decided so.
         if self.status.deployment_id.is_none() && self.previous.deployment_id.is_some() {
@@ -658,8 +664,9 @@ impl Pass<'_> {
                     && *reason != reason::CREATING
                     && *reason != reason::REMOTE_DELETED
                     && *reason != reason::REVISION_FAILED
-                    && *reason != reason::REVISION_INTERRUPTED)
-                    .then(|| (*reason, message.clone()))
+                    && *reason != reason::REVISION_INTERRUPTED
+                    && !verify::is_verification_reason(reason))
+                .then(|| (*reason, message.clone()))
             }
             _ => None,
         };
@@ -878,12 +885,18 @@ impl Pass<'_> {
                 Outcome::Progressing { .. } | Outcome::Paused { .. } => {}
             }
         }
+        let (outcome, verify_wait) = self.verified(outcome, &view, latest.as_deref()).await?;
         if matches!(outcome, Outcome::Ready { .. })
             && let Some(seconds) = time_to_ready(self.obj)
         {
             ctx.metrics.observe_time_to_ready(seconds);
         }
         self.finish(&outcome).await?;
+        if let Some(wait) = verify_wait {
+            ctx.reset_polls(key);
+            ctx.revision_ended(key);
+            return Ok(Action::requeue(wait));
+        }
         Ok(match &outcome {
             Outcome::Progressing { .. } => {
                 let state = format!(

@@ -44,7 +44,9 @@ pub async fn report(
 ) -> Result<(), Error> {
     let mut status = obj.status.clone().unwrap_or_default();
     status.observed_generation = obj.metadata.generation;
-    status.conditions = conditions(&status.conditions, outcome, obj.metadata.generation);
+    let previous = std::mem::take(&mut status.conditions);
+    status.conditions = conditions(&previous, outcome, obj.metadata.generation);
+    super::verify::set_condition(&mut status, &previous, obj);
     write_status(api, obj, status).await
 }
 

@@ -1,0 +1,363 @@
+//! The IO edge of `spec.verify`: the key, the one control plane read
+//! (`active_revision_id`), the assistant search and the run on the agent
+//! server, and the record of the attempt in status.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+use secrecy::SecretString;
+use serde_json::Value;
+
+use super::super::{Pass, RemoteView};
+use super::{
+    CONNECT_TIMEOUT, Deferred, MAX_RUN_EVENTS, RunJudge, VerifyKnown, VerifyStep, bounded,
+    classify, outcome, retry_backoff, success_message, verify_step,
+};
+use crate::agentserver::{
+    self, AgentServerClient, AgentServerConfig, AssistantSearch, RunStreamRequest, StreamMode,
+};
+use crate::api::conditions::reason;
+use crate::api::deployment::{VerificationStatus, VerifySpec};
+use crate::controller::status::Outcome;
+use crate::controller::{Error, resolve};
+
+/// The result of the checks on the agent server.
+#[derive(Debug, Default)]
+struct Checked {
+    assistant_count: Option<u32>,
+    run_outcome: Option<&'static str>,
+    run_events: Option<u32>,
+    /// `None`: passed.
+    failure: Option<(&'static str, String)>,
+}
+
+/// Runs the checks of `spec` on `client`: the search, then the run.
+async fn check(client: &AgentServerClient, spec: &VerifySpec) -> Checked {
+    let mut out = Checked::default();
+    if let Some(a) = &spec.assistants {
+        let search = AssistantSearch {
+            graph_id: Some(a.graph_id.clone()),
+            limit: Some(a.min_count.max(100)),
+            ..Default::default()
+        };
+        match client.search_assistants(&search).await {
+            Ok(page) => {
+                let found = page
+                    .assistants
+                    .iter()
+                    .filter(|x| x.graph_id == a.graph_id)
+                    .count();
+                let found = u32::try_from(found).unwrap_or(u32::MAX);
+                out.assistant_count = Some(found);
+                if found < a.min_count {
+                    out.failure = Some((
+                        reason::ASSISTANTS_MISSING,
+                        format!(
+                            "the assistant search found {found} assistant(s) of graph {:?}; spec.verify.assistants.minCount is {}",
+                            a.graph_id, a.min_count
+                        ),
+                    ));
+                    return out;
+                }
+            }
+            Err(e) => {
+                out.failure = Some(classify("POST /assistants/search", &e));
+                return out;
+            }
+        }
+    }
+    let Some(run) = &spec.run else {
+        return out;
+    };
+    let req = RunStreamRequest {
+        assistant_id: run.assistant_id.clone(),
+        input: Some(Value::Object(run.input.clone())),
+        stream_mode: Some(StreamMode::One(run.stream_mode.as_str().to_owned())),
+        on_disconnect: Some("cancel".to_owned()),
+        ..Default::default()
+    };
+    let timeout = Duration::from_secs(u64::from(run.timeout_seconds.max(1)));
+    let mut judge = RunJudge::new(run.expect.clone());
+    let streamed = tokio::time::timeout(timeout, async {
+        let mut stream = client.stream_run(&req).await?;
+        while let Some(item) = stream.next().await {
+            judge.see(&item?);
+            if judge.events() >= MAX_RUN_EVENTS {
+                break;
+            }
+        }
+        Ok::<(), agentserver::Error>(())
+    })
+    .await;
+    let events = judge.events();
+    let verdict = match streamed {
+        Err(_) => Err((
+            reason::RUN_FAILED,
+            "TimedOut",
+            format!("the run did not end within spec.verify.run.timeoutSeconds ({timeout:?})"),
+        )),
+        Ok(Err(e)) if events == 0 => {
+            let (r, message) = classify("POST /runs/stream", &e);
+            Err((r, "Failed", message))
+        }
+        Ok(Err(e)) => judge.verdict(Some(format!("the run stream broke off: {e}"))),
+        Ok(Ok(())) => judge.verdict(None),
+    };
+    if events > 0 {
+        out.run_events = Some(events);
+    }
+    match verdict {
+        Ok(_) => out.run_outcome = Some("Passed"),
+        Err((r, run_outcome, message)) => {
+            out.run_outcome = Some(run_outcome);
+            out.failure = Some((r, message));
+        }
+    }
+    out
+}
+
+impl Pass<'_> {
+    /// `spec.verify` on a pass whose latest revision `rid` is DEPLOYED:
+    /// verifies it when due ([`verify_step`]), records the attempt in
+    /// status, and returns the outcome (Ready only when verified) and the
+    /// delay before the next pass. `deployed` is the outcome without
+    /// verification; without `spec.verify` it is returned as is.
+    pub(in crate::controller::deployment) async fn verified(
+        &mut self,
+        deployed: Outcome,
+        view: &RemoteView,
+        rid: Option<&str>,
+    ) -> Result<(Outcome, Option<Duration>), Error> {
+        let (Some(spec), Some(rid), Outcome::Ready { .. }) =
+            (self.obj.spec.verify.clone(), rid, &deployed)
+        else {
+            return Ok((deployed, None));
+        };
+        let wait = self.verify(&spec, view, rid).await?;
+        Ok((outcome(rid, deployed, &self.status), Some(wait)))
+    }
+
+    async fn verify(
+        &mut self,
+        spec: &VerifySpec,
+        view: &RemoteView,
+        rid: &str,
+    ) -> Result<Duration, Error> {
+        let config = &self.ctx.config;
+        let resync = config.resync_interval;
+        let interval = config.verify.interval.unwrap_or(resync);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let last = self.previous.verification.as_ref();
+        let since_last_run = last
+            .and_then(|l| l.last_run_time.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .and_then(|t| Duration::try_from(now.duration_since(t)).ok());
+        let known = VerifyKnown {
+            revision_id: rid,
+            generation: self.obj.metadata.generation,
+            last,
+            verified_revision_id: self.previous.verified_revision_id.as_deref(),
+            since_last_run,
+            interval,
+            backoff: config.verify.backoff,
+            cap: resync,
+        };
+        let verified_before = self.previous.verified_revision_id.as_deref() == Some(rid);
+        // Up to 10 % later, never sooner: an early pass would find nothing due.
+        let later = |d: Duration| d.mul_f64(rand::random_range(1.0..1.1));
+        match verify_step(&known) {
+            VerifyStep::Wait(left) if verified_before && interval > resync => {
+                return Ok(later(left).min(crate::controller::jittered(resync)));
+            }
+            VerifyStep::Wait(left) => return Ok(later(left)),
+            VerifyStep::Verify => {}
+        }
+        let calls = u32::from(spec.assistants.is_some()) + u32::from(spec.run.is_some());
+        let _permit = match self.ctx.verifier.admit(calls) {
+            Ok(p) => p,
+            Err(Deferred(wait)) => {
+                tracing::debug!(
+                    wait_s = wait.as_secs_f64(),
+                    "verification deferred by its rate limit"
+                );
+                return Ok(later(wait));
+            }
+        };
+        let record = |outcome: &str, failures: u32| VerificationStatus {
+            revision_id: rid.to_owned(),
+            observed_generation: self.obj.metadata.generation,
+            outcome: outcome.to_owned(),
+            last_run_time: now.to_string(),
+            failures,
+            ..Default::default()
+        };
+        let failures_before = last
+            .filter(|l| l.revision_id == rid && l.outcome != reason::VERIFIED)
+            .map_or(0, |l| l.failures);
+        let checked = match self.attempt(spec, view, rid).await? {
+            Attempt::Postponed(wait) => return Ok(later(wait)),
+            Attempt::Done(c) => c,
+        };
+        let failure = checked.failure;
+        let mut entry = match &failure {
+            None => record(reason::VERIFIED, 0),
+            Some((r, _)) => record(r, failures_before.saturating_add(1)),
+        };
+        entry.last_error = failure.as_ref().map(|(_, m)| bounded(m.clone()));
+        entry.assistant_count = checked.assistant_count;
+        entry.last_run_outcome = checked.run_outcome.map(str::to_owned);
+        entry.last_run_events = checked.run_events;
+        self.ctx
+            .metrics
+            .observe_verification(failure.as_ref().map_or(reason::VERIFIED, |(r, _)| r));
+        match &failure {
+            None => {
+                self.status.verified_revision_id = Some(rid.to_owned());
+                let was_passing = last
+                    .is_some_and(|l| l.revision_id == rid && l.outcome == reason::VERIFIED)
+                    && verified_before;
+                if !was_passing {
+                    self.events.push((
+                        EventType::Normal,
+                        reason::VERIFIED,
+                        success_message(rid, &entry),
+                    ));
+                }
+                tracing::info!(revision = rid, "revision verified on the agent server");
+            }
+            Some((r, message)) => {
+                if verified_before {
+                    // A re-verification failed: the revision is no longer
+                    // known to be good.
+                    self.status.verified_revision_id = None;
+                }
+                let repeated = last.is_some_and(|l| l.revision_id == rid && l.outcome == *r);
+                if !repeated {
+                    self.events.push((
+                        EventType::Warning,
+                        reason::VERIFICATION_FAILED,
+                        bounded(format!("revision {rid}: {r}: {message}")),
+                    ));
+                }
+                tracing::info!(revision = rid, reason = r, "verification failed");
+            }
+        }
+        let wait = match failure {
+            None => later(interval).min(if interval > resync {
+                crate::controller::jittered(resync)
+            } else {
+                Duration::MAX
+            }),
+            Some(_) => later(retry_backoff(entry.failures, config.verify.backoff, resync)),
+        };
+        self.status.verification = Some(entry);
+        Ok(wait)
+    }
+
+    /// One attempt: the key, the active revision, then the agent server.
+    async fn attempt(
+        &mut self,
+        spec: &VerifySpec,
+        view: &RemoteView,
+        rid: &str,
+    ) -> Result<Attempt, Error> {
+        let failed = |r: &'static str, message: String| {
+            Ok(Attempt::Done(Checked {
+                failure: Some((r, message)),
+                ..Default::default()
+            }))
+        };
+        let key: SecretString = match &spec.api_key_secret_ref {
+            None => self.cp.api_key().clone(),
+            Some(r) => {
+                let ns = self
+                    .obj
+                    .namespace()
+                    .ok_or(Error::MissingObjectKey("namespace"))?;
+                match resolve::secret_value(&self.ctx.client, &ns, &r.name, &r.key).await? {
+                    Ok(v) if !v.trim().is_empty() => SecretString::from(v.trim().to_owned()),
+                    Ok(_) => {
+                        return failed(
+                            reason::SECRET_NOT_FOUND,
+                            format!(
+                                "spec.verify.apiKeySecretRef: Secret {ns}/{} key {:?} is empty",
+                                r.name, r.key
+                            ),
+                        );
+                    }
+                    Err(blocked) => {
+                        return failed(
+                            reason::SECRET_NOT_FOUND,
+                            format!("spec.verify.apiKeySecretRef: {}", blocked.message),
+                        );
+                    }
+                }
+            }
+        };
+        // The agent server serves the active revision: check that it is the
+        // one just deployed (one GET when this pass did not read it).
+        let mut url = view.url.clone().or_else(|| self.status.url.clone());
+        let active = if view.read {
+            view.active_revision_id.clone()
+        } else {
+            match self.cp.get_deployment(&view.id).await {
+                Ok(d) => {
+                    url = d.source_config.custom_url.clone().or(url);
+                    self.status.active_revision_id = d.active_revision_id.clone();
+                    self.status.deployment_status = d.status.clone();
+                    if d.source_config.custom_url.is_some() {
+                        self.status.url = d.source_config.custom_url.clone();
+                    }
+                    d.active_revision_id
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "verification postponed: the deployment could not be read");
+                    return Ok(Attempt::Postponed(self.ctx.config.verify.backoff));
+                }
+            }
+        };
+        if active.as_deref() != Some(rid) {
+            return failed(
+                reason::REVISION_NOT_ACTIVE,
+                format!(
+                    "the deployment's active_revision_id is {}, not revision {rid} just deployed",
+                    active.as_deref().unwrap_or("null")
+                ),
+            );
+        }
+        let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
+            return failed(
+                reason::AGENT_SERVER_UNREACHABLE,
+                "the deployment has no URL (source_config.custom_url)".to_owned(),
+            );
+        };
+        let timeout = self.ctx.config.request_timeout.min(Duration::from_secs(30));
+        let mut config = AgentServerConfig::new(url).with_api_key(key);
+        config.connect_timeout = CONNECT_TIMEOUT.min(timeout);
+        config.request_timeout = timeout;
+        config.stream_idle_timeout = timeout;
+        let client = match AgentServerClient::new(config) {
+            Ok(c) => c,
+            Err(e) => {
+                let (r, message) = classify("agent server client", &e);
+                return failed(r, message);
+            }
+        };
+        tracing::debug!(
+            url = client.base_url(),
+            revision = rid,
+            "verifying on the agent server"
+        );
+        Ok(Attempt::Done(check(&client, spec).await))
+    }
+}
+
+/// What `Pass::attempt` came to.
+enum Attempt {
+    /// Checked (passed or failed).
+    Done(Checked),
+    /// Nothing was checked (the control plane read failed): try again after
+    /// this delay, without recording an attempt.
+    Postponed(Duration),
+}

@@ -62,6 +62,19 @@ async fn check(client: &AgentServerClient, spec: &VerifySpec) -> Checked {
                     return out;
                 }
             }
+            // langgraph dev answers a search for a graph it does not serve
+            // with a 404 naming the graph, not an empty list.
+            Err(agentserver::Error::NotFound { detail }) if detail.contains(&a.graph_id) => {
+                out.assistant_count = Some(0);
+                out.failure = Some((
+                    reason::ASSISTANTS_MISSING,
+                    format!(
+                        "the agent server serves no graph {:?} (POST /assistants/search: 404: {detail})",
+                        a.graph_id
+                    ),
+                ));
+                return out;
+            }
             Err(e) => {
                 out.failure = Some(classify("POST /assistants/search", &e));
                 return out;

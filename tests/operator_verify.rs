@@ -1,0 +1,299 @@
+//! Issue 10 part 2, verification in the operator: an AgentDeployment with
+//! `spec.verify` against a real agent server (`langgraph dev` serving the
+//! echo graph of `tests/fixtures/echo-agent`, see `support::langgraph`),
+//! reached at the deployment URL the emulator hands out
+//! (`--agent-server-url`).
+//!
+//! - it becomes Ready only after the agent server answered the assistant
+//!   search and the run (`Verified=True`, `status.verifiedRevisionId`);
+//! - an unknown assistant, or a graph the server does not serve, is
+//!   `Verified=False` with the server's answer, never Ready;
+//! - an agent server that is down is `Verified=False`/`AgentServerUnreachable`
+//!   retried with backoff: a handful of attempts in 20 s, one Warning event,
+//!   and the control plane request budget holds.
+//!
+//! Source: spec "Endpoints" (Agent server) and "Authentication"; facts
+//! "Agent server".
+
+mod common;
+mod support;
+
+use std::time::{Duration, Instant};
+
+use agent_operator::api::AgentDeployment;
+use serde_json::{Value, json};
+use support::{Harness, condition, events_about, github_deployment, route};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const TEST_BINARY: &str = "operator_verify";
+
+async fn harness(test: &str, agent_server_url: &str, operator: &[&str]) -> Harness {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, test).await;
+    Harness::start(
+        client,
+        ns,
+        env.kubeconfig_path(),
+        test,
+        &[
+            "--step-seconds",
+            "0.2",
+            "--delete-seconds",
+            "0.5",
+            "--agent-server-url",
+            agent_server_url,
+        ],
+        Some(operator),
+    )
+    .await
+}
+
+/// [`github_deployment`] with `spec.verify`.
+fn verified(name: &str, verify: Value) -> Value {
+    let mut m = github_deployment(name, "main");
+    m["spec"]["verify"] = verify;
+    m
+}
+
+/// `verify` that searches graph `graph` and runs `assistant`, expecting an
+/// `updates` event that echoes `text`.
+fn checks(graph: &str, assistant: &str, text: &str) -> Value {
+    json!({
+        "assistants": {"graphId": graph, "minCount": 1},
+        "run": {
+            "assistantId": assistant,
+            "input": {"messages": [{"role": "user", "content": text}]},
+            "streamMode": "updates",
+            "expect": {"event": "updates", "contains": text},
+            "timeoutSeconds": 60
+        }
+    })
+}
+
+fn verified_condition(obj: &AgentDeployment) -> Option<(String, String, String)> {
+    condition(obj, "Verified").map(|c| (c.status, c.reason, c.message))
+}
+
+/// Sum of the series counts of the events `reason` about `name`.
+async fn event_count(h: &Harness, name: &str, reason: &str) -> i32 {
+    events_about(&h.client, &h.ns, name)
+        .await
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum()
+}
+
+#[tokio::test]
+async fn a_verified_deployment_is_ready_only_after_the_agent_server_answered() {
+    let started = Instant::now();
+    let server = support::langgraph::shared(TEST_BINARY);
+    let h = harness("op-verify-ready", &server.url, &[]).await;
+    let name = "verified-agent";
+    let text = format!("hello verify {}", uuid::Uuid::new_v4());
+    h.apply(verified(name, checks("agent", "agent", &text)))
+        .await;
+
+    // Every state the operator writes keeps the rule: Ready=True only with
+    // Verified=True on the latest revision; before that, Ready=False.
+    let mut saw_not_ready = false;
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "Ready=True", |o| {
+        let ready = support::ready(o);
+        let status = o.status.clone().unwrap_or_default();
+        match ready {
+            Some((s, _, _)) if s == "True" => {
+                let v = verified_condition(o);
+                assert_eq!(
+                    v.as_ref().map(|v| v.0.as_str()),
+                    Some("True"),
+                    "Ready=True without Verified=True: {:#?}",
+                    o.status
+                );
+                assert_eq!(
+                    status.verified_revision_id, status.latest_revision_id,
+                    "Ready=True on a revision that is not the verified one"
+                );
+                support::is_ready_now(o).then(|| o.clone())
+            }
+            Some(_) => {
+                saw_not_ready = true;
+                None
+            }
+            None => None,
+        }
+    })
+    .await;
+    assert!(saw_not_ready, "Ready was False before the verification");
+    let status = obj.status.clone().unwrap();
+    let v = status.verification.clone().expect("status.verification");
+    assert_eq!(status.revision_status.as_deref(), Some("DEPLOYED"));
+    assert_eq!(status.url.as_deref(), Some(server.url.as_str()));
+    let latest = status.latest_revision_id.clone().expect("latestRevisionId");
+    assert_eq!(
+        status.verified_revision_id.as_deref(),
+        Some(latest.as_str())
+    );
+    assert_eq!(status.active_revision_id.as_deref(), Some(latest.as_str()));
+    assert_eq!(v.revision_id, latest);
+    assert_eq!(v.outcome, "Verified");
+    assert_eq!(v.failures, 0);
+    assert!(v.assistant_count.is_some_and(|n| n >= 1), "{v:?}");
+    assert_eq!(v.last_run_outcome.as_deref(), Some("Passed"));
+    assert!(
+        v.last_run_events.is_some_and(|n| n >= 2),
+        "metadata and at least one update: {v:?}"
+    );
+    assert!(v.last_error.is_none(), "{v:?}");
+    // The answer came before Ready: Ready's transition (1 s resolution) is
+    // not before the verification started.
+    let ready_at = condition(&obj, "Ready").unwrap().last_transition_time.0;
+    let ran_at: k8s_openapi::jiff::Timestamp = v.last_run_time.parse().expect("RFC 3339");
+    assert!(
+        ready_at.as_second() >= ran_at.as_second(),
+        "Ready at {ready_at}, verification at {ran_at}"
+    );
+    let (vs, vr, vm) = verified_condition(&obj).unwrap();
+    assert_eq!((vs.as_str(), vr.as_str()), ("True", "Verified"));
+    assert!(vm.contains(&latest), "{vm}");
+    support::wait_for_event(&h.client, &h.ns, name, "Verified", TIMEOUT).await;
+    // The real server answered both: its log has the search and the run.
+    let log = std::fs::read_to_string(&server.log).unwrap_or_default();
+    assert!(log.contains("/assistants/search"), "langgraph log: {log}");
+    assert!(log.contains("/runs/stream"), "langgraph log: {log}");
+    let metrics = h.operator.as_ref().unwrap().metrics().await;
+    assert_eq!(
+        support::metric(
+            &metrics,
+            "agent_operator_verifications_total",
+            &[("outcome", "Verified")]
+        ),
+        Some(1.0),
+        "one verification"
+    );
+    eprintln!(
+        "verified and Ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_assistant_or_graph_is_a_clear_error_and_never_ready() {
+    let server = support::langgraph::shared(TEST_BINARY);
+    let h = harness("op-verify-unknown", &server.url, &[]).await;
+    let run = "unknown-assistant";
+    let graph = "unknown-graph";
+    h.apply(verified(run, checks("agent", "no-such-assistant", "hi")))
+        .await;
+    h.apply(verified(
+        graph,
+        json!({"assistants": {"graphId": "no-such-graph"}}),
+    ))
+    .await;
+
+    for (name, reason, named) in [
+        (run, "AssistantNotFound", "no-such-assistant"),
+        (graph, "AssistantsMissing", "no-such-graph"),
+    ] {
+        let obj = support::wait_for(&h.api, name, TIMEOUT, reason, |o| {
+            assert!(
+                !support::is_ready_now(o),
+                "Ready=True although the verification fails: {:#?}",
+                o.status
+            );
+            verified_condition(o)
+                .filter(|(s, r, _)| s == "False" && r == reason)
+                .map(|_| o.clone())
+        })
+        .await;
+        let (_, _, message) = verified_condition(&obj).unwrap();
+        assert!(message.contains(named), "{message}");
+        let (ready, ready_reason, ready_message) = support::ready(&obj).unwrap();
+        assert_eq!((ready.as_str(), ready_reason.as_str()), ("False", reason));
+        assert!(ready_message.contains(named), "{ready_message}");
+        assert!(
+            support::is_stalled_with(&obj, reason),
+            "needs a human: Stalled=True"
+        );
+        let status = obj.status.unwrap();
+        assert_eq!(status.revision_status.as_deref(), Some("DEPLOYED"));
+        assert_eq!(status.verified_revision_id, None);
+        let v = status.verification.unwrap();
+        assert_eq!((v.outcome.as_str(), v.failures), (reason, 1));
+        support::wait_for_event(&h.client, &h.ns, name, "VerificationFailed", TIMEOUT).await;
+    }
+    let v = h.api.get(run).await.unwrap().status.unwrap().verification;
+    assert_eq!(
+        v.and_then(|v| v.last_run_outcome).as_deref(),
+        Some("Failed")
+    );
+}
+
+#[tokio::test]
+async fn an_agent_server_that_is_down_is_retried_with_backoff_not_in_a_loop() {
+    // A loopback port nobody listens on.
+    let closed = format!("http://127.0.0.1:{}", support::free_port());
+    let h = harness(
+        "op-verify-down",
+        &closed,
+        &[
+            "--verify-backoff-seconds",
+            "1",
+            "--resync-interval-seconds",
+            "8",
+        ],
+    )
+    .await;
+    let name = "down-agent";
+    h.apply(verified(name, checks("agent", "agent", "hi")))
+        .await;
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "AgentServerUnreachable", |o| {
+        verified_condition(o)
+            .filter(|(s, r, _)| s == "False" && r == "AgentServerUnreachable")
+            .map(|_| o.clone())
+    })
+    .await;
+    let (_, _, message) = verified_condition(&obj).unwrap();
+    assert!(message.contains("/assistants/search"), "{message}");
+    let operator = h.operator.as_ref().unwrap();
+    let attempts = |m: &str| {
+        support::metric(
+            m,
+            "agent_operator_verifications_total",
+            &[("outcome", "AgentServerUnreachable")],
+        )
+        .unwrap_or(0.0)
+    };
+    let before = attempts(&operator.metrics().await);
+    let gets_before = h.emulator.requests().await.count(route::GET);
+    let watch = Instant::now();
+    let window = Duration::from_secs(20);
+    while watch.elapsed() < window {
+        let obj = h.api.get(name).await.unwrap();
+        assert!(!support::is_ready_now(&obj), "{:#?}", obj.status);
+        let (ready, reason, _) = support::ready(&obj).unwrap();
+        assert_eq!(
+            (ready.as_str(), reason.as_str()),
+            ("False", "AgentServerUnreachable")
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let during = attempts(&operator.metrics().await) - before;
+    let gets = h.emulator.requests().await.count(route::GET) - gets_before;
+    eprintln!("in {window:?}: {during} verification attempts, {gets} GETs of the deployment");
+    // Backoff 1 s doubling, capped at 8 s: about 1, 2, 4, 8, 8 s apart.
+    assert!(
+        (2.0..=8.0).contains(&during),
+        "{during} attempts in {window:?}: expected a handful (backoff), not a loop"
+    );
+    assert!(gets <= 10, "{gets} GETs of the deployment in {window:?}");
+    let status = h.api.get(name).await.unwrap().status.unwrap();
+    let v = status.verification.unwrap();
+    assert!(v.failures >= 3, "{v:?}");
+    assert_eq!(status.verified_revision_id, None);
+    assert_eq!(
+        event_count(&h, name, "VerificationFailed").await,
+        1,
+        "one Warning for the failure, not one per retry"
+    );
+}

@@ -27,23 +27,23 @@ use support::{Harness, condition, events_about, github_deployment, route};
 const TIMEOUT: Duration = Duration::from_secs(90);
 const TEST_BINARY: &str = "operator_verify";
 
+/// A harness whose deployments' URLs are `agent_server_url`.
 async fn harness(test: &str, agent_server_url: &str, operator: &[&str]) -> Harness {
+    harness_with(test, &["--agent-server-url", agent_server_url], operator).await
+}
+
+async fn harness_with(test: &str, emulator: &[&str], operator: &[&str]) -> Harness {
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, test).await;
+    let mut args = vec!["--step-seconds", "0.2", "--delete-seconds", "0.5"];
+    args.extend_from_slice(emulator);
     Harness::start(
         client,
         ns,
         env.kubeconfig_path(),
         test,
-        &[
-            "--step-seconds",
-            "0.2",
-            "--delete-seconds",
-            "0.5",
-            "--agent-server-url",
-            agent_server_url,
-        ],
+        &args,
         Some(operator),
     )
     .await
@@ -296,4 +296,106 @@ async fn an_agent_server_that_is_down_is_retried_with_backoff_not_in_a_loop() {
         1,
         "one Warning for the failure, not one per retry"
     );
+}
+
+#[tokio::test]
+async fn a_verify_key_secret_is_waited_for_then_used_and_verified_revisions_are_rechecked() {
+    // The emulator's built-in agent server (deployment URL
+    // `{emulator}/agents/{id}`, graph `agent`) checks `X-Api-Key`: a second
+    // key of the test workspace, held in its own Secret.
+    let key_arg = format!("{}={}", support::leaks::VERIFY_KEY, support::WORKSPACE);
+    let h = harness_with(
+        "op-verify-key",
+        &["--api-key", &key_arg],
+        &[
+            "--verify-backoff-seconds",
+            "1",
+            "--verify-interval-seconds",
+            "2",
+        ],
+    )
+    .await;
+    let name = "keyed-agent";
+    let mut verify = checks("agent", "agent", "hello key");
+    verify["apiKeySecretRef"] = json!({"name": "agent-server-key", "key": "api-key"});
+    h.apply(verified(name, verify)).await;
+
+    // No Secret yet: Verified=False/SecretNotFound naming it, no run.
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "SecretNotFound", |o| {
+        assert!(!support::is_ready_now(o), "{:#?}", o.status);
+        verified_condition(o)
+            .filter(|(s, r, _)| s == "False" && r == "SecretNotFound")
+            .map(|_| o.clone())
+    })
+    .await;
+    let (_, _, message) = verified_condition(&obj).unwrap();
+    assert!(message.contains("agent-server-key"), "{message}");
+    let v = obj.status.unwrap().verification.unwrap();
+    assert_eq!((v.assistant_count, v.last_run_outcome), (None, None));
+
+    // The Secret appears with a key the agent server refuses: that key is
+    // the one sent (the control plane's would pass).
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(h.client.clone(), &h.ns);
+    let put_key = |value: &'static str| {
+        let secrets = secrets.clone();
+        async move {
+            support::apply_json(
+                &secrets,
+                "agent-server-key",
+                json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "agent-server-key"},
+                    "stringData": {"api-key": value}
+                }),
+            )
+            .await;
+        }
+    };
+    put_key(support::leaks::UNKNOWN_KEY).await;
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "AgentServerUnauthorized", |o| {
+        assert!(!support::is_ready_now(o), "{:#?}", o.status);
+        verified_condition(o)
+            .filter(|(s, r, _)| s == "False" && r == "AgentServerUnauthorized")
+            .map(|_| o.clone())
+    })
+    .await;
+    let (_, _, message) = verified_condition(&obj).unwrap();
+    assert!(message.contains("401"), "{message}");
+
+    // The right key: the next retry uses it and the revision verifies.
+    put_key(support::leaks::VERIFY_KEY).await;
+    let obj = h.wait_ready(name, TIMEOUT).await;
+    let status = obj.status.clone().unwrap();
+    assert_eq!(status.verified_revision_id, status.latest_revision_id);
+    assert!(
+        status
+            .url
+            .as_deref()
+            .is_some_and(|u| u.starts_with(&h.emulator.base_url) && u.contains("/agents/")),
+        "the built-in agent server: {:?}",
+        status.url
+    );
+
+    // Verified revisions are checked again every --verify-interval-seconds
+    // (2 s here); Ready stays True and the Normal event is not repeated.
+    let operator = h.operator.as_ref().unwrap();
+    let passed = |m: &str| {
+        support::metric(
+            m,
+            "agent_operator_verifications_total",
+            &[("outcome", "Verified")],
+        )
+        .unwrap_or(0.0)
+    };
+    let before = passed(&operator.metrics().await);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let again = passed(&operator.metrics().await) - before;
+    assert!(
+        (2.0..=4.0).contains(&again),
+        "{again} re-verifications in 7 s"
+    );
+    let obj = h.api.get(name).await.unwrap();
+    assert!(support::is_ready_now(&obj), "{:#?}", obj.status);
+    assert_eq!(event_count(&h, name, "Verified").await, 1);
 }

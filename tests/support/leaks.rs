@@ -47,6 +47,9 @@ pub const LISTENER_ENTERPRISE_KEY: &str = "listener-enterprise-key";
 /// The key of the non-enterprise workspace (`listener_status`).
 pub const LISTENER_PLAIN_KEY: &str = "listener-plain-key";
 
+/// The agent server key of `operator_verify` (`spec.verify.apiKeySecretRef`).
+pub const VERIFY_KEY: &str = "agent-server-key-7c3e1a";
+
 /// Every secret value of the operator tests, by constant name.
 pub const SECRETS: &[(&str, &str)] = &[
     ("API_KEY", API_KEY),
@@ -61,6 +64,7 @@ pub const SECRETS: &[(&str, &str)] = &[
     ("REVOKED_KEY", REVOKED_KEY),
     ("LISTENER_ENTERPRISE_KEY", LISTENER_ENTERPRISE_KEY),
     ("LISTENER_PLAIN_KEY", LISTENER_PLAIN_KEY),
+    ("VERIFY_KEY", VERIFY_KEY),
 ];
 
 /// Operator log files written by this test binary so far.

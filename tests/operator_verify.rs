@@ -399,3 +399,87 @@ async fn a_verify_key_secret_is_waited_for_then_used_and_verified_revisions_are_
     assert!(support::is_ready_now(&obj), "{:#?}", obj.status);
     assert_eq!(event_count(&h, name, "Verified").await, 1);
 }
+
+#[tokio::test]
+async fn an_invalid_verify_is_refused_at_admission() {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "op-verify-admission").await;
+    let dynamic: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &kube::api::ApiResource::erase::<AgentDeployment>(&()),
+    );
+    let api: kube::Api<AgentDeployment> = kube::Api::namespaced(client, &ns);
+    let run = |extra: Value| {
+        let mut r = json!({"assistantId": "agent", "input": {"messages": []}});
+        for (k, v) in extra.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        json!({"run": r})
+    };
+    let cases = [
+        (
+            "nothing to check",
+            json!({}),
+            "verify needs assistants, run, or both",
+        ),
+        (
+            "minCount 0",
+            json!({"assistants": {"graphId": "agent", "minCount": 0}}),
+            "minCount",
+        ),
+        ("no graphId", json!({"assistants": {}}), "graphId"),
+        (
+            "timeout over 300 s",
+            run(json!({"timeoutSeconds": 301})),
+            "timeoutSeconds",
+        ),
+        (
+            "timeout 0",
+            run(json!({"timeoutSeconds": 0})),
+            "timeoutSeconds",
+        ),
+        (
+            "unknown stream mode",
+            run(json!({"streamMode": "everything"})),
+            "streamMode",
+        ),
+        (
+            "input not an object",
+            run(json!({"input": "hello"})),
+            "input",
+        ),
+        (
+            "expect without event",
+            run(json!({"expect": {"contains": "x"}})),
+            "event",
+        ),
+        (
+            "no assistantId",
+            json!({"run": {"input": {}}}),
+            "assistantId",
+        ),
+        (
+            "a Secret key with a slash",
+            json!({"assistants": {"graphId": "agent"}, "apiKeySecretRef": {"name": "k", "key": "a/b"}}),
+            "key",
+        ),
+    ];
+    for (i, (what, verify, field)) in cases.into_iter().enumerate() {
+        let name = format!("invalid-{i}");
+        // A POST (a server-side apply of a wrong type is a 500, not a 422).
+        let raw: kube::api::DynamicObject =
+            serde_json::from_value(verified(&name, verify)).expect("a dynamic object");
+        let result = dynamic.create(&Default::default(), &raw).await;
+        match result {
+            Err(kube::Error::Api(e)) => {
+                assert_eq!(e.code, 422, "{what}: {e:?}");
+                assert!(e.message.contains(field), "{what}: {}", e.message);
+            }
+            other => panic!("{what}: accepted: {other:?}"),
+        }
+    }
+    let ok = verified("valid", checks("agent", "agent", "hi"));
+    support::apply_json(&api, "valid", ok).await;
+}

@@ -400,3 +400,19 @@ fn messages_are_bounded() {
     assert!(cut.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
     assert_eq!(bounded("short".into()), "short");
 }
+
+#[test]
+fn the_example_decodes() {
+    let obj: AgentDeployment = yaml_serde::from_str(include_str!(
+        "../../../../examples/agent-deployment-verified.yaml"
+    ))
+    .expect("examples/agent-deployment-verified.yaml is an AgentDeployment");
+    let verify = obj.spec.verify.expect("spec.verify");
+    let run = verify.run.expect("spec.verify.run");
+    assert_eq!(
+        run.stream_mode,
+        crate::api::deployment::VerifyStreamMode::Updates
+    );
+    assert_eq!(verify.assistants.map(|a| a.min_count), Some(1));
+    assert!(run.input.contains_key("messages"));
+}

@@ -143,9 +143,13 @@ impl Pass<'_> {
         view: &RemoteView,
         rid: Option<&str>,
     ) -> Result<(Outcome, Option<Duration>), Error> {
-        let (Some(spec), Some(rid), Outcome::Ready { .. }) =
-            (self.obj.spec.verify.clone(), rid, &deployed)
-        else {
+        let Some(spec) = self.obj.spec.verify.clone() else {
+            // Verification was turned off: its record goes too.
+            self.status.verified_revision_id = None;
+            self.status.verification = None;
+            return Ok((deployed, None));
+        };
+        let (Some(rid), Outcome::Ready { .. }) = (rid, &deployed) else {
             return Ok((deployed, None));
         };
         let wait = self.verify(&spec, view, rid).await?;
@@ -187,7 +191,11 @@ impl Pass<'_> {
             VerifyStep::Verify => {}
         }
         let calls = u32::from(spec.assistants.is_some()) + u32::from(spec.run.is_some());
-        let _permit = match self.ctx.verifier.admit(calls) {
+        let _permit = match self
+            .ctx
+            .verifier
+            .admit(&crate::controller::object_key(self.obj), calls)
+        {
             Ok(p) => p,
             Err(Deferred(wait)) => {
                 tracing::debug!(

@@ -75,11 +75,31 @@ const MAX_MESSAGE_BYTES: usize = 600;
 /// The process-wide bound of agent server calls: a token bucket (`governor`)
 /// and a cap on verifications at once. Verification calls draw from no
 /// control plane budget.
+///
+/// Nothing waits here (a reconcile worker is never held): a verification
+/// that does not fit is deferred. Each deferred pass of an object costs it a
+/// drift check on the control plane, so deferrals are spread over the
+/// backlog: with `n` objects waiting, a deferred one comes back after the
+/// bucket's own wait plus a uniform share of `n` verifications' worth of
+/// tokens, and the retries stay near the verification rate instead of a
+/// fleet retrying every second.
 #[derive(Debug)]
 pub struct Limits {
     rate: Option<governor::DefaultDirectRateLimiter>,
+    /// Seconds of tokens one call takes (`1 / requests per second`).
+    call_seconds: f64,
     slots: Arc<tokio::sync::Semaphore>,
+    /// Objects deferred and not yet admitted, with when they were last
+    /// deferred (entries older than [`PENDING_TTL`] are dropped).
+    pending: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// How long a deferred object counts in the backlog without coming back.
+const PENDING_TTL: Duration = Duration::from_secs(600);
+
+/// The wait of a verification deferred for want of a free slot (per
+/// verification of the backlog).
+const SLOT_WAIT: Duration = Duration::from_secs(2);
 
 /// Why a verification may not start now.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -89,48 +109,73 @@ impl Limits {
     /// Limits from `config`; a rate that is not positive and finite means no
     /// rate limit (the concurrency cap stays, at least 1).
     pub fn new(config: &VerifyConfig) -> Self {
-        let rate = (config.requests_per_second.is_finite() && config.requests_per_second > 0.0)
+        let period = (config.requests_per_second.is_finite() && config.requests_per_second > 0.0)
             .then(|| Duration::try_from_secs_f64(1.0 / config.requests_per_second).ok())
-            .flatten()
-            .and_then(governor::Quota::with_period)
-            .map(|q| {
-                governor::RateLimiter::direct(
-                    q.allow_burst(NonZeroU32::new(config.burst.max(1)).unwrap_or(NonZeroU32::MIN)),
-                )
-            });
+            .flatten();
+        let rate = period.and_then(governor::Quota::with_period).map(|q| {
+            governor::RateLimiter::direct(
+                q.allow_burst(NonZeroU32::new(config.burst.max(1)).unwrap_or(NonZeroU32::MIN)),
+            )
+        });
         Self {
             rate,
+            call_seconds: period.map_or(0.0, |p| p.as_secs_f64()),
             slots: Arc::new(tokio::sync::Semaphore::new(config.concurrency.max(1))),
+            pending: Default::default(),
         }
     }
 
-    /// A slot for one verification making `calls` agent server calls, or how
-    /// long to wait before trying again. Nothing waits here: a reconcile
-    /// worker is never held by the bound.
-    pub fn admit(&self, calls: u32) -> Result<tokio::sync::OwnedSemaphorePermit, Deferred> {
-        let permit = self
-            .slots
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| Deferred(Duration::from_secs(2)))?;
+    /// A slot for one verification of object `key` making `calls` agent
+    /// server calls, or how long to wait before trying again (see
+    /// [`Limits`]).
+    pub fn admit(
+        &self,
+        key: &str,
+        calls: u32,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, Deferred> {
+        let calls = calls.max(1);
+        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            return Err(self.defer(key, SLOT_WAIT, SLOT_WAIT));
+        };
         if let Some(rate) = &self.rate {
-            let n = NonZeroU32::new(calls.max(1)).unwrap_or(NonZeroU32::MIN);
+            let n = NonZeroU32::new(calls).unwrap_or(NonZeroU32::MIN);
+            let share = Duration::from_secs_f64(self.call_seconds * f64::from(calls));
             match rate.check_n(n) {
                 Ok(Ok(())) => {}
                 Ok(Err(not_until)) => {
                     let clock = governor::clock::DefaultClock::default();
                     let wait = not_until.wait_time_from(clock.now());
-                    return Err(Deferred(wait.max(Duration::from_millis(100))));
+                    return Err(self.defer(key, wait.max(Duration::from_millis(100)), share));
                 }
                 // More calls than the burst: let it through one at a time.
                 Err(_) => {
                     if rate.check().is_err() {
-                        return Err(Deferred(Duration::from_secs(1)));
+                        return Err(self.defer(key, share, share));
                     }
                 }
             }
         }
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
         Ok(permit)
+    }
+
+    /// Records `key` as deferred and returns `base` plus a uniform share of
+    /// the backlog (`share` per other object waiting).
+    fn defer(&self, key: &str, base: Duration, share: Duration) -> Deferred {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        pending.retain(|_, at| now.duration_since(*at) < PENDING_TTL);
+        pending.insert(key.to_owned(), now);
+        let others = pending.len().saturating_sub(1) as f64;
+        Deferred(base + share.mul_f64(rand::random_range(0.0..=others)))
+    }
+
+    /// Objects deferred and not yet admitted.
+    pub fn backlog(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 

@@ -377,20 +377,52 @@ fn the_limits_defer_instead_of_waiting() {
         concurrency: 1,
         ..Default::default()
     });
-    let first = limits.admit(2).expect("the burst admits one verification");
-    assert!(limits.admit(1).is_err(), "one at a time");
+    let first = limits
+        .admit("a", 2)
+        .expect("the burst admits one verification");
+    assert!(limits.admit("b", 1).is_err(), "one at a time");
     drop(first);
-    let Err(Deferred(wait)) = limits.admit(2) else {
+    let Err(Deferred(wait)) = limits.admit("b", 2) else {
         panic!("the bucket is empty");
     };
-    assert!(wait > Duration::ZERO && wait <= S(2), "{wait:?}");
+    assert!(wait > Duration::ZERO && wait <= S(3), "{wait:?}");
+    assert_eq!(limits.backlog(), 1);
     let unlimited = Limits::new(&VerifyConfig {
         requests_per_second: 0.0,
         ..Default::default()
     });
     for _ in 0..50 {
-        drop(unlimited.admit(2).expect("no rate limit"));
+        drop(unlimited.admit("a", 2).expect("no rate limit"));
     }
+    assert_eq!(unlimited.backlog(), 0);
+}
+
+#[test]
+fn deferrals_spread_over_the_backlog() {
+    // 1 call per second, no burst to speak of: a fleet of 20 that all want
+    // to verify at once comes back spread over about 20 verifications'
+    // worth of tokens, not all after the bucket's next token.
+    let limits = Limits::new(&VerifyConfig {
+        requests_per_second: 1.0,
+        burst: 2,
+        concurrency: 100,
+        ..Default::default()
+    });
+    let mut waits = Vec::new();
+    for i in 0..20 {
+        if let Err(Deferred(w)) = limits.admit(&format!("obj-{i}"), 2) {
+            waits.push(w);
+        }
+    }
+    assert_eq!(waits.len(), 19, "one fits the burst");
+    assert_eq!(limits.backlog(), 19);
+    let late = waits.iter().filter(|w| **w > S(10)).count();
+    assert!(late >= 2, "spread over the backlog: {waits:?}");
+    assert!(waits.iter().all(|w| *w <= S(2 + 2 * 19)), "{waits:?}");
+    // An admitted object leaves the backlog.
+    let again = Limits::new(&VerifyConfig::default());
+    drop(again.admit("x", 2).unwrap());
+    assert_eq!(again.backlog(), 0);
 }
 
 #[test]

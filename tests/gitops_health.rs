@@ -233,6 +233,42 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
         argocd: "Degraded",
     });
 
+    // spec.verify: DEPLOYED, but the agent server is down (retried), or
+    // does not know the assistant (needs a person).
+    let mut manifest = github_deployment("unverified", "main");
+    manifest["spec"]["verify"] = json!({"run": {"assistantId": "no-such-assistant"}});
+    h.apply(manifest).await;
+    let closed = format!("http://127.0.0.1:{}", support::free_port());
+    h.apply(json!({
+        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+        "metadata": {"name": "server-down"},
+        "spec": {
+            "source": "external_docker",
+            "sourceConfig": {"customUrl": closed},
+            "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"},
+            "verify": {"assistants": {"graphId": "agent"}}
+        }
+    }))
+    .await;
+    rows.push(Row {
+        state: "AgentDeployment verification failing (agent server down, retried)",
+        object: wait_raw::<AgentDeployment>(&client, &ns, "server-down", "Unreachable", |v| {
+            has(v, "Verified", "False", "AgentServerUnreachable")
+        })
+        .await,
+        kstatus: "InProgress",
+        argocd: "Progressing",
+    });
+    rows.push(Row {
+        state: "AgentDeployment verification failed (unknown assistant)",
+        object: wait_raw::<AgentDeployment>(&client, &ns, "unverified", "AssistantNotFound", |v| {
+            has(v, "Stalled", "True", "AssistantNotFound")
+        })
+        .await,
+        kstatus: "Failed",
+        argocd: "Degraded",
+    });
+
     // waiting for a Secret.
     let mut manifest = github_deployment("needs-secret", "main");
     manifest["spec"]["secrets"] = json!([{"name": "OPENAI_API_KEY",

@@ -157,10 +157,16 @@ async fn a_verified_deployment_is_ready_only_after_the_agent_server_answered() {
     assert_eq!((vs.as_str(), vr.as_str()), ("True", "Verified"));
     assert!(vm.contains(&latest), "{vm}");
     support::wait_for_event(&h.client, &h.ns, name, "Verified", TIMEOUT).await;
-    // The real server answered both: its log has the search and the run.
+    // The real server answered both: the expectation names a text made for
+    // this test, which only the echo graph's answer can carry, and its log
+    // has the search and a run that succeeded.
     let log = std::fs::read_to_string(&server.log).unwrap_or_default();
     assert!(log.contains("/assistants/search"), "langgraph log: {log}");
     assert!(log.contains("/runs/stream"), "langgraph log: {log}");
+    assert!(
+        log.contains("Background run succeeded"),
+        "langgraph log: {log}"
+    );
     let metrics = h.operator.as_ref().unwrap().metrics().await;
     assert_eq!(
         support::metric(

@@ -59,6 +59,11 @@ fn every_field_is_described_for_kubectl_explain() {
                     "Requests",
                     "times",
                     "generation",
+                    "attempts",
+                    "assistants",
+                    "Assistants",
+                    "events",
+                    "Events",
                 ]
                 .iter()
                 .any(|unit| description.contains(unit))

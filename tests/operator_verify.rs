@@ -489,3 +489,129 @@ async fn an_invalid_verify_is_refused_at_admission() {
     let ok = verified("valid", checks("agent", "agent", "hi"));
     support::apply_json(&api, "valid", ok).await;
 }
+
+/// A loopback HTTP server that answers every request 401 and keeps the
+/// request heads it read.
+async fn refusing_server() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16384];
+                let mut read = 0;
+                while read < buf.len() {
+                    match sock.read(&mut buf[read..]).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => read += n,
+                    }
+                    if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+                let text = String::from_utf8_lossy(&buf[..read]).to_string();
+                let head = text.split("\r\n\r\n").next().unwrap_or("").to_owned();
+                seen.lock().unwrap().push(head);
+                let body = r#"{"detail":"Missing or invalid API key."}"#;
+                let answer = format!(
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (url, heads, task)
+}
+
+#[tokio::test]
+async fn the_control_plane_key_never_goes_to_a_url_from_the_spec() {
+    let (url, heads, server) = refusing_server().await;
+    let h = harness_with(
+        "op-verify-custom-url",
+        &[],
+        &["--verify-backoff-seconds", "1"],
+    )
+    .await;
+    let name = "custom-url-agent";
+    let manifest = |verify: Value| {
+        json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+            "metadata": {"name": name},
+            "spec": {
+                "source": "external_docker",
+                "sourceConfig": {"customUrl": url},
+                "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"},
+                "verify": verify
+            }
+        })
+    };
+    h.apply(manifest(json!({"assistants": {"graphId": "agent"}})))
+        .await;
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "AgentServerUnauthorized", |o| {
+        verified_condition(o)
+            .filter(|(s, r, _)| s == "False" && r == "AgentServerUnauthorized")
+            .map(|_| o.clone())
+    })
+    .await;
+    let (_, _, message) = verified_condition(&obj).unwrap();
+    assert!(message.contains("no key was sent"), "{message}");
+    {
+        let heads = heads.lock().unwrap();
+        assert!(!heads.is_empty(), "the agent server was called");
+        for head in heads.iter() {
+            assert!(head.contains("POST /assistants/search"), "{head}");
+            assert!(
+                !head.to_ascii_lowercase().contains("x-api-key"),
+                "a key went to the spec's URL"
+            );
+        }
+    }
+
+    // A key of its own is sent.
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(h.client.clone(), &h.ns);
+    support::apply_json(
+        &secrets,
+        "own-key",
+        json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "own-key"},
+            "stringData": {"api-key": support::leaks::VERIFY_KEY}
+        }),
+    )
+    .await;
+    let before = heads.lock().unwrap().len();
+    h.apply(manifest(json!({
+        "assistants": {"graphId": "agent"},
+        "apiKeySecretRef": {"name": "own-key", "key": "api-key"}
+    })))
+    .await;
+    support::eventually(TIMEOUT, "a call with the Secret's key", || {
+        let heads = heads.clone();
+        async move {
+            let heads = heads.lock().unwrap();
+            heads[before..]
+                .iter()
+                .any(|h| h.contains(support::leaks::VERIFY_KEY))
+                .then_some(())
+        }
+    })
+    .await;
+    assert!(
+        heads
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|h| !h.contains(support::API_KEY)),
+        "the control plane key never went there"
+    );
+    server.abort();
+}

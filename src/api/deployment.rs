@@ -464,9 +464,10 @@ pub struct VerifySpec {
     pub run: Option<VerifyRun>,
     /// A Secret key (same namespace) holding the agent server's API key, sent
     /// as `X-Api-Key`. Default: the API key of the AgentControlPlane (cloud
-    /// deployments take a key of the organization that owns them). A missing
-    /// Secret or key is `Verified=False`/`SecretNotFound`, and no agent server
-    /// call is made.
+    /// deployments take a key of the organization that owns them), but only
+    /// to a URL the control plane chose: with `sourceConfig.customUrl` set, no
+    /// key is sent unless this names one. A missing Secret or key is
+    /// `Verified=False`/`SecretNotFound`, and no agent server call is made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_secret_ref: Option<super::SecretKeyRef>,
 }

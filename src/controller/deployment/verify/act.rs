@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::super::{Pass, RemoteView};
 use super::{
-    CONNECT_TIMEOUT, Deferred, MAX_RUN_EVENTS, RunJudge, VerifyKnown, VerifyStep, bounded,
-    classify, outcome, retry_backoff, success_message, verify_step,
+    CONNECT_TIMEOUT, Deferred, MAX_RUN_EVENTS, NO_KEY_HINT, RunJudge, VerifyKnown, VerifyStep,
+    bounded, classify, control_plane_key_allowed, outcome, retry_backoff, success_message,
+    verify_step,
 };
 use crate::agentserver::{
     self, AgentServerClient, AgentServerConfig, AssistantSearch, RunStreamRequest, StreamMode,
@@ -289,15 +290,16 @@ impl Pass<'_> {
                 ..Default::default()
             }))
         };
-        let key: SecretString = match &spec.api_key_secret_ref {
-            None => self.cp.api_key().clone(),
+        let key: Option<SecretString> = match &spec.api_key_secret_ref {
+            None if control_plane_key_allowed(&self.obj.spec) => Some(self.cp.api_key().clone()),
+            None => None,
             Some(r) => {
                 let ns = self
                     .obj
                     .namespace()
                     .ok_or(Error::MissingObjectKey("namespace"))?;
                 match resolve::secret_value(&self.ctx.client, &ns, &r.name, &r.key).await? {
-                    Ok(v) if !v.trim().is_empty() => SecretString::from(v.trim().to_owned()),
+                    Ok(v) if !v.trim().is_empty() => Some(SecretString::from(v.trim().to_owned())),
                     Ok(_) => {
                         return failed(
                             reason::SECRET_NOT_FOUND,
@@ -354,7 +356,9 @@ impl Pass<'_> {
             );
         };
         let timeout = self.ctx.config.request_timeout.min(Duration::from_secs(30));
-        let mut config = AgentServerConfig::new(url).with_api_key(key);
+        let sends_key = key.is_some();
+        let mut config = AgentServerConfig::new(url);
+        config.api_key = key;
         config.connect_timeout = CONNECT_TIMEOUT.min(timeout);
         config.request_timeout = timeout;
         config.stream_idle_timeout = timeout;
@@ -370,7 +374,14 @@ impl Pass<'_> {
             revision = rid,
             "verifying on the agent server"
         );
-        Ok(Attempt::Done(check(&client, spec).await))
+        let mut checked = check(&client, spec).await;
+        if let Some((r, message)) = &mut checked.failure
+            && *r == reason::AGENT_SERVER_UNAUTHORIZED
+            && !sends_key
+        {
+            message.push_str(NO_KEY_HINT);
+        }
+        Ok(Attempt::Done(checked))
     }
 }
 

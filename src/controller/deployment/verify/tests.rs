@@ -448,3 +448,23 @@ fn the_example_decodes() {
     assert_eq!(verify.assistants.map(|a| a.min_count), Some(1));
     assert!(run.input.contains_key("messages"));
 }
+
+#[test]
+fn the_control_plane_key_goes_only_to_a_url_the_control_plane_chose() {
+    let spec = |custom_url: Option<&str>| -> crate::api::AgentDeploymentSpec {
+        let mut v = serde_json::json!({
+            "source": "external_docker",
+            "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"}
+        });
+        if let Some(u) = custom_url {
+            v["sourceConfig"] = serde_json::json!({"customUrl": u});
+        }
+        serde_json::from_value(v).unwrap()
+    };
+    assert!(control_plane_key_allowed(&spec(None)), "the service's URL");
+    assert!(control_plane_key_allowed(&spec(Some(" "))));
+    assert!(
+        !control_plane_key_allowed(&spec(Some("https://agents.example.com"))),
+        "a URL from the spec"
+    );
+}

@@ -94,6 +94,14 @@ async fn a_verified_deployment_is_ready_only_after_the_agent_server_answered() {
     let text = format!("hello verify {}", uuid::Uuid::new_v4());
     h.apply(verified(name, checks("agent", "agent", &text)))
         .await;
+    // What a user (or a CI job) runs: `kubectl wait --for=condition=Ready`.
+    let mut wait = common::shared_env()
+        .kubectl()
+        .expect("kubectl is built by hack/envtest/install.sh (`make setup`)");
+    wait.args(["--namespace", &h.ns, "wait", "--for=condition=Ready"])
+        .arg(format!("agd/{name}"))
+        .arg("--timeout=90s");
+    let kubectl_wait = tokio::task::spawn_blocking(move || wait.output());
 
     // Every state the operator writes keeps the rule: Ready=True only with
     // Verified=True on the latest revision; before that, Ready=False.
@@ -125,6 +133,19 @@ async fn a_verified_deployment_is_ready_only_after_the_agent_server_answered() {
     })
     .await;
     assert!(saw_not_ready, "Ready was False before the verification");
+    let out = kubectl_wait.await.unwrap().expect("running kubectl wait");
+    assert!(
+        out.status.success(),
+        "kubectl wait: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after_wait = h.api.get(name).await.unwrap();
+    assert_eq!(
+        verified_condition(&after_wait).map(|v| v.0),
+        Some("True".to_owned()),
+        "kubectl wait returned on a verified revision"
+    );
     let status = obj.status.clone().unwrap();
     let v = status.verification.clone().expect("status.verification");
     assert_eq!(status.revision_status.as_deref(), Some("DEPLOYED"));

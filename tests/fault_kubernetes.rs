@@ -72,7 +72,7 @@ async fn own_env(extra_apiserver_args: &[&str]) -> TestEnv {
     // The operator's ServiceAccount and RBAC as shipped, as in the shared
     // environment: the operators here run as that ServiceAccount too.
     let admin = env.client().await.expect("envtest client");
-    for file in ["namespace.yaml", "rbac.yaml"] {
+    for file in common::OPERATOR_RBAC_FILES {
         agent_operator::envtest::apply_manifest_file(
             &admin,
             &common::deploy_dir().join(file),

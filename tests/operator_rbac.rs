@@ -1,9 +1,10 @@
 //! Least privilege, tested: operators started by the tests act as the
-//! ServiceAccount of `deploy/rbac.yaml` through impersonation (see
+//! ServiceAccount of `deploy/base/rbac.yaml`, bound to the ClusterRole of
+//! `deploy/overlays/cluster-wide/rbac.yaml`, through impersonation (see
 //! `support::OperatorProcess`), so the RBAC that ships is the RBAC that is
 //! tested. Here: the impersonation is real (the identity is the
 //! ServiceAccount's, and a verb it lacks is forbidden); the namespaced RBAC
-//! (`deploy/rbac-namespaced.yaml`) is enough for an operator run with
+//! (`deploy/overlays/namespaced/watched/rbac.yaml`) is enough for an operator run with
 //! `--namespace` and leader election, without the ClusterRole; and the
 //! namespaced Role grants exactly what the ClusterRole grants.
 
@@ -40,6 +41,13 @@ fn is_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
         other => panic!("expected 403 Forbidden, got {other:?}"),
     }
 }
+
+/// The ServiceAccount and leader-election Role (`deploy/base/`).
+const BASE_RBAC: &str = "base/rbac.yaml";
+/// The ClusterRole and its binding (the cluster-wide overlay).
+const CLUSTER_RBAC: &str = "overlays/cluster-wide/rbac.yaml";
+/// The Role and RoleBinding of a watched namespace (the namespaced overlay).
+const NAMESPACED_RBAC: &str = "overlays/namespaced/watched/rbac.yaml";
 
 fn read_deploy(file: &str) -> String {
     std::fs::read_to_string(common::deploy_dir().join(file))
@@ -131,30 +139,29 @@ async fn operators_act_as_the_shipped_service_account_and_lack_unused_verbs() {
 async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
     let env = common::shared_env();
     let admin = env.client().await;
-    // The operator's own namespace, with rbac.yaml's ServiceAccount and
-    // leader-election Role but not its ClusterRole(Binding): this
+    // The operator's own namespace, with the base's ServiceAccount and
+    // leader-election Role but not the ClusterRole(Binding): this
     // ServiceAccount has no cluster-wide grant at all.
     let home = common::test_namespace(&admin, "rbac-home").await;
     let watched = common::test_namespace(&admin, "rbac-watched").await;
     let subject = format!("namespace: {home}");
     let own = documents_of(
-        &read_deploy("rbac.yaml"),
+        &read_deploy(BASE_RBAC),
         &["ServiceAccount", "Role", "RoleBinding"],
     )
     .replace("namespace: agent-operator", &subject);
-    agent_operator::envtest::apply_manifests(&admin, "rbac.yaml".as_ref(), &own, &home)
+    agent_operator::envtest::apply_manifests(&admin, BASE_RBAC.as_ref(), &own, &home)
         .await
         .expect("applying the ServiceAccount and leader-election RBAC");
-    let namespaced =
-        read_deploy("rbac-namespaced.yaml").replace("namespace: agent-operator", &subject);
+    let namespaced = read_deploy(NAMESPACED_RBAC).replace("namespace: agent-operator", &subject);
     let applied = agent_operator::envtest::apply_manifests(
         &admin,
-        "rbac-namespaced.yaml".as_ref(),
+        NAMESPACED_RBAC.as_ref(),
         &namespaced,
         &watched,
     )
     .await
-    .expect("applying rbac-namespaced.yaml");
+    .expect("applying the namespaced overlay's Role");
     assert_eq!(
         applied,
         [
@@ -264,8 +271,8 @@ fn rules(text: &str, kind: &str) -> Vec<PolicyRule> {
 
 #[test]
 fn the_namespaced_role_grants_what_the_cluster_role_grants() {
-    let cluster = rules(&read_deploy("rbac.yaml"), "ClusterRole");
-    let namespaced = rules(&read_deploy("rbac-namespaced.yaml"), "Role");
+    let cluster = rules(&read_deploy(CLUSTER_RBAC), "ClusterRole");
+    let namespaced = rules(&read_deploy(NAMESPACED_RBAC), "Role");
     assert!(!cluster.is_empty());
     assert_eq!(cluster, namespaced);
     // Least privilege: no wildcard, no write to Secrets, no deletes.

@@ -12,8 +12,8 @@
 //! environment vanishes when the test binary exits.
 //!
 //! The environment also holds the operator's RBAC as shipped
-//! (`deploy/namespace.yaml` and `deploy/rbac.yaml`, namespaced objects in
-//! [`OPERATOR_NAMESPACE`]); operators started by the tests impersonate its
+//! ([`OPERATOR_RBAC_FILES`]: the Namespace, ServiceAccount and ClusterRole of
+//! `deploy/`, namespaced objects in [`OPERATOR_NAMESPACE`]); operators started by the tests impersonate its
 //! ServiceAccount (see `support::OperatorProcess`).
 //!
 //! Binaries: `hack/envtest/install.sh` (or `KUBEBUILDER_ASSETS`).
@@ -72,9 +72,19 @@ impl SharedEnv {
     }
 }
 
-/// Namespace of the operator (`deploy/kustomization.yaml`): its
+/// Namespace of the operator (`deploy/base/kustomization.yaml`): its
 /// ServiceAccount and leader-election Role live there.
 pub const OPERATOR_NAMESPACE: &str = "agent-operator";
+
+/// The operator's Namespace, ServiceAccount, leader-election Role and
+/// cluster-wide RBAC as shipped (files of [`deploy_dir`], in apply order): what
+/// `kubectl apply -k deploy/overlays/cluster-wide` installs, minus the
+/// Deployment, Service, NetworkPolicy and PodDisruptionBudget.
+pub const OPERATOR_RBAC_FILES: [&str; 3] = [
+    "base/namespace.yaml",
+    "base/rbac.yaml",
+    "overlays/cluster-wide/rbac.yaml",
+];
 
 /// `<repository root>/deploy`.
 pub fn deploy_dir() -> PathBuf {
@@ -118,7 +128,7 @@ fn start_shared_env() -> Result<SharedEnv, String> {
                 // every operator as that ServiceAccount (impersonated), so the
                 // RBAC that ships is the RBAC that is tested.
                 let admin = env.client().await?;
-                for file in ["namespace.yaml", "rbac.yaml"] {
+                for file in OPERATOR_RBAC_FILES {
                     agent_operator::envtest::apply_manifest_file(
                         &admin,
                         &deploy_dir().join(file),
@@ -149,7 +159,7 @@ pub async fn client() -> kube::Client {
 }
 
 /// A new client of the shared environment that acts as the operator's
-/// ServiceAccount (`deploy/rbac.yaml`, impersonated: user
+/// ServiceAccount (`deploy/base/rbac.yaml`, impersonated: user
 /// `system:serviceaccount:agent-operator:agent-operator` and its groups),
 /// for tests that run the controllers in-process.
 pub async fn operator_client() -> kube::Client {

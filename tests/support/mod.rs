@@ -31,10 +31,10 @@ pub const API_KEY: &str = "test-api-key";
 pub const WORKSPACE: &str = "7b6a3c1e-5d4f-4a2b-8c9d-0e1f2a3b4c5d";
 
 /// Namespace of the operator's ServiceAccount and leader-election Lease, as
-/// `deploy/kustomization.yaml` sets it (the shared envtest applies
-/// `deploy/rbac.yaml` there; see `common::shared_env`).
+/// `deploy/base/kustomization.yaml` sets it (the shared envtest applies
+/// `deploy/base/rbac.yaml` there; see `common::shared_env`).
 pub const OPERATOR_NAMESPACE: &str = "agent-operator";
-/// The operator's ServiceAccount in `deploy/rbac.yaml`: every operator a test
+/// The operator's ServiceAccount in `deploy/base/rbac.yaml`: every operator a test
 /// starts impersonates it unless [`OperatorOptions::service_account`] names
 /// another.
 pub const OPERATOR_SERVICE_ACCOUNT: &str = "agent-operator";
@@ -160,7 +160,7 @@ pub struct OperatorOptions<'a> {
     /// The ServiceAccount (namespace, name) the operator acts as, through a
     /// kubeconfig that impersonates it; `None`: the shipped one,
     /// [`OPERATOR_NAMESPACE`]/[`OPERATOR_SERVICE_ACCOUNT`], so every
-    /// operator test exercises the RBAC of `deploy/rbac.yaml`.
+    /// operator test exercises the RBAC of `deploy/` (base and cluster-wide).
     pub service_account: Option<(&'a str, &'a str)>,
 }
 

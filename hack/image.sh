@@ -20,6 +20,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 binary=${1:?usage: hack/image.sh <static binary> <output tarball>}
 ca_bundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+# The image's name, as deploy/ references it.
+name=${IMAGE_NAME:-ghcr.io/agentserver-dev/agent-operator}
 output=${2:?usage: hack/image.sh <static binary> <output tarball>}
 tools=$("$root/hack/tools/install.sh" | tail -n1)
 crane="$tools/crane"
@@ -83,6 +85,19 @@ ref="127.0.0.1:$port/agent-operator:$version"
   -l "org.opencontainers.image.version=$version" \
   -l "org.opencontainers.image.revision=$revision" >/dev/null
 "$crane" pull --format oci "$ref" "$work/layout"
+# The name the image loads as (docker load, podman load, ctr import): the
+# layout's index names its manifest.
+python3 - "$work/layout/index.json" "$name:$version" "$version" <<'PY'
+import json, sys
+path, name, tag = sys.argv[1:]
+index = json.load(open(path))
+for manifest in index["manifests"]:
+    manifest.setdefault("annotations", {}).update({
+        "io.containerd.image.name": name,
+        "org.opencontainers.image.ref.name": tag,
+    })
+json.dump(index, open(path, "w"), indent=2, sort_keys=True)
+PY
 
 mkdir -p "$(dirname "$output")"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" --mode=u=rwX,go=rX \

@@ -107,6 +107,18 @@ fn the_image_tarball_runs_the_static_operator_as_a_non_root_user() {
         manifests[0]["mediaType"],
         "application/vnd.oci.image.manifest.v1+json"
     );
+    // The name `docker load` / `podman load` give it: deploy/'s image.
+    assert_eq!(
+        manifests[0]["annotations"]["io.containerd.image.name"],
+        format!(
+            "ghcr.io/agentserver-dev/agent-operator:{}",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    assert_eq!(
+        manifests[0]["annotations"]["org.opencontainers.image.ref.name"],
+        env!("CARGO_PKG_VERSION")
+    );
     let manifest = json_blob(&layout, &manifests[0]);
     assert_eq!(
         manifest["config"]["mediaType"],

@@ -12,9 +12,13 @@
 # image layout tarball), and tests/image.rs checks that one.
 
 # Build: on Alpine the Rust host target is x86_64-unknown-linux-musl, linked
-# statically by default; the image already has gcc and musl-dev (ring's C
-# and assembly) and ca-certificates.
+# statically by default. ring's C and assembly need gcc (in the image) and
+# the musl headers; ca-certificates (in the image) gives the CA bundle.
 FROM rust:1.95-alpine AS build
+# Alpine's repository keeps only the current build of a package, so a pinned
+# version would stop resolving; the Rust toolchain is pinned by the tag.
+# hadolint ignore=DL3018
+RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .
 RUN cargo build --release --locked --bin agent-operator \

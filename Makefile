@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 # make image: a static (musl) release build of the operator, assembled into
 # an OCI image layout tarball without a container engine (hack/image.sh);
-# tests/image.rs reads it from AGENT_OPERATOR_IMAGE.
+# tests/integration/image.rs reads it from AGENT_OPERATOR_IMAGE.
 MUSL_TARGET := x86_64-unknown-linux-musl
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 IMAGE_TAR ?= $(TARGET_DIR)/image/agent-operator.tar
@@ -54,7 +54,7 @@ bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + r
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench --bench fleet -- $(ARGS)
 
 faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage, Kubernetes faults and leader failovers
-	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test fault_crash_fleet --test fault_control_plane --test fault_kubernetes -- --nocapture
+	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test integration -- --nocapture fault_crash_fleet:: fault_control_plane:: fault_kubernetes::
 
 fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, nightly; not part of test)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh $(FUZZ_TARGETS)

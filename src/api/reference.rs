@@ -3,7 +3,7 @@
 //! status and their nested objects) with each field's type, whether it is
 //! required, its allowed values, range, pattern, default and description,
 //! plus the validation rules (CEL) of each object. `make generate` writes it;
-//! `tests/crds.rs` fails when the committed file drifts from the types.
+//! `tests/integration/crds.rs` fails when the committed file drifts from the types.
 
 use std::fmt::Write as _;
 
@@ -17,7 +17,7 @@ pub fn markdown() -> String {
     let mut out = String::from(
         "# CRD reference\n\n\
          Generated from the CRD schemas by `make generate` (`agent-operator \
-         reference --out docs/reference.md`); `tests/crds.rs` fails when this file \
+         reference --out docs/reference.md`); `tests/integration/crds.rs` fails when this file \
          drifts from the Rust types. API group `agentserver.dev`, version \
          `v1alpha1`, category `agents`. Units are in each description.\n",
     );

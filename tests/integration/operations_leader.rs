@@ -1,0 +1,314 @@
+//! Operations, leader election: operator binaries with `--leader-elect` on one
+//! Lease of a real kube-apiserver (envtest). Exactly one holds the Lease and
+//! reconciles; when it dies the other takes over; SIGTERM releases the Lease;
+//! a leader whose Lease is taken from it stops.
+
+use crate::{common, support};
+
+use std::time::{Duration, Instant};
+
+use agent_operator::api::AgentDeployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use serde_json::json;
+use support::{
+    Budget, EmulatorProcess, OperatorOptions, OperatorProcess, apply_json, install_control_plane,
+    is_ready_now, metric, wait_for,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The Lease of one test: named after its namespace, in the operator's
+/// namespace, where the shipped leader-election Role grants the Lease
+/// verbs (the operator's ServiceAccount may not touch Leases elsewhere).
+struct Leases {
+    api: Api<Lease>,
+    name: String,
+}
+
+impl Leases {
+    fn of(client: &kube::Client, ns: &str) -> Self {
+        Self {
+            api: Api::namespaced(client.clone(), support::OPERATOR_NAMESPACE),
+            name: format!("lease-{ns}"),
+        }
+    }
+}
+
+fn deployment(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "source": "github",
+            "sourceConfig": {
+                "integrationId": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
+                "repoUrl": "https://github.com/acme/support-agent",
+                "deploymentType": "dev",
+                "buildOnPush": false
+            },
+            "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"},
+            "secrets": [{"name": "LOG_LEVEL", "value": "info"}]
+        }
+    })
+}
+
+/// Starts a replica named `pod` (its `POD_NAME`, hence its lease identity).
+fn replica(
+    env: &common::SharedEnv,
+    ns: &str,
+    pod: &str,
+    log_name: &str,
+    lease_seconds: &str,
+) -> OperatorProcess {
+    let lease = format!("lease-{ns}");
+    OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name,
+            namespaces: vec![ns],
+            extra: vec![
+                "--leader-elect",
+                "--lease-name",
+                &lease,
+                "--lease-namespace",
+                support::OPERATOR_NAMESPACE,
+                "--lease-duration-seconds",
+                lease_seconds,
+            ],
+            env: vec![("POD_NAME", pod)],
+            ..OperatorOptions::default()
+        },
+    )
+}
+
+async fn holder(leases: &Leases) -> Option<String> {
+    leases
+        .api
+        .get_opt(&leases.name)
+        .await
+        .expect("reading the Lease")?
+        .spec?
+        .holder_identity
+}
+
+async fn renew_time(leases: &Leases) -> Option<String> {
+    let spec = leases
+        .api
+        .get(&leases.name)
+        .await
+        .expect("reading the Lease")
+        .spec?;
+    Some(format!("{:?}", spec.renew_time?))
+}
+
+/// Polls the Lease until its holder satisfies `check`.
+async fn wait_for_holder(
+    leases: &Leases,
+    what: &str,
+    check: impl Fn(Option<&str>) -> bool,
+) -> Option<String> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let h = holder(leases).await;
+        if check(h.as_deref()) {
+            return h;
+        }
+        assert!(Instant::now() < deadline, "{what}; holder: {h:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn reconciles(text: &str) -> f64 {
+    metric(text, "agent_operator_reconciles_total", &[]).unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "ops-leader").await;
+    let emulator = EmulatorProcess::start("ops-leader", 0.2, 0.5).await;
+    install_control_plane(&client, &ns, &emulator).await;
+    let leases = Leases::of(&client, &ns);
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
+
+    let mut a = Some(replica(env, &ns, "replica-a", "ops-leader-a", "6"));
+    let mut b = Some(replica(env, &ns, "replica-b", "ops-leader-b", "6"));
+    let leader = wait_for_holder(&leases, "one replica holds the Lease", |h| {
+        matches!(h, Some("replica-a" | "replica-b"))
+    })
+    .await
+    .unwrap();
+    let (leader_proc, follower_proc, follower_name) = if leader == "replica-a" {
+        (&mut a, &mut b, "replica-b")
+    } else {
+        (&mut b, &mut a, "replica-a")
+    };
+    let mut leader_proc = leader_proc.take().unwrap();
+    let follower_proc = follower_proc.take().unwrap();
+
+    // Both are ready: the leader once synced, the follower as a standby.
+    for p in [&leader_proc, &follower_proc] {
+        p.wait_for_status("/readyz", 200, TIMEOUT).await;
+    }
+
+    // The leader renews the Lease (twice here) and keeps leading.
+    let mut renewals = 0;
+    let deadline = Instant::now() + TIMEOUT;
+    let mut last = renew_time(&leases).await;
+    while renewals < 2 {
+        assert!(Instant::now() < deadline, "the Lease was not renewed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = renew_time(&leases).await;
+        if now != last {
+            renewals += 1;
+            last = now;
+        }
+        assert_eq!(
+            holder(&leases).await.as_deref(),
+            Some(leader.as_str()),
+            "the holder does not change while the leader runs"
+        );
+    }
+    assert_eq!(
+        leader_proc.get("/livez").await.map(|(s, _)| s),
+        Some(200),
+        "the leader is still running after renewing"
+    );
+
+    apply_json(&api, "before-failover", deployment("before-failover")).await;
+    wait_for(&api, "before-failover", TIMEOUT, "Ready=True", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
+    assert_eq!(
+        holder(&leases).await.as_deref(),
+        Some(leader.as_str()),
+        "the leader kept the Lease"
+    );
+    let leader_metrics = leader_proc.metrics().await;
+    let follower_metrics = follower_proc.metrics().await;
+    assert!(reconciles(&leader_metrics) >= 1.0, "{leader_metrics}");
+    assert_eq!(
+        metric(&leader_metrics, "agent_operator_leader", &[]),
+        Some(1.0)
+    );
+    assert_eq!(
+        reconciles(&follower_metrics),
+        0.0,
+        "the standby does not reconcile:\n{follower_metrics}"
+    );
+    assert_eq!(
+        metric(&follower_metrics, "agent_operator_leader", &[]),
+        Some(0.0)
+    );
+
+    // The leader crashes (SIGKILL: the Lease is not released); the standby
+    // takes the Lease once it expires and reconciles new objects.
+    leader_proc.kill().await;
+    wait_for_holder(&leases, "the standby takes over the Lease", |h| {
+        h == Some(follower_name)
+    })
+    .await;
+    apply_json(&api, "after-failover", deployment("after-failover")).await;
+    wait_for(
+        &api,
+        "after-failover",
+        TIMEOUT,
+        "Ready=True after failover",
+        |o| is_ready_now(o).then_some(()),
+    )
+    .await;
+    follower_proc.wait_for_status("/readyz", 200, TIMEOUT).await;
+    let text = follower_proc.metrics().await;
+    assert!(
+        reconciles(&text) >= 1.0,
+        "the new leader reconciles:\n{text}"
+    );
+    assert_eq!(metric(&text, "agent_operator_leader", &[]), Some(1.0));
+    assert_eq!(
+        holder(&leases).await.as_deref(),
+        Some(follower_name),
+        "the new leader keeps the Lease"
+    );
+    emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
+}
+
+#[tokio::test]
+async fn sigterm_releases_the_lease_and_exits_cleanly() {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "ops-release").await;
+    let emulator = EmulatorProcess::start("ops-release", 0.2, 0.5).await;
+    install_control_plane(&client, &ns, &emulator).await;
+    let leases = Leases::of(&client, &ns);
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
+
+    // A long lease: a successor only gets it early if it was released.
+    let mut first = replica(env, &ns, "first", "ops-release-first", "300");
+    wait_for_holder(&leases, "the first replica leads", |h| h == Some("first")).await;
+    first.wait_for_status("/readyz", 200, TIMEOUT).await;
+    apply_json(&api, "served", deployment("served")).await;
+    wait_for(&api, "served", TIMEOUT, "Ready=True", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
+
+    let status = first.terminate(TIMEOUT).await;
+    assert!(status.success(), "graceful exit after SIGTERM: {status:?}");
+    assert_eq!(
+        holder(&leases).await,
+        None,
+        "the Lease is released on shutdown"
+    );
+
+    let second = replica(env, &ns, "second", "ops-release-second", "300");
+    wait_for_holder(&leases, "the next replica takes the released Lease", |h| {
+        h == Some("second")
+    })
+    .await;
+    apply_json(&api, "served-next", deployment("served-next")).await;
+    wait_for(
+        &api,
+        "served-next",
+        TIMEOUT,
+        "Ready=True under the next leader",
+        |o| is_ready_now(o).then_some(()),
+    )
+    .await;
+    assert!(reconciles(&second.metrics().await) >= 1.0);
+    emulator.assert_within_budget(&Budget::default()).await;
+    support::leaks::assert_no_leaks(&client, &ns).await;
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_is_taken_stops_reconciling() {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "ops-usurped").await;
+    let leases = Leases::of(&client, &ns);
+
+    let mut leader = replica(env, &ns, "leader", "ops-usurped", "300");
+    wait_for_holder(&leases, "the replica leads", |h| h == Some("leader")).await;
+    leader.wait_for_status("/readyz", 200, TIMEOUT).await;
+
+    // Another party writes itself into the Lease (as after a network
+    // partition): the old leader must not go on reconciling.
+    leases
+        .api
+        .patch(
+            &leases.name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"holderIdentity": "intruder"}})),
+        )
+        .await
+        .expect("patching the Lease");
+    let status = leader.wait_exit(TIMEOUT).await;
+    assert!(
+        !status.success(),
+        "the replica exits with an error once it lost the Lease: {status:?}"
+    );
+    assert_eq!(holder(&leases).await.as_deref(), Some("intruder"));
+}

@@ -1,0 +1,146 @@
+//! Item 7, adoption and name conflicts: `spec.deploymentId` adopts a
+//! deployment made outside and converges it to the spec; without it, a remote
+//! name already in use stalls the resource (`NameConflict`) and the operator
+//! never touches that deployment, not even when the resource is deleted.
+
+use crate::{common, support};
+
+use std::time::Duration;
+
+use agent_operator::api::conditions::READY;
+use kube::api::DeleteParams;
+use support::{Harness, condition, github_create_body, github_deployment, route};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+async fn harness(test: &str) -> Harness {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, test).await;
+    Harness::start(
+        client,
+        ns,
+        env.kubeconfig_path(),
+        test,
+        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
+        Some(&[]),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn deployment_named_in_spec_is_adopted_and_converged() {
+    let h = harness("op-adopt").await;
+    let legacy =
+        h.cp.create_deployment(&github_create_body("legacy-agent", "old-branch"))
+            .await
+            .unwrap();
+
+    let name = "adopter";
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["name"] = "legacy-agent".into();
+    manifest["spec"]["deploymentId"] = legacy.id.clone().into();
+    h.apply(manifest).await;
+
+    let event = support::wait_for_event(&h.client, &h.ns, name, "Adopted", TIMEOUT).await;
+    assert!(event.note.unwrap_or_default().contains(&legacy.id));
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "Ready on a new revision", |o| {
+        let s = o.status.as_ref()?;
+        (support::is_ready_now(o) && s.latest_revision_id != legacy.latest_revision_id)
+            .then(|| o.clone())
+    })
+    .await;
+    let status = obj.status.unwrap();
+    assert_eq!(status.deployment_id.as_deref(), Some(legacy.id.as_str()));
+    let remote = h.cp.get_deployment(&legacy.id).await.unwrap();
+    assert_eq!(
+        remote.source_revision_config.repo_ref.as_deref(),
+        Some("main"),
+        "converged to the spec"
+    );
+    assert_eq!(h.revisions(&legacy.id).await.len(), 2);
+    let all = h.remote_deployments().await;
+    assert_eq!(all.len(), 1, "adopted, not created: {all:?}");
+    assert_eq!(
+        h.emulator.requests().await.count(route::CREATE),
+        1,
+        "only the outside create"
+    );
+}
+
+#[tokio::test]
+async fn name_in_use_stalls_and_the_remote_is_left_alone() {
+    let h = harness("op-name-conflict").await;
+    let theirs =
+        h.cp.create_deployment(&github_create_body("taken-name", "main"))
+            .await
+            .unwrap();
+
+    let name = "taken-name";
+    h.apply(github_deployment(name, "release-2")).await;
+    let obj = h.wait_stalled(name, "NameConflict", TIMEOUT).await;
+    let ready = condition(&obj, READY).unwrap();
+    assert_eq!(ready.status, "False");
+    assert!(
+        ready.message.contains(&theirs.id) && ready.message.contains("spec.deploymentId"),
+        "the message names the deployment and the way out: {}",
+        ready.message
+    );
+    assert_eq!(obj.status.unwrap().deployment_id, None);
+    support::wait_for_event(&h.client, &h.ns, name, "NameConflict", TIMEOUT).await;
+
+    // Deleting the resource does not delete their deployment.
+    h.api.delete(name, &DeleteParams::default()).await.unwrap();
+    support::wait_until_gone(&h.api, name, TIMEOUT).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let remote = h.cp.get_deployment(&theirs.id).await.unwrap();
+    assert_eq!(remote.status.as_deref(), Some("READY"));
+    assert_eq!(
+        remote.source_revision_config.repo_ref.as_deref(),
+        Some("main")
+    );
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::PATCH), 0, "{counts:?}");
+    assert_eq!(counts.count(route::DELETE), 0, "{counts:?}");
+    assert_eq!(counts.count(route::REDEPLOY), 0, "{counts:?}");
+    assert_eq!(counts.count(route::CREATE), 1, "only theirs: {counts:?}");
+    assert_eq!(h.revisions(&theirs.id).await.len(), 1);
+}
+
+#[tokio::test]
+async fn name_conflict_is_resolved_by_setting_the_deployment_id() {
+    let h = harness("op-conflict-adopt").await;
+    let theirs =
+        h.cp.create_deployment(&github_create_body("shared-name", "main"))
+            .await
+            .unwrap();
+    let name = "shared-name";
+    h.apply(github_deployment(name, "release-2")).await;
+    h.wait_stalled(name, "NameConflict", TIMEOUT).await;
+
+    // The way out the message names: adopt it.
+    support::merge_patch(
+        &h.api,
+        name,
+        serde_json::json!({"spec": {"deploymentId": theirs.id}}),
+    )
+    .await;
+    let obj = h.wait_ready(name, TIMEOUT).await;
+    assert_eq!(obj.metadata.generation, Some(2));
+    let status = obj.status.unwrap();
+    assert_eq!(status.deployment_id.as_deref(), Some(theirs.id.as_str()));
+    assert_eq!(condition_status(&h, name, "Stalled").await, "False");
+    let remote = h.cp.get_deployment(&theirs.id).await.unwrap();
+    assert_eq!(
+        remote.source_revision_config.repo_ref.as_deref(),
+        Some("release-2")
+    );
+    assert_eq!(h.remote_deployments().await.len(), 1);
+    support::wait_for_event(&h.client, &h.ns, name, "Adopted", TIMEOUT).await;
+}
+
+async fn condition_status(h: &Harness, name: &str, type_: &str) -> String {
+    condition(&h.api.get(name).await.unwrap(), type_)
+        .map(|c| c.status)
+        .unwrap_or_default()
+}

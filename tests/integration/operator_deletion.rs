@@ -1,0 +1,168 @@
+//! Item 9, deletion: `deletionPolicy: Orphan` leaves the remote deployment;
+//! `Delete` keeps the finalizer until the asynchronous delete is over (GET
+//! 404); a deletion blocked by a missing AgentControlPlane is reported and
+//! released by switching to `Orphan`.
+
+use crate::{common, support};
+
+use std::time::Duration;
+
+use agent_operator::api::AgentControlPlane;
+use agent_operator::api::deployment::FINALIZER;
+use agent_operator::controlplane::Error as CpError;
+use kube::Api;
+use kube::api::DeleteParams;
+use serde_json::json;
+use support::{Harness, condition, github_deployment, merge_patch, route, wait_for};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+async fn harness(test: &str, delete_seconds: &str) -> Harness {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, test).await;
+    Harness::start(
+        client,
+        ns,
+        env.kubeconfig_path(),
+        test,
+        &["--step-seconds", "0.2", "--delete-seconds", delete_seconds],
+        Some(&[]),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn orphan_policy_leaves_the_remote_deployment() {
+    let h = harness("op-delete-orphan", "0.5").await;
+    let name = "orphaned-agent";
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["deletionPolicy"] = "Orphan".into();
+    h.apply(manifest).await;
+    let id = h
+        .wait_ready(name, TIMEOUT)
+        .await
+        .status
+        .unwrap()
+        .deployment_id
+        .unwrap();
+
+    h.api.delete(name, &DeleteParams::default()).await.unwrap();
+    support::wait_until_gone(&h.api, name, TIMEOUT).await;
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    assert_eq!(remote.status.as_deref(), Some("READY"));
+    assert_eq!(h.emulator.requests().await.count(route::DELETE), 0);
+    support::wait_for_event(&h.client, &h.ns, name, "Orphaned", TIMEOUT).await;
+}
+
+#[tokio::test]
+async fn delete_policy_waits_for_the_asynchronous_delete() {
+    let h = harness("op-delete-async", "3").await;
+    let name = "deleted-agent";
+    h.apply(github_deployment(name, "main")).await;
+    let id = h
+        .wait_ready(name, TIMEOUT)
+        .await
+        .status
+        .unwrap()
+        .deployment_id
+        .unwrap();
+
+    h.api.delete(name, &DeleteParams::default()).await.unwrap();
+    let obj = wait_for(&h.api, name, TIMEOUT, "Ready reason Deleting", |o| {
+        let ready = condition(o, "Ready")?;
+        (ready.reason == "Deleting").then(|| o.clone())
+    })
+    .await;
+    assert!(obj.metadata.deletion_timestamp.is_some());
+    assert!(
+        obj.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == FINALIZER)),
+        "the finalizer holds the object while the remote is deleted"
+    );
+    assert_eq!(
+        obj.status.as_ref().unwrap().deployment_status.as_deref(),
+        Some("AWAITING_DELETE")
+    );
+    let ready = condition(&obj, "Ready").unwrap();
+    assert!(ready.message.contains(&id), "{}", ready.message);
+    assert_eq!(
+        h.cp.get_deployment(&id).await.unwrap().status.as_deref(),
+        Some("AWAITING_DELETE"),
+        "the control plane is still deleting"
+    );
+
+    // The object goes only once GET answers 404.
+    support::wait_until_gone(&h.api, name, TIMEOUT).await;
+    match h.cp.get_deployment(&id).await {
+        Err(CpError::NotFound { .. }) => {}
+        other => panic!("the object went before the remote was gone: {other:?}"),
+    }
+    let counts = h.emulator.requests().await;
+    assert!(counts.count(route::DELETE) >= 1);
+    assert!(
+        counts.0["routes"][route::GET]["404"].as_u64().unwrap_or(0) >= 1,
+        "the operator saw the 404: {counts:?}"
+    );
+    let deleted = support::wait_for_event(&h.client, &h.ns, name, "Deleted", TIMEOUT).await;
+    assert!(deleted.note.unwrap_or_default().contains(&id));
+}
+
+#[tokio::test]
+async fn deletion_without_control_plane_stalls_until_orphaned() {
+    let h = harness("op-delete-blocked", "0.5").await;
+    let name = "stranded-agent";
+    h.apply(github_deployment(name, "main")).await;
+    let id = h
+        .wait_ready(name, TIMEOUT)
+        .await
+        .status
+        .unwrap()
+        .deployment_id
+        .unwrap();
+
+    let planes: Api<AgentControlPlane> = Api::namespaced(h.client.clone(), &h.ns);
+    planes
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    support::eventually(TIMEOUT, "the AgentControlPlane to be gone", || async {
+        planes
+            .get_opt("default")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    h.api.delete(name, &DeleteParams::default()).await.unwrap();
+
+    let obj = wait_for(&h.api, name, TIMEOUT, "Stalled ControlPlaneNotReady", |o| {
+        let stalled = condition(o, "Stalled")?;
+        (stalled.status == "True" && stalled.reason == "ControlPlaneNotReady").then(|| o.clone())
+    })
+    .await;
+    let ready = condition(&obj, "Ready").unwrap();
+    assert_eq!(ready.status, "False");
+    assert!(
+        ready.message.contains("AgentControlPlane") && ready.message.contains("default"),
+        "{}",
+        ready.message
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        h.api.get_opt(name).await.unwrap().is_some(),
+        "the finalizer holds the object"
+    );
+
+    // Orphan releases it without any remote call.
+    merge_patch(&h.api, name, json!({"spec": {"deletionPolicy": "Orphan"}})).await;
+    support::wait_until_gone(&h.api, name, TIMEOUT).await;
+    assert_eq!(h.emulator.requests().await.count(route::DELETE), 0);
+    assert_eq!(
+        h.cp.get_deployment(&id).await.unwrap().status.as_deref(),
+        Some("READY")
+    );
+}

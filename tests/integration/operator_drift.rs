@@ -1,0 +1,184 @@
+//! Item 3, drift: changes made to the remote deployment outside the operator
+//! are patched back (Event `DriftCorrected`); a remote deployment deleted
+//! outside is created again (Event `RemoteDeleted`), or stalls the resource
+//! with `remoteDeletionPolicy: Stall`.
+
+use crate::{common, support};
+
+use std::time::Duration;
+
+use agent_operator::controlplane::types::{DeploymentPatch, SourceConfig, SourceRevisionConfig};
+use support::{Harness, condition, github_deployment, route, wait_for};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+async fn harness(test: &str) -> Harness {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, test).await;
+    Harness::start(
+        client,
+        ns,
+        env.kubeconfig_path(),
+        test,
+        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
+        Some(&["--resync-interval-seconds", "0.5"]),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn changes_made_outside_are_patched_back() {
+    let h = harness("op-drift-patch").await;
+    let name = "drifting-agent";
+    h.apply(github_deployment(name, "main")).await;
+    let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();
+    let id = status.deployment_id.clone().unwrap();
+
+    // build_on_push flipped outside: restored without a new revision.
+    h.cp.patch_deployment(
+        &id,
+        &DeploymentPatch {
+            source_config: Some(SourceConfig {
+                build_on_push: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let event = support::wait_for_event(&h.client, &h.ns, name, "DriftCorrected", TIMEOUT).await;
+    assert!(
+        event
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("source_config"),
+        "{:?}",
+        event.note
+    );
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    assert_eq!(remote.source_config.build_on_push, Some(false));
+    assert_eq!(
+        h.revisions(&id).await.len(),
+        1,
+        "no revision for build_on_push"
+    );
+
+    // repo_ref changed outside: restored, which builds a revision of `main`.
+    h.cp.patch_deployment(
+        &id,
+        &DeploymentPatch {
+            source_revision_config: Some(SourceRevisionConfig {
+                repo_ref: Some("someone-elses-branch".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    support::eventually(TIMEOUT, "repo_ref restored to main", || async {
+        let d = h.cp.get_deployment(&id).await.ok()?;
+        (d.source_revision_config.repo_ref.as_deref() == Some("main")).then_some(())
+    })
+    .await;
+    let obj = wait_for(
+        &h.api,
+        name,
+        TIMEOUT,
+        "Ready on the restored revision",
+        |o| {
+            let s = o.status.as_ref()?;
+            (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)
+                .then(|| o.clone())
+        },
+    )
+    .await;
+    let revisions = h.revisions(&id).await;
+    assert_eq!(revisions.len(), 3, "first, outside, restored");
+    assert_eq!(
+        revisions[0]
+            .source_revision_config
+            .as_ref()
+            .and_then(|c| c.repo_ref.as_deref()),
+        Some("main")
+    );
+    assert_eq!(
+        obj.status.unwrap().latest_revision_id.as_deref(),
+        Some(revisions[0].id.as_str())
+    );
+    let drift_events = support::event_reasons(&h.client, &h.ns, name)
+        .await
+        .into_iter()
+        .filter(|r| r == "DriftCorrected")
+        .count();
+    assert!(drift_events >= 1);
+    assert_eq!(
+        obj.metadata.generation,
+        Some(1),
+        "the resource was not edited"
+    );
+}
+
+#[tokio::test]
+async fn deployment_deleted_outside_is_created_again() {
+    let h = harness("op-drift-recreate").await;
+    let name = "recreated-agent";
+    h.apply(github_deployment(name, "main")).await;
+    let old = h
+        .wait_ready(name, TIMEOUT)
+        .await
+        .status
+        .unwrap()
+        .deployment_id
+        .unwrap();
+
+    h.cp.delete_deployment(&old).await.unwrap();
+    let event = support::wait_for_event(&h.client, &h.ns, name, "RemoteDeleted", TIMEOUT).await;
+    assert!(event.note.as_deref().unwrap_or("").contains(&old));
+    let obj = wait_for(&h.api, name, TIMEOUT, "Ready on a new deployment", |o| {
+        let id = o.status.as_ref()?.deployment_id.as_deref()?;
+        (support::is_ready_now(o) && id != old).then(|| o.clone())
+    })
+    .await;
+    let new = obj.status.unwrap().deployment_id.unwrap();
+    let remote = h.remote_deployments().await;
+    assert_eq!(remote.len(), 1, "only the new deployment: {remote:?}");
+    assert_eq!(remote[0].id, new);
+    assert_eq!(remote[0].name, name);
+    assert_eq!(h.emulator.requests().await.count(route::CREATE), 2);
+    support::wait_for_event(&h.client, &h.ns, name, "Created", TIMEOUT).await;
+}
+
+#[tokio::test]
+async fn deployment_deleted_outside_stalls_with_the_stall_policy() {
+    let h = harness("op-drift-stall").await;
+    let name = "stalling-agent";
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["remoteDeletionPolicy"] = "Stall".into();
+    h.apply(manifest).await;
+    let id = h
+        .wait_ready(name, TIMEOUT)
+        .await
+        .status
+        .unwrap()
+        .deployment_id
+        .unwrap();
+
+    h.cp.delete_deployment(&id).await.unwrap();
+    let obj = h.wait_stalled(name, "RemoteDeleted", TIMEOUT).await;
+    let ready = condition(&obj, "Ready").unwrap();
+    assert_eq!(ready.status, "False");
+    assert!(ready.message.contains(&id), "{}", ready.message);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        h.emulator.requests().await.count(route::CREATE),
+        1,
+        "not created again"
+    );
+    assert!(h.remote_deployments().await.is_empty());
+    let obj = h.api.get(name).await.unwrap();
+    assert!(support::is_stalled_with(&obj, "RemoteDeleted"));
+}

@@ -1,0 +1,213 @@
+//! Items 13 and 14: the pause annotation stops every remote call until it is
+//! removed; events (events.k8s.io/v1) tell the story of an object's life and
+//! never contain a secret value.
+
+use crate::{common, support};
+
+use std::time::Duration;
+
+use agent_operator::api::deployment::PAUSED_ANNOTATION;
+use agent_operator::controlplane::types::{DeploymentPatch, SourceConfig};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::DeleteParams;
+use serde_json::json;
+use support::{Harness, apply_json, condition, github_deployment, route, wait_for};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const SECRET_VALUE: &str = "sk-events-5c3a1f";
+
+async fn harness(test: &str) -> Harness {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, test).await;
+    Harness::start(
+        client,
+        ns,
+        env.kubeconfig_path(),
+        test,
+        &[
+            "--step-seconds",
+            "0.2",
+            "--delete-seconds",
+            "0.5",
+            "--scenario",
+            "BUILD_FAILED:repo_ref=broken",
+        ],
+        Some(&["--resync-interval-seconds", "0.5"]),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn paused_resource_makes_no_remote_call_until_resumed() {
+    let h = harness("op-pause").await;
+    let name = "paused-agent";
+    let mut manifest = github_deployment(name, "main");
+    h.apply(manifest.clone()).await;
+    let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();
+    let id = status.deployment_id.clone().unwrap();
+
+    manifest["metadata"]["annotations"] = json!({PAUSED_ANNOTATION: "true"});
+    h.apply(manifest.clone()).await;
+    let obj = wait_for(&h.api, name, TIMEOUT, "Ready reason Paused", |o| {
+        let ready = condition(o, "Ready")?;
+        (ready.reason == "Paused").then(|| o.clone())
+    })
+    .await;
+    assert_eq!(condition(&obj, "Ready").unwrap().status, "False");
+    assert_eq!(condition(&obj, "Reconciling").unwrap().status, "False");
+    assert_eq!(condition(&obj, "Stalled").unwrap().status, "False");
+
+    // A spec change while paused: no remote call at all (not even the
+    // resync reads).
+    let calls = h.emulator.requests().await.deployment_calls();
+    manifest["spec"]["sourceRevisionConfig"]["repoRef"] = "release-2".into();
+    h.apply(manifest.clone()).await;
+    wait_for(
+        &h.api,
+        name,
+        TIMEOUT,
+        "the paused pass on generation 2",
+        |o| {
+            let ready = condition(o, "Ready")?;
+            (ready.reason == "Paused" && ready.observed_generation == Some(2)).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        h.emulator.requests().await.deployment_calls(),
+        calls,
+        "no remote call while paused"
+    );
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    assert_eq!(
+        remote.source_revision_config.repo_ref.as_deref(),
+        Some("main")
+    );
+
+    // Resumed: the change is applied as a spec change.
+    manifest["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    h.apply(manifest).await;
+    let obj = wait_for(&h.api, name, TIMEOUT, "Ready on the new revision", |o| {
+        let s = o.status.as_ref()?;
+        (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)
+            .then(|| o.clone())
+    })
+    .await;
+    assert_eq!(obj.metadata.generation, Some(2));
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    assert_eq!(
+        remote.source_revision_config.repo_ref.as_deref(),
+        Some("release-2")
+    );
+    let reasons = support::event_reasons(&h.client, &h.ns, name).await;
+    assert!(
+        reasons.iter().any(|r| r == "Patched"),
+        "a spec change made while paused is a Patched event: {reasons:?}"
+    );
+    assert!(
+        !reasons.iter().any(|r| r == "DriftCorrected"),
+        "a spec change made while paused is not drift: {reasons:?}"
+    );
+}
+
+#[tokio::test]
+async fn events_tell_the_story_without_secret_values() {
+    let h = harness("op-events").await;
+    let name = "storied-agent";
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);
+    apply_json(
+        &secrets,
+        "agent-env",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-env"},
+               "stringData": {"openai": SECRET_VALUE}}),
+    )
+    .await;
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["secrets"] = json!([
+        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "agent-env", "key": "openai"}}}
+    ]);
+
+    // Created, RevisionDeployed.
+    h.apply(manifest.clone()).await;
+    let id = h
+        .wait_ready(name, TIMEOUT)
+        .await
+        .status
+        .unwrap()
+        .deployment_id
+        .unwrap();
+    // Patched: a spec change.
+    manifest["spec"]["sourceConfig"]["buildOnPush"] = true.into();
+    h.apply(manifest.clone()).await;
+    support::wait_for_event(&h.client, &h.ns, name, "Patched", TIMEOUT).await;
+    // DriftCorrected: a change outside.
+    h.cp.patch_deployment(
+        &id,
+        &DeploymentPatch {
+            source_config: Some(SourceConfig {
+                build_on_push: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    support::wait_for_event(&h.client, &h.ns, name, "DriftCorrected", TIMEOUT).await;
+    // RevisionFailed: a revision that fails.
+    manifest["spec"]["sourceRevisionConfig"]["repoRef"] = "broken".into();
+    h.apply(manifest).await;
+    h.wait_stalled(name, "RevisionFailed", TIMEOUT).await;
+    // Deleted.
+    h.api.delete(name, &DeleteParams::default()).await.unwrap();
+    support::wait_until_gone(&h.api, name, TIMEOUT).await;
+    support::wait_for_event(&h.client, &h.ns, name, "Deleted", TIMEOUT).await;
+
+    let events = support::events_about(&h.client, &h.ns, name).await;
+    let find = |reason: &str| {
+        events
+            .iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+            .unwrap_or_else(|| panic!("no {reason} event in {events:#?}"))
+    };
+    for reason in [
+        "Created",
+        "RevisionDeployed",
+        "Patched",
+        "DriftCorrected",
+        "Deleted",
+    ] {
+        let event = find(reason);
+        assert_eq!(event.type_.as_deref(), Some("Normal"), "{reason}");
+        assert_eq!(
+            event.reporting_controller.as_deref(),
+            Some("agent-operator"),
+            "{reason}"
+        );
+    }
+    assert!(find("Created").note.as_deref().unwrap().contains(&id));
+    assert_eq!(find("RevisionFailed").type_.as_deref(), Some("Warning"));
+    assert!(
+        find("RevisionFailed")
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("BUILD_FAILED")
+    );
+    for event in &events {
+        let note = event.note.as_deref().unwrap_or_default();
+        assert!(
+            !note.contains(SECRET_VALUE),
+            "{:?} shows the secret value: {note}",
+            event.reason
+        );
+    }
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::CREATE), 1);
+}

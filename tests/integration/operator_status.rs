@@ -1,0 +1,159 @@
+//! Item 1, status and kstatus conditions: `Ready`, `Reconciling` and
+//! `Stalled` each carry `observedGeneration`; `lastTransitionTime` moves only
+//! when a condition's status flips; status shows the deployment and its
+//! revisions; and a steady object's status is not rewritten by resync passes.
+
+use crate::{common, support};
+
+use std::time::Duration;
+
+use agent_operator::api::AgentDeployment;
+use support::{Harness, condition, github_deployment, route};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+async fn harness(test: &str) -> Harness {
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, test).await;
+    Harness::start(
+        client,
+        ns,
+        env.kubeconfig_path(),
+        test,
+        &[
+            "--step-seconds",
+            "0.2",
+            "--delete-seconds",
+            "0.5",
+            "--scenario",
+            "STUCK:repo_ref=stuck",
+        ],
+        Some(&["--resync-interval-seconds", "0.5"]),
+    )
+    .await
+}
+
+/// (status, reason, observedGeneration, lastTransitionTime) of each condition.
+fn snapshot(obj: &AgentDeployment, type_: &str) -> (String, String, Option<i64>, String) {
+    let c = condition(obj, type_).unwrap_or_else(|| panic!("condition {type_} is missing"));
+    (
+        c.status,
+        c.reason,
+        c.observed_generation,
+        c.last_transition_time.0.to_string(),
+    )
+}
+
+#[tokio::test]
+async fn conditions_follow_kstatus_and_steady_status_is_not_rewritten() {
+    let h = harness("op-status-kstatus").await;
+    let name = "status-agent";
+    h.apply(github_deployment(name, "main")).await;
+
+    // Ready: the three conditions on generation 1 and the remote's view.
+    let obj = h.wait_ready(name, TIMEOUT).await;
+    let status = obj.status.clone().unwrap();
+    let ready = snapshot(&obj, "Ready");
+    let reconciling = snapshot(&obj, "Reconciling");
+    let stalled = snapshot(&obj, "Stalled");
+    assert_eq!(
+        (ready.0.as_str(), ready.1.as_str(), ready.2),
+        ("True", "RevisionDeployed", Some(1))
+    );
+    assert_eq!((reconciling.0.as_str(), reconciling.2), ("False", Some(1)));
+    assert_eq!((stalled.0.as_str(), stalled.2), ("False", Some(1)));
+    let id = status.deployment_id.clone().expect("status.deploymentId");
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    assert_eq!(status.revision_status.as_deref(), Some("DEPLOYED"));
+    assert_eq!(
+        status.active_revision_id, status.latest_revision_id,
+        "the deployed revision is the active one"
+    );
+    assert_eq!(status.active_revision_id, remote.active_revision_id);
+    assert_eq!(status.deployment_status.as_deref(), Some("READY"));
+    assert_eq!(status.url, remote.source_config.custom_url);
+    assert!(
+        status.url.as_deref().is_some_and(|u| u.starts_with("http")),
+        "url: {:?}",
+        status.url
+    );
+
+    // Steady: resync passes read the deployment but write nothing.
+    let version = obj.metadata.resource_version.clone();
+    let reads_before = h.emulator.requests().await.count(route::GET);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let reads_after = h.emulator.requests().await.count(route::GET);
+    assert!(
+        reads_after >= reads_before + 2,
+        "resync passes happened (GET deployment {reads_before} -> {reads_after})"
+    );
+    let obj = h.api.get(name).await.unwrap();
+    assert_eq!(
+        obj.metadata.resource_version, version,
+        "an unchanged status is not written again: {:#?}",
+        obj.status
+    );
+
+    // A revision that does not finish: Ready and Reconciling flip (new
+    // transition times), Stalled stays False (same transition time).
+    tokio::time::sleep(Duration::from_millis(1100)).await; // times have 1 s resolution
+    let mut manifest = github_deployment(name, "stuck");
+    h.apply(manifest.clone()).await;
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "Reconciling=True", |o| {
+        let c = condition(o, "Reconciling")?;
+        (c.status == "True" && c.observed_generation == Some(2)).then(|| o.clone())
+    })
+    .await;
+    let building = (
+        snapshot(&obj, "Ready"),
+        snapshot(&obj, "Reconciling"),
+        snapshot(&obj, "Stalled"),
+    );
+    assert_eq!(
+        (building.0.0.as_str(), building.0.1.as_str(), building.0.2),
+        ("False", "RevisionInProgress", Some(2))
+    );
+    assert_ne!(building.0.3, ready.3, "Ready flipped: new transition time");
+    assert_ne!(
+        building.1.3, reconciling.3,
+        "Reconciling flipped: new transition time"
+    );
+    assert_eq!(building.2.0, "False");
+    assert_eq!(building.2.2, Some(2), "Stalled describes generation 2");
+    assert_eq!(
+        building.2.3, stalled.3,
+        "Stalled stayed False: same transition time"
+    );
+    assert_ne!(
+        obj.status.as_ref().unwrap().latest_revision_id,
+        obj.status.as_ref().unwrap().active_revision_id,
+        "the old revision keeps serving while the new one builds"
+    );
+
+    // Polls of a revision whose status does not change keep the times.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let still = h.api.get(name).await.unwrap();
+    assert_eq!(snapshot(&still, "Reconciling"), building.1);
+    assert_eq!(snapshot(&still, "Ready"), building.0);
+
+    // Back to a revision that deploys: Ready on generation 3.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    manifest["spec"]["sourceRevisionConfig"]["repoRef"] = "release-3".into();
+    h.apply(manifest).await;
+    let obj = h.wait_ready(name, TIMEOUT).await;
+    assert_eq!(obj.metadata.generation, Some(3));
+    for type_ in ["Ready", "Reconciling", "Stalled"] {
+        assert_eq!(
+            snapshot(&obj, type_).2,
+            Some(3),
+            "{type_} observedGeneration"
+        );
+    }
+    assert_ne!(snapshot(&obj, "Ready").3, building.0.3);
+    assert_eq!(
+        snapshot(&obj, "Stalled").3,
+        stalled.3,
+        "Stalled was never True: its transition time never moved"
+    );
+}

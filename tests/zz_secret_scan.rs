@@ -7,6 +7,7 @@
 //! Emulator logs are not scanned: the emulator receives the keys and values
 //! in the requests that must carry them.
 
+mod common;
 mod support;
 
 use support::leaks;

@@ -9,7 +9,7 @@
 //! outage); `FAULT_FULL=1` runs 50 resources, 30 s of faults and the 30 s
 //! outage of the issue.
 
-use crate::{common, support};
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -27,18 +27,11 @@ fn full() -> bool {
 async fn a_fleet_converges_after_5xx_hangs_drops_429s_and_an_outage() {
     let test = "fault-control-plane";
     let (count, faults_s, outage_s) = if full() { (50, 30, 30) } else { (12, 15, 10) };
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    let mut h = Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        Some(&["--request-timeout-seconds", "2"]),
-    )
-    .await;
+    let mut h = Harness::builder(test)
+        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
+        .operator(&["--request-timeout-seconds", "2"])
+        .start()
+        .await;
     h.budget = Budget::fleet();
     h.emulator
         .set_faults(json!({

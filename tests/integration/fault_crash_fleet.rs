@@ -29,18 +29,11 @@ fn full() -> bool {
 }
 
 async fn harness(test: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    let mut h = Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        None,
-    )
-    .await;
+    let mut h = Harness::builder(test)
+        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
+        .without_operator()
+        .start()
+        .await;
     h.budget = Budget::fleet();
     h
 }

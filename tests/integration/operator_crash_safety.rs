@@ -17,17 +17,14 @@ use support::{Harness, OperatorProcess, github_create_body, github_deployment, r
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn harness(test: &str, operator: bool) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        operator.then_some(&[][..]),
-    )
+    let builder =
+        Harness::builder(test).emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"]);
+    if operator {
+        builder
+    } else {
+        builder.without_operator()
+    }
+    .start()
     .await
 }
 

@@ -3,7 +3,7 @@
 //! 404); a deletion blocked by a missing AgentControlPlane is reported and
 //! released by switching to `Orphan`.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -18,18 +18,10 @@ use support::{Harness, condition, github_deployment, merge_patch, route, wait_fo
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn harness(test: &str, delete_seconds: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", delete_seconds],
-        Some(&[]),
-    )
-    .await
+    Harness::builder(test)
+        .emulator(&["--step-seconds", "0.2", "--delete-seconds", delete_seconds])
+        .start()
+        .await
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 //! outside is created again (Event `RemoteDeleted`), or stalls the resource
 //! with `remoteDeletionPolicy: Stall`.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -13,18 +13,11 @@ use support::{Harness, condition, github_deployment, route, wait_for};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn harness(test: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        Some(&["--resync-interval-seconds", "0.5"]),
-    )
-    .await
+    Harness::builder(test)
+        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
+        .operator(&["--resync-interval-seconds", "0.5"])
+        .start()
+        .await
 }
 
 #[tokio::test]

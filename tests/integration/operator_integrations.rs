@@ -34,26 +34,18 @@ const INTEGRATION_ID: &str = "3f0d1c2e-5a4b-4c3d-8e2f-1a2b3c4d5e6f";
 const REPO: &str = "https://github.com/acme/support-agent";
 
 async fn harness(test: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
     let seed = format!("{WORKSPACE}={INTEGRATION_ID}:acme:{REPO},https://github.com/acme/billing");
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &[
+    Harness::builder(test)
+        .emulator(&[
             "--step-seconds",
             "0.2",
             "--delete-seconds",
             "0.5",
             "--integration",
             &seed,
-        ],
-        Some(&[]),
-    )
-    .await
+        ])
+        .start()
+        .await
 }
 
 /// A github AgentDeployment naming its integration by `integration` instead

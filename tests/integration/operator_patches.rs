@@ -3,7 +3,7 @@
 //! remote has, so keys set outside survive. (A changed Secret value and
 //! `status.secretsHash`: `operator_secrets.rs`.)
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -14,18 +14,10 @@ use support::{Harness, github_deployment, route, wait_for};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn harness(test: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        Some(&[]),
-    )
-    .await
+    Harness::builder(test)
+        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
+        .start()
+        .await
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! removed; events (events.k8s.io/v1) tell the story of an object's life and
 //! never contain a secret value.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -18,25 +18,18 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 const SECRET_VALUE: &str = "sk-events-5c3a1f";
 
 async fn harness(test: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &[
+    Harness::builder(test)
+        .emulator(&[
             "--step-seconds",
             "0.2",
             "--delete-seconds",
             "0.5",
             "--scenario",
             "BUILD_FAILED:repo_ref=broken",
-        ],
-        Some(&["--resync-interval-seconds", "0.5"]),
-    )
-    .await
+        ])
+        .operator(&["--resync-interval-seconds", "0.5"])
+        .start()
+        .await
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! `agentserver.dev/redeploy-requested-at` makes exactly one new revision
 //! (`POST /v2/deployments/{id}/revisions`); the same value again makes none.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -13,19 +13,12 @@ use support::{Harness, github_deployment, merge_patch, route, wait_for};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn harness(test: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
+    Harness::builder(test)
+        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
         // Fast resync: passes that could repeat a redeploy happen often.
-        Some(&["--resync-interval-seconds", "0.5"]),
-    )
-    .await
+        .operator(&["--resync-interval-seconds", "0.5"])
+        .start()
+        .await
 }
 
 async fn request_redeploy(h: &Harness, name: &str, at: &str) {

@@ -3,7 +3,7 @@
 //! reason; UNKNOWN is transient (keep polling); SKIPPED gives way to the
 //! latest revision.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -13,15 +13,8 @@ use support::{Harness, condition, github_deployment, route, wait_for};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn harness(test: &str, step_seconds: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &[
+    Harness::builder(test)
+        .emulator(&[
             "--step-seconds",
             step_seconds,
             "--delete-seconds",
@@ -34,10 +27,10 @@ async fn harness(test: &str, step_seconds: &str) -> Harness {
             "UNKNOWN:repo_ref=flaky",
             "--scenario",
             "STUCK:repo_ref=stuck",
-        ],
-        Some(&["--resync-interval-seconds", "0.5"]),
-    )
-    .await
+        ])
+        .operator(&["--resync-interval-seconds", "0.5"])
+        .start()
+        .await
 }
 
 #[tokio::test]

@@ -30,26 +30,19 @@ const LISTENER_ID: &str = "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b";
 const DATA_PLANE_VALUE: &str = "sk-data-plane-only-7c31e9";
 
 async fn harness(test: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
     let seed = format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents");
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &[
+    Harness::builder(test)
+        .emulator(&[
             "--step-seconds",
             "0.2",
             "--delete-seconds",
             "0.5",
             "--listener",
             &seed,
-        ],
-        Some(&["--resync-interval-seconds", "0.5"]),
-    )
-    .await
+        ])
+        .operator(&["--resync-interval-seconds", "0.5"])
+        .start()
+        .await
 }
 
 /// An `external_docker` deployment on the seeded listener with one literal

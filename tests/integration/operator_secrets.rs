@@ -12,7 +12,7 @@
 //! it returns (emulator fault `masked_secret_values`) is not compared: no
 //! PATCH loop, and a change of the desired value is still sent.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -30,18 +30,11 @@ async fn harness(test: &str) -> Harness {
 }
 
 async fn harness_with(test: &str, operator_args: &[&str]) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        Some(operator_args),
-    )
-    .await
+    Harness::builder(test)
+        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
+        .operator(operator_args)
+        .start()
+        .await
 }
 
 async fn put_secret(h: &Harness, name: &str, data: Value) {

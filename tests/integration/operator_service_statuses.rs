@@ -2,7 +2,7 @@
 //! deadline, the revision history in status, and the service statuses
 //! `UNUSED` and `AWAITING_FINAL_DELETE`.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -13,18 +13,11 @@ use support::{Harness, condition, github_deployment, merge_patch, route, wait_fo
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn harness(test: &str, step_seconds: &str, operator: &[&str]) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", step_seconds, "--delete-seconds", "0.5"],
-        Some(operator),
-    )
-    .await
+    Harness::builder(test)
+        .emulator(&["--step-seconds", step_seconds, "--delete-seconds", "0.5"])
+        .operator(operator)
+        .start()
+        .await
 }
 
 /// A revision still building past `spec.progressDeadlineSeconds` gives

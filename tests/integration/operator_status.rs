@@ -3,7 +3,7 @@
 //! when a condition's status flips; status shows the deployment and its
 //! revisions; and a steady object's status is not rewritten by resync passes.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -13,25 +13,18 @@ use support::{Harness, condition, github_deployment, route};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 async fn harness(test: &str) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &[
+    Harness::builder(test)
+        .emulator(&[
             "--step-seconds",
             "0.2",
             "--delete-seconds",
             "0.5",
             "--scenario",
             "STUCK:repo_ref=stuck",
-        ],
-        Some(&["--resync-interval-seconds", "0.5"]),
-    )
-    .await
+        ])
+        .operator(&["--resync-interval-seconds", "0.5"])
+        .start()
+        .await
 }
 
 /// (status, reason, observedGeneration, lastTransitionTime) of each condition.

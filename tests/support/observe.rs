@@ -353,7 +353,69 @@ impl Drop for Harness {
     }
 }
 
+/// Builds a [`Harness`] on the shared envtest API server: a fresh
+/// namespace named after the test, the emulator with [`Self::emulator`]
+/// flags, and an operator with [`Self::operator`] flags (none with
+/// [`Self::without_operator`]). The one setup of the operator tests, e.g.
+/// `Harness::builder("op-drift").emulator(&["--step-seconds", "0.2"]).start().await`.
+pub struct HarnessBuilder {
+    test: String,
+    emulator: Vec<String>,
+    operator: Option<Vec<String>>,
+}
+
+impl HarnessBuilder {
+    /// Flags of the emulator process (default: none).
+    pub fn emulator(mut self, args: &[&str]) -> Self {
+        self.emulator = args.iter().map(|a| (*a).to_owned()).collect();
+        self
+    }
+
+    /// Flags of the operator process (default: none).
+    pub fn operator(mut self, args: &[&str]) -> Self {
+        self.operator = Some(args.iter().map(|a| (*a).to_owned()).collect());
+        self
+    }
+
+    /// Start no operator (the test starts its own, or none).
+    pub fn without_operator(mut self) -> Self {
+        self.operator = None;
+        self
+    }
+
+    /// Creates the namespace, starts the emulator and the operator.
+    pub async fn start(self) -> Harness {
+        let env = crate::common::shared_env();
+        let client = env.client().await;
+        let ns = crate::common::test_namespace(&client, &self.test).await;
+        let emulator: Vec<&str> = self.emulator.iter().map(String::as_str).collect();
+        let operator: Option<Vec<&str>> = self
+            .operator
+            .as_ref()
+            .map(|o| o.iter().map(String::as_str).collect());
+        Harness::start(
+            client,
+            ns,
+            env.kubeconfig_path(),
+            &self.test,
+            &emulator,
+            operator.as_deref(),
+        )
+        .await
+    }
+}
+
 impl Harness {
+    /// A [`HarnessBuilder`] for the test `test` (also the namespace prefix
+    /// and the log file names).
+    pub fn builder(test: &str) -> HarnessBuilder {
+        HarnessBuilder {
+            test: test.to_owned(),
+            emulator: Vec::new(),
+            operator: Some(Vec::new()),
+        }
+    }
+
     /// Starts the emulator with `emulator_args`, installs the control plane
     /// in `ns`, and starts an operator with `operator_args` (unless `None`).
     pub async fn start(

@@ -62,7 +62,8 @@ pub enum Error {
         errors: Vec<ValidationError>,
     },
     /// 429 or 503: slow down; retry after the given delay if the service gave one.
-    #[error("rate limited ({status}){}", .retry_after.map(|d| format!(", retry after {} s", d.as_secs_f64())).unwrap_or_default())]
+    /// Shown as "rate limited (429)" or "service unavailable (503)".
+    #[error("{} ({status}){}", throttle_text(*.status), .retry_after.map(|d| format!(", retry after {} s", d.as_secs_f64())).unwrap_or_default())]
     RateLimited {
         /// 429 or 503.
         status: u16,
@@ -167,7 +168,7 @@ impl Error {
             Error::Timeout => "timed out".into(),
             Error::Transport(_) => "connection failed".into(),
             Error::Server { status, .. } => format!("server error ({status})"),
-            Error::RateLimited { status, .. } => format!("rate limited ({status})"),
+            Error::RateLimited { status, .. } => format!("{} ({status})", throttle_text(*status)),
             Error::UnexpectedStatus { status: 408, .. } => "request timeout (408)".into(),
             other => other.to_string(),
         }
@@ -385,9 +386,35 @@ pub fn parse_retry_after(value: Option<&reqwest::header::HeaderValue>) -> Option
     Some(delay.min(MAX_RETRY_AFTER))
 }
 
+/// What a throttling answer says: 429 asks to slow down; 503 says the
+/// service is unavailable (an outage as often as a limit).
+fn throttle_text(status: u16) -> &'static str {
+    if status == 429 {
+        "rate limited"
+    } else {
+        "service unavailable"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn throttling_answers_say_what_they_are() {
+        let limited = Error::RateLimited {
+            status: 429,
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        assert_eq!(limited.to_string(), "rate limited (429), retry after 3 s");
+        assert_eq!(limited.stable_summary(), "rate limited (429)");
+        let down = Error::RateLimited {
+            status: 503,
+            retry_after: None,
+        };
+        assert_eq!(down.to_string(), "service unavailable (503)");
+        assert_eq!(down.stable_summary(), "service unavailable (503)");
+    }
 
     #[test]
     fn maps_statuses_and_keeps_detail() {

@@ -179,6 +179,37 @@ impl Manifest {
         }
     }
 
+    /// The key of `spec.verify.apiKeySecretRef` of `d`, resolved like the
+    /// secrets ([`Manifest::secret_values`]: the file's Secrets, or with
+    /// `--secret-from-env` the variable named like the key); `None` without
+    /// one.
+    ///
+    /// Errors: the missing Secret, key or variable, named.
+    pub fn verify_key(&self, d: &AgentDeployment) -> Result<Option<String>, String> {
+        let Some(r) = d
+            .spec
+            .verify
+            .as_ref()
+            .and_then(|v| v.api_key_secret_ref.as_ref())
+        else {
+            return Ok(None);
+        };
+        let ns = namespace_of(&d.metadata.namespace);
+        let secret = self.secrets.get(&(ns.clone(), r.name.clone()));
+        let found = match (secret, &self.env) {
+            (None, Some(env)) => env.get(&r.key).cloned().ok_or_else(|| {
+                format!(
+                    "spec.verify.apiKeySecretRef: Secret {ns}/{} is not in the file and the \
+                     environment variable {} (its key) is not set",
+                    r.name, r.key
+                )
+            }),
+            _ => resolve::key_value(secret, &ns, &r.name, &r.key)
+                .map_err(|b| format!("spec.verify.apiKeySecretRef: {}", b.message)),
+        };
+        found.map(Some)
+    }
+
     /// `spec.listenerId` of the `AgentListener` `name` in `namespace`, if
     /// the file has it.
     pub fn listener_id(&self, namespace: &str, name: &str) -> Option<&str> {

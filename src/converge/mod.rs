@@ -100,6 +100,8 @@ pub struct Desired {
     pub integration_ref: Option<String>,
     /// The spec (for the placement check on create).
     spec: crate::api::deployment::AgentDeploymentSpec,
+    /// The key of `spec.verify.apiKeySecretRef`, if it names one.
+    verify_key: Option<secrecy::SecretString>,
 }
 
 impl std::fmt::Debug for Desired {
@@ -130,6 +132,10 @@ pub fn desired_state(obj: &AgentDeployment, manifest: &Manifest) -> Result<Desir
     rules::preflight(&remote_name, &obj.spec).map_err(invalid)?;
     placement::check_spec(&obj.spec).map_err(|b| invalid(b.message))?;
     let secrets = manifest.secret_values(obj).map_err(invalid)?;
+    let verify_key = manifest
+        .verify_key(obj)
+        .map_err(invalid)?
+        .map(secrecy::SecretString::from);
     let mut body = desired::create_body(&remote_name, &obj.spec, secrets);
     if let Some(r) = &obj.spec.source_config.listener_ref {
         let ns = manifest::namespace_of(&obj.metadata.namespace);
@@ -154,7 +160,27 @@ pub fn desired_state(obj: &AgentDeployment, manifest: &Manifest) -> Result<Desir
             .as_ref()
             .map(|r| r.name.clone()),
         spec: obj.spec.clone(),
+        verify_key,
     })
+}
+
+impl Desired {
+    /// `spec.verify`, if set.
+    pub fn verify(&self) -> Option<&crate::api::deployment::VerifySpec> {
+        self.spec.verify.as_ref()
+    }
+
+    /// The key for the agent server's `X-Api-Key` when verifying, by the
+    /// operator's rule: `spec.verify.apiKeySecretRef`'s key if it names one,
+    /// else the control plane key `cp_key`, but only when the control plane
+    /// chose the URL (no `sourceConfig.customUrl`; see
+    /// `verify::control_plane_key_allowed`).
+    pub fn verify_key(&self, cp_key: &secrecy::SecretString) -> Option<secrecy::SecretString> {
+        self.verify_key.clone().or_else(|| {
+            crate::controller::deployment::verify::control_plane_key_allowed(&self.spec)
+                .then(|| cp_key.clone())
+        })
+    }
 }
 
 /// What [`execute`] would do, decided on fresh reads.

@@ -645,3 +645,72 @@ async fn listeners_list_and_get_and_apply_from_stdin() {
     assert!(run.stdout.contains(listener), "{run:?}");
     emu.shutdown().await;
 }
+
+/// `apply --wait` with `spec.verify`: once DEPLOYED, the operator's checks
+/// run on the deployment's agent server (the emulator's built-in one, which
+/// wants the organization's key: the control plane key is sent, since the
+/// control plane chose the URL); a deployment whose agent server does not
+/// answer as expected is not ready (exit 1).
+#[tokio::test]
+async fn apply_wait_verifies_the_agent_server_like_the_operator() {
+    let emu = emulator(Vec::new()).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let verify = |assistant: &str| {
+        format!(
+            "  verify:\n    assistants:\n      graphId: agent\n    run:\n      assistantId: {assistant}\n      \
+             input:\n        messages:\n          - role: user\n            content: hello-verify\n      \
+             streamMode: updates\n      expect:\n        event: updates\n        contains: hello-verify\n"
+        )
+    };
+    let good = manifest("verified-app", "main", SECRET_VALUE) + &verify("agent");
+    let file = write(dir.path(), "good.yaml", &good);
+    let run = agentctl(
+        &url,
+        &[
+            "apply",
+            "-f",
+            file.to_str().unwrap(),
+            "--wait",
+            "--poll-interval",
+            POLL,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentdeployment/verified-app verified at http")
+            && run.stdout.contains("1 assistant(s), run Passed"),
+        "{run:?}"
+    );
+
+    let bad = manifest("unverified-app", "main", SECRET_VALUE) + &verify("no-such-assistant");
+    let file = write(dir.path(), "bad.yaml", &bad);
+    let run = agentctl(
+        &url,
+        &[
+            "apply",
+            "-f",
+            file.to_str().unwrap(),
+            "--wait",
+            "--poll-interval",
+            POLL,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentdeployment/unverified-app not verified (AssistantNotFound)"),
+        "{run:?}"
+    );
+    // Without --wait nothing is verified: one create, no agent server call.
+    let run = agentctl(&url, &["apply", "-f", file.to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stdout.contains(" verified at") && !run.stdout.contains("not verified"),
+        "{run:?}"
+    );
+    emu.shutdown().await;
+}

@@ -145,7 +145,8 @@ async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> 
             if let Some(rev) = revision_read.filter(|r| !r.status.is_in_progress())
                 && wait.wait
             {
-                return Ok(crate::wait::report_ended(cp, object, d, &rev, None).await);
+                let ended = crate::wait::report_ended(cp, object, d, &rev, None).await;
+                return Ok(verify_after(cp, want, &d.id, ended).await);
             }
         }
     }
@@ -154,6 +155,7 @@ async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> 
     };
     if wait.wait {
         let waited = crate::wait::follow_revision(cp, object, d, &rid, wait).await?;
+        let waited = verify_after(cp, want, &d.id, waited).await;
         return Ok(code.max(waited));
     }
     if !matches!(applied.action, Action::Unchanged) {
@@ -163,6 +165,59 @@ async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> 
         );
     }
     Ok(code)
+}
+
+/// With `spec.verify`, once `--wait` saw the revision DEPLOYED (`ended`
+/// is 0): runs the operator's checks on the deployment's agent server
+/// (`verify::check`: the assistant search, then the run), with the
+/// operator's key rule, and prints one line. Returns `ended`, or 1 when a
+/// check failed (a deployment that does not answer is not ready).
+async fn verify_after(cp: &ControlPlaneClient, want: &Desired, id: &str, ended: Exit) -> Exit {
+    use agent_operator::agentserver::{AgentServerClient, AgentServerConfig};
+    use agent_operator::controller::deployment::verify;
+    let (Some(spec), Exit::Success) = (want.verify(), ended) else {
+        return ended;
+    };
+    let object = &want.object;
+    let url = match cp.get_deployment(id).await {
+        Ok(d) => d.source_config.custom_url,
+        Err(e) => {
+            println!("{object} not verified: reading the deployment's URL: {e}");
+            return Exit::Failed;
+        }
+    };
+    let Some(url) = url else {
+        println!("{object} not verified: the deployment has no URL yet");
+        return Exit::Failed;
+    };
+    let mut config = AgentServerConfig::new(url.clone());
+    config.api_key = want.verify_key(cp.api_key());
+    let client = match AgentServerClient::new(config) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("{object} not verified: {e}");
+            return Exit::Failed;
+        }
+    };
+    let checked = verify::check(&client, spec).await;
+    let mut found = Vec::new();
+    if let Some(n) = checked.assistant_count {
+        found.push(format!("{n} assistant(s)"));
+    }
+    if let Some(o) = checked.run_outcome {
+        let events = checked.run_events.unwrap_or(0);
+        found.push(format!("run {o} ({events} events)"));
+    }
+    match checked.failure {
+        None => {
+            println!("{object} verified at {url}: {}", found.join(", "));
+            Exit::Success
+        }
+        Some((reason, message)) => {
+            println!("{object} not verified ({reason}): {message}");
+            Exit::Failed
+        }
+    }
 }
 
 /// `agentctl diff`: what `apply` would send, secret values never shown.

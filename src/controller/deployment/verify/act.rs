@@ -26,16 +26,22 @@ use crate::controller::{Error, resolve};
 
 /// The result of the checks on the agent server.
 #[derive(Debug, Default)]
-struct Checked {
-    assistant_count: Option<u32>,
-    run_outcome: Option<&'static str>,
-    run_events: Option<u32>,
-    /// `None`: passed.
-    failure: Option<(&'static str, String)>,
+pub struct Checked {
+    /// Assistants of `spec.assistants.graphId` the search found.
+    pub assistant_count: Option<u32>,
+    /// `Passed`, `Failed`, `ExpectationNotMet` or `TimedOut`, when a run was
+    /// made.
+    pub run_outcome: Option<&'static str>,
+    /// Events the run streamed.
+    pub run_events: Option<u32>,
+    /// `None`: passed; else the `Verified=False` reason and its message.
+    pub failure: Option<(&'static str, String)>,
 }
 
-/// Runs the checks of `spec` on `client`: the search, then the run.
-async fn check(client: &AgentServerClient, spec: &VerifySpec) -> Checked {
+/// Runs the checks of `spec` on `client`: the assistant search, then the
+/// run (facts "Agent server"). Shared by the operator and `agentctl apply
+/// --wait`. Never fails: a failure is in [`Checked::failure`].
+pub async fn check(client: &AgentServerClient, spec: &VerifySpec) -> Checked {
     let mut out = Checked::default();
     if let Some(a) = &spec.assistants {
         let search = AssistantSearch {

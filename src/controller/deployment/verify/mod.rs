@@ -523,6 +523,7 @@ fn bounded(mut s: String) -> String {
 }
 
 mod act;
+pub use act::{Checked, check};
 
 #[cfg(test)]
 mod tests;

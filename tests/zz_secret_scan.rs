@@ -98,18 +98,9 @@ fn the_secret_list_has_no_duplicates_or_trivial_values() {
 #[test]
 fn no_log_of_the_suite_carries_ansi_colour_codes() {
     let dir = support::log_dir();
-    let logs: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.ends_with(".log") && !n.ends_with("-langgraph.log"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let logs = leaks::logs_in(&dir, |n| {
+        n.ends_with(".log") && !n.ends_with("-langgraph.log")
+    });
     let coloured: Vec<String> = logs
         .iter()
         .filter(|p| std::fs::read(p).is_ok_and(|b| b.contains(&0x1b)))

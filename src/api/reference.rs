@@ -83,14 +83,7 @@ fn cell(text: &str) -> String {
 fn type_of(s: &JSONSchemaProps) -> String {
     match s.type_.as_deref() {
         Some("array") => {
-            let item = s
-                .items
-                .as_ref()
-                .and_then(|i| match i {
-                    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(type_of(s)),
-                    _ => None,
-                })
-                .unwrap_or_else(|| "any".into());
+            let item = items(s).map_or_else(|| "any".into(), type_of);
             format!("[]{item}")
         }
         Some("object") if s.additional_properties.is_some() && s.properties.is_none() => {

@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::auth::Tenant;
-use super::errors::ApiError;
+use super::errors::{ApiError, issue};
 use super::extract::{JsonBody, PathIds};
 use super::state::EmulatorState;
 use super::store::{Now, StoredDeployment, StoredRevision, rfc3339};
@@ -206,9 +206,13 @@ struct Query {
 }
 
 fn invalid(loc: &str, msg: String) -> ApiError {
-    ApiError::validation(vec![json!({
-        "loc": ["body", loc], "msg": msg, "type": "value_error"
-    })])
+    ApiError::validation(vec![issue(
+        "value_error",
+        &[json!("body"), json!(loc)],
+        msg,
+        None,
+        None,
+    )])
 }
 
 /// Checks the body the way the service's schema would: a JSON object,

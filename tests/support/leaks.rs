@@ -182,15 +182,16 @@ pub fn scan_files(paths: &[PathBuf]) -> Report {
 
 /// Every `*-operator.log` in `dir`, sorted.
 pub fn operator_logs_in(dir: &Path) -> Vec<PathBuf> {
+    logs_in(dir, |name| name.ends_with("-operator.log"))
+}
+
+/// Every file of `dir` whose name `keep` accepts, sorted.
+pub fn logs_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.ends_with("-operator.log"))
-                })
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(&keep))
                 .collect()
         })
         .unwrap_or_default();

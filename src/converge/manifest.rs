@@ -152,17 +152,7 @@ impl Manifest {
     pub fn secret_values(&self, d: &AgentDeployment) -> Result<Vec<SecretValue>, String> {
         let ns = namespace_of(&d.metadata.namespace);
         let lookup = |name: String, key: String| {
-            let secret = self.secrets.get(&(ns.clone(), name.clone()));
-            let found = match (secret, &self.env) {
-                (None, Some(env)) => env.get(&key).cloned().ok_or_else(|| Blocked {
-                    reason: crate::api::conditions::reason::SECRET_NOT_FOUND,
-                    message: format!(
-                        "Secret {ns}/{name} is not in the file and the environment variable \
-                         {key} (its key) is not set"
-                    ),
-                }),
-                _ => resolve::key_value(secret, &ns, &name, &key),
-            };
+            let found = self.key_value(&ns, &name, &key);
             std::future::ready(Ok::<_, std::convert::Infallible>(found))
         };
         // The lookup never awaits: the future is ready at its first poll.
@@ -195,19 +185,27 @@ impl Manifest {
             return Ok(None);
         };
         let ns = namespace_of(&d.metadata.namespace);
-        let secret = self.secrets.get(&(ns.clone(), r.name.clone()));
-        let found = match (secret, &self.env) {
-            (None, Some(env)) => env.get(&r.key).cloned().ok_or_else(|| {
-                format!(
-                    "spec.verify.apiKeySecretRef: Secret {ns}/{} is not in the file and the \
-                     environment variable {} (its key) is not set",
-                    r.name, r.key
-                )
+        self.key_value(&ns, &r.name, &r.key)
+            .map(Some)
+            .map_err(|b| format!("spec.verify.apiKeySecretRef: {}", b.message))
+    }
+
+    /// `key` of Secret `name` in `ns`: from the file's Secret documents, or
+    /// (with [`Manifest::with_env_fallback`], for a Secret not in the file)
+    /// the environment variable named like the key. Errors name what is
+    /// missing ([`resolve::key_value`]'s messages).
+    fn key_value(&self, ns: &str, name: &str, key: &str) -> Result<String, Blocked> {
+        let secret = self.secrets.get(&(ns.to_owned(), name.to_owned()));
+        match (secret, &self.env) {
+            (None, Some(env)) => env.get(key).cloned().ok_or_else(|| Blocked {
+                reason: crate::api::conditions::reason::SECRET_NOT_FOUND,
+                message: format!(
+                    "Secret {ns}/{name} is not in the file and the environment variable \
+                     {key} (its key) is not set"
+                ),
             }),
-            _ => resolve::key_value(secret, &ns, &r.name, &r.key)
-                .map_err(|b| format!("spec.verify.apiKeySecretRef: {}", b.message)),
-        };
-        found.map(Some)
+            _ => resolve::key_value(secret, ns, name, key),
+        }
     }
 
     /// `spec.listenerId` of the `AgentListener` `name` in `namespace`, if

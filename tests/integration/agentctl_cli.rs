@@ -79,6 +79,15 @@ async fn agentctl_with(url: &str, key: &str, args: &[&str]) -> Run {
     run
 }
 
+/// `agentctl apply -f FILE --wait` with fast polls.
+async fn apply_wait(url: &str, file: &str) -> Run {
+    agentctl(
+        url,
+        &["apply", "-f", file, "--wait", "--poll-interval", POLL],
+    )
+    .await
+}
+
 /// A Secret and an AgentDeployment named `name`, built from `repo_ref`.
 fn manifest(name: &str, repo_ref: &str, secret: &str) -> String {
     format!(
@@ -172,11 +181,7 @@ async fn apply_deploys_then_is_unchanged_then_patches_and_diff_tells_before() {
     assert!(run.stdout.contains("<set>"), "{run:?}");
     assert!(mutations(&routes(&emu, 0)).is_empty());
 
-    let run = agentctl(
-        &url,
-        &["apply", "-f", file, "--wait", "--poll-interval", POLL],
-    )
-    .await;
+    let run = apply_wait(&url, file).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout.contains("agentdeployment/support-agent created"),
@@ -191,11 +196,7 @@ async fn apply_deploys_then_is_unchanged_then_patches_and_diff_tells_before() {
 
     // The same file again: reads only.
     let before = log_len(&emu);
-    let run = agentctl(
-        &url,
-        &["apply", "-f", file, "--wait", "--poll-interval", POLL],
-    )
-    .await;
+    let run = apply_wait(&url, file).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout
@@ -231,11 +232,7 @@ async fn apply_deploys_then_is_unchanged_then_patches_and_diff_tells_before() {
     assert!(!run.stdout.contains("sk-cli-test-value-new"), "{run:?}");
     assert!(mutations(&routes(&emu, before)).is_empty());
 
-    let run = agentctl(
-        &url,
-        &["apply", "-f", file2, "--wait", "--poll-interval", POLL],
-    )
-    .await;
+    let run = apply_wait(&url, file2).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout.contains("agentdeployment/support-agent patched"),
@@ -504,11 +501,7 @@ async fn each_kind_of_failure_has_its_exit_code() {
         "broken.yaml",
         &manifest("broken-agent", "broken", SECRET_VALUE),
     );
-    let run = agentctl(
-        &url,
-        &["apply", "-f", &broken, "--wait", "--poll-interval", POLL],
-    )
-    .await;
+    let run = apply_wait(&url, &broken).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stdout.contains("agentdeployment/broken-agent failed"),
@@ -665,18 +658,7 @@ async fn apply_wait_verifies_the_agent_server_like_the_operator() {
     };
     let good = manifest("verified-app", "main", SECRET_VALUE) + &verify("agent");
     let file = write(dir.path(), "good.yaml", &good);
-    let run = agentctl(
-        &url,
-        &[
-            "apply",
-            "-f",
-            file.to_str().unwrap(),
-            "--wait",
-            "--poll-interval",
-            POLL,
-        ],
-    )
-    .await;
+    let run = apply_wait(&url, file.to_str().unwrap()).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout
@@ -687,18 +669,7 @@ async fn apply_wait_verifies_the_agent_server_like_the_operator() {
 
     let bad = manifest("unverified-app", "main", SECRET_VALUE) + &verify("no-such-assistant");
     let file = write(dir.path(), "bad.yaml", &bad);
-    let run = agentctl(
-        &url,
-        &[
-            "apply",
-            "-f",
-            file.to_str().unwrap(),
-            "--wait",
-            "--poll-interval",
-            POLL,
-        ],
-    )
-    .await;
+    let run = apply_wait(&url, file.to_str().unwrap()).await;
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stdout

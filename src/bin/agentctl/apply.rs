@@ -173,7 +173,6 @@ async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> 
 /// operator's key rule, and prints one line. Returns `ended`, or 1 when a
 /// check failed (a deployment that does not answer is not ready).
 async fn verify_after(cp: &ControlPlaneClient, want: &Desired, id: &str, ended: Exit) -> Exit {
-    use agent_operator::agentserver::{AgentServerClient, AgentServerConfig};
     use agent_operator::controller::deployment::verify;
     let (Some(spec), Exit::Success) = (want.verify(), ended) else {
         return ended;
@@ -190,9 +189,8 @@ async fn verify_after(cp: &ControlPlaneClient, want: &Desired, id: &str, ended: 
         println!("{object} not verified: the deployment has no URL yet");
         return Exit::Failed;
     };
-    let mut config = AgentServerConfig::new(url.clone());
-    config.api_key = want.verify_key(cp.api_key());
-    let client = match AgentServerClient::new(config) {
+    let key = want.verify_key(cp.api_key());
+    let client = match verify::agent_server_client(url.clone(), key, verify::CALL_TIMEOUT_CAP) {
         Ok(c) => c,
         Err(e) => {
             println!("{object} not verified: {e}");

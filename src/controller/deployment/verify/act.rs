@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::super::{Pass, RemoteView};
 use super::{
-    CONNECT_TIMEOUT, Deferred, MAX_RUN_EVENTS, NO_KEY_HINT, RunJudge, VerifyKnown, VerifyStep,
-    bounded, classify, control_plane_key_allowed, outcome, retry_backoff, success_message,
-    verify_step,
+    CALL_TIMEOUT_CAP, CONNECT_TIMEOUT, Deferred, MAX_RUN_EVENTS, NO_KEY_HINT, RunJudge,
+    VerifyKnown, VerifyStep, bounded, classify, control_plane_key_allowed, outcome, retry_backoff,
+    success_message, verify_step,
 };
 use crate::agentserver::{
     self, AgentServerClient, AgentServerConfig, AssistantSearch, RunStreamRequest, StreamMode,
@@ -36,6 +36,25 @@ pub struct Checked {
     pub run_events: Option<u32>,
     /// `None`: passed; else the `Verified=False` reason and its message.
     pub failure: Option<(&'static str, String)>,
+}
+
+/// The agent server client of a verification at `url`: `key` as
+/// `X-Api-Key`, `timeout` for each request and between two events of a
+/// stream, connecting within at most [`CONNECT_TIMEOUT`]. Shared by the
+/// operator and `agentctl apply --wait`.
+///
+/// Errors: the URL or the key is not usable ([`agentserver::Error::InvalidConfig`]).
+pub fn agent_server_client(
+    url: String,
+    key: Option<SecretString>,
+    timeout: Duration,
+) -> Result<AgentServerClient, agentserver::Error> {
+    let mut config = AgentServerConfig::new(url);
+    config.api_key = key;
+    config.connect_timeout = CONNECT_TIMEOUT.min(timeout);
+    config.request_timeout = timeout;
+    config.stream_idle_timeout = timeout;
+    AgentServerClient::new(config)
 }
 
 /// Runs the checks of `spec` on `client`: the assistant search, then the
@@ -361,14 +380,9 @@ impl Pass<'_> {
                 "the deployment has no URL (source_config.custom_url)".to_owned(),
             );
         };
-        let timeout = self.ctx.config.request_timeout.min(Duration::from_secs(30));
+        let timeout = self.ctx.config.request_timeout.min(CALL_TIMEOUT_CAP);
         let sends_key = key.is_some();
-        let mut config = AgentServerConfig::new(url);
-        config.api_key = key;
-        config.connect_timeout = CONNECT_TIMEOUT.min(timeout);
-        config.request_timeout = timeout;
-        config.stream_idle_timeout = timeout;
-        let client = match AgentServerClient::new(config) {
+        let client = match agent_server_client(url, key, timeout) {
             Ok(c) => c,
             Err(e) => {
                 let (r, message) = classify("agent server client", &e);

@@ -81,6 +81,10 @@ pub fn control_plane_key_allowed(spec: &crate::api::AgentDeploymentSpec) -> bool
 /// Connect timeout of agent server calls.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Longest wait for one agent server request (or between two events of a
+/// run's stream) during a verification, whatever the request timeout.
+pub const CALL_TIMEOUT_CAP: Duration = Duration::from_secs(30);
+
 /// Most events a verification run reads before it stops reading.
 pub const MAX_RUN_EVENTS: u32 = 10_000;
 
@@ -523,7 +527,7 @@ fn bounded(mut s: String) -> String {
 }
 
 mod act;
-pub use act::{Checked, check};
+pub use act::{Checked, agent_server_client, check};
 
 #[cfg(test)]
 mod tests;

@@ -9,7 +9,7 @@
 # No container engine runs on this project's build machines: this file is
 # checked by hadolint (make lint) but not built there. `make image`
 # assembles the same image without an engine (hack/image.sh: crane, an OCI
-# image layout tarball), and tests/image.rs checks that one.
+# image layout tarball), and crates/agent-operator/tests/integration/image.rs checks that one.
 
 # Build: on Alpine the Rust host target is x86_64-unknown-linux-musl, linked
 # statically by default. ring's C and assembly need gcc (in the image) and
@@ -21,7 +21,7 @@ FROM rust:1.95-alpine AS build
 RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked --bin agent-operator \
+RUN cargo build --release --locked -p agent-operator --bin agent-operator \
  && install -m 0755 target/release/agent-operator /agent-operator
 
 # Run: nothing but the binary and the CA bundle (no shell, no package

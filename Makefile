@@ -7,7 +7,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 # make image: a static (musl) release build of the operator, assembled into
 # an OCI image layout tarball without a container engine (hack/image.sh);
-# tests/integration/image.rs reads it from AGENT_OPERATOR_IMAGE.
+# crates/agent-operator/tests/integration/image.rs reads it from AGENT_OPERATOR_IMAGE.
 MUSL_TARGET := x86_64-unknown-linux-musl
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 IMAGE_TAR ?= $(TARGET_DIR)/image/agent-operator.tar
@@ -20,19 +20,20 @@ setup: ## install the prerequisites (Rust components and the musl target, Go, ku
 	hack/setup.sh
 
 generate: ## regenerate the CRD YAML in crds/ and docs/reference.md from the Rust types
-	cargo run --quiet --bin agent-operator -- crds --out crds
-	cargo run --quiet --bin agent-operator -- reference --out docs/reference.md
+	cargo run --quiet -p agent-operator --bin agent-operator -- crds --out crds
+	cargo run --quiet -p agent-operator --bin agent-operator -- reference --out docs/reference.md
 
-lint: ## rustfmt and clippy (warnings are errors), hadolint on the Dockerfile, helm lint --strict on the chart
+lint: ## rustfmt and clippy on every crate (warnings are errors), the fuzz targets compile, hadolint on the Dockerfile, helm lint --strict on the chart
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
-	cargo clippy --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets -- -D warnings
+	cargo check --quiet --manifest-path fuzz/Cargo.toml --bins
 	tools="$$(hack/tools/install.sh | tail -n1)" && "$$tools/hadolint" Dockerfile \
 	  && "$$tools/helm" lint --strict deploy/helm/agent-operator \
 	  && "$$tools/helm" lint --strict deploy/helm/agent-operator -f deploy/helm/agent-operator/ci/ha-values.yaml
 
 image: ## the operator's container image without an engine: static musl release build + crane, an OCI tarball in target/image/ (IMAGE_TAR)
-	CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target $(MUSL_TARGET) --bin agent-operator
+	CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target $(MUSL_TARGET) -p agent-operator --bin agent-operator
 	hack/image.sh $(TARGET_DIR)/$(MUSL_TARGET)/release/agent-operator $(IMAGE_TAR)
 
 deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<local copy> (hack/deny.sh)
@@ -40,21 +41,21 @@ deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<l
 
 test: setup lint deny image ## everything CI runs: setup, lint, cargo deny, the image, unit + integration + end-to-end + install-manifest tests, then the secret scan of every operator log
 	rm -rf target/test-logs
-	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --all-targets -- --nocapture
+	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --workspace --all-targets -- --nocapture
 	$(MAKE) secret-scan
 
 secret-scan: ## scan every operator log in target/test-logs for the tests' secret values (after the tests)
-	cargo test --test zz_secret_scan -- --nocapture
+	cargo test -p agent-operator --test zz_secret_scan -- --nocapture
 
 bench: ## emulator scale benchmark (prints latencies and memory at 100 and 5,000 deployments)
-	cargo bench --bench emulator_scale
+	cargo bench -p control-plane-emulator --bench emulator_scale
 
 bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + rate-limited emulator (ARGS="s1 s2 --count 500")
-	cargo build --release --bins
-	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench --bench fleet -- $(ARGS)
+	cargo build --release --workspace --bins
+	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench -p agent-operator --bench fleet -- $(ARGS)
 
 faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage, Kubernetes faults and leader failovers
-	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --test integration -- --nocapture fault_crash_fleet:: fault_control_plane:: fault_kubernetes::
+	FAULT_FULL=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test -p agent-operator --test integration -- --nocapture fault_crash_fleet:: fault_control_plane:: fault_kubernetes::
 
 fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, nightly; not part of test)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh $(FUZZ_TARGETS)

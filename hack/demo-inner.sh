@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs inside `agentctl testenv`: KUBECONFIG points at the envtest API server
+# Runs inside `testenv` (crates/test-support): KUBECONFIG points at the envtest API server
 # and PATH starts with the directory holding our kubectl.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -7,6 +7,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 assets=$(hack/envtest/install.sh | tail -n1)
 export KUBEBUILDER_ASSETS=$assets
-cargo build --quiet --bins
+cargo build --quiet --workspace --bins
 mkdir -p .cache/demo
-exec target/debug/agentctl testenv --crds crds --kubeconfig-out .cache/demo/kubeconfig -- hack/demo-inner.sh
+exec target/debug/testenv --crds crds --kubeconfig-out .cache/demo/kubeconfig -- hack/demo-inner.sh

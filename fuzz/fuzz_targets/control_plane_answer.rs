@@ -18,7 +18,7 @@
 use agent_operator::controlplane::error::{BODY_SNIPPET_BYTES, MAX_RETRY_AFTER, parse_retry_after};
 use agent_operator::controlplane::response::{check_status, decode_body};
 use agent_operator::controlplane::types::{
-    Deployment, GithubIntegration, GithubRepository, Listener, Page, Revision,
+    Deployment, GithubIntegration, GithubRepository, Listener, LogPage, Page, Revision,
 };
 use agent_operator::controlplane::{Error, Operation};
 use libfuzzer_sys::fuzz_target;
@@ -75,9 +75,10 @@ fuzz_target!(|data: &[u8]| {
     match check_status(op, status, retry_after.as_ref(), a.body) {
         Err(e) => check_error(&e, status),
         Ok(()) => match op {
-            Operation::CreateDeployment | Operation::GetDeployment | Operation::PatchDeployment => {
-                round_trip::<Deployment>(status, a.body)
-            }
+            Operation::CreateDeployment
+            | Operation::GetDeployment
+            | Operation::PatchDeployment
+            | Operation::RedeployRevision => round_trip::<Deployment>(status, a.body),
             Operation::ListDeployments => round_trip::<Page<Deployment>>(status, a.body),
             Operation::Redeploy | Operation::GetRevision => round_trip::<Revision>(status, a.body),
             Operation::ListRevisions => round_trip::<Page<Revision>>(status, a.body),
@@ -85,6 +86,7 @@ fuzz_target!(|data: &[u8]| {
             Operation::ListListeners => round_trip::<Page<Listener>>(status, a.body),
             Operation::ListIntegrations => round_trip::<Vec<GithubIntegration>>(status, a.body),
             Operation::ListIntegrationRepos => round_trip::<Vec<GithubRepository>>(status, a.body),
+            Operation::BuildLogs | Operation::DeployLogs => round_trip::<LogPage>(status, a.body),
             Operation::DeleteDeployment => {}
         },
     }

@@ -19,8 +19,8 @@
 
 use agent_operator::controlplane::Error;
 use agent_operator::controlplane::types::{DeploymentCreate, DeploymentPatch};
-use agent_operator::emulator::errors::ApiError;
-use agent_operator::emulator::{RequestBody, validate_request_body};
+use control_plane_emulator::errors::ApiError;
+use control_plane_emulator::{RequestBody, validate_request_body};
 use libfuzzer_sys::fuzz_target;
 use reqwest::StatusCode;
 use serde_json::{Value, json};

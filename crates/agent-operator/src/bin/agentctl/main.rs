@@ -1,0 +1,158 @@
+//! `agentctl`: the command line of agent-operator, for CI/CD pipelines and
+//! developers.
+//!
+//! Control plane commands (configuration from flags or the environment:
+//! `--url`/`AGENT_CONTROL_PLANE_URL` or `--region`/`AGENT_CONTROL_PLANE_REGION`,
+//! `--workspace-id`/`AGENT_WORKSPACE_ID`, `--api-key`/`AGENT_API_KEY`, the key
+//! never printed; see [`plane`]):
+//! - `apply -f FILE [--wait] [--timeout S]` converges the control plane to the
+//!   AgentDeployments of a YAML file without Kubernetes, through the
+//!   operator's reconcile core (`agent_operator::converge`); `diff -f FILE`
+//!   prints what it would send (see [`apply`]);
+//! - `deployments list|get|delete [--wait]`, `revisions list|get|wait`,
+//!   `redeploy`, `rollback --to REVISION`, `logs [--build] [--revision R]
+//!   [--follow]` (see [`logs`]), `listeners list|get`,
+//!   `integrations list|repos` (see [`resources`]), with `--output
+//!   table|json|yaml`.
+//!
+//! Agent server commands: `assistants search`, `runs stream` (see [`server`]).
+//! Shell completion: `completions SHELL`. (The envtest API server of the
+//! demo is the `testenv` binary of `agent-operator-test-support`.)
+//!
+//! Exit codes: [`exit::EXIT_CODES_HELP`].
+
+mod apply;
+mod exit;
+mod logs;
+mod output;
+mod plane;
+mod resources;
+mod server;
+mod wait;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::exit::{CliError, Exit};
+
+/// Command line of agent-operator: converge AgentDeployment YAML onto the
+/// control plane without a cluster, inspect and operate deployments,
+/// revisions and listeners, talk to an agent server.
+///
+/// The control plane is --url or --region (AGENT_CONTROL_PLANE_URL,
+/// AGENT_CONTROL_PLANE_REGION), the workspace --workspace-id
+/// (AGENT_WORKSPACE_ID), the key AGENT_API_KEY (or --api-key; never printed).
+#[derive(Debug, Parser)]
+#[command(name = "agentctl", version, about, long_about, after_help = exit::EXIT_CODES_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Converge the control plane to the AgentDeployments of a YAML file
+    /// (no Kubernetes needed): create or patch, then with --wait follow the
+    /// latest revision. A second apply without changes sends no mutation.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Apply(apply::ApplyArgs),
+    /// Show what `apply -f` would send (secret values never shown); exit 0
+    /// without changes, 1 with.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Diff(apply::DiffArgs),
+    /// List, show or delete deployments.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Deployments(resources::DeploymentsArgs),
+    /// List, show or wait for the revisions of a deployment.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Revisions(resources::RevisionsArgs),
+    /// Start a new revision of a deployment with its current configuration.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Redeploy(resources::RedeployArgs),
+    /// Start a new revision with the configuration of an earlier one.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Rollback(resources::RollbackArgs),
+    /// Print the server log of a deployment (or a revision), or with
+    /// --build the build log of a revision; --follow keeps reading.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Logs(logs::LogsArgs),
+    /// Listeners of a self-hosted data plane.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Listeners(resources::ListenersArgs),
+    /// GitHub integrations of a workspace and their repositories.
+    Integrations(resources::IntegrationsArgs),
+    /// Assistants of an agent server.
+    Assistants(server::AssistantsArgs),
+    /// Runs on an agent server.
+    Runs(server::RunsArgs),
+    /// Print a shell completion script, e.g.
+    /// `agentctl completions bash > /etc/bash_completion.d/agentctl`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Logs on stderr (ANSI colours only on a terminal): stdout is the
+    // command's output. Commands print what matters themselves, so only
+    // warnings unless RUST_LOG says otherwise.
+    agent_operator::telemetry::init(agent_operator::telemetry::LogFormat::Text, "warn");
+    // Agent server and developer commands: any error is exit 1, as before.
+    let failed = |e: anyhow::Error| CliError::new(Exit::Failed, e);
+    let result: Result<ExitCode, CliError> = match cli.command {
+        Command::Apply(args) => apply::apply(args).await.map(ExitCode::from),
+        Command::Diff(args) => apply::diff(args).await.map(ExitCode::from),
+        Command::Deployments(args) => resources::deployments(args).await.map(ExitCode::from),
+        Command::Revisions(args) => resources::revisions(args).await.map(ExitCode::from),
+        Command::Redeploy(args) => resources::redeploy(args).await.map(ExitCode::from),
+        Command::Rollback(args) => resources::rollback(args).await.map(ExitCode::from),
+        Command::Logs(args) => logs::logs(args).await.map(ExitCode::from),
+        Command::Listeners(args) => resources::listeners(args).await.map(ExitCode::from),
+        Command::Integrations(args) => resources::integrations(args).await.map(ExitCode::from),
+        Command::Assistants(args) => server::assistants(args).await.map_err(failed),
+        Command::Runs(args) => server::runs(args).await.map_err(failed),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "agentctl",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("agentctl: error: {:#}", e.error);
+        e.exit.into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_key_is_never_shown_by_debug() {
+        let cli = Cli::try_parse_from([
+            "agentctl",
+            "deployments",
+            "list",
+            "--api-key",
+            "k-very-secret",
+            "--workspace-id",
+            "w",
+        ])
+        .unwrap();
+        assert!(!format!("{cli:?}").contains("k-very-secret"));
+    }
+}

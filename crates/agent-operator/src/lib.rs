@@ -1,0 +1,26 @@
+//! agent-operator: run AI agent server deployments the GitOps way.
+//!
+//! A Kubernetes operator (kube-rs) that reconciles `AgentDeployment` custom
+//! resources (group `agentserver.dev`, version `v1alpha1`) against the agent
+//! platform's control plane REST API. [`converge`] runs the same reconcile
+//! core without Kubernetes, for `agentctl apply`.
+//!
+//! This crate is the product only: the control plane emulator that tests and
+//! the demo run against is the `control-plane-emulator` crate (the server side
+//! of [`controlplane::types`]), and the envtest harness lives in
+//! `agent-operator-test-support`.
+//!
+//! Sources: `control-plane-and-agent-server.md` (the API) and `api-facts.md`
+//! (facts the source document leaves out).
+#![forbid(unsafe_code)]
+
+pub mod agentserver;
+pub mod api;
+pub mod controller;
+pub mod controlplane;
+pub mod converge;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod redact;
+pub mod telemetry;

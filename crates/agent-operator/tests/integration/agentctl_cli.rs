@@ -1,0 +1,687 @@
+//! The built `agentctl` binary against an in-process emulator: `apply`
+//! taking a deployment to DEPLOYED, the second `apply` sending no mutation,
+//! `diff` and its exit codes, the resource commands in every output format,
+//! redeploy, rollback, delete, and the exit code of each kind of failure.
+//! Every run is checked for the API key and the secret values in its output.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use control_plane_emulator::{
+    self as emulator, ApiKey, DEMO_WORKSPACE_ID, EmulatorConfig, Outcome, RunningEmulator,
+    ScenarioField, ScenarioRule,
+};
+use serde_json::Value;
+
+/// The key the emulator accepts: distinctive, so that any echo is found.
+const KEY: &str = "cli-test-key-7f3a9c2e5b";
+/// A secret value of the test manifests: never in any output.
+const SECRET_VALUE: &str = "sk-cli-test-value-41d2";
+/// Fast polls: the emulator's steps are short.
+const POLL: &str = "0.05";
+
+async fn emulator(scenarios: Vec<ScenarioRule>) -> RunningEmulator {
+    emulator::spawn(EmulatorConfig {
+        api_keys: vec![ApiKey::new(KEY, DEMO_WORKSPACE_ID)],
+        step_duration: Duration::from_millis(60),
+        delete_duration: Duration::from_millis(200),
+        scenarios,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs agentctl with the control plane of `url` in its environment.
+async fn agentctl(url: &str, args: &[&str]) -> Run {
+    agentctl_with(url, KEY, args).await
+}
+
+async fn agentctl_with(url: &str, key: &str, args: &[&str]) -> Run {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(args)
+        .env("AGENT_CONTROL_PLANE_URL", url)
+        .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
+        .env("AGENT_API_KEY", key)
+        .env_remove("AGENT_CONTROL_PLANE_REGION")
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    for secret in [KEY, SECRET_VALUE] {
+        assert!(
+            !run.stdout.contains(secret) && !run.stderr.contains(secret),
+            "agentctl {args:?} printed a secret\n{run:?}"
+        );
+    }
+    run
+}
+
+/// `agentctl apply -f FILE --wait` with fast polls.
+async fn apply_wait(url: &str, file: &str) -> Run {
+    agentctl(
+        url,
+        &["apply", "-f", file, "--wait", "--poll-interval", POLL],
+    )
+    .await
+}
+
+/// A Secret and an AgentDeployment named `name`, built from `repo_ref`.
+fn manifest(name: &str, repo_ref: &str, secret: &str) -> String {
+    format!(
+        r#"# a Secret and the deployment that reads it
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {name}-env
+  namespace: default
+stringData:
+  OPENAI_API_KEY: {secret}
+---
+apiVersion: agentserver.dev/v1alpha1
+kind: AgentDeployment
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  source: github
+  sourceConfig:
+    integrationId: 7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f
+    repoUrl: https://github.com/acme/{name}
+    deploymentType: dev
+    buildOnPush: false
+    resourceSpec:
+      minScale: 1
+      maxScale: 2
+  sourceRevisionConfig:
+    repoRef: {repo_ref}
+    langgraphConfigPath: langgraph.json
+  secrets:
+    - name: OPENAI_API_KEY
+      valueFrom:
+        secretKeyRef:
+          name: {name}-env
+          key: OPENAI_API_KEY
+    - name: LOG_LEVEL
+      value: info
+"#
+    )
+}
+
+fn write(dir: &Path, file: &str, text: &str) -> PathBuf {
+    let p = dir.join(file);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// The routes of the emulator's request log from entry `from` on.
+fn routes(emu: &RunningEmulator, from: usize) -> Vec<String> {
+    let log = emu.state().request_log();
+    log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(from)
+        .map(|e| e["route"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn log_len(emu: &RunningEmulator) -> usize {
+    emu.state().request_log()["entries"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+fn mutations(routes: &[String]) -> Vec<&String> {
+    routes.iter().filter(|r| !r.starts_with("GET ")).collect()
+}
+
+#[tokio::test]
+async fn apply_deploys_then_is_unchanged_then_patches_and_diff_tells_before() {
+    let emu = emulator(vec![]).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "agent.yaml",
+        &manifest("support-agent", "main", SECRET_VALUE),
+    );
+    let file = file.to_str().unwrap();
+
+    // Nothing there yet: diff would create (exit 1), with no secret value.
+    let run = agentctl(&url, &["diff", "-f", file]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains("would create deployment support-agent"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("<set>"), "{run:?}");
+    assert!(mutations(&routes(&emu, 0)).is_empty());
+
+    let run = apply_wait(&url, file).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("agentdeployment/support-agent created"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains(": DEPLOYED ("), "{run:?}");
+    assert!(
+        run.stdout.contains("agentdeployment/support-agent ready"),
+        "{run:?}"
+    );
+    assert_eq!(mutations(&routes(&emu, 0)), ["POST /v2/deployments"]);
+
+    // The same file again: reads only.
+    let before = log_len(&emu);
+    let run = apply_wait(&url, file).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentdeployment/support-agent unchanged"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("is DEPLOYED"), "{run:?}");
+    let sent = routes(&emu, before);
+    assert!(mutations(&sent).is_empty(), "{sent:?}");
+    let run = agentctl(&url, &["diff", "-f", file]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("no changes"), "{run:?}");
+
+    // A new ref and a new secret value: diff shows the PATCH, names only.
+    let changed = manifest("support-agent", "release-2", "sk-cli-test-value-new");
+    let file2 = write(dir.path(), "agent2.yaml", &changed);
+    let file2 = file2.to_str().unwrap();
+    let before = log_len(&emu);
+    let run = agentctl(&url, &["diff", "-f", file2]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains("would patch deployment support-agent"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("\"repo_ref\": \"release-2\""),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("<changed>") && run.stdout.contains("<unchanged>"),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("sk-cli-test-value-new"), "{run:?}");
+    assert!(mutations(&routes(&emu, before)).is_empty());
+
+    let run = apply_wait(&url, file2).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("agentdeployment/support-agent patched"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("source_revision_config, secrets"),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("sk-cli-test-value-new"), "{run:?}");
+    assert_eq!(
+        mutations(&routes(&emu, before)),
+        ["PATCH /v2/deployments/{deployment_id}"]
+    );
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn resource_commands_redeploy_rollback_and_delete() {
+    let emu = emulator(vec![]).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "a.yaml",
+        &manifest("ops-agent", "main", SECRET_VALUE),
+    );
+    let run = agentctl(&url, &["apply", "-f", file.to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("revisions wait ops-agent"), "{run:?}");
+    let run = agentctl(
+        &url,
+        &["revisions", "wait", "ops-agent", "--poll-interval", POLL],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("deployment/ops-agent ready"), "{run:?}");
+
+    let run = agentctl(&url, &["deployments", "list"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.starts_with("NAME"), "{run:?}");
+    assert!(run.stdout.contains("ops-agent"), "{run:?}");
+    let run = agentctl(&url, &["deployments", "list", "-o", "json"]).await;
+    let list: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(list[0]["name"], "ops-agent");
+    assert_eq!(list[0]["secrets"][0]["value"], "<hidden>");
+    let id = list[0]["id"].as_str().unwrap().to_owned();
+    let first = list[0]["latest_revision_id"].as_str().unwrap().to_owned();
+    let run = agentctl(&url, &["deployments", "list", "--output", "yaml"]).await;
+    assert!(run.stdout.contains("name: ops-agent"), "{run:?}");
+    let run = agentctl(&url, &["deployments", "get", "ops-agent"]).await;
+    assert!(
+        run.stdout.contains("id:") && run.stdout.contains(&id),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("OPENAI_API_KEY, LOG_LEVEL"), "{run:?}");
+    let run = agentctl(&url, &["deployments", "get", &id, "-o", "yaml"]).await;
+    assert!(run.stdout.contains("value: <hidden>"), "{run:?}");
+
+    let run = agentctl(&url, &["logs", "ops-agent"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stdout.trim().is_empty(),
+        "the server log has lines: {run:?}"
+    );
+    let run = agentctl(
+        &url,
+        &["logs", "ops-agent", "--build", "--revision", &first],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stdout.trim().is_empty(),
+        "the build log has lines: {run:?}"
+    );
+
+    // --follow of a build log ends with its revision.
+    let run = agentctl(&url, &["redeploy", "ops-agent"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = agentctl(
+        &url,
+        &[
+            "logs",
+            "ops-agent",
+            "--build",
+            "--follow",
+            "--interval",
+            POLL,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = agentctl(
+        &url,
+        &["revisions", "wait", "ops-agent", "--poll-interval", POLL],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+
+    let run = agentctl(
+        &url,
+        &["redeploy", "ops-agent", "--wait", "--poll-interval", POLL],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("new revision"), "{run:?}");
+    let run = agentctl(
+        &url,
+        &[
+            "rollback",
+            "ops-agent",
+            "--to",
+            &first,
+            "--wait",
+            "--poll-interval",
+            POLL,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("configuration of revision {first}")),
+        "{run:?}"
+    );
+
+    let run = agentctl(&url, &["revisions", "list", "ops-agent", "-o", "json"]).await;
+    let revisions: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(revisions.as_array().unwrap().len(), 4, "{run:?}");
+    let newest = revisions[0]["id"].as_str().unwrap().to_owned();
+    let run = agentctl(&url, &["revisions", "list", "ops-agent"]).await;
+    assert!(run.stdout.starts_with("ID"), "{run:?}");
+    assert_eq!(run.stdout.matches("DEPLOYED").count(), 4, "{run:?}");
+    let run = agentctl(&url, &["revisions", "get", "ops-agent", &newest]).await;
+    assert!(
+        run.stdout.contains("active:") && run.stdout.contains("true"),
+        "{run:?}"
+    );
+    let run = agentctl(
+        &url,
+        &["revisions", "get", "ops-agent", &first, "-o", "yaml"],
+    )
+    .await;
+    assert!(run.stdout.contains("status: DEPLOYED"), "{run:?}");
+
+    let run = agentctl(
+        &url,
+        &[
+            "deployments",
+            "delete",
+            "ops-agent",
+            "--wait",
+            "--poll-interval",
+            POLL,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("deleted"), "{run:?}");
+    let run = agentctl(&url, &["deployments", "get", &id]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains(&id), "{run:?}");
+    let run = agentctl(&url, &["deployments", "delete", "ops-agent"]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    let run = agentctl(
+        &url,
+        &["deployments", "delete", "ops-agent", "--ignore-not-found"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn each_kind_of_failure_has_its_exit_code() {
+    let emu = emulator(vec![
+        ScenarioRule {
+            field: ScenarioField::RepoRef,
+            equals: "broken".into(),
+            outcome: Outcome::BuildFailed,
+            log: vec![
+                "ERROR: No matching distribution found for langgraph==99".into(),
+                format!("ERROR: the token {SECRET_VALUE} was refused"),
+            ],
+        },
+        ScenarioRule {
+            field: ScenarioField::RepoRef,
+            equals: "stuck".into(),
+            outcome: Outcome::Stuck,
+            log: vec![],
+        },
+    ])
+    .await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |f: &str, text: &str| write(dir.path(), f, text).to_str().unwrap().to_owned();
+
+    // Input errors: exit 2, nothing sent.
+    let bad_yaml = path("bad.yaml", "apiVersion: [\n");
+    let reserved = path(
+        "reserved.yaml",
+        &manifest("bad-agent", "main", SECRET_VALUE)
+            .replace("name: LOG_LEVEL", "name: LANGCHAIN_API_KEY"),
+    );
+    let no_secret = path(
+        "nosecret.yaml",
+        manifest("lonely-agent", "main", SECRET_VALUE)
+            .split("---")
+            .nth(1)
+            .unwrap(),
+    );
+    for (file, says) in [
+        (&bad_yaml, "not valid YAML"),
+        (&reserved, "LANGCHAIN_API_KEY is reserved"),
+        (&no_secret, "Secret default/lonely-agent-env not found"),
+    ] {
+        let run = agentctl(&url, &["apply", "-f", file]).await;
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.contains(says), "{run:?}");
+    }
+    let run = agentctl(&url, &["apply", "-f", &no_secret, "--secret-from-env"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("OPENAI_API_KEY (its key) is not set"),
+        "{run:?}"
+    );
+    assert_eq!(log_len(&emu), 0, "input errors send nothing");
+
+    // --secret-from-env: the value comes from the variable named like the key.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(["apply", "-f", &no_secret, "--secret-from-env"])
+        .env("AGENT_CONTROL_PLANE_URL", &url)
+        .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
+        .env("AGENT_API_KEY", KEY)
+        .env("OPENAI_API_KEY", SECRET_VALUE)
+        .output()
+        .await
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        !text.contains(SECRET_VALUE) && !text.contains(KEY),
+        "{text}"
+    );
+    let store = emu.state().dump().to_string();
+    assert!(store.contains(SECRET_VALUE), "the value was sent");
+
+    // A wrong key: refused, exit 3; the key is not echoed (checked by agentctl_with).
+    let good = path("good.yaml", &manifest("fine-agent", "main", SECRET_VALUE));
+    let run = agentctl_with(&url, "wrong-key-9d8e7f6a", &["apply", "-f", &good]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("401"), "{run:?}");
+    assert!(!run.stderr.contains("wrong-key-9d8e7f6a"), "{run:?}");
+
+    // Nothing listening: exit 4.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let run = agentctl(&closed, &["deployments", "list", "--request-timeout", "2"]).await;
+    assert_eq!(run.code, 4, "{run:?}");
+
+    // A build that fails: exit 1, and the failure is named.
+    let broken = path(
+        "broken.yaml",
+        &manifest("broken-agent", "broken", SECRET_VALUE),
+    );
+    let run = apply_wait(&url, &broken).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains("agentdeployment/broken-agent failed"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("BUILD_FAILED"), "{run:?}");
+    assert!(run.stdout.contains("lines of the build log:"), "{run:?}");
+    assert!(run.stdout.contains("langgraph==99"), "{run:?}");
+    assert!(
+        run.stdout.contains("the token [REDACTED] was refused"),
+        "{run:?}"
+    );
+    let run = agentctl(&url, &["logs", "broken-agent", "--build"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("ERROR") && run.stdout.contains("langgraph==99"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("[REDACTED]"), "{run:?}");
+
+    // A revision that never ends: exit 5 after --timeout.
+    let stuck = path(
+        "stuck.yaml",
+        &manifest("stuck-agent", "stuck", SECRET_VALUE),
+    );
+    let run = agentctl(
+        &url,
+        &[
+            "apply",
+            "-f",
+            &stuck,
+            "--wait",
+            "--timeout",
+            "1",
+            "--poll-interval",
+            POLL,
+        ],
+    )
+    .await;
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stdout.contains("timed out"), "{run:?}");
+    emu.shutdown().await;
+}
+
+#[tokio::test]
+async fn completions_and_help() {
+    let run = agentctl("http://127.0.0.1:9", &["completions", "bash"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("_agentctl()"), "{run:?}");
+    assert!(run.stdout.contains("rollback"), "{run:?}");
+    let run = agentctl("http://127.0.0.1:9", &["apply", "--help"]).await;
+    assert!(run.stdout.contains("Exit codes:"), "{run:?}");
+    assert!(run.stdout.contains("AGENT_API_KEY"), "{run:?}");
+    let run = agentctl("http://127.0.0.1:9", &["deployments", "list", "-o", "xml"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+}
+
+#[tokio::test]
+async fn listeners_list_and_get_and_apply_from_stdin() {
+    let listener = "6f1c2a3e-0000-4000-8000-000000000009";
+    let emu = emulator::spawn(EmulatorConfig {
+        api_keys: vec![ApiKey::new(KEY, DEMO_WORKSPACE_ID)],
+        step_duration: Duration::from_millis(60),
+        listeners: vec![emulator::ListenerSeed {
+            workspace_id: DEMO_WORKSPACE_ID.into(),
+            id: listener.parse().unwrap(),
+            compute_id: "cluster-a".into(),
+            k8s_namespaces: Some(vec!["agents".into()]),
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let url = emu.base_url();
+    let run = agentctl(&url, &["listeners", "list"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("cluster-a") && run.stdout.contains("agents"),
+        "{run:?}"
+    );
+    let run = agentctl(&url, &["listeners", "get", listener, "-o", "json"]).await;
+    let l: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(l["compute_id"], "cluster-a");
+
+    // A file on stdin, placed on the listener through an AgentListener of
+    // the same stream; a namespace the listener does not serve is refused
+    // before any create (the operator's placement check).
+    let placed = |ns: &str| {
+        format!(
+            "apiVersion: agentserver.dev/v1alpha1\nkind: AgentListener\nmetadata: {{name: edge}}\n\
+             spec: {{listenerId: {listener}}}\n---\n{}",
+            manifest("edge-agent", "main", SECRET_VALUE).replace(
+                "    buildOnPush: false\n",
+                &format!(
+                    "    buildOnPush: false\n    listenerRef: {{name: edge}}\n    \
+                     listenerConfig: {{k8sNamespace: {ns}}}\n"
+                ),
+            )
+        )
+    };
+    for (ns, code, says) in [
+        ("elsewhere", 3, "not among the k8sNamespaces"),
+        ("agents", 0, "agentdeployment/edge-agent created"),
+    ] {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+            .args(["apply", "-f", "-"])
+            .env("AGENT_CONTROL_PLANE_URL", &url)
+            .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
+            .env("AGENT_API_KEY", KEY)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(placed(ns).as_bytes()).await.unwrap();
+        }
+        let out = child.wait_with_output().await.unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(code), "{ns}: {text}");
+        assert!(text.contains(says), "{ns}: {text}");
+        assert!(
+            !text.contains(KEY) && !text.contains(SECRET_VALUE),
+            "{text}"
+        );
+    }
+    let run = agentctl(&url, &["deployments", "get", "edge-agent"]).await;
+    assert!(run.stdout.contains(listener), "{run:?}");
+    emu.shutdown().await;
+}
+
+/// `apply --wait` with `spec.verify`: once DEPLOYED, the operator's checks
+/// run on the deployment's agent server (the emulator's built-in one, which
+/// wants the organization's key: the control plane key is sent, since the
+/// control plane chose the URL); a deployment whose agent server does not
+/// answer as expected is not ready (exit 1).
+#[tokio::test]
+async fn apply_wait_verifies_the_agent_server_like_the_operator() {
+    let emu = emulator(Vec::new()).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let verify = |assistant: &str| {
+        format!(
+            "  verify:\n    assistants:\n      graphId: agent\n    run:\n      assistantId: {assistant}\n      \
+             input:\n        messages:\n          - role: user\n            content: hello-verify\n      \
+             streamMode: updates\n      expect:\n        event: updates\n        contains: hello-verify\n"
+        )
+    };
+    let good = manifest("verified-app", "main", SECRET_VALUE) + &verify("agent");
+    let file = write(dir.path(), "good.yaml", &good);
+    let run = apply_wait(&url, file.to_str().unwrap()).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentdeployment/verified-app verified at http")
+            && run.stdout.contains("1 assistant(s), run Passed"),
+        "{run:?}"
+    );
+
+    let bad = manifest("unverified-app", "main", SECRET_VALUE) + &verify("no-such-assistant");
+    let file = write(dir.path(), "bad.yaml", &bad);
+    let run = apply_wait(&url, file.to_str().unwrap()).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentdeployment/unverified-app not verified (AssistantNotFound)"),
+        "{run:?}"
+    );
+    // Without --wait nothing is verified: one create, no agent server call.
+    let run = agentctl(&url, &["apply", "-f", file.to_str().unwrap()]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stdout.contains(" verified at") && !run.stdout.contains("not verified"),
+        "{run:?}"
+    );
+    emu.shutdown().await;
+}

@@ -1,0 +1,58 @@
+//! Every integration test of the crate in one test binary (`cargo test
+//! --test integration`), one module per former test file: the crate and the
+//! test support are compiled and linked once instead of once per file.
+//! Filter by module, e.g. `cargo test --test integration operator_drift::`.
+//! `tests/zz_secret_scan.rs` stays a binary of its own: it reads the logs
+//! this one writes, so it runs after it.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../contract_common/mod.rs"]
+mod contract_common;
+#[path = "../support/mod.rs"]
+mod support;
+
+mod agentctl_cli;
+mod agentserver_emulator;
+mod agentserver_real;
+mod contract_deployments;
+mod contract_errors;
+mod contract_retries;
+mod control_plane_status;
+mod crds;
+mod docs;
+mod e2e_lifecycle;
+mod emulator_features;
+mod emulator_http;
+mod envtest_smoke;
+mod fault_control_plane;
+mod fault_crash_fleet;
+mod fault_kubernetes;
+mod gitops_health;
+mod hostile_input;
+mod image;
+mod install_manifests;
+mod kubectl_experience;
+mod listener_status;
+mod operations_http;
+mod operations_leader;
+mod operator_admission;
+mod operator_adoption;
+mod operator_control_plane;
+mod operator_crash_safety;
+mod operator_deletion;
+mod operator_drift;
+mod operator_integrations;
+mod operator_patches;
+mod operator_pause_events;
+mod operator_rbac;
+mod operator_redeploy;
+mod operator_request_budget;
+mod operator_revisions;
+mod operator_secret_references;
+mod operator_secrets;
+mod operator_service_statuses;
+mod operator_status;
+mod operator_unheld_drift;
+mod operator_verify;
+mod proptest_decoding;

@@ -1,0 +1,292 @@
+//! Least privilege, tested: operators started by the tests act as the
+//! ServiceAccount of `deploy/base/rbac.yaml`, bound to the ClusterRole of
+//! `deploy/overlays/cluster-wide/rbac.yaml`, through impersonation (see
+//! `support::OperatorProcess`), so the RBAC that ships is the RBAC that is
+//! tested. Here: the impersonation is real (the identity is the
+//! ServiceAccount's, and a verb it lacks is forbidden); the namespaced RBAC
+//! (`deploy/overlays/namespaced/watched/rbac.yaml`) is enough for an operator run with
+//! `--namespace` and leader election, without the ClusterRole; and the
+//! namespaced Role grants exactly what the ClusterRole grants.
+
+use crate::{common, support};
+
+use std::time::Duration;
+
+use agent_operator::api::AgentDeployment;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use support::{
+    Budget, EmulatorProcess, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OperatorOptions,
+    OperatorProcess, apply_json, github_deployment, install_control_plane, is_ready_now, leaks,
+    wait_for,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A client acting as the ServiceAccount `name` of `namespace`, the way
+/// operators started by the tests do.
+async fn client_as(namespace: &str, name: &str) -> kube::Client {
+    let path = support::impersonating_kubeconfig(common::kubeconfig_path(), namespace, name);
+    support::client_from(&path).await
+}
+
+fn is_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
+    match result {
+        Err(kube::Error::Api(status)) => status.code == 403,
+        other => panic!("expected 403 Forbidden, got {other:?}"),
+    }
+}
+
+/// The ServiceAccount and leader-election Role (`deploy/base/`).
+const BASE_RBAC: &str = "base/rbac.yaml";
+/// The ClusterRole and its binding (the cluster-wide overlay).
+const CLUSTER_RBAC: &str = "overlays/cluster-wide/rbac.yaml";
+/// The Role and RoleBinding of a watched namespace (the namespaced overlay).
+const NAMESPACED_RBAC: &str = "overlays/namespaced/watched/rbac.yaml";
+
+fn read_deploy(file: &str) -> String {
+    std::fs::read_to_string(common::deploy_dir().join(file))
+        .unwrap_or_else(|e| panic!("reading deploy/{file}: {e}"))
+}
+
+/// The documents of `text` whose top-level `kind` is one of `kinds`.
+fn documents_of(text: &str, kinds: &[&str]) -> String {
+    text.split("\n---\n")
+        .filter(|doc| {
+            doc.lines()
+                .any(|l| kinds.iter().any(|k| l == format!("kind: {k}")))
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+#[tokio::test]
+async fn operators_act_as_the_shipped_service_account_and_lack_unused_verbs() {
+    let admin = common::client().await;
+    let ns = common::test_namespace(&admin, "rbac-identity").await;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), &ns);
+    apply_json(
+        &secrets,
+        "victim",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "victim"},
+               "stringData": {"k": "v"}}),
+    )
+    .await;
+    let sa = client_as(OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT).await;
+
+    // The API server sees the ServiceAccount, not the admin certificate.
+    let review = Api::<SelfSubjectReview>::all(sa.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("SelfSubjectReview");
+    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:agent-operator:agent-operator")
+    );
+    assert!(
+        user.groups
+            .unwrap_or_default()
+            .contains(&"system:serviceaccounts:agent-operator".to_owned())
+    );
+
+    // What the operator does is allowed...
+    let sa_secrets: Api<Secret> = Api::namespaced(sa.clone(), &ns);
+    sa_secrets.get("victim").await.expect("get on secrets");
+    let sa_deployments: Api<AgentDeployment> = Api::namespaced(sa.clone(), &ns);
+    sa_deployments
+        .list(&ListParams::default())
+        .await
+        .expect("list on agentdeployments");
+    // ...and what it does not do is forbidden: deleting, creating or
+    // updating a Secret, deleting an AgentDeployment.
+    assert!(is_forbidden(
+        sa_secrets.delete("victim", &DeleteParams::default()).await
+    ));
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "planted"}, "stringData": {"k": "v"}}))
+            .unwrap();
+    assert!(is_forbidden(
+        sa_secrets.create(&PostParams::default(), &secret).await
+    ));
+    let victim = secrets.get("victim").await.unwrap();
+    assert!(is_forbidden(
+        sa_secrets
+            .replace("victim", &PostParams::default(), &victim)
+            .await
+    ));
+    assert!(is_forbidden(
+        sa_deployments
+            .delete("anything", &DeleteParams::default())
+            .await
+    ));
+    // Leases only in the operator's namespace.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(sa.clone(), &ns);
+    assert!(is_forbidden(leases.list(&ListParams::default()).await));
+    // The admin can do all of it: the 403s come from the impersonated identity.
+    secrets
+        .delete("victim", &DeleteParams::default())
+        .await
+        .expect("the admin deletes the Secret");
+}
+
+#[tokio::test]
+async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
+    let env = common::shared_env();
+    let admin = env.client().await;
+    // The operator's own namespace, with the base's ServiceAccount and
+    // leader-election Role but not the ClusterRole(Binding): this
+    // ServiceAccount has no cluster-wide grant at all.
+    let home = common::test_namespace(&admin, "rbac-home").await;
+    let watched = common::test_namespace(&admin, "rbac-watched").await;
+    let subject = format!("namespace: {home}");
+    let own = documents_of(
+        &read_deploy(BASE_RBAC),
+        &["ServiceAccount", "Role", "RoleBinding"],
+    )
+    .replace("namespace: agent-operator", &subject);
+    test_support::envtest::apply_manifests(&admin, BASE_RBAC.as_ref(), &own, &home)
+        .await
+        .expect("applying the ServiceAccount and leader-election RBAC");
+    let namespaced = read_deploy(NAMESPACED_RBAC).replace("namespace: agent-operator", &subject);
+    let applied = test_support::envtest::apply_manifests(
+        &admin,
+        NAMESPACED_RBAC.as_ref(),
+        &namespaced,
+        &watched,
+    )
+    .await
+    .expect("applying the namespaced overlay's Role");
+    assert_eq!(
+        applied,
+        [
+            format!("Role {watched}/agent-operator"),
+            format!("RoleBinding {watched}/agent-operator")
+        ]
+    );
+
+    // Nothing outside the watched namespace (and the Lease at home).
+    let sa = client_as(&home, "agent-operator").await;
+    let everywhere: Api<AgentDeployment> = Api::all(sa.clone());
+    assert!(is_forbidden(everywhere.list(&ListParams::default()).await));
+    let elsewhere: Api<Secret> = Api::namespaced(sa.clone(), OPERATOR_NAMESPACE);
+    assert!(is_forbidden(elsewhere.list(&ListParams::default()).await));
+
+    let emulator = EmulatorProcess::start("rbac-namespaced", 0.2, 0.5).await;
+    install_control_plane(&admin, &watched, &emulator).await;
+    let lease = format!("lease-{watched}");
+    let operator = OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name: "rbac-namespaced",
+            namespaces: vec![&watched],
+            extra: vec![
+                "--leader-elect",
+                "--lease-name",
+                &lease,
+                "--lease-namespace",
+                &home,
+            ],
+            service_account: Some((&home, "agent-operator")),
+            ..OperatorOptions::default()
+        },
+    );
+    operator.wait_for_status("/readyz", 200, TIMEOUT).await;
+
+    let api: Api<AgentDeployment> = Api::namespaced(admin.clone(), &watched);
+    let mut manifest = github_deployment("scoped-agent", "main");
+    manifest["spec"]["secrets"] = json!([
+        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "cp-api-key", "key": "api-key"}}}
+    ]);
+    apply_json(&api, "scoped-agent", manifest).await;
+    wait_for(&api, "scoped-agent", TIMEOUT, "Ready=True", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
+    // Deleting goes through the finalizer (a patch) as well.
+    api.delete("scoped-agent", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    support::wait_until_gone(&api, "scoped-agent", TIMEOUT).await;
+
+    let log = std::fs::read_to_string(support::log_dir().join("rbac-namespaced-operator.log"))
+        .expect("the operator log");
+    assert!(
+        !log.contains("forbidden") && !log.contains("Forbidden"),
+        "the operator was refused something:\n{log}"
+    );
+    emulator.assert_within_budget(&Budget::default()).await;
+    leaks::check_namespace_blocking(env.kubeconfig_path(), &watched);
+}
+
+#[tokio::test]
+async fn the_operator_process_really_acts_as_its_service_account() {
+    // A ServiceAccount without any grant: if the operator ignored the
+    // kubeconfig's `as:` it would run as the admin and become ready.
+    let env = common::shared_env();
+    let admin = env.client().await;
+    let ns = common::test_namespace(&admin, "rbac-nobody").await;
+    let operator = OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name: "rbac-nobody",
+            namespaces: vec![&ns],
+            service_account: Some((OPERATOR_NAMESPACE, "nobody")),
+            ..OperatorOptions::default()
+        },
+    );
+    let log_path = support::log_dir().join("rbac-nobody-operator.log");
+    let refused = support::eventually(TIMEOUT, "a 403 in the operator log", || async {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        log.contains("system:serviceaccount:agent-operator:nobody")
+            .then_some(log)
+    })
+    .await;
+    assert!(refused.to_lowercase().contains("forbidden"), "{refused}");
+    assert_ne!(
+        operator.get("/readyz").await.map(|(status, _)| status),
+        Some(200),
+        "an operator that cannot watch is not ready"
+    );
+}
+
+fn rules(text: &str, kind: &str) -> Vec<PolicyRule> {
+    let doc = documents_of(text, &[kind]);
+    match kind {
+        "ClusterRole" => yaml_serde::from_str::<ClusterRole>(&doc)
+            .expect("the ClusterRole")
+            .rules
+            .unwrap_or_default(),
+        _ => yaml_serde::from_str::<Role>(&doc)
+            .expect("the Role")
+            .rules
+            .unwrap_or_default(),
+    }
+}
+
+#[test]
+fn the_namespaced_role_grants_what_the_cluster_role_grants() {
+    let cluster = rules(&read_deploy(CLUSTER_RBAC), "ClusterRole");
+    let namespaced = rules(&read_deploy(NAMESPACED_RBAC), "Role");
+    assert!(!cluster.is_empty());
+    assert_eq!(cluster, namespaced);
+    // Least privilege: no wildcard, no write to Secrets, no deletes.
+    for rule in &cluster {
+        assert!(
+            !rule
+                .verbs
+                .iter()
+                .any(|v| v == "*" || v == "delete" || v == "update" || v == "deletecollection"),
+            "{rule:?}"
+        );
+        let resources = rule.resources.clone().unwrap_or_default();
+        assert!(!resources.iter().any(|r| r == "*"), "{rule:?}");
+        if resources.iter().any(|r| r == "secrets") {
+            assert_eq!(rule.verbs, ["get", "list", "watch"]);
+        }
+    }
+}

@@ -1,0 +1,492 @@
+//! Helpers of the operator tests: the emulator and operator *binaries* as child
+//! processes on loopback, typed clients, polling waits, and the request-budget
+//! guard ([`budget`]).
+//!
+//! Every child is killed when its handle drops (`kill_on_drop`), and its output
+//! goes to `target/test-logs/<test>-<binary>.log` for post-mortems.
+#![allow(dead_code)] // each test binary uses a different subset of these helpers
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use agent_operator::api::AgentDeployment;
+use agent_operator::controlplane::{ClientConfig, ControlPlaneClient};
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use tokio::process::{Child, Command};
+
+use budget::{RequestLog, budget_message, budget_violations_at, fetch_request_log};
+
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use test_support::{budget, langgraph};
+pub mod leaks;
+mod observe;
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use budget::Budget;
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use observe::*;
+
+/// API key of the test workspace (given to the emulator with `--api-key`).
+pub const API_KEY: &str = "test-api-key";
+/// Workspace of [`API_KEY`].
+pub const WORKSPACE: &str = "7b6a3c1e-5d4f-4a2b-8c9d-0e1f2a3b4c5d";
+
+/// Namespace of the operator's ServiceAccount and leader-election Lease, as
+/// `deploy/base/kustomization.yaml` sets it (the shared envtest applies
+/// `deploy/base/rbac.yaml` there; see `common::shared_env`).
+pub const OPERATOR_NAMESPACE: &str = "agent-operator";
+/// The operator's ServiceAccount in `deploy/base/rbac.yaml`: every operator a test
+/// starts impersonates it unless [`OperatorOptions::service_account`] names
+/// another.
+pub const OPERATOR_SERVICE_ACCOUNT: &str = "agent-operator";
+
+pub use test_support::log_dir;
+
+fn log_path(test: &str, what: &str) -> PathBuf {
+    log_dir().join(format!("{test}-{what}.log"))
+}
+
+fn log_file(test: &str, what: &str) -> std::fs::File {
+    std::fs::create_dir_all(log_dir()).expect("creating target/test-logs");
+    std::fs::File::create(log_path(test, what)).expect("creating a log file")
+}
+
+/// A client from the kubeconfig file `kubeconfig` (its current context), for
+/// the current runtime: e.g. one of [`impersonating_kubeconfig`], or the
+/// cluster-admin one in a `Drop` that needs its own runtime.
+pub async fn client_from(kubeconfig: &Path) -> kube::Client {
+    agent_operator::controlplane::client::install_crypto_provider();
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("reading the kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .expect("loading the kubeconfig");
+    kube::Client::try_from(config).expect("building a client")
+}
+
+/// A loopback port for a child process to listen on
+/// ([`test_support::envtest::child_port`]).
+pub fn free_port() -> u16 {
+    test_support::envtest::child_port()
+}
+
+/// The `control-plane-emulator` binary (another crate of the workspace,
+/// located by [`test_support::binaries::emulator`]) running on a free
+/// loopback port.
+pub struct EmulatorProcess {
+    _child: Child,
+    /// `http://127.0.0.1:<port>`
+    pub base_url: String,
+}
+
+impl EmulatorProcess {
+    /// Starts the emulator with revision steps of `step_seconds` and
+    /// asynchronous deletes of `delete_seconds`, and waits until it answers.
+    pub async fn start(test: &str, step_seconds: f64, delete_seconds: f64) -> Self {
+        Self::start_with(
+            test,
+            &[
+                "--step-seconds",
+                &step_seconds.to_string(),
+                "--delete-seconds",
+                &delete_seconds.to_string(),
+            ],
+        )
+        .await
+    }
+
+    /// Starts the emulator with the test key and these extra flags (e.g.
+    /// `--step-seconds 0.2`, `--scenario BUILD_FAILED:repo_ref=broken`), and
+    /// waits until it answers.
+    pub async fn start_with(test: &str, args: &[&str]) -> Self {
+        let port = free_port();
+        let log = log_file(test, "emulator");
+        let child = Command::new(test_support::binaries::emulator())
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--api-key", &format!("{API_KEY}={WORKSPACE}")])
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("starting control-plane-emulator");
+        let base_url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the emulator did not listen on {port}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self {
+            _child: child,
+            base_url,
+        }
+    }
+
+    /// A control plane client of the test workspace.
+    pub fn client(&self) -> ControlPlaneClient {
+        ControlPlaneClient::new(ClientConfig::new(
+            self.base_url.clone(),
+            WORKSPACE,
+            API_KEY.to_owned().into(),
+        ))
+        .expect("building a control plane client")
+    }
+}
+
+/// The `agent-operator run` binary watching one namespace of the shared
+/// envtest API server, with fast polling for tests.
+pub struct OperatorProcess {
+    child: Child,
+    http_port: u16,
+}
+
+/// How to start an operator process with [`OperatorProcess::start_with`].
+#[derive(Clone, Debug, Default)]
+pub struct OperatorOptions<'a> {
+    /// Log file name prefix: `target/test-logs/<log_name>-operator.log`.
+    pub log_name: &'a str,
+    /// Namespaces to watch (`--namespace` each); empty: all namespaces.
+    pub namespaces: Vec<&'a str>,
+    /// Extra command-line arguments, after the defaults.
+    pub extra: Vec<&'a str>,
+    /// Extra environment variables (e.g. `POD_NAME`).
+    pub env: Vec<(&'a str, &'a str)>,
+    /// The ServiceAccount (namespace, name) the operator acts as, through a
+    /// kubeconfig that impersonates it; `None`: the shipped one,
+    /// [`OPERATOR_NAMESPACE`]/[`OPERATOR_SERVICE_ACCOUNT`], so every
+    /// operator test exercises the RBAC of `deploy/` (base and cluster-wide).
+    pub service_account: Option<(&'a str, &'a str)>,
+}
+
+/// Writes a copy of `kubeconfig` that impersonates the ServiceAccount
+/// `name` of `namespace` (kubeconfig `as:` and `as-groups:`) next to it, and
+/// returns its path (one file per call: parallel tests never share one).
+pub fn impersonating_kubeconfig(kubeconfig: &Path, namespace: &str, name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let text = std::fs::read_to_string(kubeconfig)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
+    let who = test_support::envtest::Impersonation::service_account(namespace, name);
+    let derived = test_support::envtest::impersonating_kubeconfig(&text, &who)
+        .expect("deriving an impersonating kubeconfig");
+    let path = kubeconfig.with_file_name(format!(
+        "as-{namespace}-{name}-{}.kubeconfig",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&path, derived).expect("writing the impersonating kubeconfig");
+    path
+}
+
+impl OperatorProcess {
+    /// Starts the operator on `namespace` with the given kubeconfig.
+    pub fn start(test: &str, kubeconfig: &Path, namespace: &str, extra: &[&str]) -> Self {
+        Self::start_with(
+            kubeconfig,
+            OperatorOptions {
+                log_name: test,
+                namespaces: vec![namespace],
+                extra: extra.to_vec(),
+                ..OperatorOptions::default()
+            },
+        )
+    }
+
+    /// Starts the operator with `options`, as the ServiceAccount of
+    /// `options.service_account` (default: the shipped one) through a copy
+    /// of the cluster-admin `kubeconfig` that impersonates it. Unless
+    /// `options.extra` sets `--metrics-addr`, its HTTP server listens on a
+    /// free loopback port (see [`OperatorProcess::http_url`]). Its log (debug
+    /// level for the operator's modules) is registered for the secret scan
+    /// ([`leaks`]).
+    pub fn start_with(kubeconfig: &Path, options: OperatorOptions<'_>) -> Self {
+        let (sa_namespace, sa_name) = options
+            .service_account
+            .unwrap_or((OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT));
+        let kubeconfig = impersonating_kubeconfig(kubeconfig, sa_namespace, sa_name);
+        let log = log_file(options.log_name, "operator");
+        leaks::register_log(&log_path(options.log_name, "operator"));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-operator"));
+        command.arg("run");
+        for ns in &options.namespaces {
+            command.args(["--namespace", ns]);
+        }
+        command
+            .args(["--poll-interval-seconds", "0.3"])
+            .args(["--blocked-interval-seconds", "30"]);
+        let explicit = options
+            .extra
+            .iter()
+            .position(|a| *a == "--metrics-addr" || *a == "--health-addr");
+        let http_port = match explicit {
+            Some(i) => options
+                .extra
+                .get(i + 1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| p.parse().ok())
+                .expect("--metrics-addr HOST:PORT"),
+            None => {
+                let port = free_port();
+                command.args(["--metrics-addr", &format!("127.0.0.1:{port}")]);
+                port
+            }
+        };
+        command
+            .args(&options.extra)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", "info,agent_operator=debug,kube=warn")
+            // After the defaults, so a test may set its own `RUST_LOG`.
+            .envs(options.env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .kill_on_drop(true);
+        let child = command.spawn().expect("starting agent-operator");
+        Self { child, http_port }
+    }
+
+    /// `http://127.0.0.1:<port>` of the operator's /metrics, /livez, /readyz.
+    pub fn http_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    /// GETs `path` of the operator's HTTP server: (status, body), or `None`
+    /// while it does not answer.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        agent_operator::controlplane::client::install_crypto_provider();
+        let res = reqwest::Client::new()
+            .get(format!("{}{path}", self.http_url()))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?;
+        let status = res.status().as_u16();
+        Some((status, res.text().await.ok()?))
+    }
+
+    /// Polls `path` until it answers `status`, or panics after `timeout`.
+    pub async fn wait_for_status(&self, path: &str, status: u16, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let last = match self.get(path).await {
+                Some((s, body)) if s == status => return body,
+                other => other,
+            };
+            assert!(
+                Instant::now() < deadline,
+                "{path} did not answer {status} within {timeout:?}; last: {last:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The body of `/metrics` (panics unless it answers 200).
+    pub async fn metrics(&self) -> String {
+        match self.get("/metrics").await {
+            Some((200, body)) => body,
+            other => panic!("/metrics: {other:?}"),
+        }
+    }
+
+    /// The exit status if the process has exited, without waiting; `None`
+    /// while it runs.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("polling agent-operator")
+    }
+
+    /// SIGKILLs the process and waits for it (a crash: nothing is released).
+    pub async fn kill(&mut self) {
+        self.child.kill().await.expect("killing agent-operator");
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the exit status.
+    pub async fn terminate(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("agent-operator is running");
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("running kill");
+        assert!(sent.success(), "kill -TERM {pid}");
+        self.wait_exit(timeout).await
+    }
+
+    /// Waits up to `timeout` for the process to exit by itself (panics
+    /// otherwise) and returns its exit status.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .expect("agent-operator did not exit in time")
+            .expect("waiting for agent-operator")
+    }
+}
+
+/// Sum of the samples of `name` (e.g. `agent_operator_reconciles_total`)
+/// whose labels include every `key="value"` of `labels`, in OpenMetrics text;
+/// `None` when no sample matches.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        let (label_text, value) = match rest.strip_prefix('{') {
+            Some(r) => match r.split_once("} ") {
+                Some((l, v)) => (l, v),
+                None => continue,
+            },
+            None => match rest.strip_prefix(' ') {
+                Some(v) => ("", v),
+                None => continue,
+            },
+        };
+        if labels
+            .iter()
+            .all(|(k, v)| label_text.split(',').any(|kv| kv == format!("{k}=\"{v}\"")))
+        {
+            let v: f64 = value.split(' ').next().unwrap_or("").parse().unwrap_or(0.0);
+            found = Some(found.unwrap_or(0.0) + v);
+        }
+    }
+    found
+}
+
+/// Polls `name` until `check` returns `Some`, or panics after `timeout` with
+/// the last object seen.
+pub async fn wait_for<T>(
+    api: &Api<AgentDeployment>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut(&AgentDeployment) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    let mut last = None;
+    loop {
+        if let Some(obj) = api
+            .get_opt(name)
+            .await
+            .expect("reading the AgentDeployment")
+        {
+            if let Some(v) = check(&obj) {
+                return v;
+            }
+            last = Some(obj);
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "timed out after {timeout:?} waiting for {what}; last seen status: {:#?}",
+                last.and_then(|o| o.status)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The `Ready` condition as (status, reason, message), if present.
+pub fn ready(obj: &AgentDeployment) -> Option<(String, String, String)> {
+    let c = agent_operator::api::conditions::find(
+        &obj.status.as_ref()?.conditions,
+        agent_operator::api::conditions::READY,
+    )?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// True when `Ready=True` describes the current generation.
+pub fn is_ready_now(obj: &AgentDeployment) -> bool {
+    let status = obj.status.as_ref();
+    ready(obj).is_some_and(|(s, _, _)| s == "True")
+        && status.and_then(|s| s.observed_generation) == obj.metadata.generation
+}
+
+/// Server-side applies a YAML/JSON manifest (one object) as field manager
+/// `tests`.
+pub async fn apply_json<K>(api: &Api<K>, name: &str, value: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::apply("tests").force(),
+        &Patch::Apply(&value),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying {name}: {e}"))
+}
+
+/// Creates the API key Secret and the AgentControlPlane `default` pointing at
+/// the emulator in `namespace`.
+pub async fn install_control_plane(
+    client: &kube::Client,
+    namespace: &str,
+    emulator: &EmulatorProcess,
+) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), namespace);
+    apply_json(
+        &secrets,
+        "cp-api-key",
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "cp-api-key"},
+            "stringData": {"api-key": API_KEY}
+        }),
+    )
+    .await;
+    let planes: Api<agent_operator::api::AgentControlPlane> =
+        Api::namespaced(client.clone(), namespace);
+    apply_json(
+        &planes,
+        "default",
+        serde_json::json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
+            "metadata": {"name": "default"},
+            "spec": {
+                "url": emulator.base_url,
+                "workspaceId": WORKSPACE,
+                "apiKeySecretRef": {"name": "cp-api-key", "key": "api-key"}
+            }
+        }),
+    )
+    .await;
+}
+
+/// Path of a fixture under `tests/fixtures/`.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(test_support::FIXTURES_DIR).join(name)
+}
+
+impl EmulatorProcess {
+    /// `GET /_emulator/requests/log`: every request the emulator logged, oldest
+    /// first. Panics if the emulator does not answer.
+    pub async fn request_log(&self) -> RequestLog {
+        fetch_request_log(&self.base_url)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The violations of `budget` in the emulator's request log (see
+    /// [`budget::budget_violations_at`]). Panics if the log cannot be read.
+    pub async fn budget_violations(&self, budget: &Budget) -> Vec<String> {
+        budget_violations_at(&self.base_url, budget)
+            .await
+            .unwrap_or_else(|e| panic!("request budget: {e}"))
+    }
+
+    /// Panics, listing the violations, when the emulator's request log
+    /// exceeds `budget` (see [`Budget`]). For tests that drive an
+    /// [`EmulatorProcess`] without a [`Harness`]; call it at the end.
+    pub async fn assert_within_budget(&self, budget: &Budget) {
+        let violations = self.budget_violations(budget).await;
+        assert!(
+            violations.is_empty(),
+            "{}",
+            budget_message(budget, &violations)
+        );
+    }
+}

@@ -1,0 +1,807 @@
+//! Business rules of create and patch, as pure functions: the checks that
+//! answer 400/403 and the merge of a PATCH body into a deployment.
+//!
+//! Sources: facts "Deployment" (immutable fields, `[a-z0-9-]` names, the
+//! `build_on_push`/tag rule), "Requests" (Create, Patch), "Self-hosted
+//! placement and listeners". Emulator choices are noted on each function.
+
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::errors::ApiError;
+use agent_operator::controlplane::types::{
+    DeploymentCreate, Listener, ListenerConfig, SecretReference, SecretValue, SourceConfig,
+    SourceRevisionConfig,
+};
+
+/// Default `deployment_type` when a create omits it (emulator choice).
+pub(crate) const DEFAULT_DEPLOYMENT_TYPE: &str = "dev";
+
+/// The listener facts of the caller's workspace.
+#[derive(Clone, Debug)]
+pub(crate) struct WorkspacePolicy<'a> {
+    pub workspace_id: &'a str,
+    /// Self-hosted enterprise: listeners allowed.
+    pub enterprise: bool,
+    /// Creates must name a listener.
+    pub requires_listener: bool,
+    /// The workspace's listeners.
+    pub listeners: Vec<&'a Listener>,
+}
+
+/// 403 for listener use in a workspace that is not self-hosted enterprise
+/// (spec "Errors of the listener read": names the workspace).
+pub(crate) fn listeners_forbidden(workspace_id: &str) -> ApiError {
+    ApiError::forbidden(format!(
+        "Listeners are not allowed for workspace {workspace_id}: \
+         the organization is not on a self-hosted enterprise plan."
+    ))
+}
+
+/// A deployment name must match `^[a-z0-9-]+$` (facts "Deployment": official
+/// clients keep names to `[a-z0-9-]`); the emulator answers 400 otherwise.
+pub(crate) fn check_name(name: &str) -> Result<(), ApiError> {
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Invalid deployment name '{name}': it must match ^[a-z0-9-]+$ \
+             (lowercase letters, digits and '-')."
+        )))
+    }
+}
+
+/// `build_on_push` must be false when `repo_ref` is a tag (facts "Deployment").
+pub(crate) fn check_tag_build_on_push(
+    repo_ref: Option<&str>,
+    build_on_push: Option<bool>,
+) -> Result<(), ApiError> {
+    if build_on_push == Some(true) && repo_ref.is_some_and(|r| r.starts_with("refs/tags/")) {
+        return Err(ApiError::bad_request(
+            "'build_on_push' must be false when 'repo_ref' is a tag (refs/tags/...).",
+        ));
+    }
+    Ok(())
+}
+
+fn required(value: Option<&str>, field: &str, source: &str) -> Result<(), ApiError> {
+    if value.is_some_and(|v| !v.trim().is_empty()) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "'{field}' is required for source '{source}'."
+        )))
+    }
+}
+
+/// Checks a create body that passed the 422 validation:
+/// - the name (400, [`check_name`]);
+/// - `github` needs `source_config.repo_url`,
+///   `source_revision_config.repo_ref` and `langgraph_config_path` (400;
+///   facts: `langgraph_config_path` required; `repo_url` and `repo_ref`
+///   are emulator choices), `external_docker` needs `image_uri` (400);
+/// - the tag/`build_on_push` rule (400);
+/// - listener placement: a listener in a non-enterprise workspace (403), an
+///   unknown listener (400), a namespace missing or not among the listener's
+///   (400; a listener whose namespaces are null accepts any namespace), a
+///   `listener_config` without `listener_id` (400), no listener in a workspace
+///   that requires one (400, detail contains `listener_id' is required`).
+pub(crate) fn check_create(
+    req: &DeploymentCreate,
+    ws: &WorkspacePolicy<'_>,
+) -> Result<(), ApiError> {
+    check_name(&req.name)?;
+    let rc = &req.source_revision_config;
+    let sc = &req.source_config;
+    match req.source.as_str() {
+        "github" => {
+            required(sc.repo_url.as_deref(), "source_config.repo_url", "github")?;
+            required(
+                rc.repo_ref.as_deref(),
+                "source_revision_config.repo_ref",
+                "github",
+            )?;
+            required(
+                rc.langgraph_config_path.as_deref(),
+                "source_revision_config.langgraph_config_path",
+                "github",
+            )?;
+        }
+        other => required(
+            rc.image_uri.as_deref(),
+            "source_revision_config.image_uri",
+            other,
+        )?,
+    }
+    check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
+    check_build_commands(sc)?;
+    check_secret_names(&req.secrets, sc.listener_id.is_some())?;
+    check_secret_references(
+        &req.secret_references,
+        &req.source,
+        sc.listener_id.is_some(),
+        &req.secrets,
+    )?;
+    check_listener(sc, ws)
+}
+
+/// `install_command` and `build_command` must follow
+/// [`agent_operator::api::rules::BUILD_COMMAND_PATTERN`] (at most 1024 bytes) → 400
+/// naming the field and the rule. Facts "Build commands" (seen only in the
+/// official CLI): the CLI refuses "shell control characters and the like";
+/// whether and how the service refuses them is not known, so refusing here
+/// (with the operator's rule) is an emulator choice.
+pub(crate) fn check_build_commands(sc: &SourceConfig) -> Result<(), ApiError> {
+    for (field, command) in [
+        ("source_config.install_command", &sc.install_command),
+        ("source_config.build_command", &sc.build_command),
+    ] {
+        if let Some(c) = command {
+            agent_operator::api::rules::check_build_command(&format!("'{field}'"), c)
+                .map_err(|e| ApiError::bad_request(format!("Invalid command: {e}.")))?;
+        }
+    }
+    Ok(())
+}
+
+/// `secret_references` (facts "Deployment": newer, `external_docker` only,
+/// Kubernetes Secret keys in the data plane). Emulator choices, each a 400
+/// naming the rule: a non-empty list on a deployment whose source is not
+/// `external_docker`, or without a listener (the Secrets live in the
+/// self-hosted data plane's cluster); a reserved name; a name listed twice;
+/// a name also in `secrets`.
+pub(crate) fn check_secret_references(
+    references: &[SecretReference],
+    source: &str,
+    with_listener: bool,
+    secrets: &[SecretValue],
+) -> Result<(), ApiError> {
+    use agent_operator::api::rules::RESERVED_NAMES;
+    if references.is_empty() {
+        return Ok(());
+    }
+    if source != "external_docker" {
+        return Err(ApiError::bad_request(format!(
+            "'secret_references' are supported only for source 'external_docker', not '{source}'."
+        )));
+    }
+    if !with_listener {
+        return Err(ApiError::bad_request(
+            "'secret_references' require a self-hosted data plane: set 'source_config.listener_id'.",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for r in references {
+        if RESERVED_NAMES.contains(&r.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret name '{}' is reserved by the platform.",
+                r.name
+            )));
+        }
+        if !seen.insert(r.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret reference name '{}' is listed twice.",
+                r.name
+            )));
+        }
+        if secrets.iter().any(|s| s.name == r.name) {
+            return Err(ApiError::bad_request(format!(
+                "'{}' is both a secret and a secret reference.",
+                r.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Secret names the platform reserves (facts "Reserved variable names": the
+/// official CLI drops them because the service reserves them) → 400 naming
+/// the variable; the self-hosted-only names are accepted only on a
+/// deployment with a listener. The exact wording of the real answer is not
+/// known; the emulator names the rule.
+pub(crate) fn check_secret_names(
+    secrets: &[SecretValue],
+    with_listener: bool,
+) -> Result<(), ApiError> {
+    use agent_operator::api::rules::{RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES};
+    for s in secrets {
+        if RESERVED_NAMES.contains(&s.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret name '{}' is reserved by the platform.",
+                s.name
+            )));
+        }
+        if !with_listener && SELF_HOSTED_ONLY_NAMES.contains(&s.name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "Secret name '{}' is allowed only on a self-hosted data plane.",
+                s.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_listener(sc: &SourceConfig, ws: &WorkspacePolicy<'_>) -> Result<(), ApiError> {
+    let namespace = sc
+        .listener_config
+        .as_ref()
+        .and_then(|c| c.k8s_namespace.as_deref());
+    let Some(listener_id) = sc.listener_id.as_deref() else {
+        if ws.requires_listener {
+            return Err(ApiError::bad_request(format!(
+                "'listener_id' is required: workspace {} deploys to a self-hosted data plane.",
+                ws.workspace_id
+            )));
+        }
+        if namespace.is_some() {
+            return Err(ApiError::bad_request(
+                "'listener_config' requires 'listener_id'.",
+            ));
+        }
+        return Ok(());
+    };
+    if !ws.enterprise {
+        return Err(listeners_forbidden(ws.workspace_id));
+    }
+    let wanted = Uuid::parse_str(listener_id).ok();
+    let listener = ws
+        .listeners
+        .iter()
+        .find(|l| Uuid::parse_str(&l.id).ok() == wanted && wanted.is_some())
+        .ok_or_else(|| ApiError::bad_request(format!("Listener ID {listener_id} not found.")))?;
+    let Some(allowed) = &listener.compute_config.k8s_namespaces else {
+        return Ok(());
+    };
+    match namespace {
+        None => Err(ApiError::bad_request(format!(
+            "'listener_config.k8s_namespace' is required with listener {listener_id}: \
+             one of [{}].",
+            allowed.join(", ")
+        ))),
+        Some(ns) if !allowed.iter().any(|a| a == ns) => Err(ApiError::bad_request(format!(
+            "k8s_namespace '{ns}' is not configured for listener {listener_id}: one of [{}].",
+            allowed.join(", ")
+        ))),
+        Some(_) => Ok(()),
+    }
+}
+
+/// A validated PATCH body (facts "Requests", Patch): every field optional;
+/// `null` means "not sent".
+#[derive(Clone, Debug, Default, Deserialize)]
+pub(crate) struct PatchBody {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(default)]
+    pub source_config: Option<SourceConfig>,
+    #[serde(default)]
+    pub source_revision_config: Option<SourceRevisionConfig>,
+    #[serde(default)]
+    pub secrets: Option<Vec<SecretValue>>,
+    #[serde(default)]
+    pub secret_references: Option<Vec<SecretReference>>,
+}
+
+/// What a deployment looks like before the patch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Current<'a> {
+    pub name: &'a str,
+    pub source: &'a str,
+    pub source_config: &'a SourceConfig,
+    pub revision_config: &'a SourceRevisionConfig,
+    pub secrets: &'a [SecretValue],
+    pub secret_references: &'a [SecretReference],
+}
+
+/// The effect of a PATCH.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PatchEffect {
+    /// The merged `source_config`.
+    pub source_config: SourceConfig,
+    /// `Some` replaces the secrets.
+    pub secrets: Option<Vec<SecretValue>>,
+    /// `Some` replaces the secret references.
+    pub secret_references: Option<Vec<SecretReference>>,
+    /// `Some` creates a revision with this configuration.
+    pub new_revision: Option<SourceRevisionConfig>,
+}
+
+fn immutable<T: PartialEq + ?Sized>(
+    field: &str,
+    current: Option<&T>,
+    new: Option<&T>,
+) -> Result<(), ApiError> {
+    match new {
+        Some(n) if current != Some(n) => Err(ApiError::bad_request(format!(
+            "'{field}' cannot be changed after the deployment is created."
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn as_uuid(s: Option<&String>) -> Option<Result<Uuid, String>> {
+    s.map(|s| Uuid::parse_str(s).map_err(|_| s.clone()))
+}
+
+/// Applies the rules of facts "Requests", Patch:
+/// - immutable fields (`name`, `source`, `source_config.integration_id`,
+///   `repo_url`, `deployment_type`, `listener_id`,
+///   `listener_config.k8s_namespace`) sent with a different value → 400
+///   naming the field; the same value is accepted;
+/// - partial `source_config` merged field by field, except `resource_spec`,
+///   replaced whole; `custom_url` is kept for `github` (the service sets it;
+///   emulator choice: ignored rather than refused);
+/// - a new revision when `source_revision_config` has a non-null `repo_ref`,
+///   `langgraph_config_path` or `image_uri`, or `resource_spec` is non-null,
+///   or `secrets` is non-null and non-empty (an empty list means unchanged);
+///   its configuration is the latest one merged with the sent fields;
+/// - non-empty `secrets` replace the whole list (emulator choice, consistent
+///   with "cannot remove all secrets with `[]`");
+/// - non-null `secret_references` replace the whole list, `[]` included
+///   (the "`[]` means unchanged" fact is about `secrets`), and create a
+///   revision like `secrets` (emulator choice: the facts do not say); they
+///   are checked by [`check_secret_references`] against the merged secrets;
+/// - the tag/`build_on_push` rule on the merged values (400);
+/// - `install_command` and `build_command` merged, checked
+///   ([`check_build_commands`], 400) and starting a revision (emulator
+///   choice).
+pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEffect, ApiError> {
+    immutable("name", Some(cur.name), patch.name.as_deref())?;
+    immutable("source", Some(cur.source), patch.source.as_deref())?;
+    let mut sc = cur.source_config.clone();
+    let mut new_revision = false;
+    if let Some(p) = &patch.source_config {
+        immutable(
+            "source_config.integration_id",
+            as_uuid(cur.source_config.integration_id.as_ref()).as_ref(),
+            as_uuid(p.integration_id.as_ref()).as_ref(),
+        )?;
+        immutable(
+            "source_config.repo_url",
+            cur.source_config.repo_url.as_deref(),
+            p.repo_url.as_deref(),
+        )?;
+        immutable(
+            "source_config.deployment_type",
+            cur.source_config.deployment_type.as_deref(),
+            p.deployment_type.as_deref(),
+        )?;
+        immutable(
+            "source_config.listener_id",
+            as_uuid(cur.source_config.listener_id.as_ref()).as_ref(),
+            as_uuid(p.listener_id.as_ref()).as_ref(),
+        )?;
+        let ns = |c: &Option<ListenerConfig>| c.as_ref().and_then(|c| c.k8s_namespace.clone());
+        immutable(
+            "source_config.listener_config",
+            ns(&cur.source_config.listener_config).as_deref(),
+            ns(&p.listener_config).as_deref(),
+        )?;
+        if let Some(b) = p.build_on_push {
+            sc.build_on_push = Some(b);
+        }
+        if cur.source != "github"
+            && let Some(u) = &p.custom_url
+        {
+            sc.custom_url = Some(u.clone());
+        }
+        if let Some(spec) = &p.resource_spec {
+            sc.resource_spec = Some(spec.clone());
+            new_revision = true;
+        }
+        // Emulator choice (the facts do not say): a build setting takes
+        // effect in a new build, so a command sent starts a revision.
+        for (dst, src) in [
+            (&mut sc.install_command, &p.install_command),
+            (&mut sc.build_command, &p.build_command),
+        ] {
+            if let Some(c) = src {
+                *dst = Some(c.clone());
+                new_revision = true;
+            }
+        }
+        check_build_commands(&sc)?;
+    }
+    let mut rc = cur.revision_config.clone();
+    if let Some(p) = &patch.source_revision_config {
+        for (dst, src) in [
+            (&mut rc.repo_ref, &p.repo_ref),
+            (&mut rc.langgraph_config_path, &p.langgraph_config_path),
+            (&mut rc.image_uri, &p.image_uri),
+        ] {
+            if let Some(v) = src {
+                *dst = Some(v.clone());
+                new_revision = true;
+            }
+        }
+    }
+    let secrets = patch.secrets.clone().filter(|s| !s.is_empty());
+    if let Some(list) = &secrets {
+        check_secret_names(list, sc.listener_id.is_some())?;
+    }
+    new_revision |= secrets.is_some();
+    let secret_references = patch.secret_references.clone();
+    if secret_references.is_some() || secrets.is_some() {
+        check_secret_references(
+            secret_references
+                .as_deref()
+                .unwrap_or(cur.secret_references),
+            cur.source,
+            sc.listener_id.is_some(),
+            secrets.as_deref().unwrap_or(cur.secrets),
+        )?;
+    }
+    new_revision |= secret_references.is_some();
+    check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
+    rc.repo_commit_sha = None;
+    Ok(PatchEffect {
+        source_config: sc,
+        secrets,
+        secret_references,
+        new_revision: new_revision.then_some(rc),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_operator::controlplane::types::ListenerComputeConfig;
+    use axum::http::StatusCode;
+    use serde_json::json;
+
+    fn create(source: &str) -> DeploymentCreate {
+        serde_json::from_value(json!({
+            "name": "my-app-1",
+            "source": source,
+            "source_config": {"repo_url": "https://github.com/o/r", "deployment_type": "dev"},
+            "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json",
+                                       "image_uri": "docker.io/o/app:1"},
+            "secrets": []
+        }))
+        .unwrap()
+    }
+
+    fn cloud() -> WorkspacePolicy<'static> {
+        WorkspacePolicy {
+            workspace_id: "ws-1",
+            enterprise: false,
+            requires_listener: false,
+            listeners: vec![],
+        }
+    }
+
+    fn detail(e: &ApiError) -> String {
+        e.body()["detail"].as_str().unwrap_or_default().to_owned()
+    }
+
+    #[test]
+    fn secret_references_need_external_docker_and_a_listener() {
+        let r = |name: &str| SecretReference {
+            name: name.into(),
+            secret_name: "agent-env".into(),
+            secret_key: "k".into(),
+        };
+        let ok = check_secret_references(&[r("A")], "external_docker", true, &[]);
+        assert!(ok.is_ok());
+        for (refs, source, listener, secrets, want) in [
+            (vec![r("A")], "github", true, vec![], "external_docker"),
+            (
+                vec![r("A")],
+                "external_docker",
+                false,
+                vec![],
+                "listener_id",
+            ),
+            (
+                vec![r("A"), r("A")],
+                "external_docker",
+                true,
+                vec![],
+                "twice",
+            ),
+            (
+                vec![r("POSTGRES_URI")],
+                "external_docker",
+                true,
+                vec![],
+                "reserved",
+            ),
+            (
+                vec![r("A")],
+                "external_docker",
+                true,
+                vec![SecretValue::new("A", "v")],
+                "both",
+            ),
+        ] {
+            let e = check_secret_references(&refs, source, listener, &secrets).unwrap_err();
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+            assert!(detail(&e).contains(want), "{want}: {}", detail(&e));
+        }
+        assert!(check_secret_references(&[], "github", false, &[]).is_ok());
+        // A PATCH replaces the list (`[]` included) and makes a revision; on
+        // a github deployment it is refused.
+        let sc = SourceConfig {
+            listener_id: Some("6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b".into()),
+            ..Default::default()
+        };
+        let rc = SourceRevisionConfig::default();
+        let current = [r("A")];
+        let cur = Current {
+            name: "app",
+            source: "external_docker",
+            source_config: &sc,
+            revision_config: &rc,
+            secrets: &[],
+            secret_references: &current,
+        };
+        let eff = plan_patch(cur, &patch(json!({"secret_references": []}))).unwrap();
+        assert_eq!(eff.secret_references, Some(vec![]));
+        assert!(eff.new_revision.is_some());
+        let eff = plan_patch(
+            cur,
+            &patch(json!({"secrets": [{"name": "A", "value": "v"}]})),
+        );
+        assert!(detail(&eff.unwrap_err()).contains("both"));
+        let github = Current {
+            source: "github",
+            ..cur
+        };
+        let e = plan_patch(
+            github,
+            &patch(json!({"secret_references": [
+                {"name": "B", "secret_name": "s", "secret_key": "k"}
+            ]})),
+        )
+        .unwrap_err();
+        assert!(detail(&e).contains("external_docker"));
+    }
+
+    #[test]
+    fn names_must_be_lowercase_dns_like() {
+        assert!(check_name("my-app-1").is_ok());
+        for bad in ["", "My-App", "my_app", "app.1", "app 1", "ü"] {
+            let e = check_name(bad).unwrap_err();
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{bad}");
+            assert!(detail(&e).contains("^[a-z0-9-]+$"));
+        }
+    }
+
+    #[test]
+    fn required_fields_depend_on_the_source() {
+        assert!(check_create(&create("github"), &cloud()).is_ok());
+        let mut r = create("github");
+        r.source_revision_config.langgraph_config_path = None;
+        assert!(detail(&check_create(&r, &cloud()).unwrap_err()).contains("langgraph_config_path"));
+        let mut r = create("external_docker");
+        assert!(check_create(&r, &cloud()).is_ok());
+        r.source_revision_config.image_uri = None;
+        assert!(detail(&check_create(&r, &cloud()).unwrap_err()).contains("image_uri"));
+    }
+
+    #[test]
+    fn tags_cannot_build_on_push() {
+        let mut r = create("github");
+        r.source_revision_config.repo_ref = Some("refs/tags/v1".into());
+        r.source_config.build_on_push = Some(true);
+        assert!(detail(&check_create(&r, &cloud()).unwrap_err()).contains("build_on_push"));
+    }
+
+    #[test]
+    fn listener_placement_rules() {
+        let listener = Listener {
+            id: "6f1c2a3e-0000-4000-8000-000000000009".into(),
+            compute_type: "k8s".into(),
+            compute_id: "c".into(),
+            compute_config: ListenerComputeConfig {
+                k8s_namespaces: Some(vec!["team-a".into()]),
+            },
+            version: None,
+            created_at: String::new(),
+            updated_at: String::new(),
+        };
+        let ws = WorkspacePolicy {
+            workspace_id: "ws-sh",
+            enterprise: true,
+            requires_listener: true,
+            listeners: vec![&listener],
+        };
+        let r = create("external_docker");
+        let e = check_create(&r, &ws).unwrap_err();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert!(detail(&e).contains("listener_id' is required"));
+
+        let mut r = create("external_docker");
+        r.source_config.listener_id = Some(listener.id.to_uppercase());
+        r.source_config.listener_config = Some(ListenerConfig {
+            k8s_namespace: Some("team-a".into()),
+        });
+        assert!(check_create(&r, &ws).is_ok());
+        r.source_config.listener_config = Some(ListenerConfig {
+            k8s_namespace: Some("team-b".into()),
+        });
+        assert!(detail(&check_create(&r, &ws).unwrap_err()).contains("team-b"));
+        r.source_config.listener_id = Some(Uuid::new_v4().to_string());
+        assert!(detail(&check_create(&r, &ws).unwrap_err()).contains("not found"));
+
+        let e = check_create(&r, &cloud()).unwrap_err();
+        assert_eq!(e.status(), StatusCode::FORBIDDEN);
+        assert!(detail(&e).contains("ws-1"));
+    }
+
+    fn current_config() -> (SourceConfig, SourceRevisionConfig) {
+        (
+            SourceConfig {
+                repo_url: Some("https://github.com/o/r".into()),
+                deployment_type: Some("dev".into()),
+                build_on_push: Some(false),
+                custom_url: Some("http://x/agents/1".into()),
+                resource_spec: Some(json!({"min_scale": 1, "cpu": 1})),
+                ..Default::default()
+            },
+            SourceRevisionConfig {
+                repo_ref: Some("main".into()),
+                langgraph_config_path: Some("langgraph.json".into()),
+                repo_commit_sha: Some("abc".into()),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn patch(v: serde_json::Value) -> PatchBody {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn partial_source_config_merges_without_a_revision() {
+        let (sc, rc) = current_config();
+        let cur = Current {
+            name: "app",
+            source: "github",
+            source_config: &sc,
+            revision_config: &rc,
+            secrets: &[],
+            secret_references: &[],
+        };
+        let eff = plan_patch(
+            cur,
+            &patch(json!({"source_config": {"build_on_push": true, "custom_url": "http://evil"}})),
+        )
+        .unwrap();
+        assert_eq!(eff.source_config.build_on_push, Some(true));
+        assert_eq!(
+            eff.source_config.custom_url, sc.custom_url,
+            "github custom_url is kept"
+        );
+        assert_eq!(eff.source_config.resource_spec, sc.resource_spec);
+        assert_eq!(eff.new_revision, None);
+        assert_eq!(eff.secrets, None);
+    }
+
+    #[test]
+    fn revision_triggers() {
+        let (sc, rc) = current_config();
+        let cur = Current {
+            name: "app",
+            source: "github",
+            source_config: &sc,
+            revision_config: &rc,
+            secrets: &[],
+            secret_references: &[],
+        };
+        let eff = plan_patch(
+            cur,
+            &patch(json!({"source_revision_config": {"repo_ref": "dev"}})),
+        )
+        .unwrap();
+        let new = eff.new_revision.unwrap();
+        assert_eq!(new.repo_ref.as_deref(), Some("dev"));
+        assert_eq!(new.langgraph_config_path.as_deref(), Some("langgraph.json"));
+        assert_eq!(new.repo_commit_sha, None);
+
+        let eff = plan_patch(
+            cur,
+            &patch(json!({"source_revision_config": {"repo_ref": null}})),
+        )
+        .unwrap();
+        assert_eq!(
+            eff.new_revision, None,
+            "null fields do not create a revision"
+        );
+
+        let eff = plan_patch(
+            cur,
+            &patch(json!({"source_config": {"resource_spec": {"max_scale": 3}}})),
+        )
+        .unwrap();
+        assert!(eff.new_revision.is_some());
+        assert_eq!(
+            eff.source_config.resource_spec,
+            Some(json!({"max_scale": 3})),
+            "resource_spec is replaced whole"
+        );
+
+        let eff = plan_patch(cur, &patch(json!({"secrets": []}))).unwrap();
+        assert_eq!(eff.new_revision, None, "an empty list means unchanged");
+        assert_eq!(eff.secrets, None);
+
+        let eff = plan_patch(
+            cur,
+            &patch(json!({"secrets": [{"name": "A", "value": "b"}]})),
+        )
+        .unwrap();
+        assert!(eff.new_revision.is_some());
+        assert_eq!(eff.secrets.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn immutable_fields_are_named() {
+        let (sc, rc) = current_config();
+        let cur = Current {
+            name: "app",
+            source: "github",
+            source_config: &sc,
+            revision_config: &rc,
+            secrets: &[],
+            secret_references: &[],
+        };
+        for (body, field) in [
+            (json!({"name": "other"}), "'name'"),
+            (json!({"source": "external_docker"}), "'source'"),
+            (
+                json!({"source_config": {"repo_url": "https://github.com/o/x"}}),
+                "repo_url",
+            ),
+            (
+                json!({"source_config": {"deployment_type": "prod"}}),
+                "deployment_type",
+            ),
+            (
+                json!({"source_config": {"integration_id": Uuid::new_v4()}}),
+                "integration_id",
+            ),
+            (
+                json!({"source_config": {"listener_id": Uuid::new_v4()}}),
+                "listener_id",
+            ),
+            (
+                json!({"source_config": {"listener_config": {"k8s_namespace": "x"}}}),
+                "listener_config",
+            ),
+        ] {
+            let e = plan_patch(cur, &patch(body)).unwrap_err();
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+            assert!(detail(&e).contains(field), "{field}: {}", detail(&e));
+        }
+        // Sending the same values is fine.
+        let same = json!({"name": "app", "source": "github",
+                          "source_config": {"repo_url": "https://github.com/o/r", "deployment_type": "dev"}});
+        assert!(plan_patch(cur, &patch(same)).is_ok());
+    }
+
+    #[test]
+    fn tag_rule_applies_to_merged_values() {
+        let (sc, rc) = current_config();
+        let cur = Current {
+            name: "app",
+            source: "github",
+            source_config: &sc,
+            revision_config: &rc,
+            secrets: &[],
+            secret_references: &[],
+        };
+        let e = plan_patch(
+            cur,
+            &patch(json!({"source_config": {"build_on_push": true},
+                          "source_revision_config": {"repo_ref": "refs/tags/v2"}})),
+        )
+        .unwrap_err();
+        assert!(detail(&e).contains("build_on_push"));
+    }
+}

@@ -1,0 +1,51 @@
+//! Test infrastructure of agent-operator, kept out of the product crate:
+//!
+//! - [`envtest`]: a real kube-apiserver and etcd on loopback (Go's envtest,
+//!   in Rust), with a throw-away PKI, CRD installation, impersonating
+//!   kubeconfigs, and a clear error naming `hack/envtest/install.sh` when
+//!   the binaries are missing;
+//! - [`budget`]: the request-budget guard every integration test ends with
+//!   (the emulator's request log against a [`budget::Budget`]);
+//! - [`langgraph`]: the real agent server (`langgraph dev`) serving
+//!   `fixtures/echo-agent`;
+//! - [`binaries`]: the `control-plane-emulator` binary, built on first use;
+//! - [`repo_root`] and [`log_dir`], where fixtures and logs live.
+//!
+//! The binary `testenv` (used by `make demo`) runs an envtest API server
+//! with the CRDs installed until Ctrl-C, or around a command.
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub mod binaries;
+pub mod budget;
+pub mod envtest;
+pub mod langgraph;
+
+/// The repository root (the workspace directory, two levels above this
+/// crate's manifest at compile time): `crds/`, `deploy/`, `docs/`, `hack/`,
+/// `.cache/` and `target/` are found from here.
+pub fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// This crate's `fixtures/` directory (e.g. `echo-agent`, the agent
+/// that [`langgraph`] serves), as an absolute path.
+pub const FIXTURES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures");
+
+/// `target/test-logs` under [`repo_root`], where every child process of the
+/// tests logs (`<test>-<what>.log`) and the secret scan looks.
+pub fn log_dir() -> PathBuf {
+    repo_root().join("target/test-logs")
+}
+
+/// An HTTP client for the emulator's admin routes and loopback servers:
+/// 10 s timeout, rustls' `ring` provider installed first.
+pub fn admin_http() -> reqwest::Client {
+    envtest::install_crypto_provider();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("building an HTTP client")
+}

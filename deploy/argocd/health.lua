@@ -15,7 +15,7 @@
 --   Ready=True                           -> Healthy
 --   otherwise (creating, revision in progress, retrying) -> Progressing
 -- Tested with gopher-lua (the interpreter Argo CD embeds) on objects taken
--- from a real API server in tests/integration/gitops_health.rs.
+-- from a real API server in crates/agent-operator/tests/integration/gitops_health.rs.
 
 local hs = { status = "Progressing", message = "Waiting for the operator" }
 

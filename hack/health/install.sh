@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds hack/health (kstatus + the Argo CD Lua health check under gopher-lua,
-# used by tests/integration/gitops_health.rs) from the Go module proxy, pinned by go.mod
+# used by crates/agent-operator/tests/integration/gitops_health.rs) from the Go module proxy, pinned by go.mod
 # and go.sum here, into .cache/health/<hash of the sources>/health (git-ignored;
 # a change of the sources builds a new one). Prints its path on the last line.
 set -euo pipefail

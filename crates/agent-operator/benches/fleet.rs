@@ -22,7 +22,7 @@
 //!
 //! Emulator (defaults): 20 ms latency per request, revisions DEPLOYED 10 s
 //! after creation (a github revision shows four in-progress statuses of
-//! `--step-seconds` 2.5 s each, src/emulator/timeline.rs), 25 requests per
+//! `--step-seconds` 2.5 s each, crates/control-plane-emulator/src/timeline.rs), 25 requests per
 //! second per workspace (429 with Retry-After beyond). The binaries are those
 //! cargo built for the bench (`target/release`), or `--bin-dir`; the
 //! kube-apiserver and etcd come from `KUBEBUILDER_ASSETS`

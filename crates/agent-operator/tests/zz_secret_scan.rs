@@ -92,7 +92,7 @@ fn the_secret_list_has_no_duplicates_or_trivial_values() {
 }
 
 /// Logs a machine can read, whole suite: no log file the suite wrote
-/// (operators, emulators, `agentctl testenv`, the agent server aside) carries
+/// (operators, emulators, `testenv`, the agent server aside) carries
 /// an ANSI escape sequence; colours are for terminals only
 /// (`telemetry::colour_on_stderr`).
 #[test]

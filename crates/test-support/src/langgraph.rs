@@ -1,7 +1,7 @@
 //! A real agent server for the tests: `langgraph dev` (from the virtualenv
 //! that `hack/agent-server/install.sh`, run by `make setup`, installs in
 //! `.cache/langgraph-venv`) serving the echo graph of
-//! `tests/fixtures/echo-agent` (a fresh copy in `target/agent-servers/<test>`)
+//! `crates/test-support/fixtures/echo-agent` (a fresh copy in `target/agent-servers/<test>`)
 //! on a free loopback port.
 //!
 //! One server per test binary ([`shared`]): it takes seconds to start. It is

@@ -24,10 +24,13 @@ pub mod envtest;
 pub mod langgraph;
 
 /// The repository root (the workspace directory, two levels above this
-/// crate's manifest at compile time): `crds/`, `deploy/`, `docs/`, `hack/`,
-/// `.cache/` and `target/` are found from here.
+/// crate's manifest at compile time, `crates/test-support`): `crds/`,
+/// `deploy/`, `docs/`, `hack/`, `.cache/` and `target/` are found from here.
 pub fn repo_root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .and_then(Path::parent)
+        .expect("crates/test-support has a grandparent")
 }
 
 /// This crate's `fixtures/` directory (e.g. `echo-agent`, the agent

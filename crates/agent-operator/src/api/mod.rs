@@ -49,7 +49,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// status and without conditions as `Current` before the operator has even
 /// looked at it (`sigs.k8s.io/cli-utils/pkg/kstatus`, `checkGeneration`
 /// only compares when `status.observedGeneration` exists); see
-/// tests/integration/gitops_health.rs.
+/// crates/agent-operator/tests/integration/gitops_health.rs.
 pub fn with_unobserved_status(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
     for version in &mut crd.spec.versions {

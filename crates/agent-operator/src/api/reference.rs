@@ -3,7 +3,7 @@
 //! status and their nested objects) with each field's type, whether it is
 //! required, its allowed values, range, pattern, default and description,
 //! plus the validation rules (CEL) of each object. `make generate` writes it;
-//! `tests/integration/crds.rs` fails when the committed file drifts from the types.
+//! `crates/agent-operator/tests/integration/crds.rs` fails when the committed file drifts from the types.
 
 use std::fmt::Write as _;
 

@@ -104,7 +104,15 @@ pub fn crds_dir() -> PathBuf {
 /// SIGKILL through PDEATHSIG when the test binary exits).
 ///
 /// Panics (in every test that calls it) if the environment cannot start.
+/// Every test that needs it starts with
+/// `test_support::skip_without_envtest!()`, so without kube-apiserver and
+/// etcd it is skipped before it gets here (and `make test` fails instead).
 pub fn shared_env() -> &'static SharedEnv {
+    assert!(
+        test_support::envtest::available(),
+        "NEEDS_ENVTEST: this test needs kube-apiserver and etcd but does not start with \
+         test_support::skip_without_envtest!()"
+    );
     static SHARED: OnceLock<Result<SharedEnv, String>> = OnceLock::new();
     match SHARED.get_or_init(start_shared_env) {
         Ok(env) => env,

@@ -1,6 +1,6 @@
 //! The agent server client against a real agent server: `langgraph dev`
 //! (installed by `make setup`) serving the echo graph of
-//! `tests/fixtures/echo-agent` (see `support::langgraph`).
+//! `crates/test-support/fixtures/echo-agent` (see `support::langgraph`).
 //!
 //! Source: facts "Agent server".
 

@@ -118,7 +118,8 @@ fn committed_reference_matches_the_schemas() {
 #[test]
 fn every_condition_reason_is_in_the_troubleshooting_guide() {
     let root = test_support::repo_root();
-    let source = std::fs::read_to_string(root.join("src/api/conditions.rs")).unwrap();
+    let source =
+        std::fs::read_to_string(root.join("crates/agent-operator/src/api/conditions.rs")).unwrap();
     let module = source
         .split("pub mod reason {")
         .nth(1)

@@ -287,6 +287,7 @@ async fn requests_per_resource(h: &Harness, count: usize) -> f64 {
 /// can only see through its re-established watches (its resync is 300 s).
 #[tokio::test]
 async fn an_apiserver_restart_mid_rollout_is_ridden_out() {
+    test_support::skip_without_envtest!();
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-restart";
     let (count, restarts) = if full() { (60, 3) } else { (20, 1) };
@@ -439,6 +440,7 @@ async fn optimistic_write(
 /// carries the last spec written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writers_lose_no_update() {
+    test_support::skip_without_envtest!();
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-writers";
     let (count, writers, seconds) = if full() { (40, 6, 60) } else { (10, 3, 20) };
@@ -613,6 +615,7 @@ impl Drop for Proxy {
 /// converges every change of the gap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
+    test_support::skip_without_envtest!();
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-gone";
     let (count, added, gap_s) = if full() { (30, 10, 20) } else { (8, 3, 8) };
@@ -777,6 +780,7 @@ fn current_holder(log: &HolderLog) -> Option<String> {
 /// to the new leader's first reconcile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_again_and_again_during_a_rollout() {
+    test_support::skip_without_envtest!();
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-leader";
     let (count, kills, kill_every) = if full() {

@@ -323,6 +323,7 @@ fn get(kind: &str, name: &str, namespace: Option<&str>) -> Value {
 
 #[test]
 fn every_overlay_is_accepted_by_the_kube_apiserver_and_applies() {
+    test_support::skip_without_envtest!();
     ensure_namespace(OVERLAY_WATCHED);
     for overlay in OVERLAYS {
         // kubectl apply -k, exactly as the README says, with a server dry run.
@@ -404,6 +405,7 @@ fn every_overlay_is_accepted_by_the_kube_apiserver_and_applies() {
 
 #[tokio::test]
 async fn the_operator_pod_passes_pod_security_restricted() {
+    test_support::skip_without_envtest!();
     let restricted = restricted_namespace("psa-restricted").await;
     let unrestricted = common::test_namespace(&common::client().await, "psa-none").await;
     for overlay in OVERLAYS {
@@ -470,6 +472,7 @@ fn helm_lint_is_clean_and_the_schema_refuses_bad_values() {
 
 #[tokio::test]
 async fn helm_template_is_accepted_by_the_kube_apiserver_and_applies() {
+    test_support::skip_without_envtest!();
     let client = common::client().await;
     let release_ns = restricted_namespace("helm-release").await;
     let watched_a = common::test_namespace(&client, "helm-watched-a").await;
@@ -592,6 +595,7 @@ async fn helm_template_is_accepted_by_the_kube_apiserver_and_applies() {
 
 #[test]
 fn the_chart_grants_what_the_overlays_grant() {
+    test_support::skip_without_envtest!();
     let cluster = kustomize("cluster-wide");
     let namespaced = kustomize("namespaced");
     let default = helm_template("agent-operator", &[]);

@@ -2,7 +2,7 @@
 //! --test integration`), one module per former test file: the crate and the
 //! test support are compiled and linked once instead of once per file.
 //! Filter by module, e.g. `cargo test --test integration operator_drift::`.
-//! `tests/zz_secret_scan.rs` stays a binary of its own: it reads the logs
+//! `crates/agent-operator/tests/zz_secret_scan.rs` stays a binary of its own: it reads the logs
 //! this one writes, so it runs after it.
 
 #[path = "../common/mod.rs"]

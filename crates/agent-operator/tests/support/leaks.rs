@@ -10,7 +10,7 @@
 //! [`super::Harness`] runs [`check_namespace_blocking`] when it is dropped
 //! (the test namespace's Events and statuses plus every operator log this
 //! test binary wrote so far), tests without a harness call
-//! [`assert_no_leaks`] at their end; `tests/zz_secret_scan.rs` scans every operator
+//! [`assert_no_leaks`] at their end; `crates/agent-operator/tests/zz_secret_scan.rs` scans every operator
 //! log in `target/test-logs` after the suite (`make test`, `make
 //! secret-scan`).
 

@@ -456,7 +456,7 @@ pub async fn install_control_plane(
     .await;
 }
 
-/// Path of a fixture under `tests/fixtures/`.
+/// Path of a fixture under `crates/test-support/fixtures/`.
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(test_support::FIXTURES_DIR).join(name)
 }

@@ -2,7 +2,7 @@
 //! rate-limited control plane emulator, with hundreds to thousands of
 //! AgentDeployments. Prints figures; asserts nothing about speed.
 //!
-//! `cargo bench --bench fleet -- [SCENARIO...] [--count N] [--minutes M]`
+//! `cargo bench -p agent-operator --bench fleet -- [SCENARIO...] [--count N] [--minutes M]`
 //! (`make bench-fleet`; docs/BENCHMARKS.md has the scenarios, the targets and
 //! measured values). Scenarios:
 //!
@@ -843,10 +843,12 @@ fn print_header(args: &Args, operator_bin: &Path, emulator_bin: &Path) {
 
 #[tokio::main]
 async fn main() {
-    // `cargo test --all-targets -- --nocapture` runs this binary too, with
+    // `cargo test --workspace --all-targets -- --nocapture` runs this binary too, with
     // test-harness flags: do nothing then, before parsing.
     if !std::env::args().any(|a| a == "--bench") {
-        println!("fleet: a benchmark; run it with `cargo bench --bench fleet` (make bench-fleet)");
+        println!(
+            "fleet: a benchmark; run it with `cargo bench -p agent-operator --bench fleet` (make bench-fleet)"
+        );
         return;
     }
     let args = Args::parse();

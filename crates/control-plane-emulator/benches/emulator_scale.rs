@@ -1,6 +1,6 @@
 //! Does the emulator stay fast with thousands of deployments?
 //!
-//! `cargo bench --bench emulator_scale` creates 5,000 deployments through the
+//! `cargo bench -p control-plane-emulator --bench emulator_scale` creates 5,000 deployments through the
 //! real client over loopback and prints the latency of GET, exact-name lookup
 //! and a list page at 100 and at 5,000 deployments, the create throughput and
 //! the process's resident memory. It asserts nothing about speed. Under

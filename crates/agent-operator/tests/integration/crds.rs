@@ -23,7 +23,7 @@ fn committed_crds_match_the_types() {
         });
         assert!(
             committed == yaml,
-            "crds/{name} is out of date with the Rust types; run `cargo run -- crds --out crds` and commit"
+            "crds/{name} is out of date with the Rust types; run `make generate` and commit"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! Every integration test of the crate in one test binary (`cargo test
 //! --test integration`), one module per former test file: the crate and the
 //! test support are compiled and linked once instead of once per file.
-//! Filter by module, e.g. `cargo test --test integration operator_drift::`.
+//! Filter by module, e.g. `cargo test -p agent-operator --test integration operator_drift::`.
 //! `crates/agent-operator/tests/zz_secret_scan.rs` stays a binary of its own: it reads the logs
 //! this one writes, so it runs after it.
 

@@ -41,7 +41,7 @@ deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<l
 
 test: setup lint deny image ## everything CI runs: setup, lint, cargo deny, the image, unit + integration + end-to-end + install-manifest tests, then the secret scan of every operator log
 	rm -rf target/test-logs
-	AGENT_OPERATOR_REQUIRE_ENVTEST=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --workspace --all-targets -- --nocapture
+	AGENT_OPERATOR_REQUIRE_PREREQUISITES=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --workspace --all-targets -- --nocapture
 	$(MAKE) secret-scan
 
 secret-scan: ## scan every operator log in target/test-logs for the tests' secret values (after the tests)
@@ -55,7 +55,7 @@ bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + r
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench -p agent-operator --bench fleet -- $(ARGS)
 
 faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage, Kubernetes faults and leader failovers
-	FAULT_FULL=1 AGENT_OPERATOR_REQUIRE_ENVTEST=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test -p agent-operator --test integration -- --nocapture fault_crash_fleet:: fault_control_plane:: fault_kubernetes::
+	FAULT_FULL=1 AGENT_OPERATOR_REQUIRE_PREREQUISITES=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test -p agent-operator --test integration -- --nocapture fault_crash_fleet:: fault_control_plane:: fault_kubernetes::
 
 fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, nightly; not part of test)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh $(FUZZ_TARGETS)

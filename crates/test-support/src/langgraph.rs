@@ -83,8 +83,9 @@ fn spawn_from_long_lived_thread(command: Command) -> std::io::Result<Child> {
 }
 
 /// Starts `langgraph dev` for `test` and waits for `GET /ok`. Panics with a
-/// message to run `make setup` when the virtualenv is missing, and with the
-/// log's tail when the server does not come up.
+/// message to run `make setup` when the virtualenv is missing (tests skip
+/// before, with `skip_without!(AgentServer)`), and with the log's tail when
+/// the server does not come up.
 pub fn start(test: &str) -> LanggraphServer {
     let bin = langgraph_bin();
     assert!(

@@ -4,6 +4,9 @@
 //!   in Rust), with a throw-away PKI, CRD installation, impersonating
 //!   kubeconfigs, and a clear error naming `hack/envtest/install.sh` when
 //!   the binaries are missing;
+//! - [`prerequisites`]: what a test does when kube-apiserver, the agent
+//!   server or the image is missing ([`skip_without!`] says how to get it and
+//!   skips; `make test` fails instead);
 //! - [`budget`]: the request-budget guard every integration test ends with
 //!   (the emulator's request log against a [`budget::Budget`]);
 //! - [`langgraph`]: the real agent server (`langgraph dev`) serving
@@ -22,6 +25,7 @@ pub mod binaries;
 pub mod budget;
 pub mod envtest;
 pub mod langgraph;
+pub mod prerequisites;
 
 /// The repository root (the workspace directory, two levels above this
 /// crate's manifest at compile time, `crates/test-support`): `crds/`,

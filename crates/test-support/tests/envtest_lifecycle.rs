@@ -55,7 +55,7 @@ fn crds_dir() -> String {
 
 #[tokio::test]
 async fn stop_kills_the_api_server_and_removes_its_directory() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = TestEnv::start(TestEnvOptions::default())
         .await
         .expect("starting envtest");
@@ -72,7 +72,7 @@ async fn stop_kills_the_api_server_and_removes_its_directory() {
 
 #[test]
 fn testenv_runs_the_command_against_the_env_and_passes_its_exit_code() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let out_dir = tempfile::tempdir().unwrap();
     let kubeconfig = out_dir.path().join("kubeconfig");
     // `kubectl` must resolve to the envtest one when it was built; `sh` is enough otherwise.
@@ -98,7 +98,7 @@ fn testenv_runs_the_command_against_the_env_and_passes_its_exit_code() {
 
 #[test]
 fn the_api_server_dies_when_testenv_is_killed() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let out_dir = tempfile::tempdir().unwrap();
     let kubeconfig = out_dir.path().join("kubeconfig");
     // SIGKILL testenv (the command's parent): no destructor runs, only PDEATHSIG.
@@ -121,7 +121,7 @@ fn the_api_server_dies_when_testenv_is_killed() {
 
 #[tokio::test]
 async fn a_failing_api_server_is_reported_with_its_log() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let opts = TestEnvOptions {
         extra_apiserver_args: vec!["--no-such-flag".to_owned()],
         ..TestEnvOptions::default()
@@ -138,7 +138,7 @@ async fn a_failing_api_server_is_reported_with_its_log() {
 
 #[tokio::test]
 async fn a_restarted_api_server_keeps_its_port_certificates_and_objects() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::Api;
     use kube::api::{ObjectMeta, PostParams};

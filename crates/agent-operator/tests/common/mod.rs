@@ -105,13 +105,13 @@ pub fn crds_dir() -> PathBuf {
 ///
 /// Panics (in every test that calls it) if the environment cannot start.
 /// Every test that needs it starts with
-/// `test_support::skip_without_envtest!()`, so without kube-apiserver and
+/// `test_support::skip_without!(Envtest)`, so without kube-apiserver and
 /// etcd it is skipped before it gets here (and `make test` fails instead).
 pub fn shared_env() -> &'static SharedEnv {
     assert!(
-        test_support::envtest::available(),
-        "NEEDS_ENVTEST: this test needs kube-apiserver and etcd but does not start with \
-         test_support::skip_without_envtest!()"
+        test_support::prerequisites::available(test_support::prerequisites::Prerequisite::Envtest),
+        "this test needs kube-apiserver and etcd but does not start with \
+         test_support::skip_without!(Envtest)"
     );
     static SHARED: OnceLock<Result<SharedEnv, String>> = OnceLock::new();
     match SHARED.get_or_init(start_shared_env) {

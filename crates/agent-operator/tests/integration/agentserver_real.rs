@@ -44,6 +44,7 @@ async fn run(modes: Option<StreamMode>) -> Vec<RunEvent> {
 
 #[tokio::test]
 async fn ok_info_and_the_default_assistant() {
+    test_support::skip_without!(AgentServer);
     let c = client();
     c.ok().await.expect("GET /ok");
     let info = c.info().await.expect("GET /info");
@@ -66,6 +67,7 @@ async fn ok_info_and_the_default_assistant() {
 
 #[tokio::test]
 async fn search_by_graph_id_and_paging() {
+    test_support::skip_without!(AgentServer);
     let c = client();
     let server = support::langgraph::shared(TEST);
     // Three more assistants of graph `agent`, tagged for this test
@@ -132,6 +134,7 @@ async fn search_by_graph_id_and_paging() {
 
 #[tokio::test]
 async fn stream_updates() {
+    test_support::skip_without!(AgentServer);
     let events = run(Some(StreamMode::One("updates".into()))).await;
     let updates: Vec<&Value> = events
         .iter()
@@ -149,6 +152,7 @@ async fn stream_updates() {
 
 #[tokio::test]
 async fn stream_values() {
+    test_support::skip_without!(AgentServer);
     let events = run(Some(StreamMode::One("values".into()))).await;
     let last = events
         .iter()
@@ -164,6 +168,7 @@ async fn stream_values() {
 
 #[tokio::test]
 async fn stream_a_list_of_modes_and_the_default() {
+    test_support::skip_without!(AgentServer);
     let events = run(Some(StreamMode::Many(vec![
         "updates".into(),
         "values".into(),
@@ -178,6 +183,7 @@ async fn stream_a_list_of_modes_and_the_default() {
 
 #[tokio::test]
 async fn a_failing_run_ends_with_an_error_event() {
+    test_support::skip_without!(AgentServer);
     let req = RunStreamRequest {
         assistant_id: "agent".into(),
         input: Some(json!({"fail": true})),
@@ -194,6 +200,7 @@ async fn a_failing_run_ends_with_an_error_event() {
 
 #[tokio::test]
 async fn an_unknown_assistant_is_a_clear_error() {
+    test_support::skip_without!(AgentServer);
     let c = client();
     for (assistant, status) in [
         ("no-such-graph", 422),
@@ -244,6 +251,7 @@ async fn a_server_that_is_down_is_a_quick_transient_error() {
 
 #[tokio::test]
 async fn agentctl_searches_and_streams() {
+    test_support::skip_without!(AgentServer);
     let server = support::langgraph::shared(TEST);
     let bin = env!("CARGO_BIN_EXE_agentctl");
     let out = tokio::process::Command::new(bin)

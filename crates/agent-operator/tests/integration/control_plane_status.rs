@@ -181,7 +181,7 @@ fn condition(obj: &AgentControlPlane, type_: &str) -> Option<Cond> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn ready_after_an_authenticated_call() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("acp-ready", FaultConfig::default(), true).await;
     h.secret("cp-key", KEY).await;
     h.plane("default", "cp-key", json!({})).await;
@@ -205,7 +205,7 @@ async fn ready_after_an_authenticated_call() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_key_is_stalled_unauthorized_without_showing_the_key() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("acp-unauthorized", FaultConfig::default(), true).await;
     let wrong = support::leaks::UNKNOWN_KEY;
     h.secret("cp-key", wrong).await;
@@ -233,7 +233,7 @@ async fn a_wrong_key_is_stalled_unauthorized_without_showing_the_key() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_of_another_workspace_is_stalled_forbidden() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("acp-forbidden", FaultConfig::default(), true).await;
     h.secret("cp-key", OTHER_KEY).await;
     h.plane("default", "cp-key", json!({})).await;
@@ -256,7 +256,7 @@ async fn a_key_of_another_workspace_is_stalled_forbidden() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_key_secret_is_stalled_until_it_appears() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("acp-missing-secret", FaultConfig::default(), true).await;
     h.plane("default", "absent-key", json!({})).await;
 
@@ -287,7 +287,7 @@ async fn a_missing_key_secret_is_stalled_until_it_appears() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rotating_the_key_secret_is_picked_up_without_restart() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("acp-rotation", FaultConfig::default(), true).await;
     h.secret("cp-key", support::leaks::REVOKED_KEY).await;
     h.plane("default", "cp-key", json!({})).await;
@@ -358,7 +358,7 @@ async fn rotating_the_key_secret_is_picked_up_without_restart() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rate_limit_settings_bound_the_shared_client() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     // The emulator answers 429 beyond 4 requests/s with a burst of 2, so an
     // unthrottled burst of 8 concurrent calls would see 429s; the control
     // plane's own limit (2/s, burst 1) keeps every call under it.
@@ -431,7 +431,7 @@ async fn rate_limit_settings_bound_the_shared_client() {
 
 #[tokio::test]
 async fn invalid_rate_limits_are_refused_by_the_schema() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let client = common::client().await;
     let ns = common::test_namespace(&client, "acp-schema").await;
     let planes: Api<AgentControlPlane> = Api::namespaced(client, &ns);

@@ -72,7 +72,7 @@ fn relative_links_of_the_docs_resolve() {
 /// server-side dry run.
 #[tokio::test]
 async fn every_example_is_accepted_by_the_api_server() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);

@@ -52,7 +52,7 @@ async fn env_secret(client: &kube::Client, ns: &str, name: &str) {
 
 #[tokio::test]
 async fn create_update_delete_reaches_ready_and_cleans_up() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "e2e-lifecycle").await;
@@ -175,7 +175,7 @@ async fn create_update_delete_reaches_ready_and_cleans_up() {
 
 #[tokio::test]
 async fn missing_secret_is_reported_and_recovers_when_created() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "e2e-missing-secret").await;

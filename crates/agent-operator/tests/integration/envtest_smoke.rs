@@ -13,7 +13,7 @@ use test_support::envtest::read_crds_from_dir;
 
 #[tokio::test]
 async fn a_config_map_round_trips_through_the_real_api_server() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let client = common::client().await;
     let ns = common::test_namespace(&client, "smoke").await;
     let api: Api<ConfigMap> = Api::namespaced(client, &ns);
@@ -44,7 +44,7 @@ async fn a_config_map_round_trips_through_the_real_api_server() {
 
 #[tokio::test]
 async fn rbac_is_enforced_for_other_users() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let mut config = env.env().config().clone();
     config.auth_info.impersonate = Some("nobody".to_owned());
@@ -61,7 +61,7 @@ async fn rbac_is_enforced_for_other_users() {
 
 #[tokio::test]
 async fn kubectl_reaches_the_api_server_through_the_generated_kubeconfig() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let Some(mut kubectl) = env.kubectl() else {
         eprintln!("kubectl is not in the envtest assets directory; skipping");
@@ -86,7 +86,7 @@ async fn kubectl_reaches_the_api_server_through_the_generated_kubeconfig() {
 
 #[tokio::test]
 async fn every_crd_of_the_repository_is_installed_and_established() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let expected: Vec<String> = read_crds_from_dir(&common::crds_dir())
         .expect("reading crds/")

@@ -25,7 +25,7 @@ fn full() -> bool {
 
 #[tokio::test]
 async fn a_fleet_converges_after_5xx_hangs_drops_429s_and_an_outage() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let test = "fault-control-plane";
     let (count, faults_s, outage_s) = if full() { (50, 30, 30) } else { (12, 15, 10) };
     let mut h = Harness::builder(test)

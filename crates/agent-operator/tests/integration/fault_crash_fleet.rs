@@ -74,7 +74,7 @@ async fn wait_all(h: &Harness, what: &str, done: impl Fn(&[AgentDeployment]) -> 
 
 #[tokio::test]
 async fn sigkills_during_creates_and_deletes_duplicate_strand_and_orphan_nothing() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let test = "fault-crash-fleet";
     let h = harness(test).await;
     let (count, create_kills, delete_kills) = if full() { (100, 25, 20) } else { (30, 10, 5) };
@@ -152,7 +152,7 @@ async fn sigkills_during_creates_and_deletes_duplicate_strand_and_orphan_nothing
 
 #[tokio::test]
 async fn a_restore_without_status_keeps_its_deployment() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let test = "fault-restore";
     let h = harness(test).await;
     let env = common::shared_env();

@@ -287,7 +287,7 @@ async fn requests_per_resource(h: &Harness, count: usize) -> f64 {
 /// can only see through its re-established watches (its resync is 300 s).
 #[tokio::test]
 async fn an_apiserver_restart_mid_rollout_is_ridden_out() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-restart";
     let (count, restarts) = if full() { (60, 3) } else { (20, 1) };
@@ -434,13 +434,51 @@ async fn optimistic_write(
     }
 }
 
+/// Reads `name` twice, writes the first copy (an annotation), then the
+/// second (an env value), which the API server must refuse with 409 because
+/// its resourceVersion is gone; the env edit is then made again on a fresh
+/// read ([`optimistic_write`]). Counts every 409 met and both writes.
+async fn forced_race(api: &Api<AgentDeployment>, name: &str, writes: &Writes) {
+    // The operator may write in between too (finalizer, status): the first
+    // write retries on its own 409s, which count as well.
+    let mut second = loop {
+        let read = api.get(name).await.expect("reading for the race");
+        let mut first = read.clone();
+        first.metadata.managed_fields = None;
+        first
+            .annotations_mut()
+            .insert("tests.agentserver.dev/touched".into(), "race-first".into());
+        match api.replace(name, &PostParams::default(), &first).await {
+            Ok(_) => break read,
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                writes.conflicts.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => panic!("the first write of the race on {name}: {e}"),
+        }
+    };
+    writes.metadata.fetch_add(1, Ordering::Relaxed);
+    second.metadata.managed_fields = None;
+    second.spec.secrets = vec![
+        serde_json::from_value(json!({"name": "LOG_LEVEL", "value": "race-second"}))
+            .expect("a secret"),
+    ];
+    match api.replace(name, &PostParams::default(), &second).await {
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            writes.conflicts.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(_) => panic!("a write on a stale resourceVersion of {name} was accepted"),
+        Err(e) => panic!("a write on a stale resourceVersion of {name}: {e}, not 409"),
+    }
+    optimistic_write(api, name, Edit::Env, "race-second", writes).await;
+}
+
 /// (b) Writers replace spec fields, annotations and labels of the objects
 /// the operator reconciles, with optimistic concurrency; at the end every
 /// object's status describes its last generation and the remote deployment
 /// carries the last spec written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writers_lose_no_update() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-writers";
     let (count, writers, seconds) = if full() { (40, 6, 60) } else { (10, 3, 20) };
@@ -463,6 +501,12 @@ async fn concurrent_writers_lose_no_update() {
     .await;
 
     let writes = Arc::new(Writes::default());
+    // Two writers that read the same version: the second write must meet a
+    // 409 and win on its retry. Random writers alone meet one only when
+    // their reads and writes interleave, which a slow machine may never do.
+    for name in names.iter().take(writers) {
+        forced_race(&h.api, name, &writes).await;
+    }
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let tasks: Vec<_> = (0..writers)
         .map(|w| {
@@ -615,7 +659,7 @@ impl Drop for Proxy {
 /// converges every change of the gap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-gone";
     let (count, added, gap_s) = if full() { (30, 10, 20) } else { (8, 3, 8) };
@@ -780,7 +824,7 @@ fn current_holder(log: &HolderLog) -> Option<String> {
 /// to the new leader's first reconcile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_killed_again_and_again_during_a_rollout() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-leader";
     let (count, kills, kill_every) = if full() {

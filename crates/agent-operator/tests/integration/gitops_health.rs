@@ -110,7 +110,7 @@ struct Row {
 
 #[tokio::test]
 async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let health = health_bin();
     let env = common::shared_env();
     let client = env.client().await;

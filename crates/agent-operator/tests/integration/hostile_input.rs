@@ -533,7 +533,7 @@ async fn plane_ready_reason(client: &kube::Client, ns: &str, name: &str) -> Opti
 
 #[tokio::test]
 async fn hostile_resources_are_stopped_before_the_control_plane() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "hostile").await;

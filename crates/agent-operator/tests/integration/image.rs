@@ -25,20 +25,7 @@ fn repo() -> &'static Path {
 }
 
 fn image_tarball() -> PathBuf {
-    let path = std::env::var_os("AGENT_OPERATOR_IMAGE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| repo().join("target"))
-                .join("image/agent-operator.tar")
-        });
-    assert!(
-        path.is_file(),
-        "{} is missing: run `make image` (make test builds it first)",
-        path.display()
-    );
-    path
+    test_support::prerequisites::image_tarball()
 }
 
 fn tar_extract(archive: &Path, into: &Path, gzip: bool) {
@@ -88,6 +75,7 @@ fn has_interpreter(elf: &[u8]) -> bool {
 
 #[test]
 fn the_image_tarball_runs_the_static_operator_as_a_non_root_user() {
+    test_support::skip_without!(Image);
     let tarball = image_tarball();
     let work = tempfile::tempdir().expect("tempdir");
     let layout = work.path().join("layout");
@@ -219,12 +207,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn the_dockerfile_passes_hadolint_and_declares_the_same_image() {
-    let hadolint = repo().join(".cache/tools/bin/hadolint");
-    assert!(
-        hadolint.is_file(),
-        "{} is missing: run `make setup` (hack/tools/install.sh installs it)",
-        hadolint.display()
-    );
+    test_support::skip_without!(Tools);
+    let hadolint = test_support::prerequisites::tool("hadolint");
     let dockerfile = repo().join("Dockerfile");
     let out = Command::new(&hadolint)
         .arg(&dockerfile)

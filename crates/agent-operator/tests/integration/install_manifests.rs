@@ -36,15 +36,10 @@ fn chart() -> PathBuf {
     repo().join("deploy/helm/agent-operator")
 }
 
-/// `.cache/tools/bin/<name>`, or a panic that says how to get it.
+/// `.cache/tools/bin/<name>` (tests that use it start with
+/// `skip_without!(Tools)`).
 fn tool(name: &str) -> PathBuf {
-    let path = repo().join(".cache/tools/bin").join(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: run `make setup` (hack/tools/install.sh builds it)",
-        path.display()
-    );
-    path
+    test_support::prerequisites::tool(name)
 }
 
 fn helm() -> Command {
@@ -323,7 +318,7 @@ fn get(kind: &str, name: &str, namespace: Option<&str>) -> Value {
 
 #[test]
 fn every_overlay_is_accepted_by_the_kube_apiserver_and_applies() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     ensure_namespace(OVERLAY_WATCHED);
     for overlay in OVERLAYS {
         // kubectl apply -k, exactly as the README says, with a server dry run.
@@ -405,7 +400,8 @@ fn every_overlay_is_accepted_by_the_kube_apiserver_and_applies() {
 
 #[tokio::test]
 async fn the_operator_pod_passes_pod_security_restricted() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
     let restricted = restricted_namespace("psa-restricted").await;
     let unrestricted = common::test_namespace(&common::client().await, "psa-none").await;
     for overlay in OVERLAYS {
@@ -433,6 +429,7 @@ async fn the_operator_pod_passes_pod_security_restricted() {
 
 #[test]
 fn helm_lint_is_clean_and_the_schema_refuses_bad_values() {
+    test_support::skip_without!(Tools);
     for args in [vec![], vec!["-f".to_owned(), ha_values()]] {
         let mut command = helm();
         command.args(["lint", "--strict"]).arg(chart()).args(&args);
@@ -472,7 +469,8 @@ fn helm_lint_is_clean_and_the_schema_refuses_bad_values() {
 
 #[tokio::test]
 async fn helm_template_is_accepted_by_the_kube_apiserver_and_applies() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
     let client = common::client().await;
     let release_ns = restricted_namespace("helm-release").await;
     let watched_a = common::test_namespace(&client, "helm-watched-a").await;
@@ -595,7 +593,8 @@ async fn helm_template_is_accepted_by_the_kube_apiserver_and_applies() {
 
 #[test]
 fn the_chart_grants_what_the_overlays_grant() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
     let cluster = kustomize("cluster-wide");
     let namespaced = kustomize("namespaced");
     let default = helm_template("agent-operator", &[]);

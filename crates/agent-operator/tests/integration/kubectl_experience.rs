@@ -50,7 +50,7 @@ fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
 
 #[tokio::test]
 async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "kubectl-ux").await;

@@ -206,7 +206,7 @@ fn placed_spec(listener: &str, k8s_namespace: &str) -> AgentDeploymentSpec {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_enterprise_listener_is_ready_with_its_fields_mirrored() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("agl-ready").await;
     h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
         .await;
@@ -238,7 +238,7 @@ async fn an_enterprise_listener_is_ready_with_its_fields_mirrored() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workspace_that_is_not_enterprise_is_stalled_not_enterprise() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("agl-not-enterprise").await;
     h.plane("plain", PLAIN_WORKSPACE, PLAIN_KEY).await;
     h.listener("edge", LISTENER_ID, "plain").await;
@@ -260,7 +260,7 @@ async fn a_workspace_that_is_not_enterprise_is_stalled_not_enterprise() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_listener_is_stalled_listener_not_found() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("agl-not-found").await;
     h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
         .await;
@@ -276,7 +276,7 @@ async fn an_unknown_listener_is_stalled_listener_not_found() {
 
 #[tokio::test]
 async fn the_listener_id_must_be_a_uuid() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let client = common::client().await;
     let ns = common::test_namespace(&client, "agl-schema").await;
     let api: Api<AgentListener> = Api::namespaced(client, &ns);
@@ -308,7 +308,7 @@ async fn the_listener_id_must_be_a_uuid() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn placement_accepts_a_listed_namespace_and_rejects_another() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = Harness::start("agl-placement").await;
     h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
         .await;

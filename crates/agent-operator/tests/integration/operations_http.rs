@@ -37,7 +37,7 @@ fn deployment(name: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn probes_and_metrics_reflect_sync_and_reconciles() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "ops-http").await;
@@ -185,7 +185,7 @@ async fn readyz_fails_while_the_watches_cannot_sync_and_sigterm_still_stops() {
 
 #[tokio::test]
 async fn several_namespaces_are_watched_and_no_other() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let first = common::test_namespace(&client, "ops-ns-first").await;

@@ -125,7 +125,7 @@ fn reconciles(text: &str) -> f64 {
 
 #[tokio::test]
 async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "ops-leader").await;
@@ -239,7 +239,7 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
 
 #[tokio::test]
 async fn sigterm_releases_the_lease_and_exits_cleanly() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "ops-release").await;
@@ -287,7 +287,7 @@ async fn sigterm_releases_the_lease_and_exits_cleanly() {
 
 #[tokio::test]
 async fn a_leader_whose_lease_is_taken_stops_reconciling() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "ops-usurped").await;

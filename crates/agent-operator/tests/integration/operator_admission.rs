@@ -39,7 +39,7 @@ async fn merge(api: &Api<AgentDeployment>, name: &str, patch: &Value) -> Result<
 
 #[tokio::test]
 async fn immutable_fields_are_rejected_at_admission() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "op-admission").await;

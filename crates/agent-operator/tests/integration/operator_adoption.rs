@@ -22,7 +22,7 @@ async fn harness(test: &str) -> Harness {
 
 #[tokio::test]
 async fn deployment_named_in_spec_is_adopted_and_converged() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-adopt").await;
     let legacy =
         h.cp.create_deployment(&github_create_body("legacy-agent", "old-branch"))
@@ -63,7 +63,7 @@ async fn deployment_named_in_spec_is_adopted_and_converged() {
 
 #[tokio::test]
 async fn name_in_use_stalls_and_the_remote_is_left_alone() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-name-conflict").await;
     let theirs =
         h.cp.create_deployment(&github_create_body("taken-name", "main"))
@@ -103,7 +103,7 @@ async fn name_in_use_stalls_and_the_remote_is_left_alone() {
 
 #[tokio::test]
 async fn name_conflict_is_resolved_by_setting_the_deployment_id() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-conflict-adopt").await;
     let theirs =
         h.cp.create_deployment(&github_create_body("shared-name", "main"))

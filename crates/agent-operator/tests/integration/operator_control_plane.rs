@@ -28,7 +28,7 @@ async fn set_key(h: &Harness, key: &str) {
 
 #[tokio::test]
 async fn deployments_wait_for_their_control_plane_and_recover_after_a_key_rotation() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "op-plane-not-ready").await;

@@ -30,7 +30,7 @@ async fn harness(test: &str, operator: bool) -> Harness {
 
 #[tokio::test]
 async fn pending_marker_resolves_to_the_deployment_that_landed() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-crash-marker", false).await;
     let name = "recovered-agent";
     // State after a crash between the POST and the status write: the marker
@@ -67,7 +67,7 @@ async fn pending_marker_resolves_to_the_deployment_that_landed() {
 
 #[tokio::test]
 async fn operator_killed_during_create_leaves_exactly_one_deployment() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-crash-kill", false).await;
     let name = "crash-agent";
     let env = common::shared_env();

@@ -26,7 +26,7 @@ async fn harness(test: &str, delete_seconds: &str) -> Harness {
 
 #[tokio::test]
 async fn orphan_policy_leaves_the_remote_deployment() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-delete-orphan", "0.5").await;
     let name = "orphaned-agent";
     let mut manifest = github_deployment(name, "main");
@@ -50,7 +50,7 @@ async fn orphan_policy_leaves_the_remote_deployment() {
 
 #[tokio::test]
 async fn delete_policy_waits_for_the_asynchronous_delete() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-delete-async", "3").await;
     let name = "deleted-agent";
     h.apply(github_deployment(name, "main")).await;
@@ -106,7 +106,7 @@ async fn delete_policy_waits_for_the_asynchronous_delete() {
 
 #[tokio::test]
 async fn deletion_without_control_plane_stalls_until_orphaned() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-delete-blocked", "0.5").await;
     let name = "stranded-agent";
     h.apply(github_deployment(name, "main")).await;

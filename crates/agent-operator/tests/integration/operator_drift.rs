@@ -22,7 +22,7 @@ async fn harness(test: &str) -> Harness {
 
 #[tokio::test]
 async fn changes_made_outside_are_patched_back() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-drift-patch").await;
     let name = "drifting-agent";
     h.apply(github_deployment(name, "main")).await;
@@ -118,7 +118,7 @@ async fn changes_made_outside_are_patched_back() {
 
 #[tokio::test]
 async fn deployment_deleted_outside_is_created_again() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-drift-recreate").await;
     let name = "recreated-agent";
     h.apply(github_deployment(name, "main")).await;
@@ -149,7 +149,7 @@ async fn deployment_deleted_outside_is_created_again() {
 
 #[tokio::test]
 async fn deployment_deleted_outside_stalls_with_the_stall_policy() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-drift-stall").await;
     let name = "stalling-agent";
     let mut manifest = github_deployment(name, "main");

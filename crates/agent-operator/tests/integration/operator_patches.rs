@@ -22,7 +22,7 @@ async fn harness(test: &str) -> Harness {
 
 #[tokio::test]
 async fn build_on_push_alone_updates_the_remote_without_a_revision() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-patch-bop").await;
     let name = "bop-agent";
     let mut manifest = github_deployment(name, "main");
@@ -59,7 +59,7 @@ async fn build_on_push_alone_updates_the_remote_without_a_revision() {
 
 #[tokio::test]
 async fn resource_spec_is_sent_merged_with_keys_set_outside() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-patch-resources").await;
     let name = "sized-agent";
     let mut manifest = github_deployment(name, "main");

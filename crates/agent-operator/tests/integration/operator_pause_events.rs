@@ -34,7 +34,7 @@ async fn harness(test: &str) -> Harness {
 
 #[tokio::test]
 async fn paused_resource_makes_no_remote_call_until_resumed() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-pause").await;
     let name = "paused-agent";
     let mut manifest = github_deployment(name, "main");
@@ -112,7 +112,7 @@ async fn paused_resource_makes_no_remote_call_until_resumed() {
 
 #[tokio::test]
 async fn events_tell_the_story_without_secret_values() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-events").await;
     let name = "storied-agent";
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);

@@ -66,7 +66,7 @@ fn documents_of(text: &str, kinds: &[&str]) -> String {
 
 #[tokio::test]
 async fn operators_act_as_the_shipped_service_account_and_lack_unused_verbs() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let admin = common::client().await;
     let ns = common::test_namespace(&admin, "rbac-identity").await;
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), &ns);
@@ -137,7 +137,7 @@ async fn operators_act_as_the_shipped_service_account_and_lack_unused_verbs() {
 
 #[tokio::test]
 async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let admin = env.client().await;
     // The operator's own namespace, with the base's ServiceAccount and
@@ -227,7 +227,7 @@ async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
 
 #[tokio::test]
 async fn the_operator_process_really_acts_as_its_service_account() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     // A ServiceAccount without any grant: if the operator ignored the
     // kubeconfig's `as:` it would run as the admin and become ready.
     let env = common::shared_env();

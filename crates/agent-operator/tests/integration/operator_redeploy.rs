@@ -46,7 +46,7 @@ async fn wait_redeployed(h: &Harness, name: &str, at: &str, previous: &str) -> S
 
 #[tokio::test]
 async fn each_new_annotation_value_redeploys_once() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-redeploy").await;
     let name = "redeployed-agent";
     h.apply(github_deployment(name, "main")).await;

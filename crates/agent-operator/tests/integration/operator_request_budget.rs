@@ -145,7 +145,7 @@ async fn deployment_stalled(h: &Harness, name: &str) -> Option<Condition> {
 
 #[tokio::test]
 async fn a_create_refused_with_422_is_not_retried() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("budget-create-422", &[]).await;
     reject(&h, support::route::CREATE, 422).await;
     let name = "oversized-agent";
@@ -169,7 +169,7 @@ async fn a_create_refused_with_422_is_not_retried() {
 
 #[tokio::test]
 async fn a_create_refused_with_400_is_not_retried() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("budget-create-400", &[]).await;
     reject(&h, support::route::CREATE, 400).await;
     let name = "tag-agent";
@@ -186,7 +186,7 @@ async fn a_create_refused_with_400_is_not_retried() {
 
 #[tokio::test]
 async fn a_patch_refused_with_422_is_not_retried() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("budget-patch-422", &[]).await;
     let name = "resized-agent";
     h.apply(github_deployment(name, "main")).await;
@@ -215,7 +215,7 @@ async fn a_patch_refused_with_422_is_not_retried() {
 
 #[tokio::test]
 async fn a_redeploy_refused_with_400_is_not_retried() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("budget-redeploy-400", &[]).await;
     let name = "redeployed-agent";
     h.apply(github_deployment(name, "main")).await;
@@ -244,7 +244,7 @@ async fn a_redeploy_refused_with_400_is_not_retried() {
 
 #[tokio::test]
 async fn a_listener_read_answered_404_is_not_retried() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let seed = format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents");
     let h = harness("budget-listener-404", &["--listener", &seed]).await;
     let listeners: Api<AgentListener> = Api::namespaced(h.client.clone(), &h.ns);

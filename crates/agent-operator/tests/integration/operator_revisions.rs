@@ -35,7 +35,7 @@ async fn harness(test: &str, step_seconds: &str) -> Harness {
 
 #[tokio::test]
 async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-rev-failed", "0.2").await;
     let name = "failing-agent";
     // The failing build prints a secret value of the deployment.
@@ -155,7 +155,7 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
 
 #[tokio::test]
 async fn interrupted_revision_stalls_with_its_own_reason() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-rev-interrupted", "0.2").await;
     let name = "halted-agent";
     h.apply(github_deployment(name, "halted")).await;
@@ -192,7 +192,7 @@ async fn interrupted_revision_stalls_with_its_own_reason() {
 
 #[tokio::test]
 async fn unknown_revision_status_keeps_polling_and_recovers() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     // Slower steps: UNKNOWN lasts three of them.
     let h = harness("op-rev-unknown", "0.6").await;
     let name = "flaky-agent";
@@ -225,7 +225,7 @@ async fn unknown_revision_status_keeps_polling_and_recovers() {
 
 #[tokio::test]
 async fn skipped_revision_gives_way_to_the_latest() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-rev-skipped", "0.2").await;
     let name = "skipping-agent";
     h.apply(github_deployment(name, "main")).await;

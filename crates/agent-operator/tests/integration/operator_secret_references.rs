@@ -74,7 +74,7 @@ fn reference(name: &str, secret_name: &str, secret_key: &str) -> SecretReference
 
 #[tokio::test]
 async fn references_are_sent_without_values_and_patched() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-secret-refs").await;
     let name = "referencing-agent";
     // A Secret named like the referenced one exists here too: the operator
@@ -227,7 +227,7 @@ async fn refused(api: &Api<AgentDeployment>, manifest: Value) -> String {
 
 #[tokio::test]
 async fn references_are_refused_at_admission_where_the_service_would() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "op-secret-refs-admission").await;

@@ -58,7 +58,7 @@ fn with_secret(name: &str, secret: &str) -> Value {
 
 #[tokio::test]
 async fn missing_key_stalls_and_fixing_the_secret_recovers() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-secret-missing").await;
     let name = "keyless-agent";
     put_secret(&h, "agent-env", json!({"anthropic": UNREFERENCED_VALUE})).await;
@@ -96,7 +96,7 @@ async fn missing_key_stalls_and_fixing_the_secret_recovers() {
 
 #[tokio::test]
 async fn changed_value_makes_a_new_revision_and_is_never_shown() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-secret-rotate").await;
     let name = "rotating-agent";
     put_secret(&h, "agent-env", json!({"openai": FIRST_VALUE})).await;
@@ -176,7 +176,7 @@ const REMOTE_VALUE: &str = "sk-set-in-the-console-5a9f03";
 
 #[tokio::test]
 async fn a_value_changed_on_the_control_plane_is_restored_unseen() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness_with("op-secret-drift", &["--resync-interval-seconds", "0.5"]).await;
     let name = "drifting-secrets-agent";
     put_secret(&h, "agent-env", json!({"openai": FIRST_VALUE})).await;
@@ -270,7 +270,7 @@ async fn a_value_changed_on_the_control_plane_is_restored_unseen() {
 
 #[tokio::test]
 async fn masked_values_are_not_compared_and_cause_no_patch_loop() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness_with("op-secret-masked", &["--resync-interval-seconds", "0.5"]).await;
     // A service that does not return secret values: every answer shows `****`.
     h.emulator

@@ -26,7 +26,7 @@ async fn harness(test: &str, step_seconds: &str, operator: &[&str]) -> Harness {
 /// later `DEPLOYED` makes it Ready.
 #[tokio::test]
 async fn a_revision_past_its_progress_deadline_stalls_and_recovers() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     // Each revision step takes 60 s: the first revision stays QUEUED or
     // BUILDING long past a 10 s deadline.
     let h = harness("op-deadline", "60", &["--max-poll-interval-seconds", "1"]).await;
@@ -89,7 +89,7 @@ async fn a_revision_past_its_progress_deadline_stalls_and_recovers() {
 /// ref, times and status; `activeRevisionId` is the one serving.
 #[tokio::test]
 async fn status_keeps_a_bounded_revision_history_newest_first() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-history", "0.2", &[]).await;
     let name = "history-agent";
     h.apply(github_deployment(name, "main")).await;
@@ -148,7 +148,7 @@ async fn status_keeps_a_bounded_revision_history_newest_first() {
 /// no PATCH, no create while it shows.
 #[tokio::test]
 async fn unused_and_awaiting_final_delete_are_reported() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-unused", "0.2", &["--resync-interval-seconds", "2"]).await;
     let (recreate, stall, final_delete) = ("unused-recreate", "unused-stall", "final-delete");
     h.apply(github_deployment(recreate, "main")).await;

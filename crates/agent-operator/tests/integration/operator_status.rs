@@ -40,7 +40,7 @@ fn snapshot(obj: &AgentDeployment, type_: &str) -> (String, String, Option<i64>,
 
 #[tokio::test]
 async fn conditions_follow_kstatus_and_steady_status_is_not_rewritten() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let h = harness("op-status-kstatus").await;
     let name = "status-agent";
     h.apply(github_deployment(name, "main")).await;

@@ -17,7 +17,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn a_patch_the_service_does_not_hold_is_sent_once() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "op-unheld-drift").await;

@@ -86,7 +86,8 @@ async fn event_count(h: &Harness, name: &str, reason: &str) -> i32 {
 
 #[tokio::test]
 async fn a_verified_deployment_is_ready_only_after_the_agent_server_answered() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(AgentServer);
     let started = Instant::now();
     let server = support::langgraph::shared(TEST_BINARY);
     let h = harness("op-verify-ready", &server.url, &[]).await;
@@ -206,7 +207,8 @@ async fn a_verified_deployment_is_ready_only_after_the_agent_server_answered() {
 
 #[tokio::test]
 async fn an_unknown_assistant_or_graph_is_a_clear_error_and_never_ready() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(AgentServer);
     let server = support::langgraph::shared(TEST_BINARY);
     let h = harness("op-verify-unknown", &server.url, &[]).await;
     let run = "unknown-assistant";
@@ -259,7 +261,7 @@ async fn an_unknown_assistant_or_graph_is_a_clear_error_and_never_ready() {
 
 #[tokio::test]
 async fn an_agent_server_that_is_down_is_retried_with_backoff_not_in_a_loop() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     // A loopback port nobody listens on.
     let closed = format!("http://127.0.0.1:{}", support::free_port());
     let h = harness(
@@ -329,7 +331,7 @@ async fn an_agent_server_that_is_down_is_retried_with_backoff_not_in_a_loop() {
 
 #[tokio::test]
 async fn a_verify_key_secret_is_waited_for_then_used_and_verified_revisions_are_rechecked() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     // The emulator's built-in agent server (deployment URL
     // `{emulator}/agents/{id}`, graph `agent`) checks `X-Api-Key`: a second
     // key of the test workspace, held in its own Secret.
@@ -432,7 +434,7 @@ async fn a_verify_key_secret_is_waited_for_then_used_and_verified_revisions_are_
 
 #[tokio::test]
 async fn an_invalid_verify_is_refused_at_admission() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let client = env.client().await;
     let ns = common::test_namespace(&client, "op-verify-admission").await;
@@ -559,7 +561,7 @@ async fn refusing_server() -> (
 
 #[tokio::test]
 async fn the_control_plane_key_never_goes_to_a_url_from_the_spec() {
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     let (url, heads, server) = refusing_server().await;
     let h = harness_with(
         "op-verify-custom-url",

@@ -110,63 +110,6 @@ pub fn assets_dir() -> Result<PathBuf, EnvTestError> {
     check_assets(dir)
 }
 
-/// Environment variable that turns a missing envtest into a failure: `make
-/// test` and `make faults` set it to `1`, so CI never skips a test for want
-/// of kube-apiserver and etcd.
-pub const REQUIRE_ENV: &str = "AGENT_OPERATOR_REQUIRE_ENVTEST";
-
-/// Whether kube-apiserver and etcd are here ([`assets_dir`]), checked once per
-/// process.
-///
-/// When they are not, it says once how to get them, on the real stderr past
-/// the test harness's output capture, and returns `false`: a plain `cargo
-/// test` on a machine without them runs every other test and passes over the
-/// ones that need a real API server ([`skip_without_envtest!`](crate::skip_without_envtest))
-/// instead of failing each with the same panic. Panics with that message when
-/// [`REQUIRE_ENV`] is set (`make test`).
-pub fn available() -> bool {
-    use std::io::Write;
-    use std::sync::OnceLock;
-    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
-    let checked = CHECKED.get_or_init(|| {
-        assets_dir().map(|_| ()).map_err(|e| {
-            let message = format!(
-                "the tests that need a real kube-apiserver pass over themselves: {e}.\n  \
-                 `make setup` builds kube-apiserver, etcd and kubectl {KUBERNETES_VERSION} with Go \
-                 from the module proxy into .cache/envtest/ (about 6 minutes); `make test` runs \
-                 everything and fails instead of skipping."
-            );
-            if std::env::var_os(REQUIRE_ENV).is_none_or(|v| v.is_empty() || v == "0") {
-                let _ = writeln!(std::io::stderr(), "\nnote: {message}\n");
-            }
-            message
-        })
-    });
-    match checked {
-        Ok(()) => true,
-        Err(message)
-            if std::env::var_os(REQUIRE_ENV).is_some_and(|v| !v.is_empty() && v != "0") =>
-        {
-            panic!("{message} ({REQUIRE_ENV} is set, so this is a failure, not a skip)")
-        }
-        Err(_) => false,
-    }
-}
-
-/// Returns from the calling test (which then passes without running) when
-/// the envtest binaries are missing ([`envtest::available`](crate::envtest::available)
-/// says how to get them, once); the first line of every test that needs a
-/// real API server. With `AGENT_OPERATOR_REQUIRE_ENVTEST=1` (`make test`) a
-/// missing envtest fails the test instead.
-#[macro_export]
-macro_rules! skip_without_envtest {
-    () => {
-        if !$crate::envtest::available() {
-            return;
-        }
-    };
-}
-
 /// `<repository root>/.cache/envtest/<KUBERNETES_VERSION>`, where
 /// `hack/envtest/install.sh` puts the binaries (see [`crate::repo_root`]).
 pub fn default_assets_dir() -> PathBuf {

@@ -1,13 +1,15 @@
 //! Without kube-apiserver and etcd, a test that needs them passes over
 //! itself and says once how to get them; with
-//! `AGENT_OPERATOR_REQUIRE_ENVTEST=1` (`make test`) it fails instead.
+//! `AGENT_OPERATOR_REQUIRE_PREREQUISITES=1` (`make test`) it fails instead.
+//! (The same mechanism serves the agent server, the tools and the image,
+//! see `test_support::prerequisites`.)
 //!
 //! The test runs this binary again as a child, on [`probe`] alone, with
 //! `KUBEBUILDER_ASSETS` pointing at an empty directory.
 
 use std::process::{Command, Output};
 
-use test_support::envtest::REQUIRE_ENV;
+use test_support::prerequisites::REQUIRE_ENV;
 
 /// Marks the child run: [`probe`] does nothing in an ordinary run.
 const PROBE_ENV: &str = "ENVTEST_SKIP_PROBE";
@@ -69,6 +71,6 @@ fn probe() {
     if std::env::var_os(PROBE_ENV).is_none() {
         return;
     }
-    test_support::skip_without_envtest!();
+    test_support::skip_without!(Envtest);
     println!("ran past the skip");
 }

@@ -30,6 +30,7 @@
 pub mod admin;
 pub mod agent;
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod errors;
 mod extract;

@@ -1,11 +1,15 @@
-//! Binaries of other workspace crates that tests run as child processes.
+//! Binaries of other workspace crates that run as child processes.
 //!
-//! Cargo tells a test only where its *own* package's binaries are
-//! (`CARGO_BIN_EXE_<name>`); the operator's integration tests also run the
-//! emulator's binary, from another package of the workspace. It is built
-//! (or found fresh) with `cargo build` through `escargot` the first time a
-//! test process asks, in the profile of the caller (debug for tests,
-//! release for benchmarks), so a test never runs a stale emulator.
+//! Cargo tells a test or bench only where its *own* package's binaries are
+//! (`CARGO_BIN_EXE_<name>`). The operator's fleet benchmark also runs the
+//! emulator's release binary, from another package of the workspace: it is
+//! built (or found fresh) with `cargo build` through `escargot` the first
+//! time a process asks, in the caller's profile (release under `cargo
+//! bench`), so a benchmark never runs a stale emulator. (The integration
+//! tests run the emulator in their own process instead, see
+//! `EmulatorProcess` in `crates/agent-operator/tests/support`: a nested
+//! build resolves features apart from the test build and would compile part
+//! of the dependency tree twice.)
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

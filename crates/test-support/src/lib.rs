@@ -11,7 +11,8 @@
 //!   (the emulator's request log against a [`budget::Budget`]);
 //! - [`langgraph`]: the real agent server (`langgraph dev`) serving
 //!   `fixtures/echo-agent`;
-//! - [`binaries`]: the `control-plane-emulator` binary, built on first use;
+//! - [`binaries`]: the `control-plane-emulator` binary, built on first use
+//!   (for the fleet benchmark; the tests run the emulator in-process);
 //! - [`repo_root`] and [`log_dir`], where fixtures and logs live.
 //!
 //! The binary `testenv` (used by `make demo`) runs an envtest API server

@@ -1,4 +1,4 @@
-//! End to end: a real kube-apiserver + etcd (envtest), the emulator binary and
+//! End to end: a real kube-apiserver + etcd (envtest), the emulator (in-process) and
 //! the operator binary take an AgentDeployment through create → Ready, a spec
 //! change → a new revision → Ready, and delete → gone remotely and locally.
 

@@ -1,5 +1,5 @@
 //! Issue 11, items 6-8, against a real kube-apiserver + etcd (envtest), the
-//! operator binary and the emulator binary (through [`support::Harness`],
+//! operator binary and the emulator (through [`support::Harness`],
 //! which checks the request budget on drop):
 //! - item 6: `sourceConfig.integrationRef` resolves through
 //!   `GET /v1/integrations/github/install` to the right `integration_id` on

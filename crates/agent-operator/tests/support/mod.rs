@@ -1,9 +1,11 @@
-//! Helpers of the operator tests: the emulator and operator *binaries* as child
-//! processes on loopback, typed clients, polling waits, and the request-budget
-//! guard ([`budget`]).
+//! Helpers of the operator tests: the operator *binary* as a child process and
+//! the emulator on its own thread and runtime ([`EmulatorProcess`]), both on
+//! loopback, typed clients, polling waits, and the request-budget guard
+//! ([`budget`]).
 //!
-//! Every child is killed when its handle drops (`kill_on_drop`), and its output
-//! goes to `target/test-logs/<test>-<binary>.log` for post-mortems.
+//! Every child is killed when its handle drops (`kill_on_drop`), the emulator
+//! is shut down, and their logs go to `target/test-logs/<test>-<what>.log`
+//! for post-mortems.
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
 use std::path::{Path, PathBuf};
@@ -70,13 +72,28 @@ pub fn free_port() -> u16 {
     test_support::envtest::child_port()
 }
 
-/// The `control-plane-emulator` binary (another crate of the workspace,
-/// located by [`test_support::binaries::emulator`]) running on a free
-/// loopback port.
+/// The control plane emulator serving on a free loopback port, from the
+/// test process itself: its own thread and tokio runtime (so it outlives
+/// the test's runtime hiccups and never shares its threads), configured by
+/// the flags of the `control-plane-emulator` binary
+/// ([`control_plane_emulator::cli::Args`]), logging to
+/// `target/test-logs/<test>-emulator.log`. Dropping it shuts the server
+/// down. In-process rather than the binary: the binary belongs to another
+/// crate of the workspace, and a nested `cargo build` of it would resolve
+/// features apart from the test build and compile part of the dependency
+/// tree twice.
 pub struct EmulatorProcess {
-    _child: Child,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
     /// `http://127.0.0.1:<port>`
     pub base_url: String,
+}
+
+impl Drop for EmulatorProcess {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
 }
 
 impl EmulatorProcess {
@@ -97,34 +114,86 @@ impl EmulatorProcess {
 
     /// Starts the emulator with the test key and these extra flags (e.g.
     /// `--step-seconds 0.2`, `--scenario BUILD_FAILED:repo_ref=broken`), and
-    /// waits until it answers.
+    /// waits until it listens. Panics on flags the binary would refuse.
     pub async fn start_with(test: &str, args: &[&str]) -> Self {
+        use clap::Parser;
         let port = free_port();
-        let log = log_file(test, "emulator");
-        let child = Command::new(test_support::binaries::emulator())
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--api-key", &format!("{API_KEY}={WORKSPACE}")])
-            .args(args)
-            .env("RUST_LOG", "info")
-            .stdout(log.try_clone().expect("log file"))
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting control-plane-emulator");
-        let base_url = format!("http://127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        let listen = format!("127.0.0.1:{port}");
+        let key = format!("{API_KEY}={WORKSPACE}");
+        let argv = [
+            "control-plane-emulator",
+            "--listen",
+            &listen,
+            "--api-key",
+            &key,
+        ]
+        .into_iter()
+        .chain(args.iter().copied());
+        let flags = control_plane_emulator::cli::Args::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("emulator flags {args:?}: {e}"));
+        let config = flags
+            .config()
+            .unwrap_or_else(|e| panic!("emulator flags {args:?}: {e:#}"));
+        let log = std::sync::Mutex::new(log_file(test, "emulator"));
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name(format!("emulator-{test}"))
+            .spawn(move || {
+                let logs = tracing::Dispatch::new(
+                    tracing_subscriber::fmt()
+                        .with_writer(log)
+                        .with_ansi(false)
+                        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+                        .finish(),
+                );
+                let on_start = logs.clone();
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    // Every thread of this runtime logs to the test's file:
+                    // a thread default, kept for the thread's life.
+                    .on_thread_start(move || {
+                        std::mem::forget(tracing::dispatcher::set_default(&on_start));
+                    })
+                    .build()
+                    .expect("building the emulator's runtime");
+                let _logs = tracing::dispatcher::set_default(&logs);
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::bind(&flags.listen).await {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = started_tx.send(Err(format!("binding {}: {e}", flags.listen)));
+                            return;
+                        }
+                    };
+                    let emu = match control_plane_emulator::spawn_on(listener, config).await {
+                        Ok(emu) => emu,
+                        Err(e) => {
+                            let _ = started_tx.send(Err(format!("starting: {e}")));
+                            return;
+                        }
+                    };
+                    tracing::info!(addr = %emu.addr, "serving");
+                    let _ = started_tx.send(Ok(emu.base_url()));
+                    let state = emu.state().clone();
+                    let server = tokio::spawn(emu.wait());
+                    let _ = stopped.await;
+                    tracing::info!("shutting down");
+                    state.signal_shutdown();
+                    let _ =
+                        tokio::time::timeout(control_plane_emulator::SHUTDOWN_GRACE, server).await;
+                });
+                // Hung requests (fault injection) must not hold the thread.
+                runtime.shutdown_timeout(Duration::from_secs(1));
+            })
+            .expect("starting the emulator thread");
+        let base_url = started_rx
             .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the emulator did not listen on {port}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            .expect("the emulator thread ended before it started")
+            .unwrap_or_else(|e| panic!("the emulator did not start: {e}"));
         Self {
-            _child: child,
+            stop: Some(stop),
             base_url,
         }
     }

@@ -359,7 +359,7 @@ pub struct HarnessBuilder {
 }
 
 impl HarnessBuilder {
-    /// Flags of the emulator process (default: none).
+    /// Flags of the emulator, as the binary takes them (default: none).
     pub fn emulator(mut self, args: &[&str]) -> Self {
         self.emulator = args.iter().map(|a| (*a).to_owned()).collect();
         self

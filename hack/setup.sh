@@ -33,6 +33,8 @@ if ! command -v musl-gcc >/dev/null 2>&1; then
   else sudo apt-get update -qq && sudo apt-get install -y -qq musl-tools >/dev/null; fi
 fi
 command -v setpriv >/dev/null || { echo "setpriv (util-linux) is required" >&2; exit 1; }
+# make lint checks that fuzz/ compiles: libfuzzer-sys builds libFuzzer (C++).
+command -v c++ >/dev/null || { echo "a C++ compiler (c++, e.g. Debian's g++) is required" >&2; exit 1; }
 
 # cargo-deny for make deny (pinned in hack/cargo-tool.sh, built once into
 # .cache/cargo-tools/).

@@ -84,20 +84,20 @@ fn spawn_from_long_lived_thread(command: Command) -> std::io::Result<Child> {
 
 /// Starts `langgraph dev` for `test` and waits for `GET /ok`. Panics with a
 /// message to run `make setup` when the virtualenv is missing (tests skip
-/// before, with `skip_without!(AgentServer)`), and with the log's tail when
-/// the server does not come up.
+/// before, with `skip_without!(AgentServer)`; see
+/// [`crate::prerequisites`]), and with the log's tail when the server does
+/// not come up.
 pub fn start(test: &str) -> LanggraphServer {
-    let bin = langgraph_bin();
+    use crate::prerequisites::{Prerequisite, available};
     assert!(
-        bin.exists(),
-        "{} is missing: run `make setup` (hack/agent-server/install.sh) to install the real agent \
-         server (langgraph-cli[inmem]) the agent server tests run against",
-        bin.display()
+        available(Prerequisite::AgentServer),
+        "this test needs the real agent server but does not start with \
+         test_support::skip_without!(AgentServer)"
     );
+    let bin = langgraph_bin();
     let port = crate::envtest::child_port();
-    std::fs::create_dir_all(crate::log_dir()).expect("creating target/test-logs");
-    let log = crate::log_dir().join(format!("{test}-langgraph.log"));
-    let out = std::fs::File::create(&log).expect("creating the langgraph log");
+    let log = crate::log_path(test, "langgraph");
+    let out = crate::log_file(test, "langgraph");
     let mut command = Command::new("setpriv");
     command
         .args(["--pdeathsig", "KILL", "--"])

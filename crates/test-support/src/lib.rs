@@ -48,6 +48,19 @@ pub fn log_dir() -> PathBuf {
     repo_root().join("target/test-logs")
 }
 
+/// `<log_dir>/<test>-<what>.log`: the log of one child (operator, emulator,
+/// agent server) of one test.
+pub fn log_path(test: &str, what: &str) -> PathBuf {
+    log_dir().join(format!("{test}-{what}.log"))
+}
+
+/// Creates (or truncates) [`log_path`], creating [`log_dir`] first. Panics
+/// when either cannot be created.
+pub fn log_file(test: &str, what: &str) -> std::fs::File {
+    std::fs::create_dir_all(log_dir()).expect("creating target/test-logs");
+    std::fs::File::create(log_path(test, what)).expect("creating a log file")
+}
+
 /// An HTTP client for the emulator's admin routes and loopback servers:
 /// 10 s timeout, rustls' `ring` provider installed first.
 pub fn admin_http() -> reqwest::Client {

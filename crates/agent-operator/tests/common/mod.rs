@@ -72,9 +72,7 @@ impl SharedEnv {
     }
 }
 
-/// Namespace of the operator (`deploy/base/kustomization.yaml`): its
-/// ServiceAccount and leader-election Role live there.
-pub const OPERATOR_NAMESPACE: &str = "agent-operator";
+pub use crate::support::{OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT};
 
 /// The operator's Namespace, ServiceAccount, leader-election Role and
 /// cluster-wide RBAC as shipped (files of [`deploy_dir`], in apply order): what
@@ -172,8 +170,10 @@ pub async fn client() -> kube::Client {
 /// for tests that run the controllers in-process.
 pub async fn operator_client() -> kube::Client {
     let mut config = shared_env().env().config().clone();
-    let who =
-        test_support::envtest::Impersonation::service_account(OPERATOR_NAMESPACE, "agent-operator");
+    let who = test_support::envtest::Impersonation::service_account(
+        OPERATOR_NAMESPACE,
+        OPERATOR_SERVICE_ACCOUNT,
+    );
     config.auth_info.impersonate = Some(who.user);
     config.auth_info.impersonate_groups = Some(who.groups);
     agent_operator::controlplane::client::install_crypto_provider();

@@ -117,7 +117,7 @@ fn operator(kubeconfig: &Path, log_name: &str, ns: &str, extra: Vec<&str>) -> Op
 }
 
 fn operator_log(log_name: &str) -> PathBuf {
-    test_support::repo_root().join(format!("target/test-logs/{log_name}-operator.log"))
+    support::log_path(log_name, "operator")
 }
 
 /// `line` without its ANSI colour sequences (`ESC [ ... m`).

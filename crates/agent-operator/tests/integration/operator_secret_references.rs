@@ -197,7 +197,7 @@ async fn references_are_sent_without_values_and_patched() {
             "an event shows the value"
         );
     }
-    let log = test_support::repo_root().join("target/test-logs/op-secret-refs-operator.log");
+    let log = support::log_path("op-secret-refs", "operator");
     let log = std::fs::read_to_string(&log).expect("the operator's log");
     assert!(log.contains("DEBUG"), "the log is at debug level");
     assert!(!log.contains(DATA_PLANE_VALUE), "the operator log shows it");

@@ -160,7 +160,7 @@ async fn changed_value_makes_a_new_revision_and_is_never_shown() {
         );
     }
     // Nor does its log, at debug level for the operator's own modules.
-    let log = test_support::repo_root().join("target/test-logs/op-secret-rotate-operator.log");
+    let log = support::log_path("op-secret-rotate", "operator");
     let log = std::fs::read_to_string(&log).expect("the operator's log");
     assert!(
         log.contains("DEBUG"),
@@ -260,7 +260,7 @@ async fn a_value_changed_on_the_control_plane_is_restored_unseen() {
             event.reason
         );
     }
-    let log = test_support::repo_root().join("target/test-logs/op-secret-drift-operator.log");
+    let log = support::log_path("op-secret-drift", "operator");
     let log = std::fs::read_to_string(&log).expect("the operator's log");
     assert!(log.contains("DEBUG"), "the log is at debug level");
     for value in [FIRST_VALUE, REMOTE_VALUE, support::API_KEY] {
@@ -327,7 +327,7 @@ async fn masked_values_are_not_compared_and_cause_no_patch_loop() {
     assert!(!support::is_stalled_with(&obj, "DriftNotConverging"));
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.emulator.requests().await.count(route::PATCH), 2);
-    let log = test_support::repo_root().join("target/test-logs/op-secret-masked-operator.log");
+    let log = support::log_path("op-secret-masked", "operator");
     let log = std::fs::read_to_string(&log).expect("the operator's log");
     for value in [FIRST_VALUE, SECOND_VALUE, REMOTE_VALUE] {
         assert!(!log.contains(value), "the operator log shows {value}");

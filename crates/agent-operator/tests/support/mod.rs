@@ -43,16 +43,7 @@ pub const OPERATOR_NAMESPACE: &str = "agent-operator";
 /// another.
 pub const OPERATOR_SERVICE_ACCOUNT: &str = "agent-operator";
 
-pub use test_support::log_dir;
-
-fn log_path(test: &str, what: &str) -> PathBuf {
-    log_dir().join(format!("{test}-{what}.log"))
-}
-
-fn log_file(test: &str, what: &str) -> std::fs::File {
-    std::fs::create_dir_all(log_dir()).expect("creating target/test-logs");
-    std::fs::File::create(log_path(test, what)).expect("creating a log file")
-}
+pub use test_support::{log_dir, log_file, log_path};
 
 /// A client from the kubeconfig file `kubeconfig` (its current context), for
 /// the current runtime: e.g. one of [`impersonating_kubeconfig`], or the
@@ -176,13 +167,9 @@ impl EmulatorProcess {
                     };
                     tracing::info!(addr = %emu.addr, "serving");
                     let _ = started_tx.send(Ok(emu.base_url()));
-                    let state = emu.state().clone();
-                    let server = tokio::spawn(emu.wait());
                     let _ = stopped.await;
                     tracing::info!("shutting down");
-                    state.signal_shutdown();
-                    let _ =
-                        tokio::time::timeout(control_plane_emulator::SHUTDOWN_GRACE, server).await;
+                    emu.shutdown().await;
                 });
                 // Hung requests (fault injection) must not hold the thread.
                 runtime.shutdown_timeout(Duration::from_secs(1));

@@ -1,10 +1,14 @@
-//! Authentication of the control plane routes: `X-Api-Key` and `X-Tenant-Id`.
+//! Authentication of the control plane routes: `X-Api-Key` (or
+//! `Authorization: Bearer <token>`) and `X-Tenant-Id`.
 //!
-//! Sources: spec "Authentication" (both headers on every request) and facts
-//! "Hosts and headers" (header names case-insensitive; missing or wrong key →
-//! 401, key of another workspace → 403, both with a `detail` string).
-//! Emulator choice: a missing `X-Tenant-Id` is 401 too (a missing credential).
-//! The key is never echoed in a body or a log.
+//! Sources: docs/control-plane-api.md, "Hosts and headers" (header names
+//! case-insensitive; missing or wrong key → 401, key of another workspace →
+//! 403, both with a `detail` string) and "Credentials and refusals" (a
+//! bearer token instead of the key, as the Go CLI sends one; a key without a
+//! workspace → 403 whose detail says `requires workspace specification`;
+//! an organisation without Deployment → 403 whose detail says `not
+//! enabled`). Emulator choice: a bearer token is checked against the same
+//! list as API keys. The key is never echoed in a body or a log.
 
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::HeaderMap;
@@ -42,6 +46,16 @@ pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
         .filter(|v| !v.is_empty())
 }
 
+/// The token of an `Authorization: Bearer <token>` header.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = header(headers, "authorization")?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
 /// Decides who is calling: the configured workspace id, or 401/403.
 pub(crate) fn authenticate(
     keys: &[ApiKey],
@@ -56,8 +70,8 @@ pub(crate) fn authenticate(
         return Err(ApiError::unauthorized("Invalid API key."));
     }
     let tenant = tenant.ok_or_else(|| {
-        ApiError::unauthorized(
-            "Missing workspace: send the workspace id in the X-Tenant-Id header.",
+        ApiError::forbidden(
+            "This API key requires workspace specification: send the workspace id in the X-Tenant-Id header.",
         )
     })?;
     entries
@@ -79,9 +93,18 @@ pub(crate) async fn require_api_key(
 ) -> Response {
     let who = authenticate(
         &state.config().api_keys,
-        header(req.headers(), "x-api-key"),
+        header(req.headers(), "x-api-key").or_else(|| bearer(req.headers())),
         header(req.headers(), "x-tenant-id"),
-    );
+    )
+    .and_then(|ws| {
+        if state.config().deployment_disabled(&ws) {
+            Err(ApiError::forbidden(
+                "LangSmith Deployment is not enabled for this organization.",
+            ))
+        } else {
+            Ok(ws)
+        }
+    });
     match who {
         Ok(ws) => {
             req.extensions_mut().insert(Tenant(ws));
@@ -130,11 +153,30 @@ mod tests {
         let status = |k, t| authenticate(&keys(), k, t).unwrap_err().status();
         assert_eq!(status(None, Some(ws1)), StatusCode::UNAUTHORIZED);
         assert_eq!(status(Some("nope"), Some(ws1)), StatusCode::UNAUTHORIZED);
-        assert_eq!(status(Some("k1"), None), StatusCode::UNAUTHORIZED);
+        assert_eq!(status(Some("k1"), None), StatusCode::FORBIDDEN);
+        assert!(
+            authenticate(&keys(), Some("org"), None)
+                .unwrap_err()
+                .body()
+                .to_string()
+                .contains("requires workspace specification")
+        );
         assert_eq!(
             status(Some("k1"), Some("00000000-0000-4000-8000-000000000002")),
             StatusCode::FORBIDDEN
         );
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_from_the_authorization_header() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), None);
+        h.insert("authorization", "Bearer tok".parse().unwrap());
+        assert_eq!(bearer(&h), Some("tok"));
+        h.insert("authorization", "bearer  tok2 ".parse().unwrap());
+        assert_eq!(bearer(&h), Some("tok2"));
+        h.insert("authorization", "Basic abc".parse().unwrap());
+        assert_eq!(bearer(&h), None);
     }
 
     #[test]

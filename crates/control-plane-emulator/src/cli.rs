@@ -14,7 +14,7 @@ use clap::Parser;
 
 use crate::{
     ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, FaultConfig,
-    IntegrationSeed, ListenerSeed, ScenarioRule,
+    IntegrationSeed, ListenerSeed, Quirk, ScenarioRule, ServiceShape,
 };
 
 /// Emulator of the agent platform's control plane REST API (deployments,
@@ -183,6 +183,46 @@ pub struct Args {
     #[arg(long, env = "EMULATOR_HANG_MS", default_value_t = 600_000)]
     hang_ms: u64,
 
+    /// Switch off one way the real service's answers differ from an echo of
+    /// the request (all are on by default but secrets-never-read):
+    /// github-refs, secrets-unread, secret-references-unechoed,
+    /// commands-unechoed, listener-config-unechoed, resource-spec-defaults,
+    /// create-rules, external-deployment-type, name-filter. Repeatable
+    /// (comma-separated in the environment).
+    #[arg(
+        long = "without-quirk",
+        env = "EMULATOR_WITHOUT_QUIRKS",
+        value_name = "QUIRK",
+        value_delimiter = ','
+    )]
+    without_quirks: Vec<Quirk>,
+
+    /// Switch on a quirk that is off by default (secrets-never-read: secrets
+    /// always read back as []). Repeatable (comma-separated in the
+    /// environment).
+    #[arg(
+        long = "with-quirk",
+        env = "EMULATOR_WITH_QUIRKS",
+        value_name = "QUIRK",
+        value_delimiter = ','
+    )]
+    with_quirks: Vec<Quirk>,
+
+    /// Answer with what was stored, without any quirk (before
+    /// --with-quirk).
+    #[arg(long, env = "EMULATOR_ECHO")]
+    echo: bool,
+
+    /// A workspace of an organisation where Deployment is not enabled: every
+    /// control plane request is 403 "... not enabled ...". Repeatable.
+    #[arg(
+        long = "deployment-disabled",
+        env = "EMULATOR_DEPLOYMENT_DISABLED",
+        value_name = "WORKSPACE_ID",
+        value_delimiter = ','
+    )]
+    deployment_disabled_workspaces: Vec<String>,
+
     /// Largest accepted request body in bytes; larger bodies get 413.
     #[arg(long, env = "EMULATOR_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -204,6 +244,22 @@ fn seconds(s: &str) -> Result<f64, String> {
 }
 
 impl Args {
+    /// The [`ServiceShape`] of `--echo`, `--without-quirk` and `--with-quirk`.
+    fn shape(&self) -> ServiceShape {
+        let mut shape = if self.echo {
+            ServiceShape::echo()
+        } else {
+            ServiceShape::default()
+        };
+        for q in &self.without_quirks {
+            shape = shape.without(*q);
+        }
+        for q in &self.with_quirks {
+            shape = shape.with(*q);
+        }
+        shape
+    }
+
     /// The [`EmulatorConfig`] these flags describe.
     ///
     /// Errors: fault flags out of range (`FaultConfig::validate`).
@@ -242,6 +298,8 @@ impl Args {
             faults,
             max_body_bytes: self.max_body_bytes,
             agent_server_auth: !self.agent_server_no_auth,
+            shape: self.shape(),
+            deployment_disabled_workspaces: self.deployment_disabled_workspaces.clone(),
             ..defaults
         })
     }
@@ -303,6 +361,20 @@ mod tests {
         assert_eq!(cfg.scenarios.len(), 1);
         assert_eq!(cfg.faults.rate_limit_per_second, Some(5.0));
         assert!(cfg.agent_server_auth);
+        assert_eq!(cfg.shape, ServiceShape::default());
+        let echo = Args::try_parse_from(["x", "--echo", "--with-quirk", "secrets-never-read"])
+            .unwrap()
+            .config()
+            .unwrap();
+        assert_eq!(echo.shape.names(), ["secrets-never-read"]);
+        let without = Args::try_parse_from(["x", "--without-quirk", "github-refs,name-filter"])
+            .unwrap()
+            .config()
+            .unwrap();
+        assert!(!without.shape.has(Quirk::GithubRefs));
+        assert!(!without.shape.has(Quirk::NameFilter));
+        assert!(without.shape.has(Quirk::SecretsUnread));
+        assert!(Args::try_parse_from(["x", "--without-quirk", "nope"]).is_err());
         assert!(!banner("http://x", &cfg.api_keys).contains("k1"));
     }
 

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::faults::FaultConfig;
 use super::scenario::ScenarioRule;
+use super::shape::ServiceShape;
 
 /// The API key accepted by a default emulator (public, not a secret: it only
 /// opens a loopback test tool).
@@ -221,6 +222,13 @@ pub struct EmulatorConfig {
     /// deployment's workspace, as cloud deployments do (facts "Agent server").
     /// Default true.
     pub agent_server_auth: bool,
+    /// How answers differ from an echo of the request (every quirk of the
+    /// real service by default; see [`ServiceShape`]).
+    pub shape: ServiceShape,
+    /// Workspaces of an organisation where Deployment is not enabled: every
+    /// control plane request is 403 with a detail that contains
+    /// `not enabled` (docs/control-plane-api.md, "Credentials and refusals").
+    pub deployment_disabled_workspaces: Vec<String>,
 }
 
 impl Default for EmulatorConfig {
@@ -240,6 +248,8 @@ impl Default for EmulatorConfig {
             faults: FaultConfig::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             agent_server_auth: true,
+            shape: ServiceShape::default(),
+            deployment_disabled_workspaces: Vec::new(),
         }
     }
 }
@@ -264,6 +274,13 @@ impl EmulatorConfig {
                 .iter()
                 .any(|l| same_workspace(&l.workspace_id, workspace_id))
             || self.requires_listener(workspace_id)
+    }
+
+    /// True when Deployment is off for the workspace's organisation.
+    pub fn deployment_disabled(&self, workspace_id: &str) -> bool {
+        self.deployment_disabled_workspaces
+            .iter()
+            .any(|w| same_workspace(w, workspace_id))
     }
 
     /// True when creates in the workspace must name a listener.

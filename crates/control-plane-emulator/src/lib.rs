@@ -39,6 +39,7 @@ pub mod logs;
 pub mod routes;
 pub mod rules;
 pub mod scenario;
+pub mod shape;
 pub mod state;
 pub mod stats;
 mod store;
@@ -60,6 +61,7 @@ pub use config::{
 };
 pub use faults::{FaultConfig, RejectRule};
 pub use scenario::{ScenarioField, ScenarioRule};
+pub use shape::{Quirk, ServiceShape};
 pub use state::EmulatorState;
 pub use timeline::Outcome;
 

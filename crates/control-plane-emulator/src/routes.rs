@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 use super::auth::Tenant;
 use super::errors::ApiError;
-use super::extract::{JsonBody, PathIds};
+use super::extract::{JsonBody, OptionalJsonBody, PathIds};
 use super::logs;
 use super::rules::{self, Current, DEFAULT_DEPLOYMENT_TYPE, PatchBody, WorkspacePolicy};
 use super::scenario::{RevisionFacts, pick_rule};
@@ -41,7 +41,8 @@ use super::state::EmulatorState;
 use super::store::{Now, StoredDeployment};
 use super::timeline::Plan;
 use super::validate::{
-    self, DEPLOYMENT_CREATE, DEPLOYMENT_PATCH, DEPLOYMENT_TYPES, QueryParams, paging,
+    self, DEPLOYMENT_CREATE, DEPLOYMENT_PATCH, DEPLOYMENT_TYPES, QueryParams, REVISION_CREATE,
+    paging,
 };
 use agent_operator::controlplane::types::{DeploymentCreate, SourceRevisionConfig};
 
@@ -164,10 +165,11 @@ fn drop_ignored_keys(state: &EmulatorState, body: &mut Value) {
     }
 }
 
-/// The deployment `d` as answered: its JSON view, with every secret value
-/// shown as `****` under the `masked_secret_values` fault.
+/// The deployment `d` as answered: its JSON view in the configured
+/// [`crate::ServiceShape`], with every secret value shown as `****` under
+/// the `masked_secret_values` fault.
 fn shown(state: &EmulatorState, d: &StoredDeployment, now: &Now) -> Value {
-    let mut v = d.json(now);
+    let mut v = d.answer(now, &state.config().shape);
     if state.faults().masked_secret_values
         && let Some(Value::Array(secrets)) = v.get_mut("secrets")
     {
@@ -193,6 +195,7 @@ async fn create_deployment(
         listeners: state.listeners_of(&ws),
     };
     rules::check_create(&req, &policy)?;
+    rules::check_create_shape(&req, &state.config().shape)?;
     state.with_store(|store, now| {
         if store.name_taken(&ws, &req.name) {
             return Err(ApiError::conflict(format!(
@@ -226,6 +229,7 @@ async fn create_deployment(
             deleted: None,
             assistant_id: Uuid::new_v4(),
             forced_status: None,
+            display_name: None,
         };
         let plan = plan_for(&state, &d, &req.source_revision_config);
         d.add_revision(req.source_revision_config.clone(), plan, *now);
@@ -258,6 +262,13 @@ async fn list_deployments(
         return Err(ApiError::validation(errs));
     }
     let name_contains = q.get("name_contains").map(str::to_lowercase);
+    // The exact-name filter of the Go CLI (docs/control-plane-api.md,
+    // "Requests as the official clients send them"); an older service
+    // ignores it (quirk `name-filter` off).
+    let name = q
+        .get("name")
+        .filter(|_| state.config().shape.has(crate::Quirk::NameFilter))
+        .map(str::to_owned);
     let statuses = q.csv("status").filter(|s| !s.is_empty());
     let items = state.with_store(|store, now| {
         store
@@ -267,6 +278,7 @@ async fn list_deployments(
                 name_contains
                     .as_ref()
                     .is_none_or(|n| d.name.to_lowercase().contains(n))
+                    && name.as_ref().is_none_or(|n| d.name == *n)
                     && statuses
                         .as_ref()
                         .is_none_or(|s| s.iter().any(|s| s.eq_ignore_ascii_case(d.status())))
@@ -311,6 +323,15 @@ async fn patch_deployment(
     validate::check(&mut body, &DEPLOYMENT_PATCH, &body_loc()).map_err(ApiError::validation)?;
     drop_ignored_keys(&state, &mut body);
     let patch: PatchBody = decode(body)?;
+    if patch.display_name.as_deref().is_some_and(str::is_empty) {
+        return Err(ApiError::validation(vec![super::errors::issue(
+            "string_too_short",
+            &[json!("body"), json!("display_name")],
+            "String should have at least 1 character",
+            None,
+            Some(json!({"min_length": 1})),
+        )]));
+    }
     state.with_store(|store, now| {
         let d = store
             .get_mut(&ws, &id)
@@ -336,6 +357,9 @@ async fn patch_deployment(
         }
         if let Some(references) = effect.secret_references {
             d.secret_references = references;
+        }
+        if let Some(name) = &patch.display_name {
+            d.display_name = Some(name.clone());
         }
         if let Some(config) = effect.new_revision {
             let plan = plan_for(&state, d, &config);
@@ -414,29 +438,54 @@ async fn get_revision(
     })
 }
 
-/// Creates a revision of deployment `id` with `config` (the latest one when
-/// `None`); returns the deployment and the new revision as JSON.
+/// Applies `patch` (the optional body of a revision POST) to deployment `id`
+/// and creates a revision: with that revision's configuration when
+/// `from_revision` is set, else with the latest configuration and the
+/// body's values (an omitted field keeps the previous revision's). Returns
+/// the deployment and the new revision as JSON.
 fn new_revision(
     state: &EmulatorState,
     ws: &str,
     id: &Uuid,
     from_revision: Option<&Uuid>,
+    patch: &PatchBody,
 ) -> Result<(Value, Value), ApiError> {
     state.with_store(|store, now| {
         let d = store
             .get_mut(ws, id)
             .ok_or_else(|| ApiError::deployment_not_found(id))?;
+        if d.deleted.is_some() {
+            return Err(being_deleted(id));
+        }
         let config = match from_revision {
             Some(rid) => d
                 .revision(rid)
                 .ok_or_else(|| ApiError::revision_not_found(rid))?
                 .config
                 .clone(),
-            None => d.latest().map(|r| r.config.clone()).unwrap_or_default(),
+            None => {
+                let latest = d.latest().map(|r| r.config.clone()).unwrap_or_default();
+                let effect = rules::plan_patch(
+                    Current {
+                        name: &d.name,
+                        source: &d.source,
+                        source_config: &d.source_config,
+                        revision_config: &latest,
+                        secrets: &d.secrets,
+                        secret_references: &d.secret_references,
+                    },
+                    patch,
+                )?;
+                d.source_config = effect.source_config;
+                if let Some(secrets) = effect.secrets {
+                    d.secrets = secrets;
+                }
+                if let Some(references) = effect.secret_references {
+                    d.secret_references = references;
+                }
+                effect.new_revision.unwrap_or(latest)
+            }
         };
-        if d.deleted.is_some() {
-            return Err(being_deleted(id));
-        }
         let plan = plan_for(state, d, &config);
         let rid = d.add_revision(config, plan, *now);
         tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by redeploy");
@@ -445,12 +494,25 @@ fn new_revision(
     })
 }
 
+/// `POST /v2/deployments/{id}/revisions`: a new revision, with the values of
+/// its optional body (docs/control-plane-api.md, "Revisions by POST");
+/// answers 201 with the Revision.
 async fn redeploy(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
     ids: PathIds,
+    OptionalJsonBody(body): OptionalJsonBody,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let (_, rev) = new_revision(&state, &ws, &ids.at(0), None)?;
+    let patch = match body {
+        Some(mut body) => {
+            validate::check(&mut body, &REVISION_CREATE, &body_loc())
+                .map_err(ApiError::validation)?;
+            drop_ignored_keys(&state, &mut body);
+            decode(body)?
+        }
+        None => PatchBody::default(),
+    };
+    let (_, rev) = new_revision(&state, &ws, &ids.at(0), None, &patch)?;
     Ok((StatusCode::CREATED, Json(rev)))
 }
 
@@ -459,7 +521,13 @@ async fn redeploy_revision(
     Tenant(ws): Tenant,
     ids: PathIds,
 ) -> JsonResult {
-    let (deployment, _) = new_revision(&state, &ws, &ids.at(0), Some(&ids.at(1)))?;
+    let (deployment, _) = new_revision(
+        &state,
+        &ws,
+        &ids.at(0),
+        Some(&ids.at(1)),
+        &PatchBody::default(),
+    )?;
     Ok(Json(deployment))
 }
 

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::errors::ApiError;
+use super::shape::{Quirk, ServiceShape};
 use agent_operator::controlplane::types::{
     DeploymentCreate, Listener, ListenerConfig, SecretReference, SecretValue, SourceConfig,
     SourceRevisionConfig,
@@ -127,6 +128,48 @@ pub(crate) fn check_create(
         &req.secrets,
     )?;
     check_listener(sc, ws)
+}
+
+/// The create rules of the real service by source
+/// ([`Quirk::CreateRules`], [`Quirk::ExternalDeploymentType`]; source:
+/// docs/control-plane-api.md, "Requests as the official clients send
+/// them"): a `github` create carries `source_config.deployment_type` and
+/// `build_on_push` (400 naming the missing one otherwise); an
+/// `external_docker` create carries a `resource_spec` object (`{}` is fine)
+/// and no `deployment_type` (400 each).
+pub(crate) fn check_create_shape(
+    req: &DeploymentCreate,
+    shape: &ServiceShape,
+) -> Result<(), ApiError> {
+    let sc = &req.source_config;
+    if shape.has(Quirk::CreateRules) {
+        if req.source == "github" {
+            if sc.deployment_type.is_none() {
+                return Err(ApiError::bad_request(
+                    "'source_config.deployment_type' is required for source 'github'.",
+                ));
+            }
+            if sc.build_on_push.is_none() {
+                return Err(ApiError::bad_request(
+                    "'source_config.build_on_push' is required for source 'github'.",
+                ));
+            }
+        } else if !matches!(sc.resource_spec, Some(serde_json::Value::Object(_))) {
+            return Err(ApiError::bad_request(format!(
+                "'source_config.resource_spec' is required for source '{}'.",
+                req.source
+            )));
+        }
+    }
+    if shape.has(Quirk::ExternalDeploymentType)
+        && req.source == "external_docker"
+        && sc.deployment_type.is_some()
+    {
+        return Err(ApiError::bad_request(
+            "'source_config.deployment_type' is not allowed for source 'external_docker'.",
+        ));
+    }
+    Ok(())
 }
 
 /// `install_command` and `build_command` must follow
@@ -286,6 +329,10 @@ pub(crate) struct PatchBody {
     pub secrets: Option<Vec<SecretValue>>,
     #[serde(default)]
     pub secret_references: Option<Vec<SecretReference>>,
+    /// The name shown in the UI; `null` leaves it, an empty one is 422
+    /// (checked by the route), and it cannot be cleared once set.
+    #[serde(default)]
+    pub display_name: Option<String>,
 }
 
 /// What a deployment looks like before the patch.

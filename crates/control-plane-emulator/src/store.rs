@@ -14,6 +14,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::shape::{AnswerFacts, ServiceShape, answer};
 use super::timeline::Plan;
 use agent_operator::controlplane::types::{
     Deployment, Revision, RevisionStatus, SecretReference, SecretValue, SourceConfig,
@@ -134,6 +135,9 @@ pub(crate) struct StoredDeployment {
     /// A deployment status set by the admin API (`UNUSED`,
     /// `AWAITING_FINAL_DELETE`, ...), shown instead of the computed one.
     pub forced_status: Option<String>,
+    /// `display_name`, set by PATCH only (not accepted on create; cannot be
+    /// cleared once set: docs/control-plane-api.md, "Answer shapes").
+    pub display_name: Option<String>,
 }
 
 const SOURCE_CONFIG_KEYS: &[&str] = &[
@@ -233,6 +237,7 @@ impl StoredDeployment {
             id: self.id.to_string(),
             tenant_id: Some(self.tenant_id.clone()),
             name: self.name.clone(),
+            display_name: self.display_name.clone(),
             source: Some(self.source.clone()),
             source_config: self.source_config.clone(),
             source_revision_config: latest.map(|r| r.config.clone()).unwrap_or_default(),
@@ -247,7 +252,8 @@ impl StoredDeployment {
         }
     }
 
-    /// The wire view as JSON, absent optional fields sent as null.
+    /// The wire view as JSON, absent optional fields sent as null: what was
+    /// stored, as the admin API shows it.
     pub fn json(&self, now: &Now) -> Value {
         let mut v = serde_json::to_value(self.view(now)).unwrap_or(Value::Null);
         fill_nulls(&mut v["source_config"], SOURCE_CONFIG_KEYS);
@@ -255,6 +261,32 @@ impl StoredDeployment {
             &mut v["source_revision_config"],
             SOURCE_REVISION_CONFIG_KEYS,
         );
+        if v.get("display_name").is_none() {
+            v["display_name"] = Value::Null;
+        }
+        v
+    }
+
+    /// The deployment as the control plane answers it: [`Self::json`]
+    /// reshaped by every quirk of `shape` (see [`crate::shape`]).
+    pub fn answer(&self, now: &Now, shape: &ServiceShape) -> Value {
+        let mut v = self.json(now);
+        let latest = self.latest();
+        let resolved_commit = latest.and_then(|r| r.config.repo_commit_sha.as_deref());
+        let facts = AnswerFacts {
+            source: &self.source,
+            configured_ref: latest.and_then(|r| r.config.repo_ref.as_deref()),
+            resolved_commit,
+            built_image: resolved_commit.map(|sha| {
+                format!(
+                    "registry.emulator.invalid/{}:{}",
+                    self.name,
+                    &sha[..sha.len().min(12)]
+                )
+            }),
+            ever_deployed: self.active(now).is_some(),
+        };
+        answer(&mut v, &facts, shape);
         v
     }
 }
@@ -397,6 +429,7 @@ mod tests {
             deleted: None,
             assistant_id: Uuid::new_v4(),
             forced_status: None,
+            display_name: None,
         };
         let builds = source == "github";
         d.add_revision(

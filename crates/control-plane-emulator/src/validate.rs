@@ -174,6 +174,18 @@ pub(crate) const DEPLOYMENT_PATCH: Ty = Ty::Model(&[
     opt("source_revision_config", Ty::Model(SOURCE_REVISION_CONFIG)),
     opt("secrets", Ty::List(&Ty::Model(SECRET))),
     opt("secret_references", Ty::List(&Ty::Model(SECRET_REFERENCE))),
+    opt("display_name", Ty::Str),
+]);
+
+/// Optional body of `POST /v2/deployments/{id}/revisions`, as the Terraform
+/// provider sends it (docs/control-plane-api.md, "Revisions by POST"):
+/// the new revision's values; an omitted field keeps the previous
+/// revision's.
+pub(crate) const REVISION_CREATE: Ty = Ty::Model(&[
+    opt("source_config", Ty::Model(SOURCE_CONFIG)),
+    opt("source_revision_config", Ty::Model(SOURCE_REVISION_CONFIG)),
+    opt("secrets", Ty::List(&Ty::Model(SECRET))),
+    opt("secret_references", Ty::List(&Ty::Model(SECRET_REFERENCE))),
 ]);
 
 /// Body of the agent server's `POST /assistants/search` (facts "Agent server").

@@ -653,6 +653,22 @@ pub struct AgentDeploymentStatus {
     /// changed there (drift) without comparing values in the clear.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_hash: Option<String>,
+    /// Digest of the desired values of the fields the control plane may not
+    /// read back (`repoRef`, `installCommand`, `buildCommand`,
+    /// `secretReferences`) as last sent: when a read does not tell such a
+    /// field, a change of the spec is found against it, never against the
+    /// read (docs/control-plane-api.md, "Answer shapes"). Holds no value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unechoed_hash: Option<String>,
+    /// The commit the latest revision of a `github` deployment was built
+    /// from, as the control plane reads it back (provenance: recorded, never
+    /// compared with the spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_commit: Option<String>,
+    /// The image the control plane built for the latest revision of a
+    /// `github` deployment (provenance, never compared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub built_image: Option<String>,
     /// The last value of the redeploy annotation that was acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_redeploy_requested_at: Option<String>,

@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 
+use super::shapes::{self, Memory};
 use crate::api::deployment::{self as crd, AgentDeploymentSpec};
 use crate::api::resource_spec;
 use crate::controlplane::types::{
@@ -23,6 +24,7 @@ pub fn source_config(spec: &crd::SourceConfig) -> wire::SourceConfig {
         repo_url: spec.repo_url.clone(),
         deployment_type: spec.deployment_type.map(|t| t.as_str().to_owned()),
         build_on_push: spec.build_on_push,
+        repo_branch: None,
         custom_url: spec.custom_url.clone(),
         resource_spec: spec
             .resource_spec
@@ -81,14 +83,6 @@ pub fn create_body(
     }
 }
 
-/// True when every key of `desired` has the same value in `current`.
-fn object_contains(current: Option<&Value>, desired: &Map<String, Value>) -> bool {
-    let Some(Value::Object(current)) = current else {
-        return desired.is_empty();
-    };
-    desired.iter().all(|(k, v)| current.get(k) == Some(v))
-}
-
 /// `current` with every key of `desired` set: the object to send, since the
 /// service replaces `resource_spec` whole on PATCH.
 fn merged(current: Option<&Value>, desired: &Map<String, Value>) -> Value {
@@ -106,30 +100,42 @@ fn differs<T: PartialEq>(desired: &Option<T>, current: &Option<T>) -> bool {
     desired.is_some() && desired != current
 }
 
-/// The minimal PATCH that makes `remote` equal to `desired`, or an empty patch.
+/// The minimal PATCH that makes `remote` equal to `desired`, or an empty
+/// patch, read through the answer shapes of [`shapes::ANSWER_SHAPES`]: a
+/// field the service does not echo, echoes normalised, or fills with a
+/// default is never drift; when the read does not tell, a field is sent
+/// only when the desired state changed since it was last sent
+/// (`memory.sent`).
 ///
 /// - `source_config`: only the mutable fields the spec sets and that differ
 ///   (`build_on_push`, `custom_url`, `install_command`, `build_command`,
-///   `resource_spec` merged with the current object). Immutable fields (`integration_id`, `repo_url`,
+///   `resource_spec` merged with the current object, only the keys the spec
+///   sets compared). Immutable fields (`integration_id`, `repo_url`,
 ///   `deployment_type`, `listener_*`) are never sent.
-/// - `source_revision_config`: the spec's values, only when one of them differs
-///   (it creates a revision).
+/// - `source_revision_config`: the spec's values, only when one of them
+///   differs (it creates a revision); `repo_ref` is compared with the
+///   configured branch ([`shapes::configured_ref`]), never with a resolved
+///   commit.
 /// - `secrets`: the full list, only when a name or value differs; an empty
 ///   desired list is never sent (the service reads `[]` as "unchanged").
-///   `send_secrets` says the values differ (from the ones last sent, or from
-///   the ones the service returns: [`remote_secrets_differ`]); names are
-///   compared here. The service replaces the whole list, so a secret the
-///   remote has and the spec does not list is removed by the same PATCH.
+///   `memory.send_secrets` says the values differ (from the ones last sent,
+///   or from the ones the service returns: [`remote_secrets_differ`]);
+///   names are compared here when the service returns some. The service
+///   replaces the whole list, so a secret the remote has and the spec does
+///   not list is removed by the same PATCH.
 /// - `secret_references`: the full desired list when it differs from the
-///   remote's as a set (they hold no values, so they are compared directly);
-///   an empty list is sent to remove the remote's last references (if the
-///   service does not hold that, the read-back reports it as not held).
+///   remote's as a set, or, when the service returns none, when the desired
+///   state changed since last sent; an empty list is sent to remove the
+///   remote's last references.
 pub fn compute_patch(
     desired: &DeploymentCreate,
     remote: &wire::Deployment,
-    send_secrets: bool,
+    memory: &Memory<'_>,
 ) -> DeploymentPatch {
     let mut patch = DeploymentPatch::default();
+    let changed = memory
+        .sent
+        .is_some_and(|sent| sent != shapes::unechoed_hash(desired));
 
     let d = &desired.source_config;
     let r = &remote.source_config;
@@ -140,14 +146,14 @@ pub fn compute_patch(
     if differs(&d.custom_url, &r.custom_url) {
         sc.custom_url = d.custom_url.clone();
     }
-    if differs(&d.install_command, &r.install_command) {
+    if shapes::optional_echo(&d.install_command, &r.install_command).send(changed) {
         sc.install_command = d.install_command.clone();
     }
-    if differs(&d.build_command, &r.build_command) {
+    if shapes::optional_echo(&d.build_command, &r.build_command).send(changed) {
         sc.build_command = d.build_command.clone();
     }
     if let Some(Value::Object(want)) = &d.resource_spec
-        && !object_contains(r.resource_spec.as_ref(), want)
+        && !shapes::resource_spec_holds(r.resource_spec.as_ref(), want)
     {
         sc.resource_spec = Some(merged(r.resource_spec.as_ref(), want));
     }
@@ -157,9 +163,11 @@ pub fn compute_patch(
 
     let d = &desired.source_revision_config;
     let r = &remote.source_revision_config;
-    if differs(&d.repo_ref, &r.repo_ref)
+    let image_differs =
+        remote.source.as_deref() != Some("github") && differs(&d.image_uri, &r.image_uri);
+    if shapes::repo_ref(&d.repo_ref, remote).send(changed)
         || differs(&d.langgraph_config_path, &r.langgraph_config_path)
-        || differs(&d.image_uri, &r.image_uri)
+        || image_differs
     {
         patch.source_revision_config = Some(wire::SourceRevisionConfig {
             repo_commit_sha: None,
@@ -168,17 +176,18 @@ pub fn compute_patch(
     }
 
     if !desired.secrets.is_empty()
-        && (send_secrets || !same_names(&desired.secrets, &remote.secrets))
+        && (memory.send_secrets
+            || shapes::secret_names(&desired.secrets, &remote.secrets) == shapes::Said::Differs)
     {
         patch.secrets = Some(desired.secrets.clone());
     }
 
-    let mut remote_refs = remote.secret_references.clone();
-    remote_refs.sort();
-    let mut desired_refs = desired.secret_references.clone();
-    desired_refs.sort();
-    if desired_refs != remote_refs {
-        patch.secret_references = Some(desired_refs);
+    if shapes::secret_references(&desired.secret_references, &remote.secret_references)
+        .send(changed)
+    {
+        let mut refs = desired.secret_references.clone();
+        refs.sort();
+        patch.secret_references = Some(refs);
     }
     patch
 }
@@ -188,18 +197,21 @@ pub fn compute_patch(
 /// `desired_hash`, the `status.secretsHash` form `<salt>:<hex>`) is not
 /// `desired_hash`. No value is compared or kept outside the hash.
 ///
-/// A response whose values are unusable (an empty value, or one made only
-/// of `*`: a service that does not return or masks values) says nothing
-/// about them: `false`, and only a change of the desired values is sent.
+/// A response that returns no secrets (`[]` or `null`: the service reads
+/// back `[]` before the first revision) or unusable values (an empty value,
+/// or one made only of `*`: a service that does not return or masks values)
+/// says nothing about them: `false`, and only a change of the desired
+/// values is sent (row `secrets` of [`shapes::ANSWER_SHAPES`]).
 pub fn remote_secrets_differ(desired_hash: &str, remote: &[SecretValue]) -> bool {
     use secrecy::ExposeSecret;
     let Some(salt) = salt_of(desired_hash) else {
         return false;
     };
-    let returned = remote.iter().all(|s| {
-        let v = s.value.expose_secret();
-        !v.is_empty() && !v.chars().all(|c| c == '*')
-    });
+    let returned = !remote.is_empty()
+        && remote.iter().all(|s| {
+            let v = s.value.expose_secret();
+            !v.is_empty() && !v.chars().all(|c| c == '*')
+        });
     returned && secrets_hash(salt, remote) != desired_hash
 }
 
@@ -217,14 +229,6 @@ pub fn creates_revision(patch: &DeploymentPatch) -> bool {
         || patch.source_config.as_ref().is_some_and(|s| {
             s.resource_spec.is_some() || s.install_command.is_some() || s.build_command.is_some()
         })
-}
-
-fn same_names(a: &[SecretValue], b: &[SecretValue]) -> bool {
-    let mut a: Vec<&str> = a.iter().map(|s| s.name.as_str()).collect();
-    let mut b: Vec<&str> = b.iter().map(|s| s.name.as_str()).collect();
-    a.sort_unstable();
-    b.sort_unstable();
-    a == b
 }
 
 /// A fresh random salt for [`secrets_hash`] (16 bytes, hex).
@@ -359,6 +363,7 @@ mod tests {
         wire::Deployment {
             id: "d".into(),
             tenant_id: None,
+            display_name: None,
             name: create.name.clone(),
             source: Some(create.source.clone()),
             source_config: wire::SourceConfig {
@@ -403,7 +408,7 @@ mod tests {
     #[test]
     fn unchanged_remote_needs_no_patch() {
         let body = create_body("a", &spec(), vec![SecretValue::new("A", "b")]);
-        assert!(compute_patch(&body, &remote_of(&body), false).is_empty());
+        assert!(compute_patch(&body, &remote_of(&body), &Memory::secrets(false)).is_empty());
     }
 
     #[test]
@@ -412,7 +417,11 @@ mod tests {
         let remote = remote_of(&body);
         let mut s = spec();
         s.source_revision_config.repo_ref = Some("v2".into());
-        let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
+        let patch = compute_patch(
+            &create_body("a", &s, vec![]),
+            &remote,
+            &Memory::secrets(false),
+        );
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),
             json!({"source_revision_config": {"repo_ref": "v2", "langgraph_config_path": "langgraph.json"}})
@@ -426,7 +435,11 @@ mod tests {
         let mut s = spec();
         s.source_config.build_on_push = Some(true);
         s.source_config.resource_spec = Some(json!({"minScale": 2}).as_object().unwrap().clone());
-        let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
+        let patch = compute_patch(
+            &create_body("a", &s, vec![]),
+            &remote,
+            &Memory::secrets(false),
+        );
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),
             json!({"source_config": {"build_on_push": true, "resource_spec": {"min_scale": 2, "cpu": 1}}})
@@ -443,9 +456,13 @@ mod tests {
         assert_eq!(v["source_config"]["install_command"], "npm ci");
         assert_eq!(v["source_config"]["build_command"], "npm run build");
         let remote = remote_of(&body);
-        assert!(compute_patch(&body, &remote, false).is_empty());
+        assert!(compute_patch(&body, &remote, &Memory::secrets(false)).is_empty());
         s.source_config.build_command = Some("npm run build:prod".into());
-        let patch = compute_patch(&create_body("a", &s, vec![]), &remote, false);
+        let patch = compute_patch(
+            &create_body("a", &s, vec![]),
+            &remote,
+            &Memory::secrets(false),
+        );
         assert_eq!(
             serde_json::to_value(&patch).unwrap(),
             json!({"source_config": {"build_command": "npm run build:prod"}})
@@ -463,14 +480,14 @@ mod tests {
         let stored = secrets_hash(&salt, &body.secrets);
         let changed = secrets_hash(salt_of(&stored).unwrap(), &new.secrets) != stored;
         assert!(changed, "a changed value changes the hash");
-        let patch = compute_patch(&new, &remote, changed);
+        let patch = compute_patch(&new, &remote, &Memory::secrets(changed));
         assert_eq!(patch.secrets.as_ref().map(Vec::len), Some(1));
         assert!(patch.source_config.is_none() && patch.source_revision_config.is_none());
         assert!(creates_revision(&patch));
         let same = secrets_hash(&salt, &[SecretValue::new("A", "old")]);
         assert_eq!(same, stored, "same values, same hash");
         assert!(!stored.contains("old"));
-        assert!(compute_patch(&body, &remote, false).is_empty());
+        assert!(compute_patch(&body, &remote, &Memory::secrets(false)).is_empty());
     }
 
     #[test]
@@ -478,7 +495,11 @@ mod tests {
         let body = create_body("a", &spec(), vec![SecretValue::new("A", "v")]);
         let remote = remote_of(&body);
         let renamed = create_body("a", &spec(), vec![SecretValue::new("B", "v")]);
-        assert!(compute_patch(&renamed, &remote, false).secrets.is_some());
+        assert!(
+            compute_patch(&renamed, &remote, &Memory::secrets(false))
+                .secrets
+                .is_some()
+        );
         let h1 = secrets_hash(
             "s",
             &[SecretValue::new("A", "1"), SecretValue::new("B", "2")],
@@ -510,9 +531,12 @@ mod tests {
         );
         let mut remote = remote_of(&body);
         remote.secret_references.reverse();
-        assert!(compute_patch(&body, &remote, false).is_empty(), "order");
+        assert!(
+            compute_patch(&body, &remote, &Memory::secrets(false)).is_empty(),
+            "order"
+        );
         remote.secret_references[0].secret_key = "other".into();
-        let patch = compute_patch(&body, &remote, false);
+        let patch = compute_patch(&body, &remote, &Memory::secrets(false));
         assert_eq!(
             patch.secret_references.as_ref(),
             Some(&body.secret_references)
@@ -522,7 +546,7 @@ mod tests {
         // Removing every reference sends an empty list.
         let none = create_body("a", &spec(), vec![]);
         assert_eq!(
-            compute_patch(&none, &remote, false).secret_references,
+            compute_patch(&none, &remote, &Memory::secrets(false)).secret_references,
             Some(vec![])
         );
         // A body without references does not carry the key at all.
@@ -560,7 +584,7 @@ mod tests {
         remote.secrets = changed.to_vec();
         let differ = remote_secrets_differ(&hash, &remote.secrets);
         assert_eq!(
-            compute_patch(&body, &remote, differ)
+            compute_patch(&body, &remote, &Memory::secrets(differ))
                 .secrets
                 .map(|s| s.len()),
             Some(2)

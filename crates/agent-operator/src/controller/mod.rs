@@ -14,6 +14,7 @@ pub mod planes;
 pub mod report;
 pub mod resolve;
 pub mod runner;
+pub mod shapes;
 pub mod status;
 
 use std::time::Duration;

@@ -163,7 +163,12 @@ pub struct ListDeployments {
     /// Items to skip.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<u32>,
-    /// Substring filter on the name (there is no exact-name filter).
+    /// Exact-name filter (docs/control-plane-api.md, "Requests as the
+    /// official clients send them": seen in the Go CLI; an older service
+    /// ignores it, so callers still match the name themselves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Substring filter on the name (ignores case).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name_contains: Option<String>,
     /// Deployment status filter, e.g. `READY` (comma-separated for several).
@@ -566,7 +571,10 @@ impl ControlPlaneClient {
     }
 
     /// `POST /v2/deployments` → 201 with the Deployment (facts "Requests",
-    /// Create).
+    /// Create). The body is sent as the official clients send it
+    /// ([`DeploymentCreate::as_sent`]: a `github` create carries
+    /// `deployment_type` and `build_on_push`, an `external_docker` one a
+    /// `resource_spec` object).
     ///
     /// Never retried, not even after a timeout or a 5xx: there is no
     /// idempotency key, so a blind retry of a create whose answer was lost
@@ -575,6 +583,7 @@ impl ControlPlaneClient {
     /// before creating again. Errors: 400 (rules), 403 (listener on a
     /// non-enterprise workspace), 409 (name taken), 422, and transport errors.
     pub async fn create_deployment(&self, body: &DeploymentCreate) -> Result<Deployment, Error> {
+        let body = &body.as_sent();
         let req = self.request(
             Operation::CreateDeployment,
             &["v2", "deployments"],
@@ -702,16 +711,27 @@ impl ControlPlaneClient {
         .await
     }
 
-    /// Exact-name lookup: lists with `name_contains` and keeps the deployment
-    /// whose name equals `name` (facts "Requests": there is no exact filter).
-    pub async fn find_deployment_by_name(&self, name: &str) -> Result<Option<Deployment>, Error> {
+    /// Every deployment named exactly `name`: lists with the exact `name`
+    /// filter and `name_contains` (as the Go CLI does), and keeps the
+    /// deployments whose name equals `name`. One request on a service with
+    /// the exact filter; a service that ignores it answers the
+    /// `name_contains` matches, paged to the end (docs/control-plane-api.md,
+    /// "Requests as the official clients send them"). Errors: those of
+    /// [`ControlPlaneClient::list_deployments`].
+    pub async fn deployments_named(&self, name: &str) -> Result<Vec<Deployment>, Error> {
         let found = self
             .list_all_deployments(&ListDeployments {
+                name: Some(name.to_owned()),
                 name_contains: Some(name.to_owned()),
                 ..Default::default()
             })
             .await?;
-        Ok(found.into_iter().find(|d| d.name == name))
+        Ok(found.into_iter().filter(|d| d.name == name).collect())
+    }
+
+    /// Exact-name lookup: the first of [`Self::deployments_named`].
+    pub async fn find_deployment_by_name(&self, name: &str) -> Result<Option<Deployment>, Error> {
+        Ok(self.deployments_named(name).await?.into_iter().next())
     }
 
     /// `GET /v2/deployments/{id}/revisions` → one page, newest first.

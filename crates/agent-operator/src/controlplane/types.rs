@@ -34,6 +34,12 @@ pub struct SourceConfig {
     /// Whether a push to the branch triggers a build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_on_push: Option<bool>,
+    /// The configured branch of a `github` deployment, as the service reads
+    /// it back (read-only; docs/control-plane-api.md, "Answer shapes":
+    /// `source_revision_config.repo_ref` then holds the resolved commit).
+    /// Never sent.
+    #[serde(default, skip_serializing)]
+    pub repo_branch: Option<String>,
     /// The deployment URL: set by the service for `github`, settable for
     /// `external_docker` (facts "Deployment").
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,6 +165,12 @@ fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result
     Option::<Vec<T>>::deserialize(d).map(Option::unwrap_or_default)
 }
 
+/// `source_config.deployment_type` a `github` create carries when the spec
+/// sets none: `dev`, the official Python CLI's default (the Terraform
+/// provider's is `prod`; docs/control-plane-api.md, "Requests as the
+/// official clients send them").
+pub const DEFAULT_GITHUB_DEPLOYMENT_TYPE: &str = "dev";
+
 /// Body of `POST /v2/deployments` (facts "Requests": all five fields required).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeploymentCreate {
@@ -200,6 +212,28 @@ pub struct DeploymentPatch {
     pub secret_references: Option<Vec<SecretReference>>,
 }
 
+impl DeploymentCreate {
+    /// The body as the official clients send it (docs/control-plane-api.md,
+    /// "Requests as the official clients send them"): a `github` create
+    /// always carries `deployment_type` ([`DEFAULT_GITHUB_DEPLOYMENT_TYPE`]
+    /// when unset) and `build_on_push` (`false` when unset), since the
+    /// service answers 400 without them; any other source carries a
+    /// `resource_spec` object (`{}` when unset) and `deployment_type` only
+    /// when set (the service may refuse it there).
+    pub fn as_sent(&self) -> DeploymentCreate {
+        let mut body = self.clone();
+        let sc = &mut body.source_config;
+        if body.source == "github" {
+            sc.deployment_type
+                .get_or_insert_with(|| DEFAULT_GITHUB_DEPLOYMENT_TYPE.to_owned());
+            sc.build_on_push.get_or_insert(false);
+        } else if !matches!(sc.resource_spec, Some(serde_json::Value::Object(_))) {
+            sc.resource_spec = Some(serde_json::Value::Object(Default::default()));
+        }
+        body
+    }
+}
+
 impl DeploymentPatch {
     /// True when the patch would send nothing.
     pub fn is_empty(&self) -> bool {
@@ -220,6 +254,9 @@ pub struct Deployment {
     pub tenant_id: Option<String>,
     /// Remote name.
     pub name: String,
+    /// The name shown in the UI, set by PATCH only (null until then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
     /// Source kind.
     #[serde(default)]
     pub source: Option<String>,
@@ -229,11 +266,13 @@ pub struct Deployment {
     /// Values of the latest revision.
     #[serde(default)]
     pub source_revision_config: SourceRevisionConfig,
-    /// Environment secrets.
-    #[serde(default)]
+    /// Environment secrets. `[]` (or `null`) says nothing: the service reads
+    /// back `[]` before its first revision (docs/control-plane-api.md,
+    /// "Answer shapes").
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub secrets: Vec<SecretValue>,
     /// References to Secret keys in the data plane (`null`, absent and `[]`
-    /// all read as none).
+    /// all read as none; the service does not echo them).
     #[serde(default, deserialize_with = "null_as_empty")]
     pub secret_references: Vec<SecretReference>,
     /// Deployment status (`AWAITING_DATABASE`, `READY`, `UNUSED`,

@@ -46,6 +46,7 @@ use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, Source};
 use crate::api::rules;
 use crate::controller::deployment::decide::{self, After};
 use crate::controller::deployment::names;
+use crate::controller::shapes::Memory;
 use crate::controller::status::{Outcome, revision_outcome};
 use crate::controller::{desired, integrations, placement};
 use crate::controlplane::types::{
@@ -255,7 +256,7 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
     // returns, never kept.
     let hash = desired::secrets_hash(&desired::new_salt(), &want.body.secrets);
     let differ = desired::remote_secrets_differ(&hash, &remote.secrets);
-    let patch = desired::compute_patch(&want.body, &remote, differ);
+    let patch = desired::compute_patch(&want.body, &remote, &Memory::secrets(differ));
     let fingerprint = desired::patch_fingerprint(&patch, &hash);
     let status = AgentDeploymentStatus::default();
     let read = decide::Read {
@@ -403,7 +404,7 @@ pub async fn execute(
             let again = desired::compute_patch(
                 &want.body,
                 &d,
-                desired::remote_secrets_differ(&hash, &d.secrets),
+                &Memory::secrets(desired::remote_secrets_differ(&hash, &d.secrets)),
             );
             Ok(Applied {
                 action: Action::Patched {

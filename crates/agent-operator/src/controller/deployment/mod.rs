@@ -34,6 +34,7 @@ use self::obtain::{Obtained, create_pending, obtain, set_annotations};
 use self::report::{
     already_reported, error_outcome, publish, report, report_blocked, report_stalled, write_status,
 };
+use super::shapes::{self, Memory};
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
 use super::{integrations, placement, resolve};
@@ -388,6 +389,7 @@ async fn apply(
             };
             if obtained.created {
                 pass.status.secrets_hash = Some(secrets_hash.clone());
+                pass.status.unechoed_hash = Some(shapes::unechoed_hash(&body));
                 pass.redeploy_done = true;
                 // The create started the first revision.
                 let view = RemoteView::of(&obtained.deployment);
@@ -492,7 +494,13 @@ impl Pass<'_> {
             && desired::remote_secrets_differ(secrets_hash, &remote.secrets)
             && (self.previous.unheld_patch.is_some()
                 || self.ctx.secrets_due_in(&object_key(self.obj)).is_none());
-        let patch = desired::compute_patch(body, &remote, changed_here || changed_outside);
+        let unechoed = shapes::unechoed_hash(body);
+        let memory = Memory {
+            send_secrets: changed_here || changed_outside,
+            sent: self.previous.unechoed_hash.as_deref(),
+        };
+        let patch = desired::compute_patch(body, &remote, &memory);
+        (self.status.source_commit, self.status.built_image) = shapes::provenance(&remote);
         let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
         let read = decide::Read {
             patch: &patch,
@@ -552,12 +560,18 @@ impl Pass<'_> {
                         self.redeploy_done = true;
                     }
                     self.status.rejected_request = None;
-                    // Read back: a value the service drops or normalizes
-                    // would differ again on the next pass, forever.
+                    self.status.unechoed_hash = Some(unechoed.clone());
+                    (self.status.source_commit, self.status.built_image) = shapes::provenance(&d);
+                    // Read back: a value the service drops or normalizes in
+                    // a way no answer-shape rule explains would differ again
+                    // on the next pass, forever.
                     let again = desired::compute_patch(
                         body,
                         &d,
-                        desired::remote_secrets_differ(secrets_hash, &d.secrets),
+                        &Memory {
+                            send_secrets: desired::remote_secrets_differ(secrets_hash, &d.secrets),
+                            sent: Some(&unechoed),
+                        },
                     );
                     view = RemoteView::of(&d);
                     if !again.is_empty() {
@@ -598,6 +612,9 @@ impl Pass<'_> {
                 if self.previous.observed_generation != self.obj.metadata.generation {
                     self.status.unheld_patch = None;
                 }
+                // Nothing to send: the desired state is what the remote
+                // holds, or what was last sent where the read does not tell.
+                self.status.unechoed_hash = Some(unechoed);
                 Ok(Ok((view, None)))
             }
         }

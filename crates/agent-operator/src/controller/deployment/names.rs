@@ -1,16 +1,15 @@
 //! Name lookups before a create, shared by a fleet.
 //!
 //! Before creating a deployment the operator checks that no deployment of
-//! the workspace already has its name (facts "Requests": no exact-name filter
-//! and no idempotency key, so official clients list with `name_contains` and
-//! match the name exactly). One lookup per create is one extra request per
+//! the workspace already has its name (docs/control-plane-api.md: no
+//! idempotency key; the Go CLI lists with the exact `name` filter and
+//! `name_contains`, and matches the name exactly, as this module does). One lookup per create is one extra request per
 //! resource; when many resources of one control plane are created together
 //! (a fleet rollout), a single paged listing of the workspace answers all of
 //! them instead.
 //!
 //! - A lookup after an interrupted create (the create-pending marker is set)
-//!   is always an exact, fresh `name_contains` listing: crash safety rests on
-//!   it.
+//!   is always an exact, fresh listing by name: crash safety rests on it.
 //! - Otherwise, when at least [`BURST_LOOKUPS`] lookups of the control plane
 //!   happened within [`INDEX_TTL`], the index (every deployment of the
 //!   workspace, listed at most once per [`INDEX_TTL`], plus the ones created
@@ -26,7 +25,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::controlplane::types::Deployment;
-use crate::controlplane::{ControlPlaneClient, Error as CpError, ListDeployments};
+use crate::controlplane::{ControlPlaneClient, Error as CpError};
 
 /// How long a listing of the workspace answers lookups.
 pub const INDEX_TTL: Duration = Duration::from_secs(10);
@@ -63,16 +62,10 @@ impl std::fmt::Debug for NameIndexes {
     }
 }
 
-/// Every remote deployment whose name is exactly `name` (one fresh
-/// `name_contains` listing).
+/// Every remote deployment whose name is exactly `name` (one fresh listing
+/// with the exact `name` filter: [`ControlPlaneClient::deployments_named`]).
 pub async fn exact(cp: &ControlPlaneClient, name: &str) -> Result<Vec<Deployment>, CpError> {
-    let found = cp
-        .list_all_deployments(&ListDeployments {
-            name_contains: Some(name.to_owned()),
-            ..Default::default()
-        })
-        .await?;
-    Ok(found.into_iter().filter(|d| d.name == name).collect())
+    cp.deployments_named(name).await
 }
 
 impl NameIndexes {

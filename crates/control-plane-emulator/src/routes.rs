@@ -415,7 +415,7 @@ async fn list_revisions(
                         s.iter().any(|s| s.eq_ignore_ascii_case(status.as_str()))
                     })
                 })
-                .map(|r| r.json(now))
+                .map(|r| r.answer(now, &state.config().shape))
                 .collect(),
         )
     })?;
@@ -433,7 +433,7 @@ async fn get_revision(
             .get(&ws, &id)
             .ok_or_else(|| ApiError::deployment_not_found(&id))?;
         d.revision(&rid)
-            .map(|r| Json(r.json(now)))
+            .map(|r| Json(r.answer(now, &state.config().shape)))
             .ok_or_else(|| ApiError::revision_not_found(&rid))
     })
 }
@@ -489,7 +489,10 @@ fn new_revision(
         let plan = plan_for(state, d, &config);
         let rid = d.add_revision(config, plan, *now);
         tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by redeploy");
-        let rev = d.revision(&rid).map(|r| r.json(now)).unwrap_or_default();
+        let rev = d
+            .revision(&rid)
+            .map(|r| r.answer(now, &state.config().shape))
+            .unwrap_or_default();
         Ok((shown(state, d, now), rev))
     })
 }

@@ -14,7 +14,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::shape::{AnswerFacts, ServiceShape, answer};
+use super::shape::{AnswerFacts, Quirk, ServiceShape, answer};
 use super::timeline::Plan;
 use agent_operator::controlplane::types::{
     Deployment, Revision, RevisionStatus, SecretReference, SecretValue, SourceConfig,
@@ -109,6 +109,28 @@ impl StoredRevision {
         );
         v
     }
+
+    /// The revision as the control plane answers it: under
+    /// [`Quirk::GithubRefs`], a `github` revision carries the image built
+    /// from its commit.
+    pub fn answer(&self, now: &Now, shape: &ServiceShape) -> Value {
+        let mut v = self.json(now);
+        if shape.has(Quirk::GithubRefs)
+            && self.source == "github"
+            && let Some(sha) = &self.config.repo_commit_sha
+        {
+            v["source_revision_config"]["image_uri"] = Value::String(built_image(sha));
+        }
+        v
+    }
+}
+
+/// The image the emulator says it built from commit `sha`.
+fn built_image(sha: &str) -> String {
+    format!(
+        "registry.emulator.invalid/agents:{}",
+        &sha[..sha.len().min(12)]
+    )
 }
 
 /// One deployment as stored.
@@ -277,13 +299,7 @@ impl StoredDeployment {
             source: &self.source,
             configured_ref: latest.and_then(|r| r.config.repo_ref.as_deref()),
             resolved_commit,
-            built_image: resolved_commit.map(|sha| {
-                format!(
-                    "registry.emulator.invalid/{}:{}",
-                    self.name,
-                    &sha[..sha.len().min(12)]
-                )
-            }),
+            built_image: resolved_commit.map(built_image),
             ever_deployed: self.active(now).is_some(),
         };
         answer(&mut v, &facts, shape);

@@ -61,6 +61,14 @@ pub mod reason {
     /// The control plane answered 403: the key is valid but not for this
     /// workspace, or the organization lacks the feature.
     pub const FORBIDDEN: &str = "Forbidden";
+    /// The control plane answered 403 "requires workspace specification":
+    /// an organisation-scoped key used without a workspace it accepts
+    /// (docs/control-plane-api.md, "Credentials and refusals").
+    pub const WORKSPACE_REQUIRED: &str = "WorkspaceRequired";
+    /// The control plane answered 403 "not enabled": LangSmith Deployment
+    /// is off for the organisation (docs/control-plane-api.md,
+    /// "Credentials and refusals").
+    pub const DEPLOYMENT_NOT_ENABLED: &str = "DeploymentNotEnabled";
     /// Listeners answered 403: the organization is not on a self-hosted
     /// enterprise plan (spec "Errors").
     pub const NOT_ENTERPRISE: &str = "NotEnterprise";

@@ -199,10 +199,17 @@ pub struct SourceConfig {
     #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new(rules::url_rule()).message("repoUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
     pub repo_url: Option<String>,
-    /// `dev_free`, `dev`, `prod`, `dev_zero` or `dev_free_zero`.
+    /// `dev_free`, `dev`, `prod`, `dev_zero` or `dev_free_zero`; immutable.
+    /// A `github` create always carries one: `dev` when unset (the official
+    /// Python CLI's default; the Terraform provider's is `prod`). For
+    /// `external_docker` it is sent only when set, and the control plane may
+    /// refuse it there (400): leave it unset unless your service accepts it
+    /// (docs/control-plane-api.md, "Requests as the official clients send
+    /// them").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_type: Option<DeploymentType>,
-    /// Whether a push to the branch triggers a build (must be false for a tag).
+    /// Whether a push to the branch triggers a build (must be false for a
+    /// tag). A `github` create sends `false` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_on_push: Option<bool>,
     /// Deployment URL; settable for `external_docker` only: `https://`, or

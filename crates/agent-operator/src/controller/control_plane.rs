@@ -32,6 +32,7 @@ use super::status::{Outcome, conditions};
 use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
+use crate::controlplane::error::Refusal;
 use crate::controlplane::{Error as CpError, ListDeployments};
 
 /// Reconciles of this kind running at once per namespace (each makes one
@@ -59,11 +60,25 @@ pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpE
             reason: reason::UNAUTHORIZED,
             message: format!("{message}; check the API key Secret"),
         },
-        CpError::Forbidden { .. } => Outcome::Stalled {
-            reason: reason::FORBIDDEN,
-            message: format!(
-                "{message}; check that the API key belongs to workspace {workspace_id}"
-            ),
+        CpError::Forbidden { .. } => match e.refusal() {
+            Some(Refusal::WorkspaceRequired) => Outcome::Stalled {
+                reason: reason::WORKSPACE_REQUIRED,
+                message: format!(
+                    "{message}; the key is organisation-scoped and the control plane did not accept workspace {workspace_id}: set spec.workspaceId to a workspace id of that organisation (LangSmith Settings > Workspaces)"
+                ),
+            },
+            Some(Refusal::DeploymentNotEnabled) => Outcome::Stalled {
+                reason: reason::DEPLOYMENT_NOT_ENABLED,
+                message: format!(
+                    "{message}; enable LangSmith Deployment for the organisation (LangSmith > Deployments), then edit this AgentControlPlane or its Secret to check again"
+                ),
+            },
+            _ => Outcome::Stalled {
+                reason: reason::FORBIDDEN,
+                message: format!(
+                    "{message}; check that the API key belongs to workspace {workspace_id}"
+                ),
+            },
         },
         e if e.is_transient() => Outcome::Progressing {
             reason: reason::CONTROL_PLANE_UNAVAILABLE,
@@ -148,6 +163,18 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
             operation: "list deployments",
             source: e,
         }),
+        // A refusal only the user can lift: not asked again until the
+        // AgentControlPlane or one of its Secrets changes (both trigger a
+        // pass).
+        Err(e)
+            if matches!(
+                e.refusal(),
+                Some(Refusal::WorkspaceRequired | Refusal::DeploymentNotEnabled)
+            ) =>
+        {
+            ctx.reset_backoff(&object_key(obj.as_ref()));
+            Ok(Action::await_change())
+        }
         _ => {
             ctx.reset_backoff(&object_key(obj.as_ref()));
             Ok(Action::requeue(jittered(ctx.config.resync_interval)))
@@ -295,6 +322,23 @@ mod tests {
         assert_eq!(o.reason(), reason::UNAUTHORIZED);
         assert!(o.message().contains("Invalid API key."));
 
+        for (detail, want) in [
+            (
+                "This API key requires workspace specification",
+                reason::WORKSPACE_REQUIRED,
+            ),
+            (
+                "LangSmith Deployment is not enabled for this organization.",
+                reason::DEPLOYMENT_NOT_ENABLED,
+            ),
+        ] {
+            let e = CpError::Forbidden {
+                detail: detail.into(),
+            };
+            let o = probe_outcome("https://cp", "ws", Err(&e));
+            assert_eq!(o.reason(), want);
+            assert!(o.message().contains(detail));
+        }
         let e = CpError::Forbidden {
             detail: "key not valid for workspace ws".into(),
         };

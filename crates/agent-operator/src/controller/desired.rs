@@ -163,11 +163,14 @@ pub fn compute_patch(
 
     let d = &desired.source_revision_config;
     let r = &remote.source_revision_config;
-    let image_differs =
-        remote.source.as_deref() != Some("github") && differs(&d.image_uri, &r.image_uri);
+    let image = if remote.source.as_deref() == Some("github") {
+        shapes::Said::Same
+    } else {
+        shapes::optional_echo(&d.image_uri, &r.image_uri)
+    };
     if shapes::repo_ref(&d.repo_ref, remote).send(changed)
-        || differs(&d.langgraph_config_path, &r.langgraph_config_path)
-        || image_differs
+        || shapes::optional_echo(&d.langgraph_config_path, &r.langgraph_config_path).send(changed)
+        || image.send(changed)
     {
         patch.source_revision_config = Some(wire::SourceRevisionConfig {
             repo_commit_sha: None,

@@ -67,15 +67,18 @@ pub const ANSWER_SHAPES: &[FieldShape] = &[
     FieldShape {
         field: "source_revision_config.image_uri",
         echo: Echo::Normalised,
-        rule: "external_docker: compared; github: the built image, never compared \
-               (the spec sets none).",
+        rule: "external_docker: compared when read (null, e.g. before the first \
+               revision, is unknown); github: the built image, never compared (the spec \
+               sets none).",
         source: "Answer shapes: github refs (provider deployment_regression_test.go)",
     },
     FieldShape {
         field: "source_revision_config.langgraph_config_path",
         echo: Echo::AsWritten,
-        rule: "compared when the spec sets it",
-        source: "Answer shapes: github refs (provider deployment_regression_acceptance_test.go)",
+        rule: "compared when the spec sets it and the read returns it (the whole \
+               source_revision_config is null before the first revision)",
+        source: "Answer shapes: github refs (provider deployment_regression_acceptance_test.go, \
+                 deployment_cloud_acceptance_test.go)",
     },
     FieldShape {
         field: "secrets",
@@ -190,12 +193,23 @@ pub fn provenance(remote: &wire::Deployment) -> (Option<String>, Option<String>)
         return (None, None);
     }
     let rc = &remote.source_revision_config;
+    // A commit is the read's `repo_commit_sha`, or a resolved `repo_ref`
+    // beside a configured `repo_branch`.
     let commit = rc.repo_commit_sha.clone().or_else(|| {
         rc.repo_ref
             .clone()
             .filter(|r| is_resolved_commit(r) && remote.source_config.repo_branch.is_some())
     });
     (commit, rc.image_uri.clone())
+}
+
+/// The commit and image a `github` revision was built from, as the
+/// revision reads them back (`repo_commit_sha`, and the built `image_uri`).
+pub fn revision_provenance(rev: &wire::Revision) -> (Option<String>, Option<String>) {
+    rev.source_revision_config
+        .as_ref()
+        .map(|c| (c.repo_commit_sha.clone(), c.image_uri.clone()))
+        .unwrap_or_default()
 }
 
 /// Digest (hex, 16 bytes of sha256) of the desired values of the fields a
@@ -240,7 +254,8 @@ impl Said {
 }
 
 /// A string field that is compared when the read returns a value
-/// (`install_command`, `build_command`).
+/// (`install_command`, `build_command`, `langgraph_config_path`, an
+/// external image).
 pub fn optional_echo(desired: &Option<String>, read: &Option<String>) -> Said {
     match (desired, read) {
         (None, _) => Said::Same,
@@ -359,5 +374,175 @@ mod tests {
             &want
         ));
         assert!(!resource_spec_holds(None, &want));
+    }
+
+    /// The table of answer shapes, case by case against the recorded
+    /// fixtures: (fixture, desired change, memory, fields sent).
+    mod fixtures {
+        use super::super::*;
+        use crate::controller::desired::{
+            compute_patch, patch_fields, remote_secrets_differ, secrets_hash,
+        };
+        use crate::controlplane::types::{Deployment, SecretValue};
+        use serde_json::{Value, json};
+
+        fn fixture(name: &str) -> Deployment {
+            let path = format!(
+                "{}/fixtures/answer-shapes/{name}.json",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            assert!(
+                v["source"].as_str().is_some_and(|s| s.len() > 20),
+                "{name} names its source"
+            );
+            serde_json::from_value(v["deployment"].clone()).unwrap()
+        }
+
+        fn github() -> DeploymentCreate {
+            serde_json::from_value(json!({
+                "name": "github-agent", "source": "github",
+                "source_config": {"integration_id": "3f0d1c2e-0000-4000-8000-000000000000",
+                    "repo_url": "https://github.com/acme/agent"},
+                "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json"},
+                "secrets": [{"name": "API_TOKEN", "value": "token-value"}],
+            }))
+            .unwrap()
+        }
+
+        fn docker() -> DeploymentCreate {
+            serde_json::from_value(json!({
+                "name": "docker-agent", "source": "external_docker",
+                "source_config": {"resource_spec": {"cpu": 1, "memory_mb": 2048}},
+                "source_revision_config": {"image_uri": "registry.example/agent:v1"},
+                "secrets": [{"name": "API_TOKEN", "value": "token-value"}],
+                "secret_references": [{"name": "DB", "secret_name": "db", "secret_key": "url"}],
+            }))
+            .unwrap()
+        }
+
+        /// The fields sent for `desired` against `remote`, with the memory
+        /// of `sent` (what was last sent, if known) and the secret values
+        /// compared by hash as the operator does.
+        fn sent(
+            desired: &DeploymentCreate,
+            remote: &Deployment,
+            sent: Option<&DeploymentCreate>,
+        ) -> Vec<&'static str> {
+            let hash = secrets_hash("salt", &desired.secrets);
+            let last = sent.map(unechoed_hash);
+            let memory = Memory {
+                send_secrets: remote_secrets_differ(&hash, &remote.secrets),
+                sent: last.as_deref(),
+            };
+            patch_fields(&compute_patch(desired, remote, &memory))
+        }
+
+        fn with(
+            mut d: DeploymentCreate,
+            f: impl FnOnce(&mut DeploymentCreate),
+        ) -> DeploymentCreate {
+            f(&mut d);
+            d
+        }
+
+        #[test]
+        fn github_refs() {
+            let resolved = fixture("github-resolved-ref");
+            let release = with(github(), |d| {
+                d.source_revision_config.repo_ref = Some("release".into())
+            });
+            // The resolved commit and the built image are never drift.
+            assert_eq!(sent(&github(), &resolved, Some(&github())), [""; 0]);
+            assert_eq!(sent(&github(), &resolved, None), [""; 0]);
+            // The configured branch is read from repo_branch.
+            assert_eq!(
+                sent(&release, &resolved, Some(&github())),
+                ["source_revision_config"]
+            );
+            assert_eq!(
+                sent(&release, &resolved, None),
+                ["source_revision_config"],
+                "drift on the branch is seen without memory"
+            );
+            // Without repo_branch, a ref that is not a commit is the branch.
+            let plain = fixture("github-ref-without-branch");
+            assert_eq!(sent(&github(), &plain, None), [""; 0]);
+            assert_eq!(sent(&release, &plain, None), ["source_revision_config"]);
+            // A commit alone tells nothing: a change of the spec is found
+            // against what was sent, and nothing is sent without memory.
+            let commit = fixture("github-commit-only");
+            assert_eq!(sent(&github(), &commit, Some(&github())), [""; 0]);
+            assert_eq!(
+                sent(&release, &commit, Some(&github())),
+                ["source_revision_config"]
+            );
+            assert_eq!(sent(&release, &commit, None), [""; 0]);
+            assert_eq!(
+                provenance(&resolved),
+                (
+                    Some("0123456789abcdef0123456789abcdef01234567".into()),
+                    Some("registry.example/agent:built-image".into())
+                )
+            );
+            assert_eq!(provenance(&plain), (None, None));
+        }
+
+        #[test]
+        fn secrets_on_read() {
+            let empty = fixture("secrets-before-first-revision");
+            assert!(
+                empty.source_revision_config.repo_ref.is_none(),
+                "null reads as empty"
+            );
+            // [] before the first revision is unknown, never "differs".
+            assert_eq!(sent(&github(), &empty, Some(&github())), [""; 0]);
+            // Values and names are compared when the service returns them.
+            let resolved = fixture("github-resolved-ref");
+            let other_value = with(github(), |d| {
+                d.secrets = vec![SecretValue::new("API_TOKEN", "new-value")]
+            });
+            assert_eq!(sent(&other_value, &resolved, Some(&github())), ["secrets"]);
+            let renamed = with(github(), |d| {
+                d.secrets = vec![SecretValue::new("OTHER", "token-value")]
+            });
+            assert_eq!(sent(&renamed, &resolved, Some(&github())), ["secrets"]);
+        }
+
+        #[test]
+        fn external_docker_normalised() {
+            let remote = fixture("external-docker-normalised");
+            // Materialised defaults, cpu 1 read back as 1.0, unechoed
+            // references and commands, display_name null: no drift.
+            assert_eq!(sent(&docker(), &remote, Some(&docker())), [""; 0]);
+            assert_eq!(sent(&docker(), &remote, None), [""; 0]);
+            let commands = with(docker(), |d| {
+                d.source_config.install_command = Some("npm ci".into())
+            });
+            assert_eq!(sent(&commands, &remote, Some(&commands)), [""; 0]);
+            assert_eq!(
+                sent(&commands, &remote, Some(&docker())),
+                ["source_config.install_command", "secret_references"],
+                "one digest covers the fields a read does not tell: each is sent again (one PATCH, one revision)"
+            );
+            let refs = with(docker(), |d| {
+                d.secret_references[0].secret_key = "uri".into()
+            });
+            assert_eq!(sent(&refs, &remote, Some(&docker())), ["secret_references"]);
+            let image = with(docker(), |d| {
+                d.source_revision_config.image_uri = Some("registry.example/agent:v2".into())
+            });
+            assert_eq!(
+                sent(&image, &remote, Some(&docker())),
+                ["source_revision_config"]
+            );
+            let bigger = with(docker(), |d| {
+                d.source_config.resource_spec = Some(json!({"cpu": 2}))
+            });
+            assert_eq!(
+                sent(&bigger, &remote, Some(&docker())),
+                ["source_config.resource_spec"]
+            );
+        }
     }
 }

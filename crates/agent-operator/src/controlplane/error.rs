@@ -111,7 +111,37 @@ pub enum Error {
     InvalidEndpoint(String),
 }
 
+/// What a 403 says (docs/control-plane-api.md, "Credentials and refusals":
+/// the Go CLI reads the same two details).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The detail contains "requires workspace specification": an
+    /// organisation-scoped key sent without a workspace it accepts.
+    WorkspaceRequired,
+    /// The detail contains "not enabled": Deployment is off for the
+    /// organisation.
+    DeploymentNotEnabled,
+    /// Any other 403 (a key of another workspace, a feature the plan lacks).
+    Other,
+}
+
 impl Error {
+    /// What a 403 says, from its detail (case-insensitive); `None` for any
+    /// other error.
+    pub fn refusal(&self) -> Option<Refusal> {
+        let Error::Forbidden { detail } = self else {
+            return None;
+        };
+        let d = detail.to_ascii_lowercase();
+        Some(if d.contains("requires workspace specification") {
+            Refusal::WorkspaceRequired
+        } else if d.contains("not enabled") {
+            Refusal::DeploymentNotEnabled
+        } else {
+            Refusal::Other
+        })
+    }
+
     /// True when the same request may succeed later without any change.
     ///
     /// Transient: [`Error::Timeout`], [`Error::Transport`] (refused, reset,

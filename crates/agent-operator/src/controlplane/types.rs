@@ -171,6 +171,14 @@ fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result
 /// official clients send them").
 pub const DEFAULT_GITHUB_DEPLOYMENT_TYPE: &str = "dev";
 
+/// `null` or absent as the type's default (an object the service answers
+/// `null` for, e.g. `source_revision_config` before the first revision).
+fn null_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(
+    d: D,
+) -> Result<T, D::Error> {
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
+}
+
 /// Body of `POST /v2/deployments` (facts "Requests": all five fields required).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeploymentCreate {
@@ -261,10 +269,11 @@ pub struct Deployment {
     #[serde(default)]
     pub source: Option<String>,
     /// Source configuration; `custom_url` is the deployment URL.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub source_config: SourceConfig,
-    /// Values of the latest revision.
-    #[serde(default)]
+    /// Values of the latest revision (`null` before the first revision:
+    /// docs/control-plane-api.md, "Answer shapes").
+    #[serde(default, deserialize_with = "null_as_default")]
     pub source_revision_config: SourceRevisionConfig,
     /// Environment secrets. `[]` (or `null`) says nothing: the service reads
     /// back `[]` before its first revision (docs/control-plane-api.md,

@@ -39,7 +39,7 @@ async fn client_against_the_built_in_agent_server() {
         .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
         .json(&json!({
             "name": "agent-app", "source": "github",
-            "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev"},
+            "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev", "build_on_push": false},
             "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json"},
             "secrets": []
         }))

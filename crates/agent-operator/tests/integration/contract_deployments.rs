@@ -18,10 +18,10 @@ use agent_operator::controlplane::types::{
 use agent_operator::controlplane::{
     ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions,
 };
-use contract_common::{Emu, Recorder, github, poll_revision, poll_until_gone};
+use contract_common::{Emu, Recorder, fast_config, github, poll_revision, poll_until_gone};
 use control_plane_emulator::{DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig};
 use futures::StreamExt;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde_json::json;
 
 #[tokio::test]
@@ -39,8 +39,10 @@ async fn create_get_list_redeploy_and_revisions() {
         Some(format!("{}/agents/{}", emu.base_url, d.id).as_str()),
         "the service sets the deployment URL of a github deployment"
     );
-    assert_eq!(d.secrets.len(), 1);
-    assert_eq!(d.secrets[0].value.expose_secret(), "sk-test-value");
+    assert!(
+        d.secrets.is_empty(),
+        "secrets read back [] before the first revision (docs/control-plane-api.md, Answer shapes)"
+    );
     let first_rev = d.latest_revision_id.clone().expect("first revision");
 
     let got = c.get_deployment(&d.id).await.unwrap();
@@ -243,7 +245,13 @@ async fn revision_count(c: &ControlPlaneClient, id: &str) -> usize {
 
 #[tokio::test]
 async fn patch_revision_rules() {
-    let emu = Emu::fast().await;
+    // What the service stores, read back as stored (the real service reads
+    // secrets back as [] before the first revision).
+    let emu = Emu::start(EmulatorConfig {
+        shape: control_plane_emulator::ServiceShape::echo(),
+        ..fast_config()
+    })
+    .await;
     let c = emu.client();
     let d = c.create_deployment(&github("patched")).await.unwrap();
     assert_eq!(revision_count(&c, &d.id).await, 1);
@@ -281,7 +289,7 @@ async fn patch_revision_rules() {
     let after = c.patch_deployment(&d.id, &p).await.unwrap();
     assert_ne!(after.latest_revision_id, d.latest_revision_id);
     assert_eq!(
-        after.source_revision_config.repo_ref.as_deref(),
+        agent_operator::controller::shapes::configured_ref(&after),
         Some("release")
     );
     assert_eq!(
@@ -587,4 +595,54 @@ async fn observer_sees_every_operation_under_its_fixed_name() {
         emu.log().len(),
         "one observation per HTTP attempt"
     );
+}
+
+/// An exact-name lookup is one request with the exact `name` filter, even
+/// among 1,000 deployments whose names share a prefix; a service that
+/// ignores the filter still answers (paged `name_contains` matches, matched
+/// exactly here). Source: docs/control-plane-api.md, "Requests as the
+/// official clients send them".
+#[tokio::test]
+async fn exact_name_lookups_cost_one_request_among_a_thousand_similar_names() {
+    for (filter, quirk_on) in [("with the name filter", true), ("without it", false)] {
+        let shape = if quirk_on {
+            control_plane_emulator::ServiceShape::default()
+        } else {
+            control_plane_emulator::ServiceShape::default()
+                .without(control_plane_emulator::Quirk::NameFilter)
+        };
+        let emu = Emu::start(EmulatorConfig {
+            shape,
+            ..fast_config()
+        })
+        .await;
+        let c = emu.client();
+        let created: Vec<_> = futures::stream::iter(0..1000)
+            .map(|i| {
+                let c = c.clone();
+                async move { c.create_deployment(&github(&format!("fleet-{i}"))).await }
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        assert!(created.iter().all(Result::is_ok), "{filter}");
+        let before = emu.count("GET /v2/deployments", "200").await;
+        let found = c.deployments_named("fleet-1").await.unwrap();
+        let requests = emu.count("GET /v2/deployments", "200").await - before;
+        assert_eq!(found.len(), 1, "{filter}: exactly one named fleet-1");
+        assert_eq!(found[0].name, "fleet-1");
+        println!("exact-name lookup among 1,000 similar names, {filter}: {requests} request(s)");
+        if quirk_on {
+            assert_eq!(requests, 1, "{filter}");
+        } else {
+            // fleet-1, fleet-10..19, fleet-100..199: 111 matches, 2 pages.
+            assert_eq!(requests, 2, "{filter}");
+        }
+        assert!(
+            c.find_deployment_by_name("fleet-1000")
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
 }

@@ -89,14 +89,14 @@ fn config() -> EmulatorConfig {
 fn github(name: &str, repo_ref: &str) -> Value {
     json!({
         "name": name, "source": "github",
-        "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev"},
+        "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev", "build_on_push": false},
         "source_revision_config": {"repo_ref": repo_ref, "langgraph_config_path": "langgraph.json"},
         "secrets": []
     })
 }
 
 fn docker(name: &str, image: &str, listener: Option<(&str, &str)>) -> Value {
-    let mut sc = json!({"deployment_type": "prod"});
+    let mut sc = json!({"resource_spec": {}});
     if let Some((id, ns)) = listener {
         sc["listener_id"] = json!(id);
         sc["listener_config"] = json!({"k8s_namespace": ns});
@@ -357,9 +357,11 @@ async fn listeners_and_self_hosted_placement() {
         .await;
     assert_eq!(status, StatusCode::CREATED, "{d}");
     assert_eq!(
-        d["source_config"]["listener_config"]["k8s_namespace"],
-        "team-a"
+        d["source_config"]["listener_config"],
+        Value::Null,
+        "listener settings are not read back (docs/control-plane-api.md, Answer shapes)"
     );
+    assert_eq!(d["source_config"]["listener_id"], LISTENER_ID);
     let (status, body) = sh
         .send(
             Method::PATCH,

@@ -53,7 +53,7 @@ fn docker(name: &str) -> Value {
         "metadata": {"name": name},
         "spec": {
             "source": "external_docker",
-            "sourceConfig": {"deploymentType": "dev"},
+            "sourceConfig": {},
             "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1.0.0"}
         }
     })

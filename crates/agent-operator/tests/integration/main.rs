@@ -15,6 +15,7 @@ mod support;
 mod agentctl_cli;
 mod agentserver_emulator;
 mod agentserver_real;
+mod answer_shapes;
 mod contract_deployments;
 mod contract_errors;
 mod contract_retries;

@@ -75,7 +75,7 @@ async fn changes_made_outside_are_patched_back() {
     .unwrap();
     support::eventually(TIMEOUT, "repo_ref restored to main", || async {
         let d = h.cp.get_deployment(&id).await.ok()?;
-        (d.source_revision_config.repo_ref.as_deref() == Some("main")).then_some(())
+        (agent_operator::controller::shapes::configured_ref(&d) == Some("main")).then_some(())
     })
     .await;
     let obj = wait_for(

@@ -29,6 +29,11 @@ const LISTENER_ID: &str = "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b";
 /// cluster: if the operator read it, it could leak it.
 const DATA_PLANE_VALUE: &str = "sk-data-plane-only-7c31e9";
 
+/// A control plane that echoes `secret_references` (the quirk
+/// `secret-references-unechoed` off), so that a change made on it can be
+/// seen and restored; with the real shape, where they are not echoed, a
+/// change of the spec is still sent (found against `status.unechoedHash`:
+/// `answer_shapes` and the unit table in `controller::shapes`).
 async fn harness(test: &str) -> Harness {
     let seed = format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents");
     Harness::builder(test)
@@ -39,6 +44,8 @@ async fn harness(test: &str) -> Harness {
             "0.5",
             "--listener",
             &seed,
+            "--without-quirk",
+            "secret-references-unechoed",
         ])
         .operator(&["--resync-interval-seconds", "0.5"])
         .start()

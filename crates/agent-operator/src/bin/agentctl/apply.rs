@@ -51,7 +51,7 @@ pub struct DiffArgs {
 /// Reads and checks the file: every AgentDeployment's desired state, before
 /// any request. Errors: exit 2 (unreadable file, bad YAML, a spec the
 /// preflight rules refuse, a missing Secret or listener document).
-fn read_desired(file: &PathBuf, secret_from_env: bool) -> CliResult<Vec<Desired>> {
+pub(crate) fn read_desired(file: &PathBuf, secret_from_env: bool) -> CliResult<Vec<Desired>> {
     let text = if file.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin()).or_exit(Exit::Usage, "reading stdin")?
     } else {
@@ -89,7 +89,12 @@ pub async fn apply(args: ApplyArgs) -> CliResult {
 async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> CliResult {
     let plan = converge::plan(cp, want).await?;
     let applied = converge::execute(cp, want, plan).await?;
-    let d = &applied.deployment;
+    // The service reads secrets back as [] before the first revision
+    // (docs/control-plane-api.md, "Answer shapes"): the log lines printed
+    // below are redacted with the values sent as well as those read.
+    let mut with_sent = applied.deployment.clone();
+    with_sent.secrets.extend(want.body.secrets.iter().cloned());
+    let d = &with_sent;
     let object = &want.object;
     let latest = d.latest_revision_id.clone();
     let revision = latest.as_deref().unwrap_or("-");

@@ -68,6 +68,19 @@ pub struct LogsArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
     interval: f64,
 
+    /// The manifest the deployment was applied from: the secret values it
+    /// resolves are redacted too. The control plane reads secrets back as
+    /// [] before the first revision (docs/control-plane-api.md, "Answer
+    /// shapes"), so without it only the values it returns and the API key
+    /// are known.
+    #[arg(long, value_name = "FILE")]
+    file: Option<std::path::PathBuf>,
+
+    /// As for `apply`: a Secret not in --file is read from the environment
+    /// variable named like the key.
+    #[arg(long, requires = "file")]
+    secret_from_env: bool,
+
     #[command(flatten)]
     plane: ControlPlaneArgs,
 }
@@ -158,7 +171,19 @@ pub async fn logs(args: LogsArgs) -> CliResult {
         })?),
         (None, false) => None,
     };
-    let secrets = secrets_of(&d);
+    let mut secrets = secrets_of(&d);
+    match &args.file {
+        Some(file) => {
+            for want in crate::apply::read_desired(file, args.secret_from_env)? {
+                secrets.extend(want.body.secrets.iter().map(|s| s.value.clone()));
+            }
+        }
+        None if d.secrets.is_empty() => eprintln!(
+            "note: the control plane returned no secret values for {} (none before its first revision): lines are redacted of the API key only; pass --file <manifest> to redact the secrets you sent",
+            d.name
+        ),
+        None => {}
+    }
     let base = LogQuery {
         level: args.level.clone(),
         query: args.query.clone(),

@@ -885,6 +885,9 @@ impl Pass<'_> {
         }
         if let Some(rev) = &read {
             record_revision(&mut s.revisions, rev);
+            if rev.source.as_deref() == Some("github") {
+                (s.source_commit, s.built_image) = shapes::revision_provenance(rev);
+            }
         }
         let revision_changed = previous.revision_status != s.revision_status
             || previous.latest_revision_id != s.latest_revision_id;

@@ -99,7 +99,14 @@ pub async fn report_blocked(
 pub fn error_outcome(operation: &str, e: &CpError) -> Outcome {
     use crate::controller::report::{ErrorClass, classify, transient_summary};
     let message = format!("{operation}: {e}");
+    use crate::controlplane::error::Refusal;
     let reason = match classify(e) {
+        ErrorClass::Forbidden if e.refusal() == Some(Refusal::WorkspaceRequired) => {
+            reason::WORKSPACE_REQUIRED
+        }
+        ErrorClass::Forbidden if e.refusal() == Some(Refusal::DeploymentNotEnabled) => {
+            reason::DEPLOYMENT_NOT_ENABLED
+        }
         ErrorClass::Unauthorized | ErrorClass::Forbidden => reason::UNAUTHORIZED,
         ErrorClass::Rejected if matches!(e, CpError::Conflict { .. }) => reason::NAME_CONFLICT,
         ErrorClass::Transient => {

@@ -154,8 +154,10 @@ pub struct Memory<'a> {
     pub send_secrets: bool,
     /// [`unechoed_hash`] of the desired state as last sent
     /// (`status.unechoedHash`); `None`: unknown (`agentctl apply`, or a
-    /// status written before the field existed), so a field the read does
-    /// not tell is not sent.
+    /// status written before the field existed, or a deployment just
+    /// adopted by `spec.deploymentId`), so a field the read does not tell
+    /// is not sent: an adopted deployment keeps its own commands and
+    /// references until the spec changes them.
     pub sent: Option<&'a str>,
 }
 

@@ -32,6 +32,7 @@ use super::SecretKeyRef;
 )]
 #[x_kube(validation = Rule::new("has(self.region) != has(self.url)").message("set exactly one of region and url"))]
 #[x_kube(validation = Rule::new("!has(self.burst) || has(self.requestsPerSecond)").message("burst needs requestsPerSecond"))]
+#[x_kube(validation = Rule::new("has(self.apiKeySecretRef) != has(self.bearerTokenSecretRef)").message("set exactly one of apiKeySecretRef and bearerTokenSecretRef"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentControlPlaneSpec {
     /// Cloud data region, a lowercase DNS label such as `us`, `eu` or `ap`,
@@ -59,8 +60,19 @@ pub struct AgentControlPlaneSpec {
     pub workspace_id: String,
     /// Secret key (same namespace) holding the API key sent as `X-Api-Key`.
     /// Surrounding whitespace is ignored. A change of the Secret is picked up
-    /// without restarting the operator.
-    pub api_key_secret_ref: SecretKeyRef,
+    /// without restarting the operator. Exactly one of this and
+    /// `bearerTokenSecretRef` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret_ref: Option<SecretKeyRef>,
+    /// Secret key (same namespace) holding a bearer token sent as
+    /// `Authorization: Bearer <token>` instead of an API key (the control
+    /// plane accepts either: docs/control-plane-api.md, "Credentials and
+    /// refusals"). Surrounding whitespace is ignored; picked up without a
+    /// restart. Verification on a deployment's agent server, which needs an
+    /// API key, then uses `spec.verify.apiKeySecretRef` of the
+    /// AgentDeployment. Exactly one of this and `apiKeySecretRef` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token_secret_ref: Option<SecretKeyRef>,
     /// Secret key (same namespace) holding a PEM bundle of CA certificates
     /// trusted in addition to the system roots, for a self-hosted control
     /// plane behind a private CA.
@@ -81,6 +93,19 @@ pub struct AgentControlPlaneSpec {
 }
 
 impl AgentControlPlaneSpec {
+    /// The Secret key of the credential: the API key, else the bearer
+    /// token (`None` only for a spec admission refuses).
+    pub fn credential_ref(&self) -> Option<&SecretKeyRef> {
+        self.api_key_secret_ref
+            .as_ref()
+            .or(self.bearer_token_secret_ref.as_ref())
+    }
+
+    /// True when the credential is a bearer token.
+    pub fn uses_bearer_token(&self) -> bool {
+        self.api_key_secret_ref.is_none() && self.bearer_token_secret_ref.is_some()
+    }
+
     /// The base URL requests are sent to: the region's host or the explicit URL,
     /// without a trailing slash.
     pub fn base_url(&self) -> Option<String> {

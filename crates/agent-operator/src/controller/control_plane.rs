@@ -199,7 +199,9 @@ pub fn planes_using_secret(
         .iter()
         .filter(|p| p.namespace().as_deref() == secret_namespace)
         .filter(|p| {
-            p.spec.api_key_secret_ref.name == secret_name
+            p.spec
+                .credential_ref()
+                .is_some_and(|r| r.name == secret_name)
                 || p.spec
                     .ca_bundle_secret_ref
                     .as_ref()
@@ -270,10 +272,11 @@ mod tests {
                 region: None,
                 url: Some("http://127.0.0.1:1".into()),
                 workspace_id: "ws".into(),
-                api_key_secret_ref: SecretKeyRef {
+                bearer_token_secret_ref: None,
+                api_key_secret_ref: Some(SecretKeyRef {
                     name: key.into(),
                     key: "api-key".into(),
-                },
+                }),
                 ca_bundle_secret_ref: ca.map(|c| SecretKeyRef {
                     name: c.into(),
                     key: "ca.crt".into(),

@@ -239,18 +239,21 @@ impl ClientCache {
         let Some(base_url) = plane.spec.base_url() else {
             return Ok(Err(invalid("sets neither region nor url".into())));
         };
-        let (api_key, api_key_version) = match read_secret(
-            kube,
-            &namespace,
-            &name,
-            "API key",
-            &plane.spec.api_key_secret_ref,
-        )
-        .await?
-        {
-            Ok(v) => v,
-            Err(blocked) => return Ok(Err(blocked)),
+        let Some(credential_ref) = plane.spec.credential_ref() else {
+            return Ok(Err(invalid(
+                "sets neither apiKeySecretRef nor bearerTokenSecretRef".into(),
+            )));
         };
+        let what = if plane.spec.uses_bearer_token() {
+            "bearer token"
+        } else {
+            "API key"
+        };
+        let (api_key, api_key_version) =
+            match read_secret(kube, &namespace, &name, what, credential_ref).await? {
+                Ok(v) => v,
+                Err(blocked) => return Ok(Err(blocked)),
+            };
         let (ca_bundle, ca_bundle_version) = match &plane.spec.ca_bundle_secret_ref {
             None => (None, None),
             Some(r) => match read_secret(kube, &namespace, &name, "CA bundle", r).await? {
@@ -275,11 +278,11 @@ impl ClientCache {
         }
         let api_key = String::from_utf8_lossy(&api_key).trim().to_owned();
         if api_key.is_empty() {
-            let r = &plane.spec.api_key_secret_ref;
+            let r = credential_ref;
             return Ok(Err(Blocked {
                 reason: reason::SECRET_NOT_FOUND,
                 message: format!(
-                    "AgentControlPlane {namespace}/{name}: API key Secret {namespace}/{} key {:?} is empty",
+                    "AgentControlPlane {namespace}/{name}: {what} Secret {namespace}/{} key {:?} is empty",
                     r.name, r.key
                 ),
             }));
@@ -289,6 +292,7 @@ impl ClientCache {
             plane.spec.workspace_id.clone(),
             SecretString::from(api_key),
         );
+        config.bearer = plane.spec.uses_bearer_token();
         config.timeout = request_timeout;
         config.ca_bundle_pem = ca_bundle;
         config.budget = Some(self.budget(&key, rate_limit(&plane.spec)));
@@ -351,7 +355,7 @@ impl ClientCache {
         let fingerprint = Fingerprint {
             uid: plane.uid(),
             generation: plane.metadata.generation,
-            api_key_version: Some(version(&plane.spec.api_key_secret_ref)?),
+            api_key_version: Some(version(plane.spec.credential_ref()?)?),
             ca_bundle_version: match &plane.spec.ca_bundle_secret_ref {
                 None => None,
                 Some(r) => Some(version(r)?),
@@ -427,10 +431,11 @@ mod tests {
             region: Some("us".into()),
             url: None,
             workspace_id: "ws".into(),
-            api_key_secret_ref: SecretKeyRef {
+            bearer_token_secret_ref: None,
+            api_key_secret_ref: Some(SecretKeyRef {
                 name: "k".into(),
                 key: "api-key".into(),
-            },
+            }),
             ca_bundle_secret_ref: None,
             requests_per_second: rps,
             burst,

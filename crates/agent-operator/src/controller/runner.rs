@@ -436,7 +436,7 @@ fn referencing_secret(
     let key_of: Vec<String> = planes
         .state()
         .iter()
-        .filter(|p| p.namespace() == ns && p.spec.api_key_secret_ref.name == name)
+        .filter(|p| p.namespace() == ns && p.spec.credential_ref().is_some_and(|r| r.name == name))
         .map(|p| p.name_any())
         .collect();
     deployments

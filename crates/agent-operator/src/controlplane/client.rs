@@ -65,8 +65,14 @@ pub struct ClientConfig {
     pub base_url: String,
     /// Workspace id, sent as `X-Tenant-Id`.
     pub workspace_id: String,
-    /// API key, sent as `X-Api-Key`; never shown by `Debug`, logs or errors.
+    /// API key, sent as `X-Api-Key` (or, with `bearer`, the token sent as
+    /// `Authorization: Bearer <token>`); never shown by `Debug`, logs or
+    /// errors.
     pub api_key: SecretString,
+    /// Send `api_key` as a bearer token (`Authorization: Bearer`) instead
+    /// of `X-Api-Key` (docs/control-plane-api.md, "Credentials and
+    /// refusals"). Default false.
+    pub bearer: bool,
     /// Timeout of one HTTP attempt (connect, send and read the whole body).
     /// Default [`DEFAULT_TIMEOUT`].
     pub timeout: Duration,
@@ -103,6 +109,7 @@ impl ClientConfig {
             base_url: base_url.into(),
             workspace_id: workspace_id.into(),
             api_key,
+            bearer: false,
             timeout: DEFAULT_TIMEOUT,
             allow_insecure_http: false,
             ca_bundle_pem: None,
@@ -211,6 +218,7 @@ pub struct ControlPlaneClient {
     /// The API key, kept only to redact it from error answers that repeat
     /// it (never logged; not in `Debug`).
     api_key: SecretString,
+    bearer: bool,
 }
 
 impl fmt::Debug for ControlPlaneClient {
@@ -360,7 +368,12 @@ impl ControlPlaneClient {
     pub fn new(config: ClientConfig) -> Result<Self, Error> {
         install_crypto_provider();
         let base = super::endpoint::parse_base_url(&config.base_url, config.allow_insecure_http)?;
-        let mut key = HeaderValue::from_str(config.api_key.expose_secret()).map_err(|_| {
+        let credential = if config.bearer {
+            format!("Bearer {}", config.api_key.expose_secret())
+        } else {
+            config.api_key.expose_secret().to_owned()
+        };
+        let mut key = HeaderValue::from_str(&credential).map_err(|_| {
             Error::InvalidEndpoint("the API key is not a valid header value".into())
         })?;
         key.set_sensitive(true);
@@ -368,7 +381,12 @@ impl ControlPlaneClient {
             Error::InvalidEndpoint("the workspace id is not a valid header value".into())
         })?;
         let mut headers = HeaderMap::new();
-        headers.insert(HeaderName::from_static(API_KEY_HEADER), key);
+        let credential_header = if config.bearer {
+            reqwest::header::AUTHORIZATION
+        } else {
+            HeaderName::from_static(API_KEY_HEADER)
+        };
+        headers.insert(credential_header, key);
         headers.insert(HeaderName::from_static(TENANT_HEADER), tenant);
         let mut builder = reqwest::Client::builder()
             .default_headers(headers)
@@ -400,6 +418,7 @@ impl ControlPlaneClient {
             budget,
             observer: config.observer,
             api_key: config.api_key,
+            bearer: config.bearer,
         })
     }
 
@@ -418,6 +437,12 @@ impl ControlPlaneClient {
     /// organization that owns them). A [`SecretString`]: never printed.
     pub fn api_key(&self) -> &SecretString {
         &self.api_key
+    }
+
+    /// True when the credential is a bearer token
+    /// ([`ClientConfig::bearer`]), not an API key.
+    pub fn uses_bearer(&self) -> bool {
+        self.bearer
     }
 
     /// `{base}/seg1/seg2/...`; each segment is percent-encoded, so an id
@@ -960,6 +985,53 @@ mod tests {
 
     fn cfg(url: &str) -> ClientConfig {
         ClientConfig::new(url, "ws", SecretString::from("super-secret-key"))
+    }
+
+    /// The request head `config`'s client sends for one GET, read by a bare
+    /// TCP listener (lowercased).
+    async fn request_head(mut config: impl FnMut(&str) -> ClientConfig) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 8192];
+            let n = sock.read(&mut buf).await.unwrap();
+            let body = br#"{"detail":"no such"}"#;
+            let head = format!(
+                "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            sock.write_all(head.as_bytes()).await.unwrap();
+            sock.write_all(body).await.unwrap();
+            String::from_utf8_lossy(&buf[..n]).to_lowercase()
+        });
+        let c = ControlPlaneClient::new(config(&url)).unwrap();
+        let e = c
+            .get_deployment("3c90c3cc-0d44-4b50-8888-8dd25736052a")
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::NotFound { .. }), "{e}");
+        server.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_credential_is_an_api_key_or_a_bearer_token() {
+        let head = request_head(cfg).await;
+        assert!(head.contains("x-api-key: super-secret-key"), "{head}");
+        assert!(!head.contains("authorization"), "{head}");
+        let head = request_head(|url| {
+            let mut c = cfg(url);
+            c.bearer = true;
+            c
+        })
+        .await;
+        assert!(
+            head.contains("authorization: bearer super-secret-key"),
+            "{head}"
+        );
+        assert!(!head.contains("x-api-key"), "{head}");
+        assert!(head.contains("x-tenant-id: ws"), "{head}");
     }
 
     #[test]

@@ -203,6 +203,46 @@ async fn ready_after_an_authenticated_call() {
     );
 }
 
+/// A bearer token instead of an API key (docs/control-plane-api.md,
+/// "Credentials and refusals"): authenticated, and a wrong token is
+/// `Unauthorized` like a wrong key.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bearer_token_secret_authenticates_instead_of_a_key() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::start("acp-bearer", FaultConfig::default(), true).await;
+    for (plane, token) in [
+        ("bearer", KEY),
+        ("bearer-wrong", support::leaks::UNKNOWN_KEY),
+    ] {
+        h.secret(plane, token).await;
+        apply_json(
+            &h.planes(),
+            plane,
+            json!({
+                "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
+                "metadata": {"name": plane},
+                "spec": {
+                    "url": h.emulator.base_url(),
+                    "workspaceId": WORKSPACE,
+                    "bearerTokenSecretRef": {"name": plane, "key": "api-key"}
+                }
+            }),
+        )
+        .await;
+    }
+    let obj = h
+        .wait("bearer", "Ready=True", |(s, _, _)| s == "True")
+        .await;
+    assert_eq!(ready(&obj).unwrap().1, "Authenticated");
+    let obj = h
+        .wait("bearer-wrong", "Ready=False Unauthorized", |(_, r, _)| {
+            r == "Unauthorized"
+        })
+        .await;
+    let yaml = serde_json::to_string(&obj).unwrap();
+    assert!(!yaml.contains(support::leaks::UNKNOWN_KEY), "{yaml}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_key_is_stalled_unauthorized_without_showing_the_key() {
     test_support::skip_without!(Envtest);
@@ -442,6 +482,10 @@ async fn invalid_rate_limits_are_refused_by_the_schema() {
         ),
         (json!({"requestsPerSecond": 1, "burst": 0}), "burst"),
         (json!({"burst": 3}), "burst needs requestsPerSecond"),
+        (
+            json!({"bearerTokenSecretRef": {"name": "t", "key": "token"}}),
+            "set exactly one of apiKeySecretRef and bearerTokenSecretRef",
+        ),
     ] {
         let mut full = json!({
             "url": "http://127.0.0.1:1",

@@ -316,7 +316,11 @@ impl Pass<'_> {
             }))
         };
         let key: Option<SecretString> = match &spec.api_key_secret_ref {
-            None if control_plane_key_allowed(&self.obj.spec) => Some(self.cp.api_key().clone()),
+            // A bearer token of the control plane is not an API key of the
+            // agent server: then only spec.verify.apiKeySecretRef serves.
+            None if control_plane_key_allowed(&self.obj.spec) && !self.cp.uses_bearer() => {
+                Some(self.cp.api_key().clone())
+            }
             None => None,
             Some(r) => {
                 let ns = self

@@ -6,21 +6,41 @@
 //! `kubert` 0.25 kube 1.1). It acquires a free or expired Lease with a
 //! server-side apply of `holderIdentity` (two candidates applying at once
 //! conflict, one wins), and renews it `grace` seconds before it expires.
+//! This module sets `grace` to `duration − 2 s`, so the leader renews every
+//! [`RETRY_PERIOD`] (2 s), as client-go's leader election does.
 //!
-//! On top of it this module adds a *renew deadline*, which the crate lacks: a
-//! leader whose renewal fails or hangs would otherwise go on believing it
-//! leads after the Lease expired and another replica took it. A watchdog
-//! watches the Lease object and declares the leadership lost when the holder
-//! changes, when the Lease is deleted, or when it has not been renewed by
-//! `expiry − grace/4` (renewTime and expiry are this replica's own clock, as
-//! it wrote renewTime itself). A follower only takes over after `expiry` by
-//! its clock plus a random 0.1–1 s, so the old leader has stopped by then,
-//! up to a clock skew of `grace/4` between nodes.
+//! The crate needs wrapping in three ways, each a defect seen with it alone:
+//! - **A renew deadline**, which the crate lacks: a leader whose renewal
+//!   fails or hangs would otherwise go on believing it leads after the Lease
+//!   expired and another replica took it. A watchdog watches the Lease
+//!   object and declares the leadership lost when the holder changes, when
+//!   the Lease is deleted, or when it has not been renewed by
+//!   `renewTime + renew deadline` ([`LeaderConfig::renew_deadline`]:
+//!   `duration − max(1 s, duration/5)`, 12 s of a 15 s Lease; renewTime is
+//!   this replica's own clock, as it wrote renewTime itself). A follower only
+//!   takes over after `expiry` by its clock plus a random 0.1–1 s, so the
+//!   old leader has stopped by then, up to a clock skew of `duration/5`.
+//! - **Renewals retried until that deadline**: `LeaseManager::changed`
+//!   returns on the first failed API call (anything but a conflict); one
+//!   failed call is not a lost Lease (client-go retries until its renew
+//!   deadline too), so the renewer calls it again, with a short backoff,
+//!   and only the watchdog's deadline or another holder ends the term. A
+//!   short apiserver stall (up to `renew deadline − RETRY_PERIOD`, 10 s of
+//!   a 15 s Lease) is ridden out.
+//! - **A restart with the holder's own identity** (the kubelet restarts a
+//!   container in the same pod, so `POD_NAME` is the same): the crate sees
+//!   the Lease as held by itself at once, although its `renewTime` may be
+//!   long past. The watchdog counts its deadline from the moment of
+//!   acquisition as well as from `renewTime`, so the first renewal (sent at
+//!   once for a stale Lease) is awaited instead of declaring the term lost
+//!   within milliseconds.
 //!
-//! What the operator does on loss (see `agent-operator run`): it exits with an
-//! error at once, cancelling in-flight reconciles, and Kubernetes restarts the
-//! container as a standby. Exiting is the simplest way to be sure that no
-//! task of the old term survives.
+//! What the operator does on a real loss (see `agent-operator run`): it
+//! exits with an error at once, cancelling in-flight reconciles, and
+//! Kubernetes restarts the container, which campaigns again as a standby
+//! (and, with the same identity, takes its own Lease over cleanly). Exiting
+//! rather than campaigning in-process is the simplest way to be sure that no
+//! task, watch or cache of the old term survives into the next.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -44,6 +64,12 @@ pub const DEFAULT_LEASE_DURATION_SECONDS: u64 = 15;
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 /// Upper bound of releasing the Lease on shutdown.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the leader renews (and a failed renewal is retried within the
+/// renew deadline), as client-go's `RetryPeriod`.
+pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
+/// First wait before calling the lease manager again after an API error
+/// while leading (doubling up to [`RETRY_PERIOD`]).
+const RENEW_RETRY_MIN: Duration = Duration::from_millis(250);
 
 /// Errors of the leader election settings.
 #[derive(Debug, thiserror::Error)]
@@ -105,15 +131,26 @@ impl LeaderConfig {
         &self.identity
     }
 
-    /// Seconds before expiry at which the leader renews: a third of the
-    /// duration, at least 1 (always less than the duration).
+    /// Seconds before expiry at which the leader renews: the duration less
+    /// [`RETRY_PERIOD`], at least 1 (always less than the duration), so a
+    /// renewal is sent every 2 s.
     pub fn grace_seconds(&self) -> u64 {
-        (self.duration_seconds / 3).max(1)
+        self.duration_seconds
+            .saturating_sub(RETRY_PERIOD.as_secs())
+            .max(1)
     }
 
-    /// How long before expiry a leader that has not renewed steps down.
+    /// How long before expiry a leader that has not renewed steps down:
+    /// a fifth of the duration, at least 1 s.
     fn step_down_margin(&self) -> Duration {
-        Duration::from_secs(self.grace_seconds()) / 4
+        Duration::from_secs(self.duration_seconds / 5).max(Duration::from_secs(1))
+    }
+
+    /// How long after its last renewal (or after acquiring the Lease) a
+    /// leader that could not renew steps down: the duration less
+    /// [`Self::step_down_margin`] (12 s of a 15 s Lease).
+    pub fn renew_deadline(&self) -> Duration {
+        Duration::from_secs(self.duration_seconds).saturating_sub(self.step_down_margin())
     }
 }
 
@@ -224,16 +261,33 @@ impl Leadership {
             let manager = manager.clone();
             let tx = tx.clone();
             tokio::spawn(async move {
-                // `changed()` renews while we hold the lease and only returns
-                // when that changes or an API call failed.
-                let reason = match manager.changed().await {
-                    Ok(_) => "the lease is held by another replica".to_owned(),
-                    Err(e) => format!("renewing the lease failed: {e}"),
-                };
-                declare_lost(&tx, reason);
+                // `changed()` renews while we hold the lease and returns when
+                // that changes or an API call failed. A failed call is
+                // retried (the watchdog's renew deadline bounds how long);
+                // only another holder ends the term here.
+                let mut delay = RENEW_RETRY_MIN;
+                loop {
+                    match manager.changed().await {
+                        Ok(true) => delay = RENEW_RETRY_MIN,
+                        Ok(false) => {
+                            declare_lost(&tx, "the lease is held by another replica".to_owned());
+                            return;
+                        }
+                        Err(e) => {
+                            warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "renewing the leader lease failed; retrying until the renew deadline");
+                            tokio::time::sleep(delay).await;
+                            delay = (delay * 2).min(RETRY_PERIOD);
+                        }
+                    }
+                }
             })
         };
-        let watchdog = tokio::spawn(watchdog(client, config.clone(), tx));
+        let watchdog = tokio::spawn(watchdog(
+            client,
+            config.clone(),
+            tx,
+            tokio::time::Instant::now(),
+        ));
         Self {
             manager,
             config,
@@ -300,18 +354,31 @@ fn declare_lost(tx: &watch::Sender<Option<String>>, reason: String) {
     });
 }
 
+/// The deadline of a term from what the Lease says: `renewTime + duration −
+/// margin`, but never before `acquired + renew deadline` (a Lease this
+/// replica took over with a stale `renewTime` of its own, after a restart
+/// with the same identity, gets time for its first renewal). Pure.
+fn term_deadline(
+    config: &LeaderConfig,
+    acquired: tokio::time::Instant,
+    now: tokio::time::Instant,
+    left_by_lease: Duration,
+) -> tokio::time::Instant {
+    (now + left_by_lease).max(acquired + config.renew_deadline())
+}
+
 /// The renew deadline (see the module docs): watches the Lease and declares
 /// the leadership lost when another holder appears, the Lease is deleted, or
-/// `renewTime + duration − margin` passes without a renewal.
+/// the term's deadline ([`term_deadline`]) passes without a renewal.
 async fn watchdog(
     client: kube::Client,
     config: LeaderConfig,
     tx: Arc<watch::Sender<Option<String>>>,
+    acquired: tokio::time::Instant,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let margin = config.step_down_margin();
-    let mut deadline = tokio::time::Instant::now()
-        + Duration::from_secs(config.duration_seconds).saturating_sub(margin);
+    let mut deadline = acquired + config.renew_deadline();
     let events = watch_object(api, &config.lease_name).default_backoff();
     let mut events = std::pin::pin!(events);
     loop {
@@ -339,8 +406,9 @@ async fn watchdog(
                             .duration_since(SystemTime::now())
                             .unwrap_or(Duration::ZERO)
                             .saturating_sub(margin);
-                        deadline = tokio::time::Instant::now() + left;
-                        debug!(left_s = left.as_secs_f64(), "leader lease renewed");
+                        let now = tokio::time::Instant::now();
+                        deadline = term_deadline(&config, acquired, now, left);
+                        debug!(left_s = (deadline - now).as_secs_f64(), "leader lease renewed");
                     }
                 }
                 Some(Ok(None)) => {
@@ -380,13 +448,42 @@ mod tests {
     }
 
     #[test]
-    fn grace_is_a_third_of_the_duration_and_below_it() {
-        for (duration, grace) in [(2, 1), (4, 1), (6, 2), (15, 5), (60, 20)] {
+    fn renewals_every_two_seconds_and_a_deadline_before_expiry() {
+        for (duration, grace, deadline) in
+            [(2, 1, 1), (4, 2, 3), (6, 4, 5), (15, 13, 12), (60, 58, 48)]
+        {
             let c = LeaderConfig::new("l", "ns", "me", duration).unwrap();
             assert_eq!(c.grace_seconds(), grace, "duration {duration}");
             assert!(c.grace_seconds() < duration);
-            assert!(c.step_down_margin() < Duration::from_secs(c.grace_seconds()));
+            assert_eq!(c.renew_deadline(), Duration::from_secs(deadline));
+            assert!(c.renew_deadline() < Duration::from_secs(duration));
         }
+        // The shipped 15 s Lease rides out a stall of 10 s after a renewal.
+        let c = LeaderConfig::new("l", "ns", "me", 15).unwrap();
+        let period = Duration::from_secs(duration_between_renewals(&c));
+        assert!(c.renew_deadline() - period >= Duration::from_secs(8));
+    }
+
+    fn duration_between_renewals(c: &LeaderConfig) -> u64 {
+        c.duration_seconds - c.grace_seconds()
+    }
+
+    #[test]
+    fn a_stale_lease_of_its_own_gets_time_for_its_first_renewal() {
+        let c = LeaderConfig::new("l", "ns", "me", 15).unwrap();
+        let acquired = tokio::time::Instant::now();
+        // The Lease says it expired long ago (a restart with the same
+        // identity): the deadline is the acquisition's, 12 s on.
+        let d = term_deadline(&c, acquired, acquired, Duration::ZERO);
+        assert_eq!(d, acquired + Duration::from_secs(12));
+        // A fresh renewal later moves it on.
+        let later = acquired + Duration::from_secs(20);
+        let d = term_deadline(&c, acquired, later, Duration::from_secs(12));
+        assert_eq!(d, later + Duration::from_secs(12));
+        // An old renewal seen later, past the acquisition's deadline: the
+        // term ends now.
+        let d = term_deadline(&c, acquired, later, Duration::ZERO);
+        assert_eq!(d, later);
     }
 
     #[test]

@@ -951,3 +951,151 @@ async fn leader_killed_again_and_again_during_a_rollout() {
         );
     }
 }
+
+/// The holder and renew time of `lease`.
+async fn lease_state(leases: &Api<Lease>, lease: &str) -> (Option<String>, Option<String>) {
+    let spec = leases
+        .get_opt(lease)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .unwrap_or_default();
+    (
+        spec.holder_identity,
+        spec.renew_time.map(|t| format!("{:?}", t.0)),
+    )
+}
+
+/// The shipped shape, one replica with `--leader-elect` and the default
+/// 15 s Lease, through the faults of issue "Many teams on one operator",
+/// item 1: kube-apiserver frozen for 3 s and 8 s (no exit, the rollout goes
+/// on); killed and restarted with the same identity (as the kubelet
+/// restarts a container of the same pod) after 0, 20 and 60 s (it leads
+/// again each time, where it used to exit within 5 ms on its own stale
+/// Lease); frozen for 30 s (the leadership is lost, the process exits, and
+/// its restart leads again), with no duplicate deployment at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_rides_out_freezes_and_leads_again_after_restarts() {
+    test_support::skip_without!(Envtest);
+    let _serial = SERIAL.lock().await;
+    let test = "fault-kube-leader-one";
+    let mut env = own_env(&[]).await;
+    let mut h = harness(&env, test).await;
+    let lease = format!("lease-{}", h.ns);
+    let leases: Api<Lease> = Api::namespaced(h.client.clone(), common::OPERATOR_NAMESPACE);
+    let kubeconfig = env.kubeconfig_path().to_path_buf();
+    let ns = h.ns.clone();
+    let start = |run: usize| {
+        let log = format!("{test}-{run}");
+        OperatorProcess::start_with(
+            &kubeconfig,
+            OperatorOptions {
+                log_name: &log,
+                namespaces: vec![&ns],
+                extra: vec![
+                    "--leader-elect",
+                    "--lease-name",
+                    &lease,
+                    "--lease-namespace",
+                    common::OPERATOR_NAMESPACE,
+                ],
+                env: vec![("RUST_LOG", RUST_LOG), ("POD_NAME", "leader-0")],
+                ..OperatorOptions::default()
+            },
+        )
+    };
+    let leads = |what: String| {
+        let leases = leases.clone();
+        let lease = lease.clone();
+        async move {
+            support::eventually(Duration::from_secs(60), &what, || async {
+                (lease_state(&leases, &lease).await.0.as_deref() == Some("leader-0")).then_some(())
+            })
+            .await
+        }
+    };
+    let mut run = 0;
+    let mut op = start(run);
+    leads("the replica leads".into()).await;
+
+    let count = 10;
+    let names: Vec<String> = (0..count).map(|i| format!("lead-{i:03}")).collect();
+    apply_all(
+        &h,
+        names.iter().map(|n| github_deployment(n, "main")).collect(),
+    )
+    .await;
+    for pause in [3, 8] {
+        assert!(
+            env.freeze_apiserver(Duration::from_secs(pause)).await,
+            "freezing kube-apiserver"
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            op.exited().is_none(),
+            "the leader rides out a {pause} s freeze: {:?}",
+            op.exited()
+        );
+        eprintln!("leader: kube-apiserver frozen {pause} s: no exit");
+    }
+    wait_converged(&h.api, count, Duration::from_secs(120)).await;
+
+    let mut total = count;
+    for delay in [0, 20, 60] {
+        op.kill().await;
+        tokio::time::sleep(Duration::from_secs(delay)).await;
+        let before = lease_state(&leases, &lease).await.1;
+        run += 1;
+        let restarted = Instant::now();
+        op = start(run);
+        support::eventually(
+            Duration::from_secs(60),
+            &format!("restarted {delay} s after a kill: the Lease is renewed"),
+            || async {
+                let (holder, renewed) = lease_state(&leases, &lease).await;
+                (holder.as_deref() == Some("leader-0") && renewed != before).then_some(())
+            },
+        )
+        .await;
+        let took = restarted.elapsed();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            op.exited().is_none(),
+            "restarted {delay} s after a kill, the replica leads again instead of exiting: {:?}",
+            op.exited()
+        );
+        let name = format!("after-restart-{delay}");
+        h.apply(github_deployment(&name, "main")).await;
+        total += 1;
+        wait_converged(&h.api, total, Duration::from_secs(120)).await;
+        eprintln!(
+            "leader: restarted {delay} s after SIGKILL with the same identity: renewed its Lease after {:.1} s, leads and reconciles",
+            took.as_secs_f64()
+        );
+    }
+
+    // A freeze longer than the renew deadline: the leadership is lost and
+    // the process exits (as designed); its restart leads again.
+    let frozen = Instant::now();
+    assert!(env.freeze_apiserver(Duration::from_secs(30)).await);
+    let status = op.wait_exit(Duration::from_secs(30)).await;
+    assert!(
+        !status.success(),
+        "a leader that could not renew for 30 s exits with an error: {status:?}"
+    );
+    eprintln!(
+        "leader: kube-apiserver frozen 30 s: had exited by the end of the freeze ({:.1} s)",
+        frozen.elapsed().as_secs_f64()
+    );
+    run += 1;
+    op = start(run);
+    leads("the restarted replica leads after the long freeze".into()).await;
+    h.apply(github_deployment("after-freeze", "main")).await;
+    total += 1;
+    wait_converged(&h.api, total, Duration::from_secs(120)).await;
+    assert!(op.exited().is_none());
+    let c = creates(&h).await;
+    assert_no_double_create(&c, total);
+    h.operator = Some(op);
+}

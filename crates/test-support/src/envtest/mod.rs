@@ -410,6 +410,19 @@ impl TestEnv {
         Ok(())
     }
 
+    /// Freezes kube-apiserver for `pause` (SIGSTOP, then SIGCONT): open
+    /// connections stay up but nothing is answered, as in a stalled control
+    /// plane node or a long garbage-collection pause. Returns whether both
+    /// signals were sent.
+    pub async fn freeze_apiserver(&mut self, pause: Duration) -> bool {
+        let stopped = self.apiserver.signal("STOP");
+        tracing::info!(server = %self.server_url, ?pause, "kube-apiserver frozen");
+        tokio::time::sleep(pause).await;
+        let resumed = self.apiserver.signal("CONT");
+        tracing::info!(server = %self.server_url, "kube-apiserver resumed");
+        stopped && resumed
+    }
+
     /// [`stop_apiserver`](Self::stop_apiserver) then
     /// [`start_apiserver`](Self::start_apiserver): a crash and restart of
     /// kube-apiserver on the same etcd. Returns how long it was down (until

@@ -160,6 +160,19 @@ impl ManagedProcess {
         log_tail(&self.log, lines)
     }
 
+    /// Sends `signal` (a `kill` signal name such as `STOP` or `CONT`) to the
+    /// running process with the system's `kill` command (no signal crate:
+    /// a test helper, run twice per freeze). Returns whether it was sent.
+    pub(crate) fn signal(&mut self, signal: &str) -> bool {
+        let Some(pid) = self.child.as_ref().map(std::process::Child::id) else {
+            return false;
+        };
+        std::process::Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
     /// Kills the process with SIGKILL and reaps it. Idempotent.
     pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

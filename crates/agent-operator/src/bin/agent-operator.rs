@@ -95,7 +95,9 @@ struct RunArgs {
     #[arg(long, env = "LEASE_NAMESPACE")]
     lease_namespace: Option<String>,
     /// Seconds a leader Lease lasts without renewal (the failover time when a
-    /// leader dies); the leader renews a third of it before expiry. At least 2.
+    /// leader dies); the leader renews every 2 s, retries a failed renewal
+    /// until its renew deadline (the duration less a fifth, at least 1 s)
+    /// and only then steps down. At least 2.
     #[arg(long, env = "LEASE_DURATION_SECONDS", default_value_t = leader::DEFAULT_LEASE_DURATION_SECONDS)]
     lease_duration_seconds: u64,
     /// Seconds that in-flight reconciles get to finish after SIGTERM/SIGINT.

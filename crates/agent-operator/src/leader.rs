@@ -460,12 +460,8 @@ mod tests {
         }
         // The shipped 15 s Lease rides out a stall of 10 s after a renewal.
         let c = LeaderConfig::new("l", "ns", "me", 15).unwrap();
-        let period = Duration::from_secs(duration_between_renewals(&c));
+        let period = Duration::from_secs(c.duration_seconds - c.grace_seconds());
         assert!(c.renew_deadline() - period >= Duration::from_secs(8));
-    }
-
-    fn duration_between_renewals(c: &LeaderConfig) -> u64 {
-        c.duration_seconds - c.grace_seconds()
     }
 
     #[test]

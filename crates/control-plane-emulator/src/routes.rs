@@ -339,29 +339,11 @@ async fn patch_deployment(
         if d.deleted.is_some() {
             return Err(being_deleted(&id));
         }
-        let latest = d.latest().map(|r| r.config.clone()).unwrap_or_default();
-        let effect = rules::plan_patch(
-            Current {
-                name: &d.name,
-                source: &d.source,
-                source_config: &d.source_config,
-                revision_config: &latest,
-                secrets: &d.secrets,
-                secret_references: &d.secret_references,
-            },
-            &patch,
-        )?;
-        d.source_config = effect.source_config;
-        if let Some(secrets) = effect.secrets {
-            d.secrets = secrets;
-        }
-        if let Some(references) = effect.secret_references {
-            d.secret_references = references;
-        }
+        let new_revision = apply_patch(d, &patch)?;
         if let Some(name) = &patch.display_name {
             d.display_name = Some(name.clone());
         }
-        if let Some(config) = effect.new_revision {
+        if let Some(config) = new_revision {
             let plan = plan_for(&state, d, &config);
             let rid = d.add_revision(config, plan, *now);
             tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by patch");
@@ -369,6 +351,36 @@ async fn patch_deployment(
         d.updated = *now;
         Ok(Json(shown(&state, d, now)))
     })
+}
+
+/// Applies the values of `patch` to `d` ([`rules::plan_patch`]: checks,
+/// merges `source_config`, replaces secrets and references) and returns
+/// the configuration of the revision it calls for, if any. Shared by PATCH
+/// and the revision POST, whose bodies carry the same fields.
+fn apply_patch(
+    d: &mut StoredDeployment,
+    patch: &PatchBody,
+) -> Result<Option<SourceRevisionConfig>, ApiError> {
+    let latest = d.latest().map(|r| r.config.clone()).unwrap_or_default();
+    let effect = rules::plan_patch(
+        Current {
+            name: &d.name,
+            source: &d.source,
+            source_config: &d.source_config,
+            revision_config: &latest,
+            secrets: &d.secrets,
+            secret_references: &d.secret_references,
+        },
+        patch,
+    )?;
+    d.source_config = effect.source_config;
+    if let Some(secrets) = effect.secrets {
+        d.secrets = secrets;
+    }
+    if let Some(references) = effect.secret_references {
+        d.secret_references = references;
+    }
+    Ok(effect.new_revision)
 }
 
 async fn delete_deployment(
@@ -463,28 +475,10 @@ fn new_revision(
                 .ok_or_else(|| ApiError::revision_not_found(rid))?
                 .config
                 .clone(),
-            None => {
-                let latest = d.latest().map(|r| r.config.clone()).unwrap_or_default();
-                let effect = rules::plan_patch(
-                    Current {
-                        name: &d.name,
-                        source: &d.source,
-                        source_config: &d.source_config,
-                        revision_config: &latest,
-                        secrets: &d.secrets,
-                        secret_references: &d.secret_references,
-                    },
-                    patch,
-                )?;
-                d.source_config = effect.source_config;
-                if let Some(secrets) = effect.secrets {
-                    d.secrets = secrets;
-                }
-                if let Some(references) = effect.secret_references {
-                    d.secret_references = references;
-                }
-                effect.new_revision.unwrap_or(latest)
-            }
+            None => match apply_patch(d, patch)? {
+                Some(config) => config,
+                None => d.latest().map(|r| r.config.clone()).unwrap_or_default(),
+            },
         };
         let plan = plan_for(state, d, &config);
         let rid = d.add_revision(config, plan, *now);

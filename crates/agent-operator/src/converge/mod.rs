@@ -14,8 +14,9 @@
 //!   [`integrations::find_integration`], [`integrations::check_repository`]
 //!   and [`placement::check_namespace`] (the reads are the same requests);
 //! - the exact-name lookup of the remote deployment:
-//!   [`names::exact`] (list with `name_contains`, keep the exact match;
-//!   facts "Requests");
+//!   [`ControlPlaneClient::deployments_named`] (the exact `name` filter and
+//!   `name_contains`, keeping the exact match; docs/control-plane-api.md,
+//!   "Requests as the official clients send them");
 //! - the spec → wire mapping and the minimal PATCH: [`desired::create_body`],
 //!   [`desired::compute_patch`], [`desired::remote_secrets_differ`],
 //!   [`desired::creates_revision`], [`desired::patch_fields`];
@@ -45,7 +46,6 @@ use serde_json::Value;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, Source};
 use crate::api::rules;
 use crate::controller::deployment::decide::{self, After};
-use crate::controller::deployment::names;
 use crate::controller::shapes::Memory;
 use crate::controller::status::{Outcome, revision_outcome};
 use crate::controller::{desired, integrations, placement};
@@ -208,7 +208,7 @@ pub enum Plan {
 
 /// Reads the control plane (GETs only) and decides what makes it match
 /// `want`: find the deployment (`spec.deploymentId`, else the exact name,
-/// [`names::exact`]); if none, check the placement and resolve
+/// [`ControlPlaneClient::deployments_named`]); if none, check the placement and resolve
 /// `integrationRef` as the operator does before a create; else compute the
 /// PATCH and let [`decide::after_read`] decide.
 ///
@@ -228,7 +228,8 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
             Err(e) => return Err(cp("get deployment")(e)),
         },
         None => {
-            let mut found = names::exact(client, &want.remote_name)
+            let mut found = client
+                .deployments_named(&want.remote_name)
                 .await
                 .map_err(cp("look up deployment by name"))?;
             if found.len() > 1 {

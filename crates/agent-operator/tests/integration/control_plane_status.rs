@@ -114,10 +114,23 @@ impl Harness {
     /// Applies an AgentControlPlane on the emulator for [`WORKSPACE`] with
     /// the key in Secret `secret`, plus `extra` spec fields.
     async fn plane(&self, name: &str, secret: &str, extra: serde_json::Value) {
+        self.plane_with(name, "apiKeySecretRef", secret, extra)
+            .await;
+    }
+
+    /// [`Self::plane`] with the credential in the spec field `credential`
+    /// (`apiKeySecretRef` or `bearerTokenSecretRef`).
+    async fn plane_with(
+        &self,
+        name: &str,
+        credential: &str,
+        secret: &str,
+        extra: serde_json::Value,
+    ) {
         let mut spec = json!({
             "url": self.emulator.base_url(),
             "workspaceId": WORKSPACE,
-            "apiKeySecretRef": {"name": secret, "key": "api-key"}
+            credential: {"name": secret, "key": "api-key"}
         });
         if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
             spec.extend(extra.clone());
@@ -215,20 +228,8 @@ async fn a_bearer_token_secret_authenticates_instead_of_a_key() {
         ("bearer-wrong", support::leaks::UNKNOWN_KEY),
     ] {
         h.secret(plane, token).await;
-        apply_json(
-            &h.planes(),
-            plane,
-            json!({
-                "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
-                "metadata": {"name": plane},
-                "spec": {
-                    "url": h.emulator.base_url(),
-                    "workspaceId": WORKSPACE,
-                    "bearerTokenSecretRef": {"name": plane, "key": "api-key"}
-                }
-            }),
-        )
-        .await;
+        h.plane_with(plane, "bearerTokenSecretRef", plane, json!({}))
+            .await;
     }
     let obj = h
         .wait("bearer", "Ready=True", |(s, _, _)| s == "True")

@@ -76,17 +76,9 @@ fn fast_config() -> EmulatorConfig {
     }
 }
 
-/// Deployment `id` as the emulator stored it (its admin dump), for the
-/// fields the service does not read back (docs/control-plane-api.md,
-/// "Answer shapes").
+/// Deployment `id` (a JSON string) as the emulator stored it.
 fn stored(emu: &emulator::RunningEmulator, id: &Value) -> Value {
-    emu.state().dump()["workspaces"]
-        .as_object()
-        .into_iter()
-        .flat_map(|ws| ws.values())
-        .flat_map(|w| w["deployments"].as_array().cloned().unwrap_or_default())
-        .find(|d| d["id"] == *id)
-        .unwrap_or_else(|| panic!("deployment {id} stored"))
+    crate::support::stored_deployment(&emu.state().dump(), id.as_str().unwrap_or_default())
 }
 
 fn github_body(name: &str) -> Value {

@@ -222,18 +222,9 @@ async fn build_commands_are_checked_sent_and_a_change_is_a_new_revision() {
     assert_eq!(h.revisions(&id).await.len(), 2, "a new build");
 }
 
-/// The `source_config` the emulator stored for deployment `id` (its admin
-/// dump, not the shaped answer).
+/// The `source_config` the emulator stored for deployment `id`.
 async fn stored_source_config(h: &Harness, id: &str) -> Value {
-    let store = h.emulator.store().await;
-    store["workspaces"]
-        .as_object()
-        .into_iter()
-        .flat_map(|ws| ws.values())
-        .flat_map(|w| w["deployments"].as_array().cloned().unwrap_or_default())
-        .find(|d| d["id"] == id)
-        .map(|d| d["source_config"].clone())
-        .unwrap_or_else(|| panic!("deployment {id} stored"))
+    support::stored_deployment(&h.emulator.store().await, id)["source_config"].clone()
 }
 
 #[tokio::test]

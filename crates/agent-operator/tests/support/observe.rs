@@ -196,6 +196,20 @@ pub fn is_stalled_with(obj: &AgentDeployment, reason: &str) -> bool {
     })
 }
 
+/// Deployment `id` in a dump of the emulator's store (`GET
+/// /_emulator/store`, or `EmulatorState::dump`): what it stored, not the
+/// shaped answer, for the fields the service does not read back
+/// (docs/control-plane-api.md, "Answer shapes"). Panics when it is absent.
+pub fn stored_deployment(dump: &Value, id: &str) -> Value {
+    dump["workspaces"]
+        .as_object()
+        .into_iter()
+        .flat_map(|ws| ws.values())
+        .flat_map(|w| w["deployments"].as_array().cloned().unwrap_or_default())
+        .find(|d| d["id"] == id)
+        .unwrap_or_else(|| panic!("deployment {id} stored"))
+}
+
 /// A `github` AgentDeployment manifest named `name` on the control plane
 /// `default`, building `repo_ref`, without secrets. Tests add fields to it.
 pub fn github_deployment(name: &str, repo_ref: &str) -> Value {

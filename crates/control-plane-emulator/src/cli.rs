@@ -14,7 +14,7 @@ use clap::Parser;
 
 use crate::{
     ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, FaultConfig,
-    IntegrationSeed, ListenerSeed, Quirk, ScenarioRule, ServiceShape,
+    IntegrationSeed, ListenerSeed, Quirk, ScenarioRule, ServiceShape, ThrottleRule,
 };
 
 /// Emulator of the agent platform's control plane REST API (deployments,
@@ -169,6 +169,18 @@ pub struct Args {
     #[arg(long, env = "EMULATOR_RATE_LIMIT_BURST")]
     rate_limit_burst: Option<u32>,
 
+    /// Fault: a throttled workspace, WORKSPACE:SECONDS: every control plane
+    /// request of the workspace is answered 429 with Retry-After: SECONDS
+    /// (before --rate-limit and latency). Repeatable (comma-separated in the
+    /// environment). Example: 00000000-0000-4000-8000-000000000001:30.
+    #[arg(
+        long = "throttle-workspace",
+        env = "EMULATOR_THROTTLE_WORKSPACES",
+        value_name = "WORKSPACE:SECONDS",
+        value_delimiter = ','
+    )]
+    throttled_workspaces: Vec<ThrottleRule>,
+
     /// Fault: fraction (0-1) of control plane requests whose connection is
     /// closed without an answer.
     #[arg(long, env = "EMULATOR_DROP_RATE", default_value_t = 0.0)]
@@ -275,6 +287,7 @@ impl Args {
             drop_rate: self.drop_rate,
             hang_rate: self.hang_rate,
             hang_ms: self.hang_ms,
+            throttled_workspaces: self.throttled_workspaces.clone(),
             ..FaultConfig::default()
         };
         faults
@@ -376,6 +389,40 @@ mod tests {
         assert!(without.shape.has(Quirk::SecretsUnread));
         assert!(Args::try_parse_from(["x", "--without-quirk", "nope"]).is_err());
         assert!(!banner("http://x", &cfg.api_keys).contains("k1"));
+    }
+
+    #[test]
+    fn throttle_workspace_flags_become_fault_rules() {
+        let cfg = Args::try_parse_from([
+            "x",
+            "--throttle-workspace",
+            "ws-1:30",
+            "--throttle-workspace",
+            "00000000-0000-4000-8000-000000000001:5",
+        ])
+        .unwrap()
+        .config()
+        .unwrap();
+        assert_eq!(
+            cfg.faults.throttled_workspaces,
+            [
+                ThrottleRule {
+                    workspace: "ws-1".into(),
+                    retry_after_seconds: 30
+                },
+                ThrottleRule {
+                    workspace: "00000000-0000-4000-8000-000000000001".into(),
+                    retry_after_seconds: 5
+                },
+            ]
+        );
+        assert!(!cfg.faults.is_off());
+        for bad in ["ws-1", "ws-1:soon", ":30"] {
+            assert!(
+                Args::try_parse_from(["x", "--throttle-workspace", bad]).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Fault injection on the control plane routes: latency with jitter, a rate
 //! of 5xx answers (optionally with `Retry-After`), a per-workspace rate limit
-//! answered 429 with `Retry-After`, dropped connections, hung requests, and
-//! routes refused with a fixed status (to test how a client handles a
+//! answered 429 with `Retry-After`, throttled workspaces (every request of a
+//! named workspace answered 429 with a fixed `Retry-After`, to test how a
+//! client behaves through a long pause), dropped connections, hung requests,
+//! and routes refused with a fixed status (to test how a client handles a
 //! permanent refusal of, say, a redeploy).
 //!
 //! An emulator feature: the facts only say that rate limits are not
@@ -11,6 +13,7 @@
 //! faulted.
 
 use std::collections::HashMap;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -22,6 +25,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use super::auth::Tenant;
+use super::config::same_workspace;
 use super::errors::ApiError;
 use super::state::EmulatorState;
 use super::stats::RequestInfo;
@@ -66,6 +70,58 @@ pub struct FaultConfig {
     /// `secrets` as `[{name, value}]` without saying whether values come
     /// back). Default false: values are returned as stored.
     pub masked_secret_values: bool,
+    /// Workspaces whose every control plane request is answered 429 with a
+    /// fixed `Retry-After`, before the rate limit and latency; first match
+    /// wins. Default none.
+    pub throttled_workspaces: Vec<ThrottleRule>,
+}
+
+/// A workspace the emulator throttles: every control plane request of it is
+/// answered 429 with `Retry-After: <retry_after_seconds>`, e.g.
+/// `{"workspace": "00000000-0000-4000-8000-000000000001",
+/// "retry_after_seconds": 30}`. On the command line:
+/// `--throttle-workspace WORKSPACE:SECONDS` (see [`ThrottleRule::from_str`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThrottleRule {
+    /// The workspace id, as authenticated (`X-Tenant-Id`); a uuid matches in
+    /// any of its spellings (case, hyphens). Must not be empty.
+    pub workspace: String,
+    /// The `Retry-After` sent with each 429, in whole seconds (0 allowed).
+    pub retry_after_seconds: u64,
+}
+
+impl ThrottleRule {
+    /// True when the rule names `workspace` (the authenticated workspace id).
+    pub fn matches(&self, workspace: &str) -> bool {
+        same_workspace(&self.workspace, workspace)
+    }
+}
+
+impl FromStr for ThrottleRule {
+    type Err = String;
+
+    /// Parses `WORKSPACE:SECONDS` (split at the last `:`), e.g.
+    /// `00000000-0000-4000-8000-000000000001:30`.
+    ///
+    /// Errors: no `:`, an empty workspace, or SECONDS not a whole number of
+    /// seconds >= 0.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const SHAPE: &str = "expected WORKSPACE:SECONDS";
+        let (workspace, secs) = s.rsplit_once(':').ok_or(SHAPE)?;
+        let workspace = workspace.trim();
+        if workspace.is_empty() {
+            return Err(format!("{SHAPE}: the workspace is empty"));
+        }
+        let retry_after_seconds = secs
+            .trim()
+            .parse()
+            .map_err(|e| format!("{SHAPE}: seconds {secs:?}: {e}"))?;
+        Ok(Self {
+            workspace: workspace.to_owned(),
+            retry_after_seconds,
+        })
+    }
 }
 
 /// A route the emulator refuses with a fixed status, e.g. `{"route": "POST
@@ -101,14 +157,15 @@ impl Default for FaultConfig {
             reject: Vec::new(),
             ignored_resource_spec_keys: Vec::new(),
             masked_secret_values: false,
+            throttled_workspaces: Vec::new(),
         }
     }
 }
 
 impl FaultConfig {
     /// Checks the ranges: rates in 0–1, `error_status` in 500–599, a positive
-    /// rate limit, rejection statuses in 400–599. The error names the bad
-    /// field.
+    /// rate limit, rejection statuses in 400–599, throttled workspaces with a
+    /// name. The error names the bad field.
     pub fn validate(&self) -> Result<(), String> {
         for (name, rate) in [
             ("error_rate", self.error_rate),
@@ -138,6 +195,13 @@ impl FaultConfig {
                 ));
             }
         }
+        if self
+            .throttled_workspaces
+            .iter()
+            .any(|rule| rule.workspace.trim().is_empty())
+        {
+            return Err("throttled_workspaces: workspace must not be empty".to_owned());
+        }
         Ok(())
     }
 
@@ -150,6 +214,15 @@ impl FaultConfig {
             && self.drop_rate <= 0.0
             && self.hang_rate <= 0.0
             && self.reject.is_empty()
+            && self.throttled_workspaces.is_empty()
+    }
+
+    /// The rule throttling `workspace` (the authenticated workspace id), if
+    /// any.
+    pub fn throttle(&self, workspace: &str) -> Option<&ThrottleRule> {
+        self.throttled_workspaces
+            .iter()
+            .find(|rule| rule.matches(workspace))
     }
 
     /// The rule refusing `route` (`"METHOD /route/{template}"`, without the
@@ -265,6 +338,17 @@ pub(crate) async fn inject_faults(
         .get::<Tenant>()
         .map(|t| t.0.clone())
         .unwrap_or_default();
+    // Counted and logged as a 429 by the stats middleware, which also notes
+    // the Retry-After (requests sent before it ends are `during_retry_after`).
+    if let Some(rule) = cfg.throttle(&workspace) {
+        let secs = rule.retry_after_seconds;
+        return ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("Rate limit exceeded for workspace {workspace}. Retry after {secs} seconds."),
+        )
+        .with_retry_after(secs)
+        .into_response();
+    }
     if let Some(rps) = cfg.rate_limit_per_second {
         let burst = cfg.rate_limit_burst.map(f64::from).unwrap_or(rps);
         if let Err(wait) = state.take_token(&workspace, rps, burst) {
@@ -428,6 +512,45 @@ mod tests {
     }
 
     #[test]
+    fn throttle_rules_parse_match_and_are_validated() {
+        let ws = "7B6A3C1E-5D4F-4A2B-8C9D-0E1F2A3B4C5D";
+        let rule: ThrottleRule = format!("{ws}:30").parse().unwrap();
+        assert_eq!(rule.workspace, ws);
+        assert_eq!(rule.retry_after_seconds, 30);
+        assert!(
+            rule.matches("7b6a3c1e5d4f4a2b8c9d0e1f2a3b4c5d"),
+            "any uuid spelling"
+        );
+        assert!(!rule.matches("ws-other"));
+        for bad in ["ws-1", ":30", "ws-1:", "ws-1:-1", "ws-1:1.5"] {
+            assert!(bad.parse::<ThrottleRule>().is_err(), "{bad}");
+        }
+        let f: FaultConfig = serde_json::from_value(serde_json::json!({
+            "throttled_workspaces": [{"workspace": "ws-1", "retry_after_seconds": 7}]
+        }))
+        .unwrap();
+        assert!(!f.is_off(), "a throttled workspace is a fault");
+        assert!(f.validate().is_ok());
+        assert_eq!(f.throttle("ws-1").map(|r| r.retry_after_seconds), Some(7));
+        assert_eq!(f.throttle("ws-2"), None);
+        assert!(
+            serde_json::from_value::<FaultConfig>(serde_json::json!({
+                "throttled_workspaces": [{"workspace": "ws-1", "retry_after_seconds": 7, "x": 1}]
+            }))
+            .is_err(),
+            "unknown fields are refused"
+        );
+        let f = FaultConfig {
+            throttled_workspaces: vec![ThrottleRule {
+                workspace: " ".into(),
+                retry_after_seconds: 1,
+            }],
+            ..Default::default()
+        };
+        assert!(f.validate().unwrap_err().contains("throttled_workspaces"));
+    }
+
+    #[test]
     fn token_bucket_limits_and_refills() {
         let mut rl = RateLimiter::default();
         let t0 = Instant::now();
@@ -443,5 +566,112 @@ mod tests {
             rl.take("w", 2.0, 2.0, t0 + Duration::from_millis(500))
                 .is_ok()
         );
+    }
+
+    mod over_http {
+        use axum::body::{Body, to_bytes};
+        use axum::http::{Request, header};
+        use tower::ServiceExt;
+
+        use super::*;
+        use crate::{ApiKey, EmulatorConfig, router};
+
+        const THROTTLED: &str = "7b6a3c1e-5d4f-4a2b-8c9d-0e1f2a3b4c5d";
+        const OTHER: &str = "00000000-0000-4000-8000-0000000000aa";
+
+        fn state(faults: FaultConfig) -> EmulatorState {
+            EmulatorState::new(
+                EmulatorConfig {
+                    api_keys: vec![ApiKey::new("k1", THROTTLED), ApiKey::new("k2", OTHER)],
+                    faults,
+                    ..Default::default()
+                },
+                "http://emu",
+            )
+        }
+
+        async fn get(state: &EmulatorState, key: &str, workspace: &str, path: &str) -> Response {
+            let req = Request::builder()
+                .uri(path)
+                .header("x-api-key", key)
+                .header("x-tenant-id", workspace)
+                .body(Body::empty())
+                .unwrap();
+            router(state.clone()).oneshot(req).await.unwrap()
+        }
+
+        #[tokio::test]
+        async fn a_throttled_workspace_gets_429_with_retry_after_and_others_do_not() {
+            let state = state(FaultConfig {
+                throttled_workspaces: vec![ThrottleRule {
+                    // Upper case: matched as the same uuid.
+                    workspace: THROTTLED.to_uppercase(),
+                    retry_after_seconds: 30,
+                }],
+                // Never reached for the throttled workspace (checked first);
+                // the other workspace stays under it.
+                rate_limit_per_second: Some(100.0),
+                ..Default::default()
+            });
+            for path in ["/v2/deployments", "/api-host/v2/deployments"] {
+                let res = get(&state, "k1", THROTTLED, path).await;
+                assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS, "{path}");
+                assert_eq!(res.headers()[header::RETRY_AFTER], "30", "{path}");
+                let body = to_bytes(res.into_body(), 1 << 16).await.unwrap();
+                let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(
+                    body["detail"],
+                    format!(
+                        "Rate limit exceeded for workspace {THROTTLED}. Retry after 30 seconds."
+                    )
+                );
+            }
+            let res = get(&state, "k2", OTHER, "/v2/deployments").await;
+            assert_eq!(res.status(), StatusCode::OK, "another workspace");
+            assert!(!res.headers().contains_key(header::RETRY_AFTER));
+
+            // Counted and logged like the rate limiter's 429s; the second
+            // request came during the first one's Retry-After.
+            let counts = state.request_counts();
+            assert_eq!(
+                counts["routes"]["GET /v2/deployments"]["429"], 1,
+                "{counts}"
+            );
+            assert_eq!(
+                counts["routes"]["GET /v2/deployments"]["200"], 1,
+                "{counts}"
+            );
+            assert_eq!(counts["routes"]["GET /api-host/v2/deployments"]["429"], 1);
+            assert_eq!(counts["during_retry_after"], 1, "{counts}");
+            let log = state.request_log();
+            let statuses: Vec<&str> = log["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["status"].as_str().unwrap())
+                .collect();
+            assert_eq!(statuses, ["429", "429", "200"]);
+
+            // Lifting the throttle at run time lets the workspace through.
+            state.set_faults(FaultConfig::default()).unwrap();
+            let res = get(&state, "k1", THROTTLED, "/v2/deployments").await;
+            assert_eq!(res.status(), StatusCode::OK);
+        }
+
+        #[tokio::test]
+        async fn an_empty_throttled_workspace_is_refused() {
+            let state = state(FaultConfig::default());
+            let err = state
+                .set_faults(FaultConfig {
+                    throttled_workspaces: vec![ThrottleRule {
+                        workspace: String::new(),
+                        retry_after_seconds: 5,
+                    }],
+                    ..Default::default()
+                })
+                .unwrap_err();
+            assert!(err.contains("throttled_workspaces"), "{err}");
+            assert!(state.faults().is_off(), "the faults are unchanged");
+        }
     }
 }

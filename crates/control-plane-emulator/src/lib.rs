@@ -59,7 +59,7 @@ pub use config::{
     ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig,
     IntegrationSeed, ListenerSeed,
 };
-pub use faults::{FaultConfig, RejectRule};
+pub use faults::{FaultConfig, RejectRule, ThrottleRule};
 pub use scenario::{ScenarioField, ScenarioRule};
 pub use shape::{Quirk, ServiceShape};
 pub use state::EmulatorState;

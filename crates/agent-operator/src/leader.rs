@@ -235,6 +235,23 @@ where
     }
 }
 
+/// When this process last acquired or renewed the leader lease.
+static LAST_RENEWAL: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+fn renewed_now() {
+    *LAST_RENEWAL.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+}
+
+/// Time since this process last acquired or renewed the leader lease
+/// (`agent_operator_leader_lease_renewal_age_seconds`); `None` before it
+/// first led, or without leader election.
+pub fn renewal_age() -> Option<Duration> {
+    LAST_RENEWAL
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .map(|at| at.elapsed())
+}
+
 /// The Lease held by this replica: renewed in the background until
 /// [`Leadership::release`] or drop. [`Leadership::lost`] resolves when the
 /// leadership ended or is in doubt.
@@ -257,6 +274,7 @@ impl Leadership {
     fn start(client: kube::Client, manager: Arc<LeaseManager>, config: LeaderConfig) -> Self {
         let (tx, lost) = watch::channel(None);
         let tx = Arc::new(tx);
+        renewed_now();
         let renewer = {
             let manager = manager.clone();
             let tx = tx.clone();
@@ -268,7 +286,10 @@ impl Leadership {
                 let mut delay = RENEW_RETRY_MIN;
                 loop {
                     match manager.changed().await {
-                        Ok(true) => delay = RENEW_RETRY_MIN,
+                        Ok(true) => {
+                            renewed_now();
+                            delay = RENEW_RETRY_MIN;
+                        }
                         Ok(false) => {
                             declare_lost(&tx, "the lease is held by another replica".to_owned());
                             return;

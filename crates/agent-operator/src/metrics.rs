@@ -3,7 +3,8 @@
 //!
 //! Every label has a bounded set of values: kinds, fixed outcomes, the fixed
 //! `reason()` of [`crate::controller::Error`], the fixed operation names and
-//! status classes of the control plane client. Object names, namespaces and
+//! status classes of the control plane client, and the namespace and name of
+//! AgentControlPlanes (one or a few per tenant). Names of other objects and
 //! error strings never become label values (STYLE "Observability").
 //!
 //! | metric | type | labels |
@@ -17,6 +18,17 @@
 //! | `agent_operator_time_to_ready_seconds` | histogram | none (AgentDeployment) |
 //! | `agent_operator_leader` | gauge | none: 1 while this replica runs the controllers |
 //! | `agent_operator_verifications_total` | counter | `outcome` = `Verified` or a fixed failure reason (`spec.verify`) |
+//! | `agent_operator_control_plane_budget_rate` | gauge (at scrape) | `namespace`, `control_plane`: requests per second its budget allows now |
+//! | `agent_operator_control_plane_budget_ceiling` | gauge (at scrape) | `namespace`, `control_plane`: highest rate the budget may reach |
+//! | `agent_operator_control_plane_pause_seconds` | gauge (at scrape) | `namespace`, `control_plane`: seconds left of a `Retry-After` pause |
+//! | `agent_operator_control_plane_token_wait_seconds` | histogram | `namespace`, `control_plane`: wait of each attempt for a budget token |
+//! | `agent_operator_control_plane_slowdowns_total` | counter | `namespace`, `control_plane`, `cause` = `429` \| `503` \| `502` \| `504` \| `timeout` |
+//! | `agent_operator_reconcile_queue` | gauge (at scrape) | `namespace`, `control_plane`, `state` = `running` \| `waiting` \| `deferred` |
+//! | `agent_operator_deferred_passes_total` | counter (at scrape) | `namespace`, `control_plane`: passes put off while the budget was short |
+//! | `agent_operator_leader_lease_renewal_age_seconds` | gauge (at scrape) | none: seconds since the leader lease was last acquired or renewed |
+//!
+//! AgentControlPlanes that share a key share one budget: each of them shows
+//! the same rate, ceiling and pause.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -30,7 +42,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::controlplane::RequestObserver;
+use std::sync::atomic::AtomicU64;
+
+use crate::controller::planes::PlaneSample;
+use crate::controlplane::{PlaneLabel, RequestObserver};
 
 /// Content type of [`Metrics::encode`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -83,6 +98,35 @@ struct ReadyLabels {
     ready: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlaneLabels {
+    namespace: String,
+    control_plane: String,
+}
+
+impl PlaneLabels {
+    fn of(plane: &PlaneLabel) -> Self {
+        Self {
+            namespace: plane.namespace.clone(),
+            control_plane: plane.name.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SlowdownLabels {
+    namespace: String,
+    control_plane: String,
+    cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    namespace: String,
+    control_plane: String,
+    state: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Reconcile passes: 10 ms … ~41 s.
@@ -93,6 +137,12 @@ fn reconcile_histogram() -> Histogram {
 /// Control plane HTTP attempts: 5 ms … ~20 s.
 fn request_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 13))
+}
+
+/// Budget token waits: 1 ms … ~24 s (a pass waits at most 5 s, see
+/// `controller::planes::MAX_TOKEN_WAIT`).
+fn token_wait_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.5, 12))
 }
 
 /// Spec change to Ready: revisions build and deploy in minutes.
@@ -181,12 +231,117 @@ impl Collector for ReadyStates {
     }
 }
 
+type PlaneSource = Box<dyn Fn() -> Vec<PlaneSample> + Send + Sync>;
+
+/// Computes the per-AgentControlPlane gauges at scrape time from the
+/// registered sources (the client cache), and the lease renewal age.
+#[derive(Default)]
+struct PlaneStates {
+    sources: Mutex<Vec<PlaneSource>>,
+}
+
+impl fmt::Debug for PlaneStates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlaneStates").finish_non_exhaustive()
+    }
+}
+
+impl Collector for PlaneStates {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let samples: Vec<PlaneSample> = self
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .flat_map(|source| source())
+            .collect();
+        let rate = Family::<PlaneLabels, Gauge<f64, AtomicU64>>::default();
+        let ceiling = Family::<PlaneLabels, Gauge<f64, AtomicU64>>::default();
+        let pause = Family::<PlaneLabels, Gauge<f64, AtomicU64>>::default();
+        let queue = Family::<QueueLabels, Gauge>::default();
+        let deferred = Family::<PlaneLabels, Counter>::default();
+        for s in &samples {
+            let labels = PlaneLabels::of(&s.plane);
+            if let (Some(r), Some(c)) = (s.rate, s.ceiling) {
+                rate.get_or_create(&labels).set(r);
+                ceiling.get_or_create(&labels).set(c);
+                pause.get_or_create(&labels).set(s.pause_seconds);
+            }
+            for (state, n) in [
+                ("running", s.running),
+                ("waiting", s.waiting),
+                ("deferred", s.deferred),
+            ] {
+                queue
+                    .get_or_create(&QueueLabels {
+                        namespace: labels.namespace.clone(),
+                        control_plane: labels.control_plane.clone(),
+                        state,
+                    })
+                    .set(n);
+            }
+            deferred.get_or_create(&labels).inc_by(s.deferred_total);
+        }
+        if !samples.is_empty() {
+            for (name, help, family) in [
+                (
+                    "control_plane_budget_rate",
+                    "Requests per second the control plane's shared budget allows now",
+                    &rate,
+                ),
+                (
+                    "control_plane_budget_ceiling",
+                    "Highest rate, requests per second, the control plane's budget may reach",
+                    &ceiling,
+                ),
+                (
+                    "control_plane_pause_seconds",
+                    "Seconds left of a Retry-After pause of the control plane (0: none)",
+                    &pause,
+                ),
+            ] {
+                family.encode(encoder.encode_descriptor(
+                    name,
+                    help,
+                    None,
+                    family.metric_type(),
+                )?)?;
+            }
+            queue.encode(encoder.encode_descriptor(
+                "reconcile_queue",
+                "AgentDeployments of a control plane by state: running (holds a permit), waiting (for a permit), deferred (until the budget allows)",
+                None,
+                queue.metric_type(),
+            )?)?;
+            deferred.encode(encoder.encode_descriptor(
+                "deferred_passes",
+                "Passes put off because the control plane's budget was paused or short",
+                None,
+                deferred.metric_type(),
+            )?)?;
+        }
+        if let Some(age) = crate::leader::renewal_age() {
+            let g = Gauge::<f64, AtomicU64>::default();
+            g.set(age.as_secs_f64());
+            g.encode(encoder.encode_descriptor(
+                "leader_lease_renewal_age_seconds",
+                "Seconds since this replica last acquired or renewed the leader lease",
+                None,
+                g.metric_type(),
+            )?)?;
+        }
+        Ok(())
+    }
+}
+
 /// Counts control plane HTTP attempts; handed to the client as its
 /// [`RequestObserver`] (see [`Metrics::request_observer`]).
 #[derive(Clone, Debug)]
 struct ControlPlaneRequests {
     requests: Family<RequestLabels, Counter>,
     duration: HistogramFamily<OperationLabels>,
+    token_wait: HistogramFamily<PlaneLabels>,
+    slowdowns: Family<SlowdownLabels, Counter>,
 }
 
 impl RequestObserver for ControlPlaneRequests {
@@ -200,6 +355,22 @@ impl RequestObserver for ControlPlaneRequests {
         self.duration
             .get_or_create(&OperationLabels { operation })
             .observe(elapsed.as_secs_f64());
+    }
+
+    fn observe_token_wait(&self, plane: &PlaneLabel, waited: Duration) {
+        self.token_wait
+            .get_or_create(&PlaneLabels::of(plane))
+            .observe(waited.as_secs_f64());
+    }
+
+    fn observe_slowdown(&self, plane: &PlaneLabel, cause: &'static str) {
+        self.slowdowns
+            .get_or_create(&SlowdownLabels {
+                namespace: plane.namespace.clone(),
+                control_plane: plane.name.clone(),
+                cause,
+            })
+            .inc();
     }
 }
 
@@ -215,6 +386,7 @@ pub struct Metrics {
     time_to_ready: Histogram,
     leader: Gauge,
     ready_states: Arc<ReadyStates>,
+    plane_states: Arc<PlaneStates>,
     verifications: Family<VerificationLabels, Counter>,
 }
 
@@ -257,7 +429,20 @@ impl Metrics {
         let control_plane = Arc::new(ControlPlaneRequests {
             requests: Family::default(),
             duration: Family::new_with_constructor(request_histogram),
+            token_wait: Family::new_with_constructor(token_wait_histogram),
+            slowdowns: Family::default(),
         });
+        registry.register_with_unit(
+            "control_plane_token_wait",
+            "Time control plane HTTP attempts waited for a token of their budget",
+            Unit::Seconds,
+            control_plane.token_wait.clone(),
+        );
+        registry.register(
+            "control_plane_slowdowns",
+            "Answers that slowed a control plane's budget, by cause (429|503|502|504|timeout)",
+            control_plane.slowdowns.clone(),
+        );
         registry.register(
             "control_plane_requests",
             "Control plane HTTP attempts by operation and status class (2xx|4xx|5xx|timeout|transport)",
@@ -290,6 +475,8 @@ impl Metrics {
         );
         let ready_states = Arc::new(ReadyStates::default());
         registry.register_collector(Box::new(ready_states.clone()));
+        let plane_states = Arc::new(PlaneStates::default());
+        registry.register_collector(Box::new(plane_states.clone()));
         Self {
             registry,
             reconciles,
@@ -299,6 +486,7 @@ impl Metrics {
             time_to_ready,
             leader,
             ready_states,
+            plane_states,
             verifications,
         }
     }
@@ -368,6 +556,17 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((kind, Box::new(count)));
+    }
+
+    /// Adds a source of the per-AgentControlPlane metrics (budget rate,
+    /// ceiling, pause, reconcile queue, deferred passes): `samples` is
+    /// called on every scrape (keep it cheap).
+    pub fn track_planes(&self, samples: impl Fn() -> Vec<PlaneSample> + Send + Sync + 'static) {
+        self.plane_states
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Box::new(samples));
     }
 
     /// Every metric as OpenMetrics text ([`OPENMETRICS_CONTENT_TYPE`]).

@@ -78,17 +78,27 @@ pub struct AgentControlPlaneSpec {
     /// plane behind a private CA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle_secret_ref: Option<SecretKeyRef>,
-    /// Client-side rate limit: sustained requests per second that the
-    /// operator sends to this control plane, shared by every resource that
-    /// uses it (> 0, fractions allowed). Unset: no client-side limit.
+    /// The service's limit for this workspace, in requests per second
+    /// (more than 0, at most 1000; fractions allowed), when you know it.
+    /// The operator then sends at most 95 % of it to this workspace, and
+    /// starts at that rate instead of discovering it. Every
+    /// AgentControlPlane that uses the same key and URL shares one budget;
+    /// its ceiling is the largest rate they declare, and each declared rate
+    /// also caps its own workspace's share.
+    ///
+    /// Unset: the operator discovers the limit. It starts at 10 requests
+    /// per second, grows to at most 20, halves on a 429, 502, 503, 504 or
+    /// timeout, and pauses for a `Retry-After`. Every control plane URL is
+    /// also capped for the whole operator (`--max-requests-per-second-per-host`,
+    /// default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self > 0.0").message("requestsPerSecond must be greater than 0"))]
+    #[x_kube(validation = Rule::new("self > 0.0 && self <= 1000.0").message("requestsPerSecond must be greater than 0 and at most 1000"))]
     pub requests_per_second: Option<f64>,
     /// Requests allowed at once after an idle period (token bucket size,
-    /// at least 1). Needs `requestsPerSecond`; default: one second's worth
+    /// 1 to 1000). Needs `requestsPerSecond`; default: one second's worth
     /// (`requestsPerSecond` rounded up, at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1000))]
     pub burst: Option<u32>,
 }
 

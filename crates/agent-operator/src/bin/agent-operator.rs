@@ -73,6 +73,11 @@ struct RunArgs {
     /// every watched namespace.
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
+    /// Ceiling of all requests to one control plane URL, requests per
+    /// second, shared by every AgentControlPlane on it (everything leaves
+    /// from one address). 95 % of it is used. Must be more than 0.
+    #[arg(long, env = "MAX_REQUESTS_PER_SECOND_PER_HOST", default_value_t = agent_operator::controller::planes::DEFAULT_HOST_CEILING)]
+    max_requests_per_second_per_host: f64,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -218,7 +223,18 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         leader_election = ?election,
         "agent-operator starting"
     );
+    let host_ceiling = agent_operator::controlplane::RateLimit {
+        requests_per_second: args.max_requests_per_second_per_host,
+        burst: args
+            .max_requests_per_second_per_host
+            .ceil()
+            .clamp(1.0, 10_000.0) as u32,
+    };
+    host_ceiling
+        .period()
+        .map_err(|e| anyhow::anyhow!("--max-requests-per-second-per-host: {e}"))?;
     let ctx = Arc::new(Context::new(client.clone(), config));
+    ctx.planes.set_host_ceiling(host_ceiling);
     let metrics = ctx.metrics.clone();
     let health = Health::new();
     // One shutdown signal for the HTTP server, the lease wait and every

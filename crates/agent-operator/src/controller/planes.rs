@@ -35,7 +35,10 @@ use super::resolve::Blocked;
 use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneSpec};
-use crate::controlplane::{Budget, ClientConfig, ControlPlaneClient, RateLimit, RequestObserver};
+use crate::controlplane::{
+    Budget, ClientConfig, ControlPlaneClient, PlaneLabel, RateLimit, RequestObserver,
+};
+use secrecy::ExposeSecret;
 
 /// What a cached client was built from; a difference means "rebuild".
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +59,148 @@ struct Entry {
     fingerprint: Fingerprint,
     observer: Option<Arc<dyn RequestObserver>>,
     client: ControlPlaneClient,
+    /// The buckets every request of `client` takes a token from: the
+    /// budget of its (base URL, credential), then its caps.
+    buckets: Vec<Budget>,
+}
+
+/// Which budget a control plane's requests draw from: its base URL and a
+/// SHA-256 digest of its credential (the service limits per API key,
+/// docs/control-plane-api.md "Rate limits"). The digest never leaves the
+/// process: no `Debug`, no metric label, no log.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct BudgetKey {
+    base_url: String,
+    credential: [u8; 32],
+}
+
+impl BudgetKey {
+    fn new(base_url: &str, bearer: bool, credential: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update([u8::from(bearer)]);
+        h.update(credential.as_bytes());
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            credential: h.finalize().into(),
+        }
+    }
+}
+
+/// What one AgentControlPlane contributes to the budget of its key.
+struct BudgetUser {
+    key: BudgetKey,
+    workspace: String,
+    limit: Option<RateLimit>,
+}
+
+/// The budgets of every control plane the operator talks to.
+#[derive(Default)]
+struct Budgets {
+    /// One adaptive budget per (base URL, credential), kept for the life
+    /// of the process (a deleted and re-created AgentControlPlane finds its
+    /// learned rate and a pending `Retry-After` again).
+    by_key: HashMap<BudgetKey, Budget>,
+    /// The AgentControlPlanes using each key, by (namespace, name).
+    users: HashMap<(String, String), BudgetUser>,
+    /// A declared `requestsPerSecond` as the fixed share of its workspace
+    /// on a key that serves several workspaces or a larger declared rate.
+    shares: HashMap<(BudgetKey, String), Budget>,
+    /// One fixed ceiling per base URL for the whole operator.
+    hosts: HashMap<String, Budget>,
+}
+
+/// Default ceiling of all requests to one base URL, requests per second:
+/// everything the operator sends leaves from one address, and the service
+/// also limits per client address (docs/control-plane-api.md "Rate
+/// limits": 2000 requests per 10 s per IP on the routes that limit by
+/// address, 2000 per minute per key on all routes).
+pub const DEFAULT_HOST_CEILING: f64 = 100.0;
+
+/// How long a request of a reconcile pass waits for its budget before the
+/// pass gives up and requeues ([`crate::controlplane::ClientConfig::max_token_wait`]).
+pub const MAX_TOKEN_WAIT: Duration = Duration::from_secs(5);
+
+/// The admission of one AgentControlPlane's reconcile passes: a cap on the
+/// reconcile permits its passes hold at once, and counts for
+/// `agent_operator_reconcile_queue`.
+#[derive(Debug)]
+pub struct PlaneGate {
+    /// Permits of this control plane's passes (the cap).
+    pub permits: Arc<tokio::sync::Semaphore>,
+    /// Passes holding a reconcile permit.
+    pub running: std::sync::atomic::AtomicI64,
+    /// Passes waiting for a permit.
+    pub waiting: std::sync::atomic::AtomicI64,
+    /// Objects requeued until the control plane can send again, with the
+    /// instant they run again.
+    deferred: Mutex<HashMap<String, tokio::time::Instant>>,
+    /// Passes put off so far.
+    pub deferred_total: std::sync::atomic::AtomicU64,
+}
+
+impl PlaneGate {
+    fn new(cap: usize) -> Self {
+        Self {
+            permits: Arc::new(tokio::sync::Semaphore::new(cap.max(1))),
+            running: Default::default(),
+            waiting: Default::default(),
+            deferred: Default::default(),
+            deferred_total: Default::default(),
+        }
+    }
+
+    /// Records that the pass of `object` was put off for `by`.
+    pub fn defer(&self, object: &str, by: Duration) {
+        use std::sync::atomic::Ordering;
+        self.deferred_total.fetch_add(1, Ordering::Relaxed);
+        let mut d = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        let now = tokio::time::Instant::now();
+        d.retain(|_, until| *until > now);
+        d.insert(object.to_owned(), now + by);
+    }
+
+    /// Records that `object` runs now (no longer deferred).
+    pub fn resume(&self, object: &str) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(object);
+    }
+
+    /// Objects whose deferral has not ended yet.
+    pub fn deferred_now(&self) -> usize {
+        let now = tokio::time::Instant::now();
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|until| **until > now)
+            .count()
+    }
+}
+
+/// One AgentControlPlane's figures at scrape time (see
+/// [`ClientCache::samples`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlaneSample {
+    /// Namespace and name of the AgentControlPlane.
+    pub plane: PlaneLabel,
+    /// Rate its budget allows now, requests per second (`None` before its
+    /// first client was built).
+    pub rate: Option<f64>,
+    /// Highest rate its budget may reach, requests per second.
+    pub ceiling: Option<f64>,
+    /// Seconds left of a `Retry-After` pause (0: none).
+    pub pause_seconds: f64,
+    /// Passes holding a reconcile permit.
+    pub running: i64,
+    /// Passes waiting for a reconcile permit.
+    pub waiting: i64,
+    /// Objects requeued until the control plane can send again.
+    pub deferred: i64,
+    /// Passes put off so far.
+    pub deferred_total: u64,
 }
 
 /// The reflector stores of one controller: AgentControlPlanes and Secret
@@ -67,10 +212,18 @@ type WatchStores = (Store<AgentControlPlane>, Store<PartialObjectMeta<Secret>>);
 #[derive(Default)]
 pub struct ClientCache {
     entries: Mutex<HashMap<(String, String), Entry>>,
-    /// The shared adaptive budget of each AgentControlPlane: kept apart from
-    /// the clients so that a client rebuilt after a key rotation or a spec
-    /// change keeps the bucket, its learned rate and a pending `Retry-After`.
-    budgets: Mutex<HashMap<(String, String), Budget>>,
+    /// The budgets, kept apart from the clients so that a client rebuilt
+    /// after a spec change keeps the bucket, its learned rate and a
+    /// pending `Retry-After`.
+    budgets: Mutex<Budgets>,
+    /// Ceiling of all requests to one base URL (default
+    /// [`DEFAULT_HOST_CEILING`]).
+    host_ceiling: Mutex<Option<RateLimit>>,
+    /// The admission gate of each AgentControlPlane, by (namespace, name).
+    gates: Mutex<HashMap<(String, String), Arc<PlaneGate>>>,
+    /// Reconcile permits one AgentControlPlane's passes may hold at once
+    /// (0: unset, see [`ClientCache::set_plane_permits`]).
+    plane_permits: std::sync::atomic::AtomicUsize,
     /// Reflector stores of AgentControlPlanes and of Secret metadata filled
     /// by the controllers' watches: when a cached client's fingerprint still
     /// matches them, a pass reads nothing from the Kubernetes API.
@@ -287,6 +440,7 @@ impl ClientCache {
                 ),
             }));
         }
+        let base_url_text = base_url.clone();
         let mut config = ClientConfig::new(
             base_url,
             plane.spec.workspace_id.clone(),
@@ -295,7 +449,23 @@ impl ClientCache {
         config.bearer = plane.spec.uses_bearer_token();
         config.timeout = request_timeout;
         config.ca_bundle_pem = ca_bundle;
-        config.budget = Some(self.budget(&key, rate_limit(&plane.spec)));
+        let buckets = self.budgets_for(
+            &key,
+            BudgetKey::new(
+                &base_url_text,
+                config.bearer,
+                config.api_key.expose_secret(),
+            ),
+            &plane.spec.workspace_id,
+            rate_limit(&plane.spec),
+        );
+        config.budget = buckets.first().cloned();
+        config.caps = buckets.iter().skip(1).cloned().collect();
+        config.max_token_wait = Some(MAX_TOKEN_WAIT);
+        config.plane = Some(PlaneLabel {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        });
         config.observer = observer.clone();
         let client = match ControlPlaneClient::new(config) {
             Ok(c) => c,
@@ -311,6 +481,7 @@ impl ClientCache {
                 fingerprint,
                 observer,
                 client: client.clone(),
+                buckets,
             },
         );
         Ok(Ok(client))
@@ -369,35 +540,207 @@ impl ClientCache {
             .then(|| entry.client.clone())
     }
 
-    /// The budget of the AgentControlPlane `key` with `limit` as its
-    /// ceiling (created on first use, its ceiling updated afterwards).
-    fn budget(&self, key: &(String, String), limit: Option<RateLimit>) -> Budget {
-        let mut budgets = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
-        let budget = budgets
+    /// The buckets of the AgentControlPlane `plane` (namespace, name) on
+    /// `key` and `workspace`, with its declared `limit`: first the adaptive
+    /// budget of the key, then (when the key serves other workspaces or a
+    /// larger declared rate) the fixed share of its workspace, then the
+    /// ceiling of the base URL.
+    ///
+    /// The key's budget takes the largest `requestsPerSecond` declared by
+    /// the AgentControlPlanes that use it as its ceiling, or the adaptive
+    /// default when none declares one.
+    fn budgets_for(
+        &self,
+        plane: &(String, String),
+        key: BudgetKey,
+        workspace: &str,
+        limit: Option<RateLimit>,
+    ) -> Vec<Budget> {
+        let host_ceiling = self.host_ceiling();
+        let mut b = self.budgets.lock().unwrap_or_else(|p| p.into_inner());
+        b.users.insert(
+            plane.clone(),
+            BudgetUser {
+                key: key.clone(),
+                workspace: workspace.to_owned(),
+                limit,
+            },
+        );
+        let users: Vec<&BudgetUser> = b.users.values().filter(|u| u.key == key).collect();
+        let declared =
+            users
+                .iter()
+                .filter_map(|u| u.limit)
+                .fold(None, |acc: Option<RateLimit>, l| {
+                    Some(match acc {
+                        None => l,
+                        Some(a) => RateLimit {
+                            requests_per_second: a.requests_per_second.max(l.requests_per_second),
+                            burst: a.burst.max(l.burst),
+                        },
+                    })
+                });
+        let shared_across_workspaces = users.iter().any(|u| u.workspace != workspace);
+        let needs_share = limit.is_some_and(|l| {
+            shared_across_workspaces
+                || declared.is_some_and(|d| d.requests_per_second > l.requests_per_second)
+        });
+        let budget = b
+            .by_key
             .entry(key.clone())
-            .or_insert_with(|| Budget::new(limit));
-        budget.set_limit(limit);
-        budget.clone()
+            .or_insert_with(|| Budget::new(declared))
+            .clone();
+        budget.set_limit(declared);
+        let mut buckets = vec![budget];
+        let share_key = (key.clone(), workspace.to_owned());
+        match limit.filter(|_| needs_share) {
+            Some(l) => {
+                let share = b
+                    .shares
+                    .entry(share_key)
+                    .or_insert_with(|| Budget::new(Some(l)))
+                    .clone();
+                share.set_limit(Some(l));
+                buckets.push(share);
+            }
+            None => {
+                b.shares.remove(&share_key);
+            }
+        }
+        let host = b
+            .hosts
+            .entry(key.base_url.clone())
+            .or_insert_with(|| Budget::new(Some(host_ceiling)))
+            .clone();
+        host.set_limit(Some(host_ceiling));
+        buckets.push(host);
+        buckets
+    }
+
+    /// The ceiling of all requests to one base URL.
+    fn host_ceiling(&self) -> RateLimit {
+        self.host_ceiling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or(RateLimit {
+                requests_per_second: DEFAULT_HOST_CEILING,
+                burst: DEFAULT_HOST_CEILING as u32,
+            })
+    }
+
+    /// Sets the ceiling of all requests to one base URL (the operator's
+    /// `--max-requests-per-second-per-host`); applies to clients built
+    /// afterwards.
+    pub fn set_host_ceiling(&self, limit: RateLimit) {
+        *self.host_ceiling.lock().unwrap_or_else(|p| p.into_inner()) = Some(limit);
+    }
+
+    /// Sets how many reconcile permits one AgentControlPlane's passes may
+    /// hold at once (at least 1); applies to gates created afterwards.
+    pub fn set_plane_permits(&self, permits: usize) {
+        self.plane_permits
+            .store(permits.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The admission gate of the AgentControlPlane `namespace`/`name`
+    /// (created on first use).
+    pub fn gate(&self, namespace: &str, name: &str) -> Arc<PlaneGate> {
+        let cap = match self
+            .plane_permits
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => usize::from(u16::MAX),
+            n => n,
+        };
+        self.gates
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((namespace.to_owned(), name.to_owned()))
+            .or_insert_with(|| Arc::new(PlaneGate::new(cap)))
+            .clone()
+    }
+
+    /// How long until the AgentControlPlane `namespace`/`name` can send a
+    /// request of `priority` (zero: now, or no client built yet): the
+    /// longest wait of its buckets.
+    pub fn ready_in(
+        &self,
+        namespace: &str,
+        name: &str,
+        priority: crate::controlplane::Priority,
+    ) -> Duration {
+        self.lock()
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .map(|e| {
+                e.buckets
+                    .iter()
+                    .map(|b| b.ready_in(priority))
+                    .max()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
     }
 
     /// True while a `Retry-After` of the AgentControlPlane `namespace`/`name`
     /// is pending (nothing is sent to it meanwhile).
     pub fn paused(&self, namespace: &str, name: &str) -> bool {
-        self.budgets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.lock()
             .get(&(namespace.to_owned(), name.to_owned()))
-            .is_some_and(Budget::paused)
+            .is_some_and(|e| e.buckets.iter().any(Budget::paused))
     }
 
-    /// Drops the cached client and budget of `namespace`/`name`, if any
-    /// (e.g. after the AgentControlPlane was deleted).
+    /// The figures of every AgentControlPlane with a client or a gate, for
+    /// the `agent_operator_control_plane_*` and
+    /// `agent_operator_reconcile_queue` metrics.
+    pub fn samples(&self) -> Vec<PlaneSample> {
+        use std::sync::atomic::Ordering;
+        let mut out: std::collections::BTreeMap<(String, String), PlaneSample> = Default::default();
+        let blank = |k: &(String, String)| PlaneSample {
+            plane: PlaneLabel {
+                namespace: k.0.clone(),
+                name: k.1.clone(),
+            },
+            rate: None,
+            ceiling: None,
+            pause_seconds: 0.0,
+            running: 0,
+            waiting: 0,
+            deferred: 0,
+            deferred_total: 0,
+        };
+        for (k, e) in self.lock().iter() {
+            let s = out.entry(k.clone()).or_insert_with(|| blank(k));
+            if let Some(b) = e.buckets.first() {
+                s.rate = Some(b.rate());
+                s.ceiling = Some(b.ceiling());
+            }
+            s.pause_seconds = e
+                .buckets
+                .iter()
+                .map(|b| b.pause_left().as_secs_f64())
+                .fold(0.0, f64::max);
+        }
+        for (k, g) in self.gates.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let s = out.entry(k.clone()).or_insert_with(|| blank(k));
+            s.running = g.running.load(Ordering::Relaxed);
+            s.waiting = g.waiting.load(Ordering::Relaxed);
+            s.deferred = g.deferred_now() as i64;
+            s.deferred_total = g.deferred_total.load(Ordering::Relaxed);
+        }
+        out.into_values().collect()
+    }
+
+    /// Drops the cached client of `namespace`/`name`, if any (e.g. after
+    /// the AgentControlPlane was deleted). Its budget stays: it belongs to
+    /// the (base URL, credential), and a re-created AgentControlPlane with
+    /// the same key finds its rate and a pending `Retry-After` again.
     pub fn forget(&self, namespace: &str, name: &str) {
         let key = (namespace.to_owned(), name.to_owned());
         self.lock().remove(&key);
         self.budgets
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .users
             .remove(&key);
     }
 
@@ -458,6 +801,72 @@ mod tests {
         assert_eq!(rate_limit(&spec(Some(2.5), None)).unwrap().burst, 3);
         assert_eq!(rate_limit(&spec(Some(0.2), None)).unwrap().burst, 1);
         assert_eq!(rate_limit(&spec(Some(5.0), Some(0))).unwrap().burst, 1);
+    }
+
+    use crate::controlplane::budget::DECLARED_MARGIN;
+
+    fn limit(rps: f64) -> Option<RateLimit> {
+        Some(RateLimit {
+            requests_per_second: rps,
+            burst: rps as u32,
+        })
+    }
+
+    fn plane(ns: &str, name: &str) -> (String, String) {
+        (ns.to_owned(), name.to_owned())
+    }
+
+    #[test]
+    fn planes_with_one_key_share_one_budget_kept_across_a_re_create() {
+        let cache = ClientCache::default();
+        let key = || BudgetKey::new("https://cp.example/", false, "key-1");
+        let a = cache.budgets_for(&plane("team-a", "cp"), key(), "ws", None);
+        let b = cache.budgets_for(&plane("team-b", "cp"), key(), "ws", None);
+        assert_eq!(a.len(), 2, "key budget and host ceiling: {a:?}");
+        a[0].on_throttled(Some(Duration::from_secs(60)));
+        assert!(b[0].paused(), "one budget for one key");
+        let other = cache.budgets_for(
+            &plane("team-c", "cp"),
+            BudgetKey::new("https://cp.example", false, "key-2"),
+            "ws",
+            None,
+        );
+        assert!(!other[0].paused(), "another key, another budget");
+        assert!(other[1].paused() == a[1].paused(), "one host ceiling");
+        cache.forget("team-a", "cp");
+        let again = cache.budgets_for(&plane("team-a", "cp"), key(), "ws", None);
+        assert!(
+            again[0].paused(),
+            "a re-created plane keeps the pending pause"
+        );
+    }
+
+    #[test]
+    fn a_declared_rate_caps_its_workspace_share_of_a_shared_key() {
+        let cache = ClientCache::default();
+        let key = || BudgetKey::new("https://cp.example", false, "org-key");
+        let one = cache.budgets_for(&plane("a", "cp"), key(), "ws-1", limit(10.0));
+        assert_eq!(one.len(), 2, "alone: the key budget is the declared one");
+        assert_eq!(one[0].ceiling(), 10.0 * DECLARED_MARGIN);
+        let two = cache.budgets_for(&plane("b", "cp"), key(), "ws-2", limit(4.0));
+        assert_eq!(two.len(), 3, "a share for ws-2 on a key of two workspaces");
+        assert_eq!(
+            two[0].ceiling(),
+            10.0 * DECLARED_MARGIN,
+            "the largest declared"
+        );
+        assert_eq!(two[1].ceiling(), 4.0 * DECLARED_MARGIN);
+        let host = cache.budgets_for(&plane("c", "cp"), key(), "ws-3", None);
+        assert_eq!(host.len(), 2, "undeclared: no share");
+        assert_eq!(host[1].ceiling(), DEFAULT_HOST_CEILING * DECLARED_MARGIN);
+    }
+
+    #[test]
+    fn the_budget_key_hides_the_credential_and_tells_bearer_from_key() {
+        let k = BudgetKey::new("https://x", false, "secret-value");
+        assert!(!format!("{:?}", k.credential).contains("secret-value"));
+        assert!(BudgetKey::new("https://x", true, "secret-value") != k);
+        assert!(BudgetKey::new("https://x/", false, "secret-value") == k);
     }
 
     struct Counting;

@@ -150,16 +150,25 @@ pub async fn run_with(
 ) {
     let shutdown = Box::pin(shutdown).shared();
     let permits = (concurrency > 0).then(|| Arc::new(Semaphore::new(usize::from(concurrency))));
+    // One plane's passes hold at most half of the permits (rounded up), so
+    // that another tenant always finds some.
+    if concurrency > 0 {
+        ctx.planes
+            .set_plane_permits(usize::from(concurrency).div_ceil(2));
+    }
+    {
+        let weak = Arc::downgrade(&ctx);
+        ctx.metrics.track_planes(move || {
+            weak.upgrade()
+                .map(|c| c.planes.samples())
+                .unwrap_or_default()
+        });
+    }
     let mut controllers = Vec::new();
     let mut ready = Vec::new();
     for namespace in scope.targets() {
-        let (controller, deployments, planes) = controller(
-            ctx.clone(),
-            namespace,
-            concurrency,
-            permits.clone(),
-            shutdown.clone(),
-        );
+        let (controller, deployments, planes) =
+            controller(ctx.clone(), namespace, permits.clone(), shutdown.clone());
         let d = deployments.clone();
         ctx.metrics.track_ready(DEPLOYMENT_KIND, move || {
             ready_counts(&d, |o: &AgentDeployment| {
@@ -205,17 +214,68 @@ where
     }
 }
 
-/// One pass with the concurrency permit held, timed and counted.
+/// A plane whose budget allows the next request only later than this puts
+/// its passes off instead of letting them wait with a permit held.
+pub const DEFER_AFTER: Duration = Duration::from_secs(1);
+
+/// One pass, admitted fairly, with the concurrency permit held, timed and
+/// counted.
+///
+/// Admission, in this order, so that a throttled tenant never holds the
+/// permits every tenant shares (docs/RELIABILITY.md, "Many tenants"):
+/// 1. when the AgentControlPlane's budget is paused by a `Retry-After` or
+///    allows the next request only after [`DEFER_AFTER`], the pass is put
+///    off: the object is requeued for when the plane can send again,
+///    holding nothing;
+/// 2. the pass takes one of its plane's permits (at most half the reconcile
+///    permits per plane, see [`run_with`]), then one of the shared
+///    reconcile permits; both queues are first come, first served, so the
+///    planes' passes take turns;
+/// 3. if the plane was paused meanwhile, the pass is put off after all.
+///
+/// Inside the pass a request waits at most
+/// [`super::planes::MAX_TOKEN_WAIT`] for a token (then the pass fails with
+/// a transient, not-sent error and is requeued).
 async fn observed_reconcile(
     obj: Arc<AgentDeployment>,
     ctx: Arc<Context>,
     permits: Option<Arc<Semaphore>>,
 ) -> Result<Action, Error> {
-    let _permit = match permits {
+    use std::sync::atomic::Ordering;
+    let ns = obj.namespace().unwrap_or_default();
+    let plane = obj.spec.control_plane_ref.name.clone();
+    let gate = ctx.planes.gate(&ns, &plane);
+    let key = super::object_key(obj.as_ref());
+    let deferral = || {
+        let wait = ctx
+            .planes
+            .ready_in(&ns, &plane, crate::controlplane::Priority::Read);
+        (wait > DEFER_AFTER).then(|| {
+            let by = wait + super::jittered(Duration::from_secs(1)).min(wait / 10);
+            gate.defer(&key, by);
+            debug!(object = %key, retry_in_s = by.as_secs_f64(), "control plane budget short: pass put off");
+            Action::requeue(by)
+        })
+    };
+    if let Some(action) = deferral() {
+        return Ok(action);
+    }
+    gate.waiting.fetch_add(1, Ordering::Relaxed);
+    let plane_permit = gate.permits.clone().acquire_owned().await.ok();
+    let permit = match permits {
         Some(p) => p.acquire_owned().await.ok(),
         None => None,
     };
-    observed(DEPLOYMENT_KIND, reconcile)(obj, ctx).await
+    gate.waiting.fetch_sub(1, Ordering::Relaxed);
+    if let Some(action) = deferral() {
+        return Ok(action);
+    }
+    gate.resume(&key);
+    gate.running.fetch_add(1, Ordering::Relaxed);
+    let result = observed(DEPLOYMENT_KIND, reconcile)(obj, ctx.clone()).await;
+    gate.running.fetch_sub(1, Ordering::Relaxed);
+    drop((permit, plane_permit));
+    result
 }
 
 /// The controller of one namespace (`None`: all) and the stores whose
@@ -223,7 +283,6 @@ async fn observed_reconcile(
 fn controller<S>(
     ctx: Arc<Context>,
     namespace: Option<&str>,
-    concurrency: u16,
     permits: Option<Arc<Semaphore>>,
     shutdown: S,
 ) -> (
@@ -305,7 +364,10 @@ where
         .watches_stream(plane_trigger, move |plane: AgentControlPlane| {
             referencing_plane(&store, &plane)
         })
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        // Unbounded here: the permits of [`observed_reconcile`] bound the
+        // passes that run, while passes waiting for their plane's turn must
+        // not take the controller's slots from other planes.
+        .with_config(kube::runtime::controller::Config::default().concurrency(0))
         .graceful_shutdown_on(shutdown)
         .run(
             move |obj, ctx| observed_reconcile(obj, ctx, permits.clone()),

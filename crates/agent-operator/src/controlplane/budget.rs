@@ -91,9 +91,18 @@ struct State {
     decreased: Option<Instant>,
     /// Answers 429/503 seen (for tests and logs).
     throttled: u64,
+    /// Answers that slowed the budget without pausing it (502, 504,
+    /// timeouts).
+    slowed: u64,
 }
 
 impl State {
+    /// True within [`DECREASE_HOLD`] of the last decrease.
+    fn held(&self, now: Instant) -> bool {
+        self.decreased
+            .is_some_and(|at| now.saturating_duration_since(at) < DECREASE_HOLD)
+    }
+
     fn refill(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
         self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
@@ -148,6 +157,7 @@ impl Budget {
                 paused_until: None,
                 decreased: None,
                 throttled: 0,
+                slowed: 0,
             })),
             mutations_waiting: Arc::new(AtomicUsize::new(0)),
         }
@@ -202,9 +212,26 @@ impl Budget {
 
     /// True while a `Retry-After` pause is pending.
     pub fn paused(&self) -> bool {
+        !self.pause_left().is_zero()
+    }
+
+    /// What is left of a pending `Retry-After` pause (zero: none).
+    pub fn pause_left(&self) -> Duration {
+        let now = Instant::now();
         self.lock()
             .paused_until
-            .is_some_and(|until| until > Instant::now())
+            .map_or(Duration::ZERO, |until| until.saturating_duration_since(now))
+    }
+
+    /// The highest rate the budget may reach, requests per second.
+    pub fn ceiling(&self) -> f64 {
+        self.lock().ceiling
+    }
+
+    /// Answers that slowed the budget without a pause (502, 504, timeouts)
+    /// so far.
+    pub fn slowed(&self) -> u64 {
+        self.lock().slowed
     }
 
     /// How long a request of `priority` must wait now (zero: it took a
@@ -235,17 +262,67 @@ impl Budget {
         }
     }
 
+    /// How long until a request of `priority` could be sent (zero: a token
+    /// is there now), without taking a token: the rest of a `Retry-After`
+    /// pause, or the time the bucket needs to refill one token. Used before
+    /// a reconcile pass takes a permit, so that a paused or short plane
+    /// requeues its objects instead of holding permits while it waits.
+    pub fn ready_in(&self, priority: Priority) -> Duration {
+        self.ready_in_at(priority, Instant::now())
+    }
+
+    fn ready_in_at(&self, priority: Priority, now: Instant) -> Duration {
+        let s = self.lock();
+        if let Some(until) = s.paused_until
+            && until > now
+        {
+            return until - now;
+        }
+        let from = s.paused_until.map_or(s.refilled, |u| s.refilled.max(u));
+        let elapsed = now.saturating_duration_since(from).as_secs_f64();
+        let mut tokens = (s.tokens + elapsed * s.rate).min(s.burst);
+        if priority == Priority::Read && self.mutations_waiting.load(Ordering::SeqCst) > 0 {
+            tokens = tokens.min(0.0);
+        }
+        if tokens >= 1.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(((1.0 - tokens) / s.rate).clamp(0.001, MAX_PAUSE.as_secs_f64()))
+        }
+    }
+
     /// Waits until a request of `priority` may be sent and takes its token.
     /// Cancellation-safe.
     pub async fn acquire(&self, priority: Priority) {
+        // Without a limit the wait always ends with a token.
+        let _ = self.acquire_within(priority, None).await;
+    }
+
+    /// Like [`Budget::acquire`], but gives up instead of waiting longer
+    /// than `max` in all (`None`: no limit).
+    ///
+    /// Returns the time waited for the token; or `Err(retry_in)`, without a
+    /// token, when the next one (or the end of a pause) is further away than
+    /// the rest of `max`. Cancellation-safe.
+    pub async fn acquire_within(
+        &self,
+        priority: Priority,
+        max: Option<Duration>,
+    ) -> Result<Duration, Duration> {
         let _waiting = (priority == Priority::Mutation).then(|| {
             self.mutations_waiting.fetch_add(1, Ordering::SeqCst);
             Waiting(&self.mutations_waiting)
         });
+        let start = Instant::now();
         loop {
             let wait = self.try_take(priority, Instant::now());
             if wait.is_zero() {
-                return;
+                return Ok(start.elapsed());
+            }
+            if let Some(max) = max
+                && start.elapsed() + wait > max
+            {
+                return Err(wait);
             }
             tokio::time::sleep(wait).await;
         }
@@ -268,13 +345,28 @@ impl Budget {
         self.on_throttled_at(retry_after, Instant::now());
     }
 
+    /// A 502, a 504 or a timeout: the service (or a proxy in front of it)
+    /// is struggling, so the rate halves as on a 429 (once per
+    /// [`DECREASE_HOLD`]), but nothing is paused and the tokens in the
+    /// bucket stay: it slows the budget down, it does not stop it.
+    pub fn on_slowdown(&self) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        s.slowed += 1;
+        if !s.held(now) {
+            s.rate = (s.rate * MULTIPLICATIVE_DECREASE).max(MIN_RATE);
+            s.decreased = Some(now);
+        }
+        tracing::debug!(
+            rate = s.rate,
+            "control plane struggling: budget slowed down"
+        );
+    }
+
     fn on_throttled_at(&self, retry_after: Option<Duration>, now: Instant) {
         let mut s = self.lock();
         s.throttled += 1;
-        let hold = s
-            .decreased
-            .is_some_and(|at| now.saturating_duration_since(at) < DECREASE_HOLD);
-        if !hold {
+        if !s.held(now) {
             s.rate = (s.rate * MULTIPLICATIVE_DECREASE).max(MIN_RATE);
             s.decreased = Some(now);
             s.tokens = 0.0;
@@ -376,6 +468,62 @@ mod tests {
             .filter(|_| b.try_take(Priority::Read, now).is_zero())
             .count();
         assert_eq!(taken, 3);
+    }
+
+    #[test]
+    fn ready_in_tells_the_pause_and_the_refill_without_taking() {
+        let b = declared(2.0 / DECLARED_MARGIN, 1);
+        let now = Instant::now();
+        assert_eq!(b.ready_in_at(Priority::Read, now), Duration::ZERO);
+        assert_eq!(
+            b.ready_in_at(Priority::Read, now),
+            Duration::ZERO,
+            "nothing taken"
+        );
+        assert_eq!(b.try_take(Priority::Read, now), Duration::ZERO);
+        let refill = b.ready_in_at(Priority::Read, now);
+        assert!(
+            refill > Duration::from_millis(400) && refill <= Duration::from_millis(500),
+            "{refill:?}"
+        );
+        b.on_throttled_at(Some(Duration::from_secs(30)), now);
+        let paused = b.ready_in_at(Priority::Read, now + Duration::from_secs(10));
+        assert_eq!(paused, Duration::from_secs(20));
+    }
+
+    #[tokio::test]
+    async fn acquire_within_gives_up_instead_of_waiting_out_a_pause() {
+        let b = declared(10.0, 1);
+        b.on_throttled(Some(Duration::from_secs(600)));
+        let started = Instant::now();
+        let retry_in = b
+            .acquire_within(Priority::Mutation, Some(Duration::from_secs(5)))
+            .await
+            .unwrap_err();
+        assert!(retry_in > Duration::from_secs(590), "{retry_in:?}");
+        assert!(
+            started.elapsed() < Duration::from_millis(50),
+            "returned at once"
+        );
+        // A short wait is waited out.
+        let b = declared(1.0 / DECLARED_MARGIN, 1);
+        b.acquire(Priority::Read).await;
+        let waited = b
+            .acquire_within(Priority::Read, Some(Duration::from_secs(5)))
+            .await
+            .unwrap();
+        assert!(waited >= Duration::from_millis(900), "{waited:?}");
+    }
+
+    #[test]
+    fn a_slowdown_halves_without_pausing_or_emptying() {
+        let b = declared(20.0 / DECLARED_MARGIN, 5);
+        b.on_slowdown();
+        assert!((b.rate() - 10.0).abs() < 1e-9);
+        assert!(!b.paused());
+        assert_eq!(b.try_take(Priority::Read, Instant::now()), Duration::ZERO);
+        assert_eq!(b.slowed(), 1);
+        assert_eq!(b.throttled(), 0);
     }
 
     #[tokio::test]

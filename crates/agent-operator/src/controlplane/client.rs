@@ -30,7 +30,9 @@ use url::Url;
 use super::budget::Budget;
 use super::error::Error;
 use super::merge::with_merged_resource_spec;
-use super::operation::{Operation, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class};
+use super::operation::{
+    Operation, PlaneLabel, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class,
+};
 use super::response::{check_status, decode_body};
 use super::types::{
     Deployment, DeploymentCreate, DeploymentPatch, GithubIntegration, GithubRepository, Listener,
@@ -90,6 +92,21 @@ pub struct ClientConfig {
     /// the same bucket, and a 429/503 seen by one slows all of them. `None`
     /// (default): a budget of its own when `rate_limit` is set, else none.
     pub budget: Option<Budget>,
+    /// Fixed buckets every attempt also takes a token from, after
+    /// `budget`: the declared share of a workspace and the ceiling of the
+    /// base URL (see `controller::planes`). Never slowed by answers.
+    /// Default none.
+    pub caps: Vec<Budget>,
+    /// Longest wait for budget tokens (or a `Retry-After` pause) before an
+    /// attempt gives up with [`Error::Deferred`] instead of waiting; `None`
+    /// (default) waits as long as it takes. The operator sets it so that a
+    /// pass never holds a reconcile permit while its control plane is paused.
+    pub max_token_wait: Option<Duration>,
+    /// The AgentControlPlane this client serves, as the labels of
+    /// [`RequestObserver::observe_token_wait`] and
+    /// [`RequestObserver::observe_slowdown`]; `None` (default): those are not
+    /// reported.
+    pub plane: Option<PlaneLabel>,
     /// Receives one observation per HTTP attempt (for metrics), if set.
     pub observer: Option<Arc<dyn RequestObserver>>,
     /// How GET and DELETE are retried. Default: 4 attempts within 30 s,
@@ -115,6 +132,9 @@ impl ClientConfig {
             ca_bundle_pem: None,
             rate_limit: None,
             budget: None,
+            caps: Vec::new(),
+            max_token_wait: None,
+            plane: None,
             observer: None,
             retry: RetryPolicy::default(),
         }
@@ -214,6 +234,9 @@ pub struct ControlPlaneClient {
     workspace_id: String,
     retry: RetryPolicy,
     budget: Option<Budget>,
+    caps: Vec<Budget>,
+    max_token_wait: Option<Duration>,
+    plane: Option<PlaneLabel>,
     observer: Option<Arc<dyn RequestObserver>>,
     /// The API key, kept only to redact it from error answers that repeat
     /// it (never logged; not in `Debug`).
@@ -416,6 +439,9 @@ impl ControlPlaneClient {
             workspace_id: config.workspace_id,
             retry: config.retry,
             budget,
+            caps: config.caps,
+            max_token_wait: config.max_token_wait,
+            plane: config.plane,
             observer: config.observer,
             api_key: config.api_key,
             bearer: config.bearer,
@@ -503,9 +529,7 @@ impl ControlPlaneClient {
         op: Operation,
         req: reqwest::Request,
     ) -> Result<(StatusCode, Bytes), Error> {
-        if let Some(budget) = &self.budget {
-            budget.acquire(op.priority()).await;
-        }
+        self.take_tokens(op.priority()).await?;
         // What an error answer must not repeat into our errors, conditions
         // and logs: the API key and the secret values this request carries.
         let echoes = sensitive_values(&self.api_key, &req);
@@ -519,6 +543,9 @@ impl ControlPlaneClient {
         }
         .await;
         let elapsed = started.elapsed();
+        if let Err(Error::Timeout) = &answer {
+            self.slowed_down("timeout", None);
+        }
         let class = match &answer {
             Ok((status, _, _)) => status_class(status.as_u16()),
             Err(Error::Timeout) => STATUS_CLASS_TIMEOUT,
@@ -543,14 +570,60 @@ impl ControlPlaneClient {
             crate::redact::bytes(body, &echoes)
         };
         let checked = check_status(op, status, retry_after.as_ref(), &body);
-        if let Some(budget) = &self.budget {
-            match &checked {
-                Err(Error::RateLimited { retry_after, .. }) => budget.on_throttled(*retry_after),
-                _ => budget.on_success(),
+        match &checked {
+            Err(Error::RateLimited {
+                status,
+                retry_after,
+            }) => self.slowed_down(
+                if *status == 429 { "429" } else { "503" },
+                Some(*retry_after),
+            ),
+            Err(Error::Server { status: 502, .. }) => self.slowed_down("502", None),
+            Err(Error::Server { status: 504, .. }) => self.slowed_down("504", None),
+            _ => {
+                if let Some(budget) = &self.budget {
+                    budget.on_success();
+                }
             }
         }
         checked?;
         Ok((status, body))
+    }
+
+    /// Takes one token of the budget and of each cap, waiting at most
+    /// `max_token_wait` in all; reports the wait to the observer.
+    ///
+    /// Errors: [`Error::Deferred`] when a token (or the end of a pause) is
+    /// further away than the rest of `max_token_wait`. Tokens already taken
+    /// from earlier buckets are spent.
+    async fn take_tokens(&self, priority: super::Priority) -> Result<(), Error> {
+        let mut waited = Duration::ZERO;
+        for bucket in self.budget.iter().chain(self.caps.iter()) {
+            let left = self.max_token_wait.map(|m| m.saturating_sub(waited));
+            match bucket.acquire_within(priority, left).await {
+                Ok(w) => waited += w,
+                Err(retry_in) => return Err(Error::Deferred { retry_in }),
+            }
+        }
+        if let (Some(observer), Some(plane)) = (&self.observer, &self.plane) {
+            observer.observe_token_wait(plane, waited);
+        }
+        Ok(())
+    }
+
+    /// An answer that slows the budget: 429 and 503 (`retry_after` is
+    /// `Some`) halve it and pause for the `Retry-After`; 502, 504 and
+    /// timeouts (`None`) halve it only.
+    fn slowed_down(&self, cause: &'static str, retry_after: Option<Option<Duration>>) {
+        if let Some(budget) = &self.budget {
+            match retry_after {
+                Some(ra) => budget.on_throttled(ra),
+                None => budget.on_slowdown(),
+            }
+        }
+        if let (Some(observer), Some(plane)) = (&self.observer, &self.plane) {
+            observer.observe_slowdown(plane, cause);
+        }
     }
 
     /// Runs `req` for `op`: once for POST and PATCH; for GET and DELETE,
@@ -573,7 +646,9 @@ impl ControlPlaneClient {
         let policy = self.retry;
         let first_started = Instant::now();
         once.retry(policy.backoff())
-            .when(Error::is_transient)
+            // A deferred attempt was not sent: the caller requeues it for
+            // when the budget allows it, rather than waiting here.
+            .when(|e| e.is_transient() && !matches!(e, Error::Deferred { .. }))
             .adjust(move |e, backoff| policy.next_delay(e, backoff, first_started.elapsed()))
             .notify(|e, delay| {
                 tracing::debug!(

@@ -86,6 +86,15 @@ pub enum Error {
         /// The response text.
         detail: String,
     },
+    /// Not sent: the control plane's request budget is paused by a
+    /// `Retry-After`, or short of tokens, for longer than the caller waits
+    /// (see [`super::ClientConfig::max_token_wait`]). Nothing reached the
+    /// service; the same request may be sent after `retry_in`.
+    #[error("not sent: the control plane's request budget allows the next request in {} s", .retry_in.as_secs_f64().ceil())]
+    Deferred {
+        /// When the budget expects to allow the request.
+        retry_in: Duration,
+    },
     /// The request did not complete within the per-request timeout.
     #[error("control plane request timed out")]
     Timeout,
@@ -146,7 +155,8 @@ impl Error {
     ///
     /// Transient: [`Error::Timeout`], [`Error::Transport`] (refused, reset,
     /// dropped connection), [`Error::Server`] (5xx other than 503),
-    /// [`Error::RateLimited`] (429, 503) and a 408 in
+    /// [`Error::RateLimited`] (429, 503), [`Error::Deferred`] (not sent) and
+    /// a 408 in
     /// [`Error::UnexpectedStatus`]. Permanent: every other 4xx (the request or
     /// the credentials must change), an unexpected status, an undecodable
     /// answer (the client and the service disagree on the shape) and an
@@ -156,7 +166,8 @@ impl Error {
             Error::Timeout
             | Error::Transport(_)
             | Error::Server { .. }
-            | Error::RateLimited { .. } => true,
+            | Error::RateLimited { .. }
+            | Error::Deferred { .. } => true,
             Error::UnexpectedStatus { status, .. } => *status == 408,
             Error::BadRequest { .. }
             | Error::Unauthorized { .. }
@@ -200,6 +211,7 @@ impl Error {
             Error::Server { status, .. } => format!("server error ({status})"),
             Error::RateLimited { status, .. } => format!("{} ({status})", throttle_text(*status)),
             Error::UnexpectedStatus { status: 408, .. } => "request timeout (408)".into(),
+            Error::Deferred { .. } => "waiting for the control plane's request budget".into(),
             other => other.to_string(),
         }
     }
@@ -207,6 +219,7 @@ impl Error {
     fn retry_after_inner(&self) -> Option<Duration> {
         match self {
             Error::RateLimited { retry_after, .. } => *retry_after,
+            Error::Deferred { retry_in } => Some(*retry_in),
             _ => None,
         }
     }
@@ -224,7 +237,10 @@ impl Error {
             | Error::Server { status, .. }
             | Error::UnexpectedStatus { status, .. }
             | Error::Decode { status, .. } => *status,
-            Error::Timeout | Error::Transport(_) | Error::InvalidEndpoint(_) => return None,
+            Error::Timeout
+            | Error::Transport(_)
+            | Error::InvalidEndpoint(_)
+            | Error::Deferred { .. } => return None,
         })
     }
 

@@ -31,5 +31,5 @@ pub use client::{ClientConfig, ControlPlaneClient, ListDeployments, ListRevision
 pub use endpoint::Region;
 pub use error::Error;
 pub use limit::RateLimit;
-pub use operation::{Operation, RequestObserver};
+pub use operation::{Operation, PlaneLabel, RequestObserver};
 pub use retry::RetryPolicy;

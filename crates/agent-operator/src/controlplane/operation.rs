@@ -209,7 +209,37 @@ pub trait RequestObserver: Send + Sync {
     /// rate-limit wait and retry backoff. Called on the request's task: keep
     /// it cheap and non-blocking.
     fn observe(&self, operation: &'static str, status_class: &'static str, elapsed: Duration);
+
+    /// Called once per HTTP attempt of a client built with
+    /// [`super::ClientConfig::plane`]: how long the attempt waited for a
+    /// token of the control plane's budget (zero when one was there).
+    /// Default: ignored.
+    fn observe_token_wait(&self, plane: &PlaneLabel, waited: Duration) {
+        let _ = (plane, waited);
+    }
+
+    /// Called when an answer slowed the budget of a client built with
+    /// [`super::ClientConfig::plane`]: `cause` is one of
+    /// [`SLOWDOWN_CAUSES`] (`429`, `503`, `502`, `504`, `timeout`).
+    /// Default: ignored.
+    fn observe_slowdown(&self, plane: &PlaneLabel, cause: &'static str) {
+        let _ = (plane, cause);
+    }
 }
+
+/// The AgentControlPlane a client serves, as metric labels (namespace and
+/// name; never the key or the URL).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PlaneLabel {
+    /// Namespace of the AgentControlPlane.
+    pub namespace: String,
+    /// Name of the AgentControlPlane.
+    pub name: String,
+}
+
+/// Every answer that slows a budget down: 429 and 503 halve the rate and
+/// pause for `Retry-After`; 502, 504 and a timeout halve the rate only.
+pub const SLOWDOWN_CAUSES: [&str; 5] = ["429", "503", "502", "504", "timeout"];
 
 #[cfg(test)]
 mod tests {

@@ -221,3 +221,34 @@ pub async fn test_namespace(client: &kube::Client, prefix: &str) -> String {
         .unwrap_or_else(|e| panic!("creating test namespace {name}: {e}"));
     name
 }
+
+/// A kube-apiserver + etcd of one test alone, with the CRDs and the
+/// operator's ServiceAccount and RBAC installed as shipped (the cluster-wide
+/// ClusterRole included, [`OPERATOR_RBAC_FILES`]): for tests that run the
+/// operator cluster-wide, or stop and freeze the API server, without
+/// touching the tests that share [`shared_env`].
+pub async fn own_env(extra_apiserver_args: &[&str]) -> TestEnv {
+    let env = TestEnv::start(TestEnvOptions {
+        extra_apiserver_args: extra_apiserver_args
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect(),
+        ..TestEnvOptions::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("starting envtest: {:#}", anyhow::Error::from(e)));
+    env.install_crds_from_dir(&crds_dir())
+        .await
+        .expect("installing the CRDs");
+    let admin = env.client().await.expect("envtest client");
+    for file in OPERATOR_RBAC_FILES {
+        test_support::envtest::apply_manifest_file(
+            &admin,
+            &deploy_dir().join(file),
+            OPERATOR_NAMESPACE,
+        )
+        .await
+        .expect("applying the operator's RBAC");
+    }
+    env
+}

@@ -40,7 +40,7 @@ use support::{
     Budget, Harness, OperatorOptions, OperatorProcess, github_deployment, is_ready_now, metric,
     route,
 };
-use test_support::envtest::{TestEnv, TestEnvOptions};
+use test_support::envtest::TestEnv;
 
 /// The tests of this binary run one at a time: each runs its own API server,
 /// operators and fleet on a shared 2-core machine.
@@ -54,33 +54,9 @@ fn full() -> bool {
     std::env::var_os("FAULT_FULL").is_some()
 }
 
-/// A kube-apiserver + etcd of this test alone, with the CRDs installed.
+/// A kube-apiserver + etcd of this test alone ([`common::own_env`]).
 async fn own_env(extra_apiserver_args: &[&str]) -> TestEnv {
-    let env = TestEnv::start(TestEnvOptions {
-        extra_apiserver_args: extra_apiserver_args
-            .iter()
-            .map(|a| (*a).to_owned())
-            .collect(),
-        ..TestEnvOptions::default()
-    })
-    .await
-    .unwrap_or_else(|e| panic!("starting envtest: {:#}", anyhow::Error::from(e)));
-    env.install_crds_from_dir(&common::crds_dir())
-        .await
-        .expect("installing the CRDs");
-    // The operator's ServiceAccount and RBAC as shipped, as in the shared
-    // environment: the operators here run as that ServiceAccount too.
-    let admin = env.client().await.expect("envtest client");
-    for file in common::OPERATOR_RBAC_FILES {
-        test_support::envtest::apply_manifest_file(
-            &admin,
-            &common::deploy_dir().join(file),
-            common::OPERATOR_NAMESPACE,
-        )
-        .await
-        .expect("applying the operator's RBAC");
-    }
-    env
+    common::own_env(extra_apiserver_args).await
 }
 
 /// The emulator and the control plane in a new namespace of `env`, with the

@@ -22,7 +22,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
@@ -239,13 +238,15 @@ pub async fn run(
     let shutdown = Box::pin(shutdown).shared();
     let controllers = scope.targets().into_iter().map(|namespace| {
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
-        let secrets: Api<PartialObjectMeta<Secret>> = scoped_api(&ctx.client, namespace);
+        let (_, secrets) = ctx.secrets.subscribe(&ctx.client, namespace);
         let (store, own) = super::runner::own_kind_stream(KIND, planes);
         let controller = Controller::for_stream(own, store);
+        ctx.secrets.register_planes(controller.store());
         let mapper = secret_mapper(controller.store());
         controller
-            // Metadata only: Secret values are never held by the watch.
-            .watches(secrets, watcher::Config::default(), mapper)
+            // The operator's one metadata-only Secret watch of this scope:
+            // only changes of referenced keys, deletions and new Secrets.
+            .watches_stream(secrets, mapper)
             .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
             .graceful_shutdown_on(shutdown.clone())
             .run(observed(KIND, reconcile), error_policy, ctx.clone())

@@ -14,6 +14,7 @@ pub mod planes;
 pub mod report;
 pub mod resolve;
 pub mod runner;
+pub mod secrets;
 pub mod shapes;
 pub mod status;
 
@@ -69,6 +70,8 @@ pub struct Context {
     pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
     /// One control plane client per AgentControlPlane, shared by all its users.
     pub planes: planes::ClientCache,
+    /// The metadata-only Secret watch and the cache of referenced Secrets.
+    pub secrets: secrets::Secrets,
     /// Per object: the (revision, status) last polled and how many polls saw
     /// it unchanged, for the polling backoff.
     pub polls: std::sync::Mutex<std::collections::HashMap<String, (String, u32)>>,
@@ -127,6 +130,7 @@ impl Context {
             config,
             failures: Default::default(),
             planes: Default::default(),
+            secrets: Default::default(),
             polls: Default::default(),
             metrics: Default::default(),
             seen: Default::default(),

@@ -6,13 +6,11 @@
 //! back as [`Blocked`], which the reconciler writes to status (`Ready=False`
 //! with a reason naming what is missing) instead of failing.
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
-
-use super::Error;
+use super::{Context, Error};
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeploymentSpec;
 use crate::controlplane::types::SecretValue;
+use k8s_openapi::api::core::v1::Secret;
 
 /// An input that is missing or unusable; reported in status, not retried fast.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,18 +58,24 @@ pub fn key_value(
     })
 }
 
-/// Reads `key` of Secret `name` in `namespace` as UTF-8 ([`key_value`]).
+/// Reads `key` of Secret `name` in `namespace` as UTF-8, through the
+/// cache of referenced Secrets ([`Secrets::value`]: no API server read
+/// while the watch shows the Secret unchanged), with the messages of
+/// [`key_value`].
 ///
 /// Returns `Ok(Err(Blocked))` when the Secret or key does not exist, and
 /// `Err` for API errors other than 404.
 pub async fn secret_value(
-    client: &kube::Client,
+    ctx: &Context,
     namespace: &str,
     name: &str,
     key: &str,
 ) -> Result<Result<String, Blocked>, Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = api.get_opt(name).await.map_err(Error::Kube)?;
+    let found = ctx.secrets.value(&ctx.client, namespace, name, key).await?;
+    let secret = found.map(|value| Secret {
+        data: value.map(|v| [(key.to_owned(), k8s_openapi::ByteString(v))].into()),
+        ..Secret::default()
+    });
     Ok(key_value(secret.as_ref(), namespace, name, key))
 }
 
@@ -118,12 +122,12 @@ where
 /// referenced Secrets of `namespace` ([`secret_values`] with
 /// [`secret_value`]).
 pub async fn deployment_secrets(
-    client: &kube::Client,
+    ctx: &Context,
     namespace: &str,
     spec: &AgentDeploymentSpec,
 ) -> Result<Result<Vec<SecretValue>, Blocked>, Error> {
     secret_values(spec, |name, key| async move {
-        secret_value(client, namespace, &name, &key).await
+        secret_value(ctx, namespace, &name, &key).await
     })
     .await
 }

@@ -295,7 +295,6 @@ where
 {
     let client = ctx.client.clone();
     let deployments: Api<AgentDeployment> = scoped_api(&client, namespace);
-    let secrets: Api<PartialObjectMeta<Secret>> = scoped_api(&client, namespace);
     let planes: Api<AgentControlPlane> = scoped_api(&client, namespace);
 
     // One watch of AgentControlPlanes: it fills the store the Secret mapper
@@ -325,17 +324,11 @@ where
         Default::default(),
     );
 
-    // Secrets, as metadata only (the operator never holds the values of
-    // Secrets it does not reference; it GETs the ones it does): their
+    // Secrets: the operator's one metadata-only watch of this scope, shared
+    // with the AgentControlPlane controller; only events that can change a
+    // decision come through (see `super::secrets`). Its store's
     // resourceVersions tell the client cache that an API key is unchanged.
-    let (secret_meta_store, secret_writer) = reflector::store::<PartialObjectMeta<Secret>>();
-    let secret_trigger = relist_at_once("Secret", watcher(secrets, watcher::Config::default()))
-        .default_backoff()
-        .modify(strip_managed_fields)
-        .reflect(secret_writer)
-        // Deletions too: a Secret deleted while in use stops its
-        // AgentDeployments (`SecretNotFound`) at once, not at the next resync.
-        .touched_objects();
+    let (secret_meta_store, secret_trigger) = ctx.secrets.subscribe(&client, namespace);
     ctx.planes
         .register_stores(plane_store.clone(), secret_meta_store);
 
@@ -353,6 +346,8 @@ where
     .reflect(writer)
     .applied_objects()
     .predicate_filter(deployment_trigger_hash, Default::default());
+    ctx.secrets.register_deployments(store.clone());
+    ctx.secrets.register_planes(plane_store.clone());
     let controller = Controller::for_stream(trigger, store.clone());
     let deployment_store = store.clone();
     let secret_store = store.clone();
@@ -361,8 +356,19 @@ where
         .watches_stream(secret_trigger, move |secret: PartialObjectMeta<Secret>| {
             referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
         })
-        .watches_stream(plane_trigger, move |plane: AgentControlPlane| {
-            referencing_plane(&store, &plane)
+        .watches_stream(plane_trigger, {
+            let seen = std::sync::Mutex::new(std::collections::HashMap::new());
+            let planes_now = plane_store.clone();
+            move |plane: AgentControlPlane| {
+                let key = ObjectRef::from_obj(&plane);
+                let now = (plane_wave_hash(&plane), planes_now.get(&key).is_some());
+                let before = seen
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(key, now);
+                let wave = before.is_some_and(|b| b != now);
+                referencing_plane(&store, &plane, wave)
+            }
         })
         // Unbounded here: the permits of [`observed_reconcile`] bound the
         // passes that run, while passes waiting for their plane's turn must
@@ -466,9 +472,30 @@ pub fn deployment_trigger_hash(obj: &AgentDeployment) -> Option<u64> {
     Some(h.finish())
 }
 
+/// Hash of what in an AgentControlPlane changes the decision of every one
+/// of its AgentDeployments: its generation (the spec) and its `Stalled`
+/// status. A `Ready` flip is not in it: a probe that fails for a while and
+/// recovers would otherwise send a wave of drift checks, the second exactly
+/// when the service recovers.
+pub fn plane_wave_hash(obj: &AgentControlPlane) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    obj.metadata.generation.hash(&mut h);
+    let conditions = obj
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    find(conditions, super::status::STALLED)
+        .map(|c| c.status.as_str())
+        .hash(&mut h);
+    h.finish()
+}
+
 /// Hash of what in an AgentControlPlane may unblock or change its
 /// AgentDeployments: its generation (the spec) and its `Ready` and `Stalled`
-/// condition statuses (not their messages or times).
+/// condition statuses (not their messages or times). Which of its
+/// AgentDeployments a change triggers is [`referencing_plane`]'s choice.
 pub fn plane_trigger_hash(obj: &AgentControlPlane) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -486,8 +513,24 @@ pub fn plane_trigger_hash(obj: &AgentControlPlane) -> Option<u64> {
     Some(h.finish())
 }
 
-/// AgentDeployments that reference `secret`, directly in `spec.secrets` or as
-/// the API key of their AgentControlPlane.
+/// True when `d` waits for its AgentControlPlane or a Secret (its `Ready`
+/// condition says `ControlPlaneNotReady` or `SecretNotFound`): such an
+/// object is retried when its plane or a Secret of the plane changes, while
+/// steady ones are not.
+fn is_blocked(d: &AgentDeployment) -> bool {
+    use crate::api::conditions::reason;
+    d.status
+        .as_ref()
+        .and_then(|s| find(&s.conditions, READY))
+        .is_some_and(|c| {
+            c.reason == reason::CONTROL_PLANE_NOT_READY || c.reason == reason::SECRET_NOT_FOUND
+        })
+}
+
+/// AgentDeployments that reference `secret` in `spec.secrets` or
+/// `spec.verify`, and the blocked ones ([`is_blocked`]) whose
+/// AgentControlPlane's credential it holds. A new API key rebuilds the
+/// plane's client on its next use; it triggers no pass of steady objects.
 fn referencing_secret(
     deployments: &Store<AgentDeployment>,
     planes: &Store<AgentControlPlane>,
@@ -495,6 +538,9 @@ fn referencing_secret(
 ) -> Vec<ObjectRef<AgentDeployment>> {
     let ns = secret.namespace();
     let name = secret.name_any();
+    // Seen for the first time: it may unblock objects waiting for it; the
+    // steady ones already used its value.
+    let first_sight = super::secrets::is_first_sight(secret);
     let key_of: Vec<String> = planes
         .state()
         .iter()
@@ -506,26 +552,30 @@ fn referencing_secret(
         .iter()
         .filter(|d| d.namespace() == ns)
         .filter(|d| {
-            key_of.contains(&d.spec.control_plane_ref.name)
-                || d.spec.secrets.iter().any(|s| {
-                    s.value_from
-                        .as_ref()
-                        .is_some_and(|f| f.secret_key_ref.name == name)
-                })
-                || d.spec
-                    .verify
+            let direct = d.spec.secrets.iter().any(|s| {
+                s.value_from
                     .as_ref()
-                    .and_then(|v| v.api_key_secret_ref.as_ref())
-                    .is_some_and(|r| r.name == name)
+                    .is_some_and(|f| f.secret_key_ref.name == name)
+            }) || d
+                .spec
+                .verify
+                .as_ref()
+                .and_then(|v| v.api_key_secret_ref.as_ref())
+                .is_some_and(|r| r.name == name);
+            let of_plane = key_of.contains(&d.spec.control_plane_ref.name);
+            (direct && (!first_sight || is_blocked(d))) || (of_plane && is_blocked(d))
         })
         .map(|d| ObjectRef::from_obj(d.as_ref()))
         .collect()
 }
 
-/// AgentDeployments on the AgentControlPlane `plane`.
+/// AgentDeployments on the AgentControlPlane `plane`: all of them when
+/// `wave` (its spec, `Stalled` or presence changed), else only the blocked
+/// ones ([`is_blocked`]), which a `Ready` flip may unblock.
 fn referencing_plane(
     deployments: &Store<AgentDeployment>,
     plane: &AgentControlPlane,
+    wave: bool,
 ) -> Vec<ObjectRef<AgentDeployment>> {
     let ns = plane.namespace();
     let name = plane.name_any();
@@ -533,6 +583,7 @@ fn referencing_plane(
         .state()
         .iter()
         .filter(|d| d.namespace() == ns && d.spec.control_plane_ref.name == name)
+        .filter(|d| wave || is_blocked(d))
         .map(|d| ObjectRef::from_obj(d.as_ref()))
         .collect()
 }

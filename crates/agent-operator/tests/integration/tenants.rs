@@ -155,3 +155,153 @@ async fn a_throttled_tenant_does_not_hold_back_a_healthy_one() {
     assert!(deferred >= 50.0, "its 50 passes were put off: {deferred}");
     healthy.assert_within_budget(&Budget::fleet()).await;
 }
+
+/// Resident memory of process `pid`, bytes (`VmRSS` of /proc).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}
+
+/// Least privilege with Secrets: 1,000 Secrets of 50 KB that nothing
+/// references, applied with `kubectl apply` (which copies each one's data
+/// into its `last-applied-configuration` annotation), cost the
+/// cluster-wide operator no memory to speak of, no read of their data and no
+/// request to the control plane; a label edit of a referenced Secret costs
+/// no request either, while a change of a referenced value costs one PATCH.
+#[tokio::test]
+async fn unrelated_secrets_cost_the_operator_nothing() {
+    test_support::skip_without!(Envtest);
+    let test = "tenants-secrets";
+    let env = common::own_env(&[]).await;
+    let Some(kubectl) = env.kubectl_path() else {
+        panic!("kubectl is not in the envtest assets (hack/envtest/install.sh builds it)");
+    };
+    let client = env.client().await.expect("envtest client");
+    let emulator = EmulatorProcess::start_with(test, &["--step-seconds", "0.3"]).await;
+    let ns = common::test_namespace(&client, "team-secrets").await;
+    support::install_control_plane(&client, &ns, &emulator).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    support::apply_json(
+        &secrets,
+        "app-env",
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-env"},
+            "stringData": {"token": "first-value", "unused": "x"}
+        }),
+    )
+    .await;
+    let operator = cluster_wide_operator(&env, test);
+    let pid = operator.pid().expect("operator pid");
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
+    for i in 0..3 {
+        let name = format!("app-{i}");
+        let mut manifest = github_deployment(&name, "main");
+        manifest["spec"]["secrets"] = serde_json::json!([{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "app-env", "key": "token"}}}]);
+        support::apply_json(&api, &name, manifest).await;
+    }
+    support::eventually(Duration::from_secs(120), "3 Ready", || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        (list.items.iter().filter(|o| is_ready_now(o)).count() == 3).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rss_before = rss_bytes(pid);
+    let requests_before = emulator.request_log().await.entries.len();
+
+    // 1,000 unrelated Secrets of 50 KB in another namespace, by kubectl apply.
+    let other = common::test_namespace(&client, "unrelated").await;
+    let dir = std::env::temp_dir().join(format!("{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("secrets.yaml");
+    let mut docs = String::new();
+    for i in 0..1000 {
+        // 50 KB of data, different per Secret.
+        let blob: String = format!("{i:04}").repeat(12_800);
+        docs.push_str(&format!(
+            "---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: unrelated-{i:04}\n  namespace: {other}\nstringData:\n  blob: \"{blob}\"\n"
+        ));
+    }
+    std::fs::write(&file, docs).expect("writing the Secrets");
+    let started = Instant::now();
+    let out = std::process::Command::new(&kubectl)
+        .env_remove("KUBECONFIG")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path())
+        .args(["apply", "-f"])
+        .arg(&file)
+        .output()
+        .expect("running kubectl apply");
+    assert!(
+        out.status.success(),
+        "kubectl apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let applied_in = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let rss_after = rss_bytes(pid);
+    let requests_after = emulator.request_log().await.entries.len();
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!(
+        "cluster-wide operator, 3 AgentDeployments Ready: RSS {:.1} MiB; after 1,000 unrelated \
+         50 KB Secrets (kubectl apply, {:.0} s): {:.1} MiB (+{:.1} MiB); control plane \
+         requests meanwhile: {}",
+        mib(rss_before),
+        applied_in.as_secs_f64(),
+        mib(rss_after),
+        mib(rss_after.saturating_sub(rss_before)),
+        requests_after - requests_before,
+    );
+    assert!(
+        rss_after <= rss_before + 5 * 1024 * 1024,
+        "RSS grew by {:.1} MiB with 1,000 unrelated Secrets",
+        mib(rss_after.saturating_sub(rss_before))
+    );
+    assert_eq!(requests_after, requests_before, "no control plane request");
+
+    // A label edit and a change of an unreferenced key: no pass, no request.
+    support::apply_json(
+        &secrets,
+        "app-env",
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "app-env", "labels": {"touched": "yes"}},
+            "stringData": {"token": "first-value", "unused": "y"}
+        }),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after_touch = emulator.request_log().await;
+    assert_eq!(
+        after_touch.entries.len(),
+        requests_after,
+        "a touch of a referenced Secret sent: {:?}",
+        &after_touch.entries[requests_after..]
+    );
+    // A referenced value changes: one PATCH per AgentDeployment.
+    support::apply_json(
+        &secrets,
+        "app-env",
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "app-env", "labels": {"touched": "yes"}},
+            "stringData": {"token": "second-value", "unused": "y"}
+        }),
+    )
+    .await;
+    support::eventually(Duration::from_secs(60), "3 PATCHes", || async {
+        let log = emulator.request_log().await;
+        let patches = log.entries[requests_after..]
+            .iter()
+            .filter(|e| e.route == "PATCH /v2/deployments/{deployment_id}")
+            .count();
+        (patches == 3).then_some(())
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    emulator.assert_within_budget(&Budget::fleet()).await;
+}

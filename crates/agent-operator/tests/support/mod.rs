@@ -256,7 +256,8 @@ impl OperatorProcess {
 
     /// Starts the operator with `options`, as the ServiceAccount of
     /// `options.service_account` (default: the shipped one) through a copy
-    /// of the cluster-admin `kubeconfig` that impersonates it. Unless
+    /// of the cluster-admin `kubeconfig` that impersonates it. It polls every
+    /// 0.3 s unless `options.extra` sets `--poll-interval-seconds`. Unless
     /// `options.extra` sets `--metrics-addr`, its HTTP server listens on a
     /// free loopback port (see [`OperatorProcess::http_url`]). Its log (debug
     /// level for the operator's modules) is registered for the secret scan
@@ -273,9 +274,15 @@ impl OperatorProcess {
         for ns in &options.namespaces {
             command.args(["--namespace", ns]);
         }
-        command
-            .args(["--poll-interval-seconds", "0.3"])
-            .args(["--blocked-interval-seconds", "30"]);
+        // Fast polling unless the test sets its own interval.
+        if !options
+            .extra
+            .iter()
+            .any(|a| a.starts_with("--poll-interval-seconds"))
+        {
+            command.args(["--poll-interval-seconds", "0.3"]);
+        }
+        command.args(["--blocked-interval-seconds", "30"]);
         let explicit = options
             .extra
             .iter()
@@ -305,6 +312,11 @@ impl OperatorProcess {
             .kill_on_drop(true);
         let child = command.spawn().expect("starting agent-operator");
         Self { child, http_port }
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// `http://127.0.0.1:<port>` of the operator's /metrics, /livez, /readyz.

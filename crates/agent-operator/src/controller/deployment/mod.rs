@@ -240,7 +240,7 @@ async fn apply(
         Ok(cp) => cp,
         Err(action) => return Ok(action),
     };
-    let secrets = match resolve::deployment_secrets(&ctx.client, &ns, &obj.spec).await? {
+    let secrets = match resolve::deployment_secrets(ctx, &ns, &obj.spec).await? {
         Ok(s) => s,
         Err(blocked) => return report_blocked(api, obj, ctx, blocked).await,
     };

@@ -327,7 +327,7 @@ impl Pass<'_> {
                     .obj
                     .namespace()
                     .ok_or(Error::MissingObjectKey("namespace"))?;
-                match resolve::secret_value(&self.ctx.client, &ns, &r.name, &r.key).await? {
+                match resolve::secret_value(self.ctx, &ns, &r.name, &r.key).await? {
                     Ok(v) if !v.trim().is_empty() => Some(SecretString::from(v.trim().to_owned())),
                     Ok(_) => {
                         return failed(

@@ -1,0 +1,490 @@
+//! Least privilege with Secrets: one metadata-only watch of Secrets per
+//! watched scope, shared by every controller, and a small cache of the data
+//! of the Secrets that resources reference.
+//!
+//! - **The watch** lists and watches Secrets as metadata only
+//!   (`PartialObjectMetadata`, never `data`), in pages
+//!   of [`LIST_PAGE_SIZE`], and strips annotations (`kubectl apply` copies a
+//!   Secret's data into `kubectl.kubernetes.io/last-applied-configuration`),
+//!   labels, owner references and managed fields before an object enters
+//!   the store: what stays is name, namespace, uid and resourceVersion. The
+//!   operator never receives the data of a Secret nothing references.
+//! - **The cache** holds the data of a referenced Secret with the
+//!   resourceVersion it was read at. A read is served from it while the
+//!   watch's store shows the same resourceVersion; otherwise the Secret is
+//!   read once from the API server (`GET`) and cached again. A Secret the
+//!   watch sees change or disappear leaves the cache at once.
+//! - **Triggers**: a Secret event reaches the controllers (through
+//!   [`Secrets::subscribe`]) only when it can change a decision: the values
+//!   of the keys that AgentDeployments or AgentControlPlanes reference
+//!   changed (a digest of them is kept, never the values), the Secret was
+//!   deleted, or it appeared after the first list. A label edit, an
+//!   External Secrets refresh with the same values, or a relist after a
+//!   `410 Gone` triggers nothing.
+//!
+//! Why not kube's shared reflector (`store_shared`/`subscribe`): its
+//! subscribers are not told about deletions, and a deleted Secret must stop
+//! its AgentDeployments at once (`SecretNotFound`). The fan-out below is a
+//! `tokio::sync::broadcast` channel; a subscriber that lags loses events
+//! and is caught up by the controllers' periodic requeue.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use tokio::sync::broadcast;
+
+use super::Error;
+use crate::api::control_plane::AgentControlPlane;
+use crate::api::deployment::AgentDeployment;
+
+/// Objects per page of the Secret list: a page of Secrets whose
+/// annotations each hold 50 KB stays near 2.5 MB while it is decoded.
+pub const LIST_PAGE_SIZE: u32 = 50;
+
+/// Set on the copy of a Secret's metadata that [`Secrets::subscribe`]
+/// forwards (never written to the cluster) when the watch sees a
+/// referenced Secret for the first time after its first list: it may have
+/// just been created (AgentDeployments blocked on `SecretNotFound` should
+/// run), or its digest was simply not known yet (steady ones need not).
+pub const FIRST_SIGHT_ANNOTATION: &str = "agent-operator.internal/first-sight";
+
+/// True for a forwarded Secret seen for the first time
+/// ([`FIRST_SIGHT_ANNOTATION`]).
+pub fn is_first_sight(secret: &PartialObjectMeta<Secret>) -> bool {
+    secret.annotations().contains_key(FIRST_SIGHT_ANNOTATION)
+}
+
+/// Events buffered per subscriber before a slow one starts losing them.
+const FANOUT_BUFFER: usize = 1024;
+
+/// The data of one cached Secret: key → bytes. No `Debug`: values never
+/// reach a log.
+struct Cached {
+    resource_version: Option<String>,
+    data: BTreeMap<String, Vec<u8>>,
+}
+
+/// One watch of Secrets (one per watched namespace, or one for all).
+struct Watch {
+    store: Store<PartialObjectMeta<Secret>>,
+    events: broadcast::Sender<PartialObjectMeta<Secret>>,
+}
+
+/// (namespace, name) of a Secret.
+type SecretId = (String, String);
+
+/// Digests of referenced keys' values, per Secret.
+type Digests = Arc<Mutex<HashMap<SecretId, [u8; 32]>>>;
+
+/// The stores that tell which Secret keys are referenced.
+#[derive(Default)]
+struct Referrers {
+    deployments: Vec<Store<AgentDeployment>>,
+    planes: Vec<Store<AgentControlPlane>>,
+}
+
+/// Shared state of the Secret watch and cache; one per operator, in
+/// [`super::Context`].
+#[derive(Default)]
+pub struct Secrets {
+    watches: Mutex<HashMap<Option<String>, Watch>>,
+    cache: Arc<Mutex<HashMap<SecretId, Cached>>>,
+    /// Digest of the referenced keys' values per Secret, as last seen by a
+    /// watch (a SHA-256 of name=value pairs; never the values).
+    digests: Digests,
+    referrers: Arc<Mutex<Referrers>>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("cached", &self.lock_cache().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Strips a Secret's metadata to what the operator uses: name, namespace,
+/// uid, resourceVersion (and the deletion timestamp).
+pub fn strip_secret_metadata(obj: &mut PartialObjectMeta<Secret>) {
+    let m = &mut obj.metadata;
+    m.annotations = None;
+    m.labels = None;
+    m.managed_fields = None;
+    m.owner_references = None;
+    m.finalizers = None;
+}
+
+/// The keys of `namespace/name` that AgentDeployments (`spec.secrets[].valueFrom`,
+/// `spec.verify.apiKeySecretRef`) and AgentControlPlanes (credential, CA
+/// bundle) in `referrers` reference. Pure apart from reading the stores.
+fn referenced_keys(referrers: &Referrers, namespace: &str, name: &str) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for deployments in &referrers.deployments {
+        for d in deployments.state() {
+            if d.namespace().as_deref() != Some(namespace) {
+                continue;
+            }
+            for s in &d.spec.secrets {
+                if let Some(from) = &s.value_from
+                    && from.secret_key_ref.name == name
+                {
+                    keys.insert(from.secret_key_ref.key.clone());
+                }
+            }
+            if let Some(r) = d
+                .spec
+                .verify
+                .as_ref()
+                .and_then(|v| v.api_key_secret_ref.as_ref())
+                && r.name == name
+            {
+                keys.insert(r.key.clone());
+            }
+        }
+    }
+    for planes in &referrers.planes {
+        for p in planes.state() {
+            if p.namespace().as_deref() != Some(namespace) {
+                continue;
+            }
+            for r in [
+                p.spec.credential_ref(),
+                p.spec.ca_bundle_secret_ref.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if r.name == name {
+                    keys.insert(r.key.clone());
+                }
+            }
+        }
+    }
+    keys
+}
+
+/// SHA-256 over `key=value` of `keys` in `data` (a missing key counts as
+/// absent, which differs from empty).
+fn digest(data: &BTreeMap<String, Vec<u8>>, keys: &BTreeSet<String>) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for k in keys {
+        h.update((k.len() as u64).to_le_bytes());
+        h.update(k.as_bytes());
+        match data.get(k) {
+            Some(v) => {
+                h.update([1]);
+                h.update((v.len() as u64).to_le_bytes());
+                h.update(v);
+            }
+            None => h.update([0]),
+        }
+    }
+    h.finalize().into()
+}
+
+/// The data of a Secret as key → bytes (`data`, then `stringData`).
+fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
+    let mut out: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    for (k, v) in secret.string_data.iter().flatten() {
+        out.entry(k.clone())
+            .or_insert_with(|| v.as_bytes().to_vec());
+    }
+    out
+}
+
+impl Secrets {
+    fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Cached>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a store of AgentDeployments: the Secret keys they
+    /// reference are watched for changes.
+    pub fn register_deployments(&self, deployments: Store<AgentDeployment>) {
+        self.referrers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .deployments
+            .push(deployments);
+    }
+
+    /// Registers a store of AgentControlPlanes: the Secret keys they
+    /// reference (credential, CA bundle) are watched for changes.
+    pub fn register_planes(&self, planes: Store<AgentControlPlane>) {
+        self.referrers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .planes
+            .push(planes);
+    }
+
+    /// The metadata store of the Secret watch of `namespace` (`None`: all
+    /// namespaces) and a stream of the Secret events that can change a
+    /// decision (see the module docs). The first call for a scope starts its
+    /// watch; later calls share it.
+    pub fn subscribe(
+        &self,
+        client: &kube::Client,
+        namespace: Option<&str>,
+    ) -> (
+        Store<PartialObjectMeta<Secret>>,
+        impl Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + 'static,
+    ) {
+        let mut watches = self.watches.lock().unwrap_or_else(|p| p.into_inner());
+        let watch = watches
+            .entry(namespace.map(str::to_owned))
+            .or_insert_with(|| self.start(client, namespace));
+        let store = watch.store.clone();
+        let rx = watch.events.subscribe();
+        let events = futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(obj) => return Some((Ok(obj), rx)),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(lost = n, "Secret events lost by a slow controller");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        });
+        (store, events)
+    }
+
+    /// Starts the watch of one scope (a background task for the life of
+    /// the process).
+    fn start(&self, client: &kube::Client, namespace: Option<&str>) -> Watch {
+        // kube 5 sends metadata-only requests (`as=PartialObjectMetadata`)
+        // for an `Api<PartialObjectMeta<_>>`: `data` never leaves the API
+        // server (its deprecated `metadata_watcher` does the same).
+        let api: Api<PartialObjectMeta<Secret>> = super::scoped_api(client, namespace);
+        let (store, writer) = reflector::store::<PartialObjectMeta<Secret>>();
+        let (tx, _) = broadcast::channel(FANOUT_BUFFER);
+        let stream = super::runner::relist_at_once(
+            "Secret",
+            watcher(api, watcher::Config::default().page_size(LIST_PAGE_SIZE)),
+        )
+        .default_backoff()
+        .modify(strip_secret_metadata)
+        .reflect(writer);
+        let (events, client) = (tx.clone(), client.clone());
+        let (cache, digests, referrers) = (
+            self.cache.clone(),
+            self.digests.clone(),
+            self.referrers.clone(),
+        );
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut listed = false;
+            while let Some(event) = stream.next().await {
+                let (obj, initial, deleted) = match event {
+                    Ok(watcher::Event::Apply(o)) => (o, false, false),
+                    Ok(watcher::Event::InitApply(o)) => (o, !listed, false),
+                    Ok(watcher::Event::Delete(o)) => (o, false, true),
+                    Ok(watcher::Event::InitDone) => {
+                        listed = true;
+                        continue;
+                    }
+                    Ok(watcher::Event::Init) => continue,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "Secret watch error (retrying)");
+                        continue;
+                    }
+                };
+                let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+                let cached_version = cache
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&key)
+                    .map(|c| c.resource_version.clone());
+                if deleted || cached_version.is_some_and(|v| v != obj.resource_version()) {
+                    cache.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                }
+                let keys = {
+                    let r = referrers.lock().unwrap_or_else(|p| p.into_inner());
+                    referenced_keys(&r, &key.0, &key.1)
+                };
+                let mut first_sight = false;
+                let changed = if deleted {
+                    digests
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key)
+                        .is_some()
+                        || !keys.is_empty()
+                } else if keys.is_empty() {
+                    // Nothing references it: its data is never read.
+                    false
+                } else {
+                    let api: Api<Secret> = Api::namespaced(client.clone(), &key.0);
+                    match api.get_opt(&key.1).await {
+                        Ok(Some(secret)) => {
+                            let data = data_of(&secret);
+                            let d = digest(&data, &keys);
+                            cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                                key.clone(),
+                                Cached {
+                                    resource_version: secret.resource_version(),
+                                    data,
+                                },
+                            );
+                            let before = digests
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .insert(key.clone(), d);
+                            match before {
+                                Some(b) => b != d,
+                                // First sight: maybe new, unless it is the
+                                // first list.
+                                None => {
+                                    first_sight = !initial;
+                                    !initial
+                                }
+                            }
+                        }
+                        // Gone meanwhile: its Delete event follows.
+                        Ok(None) => false,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "reading a referenced Secret after a change");
+                            true
+                        }
+                    }
+                };
+                if changed {
+                    let mut obj = obj;
+                    if first_sight {
+                        obj.metadata
+                            .annotations
+                            .get_or_insert_with(Default::default)
+                            .insert(FIRST_SIGHT_ANNOTATION.to_owned(), "true".to_owned());
+                    }
+                    let _ = events.send(obj);
+                }
+            }
+        });
+        Watch { store, events: tx }
+    }
+
+    /// The value of `key` of the Secret `namespace/name`, from the cache
+    /// when the watch shows it unchanged, else read from the API server
+    /// (and cached). `Ok(None)`: the Secret does not exist; `Ok(Some(None))`:
+    /// it has no such key.
+    ///
+    /// Errors: API failures other than 404.
+    pub async fn value(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<Option<Vec<u8>>>, Error> {
+        let id = (namespace.to_owned(), name.to_owned());
+        let watched = self.watched_version(namespace, name);
+        if let Some(version) = &watched
+            && let Some(c) = self.lock_cache().get(&id)
+            && c.resource_version.as_ref() == Some(version)
+        {
+            return Ok(Some(c.data.get(key).cloned()));
+        }
+        let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+        let Some(secret) = api.get_opt(name).await.map_err(Error::Kube)? else {
+            self.lock_cache().remove(&id);
+            return Ok(None);
+        };
+        let data = data_of(&secret);
+        let value = data.get(key).cloned();
+        // Cached only while a watch covers it (else nothing would tell
+        // when it changes).
+        if watched.is_some() {
+            // What a pass used is what a later change is compared with.
+            let keys = {
+                let r = self.referrers.lock().unwrap_or_else(|p| p.into_inner());
+                referenced_keys(&r, namespace, name)
+            };
+            if !keys.is_empty() {
+                self.digests
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(id.clone())
+                    .or_insert_with(|| digest(&data, &keys));
+            }
+            self.lock_cache().insert(
+                id,
+                Cached {
+                    resource_version: secret.resource_version(),
+                    data,
+                },
+            );
+        }
+        Ok(Some(value))
+    }
+
+    /// The resourceVersion of `namespace/name` in a watch's store, if a
+    /// watch covers it and has seen it.
+    fn watched_version(&self, namespace: &str, name: &str) -> Option<String> {
+        let r = ObjectRef::<PartialObjectMeta<Secret>>::new(name).within(namespace);
+        self.watches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .find_map(|w| w.store.get(&r))
+            .and_then(|m| m.resource_version())
+    }
+
+    /// Number of Secrets whose data is cached.
+    pub fn cached(&self) -> usize {
+        self.lock_cache().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_covers_only_the_referenced_keys() {
+        let mut data = BTreeMap::new();
+        data.insert("a".to_owned(), b"1".to_vec());
+        data.insert("b".to_owned(), b"2".to_vec());
+        let keys: BTreeSet<String> = ["a".to_owned()].into();
+        let before = digest(&data, &keys);
+        data.insert("b".to_owned(), b"changed".to_vec());
+        assert_eq!(digest(&data, &keys), before, "an unreferenced key");
+        data.insert("a".to_owned(), b"changed".to_vec());
+        assert_ne!(digest(&data, &keys), before, "a referenced key");
+        data.remove("a");
+        let absent = digest(&data, &keys);
+        data.insert("a".to_owned(), Vec::new());
+        assert_ne!(digest(&data, &keys), absent, "absent is not empty");
+    }
+
+    #[test]
+    fn stripping_keeps_only_identity() {
+        let mut m = PartialObjectMeta::<Secret>::default();
+        m.metadata.name = Some("s".into());
+        m.metadata.resource_version = Some("7".into());
+        m.metadata.annotations = Some(
+            [(
+                "kubectl.kubernetes.io/last-applied-configuration".to_owned(),
+                "{\"data\":{\"k\":\"c2VjcmV0\"}}".to_owned(),
+            )]
+            .into(),
+        );
+        m.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
+        strip_secret_metadata(&mut m);
+        assert_eq!(m.metadata.annotations, None);
+        assert_eq!(m.metadata.labels, None);
+        assert_eq!(m.metadata.name.as_deref(), Some("s"));
+        assert_eq!(m.metadata.resource_version.as_deref(), Some("7"));
+    }
+}

@@ -51,12 +51,15 @@ struct RunArgs {
     /// environment variable) for several. Default: all namespaces.
     #[arg(long = "namespace", env = "WATCH_NAMESPACE", value_delimiter = ',')]
     namespaces: Vec<String>,
-    /// Seconds between polls of a revision in progress.
+    /// Seconds between polls of a revision in progress; also the first wait
+    /// between reads of a deployment being deleted (doubling up to
+    /// --max-poll-interval-seconds).
     #[arg(long, env = "POLL_INTERVAL_SECONDS", default_value_t = 2.0)]
     poll_interval_seconds: f64,
     /// Longest wait between two polls of a revision in progress, in seconds
-    /// (the poll interval grows up to it while nothing changes); a revision
-    /// past its progress deadline is polled every four times this.
+    /// (the poll interval grows up to it while nothing changes), and between
+    /// reads of a deployment being deleted; a revision past its progress
+    /// deadline is polled every four times this.
     #[arg(long, env = "MAX_POLL_INTERVAL_SECONDS", default_value_t = 30.0)]
     max_poll_interval_seconds: f64,
     /// Seconds between drift checks of a steady resource (jittered ±10 %).

@@ -268,9 +268,8 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
         secrets_changed_here: false,
         redeploy_requested: false,
         obtained_now: false,
-        remote_deleting: matches!(
+        remote_deleting: crate::controller::deployment::deleting::is_deleting(
             remote.status.as_deref(),
-            Some("AWAITING_DELETE" | "AWAITING_FINAL_DELETE")
         ),
     };
     match decide::after_read(&read) {

@@ -1,7 +1,8 @@
 //! Item 9, deletion: `deletionPolicy: Orphan` leaves the remote deployment;
 //! `Delete` keeps the finalizer until the asynchronous delete is over (GET
-//! 404); a deletion blocked by a missing AgentControlPlane is reported and
-//! released by switching to `Orphan`.
+//! 404), sending one DELETE and reading on a backoff meanwhile (the issue
+//! "Many teams on one operator", item 5); a deletion blocked by a missing
+//! AgentControlPlane is reported and released by switching to `Orphan`.
 
 use crate::support;
 
@@ -102,6 +103,92 @@ async fn delete_policy_waits_for_the_asynchronous_delete() {
     );
     let deleted = support::wait_for_event(&h.client, &h.ns, name, "Deleted", TIMEOUT).await;
     assert!(deleted.note.unwrap_or_default().contains(&id));
+}
+
+/// A delete the service takes 60 s to finish costs one DELETE and a few
+/// GETs on the backoff of the shipped polling (2 s doubling to 30 s, ±25 %):
+/// at most 8 requests about the deployment, where a DELETE and a GET every
+/// poll interval cost 62.
+#[tokio::test]
+async fn a_slow_delete_is_read_on_a_backoff() {
+    test_support::skip_without!(Envtest);
+    const DELETE_SECONDS: u64 = 60;
+    let h = Harness::builder("op-delete-backoff")
+        .emulator(&[
+            "--step-seconds",
+            "0.2",
+            "--delete-seconds",
+            &DELETE_SECONDS.to_string(),
+        ])
+        // The shipped polling, not the harness's fast one.
+        .operator(&[
+            "--poll-interval-seconds",
+            "2",
+            "--max-poll-interval-seconds",
+            "30",
+        ])
+        .start()
+        .await;
+    let name = "slowly-deleted-agent";
+    h.apply(github_deployment(name, "main")).await;
+    let id = h
+        .wait_ready(name, TIMEOUT)
+        .await
+        .status
+        .unwrap()
+        .deployment_id
+        .unwrap();
+
+    let mark = h.emulator.request_log().await.entries.len();
+    let started = std::time::Instant::now();
+    h.api.delete(name, &DeleteParams::default()).await.unwrap();
+    support::wait_until_gone(&h.api, name, Duration::from_secs(DELETE_SECONDS * 3)).await;
+    let took = started.elapsed();
+    let log = h.emulator.request_log().await;
+    assert_eq!(log.dropped, 0, "the request log is complete");
+    let about: Vec<_> = log
+        .entries
+        .iter()
+        .skip(mark)
+        .filter(|r| r.deployment_id.as_deref() == Some(id.as_str()))
+        .collect();
+    let count = |route: &str| about.iter().filter(|r| r.route == route).count();
+    let (deletes, gets) = (count(route::DELETE), count(route::GET));
+    let times: Vec<String> = about
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} at {:.1} s",
+                r.route,
+                r.status,
+                r.t_ms as f64 / 1000.0
+            )
+        })
+        .collect();
+    eprintln!(
+        "a {DELETE_SECONDS} s delete: {deletes} DELETE + {gets} GET = {} requests; gone after {:.1} s; {times:#?}",
+        deletes + gets,
+        took.as_secs_f64()
+    );
+    assert!(
+        took >= Duration::from_secs(DELETE_SECONDS - 1),
+        "the object went before the remote delete was over ({took:?})"
+    );
+    assert_eq!(deletes, 1, "one DELETE: {times:#?}");
+    assert_eq!(
+        about.len(),
+        deletes + gets,
+        "nothing but DELETE and GET: {times:#?}"
+    );
+    assert!(
+        deletes + gets <= 8,
+        "{deletes} DELETE + {gets} GET during a {DELETE_SECONDS} s delete (at most 8): {times:#?}"
+    );
+    match h.cp.get_deployment(&id).await {
+        Err(CpError::NotFound { .. }) => {}
+        other => panic!("the remote deployment is still there: {other:?}"),
+    }
+    support::wait_for_event(&h.client, &h.ns, name, "Deleted", TIMEOUT).await;
 }
 
 #[tokio::test]

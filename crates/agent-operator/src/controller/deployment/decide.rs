@@ -54,6 +54,10 @@ pub struct Known<'a> {
     /// Time left before a change of Secret values alone may be sent (see
     /// `controller::SECRETS_PATCH_INTERVAL`); `None`: it may be sent now.
     pub secrets_due_in: Option<Duration>,
+    /// The last read found the remote deployment being deleted outside the
+    /// operator, and its next read is due in this time (the backoff of
+    /// `deleting::Deletes`); `None`: not deleting, or due now.
+    pub remote_deleting_due_in: Option<Duration>,
 }
 
 /// The step a pass takes before any control plane request.
@@ -67,6 +71,9 @@ pub enum Before {
     SpreadColdStart,
     /// No deployment id yet: adopt, recover or create (on a fresh read).
     Obtain,
+    /// The remote deployment is being deleted outside the operator and its
+    /// next read is not due: send nothing, look again after this delay.
+    WaitRemoteDeleting(Duration),
     /// A revision is in progress and nothing changed: GET only the revision.
     PollRevision(String),
     /// Only Secret values changed, and the last PATCH that carried them is
@@ -118,6 +125,10 @@ pub fn before_remote(k: &Known<'_>) -> Before {
     }
     if k.status.deployment_id.is_none() {
         return Before::Obtain;
+    }
+    // Nothing can change a deployment being deleted: no read before due.
+    if let Some(due) = k.remote_deleting_due_in {
+        return Before::WaitRemoteDeleting(due);
     }
     let same_generation = k.status.observed_generation == k.generation;
     // A change of Secret values alone waits for its interval; meanwhile the
@@ -250,6 +261,7 @@ mod tests {
             first_pass: false,
             rejection_due_in: None,
             secrets_due_in: None,
+            remote_deleting_due_in: None,
         }
     }
 
@@ -352,6 +364,15 @@ mod tests {
                     ..known(&ready)
                 },
                 Before::ReadDeployment,
+            ),
+            (
+                "being deleted outside, read not due: wait, even for a new generation",
+                Known {
+                    generation: Some(2),
+                    remote_deleting_due_in: Some(Duration::from_secs(8)),
+                    ..known(&building)
+                },
+                Before::WaitRemoteDeleting(Duration::from_secs(8)),
             ),
             (
                 "rejected, same fingerprint, not due: wait",

@@ -10,9 +10,12 @@
 //! - report: status and conditions ([`crate::controller::status`]), events.
 //!
 //! Deletion DELETEs the remote deployment (404 counts as done) and keeps the
-//! finalizer until GET answers 404, since delete is asynchronous.
+//! finalizer until GET answers 404, since delete is asynchronous; meanwhile
+//! the deployment is read on a backoff and DELETE is not sent again unless
+//! the delete did not take ([`deleting`]).
 
 pub mod decide;
+pub mod deleting;
 pub mod logtail;
 pub mod names;
 mod obtain;
@@ -87,7 +90,10 @@ pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<A
         other => Error::Finalizer(Box::new(other)),
     });
     match &result {
-        Ok(action) if deleted && *action == Action::await_change() => ctx.forget(&key),
+        Ok(action) if deleted && *action == Action::await_change() => {
+            ctx.forget(&key);
+            deleting::DELETES.forget(&key);
+        }
         Ok(_) => ctx.reset_backoff(&key),
         Err(_) => {}
     }
@@ -95,13 +101,22 @@ pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<A
 }
 
 /// Requeue policy for failed passes: the service's `Retry-After` if longer,
-/// else exponential backoff per object; a pending deletion is polled.
+/// else exponential backoff per object; a pending deletion is read again
+/// when its backoff says ([`deleting::Deletes::due_in`]).
 pub fn error_policy(obj: Arc<AgentDeployment>, error: &Error, ctx: Arc<Context>) -> Action {
     if let Error::DeletionPending(_) = error {
-        return Action::requeue(ctx.config.poll_interval);
+        let due = deleting::DELETES
+            .due_in(&object_key(obj.as_ref()))
+            .unwrap_or(ctx.config.poll_interval);
+        // Never a requeue at once: the pass that records a read sets the
+        // next one at least the poll interval (jittered) ahead.
+        return Action::requeue(due.max(DELETE_REQUEUE_FLOOR));
     }
     requeue_after_error(&ctx, obj.as_ref(), error)
 }
+
+/// Shortest requeue of a pending deletion (a guard against a zero delay).
+const DELETE_REQUEUE_FLOOR: Duration = Duration::from_millis(100);
 
 async fn report_paused(api: &Api<AgentDeployment>, obj: &AgentDeployment) -> Result<(), Error> {
     report(
@@ -295,6 +310,12 @@ async fn apply(
             .as_ref()
             .and_then(|r| seconds_until(&r.retry_after_time)),
         secrets_due_in: ctx.secrets_due_in(&key),
+        remote_deleting_due_in: previous
+            .deployment_id
+            .as_deref()
+            .and_then(|id| deleting::DELETES.known(&key, id))
+            .filter(|k| k.accepted)
+            .and_then(|k| k.due_in),
     };
     let mut pass = Pass {
         api,
@@ -323,6 +344,13 @@ async fn apply(
             debug!(
                 retry_in_s = delay.as_secs(),
                 "a change of Secret values waits for the last one's interval"
+            );
+            return Ok(Action::requeue(delay));
+        }
+        Before::WaitRemoteDeleting(delay) => {
+            debug!(
+                read_in_s = delay.as_secs_f64(),
+                "the remote deployment is being deleted outside the operator"
             );
             return Ok(Action::requeue(delay));
         }
@@ -510,14 +538,11 @@ impl Pass<'_> {
             secrets_changed_here: changed_here && self.previous.secrets_hash.is_some(),
             redeploy_requested: redeploy.is_some(),
             obtained_now,
-            // Both statuses of a deployment being deleted (facts
-            // "Deployment": `AWAITING_FINAL_DELETE` listed by the Terraform
-            // provider).
-            remote_deleting: matches!(
-                remote.status.as_deref(),
-                Some("AWAITING_DELETE" | "AWAITING_FINAL_DELETE")
-            ),
+            remote_deleting: deleting::is_deleting(remote.status.as_deref()),
         };
+        if !read.remote_deleting {
+            deleting::DELETES.forget(&object_key(self.obj));
+        }
         let mut view = RemoteView::of(&remote);
         match decide::after_read(&read) {
             After::RemoteDeleting => {
@@ -529,7 +554,15 @@ impl Pass<'_> {
                     ),
                 };
                 self.finish(&outcome).await?;
-                Ok(Err(Action::requeue(self.ctx.config.poll_interval)))
+                // Read again on the backoff of a delete in progress.
+                let wait = deleting::DELETES.read(
+                    &object_key(self.obj),
+                    &remote.id,
+                    true,
+                    self.ctx.config.poll_interval,
+                    self.ctx.config.max_poll_interval,
+                );
+                Ok(Err(Action::requeue(wait)))
             }
             After::Unheld => {
                 let outcome = unheld_outcome(&remote.id, &patch);
@@ -1080,6 +1113,7 @@ async fn remote_deleted(
         ),
     )
     .await;
+    deleting::DELETES.forget(&object_key(obj));
     // Forget the old id and secrets hash; the next pass creates a new one.
     let mut status = obj.status.clone().unwrap_or_default();
     status.deployment_id = None;
@@ -1101,7 +1135,10 @@ async fn remote_deleted(
 }
 
 /// Deletes the remote deployment (per `spec.deletionPolicy`); the finalizer
-/// is removed only once GET answers 404.
+/// is removed only once GET answers 404. DELETE is sent once, and again only
+/// when a read shows the deployment not being deleted; reads follow the
+/// backoff of [`deleting`], and a pass before the next read is due sends
+/// nothing.
 async fn cleanup(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
@@ -1152,6 +1189,28 @@ async fn cleanup(
     if known_id.is_none() && !create_pending(obj) {
         return Ok(Action::await_change());
     }
+    let key = object_key(obj);
+    // What this process remembers of the delete; after a restart, the status
+    // written by the last read tells whether the deployment was deleting.
+    let step = match &known_id {
+        Some(id) => deleting::before(
+            deleting::DELETES
+                .known(&key, id)
+                .unwrap_or(deleting::Known {
+                    accepted: deleting::is_deleting(
+                        obj.status
+                            .as_ref()
+                            .and_then(|s| s.deployment_status.as_deref()),
+                    ),
+                    due_in: None,
+                }),
+        ),
+        None => deleting::Step::Delete,
+    };
+    if let (deleting::Step::Wait(wait), Some(id)) = (step, &known_id) {
+        debug!(deployment_id = %id, read_in_s = wait.as_secs_f64(), "remote delete in progress");
+        return Err(Error::DeletionPending(id.clone()));
+    }
     let cp = match control_plane(api, obj, ctx).await? {
         Ok(cp) => cp,
         Err(_) => {
@@ -1183,19 +1242,22 @@ async fn cleanup(
             }
         }
     };
-    match cp.delete_deployment(&id).await {
-        Ok(()) | Err(CpError::NotFound { .. }) => {}
-        Err(e) => {
-            let outcome = report::error_outcome("delete deployment", &e);
-            report(api, obj, &outcome).await?;
-            return Err(Error::ControlPlane {
-                operation: "delete deployment",
-                source: e,
-            });
+    if step == deleting::Step::Delete {
+        match cp.delete_deployment(&id).await {
+            Ok(()) | Err(CpError::NotFound { .. }) => {}
+            Err(e) => {
+                let outcome = report::error_outcome("delete deployment", &e);
+                report(api, obj, &outcome).await?;
+                return Err(Error::ControlPlane {
+                    operation: "delete deployment",
+                    source: e,
+                });
+            }
         }
     }
     match cp.get_deployment(&id).await {
         Err(CpError::NotFound { .. }) => {
+            deleting::DELETES.forget(&key);
             info!(deployment_id = %id, "remote deployment deleted");
             publish(
                 ctx,
@@ -1208,16 +1270,34 @@ async fn cleanup(
             Ok(Action::await_change())
         }
         Ok(remote) => {
+            let remote_status = remote.status.as_deref();
+            let is_deleting = deleting::is_deleting(remote_status);
+            let wait = deleting::DELETES.read(
+                &key,
+                &id,
+                is_deleting,
+                ctx.config.poll_interval,
+                ctx.config.max_poll_interval,
+            );
+            debug!(deployment_id = %id, deleting = is_deleting, read_in_s = wait.as_secs_f64(), "remote delete in progress");
+            let message = if is_deleting {
+                format!(
+                    "waiting for remote deployment {id} to be deleted (status {})",
+                    remote_status.unwrap_or("unknown")
+                )
+            } else {
+                format!(
+                    "remote deployment {id} is not being deleted (status {}): the delete did not take; sending DELETE again",
+                    remote_status.unwrap_or("unknown")
+                )
+            };
             let mut status = obj.status.clone().unwrap_or_default();
             status.deployment_status = remote.status.clone();
             status.conditions = conditions(
                 &status.conditions,
                 &Outcome::Progressing {
                     reason: reason::DELETING,
-                    message: format!(
-                        "waiting for remote deployment {id} to be deleted (status {})",
-                        remote.status.as_deref().unwrap_or("unknown")
-                    ),
+                    message,
                 },
                 obj.metadata.generation,
             );

@@ -84,6 +84,12 @@ pub mod reason {
     /// deployment read back still differs in the same fields (a value it
     /// drops or normalizes). Not retried until the spec changes.
     pub const DRIFT_NOT_CONVERGING: &str = "DriftNotConverging";
+    /// Another writer keeps changing fields of the remote deployment: the
+    /// operator corrected the same field 3 times within an hour and stops
+    /// correcting it until the spec changes or a redeploy is requested
+    /// (`status.driftCorrections`; the issue "Many teams on one operator",
+    /// item 5).
+    pub const DRIFT_FIGHT: &str = "DriftFight";
     /// A revision stayed in progress longer than
     /// `spec.progressDeadlineSeconds`; it is still polled, slower.
     pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";

@@ -601,6 +601,23 @@ pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: u32 = 1800;
 /// Most revisions kept in `status.revisions`.
 pub const REVISION_HISTORY_LIMIT: usize = 10;
 
+/// Most entries of `status.driftCorrections` (the newest are kept).
+pub const DRIFT_CORRECTIONS_LIMIT: usize = 10;
+
+/// One correction of drift in `status.driftCorrections`: a PATCH the
+/// operator sent because the remote deployment differed from a spec that
+/// had not changed (another writer changed it).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftCorrection {
+    /// The fields it corrected, as the control plane names them, e.g.
+    /// `source_config.build_on_push` or `secrets` (never values).
+    #[schemars(length(max = 16))]
+    pub fields: Vec<String>,
+    /// When it was sent (RFC 3339).
+    pub time: String,
+}
+
 /// One revision in `status.revisions` (spec "Revision"; facts "Revision").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -699,6 +716,17 @@ pub struct AgentDeploymentStatus {
     /// patches and revisions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unheld_patch: Option<String>,
+    /// The corrections of drift made on the current generation, oldest
+    /// first, at most 10 (the newest): those older than one hour before the
+    /// newest are dropped. Once one field was corrected 3 times
+    /// within an hour, another writer is fighting the operator over it: the
+    /// next difference is not corrected but reported (`Stalled`, reason
+    /// `DriftFight`), until a new generation of the spec or a redeploy
+    /// request clears this list. Source: the issue "Many teams on one
+    /// operator", item 5.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 10))]
+    pub drift_corrections: Vec<DriftCorrection>,
     /// Id of the revision the last successful verification checked
     /// (`spec.verify`); equal to `latestRevisionId` while that revision is
     /// verified.

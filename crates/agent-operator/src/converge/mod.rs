@@ -271,6 +271,7 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
         remote_deleting: crate::controller::deployment::deleting::is_deleting(
             remote.status.as_deref(),
         ),
+        drift_corrections: &[],
     };
     match decide::after_read(&read) {
         After::RemoteDeleting => Err(Error::Blocked(format!(
@@ -281,10 +282,13 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
             remote: Box::new(remote),
             patch: Box::new(patch),
         }),
-        // No redeploy is requested and the status remembers no patch.
-        After::Redeploy | After::Unheld | After::Follow => Ok(Plan::Unchanged {
-            remote: Box::new(remote),
-        }),
+        // No redeploy is requested and the status remembers no patch and no
+        // correction of drift.
+        After::Redeploy | After::Unheld | After::Fight { .. } | After::Follow => {
+            Ok(Plan::Unchanged {
+                remote: Box::new(remote),
+            })
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! Item 3, drift: changes made to the remote deployment outside the operator
-//! are patched back (Event `DriftCorrected`); a remote deployment deleted
+//! are patched back (Event `DriftCorrected`), at most 3 times per field and
+//! hour before a fight with another writer is reported (`DriftFight`, the
+//! issue "Many teams on one operator", item 5); a remote deployment deleted
 //! outside is created again (Event `RemoteDeleted`), or stalls the resource
 //! with `remoteDeletionPolicy: Stall`.
 
@@ -8,6 +10,7 @@ use crate::support;
 use std::time::Duration;
 
 use agent_operator::controlplane::types::{DeploymentPatch, SourceConfig, SourceRevisionConfig};
+use serde_json::json;
 use support::{Harness, condition, github_deployment, route, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -114,6 +117,135 @@ async fn changes_made_outside_are_patched_back() {
         Some(1),
         "the resource was not edited"
     );
+}
+
+/// Another writer sets `build_on_push` back after every correction: the
+/// operator corrects it 3 times, then reports `Stalled`/`DriftFight` (one
+/// Warning event) and sends no PATCH while drift checks go on; a spec change
+/// clears the memory and the resource converges again.
+#[tokio::test]
+async fn a_drift_fight_is_capped_then_stalled() {
+    test_support::skip_without!(Envtest);
+    let h = harness("op-drift-fight").await;
+    let name = "fought-over-agent";
+    h.apply(github_deployment(name, "main")).await;
+    let id = h
+        .wait_ready(name, TIMEOUT)
+        .await
+        .status
+        .unwrap()
+        .deployment_id
+        .unwrap();
+    let other_writer = DeploymentPatch {
+        source_config: Some(SourceConfig {
+            build_on_push: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // PATCHes the test sent as the other writer.
+    let mut outside = 0;
+    let restored = || async {
+        let d = h.cp.get_deployment(&id).await.ok()?;
+        (d.source_config.build_on_push == Some(false)).then_some(())
+    };
+    assert_eq!(operator_patches(&h, outside).await, 0);
+
+    for round in 1..=3 {
+        h.cp.patch_deployment(&id, &other_writer).await.unwrap();
+        outside += 1;
+        support::eventually(TIMEOUT, &format!("correction {round}"), restored).await;
+        assert_eq!(operator_patches(&h, outside).await, round);
+    }
+    let obj = h.api.get(name).await.unwrap();
+    let corrections = obj.status.unwrap().drift_corrections;
+    assert_eq!(corrections.len(), 3, "{corrections:?}");
+    assert!(
+        corrections
+            .iter()
+            .all(|c| c.fields == ["source_config.build_on_push"]),
+        "{corrections:?}"
+    );
+
+    // The fourth change is not corrected.
+    h.cp.patch_deployment(&id, &other_writer).await.unwrap();
+    outside += 1;
+    let stalled = h.wait_stalled(name, "DriftFight", TIMEOUT).await;
+    let ready = condition(&stalled, "Ready").unwrap();
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "DriftFight")
+    );
+    for words in [
+        "source_config.build_on_push",
+        "another writer",
+        "until the spec changes",
+        "agentserver.dev/redeploy-requested-at",
+    ] {
+        assert!(ready.message.contains(words), "{words}: {}", ready.message);
+    }
+    let reads = h.emulator.requests().await.count(route::GET);
+    // A few drift periods (0.5 s each): drift checks, no PATCH.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let requests = h.emulator.requests().await;
+    let patches = requests.count(route::PATCH) - outside;
+    eprintln!(
+        "drift fight: {patches} correction PATCHes, then Stalled/DriftFight; {} drift-check GETs in the next 3 s",
+        requests.count(route::GET) - reads
+    );
+    assert_eq!(patches, 3, "{:?}", requests.0);
+    assert!(
+        requests.count(route::GET) > reads + 1,
+        "drift checks go on: {:?}",
+        requests.0
+    );
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    assert_eq!(
+        remote.source_config.build_on_push,
+        Some(true),
+        "left as the other writer set it"
+    );
+    assert!(support::is_stalled_with(
+        &h.api.get(name).await.unwrap(),
+        "DriftFight"
+    ));
+    let warnings = support::event_reasons(&h.client, &h.ns, name)
+        .await
+        .into_iter()
+        .filter(|r| r == "DriftFight")
+        .count();
+    assert_eq!(warnings, 1, "one Warning event");
+
+    // A spec change clears the memory: the PATCH of the change restores
+    // build_on_push too, and a later change outside is corrected again.
+    support::merge_patch(
+        &h.api,
+        name,
+        json!({"spec": {"sourceConfig": {"resourceSpec": {"maxScale": 2}}}}),
+    )
+    .await;
+    let obj = h.wait_ready(name, TIMEOUT).await;
+    assert!(obj.status.unwrap().drift_corrections.is_empty());
+    support::eventually(
+        TIMEOUT,
+        "build_on_push restored by the spec change",
+        restored,
+    )
+    .await;
+    h.cp.patch_deployment(&id, &other_writer).await.unwrap();
+    outside += 1;
+    support::eventually(TIMEOUT, "a correction after the spec change", restored).await;
+    assert_eq!(
+        operator_patches(&h, outside).await,
+        5,
+        "3 corrections, the spec change, 1 more"
+    );
+}
+
+/// The PATCHes the operator sent: all those logged but the `outside` ones
+/// the test sent.
+async fn operator_patches(h: &Harness, outside: u64) -> u64 {
+    h.emulator.requests().await.count(route::PATCH) - outside
 }
 
 #[tokio::test]

@@ -8,15 +8,18 @@
 //!   the resync period), obtain a deployment (create, adopt, recover), poll
 //!   only the revision, or read the deployment;
 //! - [`after_read`]: once the deployment was read: patch, redeploy, follow
-//!   the revision, or stall on a change the service does not hold.
+//!   the revision, or stall on a change the service does not hold or on a
+//!   fight with another writer ([`super::fight`]).
 //!
 //! Sources: spec "Endpoints" and rule 2 "Recommended client flow"; facts
 //! "Requests" (what creates a revision) and "Revision" (statuses).
 
 use std::time::Duration;
 
+use super::fight;
 use crate::api::conditions::{READY, TRUE, find, reason};
-use crate::api::deployment::AgentDeploymentStatus;
+use crate::api::deployment::{AgentDeploymentStatus, DriftCorrection};
+use crate::controller::desired;
 use crate::controlplane::types::{DeploymentPatch, RevisionStatus};
 
 /// First retry of a definitely rejected request with an unchanged desired
@@ -86,7 +89,7 @@ pub enum Before {
 
 /// True when the status says the resource converged on `generation`: the
 /// remote equals the spec and its revision ended (Ready, or stalled on a
-/// failed revision or a change the service does not hold).
+/// failed revision, a change the service does not hold, or a drift fight).
 pub fn converged_on(status: &AgentDeploymentStatus, generation: Option<i64>) -> bool {
     status.deployment_id.is_some()
         && status.observed_generation == generation
@@ -97,6 +100,7 @@ pub fn converged_on(status: &AgentDeploymentStatus, generation: Option<i64>) -> 
                         reason::REVISION_FAILED,
                         reason::REVISION_INTERRUPTED,
                         reason::DRIFT_NOT_CONVERGING,
+                        reason::DRIFT_FIGHT,
                     ]
                     .contains(&c.reason.as_str()))
         })
@@ -179,6 +183,9 @@ pub struct Read<'a> {
     pub obtained_now: bool,
     /// The remote deployment is being deleted outside the operator.
     pub remote_deleting: bool,
+    /// The corrections of drift remembered for this generation
+    /// ([`fight::carried`]).
+    pub drift_corrections: &'a [DriftCorrection],
 }
 
 /// The step once the deployment was read.
@@ -189,6 +196,13 @@ pub enum After {
     /// The same PATCH was sent before and the service did not hold it:
     /// report, and send nothing until the spec changes.
     Unheld,
+    /// The PATCH would correct fields another writer keeps changing
+    /// ([`fight::fought`]): report `DriftFight`, send nothing until the spec
+    /// changes or a redeploy is requested.
+    Fight {
+        /// The fields fought over, sorted.
+        fields: Vec<String>,
+    },
     /// Send the PATCH (`drift`: the spec did not change since the last
     /// converged pass, so the difference was made outside).
     Patch {
@@ -212,10 +226,18 @@ pub fn after_read(r: &Read<'_>) -> After {
         {
             return After::Unheld;
         }
-        let drift = !r.obtained_now
+        // Not caused by a change here (the spec, Secret values, a create or
+        // an adoption): the difference was made outside.
+        let outside = !r.obtained_now
             && !r.secrets_changed_here
-            && r.status.observed_generation == r.generation
-            && converged_on(r.status, r.generation);
+            && r.status.observed_generation == r.generation;
+        if outside {
+            let fields = fight::fought(r.drift_corrections, &desired::patch_fields(r.patch));
+            if !fields.is_empty() {
+                return After::Fight { fields };
+            }
+        }
+        let drift = outside && converged_on(r.status, r.generation);
         return After::Patch { drift };
     }
     if r.redeploy_requested && !r.obtained_now {
@@ -408,6 +430,8 @@ mod tests {
     #[test]
     fn after_read_table() {
         let ready = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
+        let building = status(reason::REVISION_IN_PROGRESS, "False", Some("BUILDING"));
+        let fighting = status(reason::DRIFT_FIGHT, "False", Some("DEPLOYED"));
         let mut unheld = ready.clone();
         unheld.unheld_patch = Some("p".into());
         let empty = DeploymentPatch::default();
@@ -427,6 +451,14 @@ mod tests {
             redeploy_requested: false,
             obtained_now: false,
             remote_deleting: false,
+            drift_corrections: &[],
+        };
+        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let fought = (0..3).fold(Vec::new(), |h, _| {
+            fight::remember(&h, &["source_config.build_on_push"], now)
+        });
+        let fight_over_it = After::Fight {
+            fields: vec!["source_config.build_on_push".into()],
         };
         let cases: Vec<(&str, Read<'_>, After)> = vec![
             (
@@ -461,6 +493,44 @@ mod tests {
                 "not held, but the spec changed since: patch",
                 read(&some, &unheld, Some(2)),
                 After::Patch { drift: false },
+            ),
+            (
+                "corrected 3 times within the hour: a fight, not a fourth PATCH",
+                Read {
+                    drift_corrections: &fought,
+                    ..read(&some, &ready, Some(1))
+                },
+                fight_over_it.clone(),
+            ),
+            (
+                "a fight stays one when the status no longer says converged",
+                Read {
+                    drift_corrections: &fought,
+                    ..read(&some, &building, Some(1))
+                },
+                fight_over_it,
+            ),
+            (
+                "fought over, but a referenced Secret changed: patch",
+                Read {
+                    drift_corrections: &fought,
+                    secrets_changed_here: true,
+                    ..read(&some, &ready, Some(1))
+                },
+                After::Patch { drift: false },
+            ),
+            (
+                "fought over, but the spec changed: patch",
+                Read {
+                    drift_corrections: &fought,
+                    ..read(&some, &ready, Some(2))
+                },
+                After::Patch { drift: false },
+            ),
+            (
+                "stalled on a fight, memory cleared by a redeploy request: a correction of drift again",
+                read(&some, &fighting, Some(1)),
+                After::Patch { drift: true },
             ),
             (
                 "redeploy requested",

@@ -16,6 +16,7 @@
 
 pub mod decide;
 pub mod deleting;
+pub mod fight;
 pub mod logtail;
 pub mod names;
 mod obtain;
@@ -331,6 +332,8 @@ async fn apply(
         clear_marker: false,
         redeploy_done: false,
     };
+    pass.status.drift_corrections =
+        fight::carried(&previous, obj.metadata.generation, redeploy.is_some());
     pass.status.observed_generation = obj.metadata.generation;
     let (view, revision) = match decide::before_remote(&known) {
         Before::WaitRejected(delay) => {
@@ -530,6 +533,8 @@ impl Pass<'_> {
         let patch = desired::compute_patch(body, &remote, &memory);
         (self.status.source_commit, self.status.built_image) = shapes::provenance(&remote);
         let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
+        // What `fight::carried` left of the corrections of drift.
+        let corrections = self.status.drift_corrections.clone();
         let read = decide::Read {
             patch: &patch,
             patch_fingerprint: &patch_fingerprint,
@@ -539,6 +544,7 @@ impl Pass<'_> {
             redeploy_requested: redeploy.is_some(),
             obtained_now,
             remote_deleting: deleting::is_deleting(remote.status.as_deref()),
+            drift_corrections: &corrections,
         };
         if !read.remote_deleting {
             deleting::DELETES.forget(&object_key(self.obj));
@@ -564,6 +570,16 @@ impl Pass<'_> {
                 );
                 Ok(Err(Action::requeue(wait)))
             }
+            After::Fight { fields } => {
+                let outcome = Outcome::Stalled {
+                    reason: reason::DRIFT_FIGHT,
+                    message: fight::message(&remote.id, &fields),
+                };
+                self.finish(&outcome).await?;
+                Ok(Err(Action::requeue(jittered(
+                    self.ctx.config.resync_interval,
+                ))))
+            }
             After::Unheld => {
                 let outcome = unheld_outcome(&remote.id, &patch);
                 self.status.unheld_patch = Some(patch_fingerprint);
@@ -576,6 +592,11 @@ impl Pass<'_> {
                 Ok(d) => {
                     let fields = desired::patch_fields(&patch).join(", ");
                     let (event_reason, verb) = if drift {
+                        self.status.drift_corrections = fight::remember(
+                            &corrections,
+                            &desired::patch_fields(&patch),
+                            k8s_openapi::jiff::Timestamp::now(),
+                        );
                         ("DriftCorrected", "changed outside the operator; restored")
                     } else {
                         ("Patched", "patched")
@@ -1121,6 +1142,7 @@ async fn remote_deleted(
     status.revision_status = None;
     status.active_revision_id = None;
     status.secrets_hash = None;
+    status.drift_corrections.clear();
     status.conditions = conditions(
         &status.conditions,
         &Outcome::Progressing {

@@ -43,6 +43,10 @@ pub async fn report(
     outcome: &Outcome,
 ) -> Result<(), Error> {
     let mut status = obj.status.clone().unwrap_or_default();
+    if status.observed_generation != obj.metadata.generation {
+        // A new generation ends any drift fight (`super::fight`).
+        status.drift_corrections.clear();
+    }
     status.observed_generation = obj.metadata.generation;
     let previous = std::mem::take(&mut status.conditions);
     status.conditions = conditions(&previous, outcome, obj.metadata.generation);

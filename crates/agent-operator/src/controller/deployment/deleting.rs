@@ -13,9 +13,9 @@
 //!
 //! The same backoff paces the reads of a deployment being deleted outside
 //! the operator. The finalizer is still removed only on a read that answers
-//! 404 ([`super::cleanup`]); this memory only saves requests, so losing it
-//! (a restart) costs one read, and, unless the status shows the deployment
-//! deleting, one more DELETE.
+//! 404 (the cleanup of the parent module); this memory only saves requests,
+//! so losing it (a restart) costs one read, and, unless the status shows the
+//! deployment deleting, one more DELETE.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};

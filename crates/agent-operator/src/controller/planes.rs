@@ -681,14 +681,6 @@ impl ClientCache {
             .unwrap_or_default()
     }
 
-    /// True while a `Retry-After` of the AgentControlPlane `namespace`/`name`
-    /// is pending (nothing is sent to it meanwhile).
-    pub fn paused(&self, namespace: &str, name: &str) -> bool {
-        self.lock()
-            .get(&(namespace.to_owned(), name.to_owned()))
-            .is_some_and(|e| e.buckets.iter().any(Budget::paused))
-    }
-
     /// The figures of every AgentControlPlane with a client or a gate, for
     /// the `agent_operator_control_plane_*` and
     /// `agent_operator_reconcile_queue` metrics.

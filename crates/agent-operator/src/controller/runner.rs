@@ -499,17 +499,12 @@ pub fn plane_wave_hash(obj: &AgentControlPlane) -> u64 {
 pub fn plane_trigger_hash(obj: &AgentControlPlane) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    obj.metadata.generation.hash(&mut h);
-    let conditions = obj
-        .status
+    plane_wave_hash(obj).hash(&mut h);
+    obj.status
         .as_ref()
-        .map(|s| s.conditions.as_slice())
-        .unwrap_or_default();
-    for type_ in [READY, super::status::STALLED] {
-        find(conditions, type_)
-            .map(|c| c.status.as_str())
-            .hash(&mut h);
-    }
+        .and_then(|s| find(&s.conditions, READY))
+        .map(|c| c.status.as_str())
+        .hash(&mut h);
     Some(h.finish())
 }
 

@@ -79,9 +79,6 @@ struct Watch {
 /// (namespace, name) of a Secret.
 type SecretId = (String, String);
 
-/// Digests of referenced keys' values, per Secret.
-type Digests = Arc<Mutex<HashMap<SecretId, [u8; 32]>>>;
-
 /// The stores that tell which Secret keys are referenced.
 #[derive(Default)]
 struct Referrers {
@@ -89,24 +86,69 @@ struct Referrers {
     planes: Vec<Store<AgentControlPlane>>,
 }
 
+/// What the operator knows of referenced Secrets, under one lock: shared
+/// by the watch tasks and the passes.
+#[derive(Default)]
+struct Known {
+    /// The data of referenced Secrets, by the resourceVersion read.
+    cache: HashMap<SecretId, Cached>,
+    /// Digest of the referenced keys' values per Secret, as last seen (a
+    /// SHA-256 of name=value pairs; never the values).
+    digests: HashMap<SecretId, [u8; 32]>,
+    referrers: Referrers,
+}
+
+impl Known {
+    /// Caches the data of `secret` (the Secret `id`) and records the digest
+    /// of its referenced keys: replacing the one known (`replace`: the
+    /// watch saw a change) or only when none is known (a pass read it: what
+    /// it used is what a later change is compared with). Returns (the digest
+    /// known before, the new one), or `None` when nothing references it.
+    fn remember(
+        &mut self,
+        id: &SecretId,
+        secret: &Secret,
+        replace: bool,
+    ) -> Option<(Option<[u8; 32]>, [u8; 32])> {
+        let data = data_of(secret);
+        let keys = referenced_keys(&self.referrers, &id.0, &id.1);
+        let digests = (!keys.is_empty()).then(|| {
+            let now = digest(&data, &keys);
+            let before = self.digests.get(id).copied();
+            if replace || before.is_none() {
+                self.digests.insert(id.clone(), now);
+            }
+            (before, now)
+        });
+        self.cache.insert(
+            id.clone(),
+            Cached {
+                resource_version: secret.resource_version(),
+                data,
+            },
+        );
+        digests
+    }
+}
+
 /// Shared state of the Secret watch and cache; one per operator, in
 /// [`super::Context`].
 #[derive(Default)]
 pub struct Secrets {
     watches: Mutex<HashMap<Option<String>, Watch>>,
-    cache: Arc<Mutex<HashMap<SecretId, Cached>>>,
-    /// Digest of the referenced keys' values per Secret, as last seen by a
-    /// watch (a SHA-256 of name=value pairs; never the values).
-    digests: Digests,
-    referrers: Arc<Mutex<Referrers>>,
+    known: Arc<Mutex<Known>>,
 }
 
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
-            .field("cached", &self.lock_cache().len())
+            .field("cached", &lock(&self.known).cache.len())
             .finish_non_exhaustive()
     }
+}
+
+fn lock(known: &Mutex<Known>) -> std::sync::MutexGuard<'_, Known> {
+    known.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Strips a Secret's metadata to what the operator uses: name, namespace,
@@ -205,28 +247,16 @@ fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 }
 
 impl Secrets {
-    fn lock_cache(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Cached>> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Registers a store of AgentDeployments: the Secret keys they
     /// reference are watched for changes.
     pub fn register_deployments(&self, deployments: Store<AgentDeployment>) {
-        self.referrers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .deployments
-            .push(deployments);
+        lock(&self.known).referrers.deployments.push(deployments);
     }
 
     /// Registers a store of AgentControlPlanes: the Secret keys they
     /// reference (credential, CA bundle) are watched for changes.
     pub fn register_planes(&self, planes: Store<AgentControlPlane>) {
-        self.referrers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .planes
-            .push(planes);
+        lock(&self.known).referrers.planes.push(planes);
     }
 
     /// The metadata store of the Secret watch of `namespace` (`None`: all
@@ -277,12 +307,7 @@ impl Secrets {
         .default_backoff()
         .modify(strip_secret_metadata)
         .reflect(writer);
-        let (events, client) = (tx.clone(), client.clone());
-        let (cache, digests, referrers) = (
-            self.cache.clone(),
-            self.digests.clone(),
-            self.referrers.clone(),
-        );
+        let (events, client, known) = (tx.clone(), client.clone(), self.known.clone());
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             let mut listed = false;
@@ -302,56 +327,37 @@ impl Secrets {
                     }
                 };
                 let key = (obj.namespace().unwrap_or_default(), obj.name_any());
-                let cached_version = cache
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get(&key)
-                    .map(|c| c.resource_version.clone());
-                if deleted || cached_version.is_some_and(|v| v != obj.resource_version()) {
-                    cache.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-                }
-                let keys = {
-                    let r = referrers.lock().unwrap_or_else(|p| p.into_inner());
-                    referenced_keys(&r, &key.0, &key.1)
+                let referenced = {
+                    let mut k = lock(&known);
+                    let stale = k
+                        .cache
+                        .get(&key)
+                        .is_some_and(|c| c.resource_version != obj.resource_version());
+                    if deleted || stale {
+                        k.cache.remove(&key);
+                    }
+                    !referenced_keys(&k.referrers, &key.0, &key.1).is_empty()
                 };
                 let mut first_sight = false;
                 let changed = if deleted {
-                    digests
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&key)
-                        .is_some()
-                        || !keys.is_empty()
-                } else if keys.is_empty() {
+                    lock(&known).digests.remove(&key).is_some() || referenced
+                } else if !referenced {
                     // Nothing references it: its data is never read.
                     false
                 } else {
                     let api: Api<Secret> = Api::namespaced(client.clone(), &key.0);
                     match api.get_opt(&key.1).await {
-                        Ok(Some(secret)) => {
-                            let data = data_of(&secret);
-                            let d = digest(&data, &keys);
-                            cache.lock().unwrap_or_else(|p| p.into_inner()).insert(
-                                key.clone(),
-                                Cached {
-                                    resource_version: secret.resource_version(),
-                                    data,
-                                },
-                            );
-                            let before = digests
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .insert(key.clone(), d);
-                            match before {
-                                Some(b) => b != d,
-                                // First sight: maybe new, unless it is the
-                                // first list.
-                                None => {
-                                    first_sight = !initial;
-                                    !initial
-                                }
+                        Ok(Some(secret)) => match lock(&known).remember(&key, &secret, true) {
+                            Some((Some(before), now)) => before != now,
+                            // First sight: maybe new, unless it is the
+                            // first list.
+                            Some((None, _)) => {
+                                first_sight = !initial;
+                                !initial
                             }
-                        }
+                            // No longer referenced.
+                            None => false,
+                        },
                         // Gone meanwhile: its Delete event follows.
                         Ok(None) => false,
                         Err(e) => {
@@ -391,42 +397,26 @@ impl Secrets {
         let id = (namespace.to_owned(), name.to_owned());
         let watched = self.watched_version(namespace, name);
         if let Some(version) = &watched
-            && let Some(c) = self.lock_cache().get(&id)
+            && let Some(c) = lock(&self.known).cache.get(&id)
             && c.resource_version.as_ref() == Some(version)
         {
             return Ok(Some(c.data.get(key).cloned()));
         }
         let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
         let Some(secret) = api.get_opt(name).await.map_err(Error::Kube)? else {
-            self.lock_cache().remove(&id);
+            lock(&self.known).cache.remove(&id);
             return Ok(None);
         };
-        let data = data_of(&secret);
-        let value = data.get(key).cloned();
         // Cached only while a watch covers it (else nothing would tell
         // when it changes).
-        if watched.is_some() {
-            // What a pass used is what a later change is compared with.
-            let keys = {
-                let r = self.referrers.lock().unwrap_or_else(|p| p.into_inner());
-                referenced_keys(&r, namespace, name)
-            };
-            if !keys.is_empty() {
-                self.digests
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .entry(id.clone())
-                    .or_insert_with(|| digest(&data, &keys));
-            }
-            self.lock_cache().insert(
-                id,
-                Cached {
-                    resource_version: secret.resource_version(),
-                    data,
-                },
-            );
+        if watched.is_none() {
+            return Ok(Some(data_of(&secret).remove(key)));
         }
-        Ok(Some(value))
+        let mut k = lock(&self.known);
+        k.remember(&id, &secret, false);
+        Ok(Some(
+            k.cache.get(&id).and_then(|c| c.data.get(key).cloned()),
+        ))
     }
 
     /// The resourceVersion of `namespace/name` in a watch's store, if a
@@ -439,11 +429,6 @@ impl Secrets {
             .values()
             .find_map(|w| w.store.get(&r))
             .and_then(|m| m.resource_version())
-    }
-
-    /// Number of Secrets whose data is cached.
-    pub fn cached(&self) -> usize {
-        self.lock_cache().len()
     }
 }
 

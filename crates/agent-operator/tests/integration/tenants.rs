@@ -19,6 +19,21 @@ use crate::support::{
     is_ready_now, metric,
 };
 
+/// Waits until `count` AgentDeployments of `api` are Ready (panics after
+/// `timeout`).
+async fn wait_all_ready(api: &Api<AgentDeployment>, count: usize, timeout: Duration) {
+    support::eventually(
+        timeout,
+        &format!("{count} AgentDeployments Ready"),
+        || async {
+            let list = api.list(&ListParams::default()).await.ok()?;
+            let ready = list.items.iter().filter(|o| is_ready_now(o)).count();
+            (ready == count).then_some(())
+        },
+    )
+    .await;
+}
+
 /// Applies `count` github AgentDeployments named `<prefix>-NN` in `ns` and
 /// waits until every one is Ready; returns how long that took.
 async fn rollout(client: &kube::Client, ns: &str, prefix: &str, count: usize) -> Duration {
@@ -28,16 +43,7 @@ async fn rollout(client: &kube::Client, ns: &str, prefix: &str, count: usize) ->
         let name = format!("{prefix}-{i:02}");
         support::apply_json(&api, &name, github_deployment(&name, "main")).await;
     }
-    support::eventually(
-        Duration::from_secs(240),
-        &format!("{count} AgentDeployments of {ns} Ready"),
-        || async {
-            let list = api.list(&ListParams::default()).await.ok()?;
-            let ready = list.items.iter().filter(|o| is_ready_now(o)).count();
-            (ready == count).then_some(())
-        },
-    )
-    .await;
+    wait_all_ready(&api, count, Duration::from_secs(240)).await;
     started.elapsed()
 }
 
@@ -186,15 +192,18 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
     let ns = common::test_namespace(&client, "team-secrets").await;
     support::install_control_plane(&client, &ns, &emulator).await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
-    support::apply_json(
-        &secrets,
-        "app-env",
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-env"},
-            "stringData": {"token": "first-value", "unused": "x"}
-        }),
-    )
-    .await;
+    // The referenced Secret `app-env`: its `token` is referenced, `unused`
+    // is not.
+    let put_env = |labels: serde_json::Value, token: &str, unused: &str| {
+        let manifest = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "app-env", "labels": labels},
+            "stringData": {"token": token, "unused": unused}
+        });
+        let secrets = secrets.clone();
+        async move { support::apply_json(&secrets, "app-env", manifest).await }
+    };
+    put_env(serde_json::json!({}), "first-value", "x").await;
     let operator = cluster_wide_operator(&env, test);
     let pid = operator.pid().expect("operator pid");
     let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
@@ -204,11 +213,7 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
         manifest["spec"]["secrets"] = serde_json::json!([{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "app-env", "key": "token"}}}]);
         support::apply_json(&api, &name, manifest).await;
     }
-    support::eventually(Duration::from_secs(120), "3 Ready", || async {
-        let list = api.list(&ListParams::default()).await.ok()?;
-        (list.items.iter().filter(|o| is_ready_now(o)).count() == 3).then_some(())
-    })
-    .await;
+    wait_all_ready(&api, 3, Duration::from_secs(120)).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let rss_before = rss_bytes(pid);
     let requests_before = emulator.request_log().await.entries.len();
@@ -264,16 +269,8 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
     assert_eq!(requests_after, requests_before, "no control plane request");
 
     // A label edit and a change of an unreferenced key: no pass, no request.
-    support::apply_json(
-        &secrets,
-        "app-env",
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "app-env", "labels": {"touched": "yes"}},
-            "stringData": {"token": "first-value", "unused": "y"}
-        }),
-    )
-    .await;
+    let touched = serde_json::json!({"touched": "yes"});
+    put_env(touched.clone(), "first-value", "y").await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let after_touch = emulator.request_log().await;
     assert_eq!(
@@ -283,21 +280,12 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
         &after_touch.entries[requests_after..]
     );
     // A referenced value changes: one PATCH per AgentDeployment.
-    support::apply_json(
-        &secrets,
-        "app-env",
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "app-env", "labels": {"touched": "yes"}},
-            "stringData": {"token": "second-value", "unused": "y"}
-        }),
-    )
-    .await;
+    put_env(touched, "second-value", "y").await;
     support::eventually(Duration::from_secs(60), "3 PATCHes", || async {
         let log = emulator.request_log().await;
         let patches = log.entries[requests_after..]
             .iter()
-            .filter(|e| e.route == "PATCH /v2/deployments/{deployment_id}")
+            .filter(|e| e.route == support::route::PATCH)
             .count();
         (patches == 3).then_some(())
     })

@@ -126,6 +126,18 @@ struct LogEntry {
     status: Arc<str>,
 }
 
+/// The counts of one workspace (its `X-Tenant-Id`) in `GET /_emulator/requests`.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+struct WorkspaceCounts {
+    /// Requests naming the workspace.
+    total: u64,
+    /// Of those, the ones that arrived while a `Retry-After` sent to the
+    /// workspace ran.
+    during_retry_after: u64,
+    /// Status (a number, or `dropped` / `hung`) → count.
+    statuses: BTreeMap<String, u64>,
+}
+
 /// Counts, the request log and the pending `Retry-After`s of each workspace.
 #[derive(Debug)]
 pub(crate) struct RequestStats {
@@ -137,6 +149,9 @@ pub(crate) struct RequestStats {
     routes: BTreeMap<String, BTreeMap<String, u64>>,
     /// Requests that arrived while their workspace had a `Retry-After` running.
     during_retry_after: u64,
+    /// Workspace → its own counts (requests naming no workspace are not
+    /// counted here).
+    workspaces: BTreeMap<String, WorkspaceCounts>,
     /// Workspace → end of the last `Retry-After` sent to it.
     retry_after_until: HashMap<String, Instant>,
     log: VecDeque<LogEntry>,
@@ -162,6 +177,7 @@ impl RequestStats {
             total: 0,
             routes: BTreeMap::new(),
             during_retry_after: 0,
+            workspaces: BTreeMap::new(),
             retry_after_until: HashMap::new(),
             log: VecDeque::new(),
             capacity: capacity.max(1),
@@ -189,6 +205,11 @@ impl RequestStats {
     /// `dropped` / `hung`).
     pub fn record(&mut self, req: &RequestInfo, status: &str) {
         self.total += 1;
+        if let Some(ws) = &req.workspace {
+            let counts = self.workspaces.entry(ws.clone()).or_default();
+            counts.total += 1;
+            *counts.statuses.entry(status.to_owned()).or_default() += 1;
+        }
         *self
             .routes
             .entry(req.route.clone())
@@ -220,6 +241,10 @@ impl RequestStats {
             .is_some_and(|until| at < *until)
         {
             self.during_retry_after += 1;
+            self.workspaces
+                .entry(workspace.to_owned())
+                .or_default()
+                .during_retry_after += 1;
         }
     }
 
@@ -233,12 +258,15 @@ impl RequestStats {
         *end = (*end).max(until);
     }
 
-    /// `{"total": N, "during_retry_after": M, "routes": {"GET /v2/deployments": {"200": 3}}}`.
+    /// `{"total": N, "during_retry_after": M, "routes": {"GET /v2/deployments":
+    /// {"200": 3}}, "workspaces": {"<uuid>": {"total": N, "during_retry_after":
+    /// M, "statuses": {"200": 3, "429": 1}}}}`.
     pub fn to_json(&self) -> Value {
         json!({
             "total": self.total,
             "during_retry_after": self.during_retry_after,
             "routes": self.routes,
+            "workspaces": self.workspaces,
         })
     }
 
@@ -345,7 +373,9 @@ mod tests {
         assert_eq!(
             s.to_json(),
             json!({"total": 3, "during_retry_after": 0,
-                   "routes": {"GET /v2/deployments": {"200": 2, "429": 1}}})
+                   "routes": {"GET /v2/deployments": {"200": 2, "429": 1}},
+                   "workspaces": {"ws": {"total": 3, "during_retry_after": 0,
+                                         "statuses": {"200": 2, "429": 1}}}})
         );
     }
 
@@ -396,6 +426,8 @@ mod tests {
         s.arrival("a", t0 + Duration::from_millis(1999));
         s.arrival("a", t0 + Duration::from_secs(2));
         assert_eq!(s.to_json()["during_retry_after"], 2);
+        assert_eq!(s.to_json()["workspaces"]["a"]["during_retry_after"], 2);
+        assert!(s.to_json()["workspaces"].get("b").is_none());
         s.reset();
         assert_eq!(s.to_json()["during_retry_after"], 0);
         s.arrival("a", t0 + Duration::from_millis(500));

@@ -72,11 +72,31 @@ impl Emulator {
     /// Starts the emulator with the benchmark key and `args`, logging to
     /// `target/bench-logs/<run>-emulator.log`, and waits until it listens.
     pub async fn start(binary: &Path, run: &str, args: &[String]) -> Self {
+        Self::start_with_keys(
+            binary,
+            run,
+            &[(API_KEY.to_owned(), WORKSPACE.to_owned())],
+            args,
+        )
+        .await
+    }
+
+    /// [`Emulator::start`] with the API keys `keys`, (key, workspace id)
+    /// pairs, instead of the benchmark key.
+    pub async fn start_with_keys(
+        binary: &Path,
+        run: &str,
+        keys: &[(String, String)],
+        args: &[String],
+    ) -> Self {
         let port = free_port();
         let (log, _) = log_file(run, "emulator");
-        let child = Command::new(binary)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--api-key", &format!("{API_KEY}={WORKSPACE}")])
+        let mut command = Command::new(binary);
+        command.args(["--listen", &format!("127.0.0.1:{port}")]);
+        for (key, workspace) in keys {
+            command.args(["--api-key", &format!("{key}={workspace}")]);
+        }
+        let child = command
             .args(args)
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1")
@@ -108,6 +128,34 @@ impl Emulator {
             .await
             .expect("decoding /_emulator/requests")
     }
+
+    /// Sets the emulator's `throttled_workspaces` fault (every request of
+    /// those workspaces answered 429 with `Retry-After`), keeping its other
+    /// faults: `GET`, then `PUT /_emulator/faults`.
+    pub async fn throttle(&self, workspaces: &[(&str, u64)]) {
+        let url = format!("{}/_emulator/faults", self.base_url);
+        let mut faults: serde_json::Value = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .expect("GET /_emulator/faults")
+            .json()
+            .await
+            .expect("decoding /_emulator/faults");
+        faults["throttled_workspaces"] = workspaces
+            .iter()
+            .map(|(ws, secs)| serde_json::json!({"workspace": ws, "retry_after_seconds": secs}))
+            .collect();
+        self.http
+            .put(&url)
+            .json(&faults)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .expect("PUT /_emulator/faults");
+    }
 }
 
 /// A plain-HTTP client for the admin and health routes.
@@ -119,7 +167,7 @@ pub fn http_client() -> reqwest::Client {
         .expect("building an HTTP client")
 }
 
-/// The `agent-operator run` binary watching one namespace.
+/// The `agent-operator run` binary (one namespace, or cluster-wide).
 pub struct Operator {
     child: Child,
     /// `http://127.0.0.1:<port>` of /metrics, /livez and /readyz.
@@ -140,11 +188,28 @@ impl Operator {
         namespace: &str,
         args: &[String],
     ) -> Self {
+        Self::start_with(binary, run, kubeconfig, Some(namespace), args, &[])
+    }
+
+    /// [`Operator::start`] watching `namespace`, or the whole cluster when
+    /// `None`, with the extra environment variables `env`.
+    pub fn start_with(
+        binary: &Path,
+        run: &str,
+        kubeconfig: &Path,
+        namespace: Option<&str>,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Self {
         let port = free_port();
         let (log_handle, log) = log_file(run, "operator");
-        let child = Command::new(binary)
-            .arg("run")
-            .args(["--namespace", namespace])
+        let mut command = Command::new(binary);
+        command.arg("run");
+        if let Some(namespace) = namespace {
+            command.args(["--namespace", namespace]);
+        }
+        command.envs(env.iter().copied());
+        let child = command
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .args(args)
             .env_remove("KUBECONFIG")

@@ -1,5 +1,5 @@
 //! Fuzz target: a deployment answer that carries a planted secret value
-//! (facts "Deployment": `secrets` is `[{name, value}]`), with any other
+//! (docs/control-plane-api.md "Deployment": `secrets` is `[{name, value}]`), with any other
 //! members, the `secrets` member at any position, compact or pretty, alone
 //! or in a list page, cut at any byte and answered with any status, goes
 //! through the client's decoders.

@@ -1,5 +1,5 @@
 //! Fuzz target: the agent server's `text/event-stream` answer of
-//! `POST /runs/stream` (facts "Agent server": `event:`/`data:` lines, `:`
+//! `POST /runs/stream` (docs/control-plane-api.md "Agent server": `event:`/`data:` lines, `:`
 //! heartbeats, events ended by a blank line, multi-line data, a stream that
 //! may close without `end`), as bytes split into network reads anywhere.
 //!

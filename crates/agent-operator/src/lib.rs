@@ -10,8 +10,8 @@
 //! of [`controlplane::types`]), and the envtest harness lives in
 //! `agent-operator-test-support`.
 //!
-//! Sources: `control-plane-and-agent-server.md` (the API) and `api-facts.md`
-//! (facts the source document leaves out).
+//! Source of every fact about the remote APIs: docs/control-plane-api.md
+//! (cited by section heading, e.g. docs/control-plane-api.md "Errors").
 #![forbid(unsafe_code)]
 
 pub mod agentserver;

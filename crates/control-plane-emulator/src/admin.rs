@@ -124,7 +124,7 @@ struct ForceStatus {
 
 /// `POST /_emulator/deployments/{id}/status` `{"status": "UNUSED"}`: shows
 /// the deployment with this status from now on (e.g. `UNUSED`,
-/// `AWAITING_FINAL_DELETE`, facts "Deployment"); `{"status": null}` goes
+/// `AWAITING_FINAL_DELETE`, docs/control-plane-api.md "Deployment"); `{"status": null}` goes
 /// back to the computed one. Answers the deployment.
 async fn force_deployment_status(
     State(state): State<EmulatorState>,

@@ -2,7 +2,7 @@
 //! (`{public_url}/agents/{deployment_id}`), so a deployment URL answers
 //! without running a real `langgraph dev` server.
 //!
-//! Sources: facts "Agent server" (`/ok`, `/info`, `/assistants/search` as a
+//! Sources: docs/control-plane-api.md "Agent server" (`/ok`, `/info`, `/assistants/search` as a
 //! bare array with a default assistant per graph, `metadata.created_by =
 //! "system"`, `/runs/stream` as `text/event-stream` starting with a
 //! `metadata` event `{run_id, attempt}`, `updates` data `{node: update}`,
@@ -175,7 +175,7 @@ async fn search(
 }
 
 /// `stream_mode` as a list: a string, a list of strings, or the default
-/// `["values"]` (facts "Agent server").
+/// `["values"]` (docs/control-plane-api.md "Agent server").
 fn stream_modes(v: &Value) -> Result<Vec<String>, ApiError> {
     match v {
         Value::Null => Ok(vec!["values".into()]),

@@ -3,9 +3,8 @@
 //! that the binary and the operator's tests, which run the emulator in
 //! their own process, read the same flags the same way.
 //!
-//! Sources: `control-plane-and-agent-server.md` and `api-facts.md` (what
-//! the emulated API does); the choices where both are silent are listed in
-//! [`Args`]'s help.
+//! Source: docs/control-plane-api.md (what the emulated API does); the
+//! choices where it is silent are listed in [`Args`]'s help.
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Configuration of the emulator: API keys, workspaces, listeners, timings,
 //! scenario rules and faults.
 //!
-//! Sources: `api-facts.md`, "Hosts and headers" (keys and workspaces) and
+//! Sources: docs/control-plane-api.md "Hosts and headers" (keys and workspaces) and
 //! "Self-hosted placement and listeners"; everything else is an emulator choice,
 //! documented field by field.
 
@@ -24,10 +24,10 @@ pub const DEMO_API_KEY: &str = "demo-api-key";
 pub const DEMO_WORKSPACE_ID: &str = "00000000-0000-4000-8000-000000000001";
 
 /// Default limit of a request body, in bytes (1 MiB); a larger body is answered
-/// 413. The real limit is not documented (spec "Limits": not shown).
+/// 413. The real limit is not published (docs/control-plane-api.md "Rate limits").
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// An API key and the workspace it is valid for (facts "Hosts and headers").
+/// An API key and the workspace it is valid for (docs/control-plane-api.md "Hosts and headers").
 ///
 /// The same key may be listed several times with different workspaces (an
 /// organization-wide key). `Debug` never prints the key.
@@ -76,9 +76,9 @@ impl FromStr for ApiKey {
     }
 }
 
-/// A listener seeded into a workspace at start (facts "Self-hosted placement
-/// and listeners"; spec "Listener"). A workspace with a listener is treated as
-/// a self-hosted enterprise workspace.
+/// A listener seeded into a workspace at start (docs/control-plane-api.md
+/// "Self-hosted placement and listeners"). A workspace with a listener is
+/// treated as a self-hosted enterprise workspace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListenerSeed {
     /// Workspace the listener belongs to.
@@ -88,7 +88,7 @@ pub struct ListenerSeed {
     /// `compute_id`, e.g. the cluster name.
     pub compute_id: String,
     /// `compute_config.k8s_namespaces`; `None` is sent as null and means "any
-    /// namespace" (emulator choice: the facts do not say what null allows).
+    /// namespace" (emulator choice: no source says what null allows).
     pub k8s_namespaces: Option<Vec<String>>,
 }
 
@@ -127,7 +127,7 @@ impl FromStr for ListenerSeed {
 }
 
 /// A GitHub integration seeded into a workspace at start, with the
-/// repositories it can read (facts "Integrations (v1)", seen only in the
+/// repositories it can read (docs/control-plane-api.md "Integrations (v1)", seen only in the
 /// official clients; served by `GET /v1/integrations/github/install` and
 /// `GET /v1/integrations/github/{id}/repos`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -184,13 +184,13 @@ impl FromStr for IntegrationSeed {
 /// listeners, no scenario rules and no faults.
 #[derive(Clone, Debug)]
 pub struct EmulatorConfig {
-    /// Accepted API keys and their workspaces (facts "Hosts and headers").
+    /// Accepted API keys and their workspaces (docs/control-plane-api.md "Hosts and headers").
     pub api_keys: Vec<ApiKey>,
     /// Time a revision spends in each in-progress status (`AWAITING_BUILD`,
     /// `BUILDING`, `AWAITING_DEPLOY`, `DEPLOYING`). Default 1 s.
     pub step_duration: Duration,
     /// How long a deleted deployment answers GET with `AWAITING_DELETE` before
-    /// it is gone (404). Default 2 s (facts "Requests", Delete).
+    /// it is gone (404). Default 2 s (docs/control-plane-api.md "Requests", Delete).
     pub delete_duration: Duration,
     /// Base URL used to build `source_config.custom_url`
     /// (`{public_url}/agents/{deployment_id}`); `None` derives it from the
@@ -205,7 +205,7 @@ pub struct EmulatorConfig {
     /// workspace with a seeded listener is one too.
     pub enterprise_workspaces: Vec<String>,
     /// Workspaces whose creates must name a listener (400 `'listener_id' is
-    /// required` otherwise; facts "Self-hosted placement and listeners").
+    /// required` otherwise; docs/control-plane-api.md "Self-hosted placement and listeners").
     pub listener_required_workspaces: Vec<String>,
     /// Listeners seeded at start.
     pub listeners: Vec<ListenerSeed>,
@@ -219,7 +219,7 @@ pub struct EmulatorConfig {
     /// Largest accepted request body, in bytes; larger bodies get 413.
     pub max_body_bytes: usize,
     /// Whether the built-in agent server requires an `X-Api-Key` of the
-    /// deployment's workspace, as cloud deployments do (facts "Agent server").
+    /// deployment's workspace, as cloud deployments do (docs/control-plane-api.md "Agent server").
     /// Default true.
     pub agent_server_auth: bool,
     /// How answers differ from an echo of the request (every quirk of the

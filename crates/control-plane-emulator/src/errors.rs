@@ -1,8 +1,8 @@
 //! Error answers, shaped the way the real service (FastAPI) shapes them.
 //!
-//! Source: `api-facts.md`, "Errors": 400/401/403/404/409 bodies are
-//! `{"detail": "<string>"}`; 422 is `{"detail": [{"loc", "msg", "type"}]}`
-//! (spec "HTTPValidationError"). 413, 429 and 5xx use the string shape too.
+//! Source: docs/control-plane-api.md "Errors": 400/401/403/404/409 bodies
+//! are `{"detail": "<string>"}`; 422 is `{"detail": [{"loc", "msg",
+//! "type"}]}`. 413, 429 and 5xx use the string shape too.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -29,12 +29,12 @@ impl ApiError {
         }
     }
 
-    /// 400 with a string detail (facts "Errors").
+    /// 400 with a string detail (docs/control-plane-api.md "Errors").
     pub fn bad_request(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, detail)
     }
 
-    /// 401: missing or unknown API key (facts "Hosts and headers").
+    /// 401: missing or unknown API key (docs/control-plane-api.md "Hosts and headers").
     pub fn unauthorized(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, detail)
     }
@@ -54,7 +54,7 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, detail)
     }
 
-    /// 404 `Deployment ID <id> not found.` (facts "Errors").
+    /// 404 `Deployment ID <id> not found.` (docs/control-plane-api.md "Errors").
     pub fn deployment_not_found(id: &Uuid) -> Self {
         Self::not_found(format!("Deployment ID {id} not found."))
     }
@@ -64,7 +64,7 @@ impl ApiError {
         Self::not_found(format!("Revision ID {id} not found."))
     }
 
-    /// 404 `Listener ID <id> not found.` (spec "Errors": names the id).
+    /// 404 `Listener ID <id> not found.` (docs/control-plane-api.md "Errors": names the id).
     pub fn listener_not_found(id: &Uuid) -> Self {
         Self::not_found(format!("Listener ID {id} not found."))
     }

@@ -6,9 +6,9 @@
 //! and routes refused with a fixed status (to test how a client handles a
 //! permanent refusal of, say, a redeploy).
 //!
-//! An emulator feature: the facts only say that rate limits are not
-//! documented and that a robust client honours `Retry-After` on 429 and 503
-//! (facts "Errors"). Off by default; set at start with flags or at run time
+//! An emulator feature: nothing is published about the control plane's
+//! rate limits (docs/control-plane-api.md "Rate limits"), and a 429 or 503
+//! may carry `Retry-After` ("Errors"). Off by default; set at start with flags or at run time
 //! with `PUT /_emulator/faults`. Admin and agent server routes are never
 //! faulted.
 
@@ -66,7 +66,7 @@ pub struct FaultConfig {
     /// drops keys it does not know). Default none.
     pub ignored_resource_spec_keys: Vec<String>,
     /// Deployment answers show every secret value as `****`, as a service
-    /// that does not return secret values would (facts "Deployment" list
+    /// that does not return secret values would (docs/control-plane-api.md "Deployment" list
     /// `secrets` as `[{name, value}]` without saying whether values come
     /// back). Default false: values are returned as stored.
     pub masked_secret_values: bool,

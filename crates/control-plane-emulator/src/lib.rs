@@ -2,12 +2,11 @@
 //! (server side of [`agent_operator::controlplane::types`]), plus a minimal agent
 //! server per deployment and admin routes for tests.
 //!
-//! Sources: `control-plane-and-agent-server.md` (the API) and `api-facts.md`
-//! (what the emulator follows where the spec is silent). Where both are
-//! silent, the choice is documented on the module that makes it:
-//! [`routes`] (status codes, list order and paging), [`rules`] (create and
-//! patch checks), [`auth`], [`timeline`] (revision life), [`agent`], [`admin`],
-//! [`faults`], [`stats`].
+//! Source: docs/control-plane-api.md (the API as the public sources and the
+//! official clients show it). Where it is silent, the choice is documented
+//! on the module that makes it: [`routes`] (status codes, list order and
+//! paging), [`rules`] (create and patch checks), [`auth`], [`timeline`]
+//! (revision life), [`agent`], [`admin`], [`faults`], [`stats`].
 //!
 //! Routes:
 //! - control plane, at the root and under `/api-host` (self-hosted), with

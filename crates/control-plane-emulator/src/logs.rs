@@ -1,5 +1,5 @@
 //! Build and server logs of the emulated revisions, and the log routes
-//! (facts "Logs", seen only in the official clients):
+//! (docs/control-plane-api.md "Logs", seen only in the official clients):
 //! - `POST /v1/projects/{deployment_id}/revisions/{revision_id}/build_logs`,
 //! - `POST /v1/projects/{deployment_id}/revisions/{revision_id}/deploy_logs`,
 //! - `POST /v1/projects/{deployment_id}/deploy_logs` (every revision's
@@ -15,7 +15,8 @@
 //! `BUILD_FAILED` or `DEPLOY_FAILED` revision writes the `log` lines of the
 //! scenario rule that chose its outcome (default: one line per outcome), so a
 //! test controls what the operator's log tail shows. What the real service
-//! writes is not documented; the facts give only the shape.
+//! writes is not documented; docs/control-plane-api.md "Logs" gives only
+//! the shape.
 
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
 //! The control plane routes: deployments, revisions, listeners. Mounted at
 //! the root (cloud) and under `/api-host` (self-hosted).
 //!
-//! Sources: spec "Endpoints" and facts "Requests", "Revision", "Self-hosted
-//! placement and listeners", "Errors". Emulator choices (the spec is silent):
+//! Sources: docs/control-plane-api.md "Requests", "Revision", "Self-hosted
+//! placement and listeners", "Errors". Emulator choices (no source says):
 //! - redeploy `POST /v2/deployments/{id}/revisions` answers **201** with the
 //!   new Revision; the public API reference's
 //!   `POST .../revisions/{revision_id}/redeploy` is served too (200, the
@@ -15,7 +15,7 @@
 //!   page (`offset + resources.len()`); `name_contains` ignores case;
 //!   `status` filters take comma-separated values; `deployment_ids` must be
 //!   uuids (422);
-//! - `GET /v1/integrations/github/install` (facts "Integrations (v1)", seen
+//! - `GET /v1/integrations/github/install` (docs/control-plane-api.md "Integrations (v1)", seen
 //!   only in the official clients) answers the seeded integrations of the
 //!   workspace as a bare array `[{id, installation_id, name}]`, `[]` when
 //!   none; `GET /v1/integrations/github/{id}/repos` answers
@@ -141,7 +141,7 @@ fn plan_for(state: &EmulatorState, d: &StoredDeployment, config: &SourceRevision
 
 /// The deployment URL chosen by the service: `agent_server_url` when set,
 /// else `{public_url}/agents/{id}`; an `external_docker` deployment keeps a
-/// `custom_url` it sent (facts "Deployment").
+/// `custom_url` it sent (docs/control-plane-api.md "Deployment").
 fn custom_url(state: &EmulatorState, source: &str, sent: Option<String>, id: &Uuid) -> String {
     if source != "github"
         && let Some(url) = sent.filter(|u| !u.trim().is_empty())

@@ -1,7 +1,7 @@
 //! Business rules of create and patch, as pure functions: the checks that
 //! answer 400/403 and the merge of a PATCH body into a deployment.
 //!
-//! Sources: facts "Deployment" (immutable fields, `[a-z0-9-]` names, the
+//! Sources: docs/control-plane-api.md "Deployment" (immutable fields, `[a-z0-9-]` names, the
 //! `build_on_push`/tag rule), "Requests" (Create, Patch), "Self-hosted
 //! placement and listeners". Emulator choices are noted on each function.
 
@@ -31,7 +31,7 @@ pub(crate) struct WorkspacePolicy<'a> {
 }
 
 /// 403 for listener use in a workspace that is not self-hosted enterprise
-/// (spec "Errors of the listener read": names the workspace).
+/// (docs/control-plane-api.md "Self-hosted placement and listeners": names the workspace).
 pub(crate) fn listeners_forbidden(workspace_id: &str) -> ApiError {
     ApiError::forbidden(format!(
         "Listeners are not allowed for workspace {workspace_id}: \
@@ -39,7 +39,7 @@ pub(crate) fn listeners_forbidden(workspace_id: &str) -> ApiError {
     ))
 }
 
-/// A deployment name must match `^[a-z0-9-]+$` (facts "Deployment": official
+/// A deployment name must match `^[a-z0-9-]+$` (docs/control-plane-api.md "Deployment": official
 /// clients keep names to `[a-z0-9-]`); the emulator answers 400 otherwise.
 pub(crate) fn check_name(name: &str) -> Result<(), ApiError> {
     let ok = !name.is_empty()
@@ -56,7 +56,7 @@ pub(crate) fn check_name(name: &str) -> Result<(), ApiError> {
     }
 }
 
-/// `build_on_push` must be false when `repo_ref` is a tag (facts "Deployment").
+/// `build_on_push` must be false when `repo_ref` is a tag (docs/control-plane-api.md "Deployment").
 pub(crate) fn check_tag_build_on_push(
     repo_ref: Option<&str>,
     build_on_push: Option<bool>,
@@ -83,7 +83,8 @@ fn required(value: Option<&str>, field: &str, source: &str) -> Result<(), ApiErr
 /// - the name (400, [`check_name`]);
 /// - `github` needs `source_config.repo_url`,
 ///   `source_revision_config.repo_ref` and `langgraph_config_path` (400;
-///   facts: `langgraph_config_path` required; `repo_url` and `repo_ref`
+///   docs/control-plane-api.md "Deployment": `langgraph_config_path` required; `repo_url`
+///   and `repo_ref`
 ///   are emulator choices), `external_docker` needs `image_uri` (400);
 /// - the tag/`build_on_push` rule (400);
 /// - listener placement: a listener in a non-enterprise workspace (403), an
@@ -191,7 +192,7 @@ pub(crate) fn check_build_commands(sc: &SourceConfig) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `secret_references` (facts "Deployment": newer, `external_docker` only,
+/// `secret_references` (docs/control-plane-api.md "Deployment": newer, `external_docker` only,
 /// Kubernetes Secret keys in the data plane). Emulator choices, each a 400
 /// naming the rule: a non-empty list on a deployment whose source is not
 /// `external_docker`, or without a listener (the Secrets live in the
@@ -241,7 +242,7 @@ pub(crate) fn check_secret_references(
     Ok(())
 }
 
-/// Secret names the platform reserves (facts "Reserved variable names": the
+/// Secret names the platform reserves (docs/control-plane-api.md "Reserved variable names": the
 /// official CLI drops them because the service reserves them) → 400 naming
 /// the variable; the self-hosted-only names are accepted only on a
 /// deployment with a listener. The exact wording of the real answer is not
@@ -313,7 +314,7 @@ fn check_listener(sc: &SourceConfig, ws: &WorkspacePolicy<'_>) -> Result<(), Api
     }
 }
 
-/// A validated PATCH body (facts "Requests", Patch): every field optional;
+/// A validated PATCH body (docs/control-plane-api.md "Requests", Patch): every field optional;
 /// `null` means "not sent".
 #[derive(Clone, Debug, Default, Deserialize)]
 pub(crate) struct PatchBody {
@@ -376,7 +377,7 @@ fn as_uuid(s: Option<&String>) -> Option<Result<Uuid, String>> {
     s.map(|s| Uuid::parse_str(s).map_err(|_| s.clone()))
 }
 
-/// Applies the rules of facts "Requests", Patch:
+/// Applies the rules of docs/control-plane-api.md "Requests", Patch:
 /// - immutable fields (`name`, `source`, `source_config.integration_id`,
 ///   `repo_url`, `deployment_type`, `listener_id`,
 ///   `listener_config.k8s_namespace`) sent with a different value → 400
@@ -392,7 +393,7 @@ fn as_uuid(s: Option<&String>) -> Option<Result<Uuid, String>> {
 ///   with "cannot remove all secrets with `[]`");
 /// - non-null `secret_references` replace the whole list, `[]` included
 ///   (the "`[]` means unchanged" fact is about `secrets`), and create a
-///   revision like `secrets` (emulator choice: the facts do not say); they
+///   revision like `secrets` (emulator choice: no source says); they
 ///   are checked by [`check_secret_references`] against the merged secrets;
 /// - the tag/`build_on_push` rule on the merged values (400);
 /// - `install_command` and `build_command` merged, checked
@@ -442,7 +443,7 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
             sc.resource_spec = Some(spec.clone());
             new_revision = true;
         }
-        // Emulator choice (the facts do not say): a build setting takes
+        // Emulator choice (no source says): a build setting takes
         // effect in a new build, so a command sent starts a revision.
         for (dst, src) in [
             (&mut sc.install_command, &p.install_command),

@@ -1,7 +1,7 @@
 //! Scenario rules: which new revisions fail, and how.
 //!
-//! An emulator feature (the facts list the failure statuses in "Revision" but
-//! not what causes them). Rules are set at start (`--scenario`) or replaced at
+//! An emulator feature (docs/control-plane-api.md "Revision" lists the
+//! failure statuses but not what causes them). Rules are set at start (`--scenario`) or replaced at
 //! run time with `PUT /_emulator/scenarios`; the first matching rule decides
 //! the [`Outcome`] of a revision when it is created.
 

@@ -4,7 +4,7 @@
 //! [`Plan`]: nothing runs in the background. Every function takes the current
 //! moment ([`Now`]) so the logic is testable without waiting.
 //!
-//! Sources: facts "Deployment (response of GET, POST, PATCH)", "Revision" and
+//! Sources: docs/control-plane-api.md "Deployment", "Revision" and
 //! "Requests" (Delete is asynchronous; revisions newest first).
 
 use std::collections::HashMap;
@@ -87,7 +87,7 @@ impl StoredRevision {
         (s, self.created.after(offset).wall)
     }
 
-    /// The wire view (facts "Revision").
+    /// The wire view (docs/control-plane-api.md "Revision").
     pub fn view(&self, now: &Now) -> Revision {
         let (status, since) = self.status(now);
         Revision {
@@ -144,7 +144,7 @@ pub(crate) struct StoredDeployment {
     pub source: String,
     pub source_config: SourceConfig,
     pub secrets: Vec<SecretValue>,
-    /// Data plane Secret references (facts "Deployment": `secret_references`).
+    /// Data plane Secret references (docs/control-plane-api.md "Deployment": `secret_references`).
     pub secret_references: Vec<SecretReference>,
     /// Oldest first; never empty.
     pub revisions: Vec<StoredRevision>,
@@ -216,7 +216,7 @@ impl StoredDeployment {
         self.revisions.iter().find(|r| r.id == *id)
     }
 
-    /// Deployment status (facts "Deployment"): the one forced by the admin
+    /// Deployment status (docs/control-plane-api.md "Deployment"): the one forced by the admin
     /// API, else `AWAITING_DELETE` after DELETE, else `READY` (the database
     /// step is not emulated).
     pub fn status(&self) -> &str {
@@ -230,7 +230,7 @@ impl StoredDeployment {
     }
 
     /// Adds a revision with `config` and `plan`; every older revision still in
-    /// progress at `now` becomes `SKIPPED` (facts "Revision"). Returns the new
+    /// progress at `now` becomes `SKIPPED` (docs/control-plane-api.md "Revision"). Returns the new
     /// revision's id.
     pub fn add_revision(&mut self, mut config: SourceRevisionConfig, plan: Plan, now: Now) -> Uuid {
         for r in &mut self.revisions {
@@ -252,7 +252,7 @@ impl StoredDeployment {
         id
     }
 
-    /// The wire view (facts "Deployment").
+    /// The wire view (docs/control-plane-api.md "Deployment").
     pub fn view(&self, now: &Now) -> Deployment {
         let latest = self.latest();
         Deployment {

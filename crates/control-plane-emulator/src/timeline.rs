@@ -1,7 +1,7 @@
 //! The life of a revision, computed lazily from its age: no timer or task per
 //! revision, so thousands of deployments cost nothing.
 //!
-//! Source: `api-facts.md`, "Revision" (the status values and their rough
+//! Source: docs/control-plane-api.md "Revision" (the status values and their rough
 //! order; an `external_docker` revision skips the build steps). The exact
 //! sequences of failing revisions are emulator choices, listed on [`Outcome`].
 
@@ -35,7 +35,7 @@ pub enum Outcome {
     /// `B` (or `AWAITING_DEPLOY` without build) → `INTERRUPTED`.
     Interrupted,
     /// `B, AWAITING_DEPLOY`, then `UNKNOWN` for [`UNKNOWN_STEPS`] steps, then
-    /// `DEPLOYING` → `DEPLOYED` (the transient status of the facts).
+    /// `DEPLOYING` → `DEPLOYED` (the passing status of docs/control-plane-api.md "Revision").
     Unknown,
     /// `AWAITING_BUILD` → stays `BUILDING` forever (`AWAITING_DEPLOY` →
     /// `DEPLOYING` forever without build): for client timeouts.

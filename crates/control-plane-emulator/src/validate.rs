@@ -1,7 +1,7 @@
 //! Request validation the way FastAPI and pydantic v2 do it: every error is
-//! collected, each with a `loc`, a `msg` and a `type` (spec "ValidationError").
+//! collected, each with a `loc`, a `msg` and a `type` (docs/control-plane-api.md "Errors").
 //!
-//! Sources: spec "HTTPValidationError"; facts "Errors" and "Requests" (the
+//! Sources: docs/control-plane-api.md "Errors" and "Requests" (the
 //! request fields and which are required); the public API reference for the
 //! `resource_spec` field names. Messages copy pydantic's wording. Emulator
 //! choices: body errors carry no `input` (it could hold secret values), only
@@ -67,17 +67,18 @@ const INT: Ty = Ty::Int { ge: None, le: None };
 const NUM: Ty = Ty::Float { ge: None, le: None };
 const DICT_LIST: Ty = Ty::List(&Ty::Dict);
 
-/// Allowed values of `source` (facts "Deployment"; the newer `internal_*`
+/// Allowed values of `source` (docs/control-plane-api.md "Deployment"; the newer `internal_*`
 /// kinds are not emulated).
 pub(crate) const SOURCES: &[&str] = &["github", "external_docker"];
-/// Allowed values of `source_config.deployment_type` (facts "Deployment").
+/// Allowed values of `source_config.deployment_type` (docs/control-plane-api.md "Deployment").
 /// `dev_zero` and `dev_free_zero` are accepted by the Terraform provider.
 pub(crate) const DEPLOYMENT_TYPES: &[&str] =
     &["dev_free", "dev", "prod", "dev_zero", "dev_free_zero"];
 
 const NAME_ONLY: &[Field] = &[req("name", Ty::Str)];
 
-/// `resource_spec` fields of the public API reference; `cpu` is 0.1–8 (facts).
+/// `resource_spec` fields of the public API reference; `cpu` is 0.1–8
+/// (docs/control-plane-api.md "Deployment").
 const RESOURCE_SPEC: &[Field] = &[
     opt("min_scale", INT),
     opt("max_scale", INT),
@@ -148,14 +149,15 @@ const SOURCE_REVISION_CONFIG: &[Field] = &[
 
 const SECRET: &[Field] = &[req("name", Ty::Str), req("value", Ty::Str)];
 
-/// `secret_references[]` (facts "Deployment": `{name, secret_name, secret_key}`).
+/// `secret_references[]` (docs/control-plane-api.md "Deployment": `{name, secret_name,
+/// secret_key}`).
 const SECRET_REFERENCE: &[Field] = &[
     req("name", Ty::Str),
     req("secret_name", Ty::Str),
     req("secret_key", Ty::Str),
 ];
 
-/// Body of `POST /v2/deployments` (facts "Requests": five required fields).
+/// Body of `POST /v2/deployments` (docs/control-plane-api.md "Requests": five required fields).
 pub(crate) const DEPLOYMENT_CREATE: Ty = Ty::Model(&[
     req("name", Ty::Str),
     req("source", Ty::Enum(SOURCES)),
@@ -165,7 +167,7 @@ pub(crate) const DEPLOYMENT_CREATE: Ty = Ty::Model(&[
     opt("secret_references", Ty::List(&Ty::Model(SECRET_REFERENCE))),
 ]);
 
-/// Body of `PATCH /v2/deployments/{id}` (facts "Requests": every field
+/// Body of `PATCH /v2/deployments/{id}` (docs/control-plane-api.md "Requests": every field
 /// optional; `name` and `source` are accepted only to be checked immutable).
 pub(crate) const DEPLOYMENT_PATCH: Ty = Ty::Model(&[
     opt("name", Ty::Str),
@@ -188,7 +190,7 @@ pub(crate) const REVISION_CREATE: Ty = Ty::Model(&[
     opt("secret_references", Ty::List(&Ty::Model(SECRET_REFERENCE))),
 ]);
 
-/// Body of the agent server's `POST /assistants/search` (facts "Agent server").
+/// Body of the agent server's `POST /assistants/search` (docs/control-plane-api.md "Agent server").
 pub(crate) const ASSISTANT_SEARCH: Ty = Ty::Model(&[
     opt("metadata", Ty::Dict),
     opt("graph_id", Ty::Str),
@@ -211,7 +213,7 @@ pub(crate) const ASSISTANT_SEARCH: Ty = Ty::Model(&[
     opt("sort_order", Ty::Str),
 ]);
 
-/// Body of the agent server's `POST /runs/stream` (facts "Agent server").
+/// Body of the agent server's `POST /runs/stream` (docs/control-plane-api.md "Agent server").
 pub(crate) const RUN_STREAM: Ty = Ty::Model(&[
     req("assistant_id", Ty::Str),
     opt("input", Ty::Any),
@@ -637,7 +639,7 @@ impl QueryParams {
 }
 
 /// Validates the paging parameters every list shares: `limit` 1–100 (default
-/// 20) and `offset` ≥ 0 (default 0) (facts "Requests", List).
+/// 20) and `offset` ≥ 0 (default 0) (docs/control-plane-api.md "Requests", List).
 pub(crate) fn paging(q: &QueryParams, errs: &mut Vec<Value>) -> (usize, usize) {
     let limit = q.int("limit", 20, Some(1), Some(100), errs);
     let offset = q.int("offset", 0, Some(0), None, errs);

@@ -11,7 +11,7 @@
 //! dropped, so `kill_on_drop` alone would leak it. Its output goes to
 //! `target/test-logs/<test>-langgraph.log`.
 //!
-//! Source: facts "Agent server" (how a real agent server runs locally).
+//! Source: docs/control-plane-api.md "Agent server" (how a real agent server runs locally).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,8 +1,8 @@
 //! HTTP client of an agent server (a deployment's `{deployment_url}`, or a
 //! local `langgraph dev`).
 //!
-//! Source: spec "Endpoints", Agent server, and "Authentication", Agent
-//! server; facts "Agent server". `X-Api-Key` is sent when a key is given
+//! Source: docs/control-plane-api.md "Agent server" (endpoints, answer
+//! shapes, the key of cloud deployments). `X-Api-Key` is sent when a key is given
 //! (cloud deployments require it; `langgraph dev` needs none), from a
 //! [`SecretString`] on a header marked sensitive, and cut out of any error
 //! answer that repeats it. Redirects are not followed (the key would travel
@@ -33,9 +33,10 @@ use super::types::{
     Assistant, AssistantPage, AssistantSearch, RunEvent, RunStreamRequest, ServerInfo,
 };
 
-/// Header carrying the API key (spec "Authentication", Agent server).
+/// Header carrying the API key (docs/control-plane-api.md "Agent server").
 pub const API_KEY_HEADER: &str = "x-api-key";
-/// Header carrying the next offset of `/assistants/search` (facts "Agent server").
+/// Header carrying the next offset of `/assistants/search` (docs/control-plane-api.md
+/// "Agent server").
 pub const PAGINATION_NEXT_HEADER: &str = "x-pagination-next";
 /// Default connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -264,7 +265,7 @@ impl AgentServerClient {
         Ok((value, headers))
     }
 
-    /// `GET /ok` → `{"ok": true}` (facts "Agent server"). Errors: any
+    /// `GET /ok` → `{"ok": true}` (docs/control-plane-api.md "Agent server"). Errors: any
     /// [`Error`]; an answer without `ok: true` is [`Error::Decode`].
     pub async fn ok(&self) -> Result<(), Error> {
         let (v, _): (serde_json::Value, _) = self.json(self.http.get(self.url("ok")?)).await?;
@@ -278,12 +279,12 @@ impl AgentServerClient {
         }
     }
 
-    /// `GET /info` → version and flags (facts "Agent server").
+    /// `GET /info` → version and flags (docs/control-plane-api.md "Agent server").
     pub async fn info(&self) -> Result<ServerInfo, Error> {
         Ok(self.json(self.http.get(self.url("info")?)).await?.0)
     }
 
-    /// One page of `POST /assistants/search` (facts "Agent server"): the bare
+    /// One page of `POST /assistants/search` (docs/control-plane-api.md "Agent server"): the bare
     /// array, and the next offset from `X-Pagination-Next` (an unparsable
     /// header is [`Error::Decode`]).
     pub async fn search_assistants(
@@ -346,7 +347,7 @@ impl AgentServerClient {
     }
 
     /// `POST /runs/stream`: starts a stateless run and returns its events as
-    /// they arrive (facts "Agent server"). The first event is normally
+    /// they arrive (docs/control-plane-api.md "Agent server"). The first event is normally
     /// [`RunEvent::Metadata`]; a failure of the run is a
     /// [`RunEvent::Error`] item; the stream ends after [`RunEvent::End`] or
     /// when the server closes it.
@@ -449,7 +450,7 @@ impl StreamState {
                 }
                 Ok(None) => {
                     // The server closed the stream: some end with `end`,
-                    // others just close (facts "Agent server"). An event
+                    // others just close (docs/control-plane-api.md "Agent server"). An event
                     // cut in the middle is dropped.
                     if self.parser.finish() {
                         tracing::debug!("agent server stream closed inside an event");

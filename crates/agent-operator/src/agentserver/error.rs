@@ -1,9 +1,9 @@
 //! The one error type of the agent server client.
 //!
-//! Source: facts "Agent server" (an unknown assistant is a 404/422 with a
+//! Source: docs/control-plane-api.md "Agent server" (an unknown assistant is a 404/422 with a
 //! `detail` string; failures of a run arrive in the stream as event `error`
-//! `{error, message}`; cloud deployments require `X-Api-Key`) and spec
-//! "Errors" ("The response text is the error detail"). Like the control plane
+//! `{error, message}`; cloud deployments require `X-Api-Key`) and "Errors"
+//! (a body that is not `{"detail": ...}` is kept as text). Like the control plane
 //! client's errors, nothing here holds the API key or a header: only the
 //! status, the server's `detail` (with the key cut out) and at most
 //! [`BODY_SNIPPET_BYTES`] of a body that did not decode.
@@ -20,7 +20,7 @@ pub const BODY_SNIPPET_BYTES: usize = 300;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// 401 or 403: the key is missing, unknown, or not of the organization
-    /// that owns the deployment (spec "Authentication", Agent server).
+    /// that owns the deployment (docs/control-plane-api.md "Agent server").
     #[error("agent server refused the credentials ({status}): {detail}")]
     Unauthorized {
         /// 401 or 403.
@@ -85,7 +85,7 @@ pub enum Error {
     /// The connection failed (refused, reset, TLS, DNS) or dropped.
     #[error("agent server transport error: {0}")]
     Transport(String),
-    /// A success answer that is not what facts "Agent server" describe.
+    /// A success answer that is not what docs/control-plane-api.md "Agent server" describe.
     #[error("cannot decode agent server answer: {message}; body starts with {snippet:?}")]
     Decode {
         /// What was wrong.
@@ -141,7 +141,7 @@ impl Error {
 
     /// Maps a non-success answer to an error. `assistant_id` is set for a
     /// run: then a 404, or a 422 whose detail speaks of the assistant, is
-    /// [`Error::AssistantNotFound`] naming it (facts "Agent server": an
+    /// [`Error::AssistantNotFound`] naming it (docs/control-plane-api.md "Agent server": an
     /// unknown assistant is a 404/422 with a `detail` string).
     pub fn from_response(status: StatusCode, body: &[u8], assistant_id: Option<&str>) -> Self {
         let code = status.as_u16();

@@ -3,9 +3,9 @@
 //! `POST /assistants/search` and the stateless `POST /runs/stream` with its
 //! server-sent events.
 //!
-//! Sources: `control-plane-and-agent-server.md`, "Endpoints" (Agent server),
-//! "Authentication" (Agent server) and "Events"; `api-facts.md`, "Agent
-//! server" (answer shapes, paging header, the wire format of the stream).
+//! Source: docs/control-plane-api.md "Agent server" (endpoints, the key of
+//! cloud deployments, answer shapes, paging header, the wire format and
+//! event names of the stream).
 //!
 //! - [`client`]: [`AgentServerClient`], timeouts, `X-Api-Key`, paging.
 //! - [`sse`]: a pure push parser of `text/event-stream` ([`SseParser`]).

@@ -2,7 +2,7 @@
 //! complete events out. Pure (no IO), so it can be unit-tested on every split
 //! of a stream and fuzzed.
 //!
-//! Source: facts "Agent server" (`POST /runs/stream` answers
+//! Source: docs/control-plane-api.md "Agent server" (`POST /runs/stream` answers
 //! `text/event-stream`; each event is `event: <name>` and `data: <json>` lines
 //! ending with a blank line; `:` lines are heartbeats) and the event-stream
 //! interpretation rules of the HTML standard ("server-sent events"): lines end

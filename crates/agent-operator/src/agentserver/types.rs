@@ -1,8 +1,8 @@
 //! Request and answer shapes of the agent server endpoints the client uses.
 //!
-//! Source: facts "Agent server" (fields of an assistant, of a search and of a
-//! stateless run; the event names of a run stream); spec "Endpoints", Agent
-//! server (`/assistants/search` and `/runs/stream` bodies). Unknown answer
+//! Source: docs/control-plane-api.md "Agent server" (fields of an assistant, of a search and of a
+//! stateless run; the event names of a run stream; the `/assistants/search`
+//! and `/runs/stream` bodies). Unknown answer
 //! fields are kept in `extra` maps or ignored, so a newer server still decodes.
 
 use serde::{Deserialize, Serialize};
@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::error::Error;
 
-/// Answer of `GET /info` (facts "Agent server": "version and flags").
+/// Answer of `GET /info` (docs/control-plane-api.md "Agent server": version and flags).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct ServerInfo {
     /// Server version, when given.
@@ -24,7 +24,7 @@ pub struct ServerInfo {
     pub extra: Map<String, Value>,
 }
 
-/// One assistant: a configured instance of a graph (facts "Agent server").
+/// One assistant: a configured instance of a graph (docs/control-plane-api.md "Agent server").
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct Assistant {
     /// Assistant id (a uuid).
@@ -59,13 +59,13 @@ pub struct Assistant {
 
 impl Assistant {
     /// True for the default assistant the server creates for each graph
-    /// (`metadata.created_by == "system"`, facts "Agent server").
+    /// (`metadata.created_by == "system"`, docs/control-plane-api.md "Agent server").
     pub fn is_system_default(&self) -> bool {
         self.metadata.get("created_by").and_then(Value::as_str) == Some("system")
     }
 }
 
-/// Body of `POST /assistants/search` (facts "Agent server"). Every field is
+/// Body of `POST /assistants/search` (docs/control-plane-api.md "Agent server"). Every field is
 /// optional; the server's default `limit` is 10.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct AssistantSearch {
@@ -87,7 +87,7 @@ pub struct AssistantSearch {
 }
 
 /// One page of `POST /assistants/search`: the bare JSON array and the next
-/// offset from the `X-Pagination-Next` header (facts "Agent server").
+/// offset from the `X-Pagination-Next` header (docs/control-plane-api.md "Agent server").
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AssistantPage {
     /// The assistants of this page.
@@ -96,7 +96,7 @@ pub struct AssistantPage {
     pub next_offset: Option<u32>,
 }
 
-/// `stream_mode` of a run: one mode or a list (facts "Agent server"; server
+/// `stream_mode` of a run: one mode or a list (docs/control-plane-api.md "Agent server"; server
 /// default `["values"]`). Modes include `values`, `updates`, `messages`,
 /// `messages-tuple`, `events`, `debug`, `custom`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -119,8 +119,8 @@ impl StreamMode {
     }
 }
 
-/// Body of `POST /runs/stream`, a stateless run (spec "Endpoints", Agent
-/// server; facts "Agent server").
+/// Body of `POST /runs/stream`, a stateless run (docs/control-plane-api.md
+/// "Agent server").
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct RunStreamRequest {
     /// An assistant id (uuid) or a graph name of `langgraph.json`.
@@ -142,7 +142,7 @@ pub struct RunStreamRequest {
     pub on_disconnect: Option<String>,
 }
 
-/// One event of a run stream, typed by its name (facts "Agent server").
+/// One event of a run stream, typed by its name (docs/control-plane-api.md "Agent server").
 #[derive(Clone, Debug, PartialEq)]
 pub enum RunEvent {
     /// The first event: `{run_id, attempt}`.

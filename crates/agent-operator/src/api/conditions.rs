@@ -2,7 +2,7 @@
 //!
 //! `lastTransitionTime` changes only when a condition's status changes, so a
 //! reconcile that observes the same state writes the same status and triggers
-//! nothing (STYLE.md, "Custom resources").
+//! nothing (kstatus; docs/GITOPS.md).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -70,7 +70,7 @@ pub mod reason {
     /// "Credentials and refusals").
     pub const DEPLOYMENT_NOT_ENABLED: &str = "DeploymentNotEnabled";
     /// Listeners answered 403: the organization is not on a self-hosted
-    /// enterprise plan (spec "Errors").
+    /// enterprise plan (docs/control-plane-api.md "Errors").
     pub const NOT_ENTERPRISE: &str = "NotEnterprise";
     /// The listener does not exist (404 from the control plane, or the
     /// referenced `AgentListener` is missing).
@@ -94,12 +94,12 @@ pub mod reason {
     /// `spec.progressDeadlineSeconds`; it is still polled, slower.
     pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
     /// `sourceConfig.integrationRef` names no GitHub integration of the
-    /// workspace, or several (`GET /v1/integrations/github/install`; facts
+    /// workspace, or several (`GET /v1/integrations/github/install`; docs/control-plane-api.md
     /// "Integrations (v1)", seen only in the official clients).
     pub const INTEGRATION_NOT_FOUND: &str = "IntegrationNotFound";
     /// `sourceConfig.repoUrl` is not among the repositories of the GitHub
     /// integration named by `integrationRef`
-    /// (`GET /v1/integrations/github/{id}/repos`; facts "Integrations (v1)",
+    /// (`GET /v1/integrations/github/{id}/repos`; docs/control-plane-api.md "Integrations (v1)",
     /// seen only in the official clients). Nothing is created.
     pub const REPOSITORY_NOT_ACCESSIBLE: &str = "RepositoryNotAccessible";
     /// The latest revision passed the checks of `spec.verify` (condition
@@ -114,7 +114,7 @@ pub mod reason {
     /// The agent server could not be reached (connection refused, timeout,
     /// 5xx, 429) or the deployment has no URL; retried with backoff.
     pub const AGENT_SERVER_UNREACHABLE: &str = "AgentServerUnreachable";
-    /// The agent server refused the API key (401/403; spec "Authentication",
+    /// The agent server refused the API key (401/403; docs/control-plane-api.md "Agent server",
     /// Agent server).
     pub const AGENT_SERVER_UNAUTHORIZED: &str = "AgentServerUnauthorized";
     /// The assistant search found fewer assistants of the graph than

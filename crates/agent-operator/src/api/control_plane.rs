@@ -1,9 +1,9 @@
 //! `AgentControlPlane`: how to reach one control plane (region or URL, workspace,
 //! API key Secret, optional CA bundle and client-side rate limit).
 //!
-//! Source: `control-plane-and-agent-server.md`, "What the service does" (hosts),
-//! "Authentication" and "Limits" (rate limits: not shown); `api-facts.md`,
-//! "Hosts and headers" and "Errors" (429 and `Retry-After`).
+//! Source: docs/control-plane-api.md "Hosts and headers", "Regions",
+//! "Credentials and refusals", "Rate limits" (nothing published for the
+//! control plane) and "Errors" (429 and `Retry-After`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
@@ -36,7 +36,7 @@ use super::SecretKeyRef;
 #[serde(rename_all = "camelCase")]
 pub struct AgentControlPlaneSpec {
     /// Cloud data region, a lowercase DNS label such as `us`, `eu` or `ap`,
-    /// mapped to its host by the naming rule of the official CLI (facts
+    /// mapped to its host by the naming rule of the official CLI (docs/control-plane-api.md
     /// "Regions", seen only in the official CLI; see
     /// [`crate::controlplane::endpoint::region_base_url`]): `us` →
     /// `https://api.host.langchain.com`, any other `r` →

@@ -1,7 +1,6 @@
 //! `AgentDeployment`: one agent server deployment on a control plane.
 //!
-//! Source: `control-plane-and-agent-server.md`, "Deployment" and "Revision";
-//! `api-facts.md`, "Deployment (response of GET, POST, PATCH)" and "Requests".
+//! Source: docs/control-plane-api.md "Deployment", "Requests" and "Revision".
 //! The fields mirror the control plane's request fields in camelCase.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -52,7 +51,7 @@ pub enum RemoteDeletionPolicy {
     Stall,
 }
 
-/// Source kind of a deployment (facts "Deployment": `source`).
+/// Source kind of a deployment (docs/control-plane-api.md "Deployment": `source`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Source {
     /// Built by the platform from a GitHub repository.
@@ -73,7 +72,7 @@ impl Source {
     }
 }
 
-/// Deployment type (facts "Deployment": `source_config.deployment_type`;
+/// Deployment type (docs/control-plane-api.md "Deployment": `source_config.deployment_type`;
 /// `dev_zero` and `dev_free_zero`, variants that may scale to zero, are
 /// accepted by the Terraform provider).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -163,7 +162,7 @@ pub struct ListenerConfig {
 pub struct IntegrationRef {
     /// The integration's `name` (the GitHub account or installation name,
     /// compared without regard to case) as `GET /v1/integrations/github/install`
-    /// lists it (facts "Integrations (v1)", seen only in the official
+    /// lists it (docs/control-plane-api.md "Integrations (v1)", seen only in the official
     /// clients): letters, digits, `.`, `_` and `-`; at most 100 bytes.
     #[schemars(
         regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
@@ -172,7 +171,7 @@ pub struct IntegrationRef {
     pub name: String,
 }
 
-/// `sourceConfig`: maps to the wire `source_config` (facts "Deployment").
+/// `sourceConfig`: maps to the wire `source_config` (docs/control-plane-api.md "Deployment").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceConfig {
@@ -188,7 +187,7 @@ pub struct SourceConfig {
     /// `repoUrl` is one of the integration's repositories
     /// (`GET /v1/integrations/github/{id}/repos`) and stalls with
     /// `IntegrationNotFound` or `RepositoryNotAccessible` otherwise, creating
-    /// nothing. Both endpoints are seen only in the official clients (facts
+    /// nothing. Both endpoints are seen only in the official clients (docs/control-plane-api.md
     /// "Integrations (v1)"). Immutable, like the id it stands for; mutually
     /// exclusive with `integrationId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -219,14 +218,15 @@ pub struct SourceConfig {
     #[x_kube(validation = Rule::new(rules::url_rule()).message("customUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
     pub custom_url: Option<String>,
     /// Install command of a JavaScript build, e.g. `npm ci` (wire
-    /// `source_config.install_command`; facts "Build commands", seen only in
+    /// `source_config.install_command`; docs/control-plane-api.md "Build commands", seen only in
     /// the official CLI). One command of letters, digits, spaces and
     /// `. _ / : = @ + , % ~ -`: no newline or control character, `;`, `&&`,
     /// `||`, `|`, backtick, `$(`, `<`, `>`, quote or bracket (see
     /// [`rules::BUILD_COMMAND_PATTERN`]; stricter than the CLI); at most 1024
     /// bytes. A change is sent by PATCH and, like `resourceSpec`, starts a
-    /// new revision (the facts do not say whether the service builds again
-    /// by itself; a build setting only takes effect in a new build).
+    /// new revision (no source says whether the service builds again by
+    /// itself; a build setting only takes effect in a new build:
+    /// docs/control-plane-api.md "Build commands").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("installCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
@@ -298,7 +298,7 @@ pub struct SecretValueSource {
 #[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("set exactly one of value and valueFrom"))]
 pub struct DeploymentSecret {
     /// Environment variable name (`[A-Za-z_][A-Za-z0-9_]*`), unique in the
-    /// list and not one the platform reserves (facts "Reserved variable
+    /// list and not one the platform reserves (docs/control-plane-api.md "Reserved variable
     /// names").
     #[schemars(
         regex(pattern = crate::api::rules::ENV_NAME_PATTERN),
@@ -315,7 +315,7 @@ pub struct DeploymentSecret {
 }
 
 /// One reference to a key of a Kubernetes Secret in the data plane cluster
-/// (wire `secret_references[]`: `{name, secret_name, secret_key}`; facts
+/// (wire `secret_references[]`: `{name, secret_name, secret_key}`; docs/control-plane-api.md
 /// "Deployment": newer, `external_docker` only). The Secret lives in the
 /// deployment's namespace on the self-hosted data plane, not in this
 /// cluster: the operator never reads it, and its value never passes through
@@ -325,7 +325,7 @@ pub struct DeploymentSecret {
 pub struct DeploymentSecretReference {
     /// Environment variable name (`[A-Za-z_][A-Za-z0-9_]*`), unique in the
     /// list, not one of `spec.secrets`' names and not one the platform
-    /// reserves (facts "Reserved variable names"). Wire `name`.
+    /// reserves (docs/control-plane-api.md "Reserved variable names"). Wire `name`.
     #[schemars(
         regex(pattern = crate::api::rules::ENV_NAME_PATTERN),
         length(min = 1, max = 256)
@@ -438,7 +438,7 @@ pub struct AgentDeploymentSpec {
     /// Seconds a revision may stay in progress (building, deploying) before
     /// the resource reports `Stalled`/`ProgressDeadlineExceeded`; polling
     /// goes on, slower, and a later `DEPLOYED` clears it. Default 1800 (30
-    /// minutes, as long as the Terraform provider waits; facts "Polling").
+    /// minutes, as long as the Terraform provider waits; docs/control-plane-api.md "Polling").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
@@ -455,9 +455,8 @@ pub struct AgentDeploymentSpec {
 /// the deployment's `active_revision_id` is that revision; again every
 /// verify interval (`--verify-interval-seconds`, default the resync
 /// interval). A failed check is retried with backoff (30 s doubling, capped
-/// at the resync interval). Sources: spec "Endpoints" (Agent server:
-/// `/assistants/search`, `/runs/stream`) and "Authentication" (Agent
-/// server: `X-Api-Key`); facts "Agent server".
+/// at the resync interval). Source: docs/control-plane-api.md "Agent server"
+/// (`/assistants/search`, `/runs/stream`, `X-Api-Key`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.assistants) || has(self.run)").message("verify needs assistants, run, or both"))]
@@ -485,7 +484,7 @@ pub struct VerifySpec {
 pub struct VerifyAssistants {
     /// The graph (a key of `graphs` in `langgraph.json`), sent as
     /// `graph_id`; every graph has a default assistant named after it
-    /// (facts "Agent server").
+    /// (docs/control-plane-api.md "Agent server").
     #[schemars(length(min = 1, max = 253))]
     pub graph_id: String,
     /// Fewest assistants of the graph (at least 1; default 1).
@@ -498,7 +497,7 @@ fn default_min_count() -> u32 {
     1
 }
 
-/// Stream mode of a verification run (facts "Agent server": `stream_mode`).
+/// Stream mode of a verification run (docs/control-plane-api.md "Agent server": `stream_mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum VerifyStreamMode {
     /// The whole state after each step.
@@ -577,7 +576,7 @@ fn default_run_timeout() -> u32 {
 #[serde(rename_all = "camelCase")]
 pub struct VerifyExpect {
     /// Event name, e.g. `updates` (events are named by their stream mode;
-    /// facts "Agent server").
+    /// docs/control-plane-api.md "Agent server").
     #[schemars(length(min = 1, max = 253))]
     pub event: String,
     /// Text that the event's data (as compact JSON) must contain; unset: any
@@ -618,7 +617,7 @@ pub struct DriftCorrection {
     pub time: String,
 }
 
-/// One revision in `status.revisions` (spec "Revision"; facts "Revision").
+/// One revision in `status.revisions` (docs/control-plane-api.md "Revision").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevisionSummary {

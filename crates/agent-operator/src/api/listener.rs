@@ -4,10 +4,9 @@
 //! The operator never creates, changes or deletes listeners; it reads
 //! `GET /v2/listeners/{listener_id}` and mirrors the answer in status.
 //!
-//! Source: `control-plane-and-agent-server.md`, "Listener",
-//! "ListenerComputeConfig" and "Errors" (403 for organizations that are not
-//! self-hosted enterprise, 404 for an unknown id); `api-facts.md`, "Self-hosted
-//! placement and listeners".
+//! Source: docs/control-plane-api.md "Self-hosted placement and listeners"
+//! (the listener's fields; 403 for organizations that are not self-hosted
+//! enterprise, 404 for an unknown id).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
@@ -16,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::deployment::ControlPlaneRef;
 
-/// Pattern of a listener id: a uuid in its hyphenated form (spec "Endpoints":
+/// Pattern of a listener id: a uuid in its hyphenated form (docs/control-plane-api.md "Requests":
 /// `{listener_id}` is a string of format uuid).
 pub const UUID_PATTERN: &str =
     "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";

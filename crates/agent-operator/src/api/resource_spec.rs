@@ -2,13 +2,13 @@
 //! schema (camelCase, units and ranges) and mapped explicitly to the wire
 //! `resource_spec` (snake_case).
 //!
-//! Source: `api-facts.md`, "Deployment" (`resource_spec`: `min_scale`,
+//! Source: docs/control-plane-api.md "Deployment" (`resource_spec`: `min_scale`,
 //! `max_scale`, `cpu` 0.1–8, `cpu_limit`, `memory_mb`, `memory_limit_mb`,
 //! the `queue_*` equivalents, `redis_memory_mb`, labels, annotations, service
 //! account, image pull secrets, Kubernetes-shaped volumes, mounts, init
-//! containers and sidecars, `db_*` sizing). Ranges the facts do not state
+//! containers and sidecars, `db_*` sizing). Ranges no source states
 //! are set wide (the CRD may be stricter than the service, never the other
-//! way round for what the facts state). The Rust value stays a JSON object
+//! way round for what a source states). The Rust value stays a JSON object
 //! so that numbers reach the service exactly as written (`1` stays `1`, not
 //! `1.0`), which keeps drift detection exact.
 
@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 pub enum Kind {
     /// A replica count: integer 0–1000.
     Scale,
-    /// CPU in cores: number 0.1–8 (facts: `cpu` is 0.1–8).
+    /// CPU in cores: number 0.1–8 (docs/control-plane-api.md "Deployment").
     Cores,
     /// Memory in MiB: integer 1–262144 (256 GiB).
     Mebibytes,
@@ -46,7 +46,8 @@ pub enum Kind {
 /// One field: CRD name (camelCase), wire name (snake_case), kind, docs.
 pub type Field = (&'static str, &'static str, Kind, &'static str);
 
-/// Every `resourceSpec` field, in the order of the facts file.
+/// Every `resourceSpec` field, in the order of docs/control-plane-api.md
+/// "Deployment".
 pub const FIELDS: &[Field] = &[
     (
         "minScale",

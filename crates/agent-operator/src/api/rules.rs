@@ -6,8 +6,8 @@
 //! input", item 5): whatever the control plane would refuse is refused at
 //! admission with a message a human understands; where the real rule is
 //! unknown, the CRD may be stricter than the service. Sources:
-//! `control-plane-and-agent-server.md` ("Deployment") and `api-facts.md`
-//! ("Deployment", "Seen in the official clients": reserved variable names).
+//! docs/control-plane-api.md "Deployment", "Build commands" and "Reserved
+//! variable names".
 //!
 //! Every regular expression here is RE2 syntax (what the API server uses for
 //! `pattern` and CEL `matches`) and also valid for the `regex` crate.
@@ -16,7 +16,7 @@ use super::deployment::AgentDeploymentSpec;
 use super::resource_spec;
 
 /// A uuid in its canonical text form (any case), e.g. an integration,
-/// listener or deployment id (facts "Deployment": `integration_id`,
+/// listener or deployment id (docs/control-plane-api.md "Deployment": `integration_id`,
 /// `listener_id`, `id` are uuids).
 pub const UUID_PATTERN: &str =
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
@@ -36,7 +36,7 @@ pub const DNS_SUBDOMAIN_PATTERN: &str =
 /// A key of a Secret's `data` (Kubernetes' rule for ConfigMap and Secret keys).
 pub const SECRET_KEY_PATTERN: &str = r"^[-._a-zA-Z0-9]+$";
 
-/// A remote deployment name (facts "Deployment": the official clients keep
+/// A remote deployment name (docs/control-plane-api.md "Deployment": the official clients keep
 /// names to `[a-z0-9-]`).
 pub const DEPLOYMENT_NAME_PATTERN: &str = r"^[a-z0-9-]+$";
 
@@ -57,7 +57,7 @@ pub const IMAGE_PATTERN: &str = r"^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-
 pub const REPO_REF_PATTERN: &str = r"^[A-Za-z0-9_]([A-Za-z0-9._/-]*[A-Za-z0-9_-])?$";
 
 /// An install or build command (`sourceConfig.installCommand`,
-/// `buildCommand`; facts "Build commands", seen only in the official CLI,
+/// `buildCommand`; docs/control-plane-api.md "Build commands", seen only in the official CLI,
 /// which refuses "shell control characters and the like" without saying
 /// which). The rule here is an allowlist, stricter than the CLI on purpose:
 /// letters, digits, spaces and `. _ / : = @ + , % ~ -`, starting with a
@@ -88,7 +88,7 @@ pub const MAX_ENV_NAME_LENGTH: u32 = 256;
 /// Most secrets of one AgentDeployment.
 pub const MAX_SECRETS: u32 = 100;
 
-/// Secret names the platform reserves for itself everywhere (facts "Reserved
+/// Secret names the platform reserves for itself everywhere (docs/control-plane-api.md "Reserved
 /// variable names", seen in the official CLI, which drops them).
 pub const RESERVED_NAMES: &[&str] = &[
     "LANGCHAIN_TRACING_V2",
@@ -123,7 +123,7 @@ pub const RESERVED_NAMES: &[&str] = &[
 ];
 
 /// Secret names allowed only on a self-hosted data plane, that is with a
-/// listener (facts "Reserved variable names").
+/// listener (docs/control-plane-api.md "Reserved variable names").
 pub const SELF_HOSTED_ONLY_NAMES: &[&str] = &[
     "LANGSMITH_API_KEY",
     "LANGSMITH_ENDPOINT",
@@ -150,7 +150,7 @@ pub fn reserved_name_rule() -> String {
 }
 
 /// CEL message expression naming the reserved secret name.
-pub const RESERVED_NAME_MESSAGE: &str = "'secret name ' + self + ' is reserved by the platform for its own use (api-facts.md, Reserved variable names); remove it'";
+pub const RESERVED_NAME_MESSAGE: &str = "'secret name ' + self + ' is reserved by the platform for its own use (docs/control-plane-api.md, Reserved variable names); remove it'";
 
 /// CEL rule on the spec: the names of [`SELF_HOSTED_ONLY_NAMES`] only with a
 /// listener (`sourceConfig.listenerId` or `listenerRef`).

@@ -10,8 +10,8 @@
 //! `resync_interval` (default 5 min), and at once when a Secret they reference
 //! changes.
 //!
-//! Source: `control-plane-and-agent-server.md`, "Authentication";
-//! `api-facts.md`, "Hosts and headers" (401 for a wrong key, 403 for a key of
+//! Source: docs/control-plane-api.md "Hosts and headers" and "Errors" (401
+//! for a wrong key, 403 for a key of
 //! another workspace) and "Requests" (list, `limit` 1–100).
 
 use std::future::Future;

@@ -2,9 +2,9 @@
 //! plane's wire types (snake_case), and the minimal PATCH that makes a remote
 //! deployment equal to the spec. No IO here.
 //!
-//! Source: `api-facts.md`, "Deployment (response of GET, POST, PATCH)" and
-//! "Requests" (which fields create a revision, `resource_spec` replaced whole,
-//! an empty `secrets` list meaning "unchanged").
+//! Source: docs/control-plane-api.md "Deployment" and "Requests" (which
+//! fields create a revision, `resource_spec` replaced whole, an empty
+//! `secrets` list meaning "unchanged").
 
 use serde_json::{Map, Value};
 
@@ -218,12 +218,12 @@ pub fn remote_secrets_differ(desired_hash: &str, remote: &[SecretValue]) -> bool
     returned && secrets_hash(salt, remote) != desired_hash
 }
 
-/// True when the patch creates a revision (facts "Requests": non-null
+/// True when the patch creates a revision (docs/control-plane-api.md "Requests": non-null
 /// `source_revision_config` values, `resource_spec` or `secrets`). A new
-/// `install_command` or `build_command` is counted too: the facts do not say,
+/// `install_command` or `build_command` is counted too: no source says,
 /// but a build setting only takes effect in a new build, so the operator
 /// treats it like `resource_spec` (and the emulator starts a revision). For
-/// `secret_references` the facts say nothing either: this project assumes it
+/// `secret_references` no source says either: this project assumes it
 /// does, like `secrets`, since the agent server's environment changes.
 pub fn creates_revision(patch: &DeploymentPatch) -> bool {
     patch.source_revision_config.is_some()

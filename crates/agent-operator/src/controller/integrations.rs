@@ -3,7 +3,7 @@
 //! before the create that `repoUrl` is one of the integration's
 //! repositories.
 //!
-//! Source: `api-facts.md`, "Integrations (v1)", seen only in the official
+//! Source: docs/control-plane-api.md "Integrations (v1)", seen only in the official
 //! clients (not in the public API description):
 //! `GET /v1/integrations/github/install` answers `[{"id", "installation_id",
 //! "name"}]` and `GET /v1/integrations/github/{integration_id}/repos` answers
@@ -33,7 +33,7 @@ use crate::controlplane::types::{GithubIntegration, GithubRepository};
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 
 /// How long a list of integrations, or of one integration's repositories,
-/// answers without a new request (60 s; a choice: the facts give no rate).
+/// answers without a new request (60 s; a choice: no source gives a rate).
 pub const CACHE_TTL: Duration = Duration::from_secs(60);
 
 /// One cached list: filled by the first caller, shared while fresh; the

@@ -12,9 +12,8 @@
 //! with backoff). The listener is re-read every `resync_interval` (default
 //! 5 min) and whenever its AgentControlPlane changes.
 //!
-//! Source: `control-plane-and-agent-server.md`, "Listener",
-//! "ListenerComputeConfig", "Endpoints" and "Errors"; `api-facts.md`,
-//! "Self-hosted placement and listeners".
+//! Source: docs/control-plane-api.md "Self-hosted placement and listeners"
+//! and "Errors".
 
 use std::future::Future;
 use std::sync::Arc;

@@ -105,7 +105,7 @@ pub struct Context {
 
 /// Least time between two PATCHes of one object that a change of Secret
 /// values alone causes: each is a new revision (a build and a rollout on the
-/// real service, facts "Requests"), so a Secret rewritten every second by a
+/// real service, docs/control-plane-api.md "Requests"), so a Secret rewritten every second by a
 /// broken rotation costs one revision per interval, carrying the latest
 /// value, not one per write. A spec change is never held back.
 pub const SECRETS_PATCH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);

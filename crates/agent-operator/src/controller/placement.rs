@@ -2,13 +2,12 @@
 //! id to send, and whether the requested Kubernetes namespace is one the
 //! listener is configured for, checked before the create.
 //!
-//! Source: `api-facts.md`, "Self-hosted placement and listeners" (a deployment
+//! Source: docs/control-plane-api.md "Self-hosted placement and listeners" (a deployment
 //! names `source_config.listener_id` and `listener_config.k8s_namespace`; the
 //! namespace must be one of the listener's `k8s_namespaces`; listener reads
 //! answer 403 for organizations that are not self-hosted enterprise and 404
-//! for an unknown id); `control-plane-and-agent-server.md`, "Listener" and
-//! "ListenerComputeConfig". A null `k8s_namespaces` is taken to allow any
-//! namespace (inferred: the facts do not say).
+//! for an unknown id). A null `k8s_namespaces` is taken to allow any
+//! namespace (inferred: no source says).
 
 use kube::Api;
 

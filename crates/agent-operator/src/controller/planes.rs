@@ -15,9 +15,9 @@
 //! fingerprint: status writes change it, and rebuilding on each of them would
 //! reset the shared rate-limit bucket for nothing.
 //!
-//! Source: `control-plane-and-agent-server.md`, "Authentication" (the key and
-//! workspace headers) and "Limits" (rate limits: not shown); `api-facts.md`,
-//! "Hosts and headers" (self-hosted hosts) and "Errors" (429, `Retry-After`).
+//! Source: docs/control-plane-api.md "Hosts and headers" (the key and
+//! workspace headers, self-hosted hosts), "Rate limits" (nothing published
+//! for the control plane) and "Errors" (429, `Retry-After`).
 
 use std::collections::HashMap;
 use std::fmt;

@@ -6,7 +6,7 @@
 //! Status and events are written at the end of a pass; a message that
 //! changed on every retry (a `Retry-After` delay, a 5xx body) would rewrite
 //! status on each attempt, so transient errors get a stable summary.
-//! Source: `api-facts.md`, "Errors".
+//! Source: docs/control-plane-api.md "Errors".
 
 use kube::api::{Patch, PatchParams};
 use kube::runtime::events::{Event, EventType};

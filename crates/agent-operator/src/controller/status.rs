@@ -3,7 +3,7 @@
 //! Conditions: `Ready` (True only when the latest revision is DEPLOYED and the
 //! remote configuration equals the spec), `Reconciling` (a change or a revision
 //! is in progress) and `Stalled` (progress needs a human). Source of the
-//! revision semantics: `api-facts.md`, "Revision".
+//! revision semantics: docs/control-plane-api.md "Revision".
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 

@@ -3,9 +3,9 @@
 //! the whole bucket down (not only the request that got it), and the rate
 //! recovers gradually.
 //!
-//! The service's limits are not documented (spec "Limits": "Rate limits: not
-//! shown"; facts "Errors": "a robust client honours `Retry-After` when a 429
-//! or 503 carries one"), so the budget discovers it with
+//! The control plane's limits are not published (docs/control-plane-api.md
+//! "Rate limits"; a 429 or 503 may carry `Retry-After`: "Errors"), so the
+//! budget discovers them with
 //! additive-increase / multiplicative-decrease (AIMD, as TCP congestion
 //! control does):
 //! - the bucket starts at [`START_RATE`] requests per second (or the declared

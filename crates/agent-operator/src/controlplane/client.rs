@@ -1,8 +1,7 @@
 //! HTTP client of the control plane's deployment, revision and listener
 //! endpoints.
 //!
-//! Source: `control-plane-and-agent-server.md`, "Endpoints" and
-//! "Authentication"; `api-facts.md`, "Hosts and headers", "Requests" and
+//! Source: docs/control-plane-api.md "Hosts and headers", "Requests" and
 //! "Errors". Every request carries `X-Api-Key` and `X-Tenant-Id`; the key is a
 //! [`SecretString`] marked sensitive on the header, so neither `Debug` of the
 //! client nor any error ever shows it. Redirects are not followed (a redirect
@@ -44,17 +43,17 @@ pub use super::limit::RateLimit;
 pub use super::operation::RequestObserver;
 pub use super::retry::RetryPolicy;
 
-/// Header carrying the API key (spec "Authentication").
+/// Header carrying the API key (docs/control-plane-api.md "Hosts and headers").
 pub const API_KEY_HEADER: &str = "x-api-key";
-/// Header carrying the workspace id (spec "Authentication").
+/// Header carrying the workspace id (docs/control-plane-api.md "Hosts and headers").
 pub const TENANT_HEADER: &str = "x-tenant-id";
 /// Default per-request (per-attempt) timeout.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest answer body the client reads, in bytes (16 MiB; a page of 100
-/// deployments is a few hundred KiB). The real limit is not documented (spec
-/// "Limits").
+/// deployments is a few hundred KiB). The real limit is not documented (docs/control-plane-api.md
+/// "Rate limits").
 pub const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
-/// Largest `limit` the list endpoints accept (facts "Requests": 1–100); the
+/// Largest `limit` the list endpoints accept (docs/control-plane-api.md "Requests": 1–100); the
 /// page size of the `list_all_*` methods.
 pub const MAX_PAGE_SIZE: u32 = 100;
 
@@ -140,7 +139,7 @@ impl ClientConfig {
         }
     }
 
-    /// A config for the control plane of a cloud region (facts "Hosts and
+    /// A config for the control plane of a cloud region (docs/control-plane-api.md "Hosts and
     /// headers").
     pub fn for_region(
         region: Region,
@@ -151,7 +150,7 @@ impl ClientConfig {
     }
 
     /// A config for a self-hosted control plane at `host_url`: requests go
-    /// under `{host_url}/api-host` (spec "What the service does").
+    /// under `{host_url}/api-host` (docs/control-plane-api.md "Hosts and headers").
     pub fn self_hosted(
         host_url: &str,
         workspace_id: impl Into<String>,
@@ -181,7 +180,7 @@ impl fmt::Debug for ClientConfig {
     }
 }
 
-/// Query parameters of `GET /v2/deployments` (facts "Requests": List).
+/// Query parameters of `GET /v2/deployments` (docs/control-plane-api.md "Requests": List).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ListDeployments {
     /// Page size, 1–100 (service default 20).
@@ -209,7 +208,7 @@ pub struct ListDeployments {
     pub deployment_ids: Option<String>,
 }
 
-/// Query parameters of `GET /v2/deployments/{id}/revisions` (facts
+/// Query parameters of `GET /v2/deployments/{id}/revisions` (docs/control-plane-api.md
 /// "Requests": Revisions).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ListRevisions {
@@ -459,7 +458,7 @@ impl ControlPlaneClient {
     }
 
     /// The API key, for the agent servers of this control plane's
-    /// deployments (spec "Authentication", Agent server: the key of the
+    /// deployments (docs/control-plane-api.md "Agent server": the key of the
     /// organization that owns them). A [`SecretString`]: never printed.
     pub fn api_key(&self) -> &SecretString {
         &self.api_key
@@ -670,7 +669,7 @@ impl ControlPlaneClient {
         decode_body(status, &body)
     }
 
-    /// `POST /v2/deployments` → 201 with the Deployment (facts "Requests",
+    /// `POST /v2/deployments` → 201 with the Deployment (docs/control-plane-api.md "Requests",
     /// Create). The body is sent as the official clients send it
     /// ([`DeploymentCreate::as_sent`]: a `github` create carries
     /// `deployment_type` and `build_on_push`, an `external_docker` one a
@@ -707,7 +706,7 @@ impl ControlPlaneClient {
     }
 
     /// `PATCH /v2/deployments/{id}` with only the fields to change → the
-    /// Deployment (facts "Requests", Patch). A non-null `repo_ref`,
+    /// Deployment (docs/control-plane-api.md "Requests", Patch). A non-null `repo_ref`,
     /// `langgraph_config_path` or `image_uri`, a `resource_spec`, or a
     /// non-empty `secrets` creates a new revision; `build_on_push` alone does
     /// not; an empty `secrets` list means "unchanged". `resource_spec` is
@@ -735,7 +734,7 @@ impl ControlPlaneClient {
     /// deployment is read first (`GET`) and the partial object is merged into
     /// its current `resource_spec` with JSON Merge Patch rules (a `null`
     /// removes a field; see [`super::merge`]), because the service replaces
-    /// the whole object (facts "Deployment"). Without a `resource_spec` this
+    /// the whole object (docs/control-plane-api.md "Deployment"). Without a `resource_spec` this
     /// is a plain PATCH.
     ///
     /// Not atomic: a change made by someone else between the GET and the
@@ -760,7 +759,7 @@ impl ControlPlaneClient {
 
     /// `DELETE /v2/deployments/{id}` → 204. Retried on transient errors.
     ///
-    /// Deletion is asynchronous (facts "Requests", Delete): GET keeps
+    /// Deletion is asynchronous (docs/control-plane-api.md "Requests", Delete): GET keeps
     /// answering with status `AWAITING_DELETE` until it returns 404. A 404
     /// here means the deployment is already gone: callers treat it as
     /// success (a retried DELETE whose first answer was lost may see it).
@@ -887,7 +886,7 @@ impl ControlPlaneClient {
     }
 
     /// `POST /v2/deployments/{id}/revisions`: a new revision with the current
-    /// configuration (redeploy) → the Revision (facts "Requests", Redeploy).
+    /// configuration (redeploy) → the Revision (docs/control-plane-api.md "Requests", Redeploy).
     ///
     /// Never retried: a repeated redeploy creates another revision. Errors:
     /// 404, 409 (being deleted), 422.
@@ -902,7 +901,7 @@ impl ControlPlaneClient {
     }
 
     /// `POST /v1/projects/{deployment_id}/revisions/{revision_id}/build_logs`
-    /// → one page of the revision's build log (facts "Logs", seen only in the
+    /// → one page of the revision's build log (docs/control-plane-api.md "Logs", seen only in the
     /// official clients). A read sent as POST: retried on transient errors.
     ///
     /// Errors: 404 (unknown deployment or revision), 422, transport errors.
@@ -931,7 +930,7 @@ impl ControlPlaneClient {
     /// `POST /v1/projects/{deployment_id}/deploy_logs` (the server log of the
     /// deployment) or, with a revision,
     /// `POST /v1/projects/{deployment_id}/revisions/{revision_id}/deploy_logs`
-    /// → one page of the server log (facts "Logs"). A read sent as POST:
+    /// → one page of the server log (docs/control-plane-api.md "Logs"). A read sent as POST:
     /// retried on transient errors.
     ///
     /// Errors: 404 (unknown deployment or revision), 422, transport errors.
@@ -958,7 +957,7 @@ impl ControlPlaneClient {
 
     /// `POST /v2/deployments/{id}/revisions/{revision_id}/redeploy`: a new
     /// revision with the configuration of the earlier revision `revision_id`
-    /// (rollback; facts "Requests", Redeploy an earlier revision) → the
+    /// (rollback; docs/control-plane-api.md "Requests", Redeploy an earlier revision) → the
     /// Deployment, whose `latest_revision_id` is the new revision (the
     /// answer of the public API reference's "redeploy revision" page, as the
     /// emulator serves it).
@@ -987,7 +986,7 @@ impl ControlPlaneClient {
     }
 
     /// `GET /v2/listeners/{listener_id}` → the Listener. Retried on transient
-    /// errors. Errors (spec "Errors"): 403 unless the organization is
+    /// errors. Errors (docs/control-plane-api.md "Errors"): 403 unless the organization is
     /// self-hosted enterprise (the detail names the workspace), 404 (the
     /// detail names the id), 422 (id not a uuid).
     pub async fn get_listener(&self, listener_id: &str) -> Result<Listener, Error> {
@@ -1000,7 +999,7 @@ impl ControlPlaneClient {
         self.json(Operation::GetListener, req).await
     }
 
-    /// `GET /v2/listeners?limit=&offset=` → one page (facts "Requests",
+    /// `GET /v2/listeners?limit=&offset=` → one page (docs/control-plane-api.md "Requests",
     /// Listeners). Retried on transient errors. Errors: 403 as for
     /// [`ControlPlaneClient::get_listener`], 422 for a `limit` outside 1–100.
     pub async fn list_listeners(&self, limit: u32, offset: u32) -> Result<Page<Listener>, Error> {
@@ -1020,7 +1019,7 @@ impl ControlPlaneClient {
     }
 
     /// `GET /v1/integrations/github/install` → the GitHub integrations of the
-    /// workspace, a bare JSON array `[{id, installation_id, name}]` (facts
+    /// workspace, a bare JSON array `[{id, installation_id, name}]` (docs/control-plane-api.md
     /// "Integrations (v1)", seen only in the official clients: not in the
     /// public API description, shape not documented beyond these fields).
     /// Retried on transient errors. Errors: as any read (401, 403, 5xx).
@@ -1036,7 +1035,7 @@ impl ControlPlaneClient {
 
     /// `GET /v1/integrations/github/{integration_id}/repos` → the
     /// repositories the integration can read, a bare JSON array
-    /// `[{url, default_branch, ...}]` (facts "Integrations (v1)", seen only
+    /// `[{url, default_branch, ...}]` (docs/control-plane-api.md "Integrations (v1)", seen only
     /// in the official clients). Retried on transient errors. Errors: 404
     /// for an unknown integration (emulator; not documented), 422 for an id
     /// that is not a uuid, and those of any read.

@@ -2,9 +2,8 @@
 //! self-hosted installation under `/api-host`, and the transport rules
 //! (HTTPS, plain HTTP only to loopback or with an explicit opt-in).
 //!
-//! Source: `control-plane-and-agent-server.md`, "What the service does"
-//! (one host per cloud region; self-hosted under the `/api-host` prefix) and
-//! `api-facts.md`, "Hosts and headers" (the two cloud hosts).
+//! Source: docs/control-plane-api.md "Hosts and headers" (the two cloud
+//! hosts; self-hosted under the `/api-host` prefix) and "Regions".
 
 use std::fmt;
 use std::str::FromStr;
@@ -13,11 +12,11 @@ use url::Url;
 
 use super::error::Error;
 
-/// Control plane of the US cloud region (facts "Hosts and headers").
+/// Control plane of the US cloud region (docs/control-plane-api.md "Hosts and headers").
 pub const US_BASE_URL: &str = "https://api.host.langchain.com";
-/// Control plane of the EU cloud region (facts "Hosts and headers").
+/// Control plane of the EU cloud region (docs/control-plane-api.md "Hosts and headers").
 pub const EU_BASE_URL: &str = "https://eu.api.host.langchain.com";
-/// Path prefix of a self-hosted control plane (spec "What the service does":
+/// Path prefix of a self-hosted control plane (docs/control-plane-api.md "Hosts and headers":
 /// `{base_url}/api-host/v2/deployments`).
 pub const SELF_HOSTED_PREFIX: &str = "/api-host";
 
@@ -68,7 +67,7 @@ impl FromStr for Region {
 }
 
 /// The base URL of the control plane of cloud region `region`, by the naming
-/// rule of the official CLI (facts "Regions", seen only in the official CLI:
+/// rule of the official CLI (docs/control-plane-api.md "Regions", seen only in the official CLI:
 /// `{region}.api.smith.langchain.com` → `https://{region}.api.host.langchain.com`,
 /// plain `api.smith.langchain.com` → the US host): `us` (any case, trimmed)
 /// → [`US_BASE_URL`], any other `r` → `https://{r}.api.host.langchain.com`

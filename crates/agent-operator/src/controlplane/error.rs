@@ -1,6 +1,6 @@
 //! The one error type of the control plane client.
 //!
-//! Status codes and body shapes follow `api-facts.md`, "Errors": 400/403/404/409
+//! Status codes and body shapes follow docs/control-plane-api.md "Errors": 400/403/404/409
 //! carry `{"detail": "<string>"}`, 422 carries an `HTTPValidationError`, and a
 //! 429 or 503 may carry `Retry-After`. Nothing here ever holds the API key or a
 //! request or response header: only the status, the `detail`, the parsed
@@ -244,7 +244,7 @@ impl Error {
         })
     }
 
-    /// Maps a non-success answer to an error (facts "Errors").
+    /// Maps a non-success answer to an error (docs/control-plane-api.md "Errors").
     pub fn from_response(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> Self {
         let code = status.as_u16();
         let detail = || detail_text(body);
@@ -300,8 +300,8 @@ impl Error {
 }
 
 /// The `detail` string of an error body, or the body text itself when it is
-/// not `{"detail": "<string>"}` (spec "Errors": "The response text is the error
-/// detail"), cut to [`BODY_SNIPPET_BYTES`].
+/// not `{"detail": "<string>"}` (docs/control-plane-api.md "Errors": such a
+/// body is kept as text), cut to [`BODY_SNIPPET_BYTES`].
 fn detail_text(body: &[u8]) -> String {
     match serde_json::from_slice::<ErrorDetail>(body) {
         Ok(d) => d.detail,
@@ -330,7 +330,7 @@ pub fn transport_text(e: reqwest::Error) -> String {
 /// First [`BODY_SNIPPET_BYTES`] bytes of a body, lossily decoded as UTF-8,
 /// for error messages.
 ///
-/// A deployment answer carries its secrets' values (facts "Deployment":
+/// A deployment answer carries its secrets' values (docs/control-plane-api.md "Deployment":
 /// `secrets` `[{name, value}]`), so they are cut out first: a body that is
 /// JSON is shown re-encoded from its parsed value with every
 /// `secrets[].value` replaced by `[REDACTED]`, never as sent (with a

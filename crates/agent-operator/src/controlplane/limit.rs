@@ -2,9 +2,9 @@
 //! adaptive budget ([`super::budget::Budget`]). Every HTTP attempt, retries
 //! included, takes one token before it is sent.
 //!
-//! The service's limits are not documented (spec "Limits": "Rate limits: not
-//! shown"); this limit keeps one operator from flooding a shared control plane
-//! and complements honouring `Retry-After` on 429 (facts "Errors").
+//! The control plane's limits are not published (docs/control-plane-api.md
+//! "Rate limits"); this limit keeps one operator from flooding a shared control plane
+//! and complements honouring `Retry-After` on 429 (docs/control-plane-api.md "Errors").
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Merging a partial `resource_spec` into the current one.
 //!
-//! The service replaces `source_config.resource_spec` whole on PATCH (facts
+//! The service replaces `source_config.resource_spec` whole on PATCH (docs/control-plane-api.md
 //! "Deployment": "a client that changes one field must send the merged
 //! object"), so [`super::ControlPlaneClient::patch_deployment_merged`] reads
 //! the deployment and merges the caller's partial object into it with the

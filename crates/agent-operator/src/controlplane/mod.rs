@@ -1,8 +1,8 @@
 //! Typed client of the control plane REST API: wire types (snake_case), errors,
 //! endpoints, retries, rate limit and the HTTP client.
 //!
-//! Source: `control-plane-and-agent-server.md`, "Endpoints" and "Authentication";
-//! `api-facts.md`, "Control plane".
+//! Source: docs/control-plane-api.md, from "Hosts and headers" to
+//! "Polling".
 //!
 //! - [`client`]: [`ControlPlaneClient`] and its [`ClientConfig`];
 //! - [`endpoint`]: cloud regions, self-hosted `/api-host`, HTTPS rules;

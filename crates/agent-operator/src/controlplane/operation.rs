@@ -2,10 +2,9 @@
 //! hook that observes every HTTP attempt (for metrics).
 //!
 //! Operation names and status classes are fixed `&'static str` values, so a
-//! metric labelled with them has bounded cardinality (STYLE.md,
-//! "Observability"). Expected statuses follow spec "Endpoints" (201, 200 or
-//! 204 per operation; "Clients treat any status other than the success status
-//! as a failure") and facts "Requests".
+//! metric labelled with them has bounded cardinality (docs/METRICS.md:
+//! bounded labels only). Expected statuses follow docs/control-plane-api.md "Errors" (201, 200 or
+//! 204 per operation; any other status is a failure) and "Requests".
 
 use std::fmt;
 use std::time::Duration;
@@ -26,11 +25,11 @@ pub enum Operation {
     /// `GET /v2/deployments` → 200.
     ListDeployments,
     /// `POST /v2/deployments/{id}/revisions` → 201 (200 accepted: the real
-    /// status is not documented; facts "Requests", Redeploy).
+    /// status is not documented; docs/control-plane-api.md "Requests", Redeploy).
     Redeploy,
     /// `POST /v2/deployments/{id}/revisions/{revision_id}/redeploy` → 200
     /// with the Deployment (201 accepted too: the status is not documented;
-    /// facts "Requests", Redeploy an earlier revision).
+    /// docs/control-plane-api.md "Requests", Redeploy an earlier revision).
     RedeployRevision,
     /// `GET /v2/deployments/{id}/revisions` → 200.
     ListRevisions,
@@ -40,19 +39,19 @@ pub enum Operation {
     GetListener,
     /// `GET /v2/listeners` → 200.
     ListListeners,
-    /// `GET /v1/integrations/github/install` → 200 (facts "Integrations
+    /// `GET /v1/integrations/github/install` → 200 (docs/control-plane-api.md "Integrations
     /// (v1)", seen only in the official clients).
     ListIntegrations,
-    /// `GET /v1/integrations/github/{integration_id}/repos` → 200 (facts
+    /// `GET /v1/integrations/github/{integration_id}/repos` → 200 (docs/control-plane-api.md
     /// "Integrations (v1)", seen only in the official clients).
     ListIntegrationRepos,
     /// `POST /v1/projects/{id}/revisions/{revision_id}/build_logs` → 200: a
-    /// read sent as POST (the query is the body; facts "Logs", seen only in
+    /// read sent as POST (the query is the body; docs/control-plane-api.md "Logs", seen only in
     /// the official clients).
     BuildLogs,
     /// `POST /v1/projects/{id}/deploy_logs` or
     /// `POST /v1/projects/{id}/revisions/{revision_id}/deploy_logs` → 200: a
-    /// read sent as POST (facts "Logs").
+    /// read sent as POST (docs/control-plane-api.md "Logs").
     DeployLogs,
 }
 
@@ -120,7 +119,7 @@ impl Operation {
     }
 
     /// True for the log queries: sent as POST, but they change nothing
-    /// (facts "Logs").
+    /// (docs/control-plane-api.md "Logs").
     pub fn is_read_by_post(self) -> bool {
         matches!(self, Operation::BuildLogs | Operation::DeployLogs)
     }
@@ -138,14 +137,14 @@ impl Operation {
 
     /// True for GET, DELETE and the log queries, which the client retries
     /// on transient failures. Other POSTs and PATCH are never retried: the
-    /// API has no idempotency key (facts "Requests", List), so a blind retry
+    /// API has no idempotency key (docs/control-plane-api.md "Requests", List), so a blind retry
     /// of a POST whose answer was lost could create a second deployment or
     /// revision.
     pub fn is_retried(self) -> bool {
         matches!(self.method(), Method::GET | Method::DELETE) || self.is_read_by_post()
     }
 
-    /// The statuses that count as success (spec "Endpoints"); any other
+    /// The statuses that count as success (docs/control-plane-api.md "Requests"); any other
     /// status is an error, even another 2xx.
     pub fn success_statuses(self) -> &'static [u16] {
         match self {

@@ -2,10 +2,9 @@
 //! functions, with no IO, so that they can be tested (and fuzzed) on any
 //! status, header and body.
 //!
-//! Source: spec "Endpoints" (success statuses) and "Errors" ("Clients treat
-//! any status other than the success status (201, 200 or 204 for the
-//! operation) as a failure. The response text is the error detail."); facts
-//! "Errors" (body shapes, `Retry-After`).
+//! Source: docs/control-plane-api.md "Errors" (the success status of each
+//! operation, 201, 200 or 204; any other status is a failure; body shapes,
+//! `Retry-After`; a body that is not `{"detail": ...}` is kept as text).
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderValue;

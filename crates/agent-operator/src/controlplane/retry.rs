@@ -5,7 +5,7 @@
 //! only on transient failures ([`Error::is_transient`]: timeouts, transport
 //! errors, 5xx, 429/503). Waits grow exponentially with jitter (the `backon`
 //! crate) up to a cap, are never shorter than a `Retry-After` the service sent
-//! (facts "Errors": "a robust client honours `Retry-After` when a 429 or 503
+//! (docs/control-plane-api.md "Errors": "a robust client honours `Retry-After` when a 429 or 503
 //! carries one"), and stop at a budget of attempts and of time.
 
 use std::time::Duration;

@@ -3,9 +3,9 @@
 //! Shared by the client ([`crate::controlplane::ControlPlaneClient`]) and the
 //! emulator (the `control-plane-emulator` crate), so both speak exactly the same shapes.
 //!
-//! Sources: `control-plane-and-agent-server.md`, section "Resources and their
-//! fields", and `api-facts.md`, sections "Deployment (response of GET, POST,
-//! PATCH)", "Requests", "Revision" and "Errors". The Kubernetes custom resources
+//! Sources: docs/control-plane-api.md, sections "Deployment", "Requests",
+//! "Revision", "Self-hosted placement and listeners", "Logs", "Integrations
+//! (v1)" and "Errors". The Kubernetes custom resources
 //! speak camelCase and are mapped to these types by explicit functions in
 //! [`crate::controller`], never by sharing structs.
 
@@ -14,7 +14,7 @@ use std::fmt;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// `source_config` of a deployment (spec "Deployment" table; facts "Deployment").
+/// `source_config` of a deployment (docs/control-plane-api.md "Deployment").
 ///
 /// Every field is optional so that the same type serves a create body, a partial
 /// PATCH body (only the fields to change) and a response. `None` is not sent.
@@ -27,7 +27,7 @@ pub struct SourceConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo_url: Option<String>,
     /// `dev_free`, `dev`, `prod`, or the scale-to-zero variants `dev_zero`
-    /// and `dev_free_zero` accepted by the Terraform provider (facts
+    /// and `dev_free_zero` accepted by the Terraform provider (docs/control-plane-api.md
     /// "Deployment"); immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_type: Option<String>,
@@ -41,7 +41,7 @@ pub struct SourceConfig {
     #[serde(default, skip_serializing)]
     pub repo_branch: Option<String>,
     /// The deployment URL: set by the service for `github`, settable for
-    /// `external_docker` (facts "Deployment").
+    /// `external_docker` (docs/control-plane-api.md "Deployment").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub custom_url: Option<String>,
     /// Free-form resource sizing object; the service replaces it whole on PATCH.
@@ -53,17 +53,18 @@ pub struct SourceConfig {
     /// Placement on the listener (immutable).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_config: Option<ListenerConfig>,
-    /// Install command of a JavaScript build (facts "Build commands", seen
+    /// Install command of a JavaScript build (docs/control-plane-api.md "Build commands", seen
     /// only in the official CLI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_command: Option<String>,
-    /// Build command of a JavaScript build (facts "Build commands", seen
+    /// Build command of a JavaScript build (docs/control-plane-api.md "Build commands", seen
     /// only in the official CLI).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_command: Option<String>,
 }
 
-/// `source_config.listener_config` (facts "Self-hosted placement and listeners").
+/// `source_config.listener_config` (docs/control-plane-api.md "Self-hosted placement and
+/// listeners").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ListenerConfig {
     /// Kubernetes namespace on the listener's cluster; must be one of the
@@ -73,7 +74,7 @@ pub struct ListenerConfig {
 }
 
 /// `source_revision_config` of a deployment: the values of its latest revision.
-/// Sending it in a PATCH creates a new revision (spec "Endpoints", rule 1).
+/// Sending it in a PATCH creates a new revision (docs/control-plane-api.md "Requests", Patch).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SourceRevisionConfig {
     /// Branch, or `refs/tags/<tag>`.
@@ -146,7 +147,7 @@ fn empty_secret() -> SecretString {
 }
 
 /// One reference to a key of a Kubernetes Secret in the data plane cluster:
-/// `{name, secret_name, secret_key}` (facts "Deployment": `secret_references`,
+/// `{name, secret_name, secret_key}` (docs/control-plane-api.md "Deployment": `secret_references`,
 /// newer, `external_docker` only). It holds no value: the data plane reads
 /// the Secret itself, so the value never passes through the control plane.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -160,7 +161,7 @@ pub struct SecretReference {
 }
 
 /// `null` or absent as an empty list (an older service, or one that writes
-/// `null` for an unset list, facts "Deployment": `secret_references` is newer).
+/// `null` for an unset list, docs/control-plane-api.md "Deployment": `secret_references` is newer).
 fn null_as_empty<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
     Option::<Vec<T>>::deserialize(d).map(Option::unwrap_or_default)
 }
@@ -179,7 +180,7 @@ fn null_as_default<'de, D: Deserializer<'de>, T: Deserialize<'de> + Default>(
     Option::<T>::deserialize(d).map(Option::unwrap_or_default)
 }
 
-/// Body of `POST /v2/deployments` (facts "Requests": all five fields required).
+/// Body of `POST /v2/deployments` (docs/control-plane-api.md "Requests": all five fields required).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeploymentCreate {
     /// Remote name, `[a-z0-9-]`, immutable.
@@ -200,8 +201,8 @@ pub struct DeploymentCreate {
 }
 
 /// Body of `PATCH /v2/deployments/{id}`: every field optional, partial nested
-/// objects accepted (spec "Endpoints"). A non-null `source_revision_config`,
-/// `resource_spec` or `secrets` creates a new revision (facts "Requests").
+/// objects accepted (docs/control-plane-api.md "Requests"). A non-null `source_revision_config`,
+/// `resource_spec` or `secrets` creates a new revision (docs/control-plane-api.md "Requests").
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct DeploymentPatch {
     /// Fields of `source_config` to change.
@@ -213,7 +214,7 @@ pub struct DeploymentPatch {
     /// New secrets (an empty list means "unchanged" on the service).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<Vec<SecretValue>>,
-    /// New list of Secret references, replacing the whole list (facts
+    /// New list of Secret references, replacing the whole list (docs/control-plane-api.md
     /// "Deployment": `secret_references`; whether it creates a revision is
     /// not documented: this project assumes it does, like `secrets`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -252,7 +253,7 @@ impl DeploymentPatch {
     }
 }
 
-/// A deployment as returned by GET, POST and PATCH (facts "Deployment").
+/// A deployment as returned by GET, POST and PATCH (docs/control-plane-api.md "Deployment").
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Deployment {
     /// Deployment id (uuid).
@@ -305,7 +306,7 @@ pub struct Deployment {
     pub updated_at: Option<String>,
 }
 
-/// Status of a revision (facts "Revision": 13 values).
+/// Status of a revision (docs/control-plane-api.md "Revision": 13 values).
 ///
 /// Unknown strings are kept in [`RevisionStatus::Other`] so a new status of the
 /// service never breaks decoding.
@@ -338,8 +339,8 @@ pub enum RevisionStatus {
     Interrupted,
     /// Transient: keep polling.
     Unknown,
-    /// A value this client does not know. Contains `FAILED` → failed (spec
-    /// "Revision status"); otherwise treated as in progress.
+    /// A value this client does not know. Contains `FAILED` → failed (docs/control-plane-api.md
+    /// "Revision"); otherwise treated as in progress.
     Other(String),
 }
 
@@ -381,7 +382,7 @@ impl RevisionStatus {
         }
     }
 
-    /// True for any status containing `FAILED` (spec "Revision status").
+    /// True for any status containing `FAILED` (docs/control-plane-api.md "Revision").
     pub fn is_failed(&self) -> bool {
         self.as_str().contains("FAILED")
     }
@@ -415,7 +416,7 @@ impl fmt::Display for RevisionStatus {
     }
 }
 
-/// A revision: one build and rollout of a deployment (facts "Revision").
+/// A revision: one build and rollout of a deployment (docs/control-plane-api.md "Revision").
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Revision {
     /// Revision id (uuid).
@@ -436,7 +437,8 @@ pub struct Revision {
     pub source_revision_config: Option<SourceRevisionConfig>,
 }
 
-/// A page of a list answer: `{"resources": [...], "offset": N}` (facts "List").
+/// A page of a list answer: `{"resources": [...], "offset": N}` (docs/control-plane-api.md
+/// "Requests").
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Page<T> {
     /// The items of this page.
@@ -446,7 +448,8 @@ pub struct Page<T> {
     pub offset: Option<i64>,
 }
 
-/// `compute_config` of a listener (spec "ListenerComputeConfig").
+/// `compute_config` of a listener (docs/control-plane-api.md "Self-hosted placement and
+/// listeners").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ListenerComputeConfig {
     /// Namespaces the listener is configured for, or null.
@@ -454,7 +457,8 @@ pub struct ListenerComputeConfig {
     pub k8s_namespaces: Option<Vec<String>>,
 }
 
-/// A listener: compute infrastructure of a self-hosted data plane (spec "Listener").
+/// A listener: compute infrastructure of a self-hosted data plane
+/// (docs/control-plane-api.md "Self-hosted placement and listeners").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Listener {
     /// Listener id (uuid).
@@ -476,7 +480,7 @@ pub struct Listener {
 }
 
 /// One GitHub integration (app installation) of the workspace, an item of
-/// `GET /v1/integrations/github/install` (facts "Integrations (v1)", seen
+/// `GET /v1/integrations/github/install` (docs/control-plane-api.md "Integrations (v1)", seen
 /// only in the official clients; other fields are ignored).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GithubIntegration {
@@ -492,7 +496,7 @@ pub struct GithubIntegration {
 }
 
 /// One repository an integration can read, an item of
-/// `GET /v1/integrations/github/{integration_id}/repos` (facts "Integrations
+/// `GET /v1/integrations/github/{integration_id}/repos` (docs/control-plane-api.md "Integrations
 /// (v1)", seen only in the official clients; other fields are ignored).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GithubRepository {
@@ -503,7 +507,7 @@ pub struct GithubRepository {
     pub default_branch: Option<String>,
 }
 
-/// Order of log entries in a [`LogQuery`] answer (facts "Logs": `order`,
+/// Order of log entries in a [`LogQuery`] answer (docs/control-plane-api.md "Logs": `order`,
 /// `asc` or `desc`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -515,7 +519,7 @@ pub enum LogOrder {
     Desc,
 }
 
-/// The body of a build or deploy log query (facts "Logs", seen only in the
+/// The body of a build or deploy log query (docs/control-plane-api.md "Logs", seen only in the
 /// official clients): every field optional; absent fields are not sent.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogQuery {
@@ -542,7 +546,7 @@ pub struct LogQuery {
     pub offset: Option<String>,
 }
 
-/// One log entry (facts "Logs": `{"id", "timestamp", "level", "message"}`).
+/// One log entry (docs/control-plane-api.md "Logs": `{"id", "timestamp", "level", "message"}`).
 /// The message is the service's text as is: it may repeat what the agent
 /// printed, secrets included, so redact it before it goes to a status or an
 /// event.
@@ -562,7 +566,7 @@ pub struct LogEntry {
     pub message: String,
 }
 
-/// One answer of a log query (facts "Logs": `{"logs": [...], "next_offset"}`).
+/// One answer of a log query (docs/control-plane-api.md "Logs": `{"logs": [...], "next_offset"}`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogPage {
     /// The entries, in the order asked for.
@@ -575,7 +579,7 @@ pub struct LogPage {
 }
 
 /// A string, a number (kept as its decimal text) or null: the shapes of
-/// log ids, timestamps and offsets are not documented (facts "Logs").
+/// log ids, timestamps and offsets are not documented (docs/control-plane-api.md "Logs").
 fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     Ok(match Option::<serde_json::Value>::deserialize(d)? {
         Some(serde_json::Value::String(s)) => Some(s),
@@ -584,7 +588,7 @@ fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D
     })
 }
 
-/// One item of an `HTTPValidationError` (spec "ValidationError").
+/// One item of an `HTTPValidationError` (docs/control-plane-api.md "Errors").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ValidationError {
     /// Location of the bad input, e.g. `["path", "deployment_id"]`.
@@ -596,7 +600,7 @@ pub struct ValidationError {
     pub kind: String,
 }
 
-/// 422 body: `{"detail": [ValidationError]}` (spec "HTTPValidationError").
+/// 422 body: `{"detail": [ValidationError]}` (docs/control-plane-api.md "Errors").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HttpValidationError {
     /// The validation errors.
@@ -604,7 +608,7 @@ pub struct HttpValidationError {
     pub detail: Vec<ValidationError>,
 }
 
-/// 4xx body with a string detail: `{"detail": "..."}` (facts "Errors").
+/// 4xx body with a string detail: `{"detail": "..."}` (docs/control-plane-api.md "Errors").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ErrorDetail {
     /// The reason, e.g. `Deployment ID <id> not found.`

@@ -33,7 +33,7 @@
 //! values are compared with the values the service returns (a service
 //! that masks them gets a changed value only with the names' change).
 //!
-//! Flow (spec "Endpoints", rule 2 "Recommended client flow"): [`plan`]
+//! Flow (docs/control-plane-api.md "Polling", the documented client flow): [`plan`]
 //! reads (GETs only) and decides; [`execute`] sends at most one mutation
 //! (create or PATCH); [`follow`] polls the latest revision until it ends.
 
@@ -382,7 +382,7 @@ pub struct Applied {
 /// tell a change the service did not hold.
 ///
 /// Errors: [`Error::ControlPlane`] (never retried: creates and PATCHes have
-/// no idempotency key; facts "Requests").
+/// no idempotency key; docs/control-plane-api.md "Requests").
 pub async fn execute(
     client: &ControlPlaneClient,
     want: &Desired,
@@ -462,7 +462,7 @@ pub fn redacted_body(plan: &Plan) -> Option<Value> {
 #[derive(Clone, Copy, Debug)]
 pub struct FollowOptions {
     /// First delay between two reads (default 1 s, as the official CLI
-    /// polls a local build; facts "Polling").
+    /// polls a local build; docs/control-plane-api.md "Polling").
     pub poll_initial: Duration,
     /// Longest delay between two reads; the delay grows by a quarter after
     /// each read up to it (default 5 s, as the Terraform provider polls).
@@ -506,9 +506,9 @@ pub enum Followed {
     },
 }
 
-/// Polls the revision `revision_id` of `deployment_id` until it ends (spec
-/// rule 2: "Poll that revision's status until it is DEPLOYED"; facts
-/// "Revision"). `on_change(revision_id, status, elapsed)` is called for the
+/// Polls the revision `revision_id` of `deployment_id` until it ends
+/// (docs/control-plane-api.md "Polling": poll that revision until it is
+/// `DEPLOYED` or failed; "Revision"). `on_change(revision_id, status, elapsed)` is called for the
 /// first status read and for each change. A `SKIPPED` revision was superseded:
 /// the deployment's newer latest revision is followed instead, as the
 /// operator does. `UNKNOWN` keeps polling.

@@ -1,8 +1,8 @@
 //! The agent server client against the emulator's built-in agent server at a
 //! deployment's `custom_url`: the same client code as against `langgraph dev`
 //! (crates/agent-operator/tests/integration/agentserver_real.rs), plus what only a cloud deployment does:
-//! `X-Api-Key` required and checked against the owning organization (spec
-//! "Authentication", Agent server), and a stream that ends with `event: end`.
+//! `X-Api-Key` required and checked against the owning organization (docs/control-plane-api.md
+//! "Agent server"), and a stream that ends with `event: end`.
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! (installed by `make setup`) serving the echo graph of
 //! `crates/test-support/fixtures/echo-agent` (see `support::langgraph`).
 //!
-//! Source: facts "Agent server".
+//! Source: docs/control-plane-api.md "Agent server".
 
 use crate::support;
 

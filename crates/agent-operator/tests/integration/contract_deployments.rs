@@ -3,8 +3,7 @@
 //! its success path, paging, filters, the PATCH revision rules, the
 //! asynchronous delete, every revision status and the `/api-host` prefix.
 //!
-//! Sources: spec "Endpoints", "States and transitions"; facts "Requests",
-//! "Revision", "Deployment".
+//! Sources: docs/control-plane-api.md "Requests", "Revision", "Deployment".
 
 use crate::contract_common;
 

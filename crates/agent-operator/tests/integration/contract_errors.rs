@@ -4,8 +4,8 @@
 //! their transient/permanent classification, and that the API key never
 //! shows in an error.
 //!
-//! Sources: spec "Errors" and "Authentication"; facts "Hosts and headers",
-//! "Errors", "Self-hosted placement and listeners".
+//! Sources: docs/control-plane-api.md "Errors", "Hosts and headers",
+//! "Self-hosted placement and listeners".
 
 use crate::contract_common;
 

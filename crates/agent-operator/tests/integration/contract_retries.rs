@@ -8,9 +8,9 @@
 //! Every timing assertion is a lower bound on a wait the client must make
 //! (behaviour), never an upper bound on speed.
 //!
-//! Sources: facts "Errors" ("a robust client honours `Retry-After` when a 429
-//! or 503 carries one"; "There is no idempotency key on create" in facts
-//! "Requests"); the emulator's faults (`PUT /_emulator/faults`).
+//! Sources: docs/control-plane-api.md "Errors" (a 429 or 503 may carry
+//! `Retry-After`; only GET and DELETE are retried) and "Requests" (no
+//! idempotency key on create); the emulator's faults (`PUT /_emulator/faults`).
 
 use crate::contract_common;
 

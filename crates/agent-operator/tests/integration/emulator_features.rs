@@ -673,7 +673,7 @@ async fn agent_server_url_points_custom_urls_elsewhere() {
     emu.shutdown().await;
 }
 
-/// The log routes (facts "Logs"): the build log of a failed build ends with
+/// The log routes (docs/control-plane-api.md "Logs"): the build log of a failed build ends with
 /// the scenario rule's lines, a tail is `order: desc` + `limit`, filters and
 /// paging work, a deployed revision has a server log, and bad queries are
 /// 422 / unknown revisions 404 — through the typed client.

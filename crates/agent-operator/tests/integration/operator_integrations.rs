@@ -10,7 +10,7 @@
 //! - item 7: `installCommand`/`buildCommand` with shell content are refused
 //!   at admission (and by the emulator with 400); valid ones reach the
 //!   remote, and a change is a PATCH and a new revision;
-//! - item 8: every deployment type of the facts is created; any region
+//! - item 8: every deployment type of docs/control-plane-api.md "Deployment" is created; any region
 //!   passes admission as a lowercase label and maps by the official CLI's
 //!   naming rule, without a request (no operator watches that namespace);
 //! - `agentctl integrations list|repos` against the emulator, as a table and

@@ -67,7 +67,7 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
         "the message names the revision and its status: {}",
         ready.message
     );
-    // The end of the build log explains it, secret-free (facts "Logs").
+    // The end of the build log explains it, secret-free (docs/control-plane-api.md "Logs").
     assert!(
         ready.message.ends_with(
             "\nERROR: pip install failed: langgraph==9.9 not found\n\

@@ -1,5 +1,5 @@
 //! Issue 11, item 2: `spec.secretReferences` of an `external_docker`
-//! deployment on a self-hosted data plane (facts "Deployment":
+//! deployment on a self-hosted data plane (docs/control-plane-api.md "Deployment":
 //! `secret_references`, Kubernetes Secret keys in the data plane). Against
 //! the real API server and the emulator with a seeded listener:
 //! - a create carries the references (never a value) and the operator does

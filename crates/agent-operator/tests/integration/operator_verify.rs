@@ -12,8 +12,7 @@
 //!   retried with backoff: a handful of attempts in 20 s, one Warning event,
 //!   and the control plane request budget holds.
 //!
-//! Source: spec "Endpoints" (Agent server) and "Authentication"; facts
-//! "Agent server".
+//! Source: docs/control-plane-api.md "Agent server".
 
 use crate::{common, support};
 

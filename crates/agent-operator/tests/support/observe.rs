@@ -121,7 +121,7 @@ pub mod route {
     pub const INTEGRATIONS: &str = "GET /v1/integrations/github/install";
     /// List the repositories of one GitHub integration.
     pub const INTEGRATION_REPOS: &str = "GET /v1/integrations/github/{integration_id}/repos";
-    /// Read the build log of a revision (facts "Logs").
+    /// Read the build log of a revision (docs/control-plane-api.md "Logs").
     pub const BUILD_LOGS: &str =
         "POST /v1/projects/{deployment_id}/revisions/{revision_id}/build_logs";
 }

@@ -1,5 +1,5 @@
 //! `agentctl logs` and the end of a failed revision's log after `--wait`
-//! (facts "Logs": `build_logs` of a revision, `deploy_logs` of a revision or
+//! (docs/control-plane-api.md "Logs": `build_logs` of a revision, `deploy_logs` of a revision or
 //! of the whole deployment; "the CLI prints the last 30 build lines when a
 //! revision ends BUILD_FAILED").
 //!
@@ -24,7 +24,7 @@ use crate::exit::{CliError, CliResult, Exit, PlaneResult};
 use crate::plane::{ControlPlaneArgs, find_deployment};
 
 /// Lines of a failed revision's log printed after `--wait` (as the official
-/// CLI prints for a failed build; facts "Logs").
+/// CLI prints for a failed build; docs/control-plane-api.md "Logs").
 pub const FAILURE_TAIL_LINES: u32 = 30;
 
 /// `agentctl logs` flags.

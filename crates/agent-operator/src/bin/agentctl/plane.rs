@@ -2,7 +2,7 @@
 //! environment variables every control plane command shares, and the
 //! client built from them.
 //!
-//! Sources: facts "Hosts and headers" (regions, `/api-host`, `X-Api-Key` and
+//! Sources: docs/control-plane-api.md "Hosts and headers" (regions, `/api-host`, `X-Api-Key` and
 //! `X-Tenant-Id`).
 
 use agent_operator::controlplane::types::Deployment;

@@ -2,7 +2,7 @@
 //! `deployments list|get|delete`, `revisions list|get|wait`, `redeploy`,
 //! `rollback`, `listeners list|get` and `integrations list|repos`.
 //!
-//! Sources: spec "Endpoints"; facts "Requests" (list paging, redeploy,
+//! Sources: docs/control-plane-api.md "Requests" (list paging, redeploy,
 //! redeploy an earlier revision, asynchronous delete), "Revision",
 //! "Self-hosted placement and listeners", "Integrations (v1)".
 
@@ -262,7 +262,7 @@ fn deployment_fields(d: &Deployment) -> String {
     fields(&pairs)
 }
 
-/// DELETE, then with `--wait` GET every poll interval until 404 (facts
+/// DELETE, then with `--wait` GET every poll interval until 404 (docs/control-plane-api.md
 /// "Requests", Delete: asynchronous, `AWAITING_DELETE` until gone). A 404
 /// on DELETE counts as done.
 async fn delete(cp: &ControlPlaneClient, d: &Deployment, wait: &WaitArgs) -> CliResult {

@@ -1,5 +1,5 @@
 //! `agentctl assistants search` and `agentctl runs stream`: the agent
-//! server of a deployment (facts "Agent server").
+//! server of a deployment (docs/control-plane-api.md "Agent server").
 
 use std::process::ExitCode;
 

@@ -11,8 +11,8 @@
 //!   the revision, or stall on a change the service does not hold or on a
 //!   fight with another writer ([`super::fight`]).
 //!
-//! Sources: spec "Endpoints" and rule 2 "Recommended client flow"; facts
-//! "Requests" (what creates a revision) and "Revision" (statuses).
+//! Sources: docs/control-plane-api.md "Polling" (the documented client
+//! flow), "Requests" (what creates a revision) and "Revision" (statuses).
 
 use std::time::Duration;
 

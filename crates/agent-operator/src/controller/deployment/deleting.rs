@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-/// The deployment statuses of a deployment being deleted (facts
+/// The deployment statuses of a deployment being deleted (docs/control-plane-api.md
 /// "Deployment": `AWAITING_DELETE`, and `AWAITING_FINAL_DELETE` listed by
 /// the Terraform provider; docs/control-plane-api.md, "Deployment").
 pub const DELETING_STATUSES: [&str; 2] = ["AWAITING_DELETE", "AWAITING_FINAL_DELETE"];

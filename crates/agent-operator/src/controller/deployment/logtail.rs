@@ -2,7 +2,7 @@
 //! the short, secret-free text that goes into the `Stalled` condition and the
 //! `RevisionFailed` Warning event. Pure; the one read is in the reconciler.
 //!
-//! Source: facts "Logs" (`build_logs` of a revision, `deploy_logs`; "the CLI
+//! Source: docs/control-plane-api.md "Logs" (`build_logs` of a revision, `deploy_logs`; "the CLI
 //! prints the last 30 build lines when a revision ends `BUILD_FAILED`"). A
 //! condition message and an event note are read by people in `kubectl
 //! describe` and by Argo CD and Flux, and an event note is refused by the API

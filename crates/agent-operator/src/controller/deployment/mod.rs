@@ -1,8 +1,8 @@
 //! Reconciler of `AgentDeployment`: creates, patches and deletes the remote
 //! deployment on the control plane and follows its latest revision.
 //!
-//! Each pass is observe → compute → act → report (spec "Endpoints", rule 2
-//! "Recommended client flow"; facts "Requests" and "Revision"):
+//! Each pass is observe → compute → act → report (docs/control-plane-api.md
+//! "Polling": the documented client flow; "Requests" and "Revision"):
 //! - observe: the AgentControlPlane, the referenced Secrets, the remote
 //!   deployment (found or created by [`obtain`]);
 //! - compute: the minimal PATCH ([`crate::controller::desired`]);
@@ -879,7 +879,7 @@ impl Pass<'_> {
             },
             None => outcome,
         };
-        // A deployment the control plane shows UNUSED (facts "Unused
+        // A deployment the control plane shows UNUSED (docs/control-plane-api.md "Unused
         // deployments": cloud deployments without traffic for a long time are
         // shown UNUSED, then removed by the service).
         let unused = view.deployment_status.as_deref() == Some(UNUSED);
@@ -898,7 +898,7 @@ impl Pass<'_> {
             ));
         }
         // A failed build or deploy is explained by the end of its log, read
-        // once, by the pass that first sees the failure (facts "Logs"); later
+        // once, by the pass that first sees the failure (docs/control-plane-api.md "Logs"); later
         // passes keep the message.
         let outcome = match outcome {
             Outcome::Stalled { reason: r, message } if r == reason::REVISION_FAILED => {
@@ -1026,7 +1026,7 @@ impl Pass<'_> {
     }
 }
 
-/// Deployment status of a deployment without traffic for a long time (facts
+/// Deployment status of a deployment without traffic for a long time (docs/control-plane-api.md
 /// "Deployment": `status`; "Unused deployments").
 const UNUSED: &str = "UNUSED";
 
@@ -1099,7 +1099,7 @@ async fn remote_deleted(
     id: &str,
 ) -> Result<Action, Error> {
     // A deployment last seen UNUSED was most likely removed by the service
-    // itself (facts "Unused deployments"): say so.
+    // itself (docs/control-plane-api.md "Unused deployments"): say so.
     let was_unused = obj
         .status
         .as_ref()

@@ -3,7 +3,7 @@
 //! crash-safe create. Always called on a fresh read of the object.
 //!
 //! The control plane has no idempotency key on create and no exact-name filter
-//! (facts "Requests"), so a create that may have happened is never repeated
+//! (docs/control-plane-api.md "Requests"), so a create that may have happened is never repeated
 //! blindly. Following the pattern of external-resource operators (Crossplane's
 //! `external-create-pending`), the operator:
 //! 1. persists the [`CREATE_PENDING_ANNOTATION`] on the object (the only

@@ -58,7 +58,7 @@ pub fn agent_server_client(
 }
 
 /// Runs the checks of `spec` on `client`: the assistant search, then the
-/// run (facts "Agent server"). Shared by the operator and `agentctl apply
+/// run (docs/control-plane-api.md "Agent server"). Shared by the operator and `agentctl apply
 /// --wait`. Never fails: a failure is in [`Checked::failure`].
 pub async fn check(client: &AgentServerClient, spec: &VerifySpec) -> Checked {
     let mut out = Checked::default();

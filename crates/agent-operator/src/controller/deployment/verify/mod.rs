@@ -9,10 +9,9 @@
 //! the pass did not read the deployment already), then an assistant search
 //! and one stateless run on the agent server, bounded by [`Limits`].
 //!
-//! Sources: spec "Endpoints" (Agent server: `POST /assistants/search`,
-//! `POST /runs/stream`), "Authentication" (Agent server: `X-Api-Key` of the
-//! organization that owns the deployment) and "Events"; facts "Agent server"
-//! (answer shapes, event names, an unknown assistant is 404/422) and
+//! Sources: docs/control-plane-api.md "Agent server" (`POST /assistants/search`,
+//! `POST /runs/stream`, `X-Api-Key` of the organization that owns the
+//! deployment, answer shapes, event names, an unknown assistant is 404/422) and
 //! "Deployment" (`active_revision_id`, `source_config.custom_url` is the
 //! deployment URL).
 

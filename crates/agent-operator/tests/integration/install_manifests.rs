@@ -321,7 +321,8 @@ fn every_overlay_is_accepted_by_the_kube_apiserver_and_applies() {
     test_support::skip_without!(Envtest);
     ensure_namespace(OVERLAY_WATCHED);
     for overlay in OVERLAYS {
-        // kubectl apply -k, exactly as the README says, with a server dry run.
+        // kubectl apply -k of each overlay (docs/INSTALL.md builds on them), with a
+        // server dry run.
         let mut command = kubectl();
         command
             .args(["apply", "--server-side", "--dry-run=server", "-k"])

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use agent_operator::controlplane::Error as CpError;
 use agent_operator::converge;
 
-/// The exit code table, shown by `agentctl --help` and in the README.
+/// The exit code table, shown by `agentctl --help` and in docs/AGENTCTL.md.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  success

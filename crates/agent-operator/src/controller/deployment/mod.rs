@@ -679,7 +679,21 @@ impl Pass<'_> {
     /// state changes or its backoff passes; a transient error is returned for
     /// the per-object backoff. Status is written once.
     async fn fail(&mut self, operation: &'static str, e: CpError) -> Result<Action, Error> {
-        let outcome = error_outcome(operation, &e);
+        let mut outcome = error_outcome(operation, &e);
+        if matches!(e, CpError::Unauthorized { .. }) {
+            // A refused key is the AgentControlPlane's problem, not this
+            // object's: it waits for its plane like any blocked object, and
+            // a plane or key Secret change retries it. (Its pass may run
+            // before the plane's own probe has marked the plane Stalled.)
+            outcome = Outcome::Stalled {
+                reason: reason::CONTROL_PLANE_NOT_READY,
+                message: format!(
+                    "AgentControlPlane {}/{} is not ready: Unauthorized: {operation}: {e}",
+                    self.obj.namespace().unwrap_or_default(),
+                    self.obj.spec.control_plane_ref.name
+                ),
+            };
+        }
         if e.is_transient() {
             self.finish(&outcome).await?;
             return Err(Error::ControlPlane {

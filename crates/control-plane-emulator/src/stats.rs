@@ -123,6 +123,8 @@ struct LogEntry {
     route: Arc<str>,
     deployment_id: Option<Box<str>>,
     listener_id: Option<Box<str>>,
+    /// The `X-Tenant-Id` (interned: a bounded set).
+    workspace: Option<Arc<str>>,
     status: Arc<str>,
 }
 
@@ -222,6 +224,7 @@ impl RequestStats {
             route: self.intern(&req.route),
             deployment_id: req.deployment_id.as_deref().map(Box::from),
             listener_id: req.listener_id.as_deref().map(Box::from),
+            workspace: req.workspace.as_deref().map(|ws| self.intern(ws)),
             status: self.intern(status),
         };
         if self.log.len() >= self.capacity {
@@ -272,7 +275,8 @@ impl RequestStats {
 
     /// The log, oldest first: `{"capacity": 200000, "dropped": 0, "entries":
     /// [{"t_ms": 1520, "route": "GET /v2/deployments/{deployment_id}",
-    /// "deployment_id": "…", "listener_id": null, "status": "200"}]}`.
+    /// "deployment_id": "…", "listener_id": null, "workspace": "…", "status":
+    /// "200"}]}`.
     /// `t_ms` is the arrival in milliseconds since the emulator started;
     /// `dropped` counts the oldest entries dropped because the log was full.
     pub fn log_json(&self) -> Value {
@@ -285,6 +289,7 @@ impl RequestStats {
                     "route": &*e.route,
                     "deployment_id": e.deployment_id.as_deref(),
                     "listener_id": e.listener_id.as_deref(),
+                    "workspace": e.workspace.as_deref(),
                     "status": &*e.status,
                 })
             })
@@ -396,8 +401,8 @@ mod tests {
         assert_eq!(
             s.log_json(),
             json!({"capacity": 2, "dropped": 1, "entries": [
-                {"t_ms": 1500, "route": get, "deployment_id": "d-1", "listener_id": null, "status": "200"},
-                {"t_ms": 2250, "route": get, "deployment_id": "d-2", "listener_id": null, "status": "hung"},
+                {"t_ms": 1500, "route": get, "deployment_id": "d-1", "listener_id": null, "workspace": "ws", "status": "200"},
+                {"t_ms": 2250, "route": get, "deployment_id": "d-2", "listener_id": null, "workspace": "ws", "status": "hung"},
             ]})
         );
         assert_eq!(s.to_json()["total"], 3, "counts keep what the log drops");

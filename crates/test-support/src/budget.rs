@@ -157,6 +157,9 @@ pub struct LoggedRequest {
     pub deployment_id: Option<String>,
     /// The `{listener_id}` of the path, if the route has one.
     pub listener_id: Option<String>,
+    /// The workspace the request named (`X-Tenant-Id`), if any.
+    #[serde(default)]
+    pub workspace: Option<String>,
     /// `"200"`, `"429"`, ..., `"dropped"` or `"hung"`.
     pub status: String,
 }

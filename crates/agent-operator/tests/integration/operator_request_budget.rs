@@ -287,6 +287,7 @@ fn logged(t_ms: u64, route: &str, id: Option<&str>) -> LoggedRequest {
         route: route.to_owned(),
         deployment_id: id.map(str::to_owned),
         listener_id: None,
+        workspace: None,
         status: "200".to_owned(),
     }
 }

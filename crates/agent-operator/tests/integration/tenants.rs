@@ -293,3 +293,136 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
     emulator.assert_within_budget(&Budget::fleet()).await;
 }
+
+/// Writes the key Secret `cp-api-key` (value `key`) and the AgentControlPlane
+/// `default` on `workspace` with `requestsPerSecond: rps` in `ns`.
+async fn plane_on(
+    client: &kube::Client,
+    ns: &str,
+    emulator: &EmulatorProcess,
+    key: &str,
+    workspace: &str,
+    rps: f64,
+) {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
+    support::apply_json(
+        &secrets,
+        "cp-api-key",
+        serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cp-api-key"},
+                           "stringData": {"api-key": key}}),
+    )
+    .await;
+    let planes: Api<agent_operator::api::AgentControlPlane> = Api::namespaced(client.clone(), ns);
+    support::apply_json(
+        &planes,
+        "default",
+        serde_json::json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
+            "metadata": {"name": "default"},
+            "spec": {"url": emulator.base_url, "workspaceId": workspace,
+                     "apiKeySecretRef": {"name": "cp-api-key", "key": "api-key"},
+                     "requestsPerSecond": rps}
+        }),
+    )
+    .await;
+}
+
+/// Budgets keyed the way the service limits: two teams whose
+/// AgentControlPlanes use the same key and workspace share one budget, so
+/// together they stay within the workspace's limit, while a third team on
+/// another workspace (another key) has a budget of its own. With a budget
+/// per AgentControlPlane object the two teams on one key send twice the
+/// declared rate and the workspace answers 429.
+#[tokio::test]
+async fn planes_on_one_key_share_one_budget() {
+    test_support::skip_without!(Envtest);
+    let test = "tenants-shared-key";
+    const WORKSPACE_B: &str = "0c9e2d4a-6b1f-4e3a-8d7c-5a4b3c2d1e0f";
+    const KEY_B: &str = "second-workspace-key";
+    const LIMIT: f64 = 4.0;
+    const PER_TEAM: usize = 12;
+    let env = common::own_env(&[]).await;
+    let client = env.client().await.expect("envtest client");
+    let key_b = format!("{KEY_B}={WORKSPACE_B}");
+    let limit = LIMIT.to_string();
+    let emulator = EmulatorProcess::start_with(
+        test,
+        &[
+            "--step-seconds",
+            "0.5",
+            "--latency-ms",
+            "20",
+            "--rate-limit",
+            &limit,
+            // A little more burst than the declared one (4): the test is
+            // about the sustained rate of two planes on one key, not about
+            // a few milliseconds of jitter between the two buckets.
+            "--rate-limit-burst",
+            "6",
+            "--api-key",
+            &key_b,
+        ],
+    )
+    .await;
+    let teams = [
+        (
+            common::test_namespace(&client, "team-a1").await,
+            support::API_KEY,
+            WORKSPACE,
+        ),
+        (
+            common::test_namespace(&client, "team-a2").await,
+            support::API_KEY,
+            WORKSPACE,
+        ),
+        (
+            common::test_namespace(&client, "team-b").await,
+            KEY_B,
+            WORKSPACE_B,
+        ),
+    ];
+    for (ns, key, workspace) in &teams {
+        plane_on(&client, ns, &emulator, key, workspace, LIMIT).await;
+    }
+    let _operator = cluster_wide_operator(&env, test);
+    let started = Instant::now();
+    // Every team's fleet at once, interleaved. Names differ across teams:
+    // a workspace holds one deployment per name.
+    for i in 0..PER_TEAM {
+        for (team, (ns, _, _)) in teams.iter().enumerate() {
+            let api: Api<AgentDeployment> = Api::namespaced(client.clone(), ns);
+            let name = format!("team{team}-agent-{i:02}");
+            support::apply_json(&api, &name, github_deployment(&name, "main")).await;
+        }
+    }
+    for (ns, _, _) in &teams {
+        let api: Api<AgentDeployment> = Api::namespaced(client.clone(), ns);
+        wait_all_ready(&api, PER_TEAM, Duration::from_secs(240)).await;
+    }
+    let took = started.elapsed();
+    let log = emulator.request_log().await;
+    let count = |workspace: &str, status: Option<&str>| {
+        log.entries
+            .iter()
+            .filter(|e| e.workspace.as_deref() == Some(workspace))
+            .filter(|e| status.is_none_or(|s| e.status == s))
+            .count()
+    };
+    let (a, a_429) = (count(WORKSPACE, None), count(WORKSPACE, Some("429")));
+    let (b, b_429) = (count(WORKSPACE_B, None), count(WORKSPACE_B, Some("429")));
+    println!(
+        "3 teams × {PER_TEAM} Ready in {:.1} s; workspace A (two planes, one key): {a} requests, \
+         {a_429} × 429; workspace B: {b} requests, {b_429} × 429 (limit {LIMIT}/s each)",
+        took.as_secs_f64()
+    );
+    assert!(
+        a >= 2 * PER_TEAM * 2 && b >= PER_TEAM * 2,
+        "every AgentDeployment was created and read: A {a}, B {b}"
+    );
+    assert_eq!(
+        (a_429, b_429),
+        (0, 0),
+        "two planes on one key stay within the workspace's limit together"
+    );
+    emulator.assert_within_budget(&Budget::fleet()).await;
+}

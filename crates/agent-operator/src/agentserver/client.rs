@@ -259,8 +259,12 @@ impl AgentServerClient {
             Error::Timeout(_) => Error::Timeout(timeout),
             other => other,
         })?;
-        let value = serde_json::from_slice(&body)
-            .map_err(|e| Error::decode(format!("not the expected JSON: {e}"), &body))?;
+        let value = serde_json::from_slice(&body).map_err(|e| {
+            Error::decode(format!(
+                "not the expected JSON: {}",
+                crate::controlplane::error::json_error_text(&e)
+            ))
+        })?;
         Ok((value, headers))
     }
 
@@ -271,10 +275,7 @@ impl AgentServerClient {
         if v.get("ok") == Some(&serde_json::Value::Bool(true)) {
             Ok(())
         } else {
-            Err(Error::decode(
-                "GET /ok did not answer {\"ok\": true}",
-                v.to_string().as_bytes(),
-            ))
+            Err(Error::decode("GET /ok did not answer {\"ok\": true}"))
         }
     }
 
@@ -298,9 +299,7 @@ impl AgentServerClient {
                 v.to_str()
                     .ok()
                     .and_then(|s| s.trim().parse::<u32>().ok())
-                    .ok_or_else(|| {
-                        Error::decode("X-Pagination-Next is not an offset", v.as_bytes())
-                    })?,
+                    .ok_or_else(|| Error::decode("X-Pagination-Next is not an offset"))?,
             ),
         };
         Ok(AssistantPage {
@@ -372,14 +371,11 @@ impl AgentServerClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
         if !is_sse {
-            let body = tokio::time::timeout(self.request_timeout, read_body(resp))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
+            // Its body is not read: it is not the known shape, and is not
+            // shown.
+            drop(resp);
             return Err(Error::decode(
                 "POST /runs/stream did not answer text/event-stream",
-                &body,
             ));
         }
         let state = StreamState {
@@ -408,10 +404,9 @@ async fn read_body(mut resp: reqwest::Response) -> Result<Bytes, Error> {
     {
         body.extend_from_slice(&chunk);
         if body.len() > MAX_RESPONSE_BYTES {
-            return Err(Error::decode(
-                format!("the answer is larger than {MAX_RESPONSE_BYTES} bytes"),
-                &body,
-            ));
+            return Err(Error::decode(format!(
+                "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
+            )));
         }
     }
     Ok(body.freeze())
@@ -458,9 +453,7 @@ impl StreamState {
                     return None;
                 }
                 Ok(Some(chunk)) => match self.parser.push(&chunk) {
-                    Err(e) => self
-                        .pending
-                        .push_back(Err(Error::decode(e.to_string(), b""))),
+                    Err(e) => self.pending.push_back(Err(Error::decode(e.to_string()))),
                     Ok(events) => {
                         for e in events {
                             let item = RunEvent::from_sse(&e.event, &e.data);

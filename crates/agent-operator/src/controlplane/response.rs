@@ -35,10 +35,11 @@ pub fn check_status(
     }
 }
 
-/// Decodes a success body as `T`; [`Error::Decode`] (with the first bytes of
-/// the body, never a header) when it is not JSON of that shape. Never panics.
+/// Decodes a success body as `T`; [`Error::Decode`] (where and what kind of
+/// mismatch, never text of the body or a header) when it is not JSON of that
+/// shape. Never panics.
 pub fn decode_body<T: DeserializeOwned>(status: StatusCode, body: &[u8]) -> Result<T, Error> {
-    serde_json::from_slice(body).map_err(|e| Error::decode(status, &e, body))
+    serde_json::from_slice(body).map_err(|e| Error::decode(status, &e))
 }
 
 /// [`check_status`] then [`decode_body`]: the whole interpretation of an

@@ -213,7 +213,9 @@ pub struct SourceConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_on_push: Option<bool>,
     /// Deployment URL; settable for `external_docker` only: `https://`, or
-    /// `http://` on a loopback host.
+    /// `http://` on a loopback host; at most 2048 bytes. Its host must be in
+    /// the operator's `--allowed-hosts`, else the resource is `Stalled`
+    /// (`HostNotAllowed`) and nothing is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new(rules::url_rule()).message("customUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]

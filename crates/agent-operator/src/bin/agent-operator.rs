@@ -29,7 +29,7 @@ struct Cli {
 enum Command {
     /// Run the operator against the cluster of the current kubeconfig (or the
     /// in-cluster service account).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions as YAML, or write one file per CRD.
     Crds {
         /// Directory to write `<crd name>.yaml` files into; stdout when unset.
@@ -131,6 +131,21 @@ struct RunArgs {
     /// Verifications running at once (each makes up to two agent server calls).
     #[arg(long, env = "VERIFY_CONCURRENCY", default_value_t = 4)]
     verify_concurrency: usize,
+    /// Hosts the operator may send requests to: control planes (an
+    /// AgentControlPlane's url or region) and agent servers (an
+    /// AgentDeployment's sourceConfig.customUrl, the deployment URL
+    /// spec.verify calls). Each entry is a host or IP address, or `*.suffix`
+    /// for any host below suffix, optionally with `:port` (without one, any
+    /// port). Repeat the flag or comma-separate; the list replaces the
+    /// default. A resource naming another host is Stalled (HostNotAllowed)
+    /// and nothing is sent there.
+    #[arg(
+        long,
+        env = "ALLOWED_HOSTS",
+        value_delimiter = ',',
+        default_values_t = agent_operator::allowlist::DEFAULT_ALLOWED_HOSTS.map(String::from)
+    )]
+    allowed_hosts: Vec<String>,
 }
 
 fn seconds(s: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -170,7 +185,7 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
     }
 }
 
@@ -196,6 +211,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             burst: args.verify_burst,
             concurrency: args.verify_concurrency,
         },
+        allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(&args.allowed_hosts)
+            .map_err(|e| anyhow::anyhow!("--allowed-hosts: {e}"))?,
         ..OperatorConfig::default()
     };
     let shutdown_timeout = seconds(args.shutdown_timeout_seconds, "shutdown-timeout-seconds")?;

@@ -41,6 +41,9 @@ pub struct OperatorConfig {
     pub max_backoff: Duration,
     /// Settings of `spec.verify` (agent server checks).
     pub verify: deployment::verify::VerifyConfig,
+    /// The hosts requests may go to (`--allowed-hosts`): control planes and
+    /// agent servers. Default [`crate::allowlist::DEFAULT_ALLOWED_HOSTS`].
+    pub allowed_hosts: crate::allowlist::HostAllowlist,
 }
 
 impl Default for OperatorConfig {
@@ -53,6 +56,7 @@ impl Default for OperatorConfig {
             request_timeout: Duration::from_secs(30),
             max_backoff: Duration::from_secs(300),
             verify: Default::default(),
+            allowed_hosts: Default::default(),
         }
     }
 }
@@ -123,13 +127,15 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         let verifier = deployment::verify::Limits::new(&config.verify);
+        let planes = planes::ClientCache::default();
+        planes.set_allowed_hosts(config.allowed_hosts.clone());
         Self {
             reporter,
             client,
             verifier,
             config,
             failures: Default::default(),
-            planes: Default::default(),
+            planes,
             secrets: Default::default(),
             polls: Default::default(),
             metrics: Default::default(),

@@ -257,7 +257,10 @@ impl OperatorProcess {
     /// Starts the operator with `options`, as the ServiceAccount of
     /// `options.service_account` (default: the shipped one) through a copy
     /// of the cluster-admin `kubeconfig` that impersonates it. It polls every
-    /// 0.3 s unless `options.extra` sets `--poll-interval-seconds`. Unless
+    /// 0.3 s unless `options.extra` sets `--poll-interval-seconds`, and
+    /// allows requests to `127.0.0.1` only (`--allowed-hosts`, where the
+    /// emulator and `langgraph dev` listen) unless `options.extra` sets
+    /// `--allowed-hosts`. Unless
     /// `options.extra` sets `--metrics-addr`, its HTTP server listens on a
     /// free loopback port (see [`OperatorProcess::http_url`]). Its log (debug
     /// level for the operator's modules) is registered for the secret scan
@@ -283,6 +286,16 @@ impl OperatorProcess {
             command.args(["--poll-interval-seconds", "0.3"]);
         }
         command.args(["--blocked-interval-seconds", "30"]);
+        // The emulator and `langgraph dev` listen on 127.0.0.1, which the
+        // operator's default --allowed-hosts (LangSmith Cloud only) refuses:
+        // allowed explicitly, unless the test sets its own list.
+        if !options
+            .extra
+            .iter()
+            .any(|a| a.starts_with("--allowed-hosts"))
+        {
+            command.args(["--allowed-hosts", "127.0.0.1"]);
+        }
         let explicit = options
             .extra
             .iter()

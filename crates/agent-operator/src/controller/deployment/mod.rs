@@ -249,6 +249,22 @@ async fn apply(
     if let Err(message) = rules::preflight(&obj.remote_name(), &obj.spec) {
         return report_stalled(api, obj, ctx, reason::INVALID_SPEC, message).await;
     }
+    // An agent server URL outside the operator's --allowed-hosts: nothing is
+    // created for it (it would be the deployment's URL, and the target of
+    // spec.verify).
+    if let Some(url) = obj
+        .spec
+        .source_config
+        .custom_url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+        && let Err(refused) = ctx
+            .config
+            .allowed_hosts
+            .check(url, "spec.sourceConfig.customUrl")
+    {
+        return report_stalled(api, obj, ctx, reason::HOST_NOT_ALLOWED, refused.0).await;
+    }
 
     // Observe the inputs (Kubernetes only). Nothing remote happens while one
     // is missing.

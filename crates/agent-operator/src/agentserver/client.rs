@@ -132,12 +132,6 @@ fn parse_url(raw: &str, allow_insecure_http: bool) -> Result<Url, Error> {
         .map_err(Error::InvalidConfig)
 }
 
-/// `text` with the key replaced by `[REDACTED]` (an error answer that echoes
-/// the key must not put it into an error, a log or a terminal).
-fn redact(text: String, key: Option<&SecretString>) -> String {
-    crate::redact::text(&text, key)
-}
-
 impl AgentServerClient {
     /// Builds a client. Errors: [`Error::InvalidConfig`] (see the URL rules
     /// of [`AgentServerConfig::allow_insecure_http`]; a key that is not a
@@ -203,47 +197,12 @@ impl AgentServerClient {
             .ok()
             .and_then(Result::ok)
             .unwrap_or_default();
-        let e = Error::from_response(status, &body, assistant_id);
-        Err(self.redacted(e))
-    }
-
-    fn redacted(&self, e: Error) -> Error {
-        let key = self.api_key.as_ref();
-        match e {
-            Error::Unauthorized { status, detail } => Error::Unauthorized {
-                status,
-                detail: redact(detail, key),
-            },
-            Error::AssistantNotFound {
-                assistant_id,
-                status,
-                detail,
-            } => Error::AssistantNotFound {
-                assistant_id,
-                status,
-                detail: redact(detail, key),
-            },
-            Error::NotFound { detail } => Error::NotFound {
-                detail: redact(detail, key),
-            },
-            Error::Rejected { status, detail } => Error::Rejected {
-                status,
-                detail: redact(detail, key),
-            },
-            Error::Unavailable { status, detail } => Error::Unavailable {
-                status,
-                detail: redact(detail, key),
-            },
-            Error::Server { status, detail } => Error::Server {
-                status,
-                detail: redact(detail, key),
-            },
-            Error::UnexpectedStatus { status, detail } => Error::UnexpectedStatus {
-                status,
-                detail: redact(detail, key),
-            },
-            other => other,
-        }
+        Err(Error::from_response_redacted(
+            status,
+            &body,
+            assistant_id,
+            self.api_key.as_slice(),
+        ))
     }
 
     /// Sends `req` and decodes the whole JSON answer; also returns the
@@ -718,9 +677,16 @@ mod tests {
     #[test]
     fn key_is_redacted() {
         let key = SecretString::from("sk-abc-123");
+        // Echoed JSON-escaped inside the detail: found once decoded.
+        let e = Error::from_response_redacted(
+            reqwest::StatusCode::UNAUTHORIZED,
+            br#"{"detail": "bad key \u0073k-abc-123"}"#,
+            None,
+            std::slice::from_ref(&key),
+        );
         assert_eq!(
-            redact("bad key sk-abc-123".into(), Some(&key)),
-            "bad key [REDACTED]"
+            e.to_string(),
+            "agent server refused the credentials (401): bad key [REDACTED]"
         );
         let config = AgentServerConfig::new("http://127.0.0.1:1").with_api_key(key);
         assert!(!format!("{config:?}").contains("sk-abc"));

@@ -152,8 +152,20 @@ impl Error {
     /// [`Error::AssistantNotFound`] naming it (facts "Agent server": an
     /// unknown assistant is a 404/422 with a `detail` string).
     pub fn from_response(status: StatusCode, body: &[u8], assistant_id: Option<&str>) -> Self {
+        Self::from_response_redacted(status, body, assistant_id, &[])
+    }
+
+    /// [`Error::from_response`] with every value of `secrets` (the API key)
+    /// removed from the `detail` after it is decoded and before it is cut
+    /// ([`crate::redact::text`]).
+    pub fn from_response_redacted(
+        status: StatusCode,
+        body: &[u8],
+        assistant_id: Option<&str>,
+        secrets: &[secrecy::SecretString],
+    ) -> Self {
         let code = status.as_u16();
-        let detail = detail_text(body);
+        let detail = detail_text(body, secrets);
         match (code, assistant_id) {
             (404, Some(a)) => Error::AssistantNotFound {
                 assistant_id: a.to_owned(),
@@ -214,10 +226,11 @@ impl Error {
 /// [`MAX_DETAIL_BYTES`]: the string of `{"detail": "<string>"}`, or `loc:
 /// msg` of each item of a validation list `{"detail": [{loc, msg, ...}]}`
 /// (other members, such as the `input` pydantic repeats, are dropped);
-/// [`NO_DETAIL`] for anything else.
-pub fn detail_text(body: &[u8]) -> String {
+/// [`NO_DETAIL`] for anything else. Every value of `secrets` is removed
+/// from the decoded text before it is cut.
+pub fn detail_text(body: &[u8], secrets: &[secrecy::SecretString]) -> String {
     use serde_json::Value;
-    let bound = |s: String| crate::controlplane::error::bound(s);
+    let bound = |s: String| crate::controlplane::error::bound(crate::redact::text(&s, secrets));
     let Ok(v) = serde_json::from_slice::<Value>(body) else {
         return NO_DETAIL.to_owned();
     };

@@ -33,7 +33,7 @@ use super::merge::with_merged_resource_spec;
 use super::operation::{
     Operation, PlaneLabel, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class,
 };
-use super::response::{check_status, decode_body};
+use super::response::{check_status_redacted, decode_body};
 use super::types::{
     Deployment, DeploymentCreate, DeploymentPatch, GithubIntegration, GithubRepository, Listener,
     LogPage, LogQuery, Page, Revision, ValidationError,
@@ -567,7 +567,7 @@ impl ControlPlaneClient {
         } else {
             crate::redact::bytes(body, &echoes)
         };
-        let checked = check_status(op, status, retry_after.as_ref(), &body);
+        let checked = check_status_redacted(op, status, retry_after.as_ref(), &body, &echoes);
         match &checked {
             Err(Error::RateLimited {
                 status,

@@ -20,6 +20,7 @@
 use std::time::Duration;
 
 use reqwest::StatusCode;
+use secrecy::SecretString;
 
 use super::types::{ErrorDetail, HttpValidationError, ValidationError};
 
@@ -260,8 +261,22 @@ impl Error {
     /// parsed `detail` (or validation errors) of the service's JSON error
     /// shape is kept, bounded; any other body is replaced by [`NO_DETAIL`].
     pub fn from_response(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> Self {
+        Self::from_response_redacted(status, retry_after, body, &[])
+    }
+
+    /// [`Error::from_response`] with every value of `secrets` removed from
+    /// what is kept ([`crate::redact::text`]): after the JSON is decoded (so
+    /// whatever escapes the service used are undone) and before the text is
+    /// cut to [`MAX_DETAIL_BYTES`] (so that no prefix of a value survives at
+    /// the cut).
+    pub fn from_response_redacted(
+        status: StatusCode,
+        retry_after: Option<Duration>,
+        body: &[u8],
+        secrets: &[SecretString],
+    ) -> Self {
         let code = status.as_u16();
-        let detail = || detail_text(body);
+        let detail = || detail_text(body, secrets);
         match code {
             400 => Error::BadRequest { detail: detail() },
             401 => Error::Unauthorized { detail: detail() },
@@ -274,7 +289,7 @@ impl Error {
                         .detail
                         .into_iter()
                         .take(MAX_VALIDATION_ERRORS)
-                        .map(bounded_validation)
+                        .map(|e| bounded_validation(e, secrets))
                         .collect(),
                 },
                 Err(_) => Error::Validation {
@@ -324,9 +339,9 @@ impl Error {
 /// cut to [`MAX_DETAIL_BYTES`]; [`NO_DETAIL`] for any other body. The spec
 /// says "The response text is the error detail", but the URL is the user's
 /// choice: text that is not the service's JSON is not repeated.
-fn detail_text(body: &[u8]) -> String {
+fn detail_text(body: &[u8], secrets: &[SecretString]) -> String {
     match serde_json::from_slice::<ErrorDetail>(body) {
-        Ok(d) => bound(d.detail),
+        Ok(d) => bound(crate::redact::text(&d.detail, secrets)),
         Err(_) => NO_DETAIL.to_owned(),
     }
 }
@@ -346,14 +361,15 @@ pub fn bound(mut text: String) -> String {
 }
 
 /// A validation error with its `msg`, `type` and string `loc` items
-/// bounded.
-fn bounded_validation(mut e: ValidationError) -> ValidationError {
-    e.msg = bound(e.msg);
-    e.kind = bound(e.kind);
+/// redacted of `secrets`, then bounded.
+fn bounded_validation(mut e: ValidationError, secrets: &[SecretString]) -> ValidationError {
+    let clean = |s: &str| bound(crate::redact::text(s, secrets));
+    e.msg = clean(&e.msg);
+    e.kind = clean(&e.kind);
     e.loc.truncate(MAX_VALIDATION_ERRORS);
     for l in &mut e.loc {
         if let serde_json::Value::String(s) = l {
-            *s = bound(std::mem::take(s));
+            *s = clean(s);
         } else if !l.is_number() {
             *l = serde_json::Value::String("…".into());
         }

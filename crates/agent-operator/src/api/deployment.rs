@@ -673,10 +673,14 @@ pub struct AgentDeploymentStatus {
     /// Status of that revision, e.g. `BUILD_FAILED`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_revision_status: Option<String>,
-    /// `<salt>:<sha256>` of the secret names and values last sent (hex), so a
-    /// changed value is detected without keeping any value; the same salt
-    /// hashes the values the control plane returns, to detect a value
-    /// changed there (drift) without comparing values in the clear.
+    /// `hmac-sha256:<key id>:<hex>`, an HMAC-SHA256 of the secret names and
+    /// values last sent under the operator's own key (a Secret of its
+    /// namespace, `--hash-key-secret`), so a changed value is detected
+    /// without keeping any value, and no guess of a value can be tested
+    /// without the key; the same key hashes the values the control plane
+    /// returns, to detect a value changed there (drift). An older
+    /// `<salt>:<sha256>` that still matches is rewritten without a PATCH;
+    /// after the key is rotated, the secrets are sent once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_hash: Option<String>,
     /// Digest of the desired values of the fields the control plane may not

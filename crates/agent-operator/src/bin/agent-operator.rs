@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agent_operator::controller::deployment::verify::VerifyConfig;
 use agent_operator::controller::runner::{self, Scope};
-use agent_operator::controller::{Context, OperatorConfig, control_plane, listener};
+use agent_operator::controller::{Context, OperatorConfig, control_plane, hash_key, listener};
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};
 use agent_operator::telemetry::{self, LogFormat};
@@ -146,6 +146,15 @@ struct RunArgs {
         default_values_t = agent_operator::allowlist::DEFAULT_ALLOWED_HOSTS.map(String::from)
     )]
     allowed_hosts: Vec<String>,
+    /// Name of the operator's own Secret holding the key of the HMAC in
+    /// AgentDeployment status.secretsHash; created with a random key when
+    /// missing. Deleting it rotates the key (each AgentDeployment then sends
+    /// its secrets once).
+    #[arg(long, env = "HASH_KEY_SECRET", default_value = agent_operator::controller::hash_key::DEFAULT_SECRET_NAME)]
+    hash_key_secret: String,
+    /// Namespace of that Secret. Default: `POD_NAMESPACE`, else `default`.
+    #[arg(long, env = "HASH_KEY_NAMESPACE")]
+    hash_key_namespace: Option<String>,
 }
 
 fn seconds(s: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -253,15 +262,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     host_ceiling
         .period()
         .map_err(|e| anyhow::anyhow!("--max-requests-per-second-per-host: {e}"))?;
-    let ctx = Arc::new(Context::new(client.clone(), config));
+    let mut ctx = Context::new(client.clone(), config);
     ctx.planes.set_host_ceiling(host_ceiling);
-    let metrics = ctx.metrics.clone();
+    let hash_key_namespace = args
+        .hash_key_namespace
+        .clone()
+        .unwrap_or_else(leader::default_namespace);
     let health = Health::new();
     // One shutdown signal for the HTTP server, the lease wait and every
     // controller (graceful: in-flight reconciles finish).
     let shutdown = agent_operator::telemetry::shutdown_signal()
         .boxed()
         .shared();
+    let metrics = ctx.metrics.clone();
     let server = tokio::spawn(http::serve(
         http_listener,
         metrics.clone(),
@@ -273,7 +286,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(election) => {
             health.set_standby();
             tokio::select! {
-                leadership = leader::acquire(client, election) => Some(leadership),
+                leadership = leader::acquire(client.clone(), election) => Some(leadership),
                 () = shutdown.clone() => {
                     tracing::info!("stopped before acquiring the leader lease");
                     health.set_stopping();
@@ -284,6 +297,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // The key of status.secretsHash, read by the replica that reconciles,
+    // when it starts to (so a leader change after a rotation uses the new
+    // key, and replicas never take turns with two keys).
+    match hash_key::load_or_create(&client, &hash_key_namespace, &args.hash_key_secret).await {
+        Ok(key) => ctx.hash_key = key,
+        Err(e) => {
+            if let Some(leadership) = leadership
+                && let Err(release) = leadership.release().await
+            {
+                tracing::warn!(error = %release, "could not release the leader lease; it will expire");
+            }
+            return Err(anyhow::Error::from(e).context("the secrets hash key"));
+        }
+    }
+    let ctx = Arc::new(ctx);
     let lost = match &leadership {
         Some(l) => l.lost().boxed(),
         None => futures::future::pending().boxed(),

@@ -7,6 +7,7 @@
 pub mod control_plane;
 pub mod deployment;
 pub mod desired;
+pub mod hash_key;
 pub mod integrations;
 pub mod listener;
 pub mod placement;
@@ -105,6 +106,10 @@ pub struct Context {
     /// The process-wide rate and concurrency bound of agent server calls
     /// (`spec.verify`), apart from every control plane budget.
     pub verifier: deployment::verify::Limits,
+    /// The key of `status.secretsHash` ([`hash_key`]): a random one until
+    /// the operator sets the one of its Secret ([`hash_key::load_or_create`])
+    /// before the controllers start.
+    pub hash_key: hash_key::HashKey,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -146,6 +151,7 @@ impl Context {
             revision_started: Default::default(),
             scouts: Default::default(),
             secrets_sent: Default::default(),
+            hash_key: hash_key::HashKey::random(),
         }
     }
 

@@ -640,6 +640,20 @@ fn the_chart_grants_what_the_overlays_grant() {
         rules(find(&default, "Role", &format!("{name}-leader-election"))),
         rules(find(&cluster, "Role", "agent-operator-leader-election"))
     );
+    // The hash key Secret: its own name in each (--hash-key-secret).
+    assert_eq!(
+        serde_json::to_string(&rules(find(&default, "Role", &format!("{name}-hash-key"))))
+            .unwrap()
+            .replace(name, "agent-operator"),
+        serde_json::to_string(&rules(find(&cluster, "Role", "agent-operator-hash-key"))).unwrap()
+    );
+    let args = |d: &Value| d["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args(find(&default, "Deployment", name))
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!("--hash-key-secret={name}-hash-key")))
+    );
     // The same pod security and probes.
     let ours = find(&cluster, "Deployment", "agent-operator");
     let theirs = find(&default, "Deployment", name);

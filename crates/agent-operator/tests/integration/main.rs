@@ -59,4 +59,5 @@ mod operator_unheld_drift;
 mod operator_verify;
 mod outbound_requests;
 mod proptest_decoding;
+mod secrets_hash;
 mod tenants;

@@ -260,7 +260,8 @@ impl OperatorProcess {
     /// 0.3 s unless `options.extra` sets `--poll-interval-seconds`, and
     /// allows requests to `127.0.0.1` only (`--allowed-hosts`, where the
     /// emulator and `langgraph dev` listen) unless `options.extra` sets
-    /// `--allowed-hosts`. Unless
+    /// `--allowed-hosts`, with `POD_NAMESPACE` set to the ServiceAccount's
+    /// namespace (where its hash key Secret is). Unless
     /// `options.extra` sets `--metrics-addr`, its HTTP server listens on a
     /// free loopback port (see [`OperatorProcess::http_url`]). Its log (debug
     /// level for the operator's modules) is registered for the secret scan
@@ -317,6 +318,10 @@ impl OperatorProcess {
             .args(&options.extra)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info,agent_operator=debug,kube=warn")
+            // As the Deployment's downward API sets it: the operator's own
+            // namespace (the ServiceAccount's), where its hash key Secret
+            // lives (`deploy/base/rbac.yaml` grants it there).
+            .env("POD_NAMESPACE", sa_namespace)
             // After the defaults, so a test may set its own `RUST_LOG`.
             .envs(options.env.iter().copied())
             .stdin(Stdio::null())

@@ -41,7 +41,7 @@ use self::report::{
 use super::shapes::{self, Memory};
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
-use super::{integrations, placement, resolve};
+use super::{hash_key, integrations, placement, resolve};
 use crate::api::conditions::reason;
 use crate::api::conditions::{READY, find};
 use crate::api::deployment::{
@@ -242,7 +242,7 @@ async fn apply(
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let previous = obj.status.clone().unwrap_or_default();
+    let mut previous = obj.status.clone().unwrap_or_default();
 
     // A spec the control plane would refuse stops here, before any request
     // (rules the schema cannot express, or an object stored before a rule).
@@ -287,13 +287,23 @@ async fn apply(
             Err(blocked) => return report_blocked(api, obj, ctx, blocked).await,
         }
     }
-    let salt = previous
-        .secrets_hash
-        .as_deref()
-        .and_then(desired::salt_of)
-        .map(str::to_owned)
-        .unwrap_or_else(desired::new_salt);
-    let secrets_hash = desired::secrets_hash(&salt, &body.secrets);
+    let secrets_hash = ctx.hash_key.secrets_hash(&body.secrets);
+    match previous.secrets_hash.as_deref() {
+        // The old salted format, still matching: taken as unchanged, and
+        // rewritten as the HMAC by this pass's status write (no PATCH).
+        Some(stored)
+            if ctx.hash_key.check(stored, &body.secrets) == hash_key::Stored::LegacyMatches =>
+        {
+            debug!("status.secretsHash in the old format matches; rewriting it as an HMAC");
+            previous.secrets_hash = Some(secrets_hash.clone());
+        }
+        Some(stored) if ctx.hash_key.is_of_another_key(stored) => {
+            debug!(
+                "status.secretsHash was made with another key (rotated): the secrets are sent once"
+            );
+        }
+        _ => {}
+    }
     let redeploy = obj
         .annotations()
         .get(REDEPLOY_ANNOTATION)
@@ -530,7 +540,7 @@ impl Pass<'_> {
         obtained_now: bool,
     ) -> Result<Result<(RemoteView, Option<Revision>), Action>, Error> {
         // Values changed here (the referenced Secrets), or on the control
-        // plane (the values the service returns, compared by salted hash,
+        // plane (the values the service returns, compared by keyed hash,
         // only on this read: no extra request). A correction of values
         // changed outside is paced like a change here, so a fight with
         // another writer costs at most one revision per interval; not when
@@ -538,7 +548,7 @@ impl Pass<'_> {
         // anyway, and the pass must keep reporting it, not flap to Ready).
         let changed_here = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
         let changed_outside = !changed_here
-            && desired::remote_secrets_differ(secrets_hash, &remote.secrets)
+            && desired::remote_secrets_differ(&self.ctx.hash_key, secrets_hash, &remote.secrets)
             && (self.previous.unheld_patch.is_some()
                 || self.ctx.secrets_due_in(&object_key(self.obj)).is_none());
         let unechoed = shapes::unechoed_hash(body);
@@ -639,7 +649,11 @@ impl Pass<'_> {
                         body,
                         &d,
                         &Memory {
-                            send_secrets: desired::remote_secrets_differ(secrets_hash, &d.secrets),
+                            send_secrets: desired::remote_secrets_differ(
+                                &self.ctx.hash_key,
+                                secrets_hash,
+                                &d.secrets,
+                            ),
                             sent: Some(&unechoed),
                         },
                     );

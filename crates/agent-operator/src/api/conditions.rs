@@ -139,6 +139,10 @@ pub mod reason {
     /// `--allowed-hosts`: nothing is sent there (`Stalled`; see
     /// [`crate::allowlist`]).
     pub const HOST_NOT_ALLOWED: &str = "HostNotAllowed";
+    /// An annotation the operator reads has a value it does not accept
+    /// (`agentserver.dev/paused` takes only `"true"` or `"false"`): nothing
+    /// is sent to the control plane until it is fixed (`Stalled`).
+    pub const INVALID_ANNOTATION: &str = "InvalidAnnotation";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

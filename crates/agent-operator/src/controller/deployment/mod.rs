@@ -57,13 +57,6 @@ use crate::controlplane::types::{
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 use secrecy::SecretString;
 
-/// True when the object carries `agentserver.dev/paused: "true"`.
-pub fn is_paused(obj: &AgentDeployment) -> bool {
-    obj.annotations()
-        .get(PAUSED_ANNOTATION)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-}
-
 /// One reconcile pass: the finalizer helper dispatches to [`apply`] or
 /// [`cleanup`].
 ///
@@ -215,9 +208,17 @@ async fn apply(
 ) -> Result<Action, Error> {
     let key = object_key(obj);
     let first_pass = ctx.first_pass(&key);
-    if is_paused(obj) {
-        report_paused(api, obj).await?;
-        return Ok(Action::await_change());
+    match obj.paused() {
+        Ok(true) => {
+            report_paused(api, obj).await?;
+            return Ok(Action::await_change());
+        }
+        Ok(false) => {}
+        // A value that is neither "true" nor "false" (a typo of a pause,
+        // most likely): nothing is sent until it is one of them.
+        Err(message) => {
+            return report_stalled(api, obj, ctx, reason::INVALID_ANNOTATION, message).await;
+        }
     }
     // A decision to create, recover or declare a conflict is made on a
     // fresh read of the object, never on a cache that may predate the
@@ -1209,11 +1210,26 @@ async fn cleanup(
         }
         return Ok(Action::await_change());
     }
-    if is_paused(obj) {
-        report_paused(api, obj).await?;
-        return Err(Error::DeletionBlocked(format!(
-            "paused by the annotation {PAUSED_ANNOTATION}"
-        )));
+    match obj.paused() {
+        Ok(true) => {
+            report_paused(api, obj).await?;
+            return Err(Error::DeletionBlocked(format!(
+                "paused by the annotation {PAUSED_ANNOTATION}"
+            )));
+        }
+        Ok(false) => {}
+        Err(message) => {
+            report(
+                api,
+                obj,
+                &Outcome::Stalled {
+                    reason: reason::INVALID_ANNOTATION,
+                    message: message.clone(),
+                },
+            )
+            .await?;
+            return Err(Error::DeletionBlocked(message));
+        }
     }
     // Giving the remote deployment up (removing the finalizer without a
     // DELETE) is decided on a fresh read, never on a cache that may predate

@@ -14,7 +14,9 @@ pids+=($!)
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8585) 2>/dev/null && break; sleep 0.1; done
 
 echo "== agent-operator (log: $logs/operator.log)"
-"$root/target/debug/agent-operator" run --poll-interval-seconds 1 >"$logs/operator.log" 2>&1 &
+# The emulator (and the agent servers it serves) listen on 127.0.0.1, which the
+# operator's default --allowed-hosts (LangSmith Cloud only) refuses.
+"$root/target/debug/agent-operator" run --poll-interval-seconds 1 --allowed-hosts 127.0.0.1 >"$logs/operator.log" 2>&1 &
 pids+=($!)
 
 echo "== kubectl apply -f examples/"

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agentserver;
+pub mod allowlist;
 pub mod api;
 pub mod controller;
 pub mod controlplane;

@@ -139,6 +139,12 @@ pub struct RejectRule {
     /// injection).`.
     #[serde(default)]
     pub detail: Option<String>,
+    /// The whole body of the answer, sent as `text/plain` instead of the JSON
+    /// `{"detail": ...}`: an answer that is not the service's error shape
+    /// (an HTML error page of a proxy, an internal service's text), to test
+    /// that a client does not copy it into what it reports. Default none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_body: Option<String>,
 }
 
 impl Default for FaultConfig {
@@ -389,6 +395,18 @@ pub(crate) async fn inject_faults(
         .and_then(|i| cfg.rejection(&i.cloud_route()))
         .cloned();
     if let Some(rule) = rejection {
+        let status = StatusCode::from_u16(rule.status).unwrap_or(StatusCode::BAD_REQUEST);
+        if let Some(body) = rule.raw_body {
+            return (
+                status,
+                [(
+                    axum::http::header::CONTENT_TYPE,
+                    "text/plain; charset=utf-8",
+                )],
+                body,
+            )
+                .into_response();
+        }
         return ApiError::new(
             StatusCode::from_u16(rule.status).unwrap_or(StatusCode::BAD_REQUEST),
             rule.detail
@@ -492,6 +510,7 @@ mod tests {
                 route: redeploy.into(),
                 status: 302,
                 detail: None,
+                raw_body: None,
             }],
             ..Default::default()
         };

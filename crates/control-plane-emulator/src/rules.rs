@@ -175,7 +175,7 @@ pub(crate) fn check_create_shape(
 
 /// `install_command` and `build_command` must follow
 /// [`agent_operator::api::rules::BUILD_COMMAND_PATTERN`] (at most 1024 bytes) → 400
-/// naming the field and the rule. Facts "Build commands" (seen only in the
+/// naming the field and the rule. docs/control-plane-api.md "Build commands" (seen only in the
 /// official CLI): the CLI refuses "shell control characters and the like";
 /// whether and how the service refuses them is not known, so refusing here
 /// (with the operator's rule) is an emulator choice.

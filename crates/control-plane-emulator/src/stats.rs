@@ -580,6 +580,7 @@ mod tests {
                         route: redeploy.into(),
                         status: 409,
                         detail: Some("no redeploys".into()),
+                        raw_body: None,
                     }],
                     ..Default::default()
                 })

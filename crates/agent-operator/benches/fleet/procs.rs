@@ -179,7 +179,8 @@ pub struct Operator {
 
 impl Operator {
     /// Starts `agent-operator run --namespace <namespace>` with the kubeconfig
-    /// `kubeconfig`, its HTTP server on a free port, `args` after that, and
+    /// `kubeconfig`, its HTTP server on a free port, `--allowed-hosts
+    /// 127.0.0.1`, `args` after that, and
     /// `RUST_LOG=info,kube=warn`; logs to `target/bench-logs/<run>-operator.log`.
     pub fn start(
         binary: &Path,
@@ -211,6 +212,9 @@ impl Operator {
         command.envs(env.iter().copied());
         let child = command
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            // The emulator listens on 127.0.0.1, outside the default
+            // --allowed-hosts (LangSmith Cloud only).
+            .args(["--allowed-hosts", "127.0.0.1"])
             .args(args)
             .env_remove("KUBECONFIG")
             .env("KUBECONFIG", kubeconfig)

@@ -133,12 +133,6 @@ fn parse_url(raw: &str, allow_insecure_http: bool) -> Result<Url, Error> {
         .map_err(Error::InvalidConfig)
 }
 
-/// `text` with the key replaced by `[REDACTED]` (an error answer that echoes
-/// the key must not put it into an error, a log or a terminal).
-fn redact(text: String, key: Option<&SecretString>) -> String {
-    crate::redact::text(&text, key)
-}
-
 impl AgentServerClient {
     /// Builds a client. Errors: [`Error::InvalidConfig`] (see the URL rules
     /// of [`AgentServerConfig::allow_insecure_http`]; a key that is not a
@@ -204,47 +198,12 @@ impl AgentServerClient {
             .ok()
             .and_then(Result::ok)
             .unwrap_or_default();
-        let e = Error::from_response(status, &body, assistant_id);
-        Err(self.redacted(e))
-    }
-
-    fn redacted(&self, e: Error) -> Error {
-        let key = self.api_key.as_ref();
-        match e {
-            Error::Unauthorized { status, detail } => Error::Unauthorized {
-                status,
-                detail: redact(detail, key),
-            },
-            Error::AssistantNotFound {
-                assistant_id,
-                status,
-                detail,
-            } => Error::AssistantNotFound {
-                assistant_id,
-                status,
-                detail: redact(detail, key),
-            },
-            Error::NotFound { detail } => Error::NotFound {
-                detail: redact(detail, key),
-            },
-            Error::Rejected { status, detail } => Error::Rejected {
-                status,
-                detail: redact(detail, key),
-            },
-            Error::Unavailable { status, detail } => Error::Unavailable {
-                status,
-                detail: redact(detail, key),
-            },
-            Error::Server { status, detail } => Error::Server {
-                status,
-                detail: redact(detail, key),
-            },
-            Error::UnexpectedStatus { status, detail } => Error::UnexpectedStatus {
-                status,
-                detail: redact(detail, key),
-            },
-            other => other,
-        }
+        Err(Error::from_response_redacted(
+            status,
+            &body,
+            assistant_id,
+            self.api_key.as_slice(),
+        ))
     }
 
     /// Sends `req` and decodes the whole JSON answer; also returns the
@@ -260,8 +219,12 @@ impl AgentServerClient {
             Error::Timeout(_) => Error::Timeout(timeout),
             other => other,
         })?;
-        let value = serde_json::from_slice(&body)
-            .map_err(|e| Error::decode(format!("not the expected JSON: {e}"), &body))?;
+        let value = serde_json::from_slice(&body).map_err(|e| {
+            Error::decode(format!(
+                "not the expected JSON: {}",
+                crate::controlplane::error::json_error_text(&e)
+            ))
+        })?;
         Ok((value, headers))
     }
 
@@ -272,10 +235,7 @@ impl AgentServerClient {
         if v.get("ok") == Some(&serde_json::Value::Bool(true)) {
             Ok(())
         } else {
-            Err(Error::decode(
-                "GET /ok did not answer {\"ok\": true}",
-                v.to_string().as_bytes(),
-            ))
+            Err(Error::decode("GET /ok did not answer {\"ok\": true}"))
         }
     }
 
@@ -299,9 +259,7 @@ impl AgentServerClient {
                 v.to_str()
                     .ok()
                     .and_then(|s| s.trim().parse::<u32>().ok())
-                    .ok_or_else(|| {
-                        Error::decode("X-Pagination-Next is not an offset", v.as_bytes())
-                    })?,
+                    .ok_or_else(|| Error::decode("X-Pagination-Next is not an offset"))?,
             ),
         };
         Ok(AssistantPage {
@@ -373,14 +331,11 @@ impl AgentServerClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
         if !is_sse {
-            let body = tokio::time::timeout(self.request_timeout, read_body(resp))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default();
+            // Its body is not read: it is not the known shape, and is not
+            // shown.
+            drop(resp);
             return Err(Error::decode(
                 "POST /runs/stream did not answer text/event-stream",
-                &body,
             ));
         }
         let state = StreamState {
@@ -409,10 +364,9 @@ async fn read_body(mut resp: reqwest::Response) -> Result<Bytes, Error> {
     {
         body.extend_from_slice(&chunk);
         if body.len() > MAX_RESPONSE_BYTES {
-            return Err(Error::decode(
-                format!("the answer is larger than {MAX_RESPONSE_BYTES} bytes"),
-                &body,
-            ));
+            return Err(Error::decode(format!(
+                "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
+            )));
         }
     }
     Ok(body.freeze())
@@ -459,9 +413,7 @@ impl StreamState {
                     return None;
                 }
                 Ok(Some(chunk)) => match self.parser.push(&chunk) {
-                    Err(e) => self
-                        .pending
-                        .push_back(Err(Error::decode(e.to_string(), b""))),
+                    Err(e) => self.pending.push_back(Err(Error::decode(e.to_string()))),
                     Ok(events) => {
                         for e in events {
                             let item = RunEvent::from_sse(&e.event, &e.data);
@@ -726,9 +678,16 @@ mod tests {
     #[test]
     fn key_is_redacted() {
         let key = SecretString::from("sk-abc-123");
+        // Echoed JSON-escaped inside the detail: found once decoded.
+        let e = Error::from_response_redacted(
+            reqwest::StatusCode::UNAUTHORIZED,
+            br#"{"detail": "bad key \u0073k-abc-123"}"#,
+            None,
+            std::slice::from_ref(&key),
+        );
         assert_eq!(
-            redact("bad key sk-abc-123".into(), Some(&key)),
-            "bad key [REDACTED]"
+            e.to_string(),
+            "agent server refused the credentials (401): bad key [REDACTED]"
         );
         let config = AgentServerConfig::new("http://127.0.0.1:1").with_api_key(key);
         assert!(!format!("{config:?}").contains("sk-abc"));

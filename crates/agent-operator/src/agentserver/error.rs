@@ -5,16 +5,25 @@
 //! `{error, message}`; cloud deployments require `X-Api-Key`) and "Errors"
 //! (a body that is not `{"detail": ...}` is kept as text). Like the control plane
 //! client's errors, nothing here holds the API key or a header: only the
-//! status, the server's `detail` (with the key cut out) and at most
-//! [`BODY_SNIPPET_BYTES`] of a body that did not decode.
+//! status and the server's `detail` in its known shapes (a string, or a
+//! validation list whose `loc` and `msg` are kept), bounded to
+//! [`MAX_DETAIL_BYTES`], with the key cut out. The agent server URL may be
+//! chosen by whoever edits the resource, so no other text of an answer is
+//! kept: another body is reported by its status code only
+//! ([`crate::controlplane::error::NO_DETAIL`]-like [`NO_DETAIL`]), an
+//! undecodable one by the decoder's position and category.
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
 
-/// How many bytes of an undecodable body (or of a non-JSON error answer) an
-/// error keeps.
-pub const BODY_SNIPPET_BYTES: usize = 300;
+/// Longest `detail` an error keeps, in bytes.
+pub const MAX_DETAIL_BYTES: usize = crate::controlplane::error::MAX_DETAIL_BYTES;
+
+/// The `detail` of an answer that is not the agent server's JSON error
+/// shape: its body is not shown.
+pub const NO_DETAIL: &str =
+    "no detail (the answer is not the agent server's JSON error; its body is not shown)";
 
 /// An error of an agent server call.
 #[derive(Debug, thiserror::Error)]
@@ -86,12 +95,11 @@ pub enum Error {
     #[error("agent server transport error: {0}")]
     Transport(String),
     /// A success answer that is not what docs/control-plane-api.md "Agent server" describe.
-    #[error("cannot decode agent server answer: {message}; body starts with {snippet:?}")]
+    /// Nothing of the body is kept.
+    #[error("cannot decode agent server answer: {message}")]
     Decode {
-        /// What was wrong.
+        /// What was wrong, without any text of the body.
         message: String,
-        /// First [`BODY_SNIPPET_BYTES`] bytes of the body, lossily decoded.
-        snippet: String,
     },
     /// Paging of `/assistants/search` did not end within the bound, or the
     /// server sent a next offset that does not advance.
@@ -144,8 +152,20 @@ impl Error {
     /// [`Error::AssistantNotFound`] naming it (docs/control-plane-api.md "Agent server": an
     /// unknown assistant is a 404/422 with a `detail` string).
     pub fn from_response(status: StatusCode, body: &[u8], assistant_id: Option<&str>) -> Self {
+        Self::from_response_redacted(status, body, assistant_id, &[])
+    }
+
+    /// [`Error::from_response`] with every value of `secrets` (the API key)
+    /// removed from the `detail` after it is decoded and before it is cut
+    /// ([`crate::redact::text`]).
+    pub fn from_response_redacted(
+        status: StatusCode,
+        body: &[u8],
+        assistant_id: Option<&str>,
+        secrets: &[secrecy::SecretString],
+    ) -> Self {
         let code = status.as_u16();
-        let detail = detail_text(body);
+        let detail = detail_text(body, secrets);
         match (code, assistant_id) {
             (404, Some(a)) => Error::AssistantNotFound {
                 assistant_id: a.to_owned(),
@@ -191,38 +211,61 @@ impl Error {
         Error::Transport(crate::controlplane::error::transport_text(e))
     }
 
-    /// A success body that is not the expected JSON.
-    pub fn decode(message: impl Into<String>, body: &[u8]) -> Self {
+    /// A success body that is not what was expected: `message` says what,
+    /// and must not quote the body (see
+    /// [`crate::controlplane::error::json_error_text`] for a decoder's
+    /// error).
+    pub fn decode(message: impl Into<String>) -> Self {
         Error::Decode {
             message: message.into(),
-            snippet: snippet(body),
         }
     }
 }
 
-/// The `detail` of an error body: the string of `{"detail": "<string>"}`,
-/// compact JSON of any other `detail` (a validation error list), or the body
-/// text itself, cut to [`BODY_SNIPPET_BYTES`].
-pub fn detail_text(body: &[u8]) -> String {
-    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body)
-        && let Some(d) = v.get("detail")
-    {
-        return match d {
-            serde_json::Value::String(s) => cut(s),
-            other => cut(&other.to_string()),
-        };
+/// The `detail` of an error body in the agent server's shapes, bounded to
+/// [`MAX_DETAIL_BYTES`]: the string of `{"detail": "<string>"}`, or `loc:
+/// msg` of each item of a validation list `{"detail": [{loc, msg, ...}]}`
+/// (other members, such as the `input` pydantic repeats, are dropped);
+/// [`NO_DETAIL`] for anything else. Every value of `secrets` is removed
+/// from the decoded text before it is cut.
+pub fn detail_text(body: &[u8], secrets: &[secrecy::SecretString]) -> String {
+    use serde_json::Value;
+    let bound = |s: String| crate::controlplane::error::bound(crate::redact::text(&s, secrets));
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return NO_DETAIL.to_owned();
+    };
+    match v.get("detail") {
+        Some(Value::String(s)) => bound(s.clone()),
+        Some(Value::Array(items)) if !items.is_empty() => {
+            let parts: Vec<String> = items
+                .iter()
+                .take(crate::controlplane::error::MAX_VALIDATION_ERRORS)
+                .filter_map(|item| {
+                    let msg = item.get("msg")?.as_str()?;
+                    let loc: Vec<String> = item
+                        .get("loc")
+                        .and_then(Value::as_array)
+                        .map(|l| {
+                            l.iter()
+                                .map(|p| match p {
+                                    Value::String(s) => s.clone(),
+                                    Value::Number(n) => n.to_string(),
+                                    _ => "…".to_owned(),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    Some(format!("{}: {msg}", loc.join(".")))
+                })
+                .collect();
+            if parts.is_empty() {
+                NO_DETAIL.to_owned()
+            } else {
+                bound(parts.join("; "))
+            }
+        }
+        _ => NO_DETAIL.to_owned(),
     }
-    snippet(body)
-}
-
-fn cut(s: &str) -> String {
-    snippet(s.as_bytes())
-}
-
-/// First [`BODY_SNIPPET_BYTES`] bytes of a body, lossily decoded as UTF-8.
-pub fn snippet(body: &[u8]) -> String {
-    let end = body.len().min(BODY_SNIPPET_BYTES);
-    String::from_utf8_lossy(&body[..end]).into_owned()
 }
 
 #[cfg(test)]
@@ -256,6 +299,36 @@ mod tests {
         assert_eq!(e.status(), Some(403));
         let long = vec![b'x'; 10_000];
         let e = Error::from_response(StatusCode::INTERNAL_SERVER_ERROR, &long, None);
-        assert!(e.to_string().len() < BODY_SNIPPET_BYTES + 100);
+        assert!(e.to_string().len() < MAX_DETAIL_BYTES + 100);
+    }
+
+    #[test]
+    fn only_the_known_error_shapes_are_repeated() {
+        // The agent server URL may be the user's choice (customUrl): an
+        // internal service's answer must not reach conditions and events.
+        for body in [
+            &b"<html>internal console token=abc</html>"[..],
+            b"{\"error\": \"token=abc\"}",
+            b"{\"detail\": {\"token\": \"token=abc\"}}",
+            b"{\"detail\": [{\"input\": \"token=abc\"}]}",
+        ] {
+            for status in [400, 401, 404, 422, 500, 503, 302] {
+                let e = Error::from_response(StatusCode::from_u16(status).unwrap(), body, None);
+                let text = format!("{e} {e:?}");
+                assert!(!text.contains("token=abc"), "{status}: {text}");
+                assert!(text.contains(NO_DETAIL), "{status}: {text}");
+            }
+        }
+        let e = Error::from_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            br#"{"detail":[{"type":"missing","loc":["body","input",0],"msg":"Field required","input":"token=abc"}]}"#,
+            None,
+        );
+        assert_eq!(
+            e.to_string(),
+            "agent server rejected the request (422): body.input.0: Field required"
+        );
+        let e = Error::decode("GET /ok did not answer {\"ok\": true}");
+        assert!(!format!("{e:?}").contains("body starts"));
     }
 }

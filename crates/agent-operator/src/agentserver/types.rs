@@ -183,10 +183,12 @@ impl RunEvent {
             Value::Null
         } else {
             serde_json::from_str(data).map_err(|e| {
-                Error::decode(
-                    format!("the data of stream event {event:?} is not JSON: {e}"),
-                    data.as_bytes(),
-                )
+                // The event name is the server's text: at most 64 bytes of it.
+                let name = crate::controlplane::error::bound(event.chars().take(64).collect());
+                Error::decode(format!(
+                    "the data of stream event {name:?} is not JSON: {}",
+                    crate::controlplane::error::json_error_text(&e)
+                ))
             })?
         };
         Ok(match event {
@@ -194,9 +196,7 @@ impl RunEvent {
                 run_id: value
                     .get("run_id")
                     .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        Error::decode("a metadata event without run_id", data.as_bytes())
-                    })?
+                    .ok_or_else(|| Error::decode("a metadata event without run_id"))?
                     .to_owned(),
                 attempt: value.get("attempt").and_then(Value::as_u64),
             },

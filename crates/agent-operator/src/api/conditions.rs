@@ -133,6 +133,16 @@ pub mod reason {
     /// The Warning event of a verification that failed (once per failure
     /// reason and revision, not on every retry).
     pub const VERIFICATION_FAILED: &str = "VerificationFailed";
+    /// A URL the resource names (an AgentControlPlane's `url` or `region`,
+    /// an AgentDeployment's `sourceConfig.customUrl`, or the deployment URL
+    /// `spec.verify` would call) has a host outside the operator's
+    /// `--allowed-hosts`: nothing is sent there (`Stalled`; see
+    /// [`crate::allowlist`]).
+    pub const HOST_NOT_ALLOWED: &str = "HostNotAllowed";
+    /// An annotation the operator reads has a value it does not accept
+    /// (`agentserver.dev/paused` takes only `"true"` or `"false"`): nothing
+    /// is sent to the control plane until it is fixed (`Stalled`).
+    pub const INVALID_ANNOTATION: &str = "InvalidAnnotation";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

@@ -42,6 +42,9 @@ pub struct AgentControlPlaneSpec {
     /// `https://api.host.langchain.com`, any other `r` →
     /// `https://{r}.api.host.langchain.com`. A region that does not exist
     /// fails like an unreachable host (the control plane stays not Ready).
+    /// The operator's default `--allowed-hosts` holds the hosts of `us` and
+    /// `eu` only: another region's host must be added there, else the
+    /// AgentControlPlane is `Stalled` (`HostNotAllowed`).
     /// Mutually exclusive with `url`; a self-hosted control plane uses `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
@@ -51,8 +54,12 @@ pub struct AgentControlPlaneSpec {
     pub region: Option<String>,
     /// Explicit base URL of the control plane, without the `/v2` segment. A
     /// self-hosted installation ends in `/api-host`, e.g.
-    /// `https://langsmith.example.com/api-host`. Mutually exclusive with `region`.
+    /// `https://langsmith.example.com/api-host`; at most 2048 bytes. Its
+    /// host must be in the operator's `--allowed-hosts` (default: LangSmith
+    /// Cloud), else the AgentControlPlane is `Stalled` (`HostNotAllowed`)
+    /// and no request is sent. Mutually exclusive with `region`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new("self.startsWith('https://') || self.startsWith('http://')").message("url must start with https:// or http://"))]
     pub url: Option<String>,
     /// Workspace id, sent as the `X-Tenant-Id` header on every request.

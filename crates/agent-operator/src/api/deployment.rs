@@ -18,8 +18,17 @@ pub const FINALIZER: &str = "agentserver.dev/remote-deployment";
 /// (`POST /v2/deployments/{id}/revisions`), like `kubectl rollout restart`.
 pub const REDEPLOY_ANNOTATION: &str = "agentserver.dev/redeploy-requested-at";
 
-/// Annotation that, when `"true"`, stops every remote call for the object.
+/// Annotation that, when `"true"`, stops every remote call for the object;
+/// `"false"` (or no annotation) lets it run. Any other value (`"yes"`,
+/// `"True"`, `""`) is refused: the object is `Stalled` with reason
+/// `InvalidAnnotation` and no remote call is made until the value is one of
+/// the two ([`AgentDeployment::paused`]). Not checked at admission: the CEL
+/// rules of a CRD see only `metadata.name` and `metadata.generateName` of
+/// the object's metadata, not its annotations.
 pub const PAUSED_ANNOTATION: &str = "agentserver.dev/paused";
+
+/// Longest part of an annotation value a message repeats, in characters.
+const SHOWN_VALUE_CHARS: usize = 64;
 
 /// Annotation the operator sets before a create and removes once the
 /// deployment id is in status; on restart it means "a create may have
@@ -212,7 +221,9 @@ pub struct SourceConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_on_push: Option<bool>,
     /// Deployment URL; settable for `external_docker` only: `https://`, or
-    /// `http://` on a loopback host.
+    /// `http://` on a loopback host; at most 2048 bytes. Its host must be in
+    /// the operator's `--allowed-hosts`, else the resource is `Stalled`
+    /// (`HostNotAllowed`) and nothing is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new(rules::url_rule()).message("customUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
@@ -670,10 +681,14 @@ pub struct AgentDeploymentStatus {
     /// Status of that revision, e.g. `BUILD_FAILED`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_revision_status: Option<String>,
-    /// `<salt>:<sha256>` of the secret names and values last sent (hex), so a
-    /// changed value is detected without keeping any value; the same salt
-    /// hashes the values the control plane returns, to detect a value
-    /// changed there (drift) without comparing values in the clear.
+    /// `hmac-sha256:<key id>:<hex>`, an HMAC-SHA256 of the secret names and
+    /// values last sent under the operator's own key (a Secret of its
+    /// namespace, `--hash-key-secret`), so a changed value is detected
+    /// without keeping any value, and no guess of a value can be tested
+    /// without the key; the same key hashes the values the control plane
+    /// returns, to detect a value changed there (drift). An older
+    /// `<salt>:<sha256>` that still matches is rewritten without a PATCH;
+    /// after the key is rotated, the secrets are sent once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets_hash: Option<String>,
     /// Digest of the desired values of the fields the control plane may not
@@ -797,6 +812,32 @@ pub struct RejectedRequest {
 }
 
 impl AgentDeployment {
+    /// The [`PAUSED_ANNOTATION`]: `Ok(true)` for `"true"`, `Ok(false)` for
+    /// `"false"` or no annotation.
+    ///
+    /// Errors: any other value, with a message naming the annotation, the
+    /// value (its first 64 characters) and the accepted values.
+    pub fn paused(&self) -> Result<bool, String> {
+        let value = self
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PAUSED_ANNOTATION));
+        match value.map(String::as_str) {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(other) => {
+                let mut shown: String = other.chars().take(SHOWN_VALUE_CHARS).collect();
+                if shown.len() < other.len() {
+                    shown.push('…');
+                }
+                Err(format!(
+                    "annotation {PAUSED_ANNOTATION} is {shown:?}; it takes only \"true\" (no remote call is made) or \"false\" (reconcile). Nothing is sent to the control plane until it is one of them"
+                ))
+            }
+        }
+    }
+
     /// The remote name: `spec.name`, or `metadata.name` when unset.
     pub fn remote_name(&self) -> String {
         self.spec
@@ -804,5 +845,45 @@ impl AgentDeployment {
             .clone()
             .or_else(|| self.metadata.name.clone())
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_paused(value: Option<&str>) -> AgentDeployment {
+        let mut obj: AgentDeployment = serde_json::from_value(serde_json::json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+            "metadata": {"name": "a"},
+            "spec": {
+                "source": "external_docker",
+                "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"}
+            }
+        }))
+        .unwrap();
+        if let Some(v) = value {
+            obj.metadata.annotations = Some([(PAUSED_ANNOTATION.to_owned(), v.to_owned())].into());
+        }
+        obj
+    }
+
+    #[test]
+    fn paused_takes_only_true_or_false() {
+        assert_eq!(with_paused(None).paused(), Ok(false));
+        assert_eq!(with_paused(Some("false")).paused(), Ok(false));
+        assert_eq!(with_paused(Some("true")).paused(), Ok(true));
+        for bad in ["yes", "True", "TRUE", "1", "", " true", "false\n", "on"] {
+            let message = with_paused(Some(bad)).paused().unwrap_err();
+            assert!(message.contains(PAUSED_ANNOTATION), "{message}");
+            assert!(
+                message.contains(r#""true""#) && message.contains(r#""false""#),
+                "{message}"
+            );
+            assert!(message.contains(&format!("{bad:?}")), "{message}");
+        }
+        let long = "x".repeat(10_000);
+        let message = with_paused(Some(&long)).paused().unwrap_err();
+        assert!(message.len() < 400, "{}", message.len());
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agent_operator::controller::deployment::verify::VerifyConfig;
 use agent_operator::controller::runner::{self, Scope};
-use agent_operator::controller::{Context, OperatorConfig, control_plane, listener};
+use agent_operator::controller::{Context, OperatorConfig, control_plane, hash_key, listener};
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};
 use agent_operator::telemetry::{self, LogFormat};
@@ -29,7 +29,7 @@ struct Cli {
 enum Command {
     /// Run the operator against the cluster of the current kubeconfig (or the
     /// in-cluster service account).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions as YAML, or write one file per CRD.
     Crds {
         /// Directory to write `<crd name>.yaml` files into; stdout when unset.
@@ -131,6 +131,30 @@ struct RunArgs {
     /// Verifications running at once (each makes up to two agent server calls).
     #[arg(long, env = "VERIFY_CONCURRENCY", default_value_t = 4)]
     verify_concurrency: usize,
+    /// Hosts the operator may send requests to: control planes (an
+    /// AgentControlPlane's url or region) and agent servers (an
+    /// AgentDeployment's sourceConfig.customUrl, the deployment URL
+    /// spec.verify calls). Each entry is a host or IP address, or `*.suffix`
+    /// for any host below suffix, optionally with `:port` (without one, any
+    /// port). Repeat the flag or comma-separate; the list replaces the
+    /// default. A resource naming another host is Stalled (HostNotAllowed)
+    /// and nothing is sent there.
+    #[arg(
+        long,
+        env = "ALLOWED_HOSTS",
+        value_delimiter = ',',
+        default_values_t = agent_operator::allowlist::DEFAULT_ALLOWED_HOSTS.map(String::from)
+    )]
+    allowed_hosts: Vec<String>,
+    /// Name of the operator's own Secret holding the key of the HMAC in
+    /// AgentDeployment status.secretsHash; created with a random key when
+    /// missing. Deleting it rotates the key (each AgentDeployment then sends
+    /// its secrets once).
+    #[arg(long, env = "HASH_KEY_SECRET", default_value = agent_operator::controller::hash_key::DEFAULT_SECRET_NAME)]
+    hash_key_secret: String,
+    /// Namespace of that Secret. Default: `POD_NAMESPACE`, else `default`.
+    #[arg(long, env = "HASH_KEY_NAMESPACE")]
+    hash_key_namespace: Option<String>,
 }
 
 fn seconds(s: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -170,7 +194,7 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
     }
 }
 
@@ -196,6 +220,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             burst: args.verify_burst,
             concurrency: args.verify_concurrency,
         },
+        allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(&args.allowed_hosts)
+            .map_err(|e| anyhow::anyhow!("--allowed-hosts: {e}"))?,
         ..OperatorConfig::default()
     };
     let shutdown_timeout = seconds(args.shutdown_timeout_seconds, "shutdown-timeout-seconds")?;
@@ -236,15 +262,19 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     host_ceiling
         .period()
         .map_err(|e| anyhow::anyhow!("--max-requests-per-second-per-host: {e}"))?;
-    let ctx = Arc::new(Context::new(client.clone(), config));
+    let mut ctx = Context::new(client.clone(), config);
     ctx.planes.set_host_ceiling(host_ceiling);
-    let metrics = ctx.metrics.clone();
+    let hash_key_namespace = args
+        .hash_key_namespace
+        .clone()
+        .unwrap_or_else(leader::default_namespace);
     let health = Health::new();
     // One shutdown signal for the HTTP server, the lease wait and every
     // controller (graceful: in-flight reconciles finish).
     let shutdown = agent_operator::telemetry::shutdown_signal()
         .boxed()
         .shared();
+    let metrics = ctx.metrics.clone();
     let server = tokio::spawn(http::serve(
         http_listener,
         metrics.clone(),
@@ -256,7 +286,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         Some(election) => {
             health.set_standby();
             tokio::select! {
-                leadership = leader::acquire(client, election) => Some(leadership),
+                leadership = leader::acquire(client.clone(), election) => Some(leadership),
                 () = shutdown.clone() => {
                     tracing::info!("stopped before acquiring the leader lease");
                     health.set_stopping();
@@ -267,6 +297,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // The key of status.secretsHash, read by the replica that reconciles,
+    // when it starts to (so a leader change after a rotation uses the new
+    // key, and replicas never take turns with two keys).
+    match hash_key::load_or_create(&client, &hash_key_namespace, &args.hash_key_secret).await {
+        Ok(key) => ctx.hash_key = key,
+        Err(e) => {
+            if let Some(leadership) = leadership
+                && let Err(release) = leadership.release().await
+            {
+                tracing::warn!(error = %release, "could not release the leader lease; it will expire");
+            }
+            return Err(anyhow::Error::from(e).context("the secrets hash key"));
+        }
+    }
+    let ctx = Arc::new(ctx);
     let lost = match &leadership {
         Some(l) => l.lost().boxed(),
         None => futures::future::pending().boxed(),

@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 
+use super::hash_key::HashKey;
 use super::shapes::{self, Memory};
 use crate::api::deployment::{self as crd, AgentDeploymentSpec};
 use crate::api::resource_spec;
@@ -196,26 +197,24 @@ pub fn compute_patch(
 }
 
 /// True when the service returned secret values and they differ from the
-/// desired ones: the salted hash of the returned names and values (salt of
-/// `desired_hash`, the `status.secretsHash` form `<salt>:<hex>`) is not
-/// `desired_hash`. No value is compared or kept outside the hash.
+/// desired ones: the keyed hash ([`HashKey::secrets_hash`]) of the returned
+/// names and values is not `desired_hash` (the hash of the desired values
+/// under the same key, the `status.secretsHash` form). No value is compared
+/// or kept outside the hash.
 ///
 /// A response that returns no secrets (`[]` or `null`: the service reads
 /// back `[]` before the first revision) or unusable values (an empty value,
 /// or one made only of `*`: a service that does not return or masks values)
 /// says nothing about them: `false`, and only a change of the desired
 /// values is sent (row `secrets` of [`shapes::ANSWER_SHAPES`]).
-pub fn remote_secrets_differ(desired_hash: &str, remote: &[SecretValue]) -> bool {
+pub fn remote_secrets_differ(key: &HashKey, desired_hash: &str, remote: &[SecretValue]) -> bool {
     use secrecy::ExposeSecret;
-    let Some(salt) = salt_of(desired_hash) else {
-        return false;
-    };
     let returned = !remote.is_empty()
         && remote.iter().all(|s| {
             let v = s.value.expose_secret();
             !v.is_empty() && !v.chars().all(|c| c == '*')
         });
-    returned && secrets_hash(salt, remote) != desired_hash
+    returned && key.secrets_hash(remote) != desired_hash
 }
 
 /// True when the patch creates a revision (docs/control-plane-api.md "Requests": non-null
@@ -234,30 +233,6 @@ pub fn creates_revision(patch: &DeploymentPatch) -> bool {
         })
 }
 
-/// A fresh random salt for [`secrets_hash`] (16 bytes, hex).
-pub fn new_salt() -> String {
-    hex::encode(rand::random::<[u8; 16]>())
-}
-
-/// `<salt>:<hex sha256(salt, names and values)>`: detects a changed secret
-/// value without keeping any value in status. Order-independent.
-pub fn secrets_hash(salt: &str, secrets: &[SecretValue]) -> String {
-    use secrecy::ExposeSecret;
-    use sha2::{Digest, Sha256};
-    let mut sorted: Vec<&SecretValue> = secrets.iter().collect();
-    sorted.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut h = Sha256::new();
-    h.update(salt.as_bytes());
-    for s in sorted {
-        h.update((s.name.len() as u64).to_le_bytes());
-        h.update(s.name.as_bytes());
-        let v = s.value.expose_secret();
-        h.update((v.len() as u64).to_le_bytes());
-        h.update(v.as_bytes());
-    }
-    format!("{salt}:{}", hex::encode(h.finalize()))
-}
-
 /// Hex of the first 16 bytes of sha256 over `parts`, each preceded by a
 /// separator: the digest behind [`fingerprint`] and [`patch_fingerprint`].
 fn digest<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
@@ -271,7 +246,7 @@ fn digest<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
 }
 
 /// Fingerprint of a desired state: hex sha256 (first 16 bytes) of the
-/// request body without its secrets, the salted `secrets_hash` of the
+/// request body without its secrets, the keyed `secrets_hash` of the
 /// secrets, and `extra` (e.g. the control plane and the redeploy request).
 /// Two passes with the same inputs get the same value, so a request the
 /// service rejected is recognised without keeping any secret.
@@ -331,14 +306,6 @@ pub fn patch_fields(patch: &DeploymentPatch) -> Vec<&'static str> {
         fields.push("secret_references");
     }
     fields
-}
-
-/// The salt of a stored `<salt>:<hash>`, if well-formed.
-pub fn salt_of(stored: &str) -> Option<&str> {
-    stored
-        .split_once(':')
-        .map(|(salt, _)| salt)
-        .filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
@@ -479,15 +446,15 @@ mod tests {
         let body = create_body("a", &spec(), vec![SecretValue::new("A", "old")]);
         let remote = remote_of(&body);
         let new = create_body("a", &spec(), vec![SecretValue::new("A", "new")]);
-        let salt = new_salt();
-        let stored = secrets_hash(&salt, &body.secrets);
-        let changed = secrets_hash(salt_of(&stored).unwrap(), &new.secrets) != stored;
+        let key = HashKey::random();
+        let stored = key.secrets_hash(&body.secrets);
+        let changed = key.secrets_hash(&new.secrets) != stored;
         assert!(changed, "a changed value changes the hash");
         let patch = compute_patch(&new, &remote, &Memory::secrets(changed));
         assert_eq!(patch.secrets.as_ref().map(Vec::len), Some(1));
         assert!(patch.source_config.is_none() && patch.source_revision_config.is_none());
         assert!(creates_revision(&patch));
-        let same = secrets_hash(&salt, &[SecretValue::new("A", "old")]);
+        let same = key.secrets_hash(&[SecretValue::new("A", "old")]);
         assert_eq!(same, stored, "same values, same hash");
         assert!(!stored.contains("old"));
         assert!(compute_patch(&body, &remote, &Memory::secrets(false)).is_empty());
@@ -503,14 +470,9 @@ mod tests {
                 .secrets
                 .is_some()
         );
-        let h1 = secrets_hash(
-            "s",
-            &[SecretValue::new("A", "1"), SecretValue::new("B", "2")],
-        );
-        let h2 = secrets_hash(
-            "s",
-            &[SecretValue::new("B", "2"), SecretValue::new("A", "1")],
-        );
+        let key = HashKey::random();
+        let h1 = key.secrets_hash(&[SecretValue::new("A", "1"), SecretValue::new("B", "2")]);
+        let h2 = key.secrets_hash(&[SecretValue::new("B", "2"), SecretValue::new("A", "1")]);
         assert_eq!(h1, h2);
     }
 
@@ -562,30 +524,32 @@ mod tests {
     }
 
     #[test]
-    fn remote_secret_values_are_compared_by_salted_hash() {
+    fn remote_secret_values_are_compared_by_keyed_hash() {
         let desired = [SecretValue::new("A", "v1"), SecretValue::new("B", "v2")];
-        let hash = secrets_hash(&new_salt(), &desired);
+        let key = HashKey::random();
+        let hash = key.secrets_hash(&desired);
         let same = [SecretValue::new("B", "v2"), SecretValue::new("A", "v1")];
-        assert!(!remote_secrets_differ(&hash, &same));
+        assert!(!remote_secrets_differ(&key, &hash, &same));
         let changed = [SecretValue::new("A", "v1"), SecretValue::new("B", "x")];
-        assert!(remote_secrets_differ(&hash, &changed));
+        assert!(remote_secrets_differ(&key, &hash, &changed));
         let extra = [
             SecretValue::new("A", "v1"),
             SecretValue::new("B", "v2"),
             SecretValue::new("C", "v3"),
         ];
-        assert!(remote_secrets_differ(&hash, &extra));
+        assert!(remote_secrets_differ(&key, &hash, &extra));
         let masked = [SecretValue::new("A", "****"), SecretValue::new("B", "")];
         assert!(
-            !remote_secrets_differ(&hash, &masked),
+            !remote_secrets_differ(&key, &hash, &masked),
             "values not returned"
         );
-        assert!(!remote_secrets_differ("no-salt", &changed));
+        // Under another key (rotated): every returned value differs.
+        assert!(remote_secrets_differ(&HashKey::random(), &hash, &same));
         // A body with a differing value sends the whole list.
         let body = create_body("a", &spec(), desired.to_vec());
         let mut remote = remote_of(&body);
         remote.secrets = changed.to_vec();
-        let differ = remote_secrets_differ(&hash, &remote.secrets);
+        let differ = remote_secrets_differ(&key, &hash, &remote.secrets);
         assert_eq!(
             compute_patch(&body, &remote, &Memory::secrets(differ))
                 .secrets
@@ -597,11 +561,12 @@ mod tests {
     #[test]
     fn fingerprints_follow_the_inputs_and_never_show_a_value() {
         let body = create_body("a", &spec(), vec![SecretValue::new("A", "s3cret")]);
-        let hash = secrets_hash("salt", &body.secrets);
+        let key = HashKey::random();
+        let hash = key.secrets_hash(&body.secrets);
         let f = fingerprint(&body, &hash, &["cp", ""]);
         assert_eq!(f, fingerprint(&body, &hash, &["cp", ""]));
         assert_ne!(f, fingerprint(&body, &hash, &["cp", "redeploy-1"]));
-        let other = secrets_hash("salt", &[SecretValue::new("A", "other")]);
+        let other = key.secrets_hash(&[SecretValue::new("A", "other")]);
         assert_ne!(f, fingerprint(&body, &other, &["cp", ""]));
         assert!(!f.contains("s3cret") && f.len() == 32);
         let patch = DeploymentPatch {

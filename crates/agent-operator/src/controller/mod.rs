@@ -7,6 +7,7 @@
 pub mod control_plane;
 pub mod deployment;
 pub mod desired;
+pub mod hash_key;
 pub mod integrations;
 pub mod listener;
 pub mod placement;
@@ -41,6 +42,9 @@ pub struct OperatorConfig {
     pub max_backoff: Duration,
     /// Settings of `spec.verify` (agent server checks).
     pub verify: deployment::verify::VerifyConfig,
+    /// The hosts requests may go to (`--allowed-hosts`): control planes and
+    /// agent servers. Default [`crate::allowlist::DEFAULT_ALLOWED_HOSTS`].
+    pub allowed_hosts: crate::allowlist::HostAllowlist,
 }
 
 impl Default for OperatorConfig {
@@ -53,6 +57,7 @@ impl Default for OperatorConfig {
             request_timeout: Duration::from_secs(30),
             max_backoff: Duration::from_secs(300),
             verify: Default::default(),
+            allowed_hosts: Default::default(),
         }
     }
 }
@@ -101,6 +106,10 @@ pub struct Context {
     /// The process-wide rate and concurrency bound of agent server calls
     /// (`spec.verify`), apart from every control plane budget.
     pub verifier: deployment::verify::Limits,
+    /// The key of `status.secretsHash` ([`hash_key`]): a random one until
+    /// the operator sets the one of its Secret ([`hash_key::load_or_create`])
+    /// before the controllers start.
+    pub hash_key: hash_key::HashKey,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -123,13 +132,15 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         let verifier = deployment::verify::Limits::new(&config.verify);
+        let planes = planes::ClientCache::default();
+        planes.set_allowed_hosts(config.allowed_hosts.clone());
         Self {
             reporter,
             client,
             verifier,
             config,
             failures: Default::default(),
-            planes: Default::default(),
+            planes,
             secrets: Default::default(),
             polls: Default::default(),
             metrics: Default::default(),
@@ -140,6 +151,7 @@ impl Context {
             revision_started: Default::default(),
             scouts: Default::default(),
             secrets_sent: Default::default(),
+            hash_key: hash_key::HashKey::random(),
         }
     }
 

@@ -219,6 +219,10 @@ pub struct ClientCache {
     /// Ceiling of all requests to one base URL (default
     /// [`DEFAULT_HOST_CEILING`]).
     host_ceiling: Mutex<Option<RateLimit>>,
+    /// The hosts a control plane URL may name (`--allowed-hosts`; default
+    /// [`crate::allowlist::DEFAULT_ALLOWED_HOSTS`]): a client is never built
+    /// for another.
+    allowed_hosts: Mutex<crate::allowlist::HostAllowlist>,
     /// The admission gate of each AgentControlPlane, by (namespace, name).
     gates: Mutex<HashMap<(String, String), Arc<PlaneGate>>>,
     /// Reconcile permits one AgentControlPlane's passes may hold at once
@@ -312,6 +316,47 @@ fn observer_fits(
 }
 
 impl ClientCache {
+    /// Sets the hosts a control plane URL may name (`--allowed-hosts`),
+    /// before the first client is built.
+    pub fn set_allowed_hosts(&self, hosts: crate::allowlist::HostAllowlist) {
+        *self.allowed_hosts.lock().unwrap_or_else(|p| p.into_inner()) = hosts;
+    }
+
+    /// The hosts a control plane URL may name.
+    pub fn allowed_hosts(&self) -> crate::allowlist::HostAllowlist {
+        self.allowed_hosts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// `Some` ([`reason::HOST_NOT_ALLOWED`], naming the field, the host and
+    /// the flag) when `plane`'s URL (or the host of its region) is outside
+    /// [`ClientCache::allowed_hosts`]; `None` when allowed or when the spec
+    /// names no URL at all.
+    fn host_refused(&self, plane: &AgentControlPlane) -> Option<Blocked> {
+        let base_url = plane.spec.base_url()?;
+        let field = if plane.spec.url.is_some() {
+            "spec.url"
+        } else {
+            "spec.region"
+        };
+        let refused = self
+            .allowed_hosts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .check(&base_url, field)
+            .err()?;
+        Some(Blocked {
+            reason: reason::HOST_NOT_ALLOWED,
+            message: format!(
+                "AgentControlPlane {}/{}: {refused}",
+                plane.namespace().unwrap_or_default(),
+                plane.name_any()
+            ),
+        })
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Entry>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -326,8 +371,9 @@ impl ClientCache {
     ///
     /// Returns `Ok(Err(Blocked))` when the AgentControlPlane does not exist,
     /// reports `Stalled=True` (wrong key, forbidden workspace) or is not usable
-    /// (reason [`reason::CONTROL_PLANE_NOT_READY`]) or a referenced Secret or
-    /// key is missing ([`reason::SECRET_NOT_FOUND`]). Errors: Kubernetes API
+    /// (reason [`reason::CONTROL_PLANE_NOT_READY`]), its host is not allowed
+    /// ([`reason::HOST_NOT_ALLOWED`]) or a referenced Secret or key is
+    /// missing ([`reason::SECRET_NOT_FOUND`]). Errors: Kubernetes API
     /// failures other than 404. Nothing returned ever contains the API key.
     pub async fn client_for(
         &self,
@@ -348,6 +394,9 @@ impl ClientCache {
                 message: format!("AgentControlPlane {namespace}/{name} not found"),
             }));
         };
+        if let Some(refused) = self.host_refused(&plane) {
+            return Ok(Err(refused));
+        }
         if let Some(why) = stalled(&plane) {
             // Its AgentDeployments wait with a reason pointing at it instead
             // of each failing against the control plane.
@@ -360,7 +409,9 @@ impl ClientCache {
             .client_for_plane(kube, &plane, request_timeout, observer)
             .await?
             .map_err(|mut blocked| {
-                if blocked.reason != reason::SECRET_NOT_FOUND {
+                if blocked.reason != reason::SECRET_NOT_FOUND
+                    && blocked.reason != reason::HOST_NOT_ALLOWED
+                {
                     blocked.reason = reason::CONTROL_PLANE_NOT_READY;
                 }
                 blocked
@@ -392,6 +443,11 @@ impl ClientCache {
         let Some(base_url) = plane.spec.base_url() else {
             return Ok(Err(invalid("sets neither region nor url".into())));
         };
+        // Before anything is read or sent: a host outside the operator's
+        // list gets no request at all.
+        if let Some(refused) = self.host_refused(plane) {
+            return Ok(Err(refused));
+        }
         let Some(credential_ref) = plane.spec.credential_ref() else {
             return Ok(Err(invalid(
                 "sets neither apiKeySecretRef nor bearerTokenSecretRef".into(),

@@ -141,7 +141,7 @@ pub const ANSWER_SHAPES: &[FieldShape] = &[
         field: "source_config.custom_url",
         echo: Echo::AsWritten,
         rule: "compared only when the spec sets it (the service sets it for github)",
-        source: "Facts: Deployment",
+        source: "docs/control-plane-api.md: Deployment",
     },
 ];
 
@@ -382,9 +382,7 @@ mod tests {
     /// fixtures: (fixture, desired change, memory, fields sent).
     mod fixtures {
         use super::super::*;
-        use crate::controller::desired::{
-            compute_patch, patch_fields, remote_secrets_differ, secrets_hash,
-        };
+        use crate::controller::desired::{compute_patch, patch_fields, remote_secrets_differ};
         use crate::controlplane::types::{Deployment, SecretValue};
         use serde_json::{Value, json};
 
@@ -431,10 +429,11 @@ mod tests {
             remote: &Deployment,
             sent: Option<&DeploymentCreate>,
         ) -> Vec<&'static str> {
-            let hash = secrets_hash("salt", &desired.secrets);
+            let key = crate::controller::hash_key::HashKey::random();
+            let hash = key.secrets_hash(&desired.secrets);
             let last = sent.map(unechoed_hash);
             let memory = Memory {
-                send_secrets: remote_secrets_differ(&hash, &remote.secrets),
+                send_secrets: remote_secrets_differ(&key, &hash, &remote.secrets),
                 sent: last.as_deref(),
             };
             patch_fields(&compute_patch(desired, remote, &memory))

@@ -32,7 +32,7 @@ use super::merge::with_merged_resource_spec;
 use super::operation::{
     Operation, PlaneLabel, STATUS_CLASS_TIMEOUT, STATUS_CLASS_TRANSPORT, status_class,
 };
-use super::response::{check_status, decode_body};
+use super::response::{check_status_redacted, decode_body};
 use super::types::{
     Deployment, DeploymentCreate, DeploymentPatch, GithubIntegration, GithubRepository, Listener,
     LogPage, LogQuery, Page, Revision, ValidationError,
@@ -306,17 +306,15 @@ fn encode_segment(segment: &str) -> String {
 }
 
 /// Reads a whole answer body, refusing one over [`MAX_RESPONSE_BYTES`]
-/// ([`Error::Decode`] with the first bytes) so that a broken or hostile
+/// ([`Error::Decode`], without any of its bytes) so that a broken or hostile
 /// server cannot exhaust memory.
 async fn read_body(mut resp: reqwest::Response, status: StatusCode) -> Result<Bytes, Error> {
     let mut body = bytes::BytesMut::new();
     while let Some(chunk) = resp.chunk().await.map_err(Error::from_reqwest)? {
         if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            body.extend_from_slice(&chunk);
             return Err(Error::Decode {
                 status: status.as_u16(),
                 message: format!("the answer is larger than {MAX_RESPONSE_BYTES} bytes"),
-                snippet: super::error::snippet(&body),
             });
         }
         body.extend_from_slice(&chunk);
@@ -568,7 +566,7 @@ impl ControlPlaneClient {
         } else {
             crate::redact::bytes(body, &echoes)
         };
-        let checked = check_status(op, status, retry_after.as_ref(), &body);
+        let checked = check_status_redacted(op, status, retry_after.as_ref(), &body, &echoes);
         match &checked {
             Err(Error::RateLimited {
                 status,

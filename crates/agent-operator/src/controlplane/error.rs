@@ -3,9 +3,14 @@
 //! Status codes and body shapes follow docs/control-plane-api.md "Errors": 400/403/404/409
 //! carry `{"detail": "<string>"}`, 422 carries an `HTTPValidationError`, and a
 //! 429 or 503 may carry `Retry-After`. Nothing here ever holds the API key or a
-//! request or response header: only the status, the `detail`, the parsed
-//! `Retry-After`, and at most the first [`BODY_SNIPPET_BYTES`] bytes of a body
-//! that did not decode (with secret values cut out, see [`snippet`]).
+//! request or response header: only the status, the `detail` (at most
+//! [`MAX_DETAIL_BYTES`]), the `loc`, `msg` and `type` of validation errors, and
+//! the parsed `Retry-After`. The body itself is never kept: the control plane
+//! URL is chosen by whoever may create an AgentControlPlane, so an answer that
+//! is not the service's JSON error shape (an HTML page, an internal service's
+//! text) is reported by its status code only ([`NO_DETAIL`]), and an
+//! undecodable success body by the decoder's position and category, not its
+//! text ([`json_error_text`]).
 //!
 //! Every variant is classified by [`Error::is_transient`]: transient errors
 //! may succeed when the same request is sent again later (the client retries
@@ -15,11 +20,21 @@
 use std::time::Duration;
 
 use reqwest::StatusCode;
+use secrecy::SecretString;
 
 use super::types::{ErrorDetail, HttpValidationError, ValidationError};
 
-/// How many bytes of an undecodable body an error keeps.
-pub const BODY_SNIPPET_BYTES: usize = 200;
+/// Longest `detail` (and validation `msg`) an error keeps, in bytes (cut on
+/// a character boundary, with `…`).
+pub const MAX_DETAIL_BYTES: usize = 300;
+
+/// Most validation errors of a 422 an error keeps.
+pub const MAX_VALIDATION_ERRORS: usize = 10;
+
+/// The `detail` of an answer whose body is not the control plane's JSON
+/// error shape: the body is not shown, the status says what happened.
+pub const NO_DETAIL: &str =
+    "no detail (the answer is not the control plane's JSON error; its body is not shown)";
 
 /// An error of a control plane call.
 #[derive(Debug, thiserror::Error)]
@@ -101,17 +116,15 @@ pub enum Error {
     /// The connection failed (refused, reset, TLS, DNS).
     #[error("control plane transport error: {0}")]
     Transport(String),
-    /// The body was not what the spec says; `snippet` holds its first bytes.
-    #[error(
-        "cannot decode control plane answer (status {status}): {message}; body starts with {snippet:?}"
-    )]
+    /// The body was not what the spec says. Nothing of the body is kept:
+    /// `message` says where and what kind of mismatch
+    /// ([`json_error_text`]).
+    #[error("cannot decode control plane answer (status {status}): {message}")]
     Decode {
         /// The HTTP status.
         status: u16,
-        /// The decoder's message.
+        /// What was wrong, without any text of the body.
         message: String,
-        /// First [`BODY_SNIPPET_BYTES`] bytes of the body, lossily decoded.
-        snippet: String,
     },
     /// The client configuration is not acceptable: the endpoint (e.g. plain
     /// HTTP to a non-loopback host without opt-in), the API key or workspace
@@ -244,10 +257,26 @@ impl Error {
         })
     }
 
-    /// Maps a non-success answer to an error (docs/control-plane-api.md "Errors").
+    /// Maps a non-success answer to an error (docs/control-plane-api.md "Errors"). Only the
+    /// parsed `detail` (or validation errors) of the service's JSON error
+    /// shape is kept, bounded; any other body is replaced by [`NO_DETAIL`].
     pub fn from_response(status: StatusCode, retry_after: Option<Duration>, body: &[u8]) -> Self {
+        Self::from_response_redacted(status, retry_after, body, &[])
+    }
+
+    /// [`Error::from_response`] with every value of `secrets` removed from
+    /// what is kept ([`crate::redact::text`]): after the JSON is decoded (so
+    /// whatever escapes the service used are undone) and before the text is
+    /// cut to [`MAX_DETAIL_BYTES`] (so that no prefix of a value survives at
+    /// the cut).
+    pub fn from_response_redacted(
+        status: StatusCode,
+        retry_after: Option<Duration>,
+        body: &[u8],
+        secrets: &[SecretString],
+    ) -> Self {
         let code = status.as_u16();
-        let detail = || detail_text(body);
+        let detail = || detail_text(body, secrets);
         match code {
             400 => Error::BadRequest { detail: detail() },
             401 => Error::Unauthorized { detail: detail() },
@@ -255,7 +284,14 @@ impl Error {
             404 => Error::NotFound { detail: detail() },
             409 => Error::Conflict { detail: detail() },
             422 => match serde_json::from_slice::<HttpValidationError>(body) {
-                Ok(v) => Error::Validation { errors: v.detail },
+                Ok(v) => Error::Validation {
+                    errors: v
+                        .detail
+                        .into_iter()
+                        .take(MAX_VALIDATION_ERRORS)
+                        .map(|e| bounded_validation(e, secrets))
+                        .collect(),
+                },
                 Err(_) => Error::Validation {
                     errors: vec![ValidationError {
                         loc: vec![],
@@ -289,24 +325,81 @@ impl Error {
         Error::Transport(transport_text(e))
     }
 
-    /// A decode failure of a success body.
-    pub fn decode(status: StatusCode, err: &serde_json::Error, body: &[u8]) -> Self {
+    /// A decode failure of a success body: where and what kind, never the
+    /// body's text ([`json_error_text`]).
+    pub fn decode(status: StatusCode, err: &serde_json::Error) -> Self {
         Error::Decode {
             status: status.as_u16(),
-            message: err.to_string(),
-            snippet: snippet(body),
+            message: json_error_text(err),
         }
     }
 }
 
-/// The `detail` string of an error body, or the body text itself when it is
-/// not `{"detail": "<string>"}` (docs/control-plane-api.md "Errors": such a
-/// body is kept as text), cut to [`BODY_SNIPPET_BYTES`].
-fn detail_text(body: &[u8]) -> String {
+/// The `detail` string of the service's error shape `{"detail": "<string>"}`,
+/// cut to [`MAX_DETAIL_BYTES`]; [`NO_DETAIL`] for any other body. The spec
+/// says "The response text is the error detail", but the URL is the user's
+/// choice: text that is not the service's JSON is not repeated.
+fn detail_text(body: &[u8], secrets: &[SecretString]) -> String {
     match serde_json::from_slice::<ErrorDetail>(body) {
-        Ok(d) => d.detail,
-        Err(_) => snippet(body),
+        Ok(d) => bound(crate::redact::text(&d.detail, secrets)),
+        Err(_) => NO_DETAIL.to_owned(),
     }
+}
+
+/// `text` cut to at most [`MAX_DETAIL_BYTES`] bytes on a character
+/// boundary, with `…` when cut.
+pub fn bound(mut text: String) -> String {
+    if text.len() > MAX_DETAIL_BYTES {
+        let mut end = MAX_DETAIL_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
+/// A validation error with its `msg`, `type` and string `loc` items
+/// redacted of `secrets`, then bounded.
+fn bounded_validation(mut e: ValidationError, secrets: &[SecretString]) -> ValidationError {
+    let clean = |s: &str| bound(crate::redact::text(s, secrets));
+    e.msg = clean(&e.msg);
+    e.kind = clean(&e.kind);
+    e.loc.truncate(MAX_VALIDATION_ERRORS);
+    for l in &mut e.loc {
+        if let serde_json::Value::String(s) = l {
+            *s = clean(s);
+        } else if !l.is_number() {
+            *l = serde_json::Value::String("…".into());
+        }
+    }
+    e
+}
+
+/// What a JSON decoder error says without repeating the body: its kind and
+/// position, and for a missing field the field's name (a name of this
+/// client's types). serde's other messages quote the offending value
+/// (`invalid type: string "…"`), which is text of the answer, so they are
+/// not kept.
+pub fn json_error_text(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Io => "the answer could not be read".to_owned(),
+        Category::Syntax => "not JSON".to_owned(),
+        Category::Eof => "JSON cut short".to_owned(),
+        Category::Data => {
+            let text = e.to_string();
+            match text
+                .strip_prefix("missing field `")
+                .and_then(|rest| rest.split_once('`'))
+            {
+                Some((field, _)) if field.len() <= 64 => format!("missing field `{field}`"),
+                _ => "a value of an unexpected type or form".to_owned(),
+            }
+        }
+    };
+    format!("{what} at line {} column {}", e.line(), e.column())
 }
 
 /// The text of a failure without an answer (connect, TLS, reset): the
@@ -325,70 +418,6 @@ pub fn transport_text(e: reqwest::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-/// First [`BODY_SNIPPET_BYTES`] bytes of a body, lossily decoded as UTF-8,
-/// for error messages.
-///
-/// A deployment answer carries its secrets' values (docs/control-plane-api.md "Deployment":
-/// `secrets` `[{name, value}]`), so they are cut out first: a body that is
-/// JSON is shown re-encoded from its parsed value with every
-/// `secrets[].value` replaced by `[REDACTED]`, never as sent (with a
-/// duplicate `secrets` key, possibly spelled with escapes, the parsed value
-/// keeps only the last one, and the text sent would still show the others);
-/// a body that is not JSON is cut before the first `"secrets"`.
-pub fn snippet(body: &[u8]) -> String {
-    let redacted = match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(mut v) => {
-            redact_secrets(&mut v);
-            serde_json::to_vec(&v).ok()
-        }
-        Err(_) => None,
-    };
-    let body = match &redacted {
-        Some(b) => b.as_slice(),
-        None => match find(body, b"\"secrets\"") {
-            Some(at) => &body[..at],
-            None => body,
-        },
-    };
-    let end = body.len().min(BODY_SNIPPET_BYTES);
-    String::from_utf8_lossy(&body[..end]).into_owned()
-}
-
-/// Replaces every `secrets[].value` (at any depth) with `[REDACTED]`;
-/// true when something was replaced.
-fn redact_secrets(v: &mut serde_json::Value) -> bool {
-    use serde_json::Value;
-    let mut changed = false;
-    match v {
-        Value::Object(map) => {
-            for (k, child) in map.iter_mut() {
-                if k == "secrets"
-                    && let Value::Array(items) = child
-                {
-                    for item in items.iter_mut() {
-                        if let Some(value) = item.get_mut("value") {
-                            *value = Value::String("[REDACTED]".into());
-                            changed = true;
-                        }
-                    }
-                }
-                changed |= redact_secrets(child);
-            }
-        }
-        Value::Array(items) => {
-            for item in items {
-                changed |= redact_secrets(item);
-            }
-        }
-        _ => {}
-    }
-    changed
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 fn format_validation(errors: &[ValidationError]) -> String {
@@ -484,7 +513,10 @@ mod tests {
         );
         let e = Error::from_response(StatusCode::BAD_GATEWAY, None, b"<html>bad gateway</html>");
         assert!(e.is_transient());
-        assert!(e.to_string().contains("bad gateway"));
+        assert_eq!(
+            e.to_string(),
+            format!("control plane server error (502): {NO_DETAIL}")
+        );
         let e = Error::from_response(
             StatusCode::TOO_MANY_REQUESTS,
             Some(Duration::from_secs(3)),
@@ -511,7 +543,6 @@ mod tests {
             Error::Decode {
                 status: 200,
                 message: d(),
-                snippet: d(),
             },
             Error::InvalidEndpoint(d()),
         ];
@@ -556,34 +587,85 @@ mod tests {
     }
 
     #[test]
-    fn snippets_never_show_secret_values() {
-        let body = br#"{"id":"x","secrets":[{"name":"K","value":"sk-live-123"}],"status":7}"#;
-        let s = snippet(body);
-        assert!(!s.contains("sk-live-123"), "{s}");
-        assert!(s.contains("[REDACTED]"), "{s}");
-        let truncated = br#"{"id":"x","secrets":[{"name":"K","value":"sk-live-123"#;
-        let s = snippet(truncated);
-        assert!(!s.contains("sk-live-123"), "{s}");
-        assert_eq!(s, r#"{"id":"x","#);
-        assert_eq!(snippet(b"plain text"), "plain text");
-        // Found writing fuzz/ secret_redaction (the target fails on the
-        // first without the fix): a duplicate `secrets` key hid the first
-        // one's values from the redaction of the parsed JSON, and the body
-        // was shown as sent.
-        for duplicate in [
-            &br#"{"secrets":[{"name":"K","value":"sk-live-123"}],"id":"x","secrets":[]}"#[..],
-            br#"{"secr\u0065ts":[{"name":"K","value":"sk-live-123"}],"secrets":[]}"#,
+    fn bodies_that_are_not_the_service_shape_are_not_repeated() {
+        // The control plane URL is the user's choice: an internal service's
+        // answer must not be copied into conditions and events.
+        for (status, body) in [
+            (400, &b"<html>internal admin console: token=abc</html>"[..]),
+            (403, b"{\"error\": \"internal: token=abc\"}"),
+            (404, b"internal: token=abc"),
+            (422, b"{\"detail\": {\"internal\": \"token=abc\"}}"),
+            (500, b"internal: token=abc"),
+            (302, b"internal: token=abc"),
         ] {
-            let s = snippet(duplicate);
-            assert!(!s.contains("sk-live-123"), "{s}");
-            assert!(s.ends_with(r#""secrets":[]}"#), "{s}");
+            let e = Error::from_response(StatusCode::from_u16(status).unwrap(), None, body);
+            let text = format!("{e} {e:?}");
+            assert!(!text.contains("token=abc"), "{status}: {text}");
+            assert!(text.contains(&status.to_string()), "{status}: {text}");
+            assert!(text.contains(NO_DETAIL), "{status}: {text}");
         }
+        // The service's own shape is kept, bounded.
+        let long = format!("{{\"detail\": \"{}\"}}", "é".repeat(1000));
+        let e = Error::from_response(StatusCode::BAD_REQUEST, None, long.as_bytes());
+        let Error::BadRequest { detail } = &e else {
+            panic!("{e}")
+        };
+        assert!(
+            detail.len() <= MAX_DETAIL_BYTES + '…'.len_utf8(),
+            "{}",
+            detail.len()
+        );
+        assert!(detail.ends_with('…'));
+        let many = serde_json::json!({"detail": (0..50).map(|i| serde_json::json!(
+            {"loc": ["body", "x".repeat(1000)], "msg": "m".repeat(1000), "type": format!("t{i}")}
+        )).collect::<Vec<_>>()});
+        let e = Error::from_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            None,
+            many.to_string().as_bytes(),
+        );
+        let Error::Validation { errors } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(errors.len(), MAX_VALIDATION_ERRORS);
+        assert!(
+            e.to_string().len() < MAX_VALIDATION_ERRORS * 1000,
+            "{}",
+            e.to_string().len()
+        );
+    }
+
+    #[test]
+    fn decode_errors_never_repeat_the_body() {
+        let body = br#"{"id":"x","secrets":[{"name":"K","value":"sk-live-123"}],"status":7}"#;
         let e = Error::decode(
             StatusCode::OK,
             &serde_json::from_slice::<u8>(body).unwrap_err(),
-            body,
         );
         assert!(!format!("{e} {e:?}").contains("sk-live-123"));
+        // serde quotes the offending value in its own message.
+        let err = serde_json::from_slice::<Vec<u8>>(br#""sk-live-123""#).unwrap_err();
+        assert!(err.to_string().contains("sk-live-123"));
+        let text = json_error_text(&err);
+        assert!(!text.contains("sk-live-123"), "{text}");
+        assert_eq!(
+            text,
+            "a value of an unexpected type or form at line 1 column 13"
+        );
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Needs {
+            id: String,
+        }
+        let err = serde_json::from_slice::<Needs>(br#"{"other": "sk-live-123"}"#).unwrap_err();
+        assert_eq!(
+            json_error_text(&err),
+            "missing field `id` at line 1 column 24"
+        );
+        let err = serde_json::from_slice::<Needs>(b"<html>").unwrap_err();
+        assert_eq!(json_error_text(&err), "not JSON at line 1 column 1");
+        let err = serde_json::from_slice::<Needs>(br#"{"id": "x"#).unwrap_err();
+        assert!(json_error_text(&err).starts_with("JSON cut short"));
     }
 
     #[test]
@@ -610,6 +692,6 @@ mod tests {
     fn long_bodies_are_cut() {
         let body = vec![b'x'; 10_000];
         let e = Error::from_response(StatusCode::INTERNAL_SERVER_ERROR, None, &body);
-        assert!(e.to_string().len() < BODY_SNIPPET_BYTES + 100);
+        assert!(e.to_string().len() < MAX_DETAIL_BYTES + 100);
     }
 }

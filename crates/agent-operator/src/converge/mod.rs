@@ -46,6 +46,7 @@ use serde_json::Value;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, Source};
 use crate::api::rules;
 use crate::controller::deployment::decide::{self, After};
+use crate::controller::hash_key::HashKey;
 use crate::controller::shapes::Memory;
 use crate::controller::status::{Outcome, revision_outcome};
 use crate::controller::{desired, integrations, placement};
@@ -253,10 +254,11 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
             body: Box::new(body),
         });
     };
-    // A fresh salt: the values are compared with the ones the service
+    // A fresh key: the values are compared with the ones the service
     // returns, never kept.
-    let hash = desired::secrets_hash(&desired::new_salt(), &want.body.secrets);
-    let differ = desired::remote_secrets_differ(&hash, &remote.secrets);
+    let key = HashKey::random();
+    let hash = key.secrets_hash(&want.body.secrets);
+    let differ = desired::remote_secrets_differ(&key, &hash, &remote.secrets);
     let patch = desired::compute_patch(&want.body, &remote, &Memory::secrets(differ));
     let fingerprint = desired::patch_fingerprint(&patch, &hash);
     let status = AgentDeploymentStatus::default();
@@ -404,11 +406,12 @@ pub async fn execute(
                 .patch_deployment(&remote.id, &patch)
                 .await
                 .map_err(cp("patch deployment"))?;
-            let hash = desired::secrets_hash(&desired::new_salt(), &want.body.secrets);
+            let key = HashKey::random();
+            let hash = key.secrets_hash(&want.body.secrets);
             let again = desired::compute_patch(
                 &want.body,
                 &d,
-                &Memory::secrets(desired::remote_secrets_differ(&hash, &d.secrets)),
+                &Memory::secrets(desired::remote_secrets_differ(&key, &hash, &d.secrets)),
             );
             Ok(Applied {
                 action: Action::Patched {

@@ -357,6 +357,7 @@ async fn an_error_detail_that_echoes_the_key_or_a_secret_value_is_redacted() {
         detail: Some(format!(
             "key {DEMO_API_KEY} may not create; secret value sk-test-value is refused"
         )),
+        raw_body: None,
     }];
     let emu = Emu::start(cfg).await;
     let e = emu

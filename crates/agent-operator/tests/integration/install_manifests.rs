@@ -443,8 +443,12 @@ fn helm_lint_is_clean_and_the_schema_refuses_bad_values() {
     }
     // values.schema.json: a wrong type, an unknown value, a key that does not
     // exist (a typo), a namespace that is not a DNS label.
-    let bad: [(&[&str], &str); 5] = [
+    let bad: [(&[&str], &str); 6] = [
         (&["--set-json", r#"replicaCount="two""#], "replicaCount"),
+        (
+            &["--set-json", r#"extraAllowedHosts=["https://x.example/"]"#],
+            "extraAllowedHosts",
+        ),
         (&["--set", "replicaCount=0"], "replicaCount"),
         (&["--set", "logFormat=xml"], "logFormat"),
         (&["--set", "replicas=2"], "replicas"),
@@ -492,9 +496,30 @@ async fn helm_template_is_accepted_by_the_kube_apiserver_and_applies() {
         "--max-poll-interval-seconds=30",
         "--resync-interval-seconds=300",
         "--leader-elect",
+        "--allowed-hosts=api.host.langchain.com,eu.api.host.langchain.com,*.langgraph.app",
     ] {
         assert!(args.iter().any(|a| a == arg), "{arg} not in {args:?}");
     }
+    // extraAllowedHosts adds to the list; no host at all is refused.
+    let extra = helm_template(
+        &release_ns,
+        &[
+            "--set-json",
+            r#"extraAllowedHosts=["langsmith.example.com","*.agents.example.com:8443"]"#,
+        ],
+    );
+    let args = deployment_args(find(&extra, "Deployment", "helm-it-agent-operator"));
+    assert!(
+        args.iter().any(|a| a
+            == "--allowed-hosts=api.host.langchain.com,eu.api.host.langchain.com,*.langgraph.app,langsmith.example.com,*.agents.example.com:8443"),
+        "{args:?}"
+    );
+    let mut command = helm();
+    command
+        .args(["template", RELEASE])
+        .arg(chart())
+        .args(["--set-json", "allowedHosts=[]"]);
+    assert!(fail(command, None).contains("allowedHosts and extraAllowedHosts are both empty"));
     get("clusterrolebinding", "helm-it-agent-operator", None);
     get(
         "role",
@@ -615,6 +640,20 @@ fn the_chart_grants_what_the_overlays_grant() {
     assert_eq!(
         rules(find(&default, "Role", &format!("{name}-leader-election"))),
         rules(find(&cluster, "Role", "agent-operator-leader-election"))
+    );
+    // The hash key Secret: its own name in each (--hash-key-secret).
+    assert_eq!(
+        serde_json::to_string(&rules(find(&default, "Role", &format!("{name}-hash-key"))))
+            .unwrap()
+            .replace(name, "agent-operator"),
+        serde_json::to_string(&rules(find(&cluster, "Role", "agent-operator-hash-key"))).unwrap()
+    );
+    let args = |d: &Value| d["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(
+        args(find(&default, "Deployment", name))
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!("--hash-key-secret={name}-hash-key")))
     );
     // The same pod security and probes.
     let ours = find(&cluster, "Deployment", "agent-operator");

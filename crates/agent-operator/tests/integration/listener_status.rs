@@ -79,6 +79,8 @@ impl Harness {
         let config = OperatorConfig {
             blocked_interval: Duration::from_secs(30),
             request_timeout: Duration::from_secs(5),
+            // The emulator listens on loopback, outside the default list.
+            allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(["127.0.0.1"]).unwrap(),
             ..OperatorConfig::default()
         };
         // The controllers act as the operator's ServiceAccount (shipped RBAC).

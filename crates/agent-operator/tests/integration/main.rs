@@ -57,5 +57,7 @@ mod operator_service_statuses;
 mod operator_status;
 mod operator_unheld_drift;
 mod operator_verify;
+mod outbound_requests;
 mod proptest_decoding;
+mod secrets_hash;
 mod tenants;

@@ -110,6 +110,77 @@ async fn paused_resource_makes_no_remote_call_until_resumed() {
     );
 }
 
+/// The paused annotation takes `"true"` or `"false"` only (issue
+/// "Hardening", item 6): `paused: "yes"` is not ignored (the resource
+/// would deploy) but reported `Stalled`/`InvalidAnnotation`, naming the
+/// annotation and the accepted values, before any request; nothing is
+/// lost: `"false"` then deploys it. On a deployed resource being deleted,
+/// an invalid value keeps the remote deployment (no DELETE) until fixed.
+#[tokio::test]
+async fn an_invalid_paused_value_is_stalled_before_any_request() {
+    test_support::skip_without!(Envtest);
+    // The shipped resync interval: the AgentControlPlane is probed once,
+    // so every request logged after that would be about the resource.
+    let h = Harness::builder("op-pause-invalid")
+        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
+        .start()
+        .await;
+    let planes: Api<agent_operator::api::AgentControlPlane> =
+        Api::namespaced(h.client.clone(), &h.ns);
+    support::eventually(TIMEOUT, "the AgentControlPlane Ready", || async {
+        let p = planes.get_opt("default").await.ok()??;
+        let ready =
+            agent_operator::api::conditions::find(&p.status.as_ref()?.conditions, "Ready")?.clone();
+        (ready.status == "True").then_some(())
+    })
+    .await;
+    let before = h.emulator.request_log().await.entries.len();
+    let name = "typo-paused-agent";
+    let mut manifest = github_deployment(name, "main");
+    manifest["metadata"]["annotations"] = json!({PAUSED_ANNOTATION: "yes"});
+    h.apply(manifest.clone()).await;
+    let obj = h.wait_stalled(name, "InvalidAnnotation", TIMEOUT).await;
+    let stalled = condition(&obj, "Stalled").unwrap();
+    for part in [PAUSED_ANNOTATION, "\"yes\"", "\"true\"", "\"false\""] {
+        assert!(stalled.message.contains(part), "{part}: {stalled:?}");
+    }
+    support::wait_for_event(&h.client, &h.ns, name, "InvalidAnnotation", TIMEOUT).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sent: Vec<_> = h
+        .emulator
+        .request_log()
+        .await
+        .entries
+        .into_iter()
+        .skip(before)
+        .collect();
+    assert!(
+        sent.is_empty(),
+        "requests for an invalid paused value: {sent:?}"
+    );
+
+    // "false": it runs, nothing was lost.
+    manifest["metadata"]["annotations"] = json!({PAUSED_ANNOTATION: "false"});
+    h.apply(manifest.clone()).await;
+    h.wait_ready(name, TIMEOUT).await;
+
+    // Deleting with an invalid value: no DELETE, the resource stays.
+    manifest["metadata"]["annotations"] = json!({PAUSED_ANNOTATION: "maybe"});
+    h.apply(manifest.clone()).await;
+    h.wait_stalled(name, "InvalidAnnotation", TIMEOUT).await;
+    h.api
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("deleting");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.emulator.requests().await.count(route::DELETE), 0);
+    assert!(h.api.get_opt(name).await.unwrap().is_some());
+    manifest["metadata"]["annotations"] = json!({PAUSED_ANNOTATION: "false"});
+    h.apply(manifest).await;
+    support::wait_until_gone(&h.api, name, TIMEOUT).await;
+    assert_eq!(h.emulator.requests().await.count(route::DELETE), 1);
+}
+
 #[tokio::test]
 async fn events_tell_the_story_without_secret_values() {
     test_support::skip_without!(Envtest);

@@ -257,7 +257,11 @@ impl OperatorProcess {
     /// Starts the operator with `options`, as the ServiceAccount of
     /// `options.service_account` (default: the shipped one) through a copy
     /// of the cluster-admin `kubeconfig` that impersonates it. It polls every
-    /// 0.3 s unless `options.extra` sets `--poll-interval-seconds`. Unless
+    /// 0.3 s unless `options.extra` sets `--poll-interval-seconds`, and
+    /// allows requests to `127.0.0.1` only (`--allowed-hosts`, where the
+    /// emulator and `langgraph dev` listen) unless `options.extra` sets
+    /// `--allowed-hosts`, with `POD_NAMESPACE` set to the ServiceAccount's
+    /// namespace (where its hash key Secret is). Unless
     /// `options.extra` sets `--metrics-addr`, its HTTP server listens on a
     /// free loopback port (see [`OperatorProcess::http_url`]). Its log (debug
     /// level for the operator's modules) is registered for the secret scan
@@ -283,6 +287,16 @@ impl OperatorProcess {
             command.args(["--poll-interval-seconds", "0.3"]);
         }
         command.args(["--blocked-interval-seconds", "30"]);
+        // The emulator and `langgraph dev` listen on 127.0.0.1, which the
+        // operator's default --allowed-hosts (LangSmith Cloud only) refuses:
+        // allowed explicitly, unless the test sets its own list.
+        if !options
+            .extra
+            .iter()
+            .any(|a| a.starts_with("--allowed-hosts"))
+        {
+            command.args(["--allowed-hosts", "127.0.0.1"]);
+        }
         let explicit = options
             .extra
             .iter()
@@ -304,6 +318,10 @@ impl OperatorProcess {
             .args(&options.extra)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", "info,agent_operator=debug,kube=warn")
+            // As the Deployment's downward API sets it: the operator's own
+            // namespace (the ServiceAccount's), where its hash key Secret
+            // lives (`deploy/base/rbac.yaml` grants it there).
+            .env("POD_NAMESPACE", sa_namespace)
             // After the defaults, so a test may set its own `RUST_LOG`.
             .envs(options.env.iter().copied())
             .stdin(Stdio::null())

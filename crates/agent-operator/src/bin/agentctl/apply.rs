@@ -195,6 +195,8 @@ async fn verify_after(cp: &ControlPlaneClient, want: &Desired, id: &str, ended: 
         return Exit::Failed;
     };
     let key = want.verify_key(cp.api_key());
+    // Not checked against the operator's --allowed-hosts: user-driven (see
+    // plane.rs).
     let client = match verify::agent_server_client(url.clone(), key, verify::CALL_TIMEOUT_CAP) {
         Ok(c) => c,
         Err(e) => {

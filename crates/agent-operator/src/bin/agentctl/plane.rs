@@ -89,6 +89,10 @@ impl ControlPlaneArgs {
             .filter(|k| !k.is_empty())
             .ok_or_else(|| CliError::usage("set AGENT_API_KEY (or --api-key)"))?;
         let _ = API_KEY.set(key.to_owned().into());
+        // No --allowed-hosts here (agent_operator::allowlist): agentctl is
+        // run by a user, with the user's own key, against the URL the user
+        // names; the list guards the operator, whose requests go where
+        // whoever may create a resource points them.
         let mut config = ClientConfig::new(base, workspace.trim(), key.to_owned().into());
         config.timeout = std::time::Duration::from_secs(self.request_timeout.max(1));
         ControlPlaneClient::new(config).plane("configuring the control plane client")

@@ -41,7 +41,7 @@ use self::report::{
 use super::shapes::{self, Memory};
 use super::status::{Outcome, conditions, revision_outcome};
 use super::{Context, Error, desired, jittered, object_key, requeue_after_error};
-use super::{integrations, placement, resolve};
+use super::{hash_key, integrations, placement, resolve};
 use crate::api::conditions::reason;
 use crate::api::conditions::{READY, find};
 use crate::api::deployment::{
@@ -56,13 +56,6 @@ use crate::controlplane::types::{
 };
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 use secrecy::SecretString;
-
-/// True when the object carries `agentserver.dev/paused: "true"`.
-pub fn is_paused(obj: &AgentDeployment) -> bool {
-    obj.annotations()
-        .get(PAUSED_ANNOTATION)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-}
 
 /// One reconcile pass: the finalizer helper dispatches to [`apply`] or
 /// [`cleanup`].
@@ -215,9 +208,17 @@ async fn apply(
 ) -> Result<Action, Error> {
     let key = object_key(obj);
     let first_pass = ctx.first_pass(&key);
-    if is_paused(obj) {
-        report_paused(api, obj).await?;
-        return Ok(Action::await_change());
+    match obj.paused() {
+        Ok(true) => {
+            report_paused(api, obj).await?;
+            return Ok(Action::await_change());
+        }
+        Ok(false) => {}
+        // A value that is neither "true" nor "false" (a typo of a pause,
+        // most likely): nothing is sent until it is one of them.
+        Err(message) => {
+            return report_stalled(api, obj, ctx, reason::INVALID_ANNOTATION, message).await;
+        }
     }
     // A decision to create, recover or declare a conflict is made on a
     // fresh read of the object, never on a cache that may predate the
@@ -242,12 +243,28 @@ async fn apply(
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let previous = obj.status.clone().unwrap_or_default();
+    let mut previous = obj.status.clone().unwrap_or_default();
 
     // A spec the control plane would refuse stops here, before any request
     // (rules the schema cannot express, or an object stored before a rule).
     if let Err(message) = rules::preflight(&obj.remote_name(), &obj.spec) {
         return report_stalled(api, obj, ctx, reason::INVALID_SPEC, message).await;
+    }
+    // An agent server URL outside the operator's --allowed-hosts: nothing is
+    // created for it (it would be the deployment's URL, and the target of
+    // spec.verify).
+    if let Some(url) = obj
+        .spec
+        .source_config
+        .custom_url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+        && let Err(refused) = ctx
+            .config
+            .allowed_hosts
+            .check(url, "spec.sourceConfig.customUrl")
+    {
+        return report_stalled(api, obj, ctx, reason::HOST_NOT_ALLOWED, refused.0).await;
     }
 
     // Observe the inputs (Kubernetes only). Nothing remote happens while one
@@ -271,13 +288,23 @@ async fn apply(
             Err(blocked) => return report_blocked(api, obj, ctx, blocked).await,
         }
     }
-    let salt = previous
-        .secrets_hash
-        .as_deref()
-        .and_then(desired::salt_of)
-        .map(str::to_owned)
-        .unwrap_or_else(desired::new_salt);
-    let secrets_hash = desired::secrets_hash(&salt, &body.secrets);
+    let secrets_hash = ctx.hash_key.secrets_hash(&body.secrets);
+    match previous.secrets_hash.as_deref() {
+        // The old salted format, still matching: taken as unchanged, and
+        // rewritten as the HMAC by this pass's status write (no PATCH).
+        Some(stored)
+            if ctx.hash_key.check(stored, &body.secrets) == hash_key::Stored::LegacyMatches =>
+        {
+            debug!("status.secretsHash in the old format matches; rewriting it as an HMAC");
+            previous.secrets_hash = Some(secrets_hash.clone());
+        }
+        Some(stored) if ctx.hash_key.is_of_another_key(stored) => {
+            debug!(
+                "status.secretsHash was made with another key (rotated): the secrets are sent once"
+            );
+        }
+        _ => {}
+    }
     let redeploy = obj
         .annotations()
         .get(REDEPLOY_ANNOTATION)
@@ -514,7 +541,7 @@ impl Pass<'_> {
         obtained_now: bool,
     ) -> Result<Result<(RemoteView, Option<Revision>), Action>, Error> {
         // Values changed here (the referenced Secrets), or on the control
-        // plane (the values the service returns, compared by salted hash,
+        // plane (the values the service returns, compared by keyed hash,
         // only on this read: no extra request). A correction of values
         // changed outside is paced like a change here, so a fight with
         // another writer costs at most one revision per interval; not when
@@ -522,7 +549,7 @@ impl Pass<'_> {
         // anyway, and the pass must keep reporting it, not flap to Ready).
         let changed_here = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
         let changed_outside = !changed_here
-            && desired::remote_secrets_differ(secrets_hash, &remote.secrets)
+            && desired::remote_secrets_differ(&self.ctx.hash_key, secrets_hash, &remote.secrets)
             && (self.previous.unheld_patch.is_some()
                 || self.ctx.secrets_due_in(&object_key(self.obj)).is_none());
         let unechoed = shapes::unechoed_hash(body);
@@ -623,7 +650,11 @@ impl Pass<'_> {
                         body,
                         &d,
                         &Memory {
-                            send_secrets: desired::remote_secrets_differ(secrets_hash, &d.secrets),
+                            send_secrets: desired::remote_secrets_differ(
+                                &self.ctx.hash_key,
+                                secrets_hash,
+                                &d.secrets,
+                            ),
                             sent: Some(&unechoed),
                         },
                     );
@@ -1193,11 +1224,26 @@ async fn cleanup(
         }
         return Ok(Action::await_change());
     }
-    if is_paused(obj) {
-        report_paused(api, obj).await?;
-        return Err(Error::DeletionBlocked(format!(
-            "paused by the annotation {PAUSED_ANNOTATION}"
-        )));
+    match obj.paused() {
+        Ok(true) => {
+            report_paused(api, obj).await?;
+            return Err(Error::DeletionBlocked(format!(
+                "paused by the annotation {PAUSED_ANNOTATION}"
+            )));
+        }
+        Ok(false) => {}
+        Err(message) => {
+            report(
+                api,
+                obj,
+                &Outcome::Stalled {
+                    reason: reason::INVALID_ANNOTATION,
+                    message: message.clone(),
+                },
+            )
+            .await?;
+            return Err(Error::DeletionBlocked(message));
+        }
     }
     // Giving the remote deployment up (removing the finalizer without a
     // DELETE) is decided on a fresh read, never on a cache that may predate

@@ -41,7 +41,10 @@ pub struct Checked {
 /// The agent server client of a verification at `url`: `key` as
 /// `X-Api-Key`, `timeout` for each request and between two events of a
 /// stream, connecting within at most [`CONNECT_TIMEOUT`]. Shared by the
-/// operator and `agentctl apply --wait`.
+/// operator and `agentctl apply --wait`. It does not check the URL against
+/// the operator's `--allowed-hosts` ([`crate::allowlist`]): the operator
+/// does that before calling it, and `agentctl`, run by a user with the
+/// user's own credentials, calls the URL the user's deployment names.
 ///
 /// Errors: the URL or the key is not usable ([`agentserver::Error::InvalidConfig`]).
 pub fn agent_server_client(
@@ -384,6 +387,16 @@ impl Pass<'_> {
                 "the deployment has no URL (source_config.custom_url)".to_owned(),
             );
         };
+        // The operator's --allowed-hosts, checked before the client exists:
+        // a URL the control plane (or the spec) points elsewhere gets nothing.
+        let field = if self.obj.spec.source_config.custom_url.is_some() {
+            "spec.sourceConfig.customUrl"
+        } else {
+            "the deployment URL (source_config.custom_url, chosen by the control plane)"
+        };
+        if let Err(refused) = self.ctx.config.allowed_hosts.check(&url, field) {
+            return failed(reason::HOST_NOT_ALLOWED, refused.0);
+        }
         let timeout = self.ctx.config.request_timeout.min(CALL_TIMEOUT_CAP);
         let sends_key = key.is_some();
         let client = match agent_server_client(url, key, timeout) {

@@ -265,7 +265,7 @@ pub fn verify_step(k: &VerifyKnown<'_>) -> VerifyStep {
 
 /// The failure reasons of a verification, as stored in
 /// `status.verification.outcome`.
-const FAILURE_REASONS: [&str; 8] = [
+const FAILURE_REASONS: [&str; 9] = [
     reason::AGENT_SERVER_UNREACHABLE,
     reason::AGENT_SERVER_UNAUTHORIZED,
     reason::ASSISTANTS_MISSING,
@@ -274,6 +274,7 @@ const FAILURE_REASONS: [&str; 8] = [
     reason::EXPECTATION_NOT_MET,
     reason::REVISION_NOT_ACTIVE,
     reason::SECRET_NOT_FOUND,
+    reason::HOST_NOT_ALLOWED,
 ];
 
 /// True for the reasons whose Warning event `Pass::verify` publishes

@@ -380,7 +380,7 @@ pub struct Applied {
 }
 
 /// Sends the one mutation of `plan` (none for [`Plan::Unchanged`]); a PATCH
-/// is read back with [`desired::compute_patch`] as the operator does, to
+/// is read back with [`desired::patch_read_back`] as the operator does, to
 /// tell a change the service did not hold.
 ///
 /// Errors: [`Error::ControlPlane`] (never retried: creates and PATCHes have
@@ -408,11 +408,7 @@ pub async fn execute(
                 .map_err(cp("patch deployment"))?;
             let key = HashKey::random();
             let hash = key.secrets_hash(&want.body.secrets);
-            let again = desired::compute_patch(
-                &want.body,
-                &d,
-                &Memory::secrets(desired::remote_secrets_differ(&key, &hash, &d.secrets)),
-            );
+            let again = desired::patch_read_back(&key, &want.body, &d, &hash, None);
             Ok(Applied {
                 action: Action::Patched {
                     fields: desired::patch_fields(&patch),

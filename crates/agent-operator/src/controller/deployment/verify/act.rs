@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 use secrecy::SecretString;
 use serde_json::Value;
 
-use super::super::{Pass, RemoteView};
+use super::super::pass::{Pass, RemoteView};
 use super::{
     CALL_TIMEOUT_CAP, CONNECT_TIMEOUT, Deferred, MAX_RUN_EVENTS, NO_KEY_HINT, RunJudge,
     VerifyKnown, VerifyStep, bounded, classify, control_plane_key_allowed, outcome, retry_backoff,

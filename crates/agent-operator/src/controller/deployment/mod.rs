@@ -31,6 +31,8 @@ pub mod observe;
 mod obtain;
 pub mod pass;
 pub mod report;
+#[cfg(test)]
+mod sequence_tests;
 pub mod verdict;
 pub mod verify;
 

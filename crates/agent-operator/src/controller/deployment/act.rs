@@ -112,26 +112,8 @@ impl Pass<'_> {
     ) -> Flow<Acted> {
         let secrets_hash = self.seen.secrets_hash.as_str();
         let key = object_key(self.obj);
-        // Values changed here (the referenced Secrets), or on the control
-        // plane (the values the service returns, compared by keyed hash,
-        // only on this read: no extra request). A correction of values
-        // changed outside is paced like a change here, so a fight with
-        // another writer costs at most one revision per interval; not when
-        // the status holds a PATCH the service did not hold (it is not sent
-        // anyway, and the pass must keep reporting it, not flap to Ready).
         let changed_here = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
-        let changed_outside = decide::correct_outside_change(
-            changed_here,
-            desired::remote_secrets_differ(&self.ctx.hash_key, secrets_hash, &remote.secrets),
-            self.previous.unheld_patch.is_some(),
-            self.ctx.secrets_due_in(&key).is_some(),
-        );
-        let memory = Memory {
-            send_secrets: changed_here || changed_outside,
-            sent: self.previous.unechoed_hash.as_deref(),
-        };
-        let patch = desired::compute_patch(body, &remote, &memory);
-        (self.status.source_commit, self.status.built_image) = shapes::provenance(&remote);
+        let patch = self.minimal_patch(&remote, body, changed_here);
         let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
         // What `fight::carried` left of the corrections of drift.
         let corrections = self.status.drift_corrections.clone();
@@ -151,24 +133,7 @@ impl Pass<'_> {
         }
         let resync = Action::requeue(jittered(self.ctx.config.resync_interval));
         match decide::after_read(&read) {
-            After::RemoteDeleting => {
-                let outcome = Outcome::Progressing {
-                    reason: reason::REMOTE_DELETED,
-                    message: format!(
-                        "remote deployment {} is being deleted outside the operator",
-                        remote.id
-                    ),
-                };
-                // Read again on the backoff of a delete in progress.
-                let wait = deleting::DELETES.read(
-                    &key,
-                    &remote.id,
-                    true,
-                    self.ctx.config.poll_interval,
-                    self.ctx.config.max_poll_interval,
-                );
-                Err(self.finish(&outcome, Ok(Action::requeue(wait))))
-            }
+            After::RemoteDeleting => Err(self.remote_deleting(&remote.id)),
             After::Fight { fields } => {
                 let outcome = Outcome::Stalled {
                     reason: reason::DRIFT_FIGHT,
@@ -182,28 +147,7 @@ impl Pass<'_> {
                 Err(self.finish(&outcome, Ok(resync)))
             }
             After::Patch { drift } => self.patch(&remote.id, body, patch, drift).await,
-            After::Redeploy => match self.cp.redeploy(&remote.id).await {
-                Ok(revision) => {
-                    self.events.push((
-                        EventType::Normal,
-                        "Redeployed",
-                        format!(
-                            "redeploy requested at {}: new revision {}",
-                            self.seen.redeploy.as_deref().unwrap_or_default(),
-                            revision.id
-                        ),
-                    ));
-                    self.status.rejected_request = None;
-                    self.served_redeploy();
-                    let mut view = RemoteView::of(&remote);
-                    view.latest_revision_id = Some(revision.id.clone());
-                    Ok(Acted {
-                        view,
-                        revision: Some(revision),
-                    })
-                }
-                Err(e) => Err(self.fail("redeploy", e)),
-            },
+            After::Redeploy => self.redeploy(&remote).await,
             After::Follow => {
                 if self.previous.observed_generation != self.obj.metadata.generation {
                     self.status.unheld_patch = None;
@@ -217,6 +161,76 @@ impl Pass<'_> {
                 })
             }
         }
+    }
+
+    /// The minimal PATCH from `remote` to `body` ([`desired::compute_patch`]).
+    /// Secret values are sent when they changed here (`changed_here`: the
+    /// referenced Secrets), or on the control plane (the values the service
+    /// returns, compared by keyed hash, only on this read: no extra
+    /// request), paced by [`decide::correct_outside_change`].
+    fn minimal_patch(
+        &mut self,
+        remote: &Deployment,
+        body: &DeploymentCreate,
+        changed_here: bool,
+    ) -> DeploymentPatch {
+        let secrets_hash = self.seen.secrets_hash.as_str();
+        let changed_outside = decide::correct_outside_change(
+            changed_here,
+            desired::remote_secrets_differ(&self.ctx.hash_key, secrets_hash, &remote.secrets),
+            self.previous.unheld_patch.is_some(),
+            self.ctx.secrets_due_in(&object_key(self.obj)).is_some(),
+        );
+        let memory = Memory {
+            send_secrets: changed_here || changed_outside,
+            sent: self.previous.unechoed_hash.as_deref(),
+        };
+        (self.status.source_commit, self.status.built_image) = shapes::provenance(remote);
+        desired::compute_patch(body, remote, &memory)
+    }
+
+    /// The remote deployment `id` is being deleted outside the operator:
+    /// `Reconciling/RemoteDeleted`, read again on the backoff of a delete in
+    /// progress ([`deleting`]).
+    fn remote_deleting(&mut self, id: &str) -> Box<Report> {
+        let outcome = Outcome::Progressing {
+            reason: reason::REMOTE_DELETED,
+            message: format!("remote deployment {id} is being deleted outside the operator"),
+        };
+        let wait = deleting::DELETES.read(
+            &object_key(self.obj),
+            id,
+            true,
+            self.ctx.config.poll_interval,
+            self.ctx.config.max_poll_interval,
+        );
+        self.finish(&outcome, Ok(Action::requeue(wait)))
+    }
+
+    /// Requests the redeploy of `remote`; its answer is the revision it
+    /// started.
+    async fn redeploy(&mut self, remote: &Deployment) -> Flow<Acted> {
+        let revision = match self.cp.redeploy(&remote.id).await {
+            Ok(revision) => revision,
+            Err(e) => return Err(self.fail("redeploy", e)),
+        };
+        self.events.push((
+            EventType::Normal,
+            "Redeployed",
+            format!(
+                "redeploy requested at {}: new revision {}",
+                self.seen.redeploy.as_deref().unwrap_or_default(),
+                revision.id
+            ),
+        ));
+        self.status.rejected_request = None;
+        self.served_redeploy();
+        let mut view = RemoteView::of(remote);
+        view.latest_revision_id = Some(revision.id.clone());
+        Ok(Acted {
+            view,
+            revision: Some(revision),
+        })
     }
 
     /// PATCHes the deployment `id` with `patch` and reads the answer back: a

@@ -136,7 +136,15 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
         }
     }
 
-    let pending = create_pending(obj);
+    by_name(pass, body).await
+}
+
+/// Finds the deployment by its name (after an interrupted create, the one
+/// it made), or creates it when there is none; a name taken by others, or
+/// several matches after an interrupted create, stall.
+async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
+    let cp = pass.cp;
+    let pending = create_pending(pass.obj);
     // After an interrupted create, an exact fresh listing (crash safety);
     // otherwise a lookup a fleet of creates can share.
     let plane = super::plane_key(cp);

@@ -129,7 +129,7 @@ impl Pass<'_> {
             drift_corrections: &corrections,
         };
         if !read.remote_deleting {
-            deleting::DELETES.forget(&key);
+            self.ctx.deletes.forget(&key);
         }
         let resync = Action::requeue(jittered(self.ctx.config.resync_interval));
         match decide::after_read(&read) {
@@ -197,7 +197,7 @@ impl Pass<'_> {
             reason: reason::REMOTE_DELETED,
             message: format!("remote deployment {id} is being deleted outside the operator"),
         };
-        let wait = deleting::DELETES.read(
+        let wait = self.ctx.deletes.read(
             &object_key(self.obj),
             id,
             true,
@@ -333,7 +333,7 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
             ),
         );
     }
-    deleting::DELETES.forget(&object_key(obj));
+    ctx.deletes.forget(&object_key(obj));
     // Forget the old id and secrets hash; the next pass creates a new one.
     let mut status = obj.status.clone().unwrap_or_default();
     status.deployment_id = None;

@@ -93,16 +93,14 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     // written by the last read tells whether the deployment was deleting.
     let step = match &known_id {
         Some(id) => deleting::before(
-            deleting::DELETES
-                .known(&key, id)
-                .unwrap_or(deleting::Known {
-                    accepted: deleting::is_deleting(
-                        obj.status
-                            .as_ref()
-                            .and_then(|s| s.deployment_status.as_deref()),
-                    ),
-                    due_in: None,
-                }),
+            ctx.deletes.known(&key, id).unwrap_or(deleting::Known {
+                accepted: deleting::is_deleting(
+                    obj.status
+                        .as_ref()
+                        .and_then(|s| s.deployment_status.as_deref()),
+                ),
+                due_in: None,
+            }),
         ),
         None => deleting::Step::Delete,
     };
@@ -140,7 +138,7 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     }
     match cp.get_deployment(&id).await {
         Err(CpError::NotFound { .. }) => {
-            deleting::DELETES.forget(&key);
+            ctx.deletes.forget(&key);
             info!(deployment_id = %id, "remote deployment deleted");
             let mut report = Report::end(Action::await_change());
             report.events.push((
@@ -192,7 +190,7 @@ fn still_there(
     remote_status: Option<String>,
 ) -> Box<Report> {
     let is_deleting = deleting::is_deleting(remote_status.as_deref());
-    let wait = deleting::DELETES.read(
+    let wait = ctx.deletes.read(
         key,
         &id,
         is_deleting,

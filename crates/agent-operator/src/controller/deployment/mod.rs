@@ -89,7 +89,7 @@ pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<A
     match &result {
         Ok(action) if deleted && *action == Action::await_change() => {
             ctx.forget(&key);
-            deleting::DELETES.forget(&key);
+            ctx.deletes.forget(&key);
         }
         Ok(_) => ctx.reset_backoff(&key),
         Err(_) => {}
@@ -102,7 +102,8 @@ pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<A
 /// when its backoff says ([`deleting::Deletes::due_in`]).
 pub fn error_policy(obj: Arc<AgentDeployment>, error: &Error, ctx: Arc<Context>) -> Action {
     if let Error::DeletionPending(_) = error {
-        let due = deleting::DELETES
+        let due = ctx
+            .deletes
             .due_in(&object_key(obj.as_ref()))
             .unwrap_or(ctx.config.poll_interval);
         // Never a requeue at once: the pass that records a read sets the

@@ -10,7 +10,7 @@ use kube::{Api, ResourceExt};
 use tracing::debug;
 
 use super::report::{Flow, Report};
-use super::{decide, deleting, seconds_until};
+use super::{decide, seconds_until};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION,
@@ -65,7 +65,7 @@ impl Observed {
             remote_deleting_due_in: previous
                 .deployment_id
                 .as_deref()
-                .and_then(|id| deleting::DELETES.known(&self.key, id))
+                .and_then(|id| ctx.deletes.known(&self.key, id))
                 .filter(|k| k.accepted)
                 .and_then(|k| k.due_in),
         }

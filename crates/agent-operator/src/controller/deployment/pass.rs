@@ -10,9 +10,8 @@ use secrecy::SecretString;
 use super::decide;
 use super::observe::Observed;
 use super::obtain::create_pending;
-use super::report::{Note, Report, already_reported, changed, error_outcome};
+use super::report::{Note, Report, already_reported, apply_error_outcome, changed};
 use super::verify;
-use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
     REDEPLOY_ANNOTATION, RejectedRequest,
@@ -134,21 +133,7 @@ impl<'a> Pass<'a> {
     /// the desired state changes or its backoff passes; a transient error is
     /// returned for the per-object backoff.
     pub(super) fn fail(&mut self, operation: &'static str, e: CpError) -> Box<Report> {
-        let mut outcome = error_outcome(operation, &e);
-        if matches!(e, CpError::Unauthorized { .. }) {
-            // A refused key is the AgentControlPlane's problem, not this
-            // object's: it waits for its plane like any blocked object, and
-            // a plane or key Secret change retries it. (Its pass may run
-            // before the plane's own probe has marked the plane Stalled.)
-            outcome = Outcome::Stalled {
-                reason: reason::CONTROL_PLANE_NOT_READY,
-                message: format!(
-                    "AgentControlPlane {}/{} is not ready: Unauthorized: {operation}: {e}",
-                    self.obj.namespace().unwrap_or_default(),
-                    self.obj.spec.control_plane_ref.name
-                ),
-            };
-        }
+        let outcome = apply_error_outcome(self.obj, operation, &e);
         if e.is_transient() {
             return self.finish(
                 &outcome,

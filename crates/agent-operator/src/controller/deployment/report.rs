@@ -212,6 +212,26 @@ pub fn error_outcome(operation: &str, e: &CpError) -> Outcome {
     Outcome::Stalled { reason, message }
 }
 
+/// The outcome of a control plane error in an apply pass of `obj`: as
+/// [`error_outcome`], except that a refused key (401) is the
+/// AgentControlPlane's problem, not this object's: it waits for its plane
+/// like any blocked object (`ControlPlaneNotReady`), and a plane or key
+/// Secret change retries it. (Its pass may run before the plane's own probe
+/// has marked the plane Stalled.)
+pub fn apply_error_outcome(obj: &AgentDeployment, operation: &str, e: &CpError) -> Outcome {
+    if !matches!(e, CpError::Unauthorized { .. }) {
+        return error_outcome(operation, e);
+    }
+    Outcome::Stalled {
+        reason: reason::CONTROL_PLANE_NOT_READY,
+        message: format!(
+            "AgentControlPlane {}/{} is not ready: Unauthorized: {operation}: {e}",
+            obj.namespace().unwrap_or_default(),
+            obj.spec.control_plane_ref.name
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,6 @@
 
 pub mod control_plane;
 pub mod deployment;
-pub mod desired;
 pub mod hash_key;
 pub mod integrations;
 pub mod listener;
@@ -16,8 +15,9 @@ pub mod report;
 pub mod resolve;
 pub mod runner;
 pub mod secrets;
-pub mod shapes;
-pub mod status;
+
+/// The pure core, kept at its old paths too.
+pub use crate::plan::{desired, shapes, status};
 
 use std::time::Duration;
 

@@ -45,15 +45,16 @@ use serde_json::Value;
 
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, Source};
 use crate::api::rules;
-use crate::controller::deployment::decide::{self, After};
 use crate::controller::hash_key::HashKey;
-use crate::controller::shapes::Memory;
-use crate::controller::status::{Outcome, revision_outcome};
-use crate::controller::{desired, integrations, placement};
+use crate::controller::{integrations, placement};
 use crate::controlplane::types::{
     Deployment, DeploymentCreate, DeploymentPatch, Revision, RevisionStatus,
 };
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
+use crate::plan::decide::{self, After};
+use crate::plan::desired;
+use crate::plan::shapes::Memory;
+use crate::plan::status::{Outcome, revision_outcome};
 
 pub use manifest::Manifest;
 

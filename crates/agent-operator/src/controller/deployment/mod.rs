@@ -21,11 +21,8 @@
 
 mod act;
 pub mod cleanup;
-pub mod decide;
 pub mod deleting;
-pub mod fight;
 mod follow;
-pub mod logtail;
 pub mod names;
 pub mod observe;
 mod obtain;
@@ -33,8 +30,10 @@ pub mod pass;
 pub mod report;
 #[cfg(test)]
 mod sequence_tests;
-pub mod verdict;
 pub mod verify;
+
+/// The pure decisions of the pass, kept at their old paths too.
+pub use crate::plan::{decide, fight, logtail, verdict};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -21,8 +21,7 @@ use crate::controller::status::{Outcome, conditions};
 use crate::controller::{Context, Error};
 use crate::controlplane::Error as CpError;
 
-/// An event a pass publishes after its writes: type, reason, note.
-pub type Note = (EventType, &'static str, String);
+pub use crate::plan::verdict::Note;
 
 /// A step's result: `Err` ends the pass with this report (nothing after it
 /// runs); a Kubernetes error converts into a report that writes nothing.

@@ -8,11 +8,10 @@
 use kube::runtime::events::EventType;
 
 use super::logtail::FailureLog;
-use super::report::Note;
-use super::verify;
+use super::status::{Outcome, revision_outcome};
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeploymentStatus;
-use crate::controller::status::{Outcome, revision_outcome};
+use crate::controller::deployment::verify;
 use crate::controlplane::types::RevisionStatus;
 
 /// Deployment status of a deployment without traffic for a long time
@@ -165,6 +164,9 @@ pub fn warning(
         _ => None,
     }
 }
+
+/// An event a pass publishes after its writes: type, reason, note.
+pub type Note = (EventType, &'static str, String);
 
 /// When the follow step looks again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,10 +16,10 @@
 
 use std::time::Duration;
 
+use super::desired;
 use super::fight;
 use crate::api::conditions::{READY, TRUE, find, reason};
 use crate::api::deployment::{AgentDeploymentStatus, DriftCorrection};
-use crate::controller::desired;
 use crate::controlplane::types::{DeploymentPatch, RevisionStatus};
 
 /// First retry of a definitely rejected request with an unchanged desired

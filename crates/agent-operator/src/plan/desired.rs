@@ -8,10 +8,10 @@
 
 use serde_json::{Map, Value};
 
-use super::hash_key::HashKey;
 use super::shapes::{self, Memory};
 use crate::api::deployment::{self as crd, AgentDeploymentSpec};
 use crate::api::resource_spec;
+use crate::controller::hash_key::HashKey;
 use crate::controlplane::types::{
     self as wire, Deployment, DeploymentCreate, DeploymentPatch, SecretReference, SecretValue,
 };

@@ -6,7 +6,6 @@
 
 pub mod control_plane;
 pub mod deployment;
-pub mod desired;
 pub mod hash_key;
 pub mod integrations;
 pub mod listener;
@@ -16,8 +15,9 @@ pub mod report;
 pub mod resolve;
 pub mod runner;
 pub mod secrets;
-pub mod shapes;
-pub mod status;
+
+/// The pure core, kept at its old paths too.
+pub use crate::plan::{desired, shapes, status};
 
 use std::time::Duration;
 
@@ -110,6 +110,9 @@ pub struct Context {
     /// the operator sets the one of its Secret ([`hash_key::load_or_create`])
     /// before the controllers start.
     pub hash_key: hash_key::HashKey,
+    /// The remote deletes in progress of this process's AgentDeployments
+    /// ([`deployment::deleting`]).
+    pub deletes: deployment::deleting::Deletes,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -152,6 +155,7 @@ impl Context {
             scouts: Default::default(),
             secrets_sent: Default::default(),
             hash_key: hash_key::HashKey::random(),
+            deletes: Default::default(),
         }
     }
 

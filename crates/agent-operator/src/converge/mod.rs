@@ -45,15 +45,16 @@ use serde_json::Value;
 
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, Source};
 use crate::api::rules;
-use crate::controller::deployment::decide::{self, After};
 use crate::controller::hash_key::HashKey;
-use crate::controller::shapes::Memory;
-use crate::controller::status::{Outcome, revision_outcome};
-use crate::controller::{desired, integrations, placement};
+use crate::controller::{integrations, placement};
 use crate::controlplane::types::{
     Deployment, DeploymentCreate, DeploymentPatch, Revision, RevisionStatus,
 };
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
+use crate::plan::decide::{self, After};
+use crate::plan::desired;
+use crate::plan::shapes::Memory;
+use crate::plan::status::{Outcome, revision_outcome};
 
 pub use manifest::Manifest;
 
@@ -380,7 +381,7 @@ pub struct Applied {
 }
 
 /// Sends the one mutation of `plan` (none for [`Plan::Unchanged`]); a PATCH
-/// is read back with [`desired::compute_patch`] as the operator does, to
+/// is read back with [`desired::patch_read_back`] as the operator does, to
 /// tell a change the service did not hold.
 ///
 /// Errors: [`Error::ControlPlane`] (never retried: creates and PATCHes have
@@ -408,11 +409,7 @@ pub async fn execute(
                 .map_err(cp("patch deployment"))?;
             let key = HashKey::random();
             let hash = key.secrets_hash(&want.body.secrets);
-            let again = desired::compute_patch(
-                &want.body,
-                &d,
-                &Memory::secrets(desired::remote_secrets_differ(&key, &hash, &d.secrets)),
-            );
+            let again = desired::patch_read_back(&key, &want.body, &d, &hash, None);
             Ok(Applied {
                 action: Action::Patched {
                     fields: desired::patch_fields(&patch),

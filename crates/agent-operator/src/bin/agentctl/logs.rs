@@ -12,11 +12,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use agent_operator::controller::deployment::logtail::{self, FailureLog};
 use agent_operator::controlplane::ControlPlaneClient;
 use agent_operator::controlplane::types::{
     Deployment, LogEntry, LogOrder, LogPage, LogQuery, Revision,
 };
+use agent_operator::plan::logtail::{self, FailureLog};
 use clap::Args;
 use secrecy::{ExposeSecret, SecretString};
 

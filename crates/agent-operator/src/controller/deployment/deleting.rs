@@ -18,7 +18,7 @@
 //! deployment deleting, one more DELETE.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The deployment statuses of a deployment being deleted (docs/control-plane-api.md
@@ -92,9 +92,6 @@ struct Watch {
 pub struct Deletes {
     watches: Mutex<HashMap<String, Watch>>,
 }
-
-/// The deletes in progress of this process's AgentDeployments.
-pub static DELETES: LazyLock<Deletes> = LazyLock::new(Deletes::default);
 
 impl Deletes {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Watch>> {

@@ -25,7 +25,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::info;
 
-use super::Pass;
+use super::pass::Pass;
+use super::report::Flow;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
@@ -43,15 +44,6 @@ pub struct ObtainedDeployment {
     pub created: bool,
     /// Found after an interrupted create, or through the id annotation.
     pub recovered: bool,
-}
-
-/// Result of [`obtain`]: the remote deployment, or the action to return
-/// because the pass cannot go on (status already written).
-pub enum Obtained {
-    /// The remote deployment.
-    Remote(ObtainedDeployment),
-    /// Stop this pass with this action.
-    Stop(Action),
 }
 
 /// Sets or removes (`None`) annotations with one JSON merge patch.
@@ -80,30 +72,24 @@ pub fn create_pending(obj: &AgentDeployment) -> bool {
     obj.annotations().contains_key(CREATE_PENDING_ANNOTATION)
 }
 
-fn found(deployment: Deployment, created: bool, recovered: bool) -> Obtained {
-    Obtained::Remote(ObtainedDeployment {
+fn found(deployment: Deployment, created: bool, recovered: bool) -> Flow<ObtainedDeployment> {
+    Ok(ObtainedDeployment {
         deployment: Box::new(deployment),
         created,
         recovered,
     })
 }
 
-/// Stops the pass with `Stalled` (`reason`, `message`), checked again on the
+/// Ends the pass with `Stalled` (`reason`, `message`), checked again on the
 /// slow resync or when the object changes.
-async fn stall(
-    pass: &mut Pass<'_>,
-    reason: &'static str,
-    message: String,
-) -> Result<Obtained, Error> {
-    pass.finish(&Outcome::Stalled { reason, message }).await?;
-    Ok(Obtained::Stop(Action::requeue(jittered(
-        pass.ctx.config.resync_interval,
-    ))))
+fn stall(pass: &mut Pass<'_>, reason: &'static str, message: String) -> Flow<ObtainedDeployment> {
+    let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+    Err(pass.finish(&Outcome::Stalled { reason, message }, Ok(resync)))
 }
 
 /// Finds or creates the remote deployment of `pass.obj` (which has no
 /// `status.deploymentId`).
-pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obtained, Error> {
+pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
     let obj = pass.obj;
     let cp = pass.cp;
     // Adoption of an explicitly named deployment.
@@ -118,20 +104,14 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obta
                         remote.name
                     ),
                 ));
-                Ok(found(remote, false, false))
+                found(remote, false, false)
             }
-            Err(CpError::NotFound { .. }) => {
-                stall(
-                    pass,
-                    reason::ADOPTION_FAILED,
-                    format!("spec.deploymentId {id} does not exist on the control plane"),
-                )
-                .await
-            }
-            Err(e) => pass
-                .fail("get deployment to adopt", e)
-                .await
-                .map(Obtained::Stop),
+            Err(CpError::NotFound { .. }) => stall(
+                pass,
+                reason::ADOPTION_FAILED,
+                format!("spec.deploymentId {id} does not exist on the control plane"),
+            ),
+            Err(e) => Err(pass.fail("get deployment to adopt", e)),
         };
     }
 
@@ -146,20 +126,25 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obta
                         "status had no deployment id; recorded remote deployment {id} named by the annotation {DEPLOYMENT_ID_ANNOTATION}"
                     ),
                 ));
-                return Ok(found(remote, false, true));
+                return found(remote, false, true);
             }
             // Gone, or renamed: fall through to the name lookup.
             Ok(_) | Err(CpError::NotFound { .. }) => {}
             Err(e) => {
-                return pass
-                    .fail("get deployment named by the annotation", e)
-                    .await
-                    .map(Obtained::Stop);
+                return Err(pass.fail("get deployment named by the annotation", e));
             }
         }
     }
 
-    let pending = create_pending(obj);
+    by_name(pass, body).await
+}
+
+/// Finds the deployment by its name (after an interrupted create, the one
+/// it made), or creates it when there is none; a name taken by others, or
+/// several matches after an interrupted create, stall.
+async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
+    let cp = pass.cp;
+    let pending = create_pending(pass.obj);
     // After an interrupted create, an exact fresh listing (crash safety);
     // otherwise a lookup a fleet of creates can share.
     let plane = super::plane_key(cp);
@@ -171,10 +156,7 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obta
     let existing = match lookup {
         Ok(found) => found,
         Err(e) => {
-            return pass
-                .fail("look up deployment by name", e)
-                .await
-                .map(Obtained::Stop);
+            return Err(pass.fail("look up deployment by name", e));
         }
     };
     match (existing.as_slice(), pending) {
@@ -189,49 +171,40 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obta
                     remote.id, remote.name
                 ),
             ));
-            Ok(found(remote.clone(), false, true))
+            found(remote.clone(), false, true)
         }
-        ([remote], false) => {
-            stall(
-                pass,
-                reason::NAME_CONFLICT,
-                format!(
-                    "a remote deployment named {} ({}) already exists and was not created by this resource; set spec.deploymentId to adopt it, or choose another spec.name",
-                    remote.name, remote.id
-                ),
-            )
-            .await
-        }
-        (many, true) => {
-            stall(
-                pass,
-                reason::CREATE_OUTCOME_UNKNOWN,
-                format!(
-                    "a create was interrupted and {} remote deployments are named {}; check them on the control plane, delete the duplicates, set spec.deploymentId to the one to keep and remove the annotation {CREATE_PENDING_ANNOTATION}",
-                    many.len(),
-                    body.name
-                ),
-            )
-            .await
-        }
-        (many, false) => {
-            stall(
-                pass,
-                reason::NAME_CONFLICT,
-                format!(
-                    "{} remote deployments named {} already exist and none was created by this resource; set spec.deploymentId to adopt one, or choose another spec.name",
-                    many.len(),
-                    body.name
-                ),
-            )
-            .await
-        }
+        ([remote], false) => stall(
+            pass,
+            reason::NAME_CONFLICT,
+            format!(
+                "a remote deployment named {} ({}) already exists and was not created by this resource; set spec.deploymentId to adopt it, or choose another spec.name",
+                remote.name, remote.id
+            ),
+        ),
+        (many, true) => stall(
+            pass,
+            reason::CREATE_OUTCOME_UNKNOWN,
+            format!(
+                "a create was interrupted and {} remote deployments are named {}; check them on the control plane, delete the duplicates, set spec.deploymentId to the one to keep and remove the annotation {CREATE_PENDING_ANNOTATION}",
+                many.len(),
+                body.name
+            ),
+        ),
+        (many, false) => stall(
+            pass,
+            reason::NAME_CONFLICT,
+            format!(
+                "{} remote deployments named {} already exist and none was created by this resource; set spec.deploymentId to adopt one, or choose another spec.name",
+                many.len(),
+                body.name
+            ),
+        ),
     }
 }
 
 /// Marker, POST; the id is recorded by the pass's status write and the
 /// marker replaced by the id annotation after it.
-async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obtained, Error> {
+async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
     if !create_pending(pass.obj) {
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
         set_annotations(
@@ -240,7 +213,6 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obtained
             &[(CREATE_PENDING_ANNOTATION, Some(&now))],
         )
         .await?;
-        pass.marker_set = true;
     }
     let remote = match pass.cp.create_deployment(body).await {
         Ok(d) => d,
@@ -248,9 +220,14 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obtained
             // An answer from the service (4xx) means nothing was created. No
             // answer, or a 5xx, leaves the outcome unknown: keep the marker so
             // the next pass looks the name up instead of creating again.
-            pass.clear_marker =
+            let nothing_created =
                 matches!(e.status(), Some(s) if (400..500).contains(&s) && s != 429);
-            return pass.fail("create deployment", e).await.map(Obtained::Stop);
+            let mut report = pass.fail("create deployment", e);
+            if nothing_created {
+                // After the status: the marker goes.
+                report.annotations = vec![(CREATE_PENDING_ANNOTATION, None)];
+            }
+            return Err(report);
         }
     };
     info!(deployment_id = %remote.id, "created remote deployment");
@@ -260,5 +237,5 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Result<Obtained
         "Created",
         format!("created remote deployment {} ({})", remote.id, remote.name),
     ));
-    Ok(found(remote, true, false))
+    found(remote, true, false)
 }

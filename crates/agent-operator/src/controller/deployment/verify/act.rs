@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 use secrecy::SecretString;
 use serde_json::Value;
 
-use super::super::{Pass, RemoteView};
+use super::super::pass::{Pass, RemoteView};
 use super::{
     CALL_TIMEOUT_CAP, CONNECT_TIMEOUT, Deferred, MAX_RUN_EVENTS, NO_KEY_HINT, RunJudge,
     VerifyKnown, VerifyStep, bounded, classify, control_plane_key_allowed, outcome, retry_backoff,
@@ -20,7 +20,7 @@ use crate::agentserver::{
     self, AgentServerClient, AgentServerConfig, AssistantSearch, RunStreamRequest, StreamMode,
 };
 use crate::api::conditions::reason;
-use crate::api::deployment::{VerificationStatus, VerifySpec};
+use crate::api::deployment::{VerificationStatus, VerifyRun, VerifySpec};
 use crate::controller::status::Outcome;
 use crate::controller::{Error, resolve};
 
@@ -110,9 +110,14 @@ pub async fn check(client: &AgentServerClient, spec: &VerifySpec) -> Checked {
             }
         }
     }
-    let Some(run) = &spec.run else {
-        return out;
-    };
+    if let Some(run) = &spec.run {
+        check_run(client, run, &mut out).await;
+    }
+    out
+}
+
+/// The run of `spec.verify.run` on `client`, judged and recorded in `out`.
+async fn check_run(client: &AgentServerClient, run: &VerifyRun, out: &mut Checked) {
     let req = RunStreamRequest {
         assistant_id: run.assistant_id.clone(),
         input: Some(Value::Object(run.input.clone())),
@@ -157,7 +162,6 @@ pub async fn check(client: &AgentServerClient, spec: &VerifySpec) -> Checked {
             out.failure = Some((r, message));
         }
     }
-    out
 }
 
 impl Pass<'_> {
@@ -210,8 +214,6 @@ impl Pass<'_> {
             cap: resync,
         };
         let verified_before = self.previous.verified_revision_id.as_deref() == Some(rid);
-        // Up to 10 % later, never sooner: an early pass would find nothing due.
-        let later = |d: Duration| d.mul_f64(rand::random_range(1.0..1.1));
         match verify_step(&known) {
             VerifyStep::Wait(left) if verified_before && interval > resync => {
                 return Ok(later(left).min(crate::controller::jittered(resync)));
@@ -234,20 +236,39 @@ impl Pass<'_> {
                 return Ok(later(wait));
             }
         };
-        let record = |outcome: &str, failures: u32| VerificationStatus {
+        let entry_base = VerificationStatus {
             revision_id: rid.to_owned(),
             observed_generation: self.obj.metadata.generation,
-            outcome: outcome.to_owned(),
             last_run_time: now.to_string(),
-            failures,
             ..Default::default()
         };
-        let failures_before = last
-            .filter(|l| l.revision_id == rid && l.outcome != reason::VERIFIED)
-            .map_or(0, |l| l.failures);
         let checked = match self.attempt(spec, view, rid).await? {
             Attempt::Postponed(wait) => return Ok(later(wait)),
             Attempt::Done(c) => c,
+        };
+        Ok(self.record_verification(rid, &entry_base, checked, verified_before))
+    }
+
+    /// Records the attempt on `rid` (`checked`) in status, with its event
+    /// when the result is new; returns the delay before the next one.
+    fn record_verification(
+        &mut self,
+        rid: &str,
+        base: &VerificationStatus,
+        checked: Checked,
+        verified_before: bool,
+    ) -> Duration {
+        let config = &self.ctx.config;
+        let resync = config.resync_interval;
+        let interval = config.verify.interval.unwrap_or(resync);
+        let last = self.previous.verification.as_ref();
+        let failures_before = last
+            .filter(|l| l.revision_id == rid && l.outcome != reason::VERIFIED)
+            .map_or(0, |l| l.failures);
+        let record = |outcome: &str, failures: u32| VerificationStatus {
+            outcome: outcome.to_owned(),
+            failures,
+            ..base.clone()
         };
         let failure = checked.failure;
         let mut entry = match &failure {
@@ -302,23 +323,17 @@ impl Pass<'_> {
             Some(_) => later(retry_backoff(entry.failures, config.verify.backoff, resync)),
         };
         self.status.verification = Some(entry);
-        Ok(wait)
+        wait
     }
 
-    /// One attempt: the key, the active revision, then the agent server.
-    async fn attempt(
-        &mut self,
+    /// The key sent to the agent server: `spec.verify.apiKeySecretRef`, or
+    /// the control plane's API key where it serves; `Ok(Err)`: the check
+    /// fails with this reason and message.
+    async fn agent_key(
+        &self,
         spec: &VerifySpec,
-        view: &RemoteView,
-        rid: &str,
-    ) -> Result<Attempt, Error> {
-        let failed = |r: &'static str, message: String| {
-            Ok(Attempt::Done(Checked {
-                failure: Some((r, message)),
-                ..Default::default()
-            }))
-        };
-        let key: Option<SecretString> = match &spec.api_key_secret_ref {
+    ) -> Result<Result<Option<SecretString>, (&'static str, String)>, Error> {
+        Ok(Ok(match &spec.api_key_secret_ref {
             // A bearer token of the control plane is not an API key of the
             // agent server: then only spec.verify.apiKeySecretRef serves.
             None if control_plane_key_allowed(&self.obj.spec) && !self.cp.uses_bearer() => {
@@ -333,25 +348,29 @@ impl Pass<'_> {
                 match resolve::secret_value(self.ctx, &ns, &r.name, &r.key).await? {
                     Ok(v) if !v.trim().is_empty() => Some(SecretString::from(v.trim().to_owned())),
                     Ok(_) => {
-                        return failed(
+                        return Ok(Err((
                             reason::SECRET_NOT_FOUND,
                             format!(
                                 "spec.verify.apiKeySecretRef: Secret {ns}/{} key {:?} is empty",
                                 r.name, r.key
                             ),
-                        );
+                        )));
                     }
                     Err(blocked) => {
-                        return failed(
+                        return Ok(Err((
                             reason::SECRET_NOT_FOUND,
                             format!("spec.verify.apiKeySecretRef: {}", blocked.message),
-                        );
+                        )));
                     }
                 }
             }
-        };
-        // The agent server serves the active revision: check that it is the
-        // one just deployed (one GET when this pass did not read it).
+        }))
+    }
+
+    /// The active revision and the URL of the deployment of `view` (one GET
+    /// when this pass did not read it, also recorded in status); `None`: it
+    /// could not be read, the attempt is postponed.
+    async fn active(&mut self, view: &RemoteView) -> Option<(Option<String>, Option<String>)> {
         let mut url = view.url.clone().or_else(|| self.status.url.clone());
         let active = if view.read {
             view.active_revision_id.clone()
@@ -368,9 +387,35 @@ impl Pass<'_> {
                 }
                 Err(e) => {
                     tracing::info!(error = %e, "verification postponed: the deployment could not be read");
-                    return Ok(Attempt::Postponed(self.ctx.config.verify.backoff));
+                    return None;
                 }
             }
+        };
+        Some((active, url))
+    }
+
+    /// One attempt: the key, the active revision, then the agent server.
+    async fn attempt(
+        &mut self,
+        spec: &VerifySpec,
+        view: &RemoteView,
+        rid: &str,
+    ) -> Result<Attempt, Error> {
+        let failed = |r: &'static str, message: String| {
+            Ok(Attempt::Done(Checked {
+                failure: Some((r, message)),
+                ..Default::default()
+            }))
+        };
+        let key = match self.agent_key(spec).await? {
+            Ok(key) => key,
+            Err((r, message)) => return failed(r, message),
+        };
+        // The agent server serves the active revision: check that it is the
+        // one just deployed (one GET when this pass did not read it).
+        let (active, url) = match self.active(view).await {
+            Some(read) => read,
+            None => return Ok(Attempt::Postponed(self.ctx.config.verify.backoff)),
         };
         if active.as_deref() != Some(rid) {
             return failed(
@@ -420,6 +465,12 @@ impl Pass<'_> {
         }
         Ok(Attempt::Done(checked))
     }
+}
+
+/// `d`, up to 10 % later, never sooner: an early pass would find nothing
+/// due.
+fn later(d: Duration) -> Duration {
+    d.mul_f64(rand::random_range(1.0..1.1))
 }
 
 /// What `Pass::attempt` came to.

@@ -16,10 +16,10 @@
 
 use std::time::Duration;
 
+use super::desired;
 use super::fight;
 use crate::api::conditions::{READY, TRUE, find, reason};
 use crate::api::deployment::{AgentDeploymentStatus, DriftCorrection};
-use crate::controller::desired;
 use crate::controlplane::types::{DeploymentPatch, RevisionStatus};
 
 /// First retry of a definitely rejected request with an unchanged desired
@@ -34,6 +34,18 @@ pub fn rejection_backoff(attempts: u32) -> Duration {
     REJECTION_RETRY_BASE
         .saturating_mul(1u32 << attempts.saturating_sub(1).min(10))
         .min(REJECTION_RETRY_MAX)
+}
+
+/// Whether a PATCH corrects secret values changed on the control plane
+/// (its answer's keyed hashes differ from the values here, `differs`) when
+/// they did not change here (`changed_here`). Such a correction is paced
+/// like a change here (`wait`: the last PATCH of values is younger than
+/// `controller::SECRETS_PATCH_INTERVAL`), so a fight with another writer
+/// costs at most one revision per interval; not when the status holds a
+/// PATCH the service did not hold (`unheld`: it is not sent anyway, and the
+/// pass must keep reporting it, not flap to Ready).
+pub fn correct_outside_change(changed_here: bool, differs: bool, unheld: bool, wait: bool) -> bool {
+    !changed_here && differs && (unheld || !wait)
 }
 
 /// What a pass knows before any control plane request.
@@ -578,5 +590,24 @@ mod tests {
         assert_eq!(next_poll(s(2), Some(s(9)), s(30)), s(9));
         assert_eq!(next_poll(s(5), Some(s(1)), s(30)), s(5));
         assert_eq!(next_poll(s(2), Some(s(600)), s(30)), s(30));
+    }
+
+    #[test]
+    fn values_changed_outside_are_corrected_at_the_pace_of_a_change() {
+        // (changed here, remote differs, unheld, wait) → correct
+        let cases = [
+            ((false, true, false, false), true),
+            ((false, true, false, true), false),
+            ((false, true, true, true), true),
+            ((true, true, false, false), false),
+            ((false, false, false, false), false),
+        ];
+        for ((here, differs, unheld, wait), want) in cases {
+            assert_eq!(
+                correct_outside_change(here, differs, unheld, wait),
+                want,
+                "{here} {differs} {unheld} {wait}"
+            );
+        }
     }
 }

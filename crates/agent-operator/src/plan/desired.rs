@@ -8,12 +8,12 @@
 
 use serde_json::{Map, Value};
 
-use super::hash_key::HashKey;
 use super::shapes::{self, Memory};
 use crate::api::deployment::{self as crd, AgentDeploymentSpec};
 use crate::api::resource_spec;
+use crate::controller::hash_key::HashKey;
 use crate::controlplane::types::{
-    self as wire, DeploymentCreate, DeploymentPatch, SecretReference, SecretValue,
+    self as wire, Deployment, DeploymentCreate, DeploymentPatch, SecretReference, SecretValue,
 };
 
 /// Maps `spec.sourceConfig` to the wire `source_config`. `integrationRef` has
@@ -215,6 +215,26 @@ pub fn remote_secrets_differ(key: &HashKey, desired_hash: &str, remote: &[Secret
             !v.is_empty() && !v.chars().all(|c| c == '*')
         });
     returned && key.secrets_hash(remote) != desired_hash
+}
+
+/// The PATCH still due after the service answered a PATCH with `answer`:
+/// empty when the service holds every value sent; anything else is a value
+/// it drops or normalizes in a way no answer-shape rule explains
+/// (docs/control-plane-api.md "Requests"). `sent` is the hash of the values
+/// the service does not echo, as last sent. The operator and `agentctl
+/// apply` read a PATCH back with this one function.
+pub fn patch_read_back(
+    key: &HashKey,
+    body: &DeploymentCreate,
+    answer: &Deployment,
+    secrets_hash: &str,
+    sent: Option<&str>,
+) -> DeploymentPatch {
+    let memory = Memory {
+        send_secrets: remote_secrets_differ(key, secrets_hash, &answer.secrets),
+        sent,
+    };
+    compute_patch(body, answer, &memory)
 }
 
 /// True when the patch creates a revision (docs/control-plane-api.md "Requests": non-null

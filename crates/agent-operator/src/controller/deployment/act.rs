@@ -1,0 +1,364 @@
+//! The "act" step of the AgentDeployment pass: at most one read and at most
+//! one mutation of the control plane, chosen by [`decide::before_remote`]
+//! and [`decide::after_read`]; hands the deployment and revision it knows
+//! to the follow step ([`Acted`]) or ends the pass with a [`Report`].
+//! Sources: docs/control-plane-api.md "Polling", "Requests".
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+
+use super::decide::{self, After};
+use super::obtain::obtain;
+use super::pass::{Acted, Pass, RemoteView};
+use super::report::{Flow, Report};
+use super::{UNUSED, deleting, fight, plane_key};
+use crate::api::conditions::reason;
+use crate::api::deployment::{AgentDeployment, RemoteDeletionPolicy};
+use crate::controller::shapes::{self, Memory};
+use crate::controller::status::{Outcome, conditions};
+use crate::controller::{Context, desired, integrations, jittered, object_key, placement};
+use crate::controlplane::Error as CpError;
+use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch, RevisionStatus};
+
+impl Pass<'_> {
+    /// A revision is in progress and nothing changed: GETs only the revision
+    /// `rid` (when its poll is due); a SKIPPED or missing one sends the pass
+    /// on to read the deployment.
+    pub(super) async fn poll_revision(&mut self, rid: &str) -> Flow<Acted> {
+        let (ctx, cp) = (self.ctx, self.cp);
+        if let Some(wait) = ctx.poll_wait(&self.seen.key, &plane_key(cp), rid) {
+            return Err(Report::end(Action::requeue(wait)));
+        }
+        let id = self.previous.deployment_id.clone().unwrap_or_default();
+        match cp.get_revision(&id, rid).await {
+            Ok(rev) if rev.status != RevisionStatus::Skipped => {
+                ctx.learn_revision(&plane_key(cp), &rev);
+                let mut view = RemoteView::from_status(self.previous, &id);
+                if rev.status == RevisionStatus::Deployed {
+                    view.active_revision_id = Some(rid.to_owned());
+                }
+                Ok(Acted {
+                    view,
+                    revision: Some(rev),
+                })
+            }
+            // A SKIPPED revision points at a newer one, a 404 at a
+            // deployment deleted outside: read the deployment.
+            Ok(_) | Err(CpError::NotFound { .. }) => self.read_and_change().await,
+            Err(e) => Err(self.fail("get revision", e)),
+        }
+    }
+
+    /// No deployment id yet: checks the placement and the integration, then
+    /// adopts, recovers or creates the deployment ([`obtain`]).
+    pub(super) async fn obtain(&mut self) -> Flow<Acted> {
+        let (obj, ctx, cp) = (self.obj, self.ctx, self.cp);
+        let mut body = self.seen.body.clone();
+        // Placement is checked before the create (listener fields are
+        // immutable afterwards).
+        if let Some(listener_id) = &body.source_config.listener_id
+            && let Err(blocked) =
+                placement::check_listener_namespace(cp, listener_id, &obj.spec).await?
+        {
+            return Err(Report::blocked(obj, ctx, blocked));
+        }
+        // A named integration is resolved, and the repository checked,
+        // before a create (not for an explicit adoption, which creates
+        // nothing): `integration_id` is immutable afterwards.
+        if obj.spec.deployment_id.is_none() {
+            match integrations::resolve(&ctx.integrations, &plane_key(cp), cp, &obj.spec).await? {
+                Ok(Some(id)) => body.source_config.integration_id = Some(id),
+                Ok(None) => {}
+                Err(blocked) => return Err(Report::blocked(obj, ctx, blocked)),
+            }
+        }
+        let obtained = obtain(self, &body).await?;
+        if obtained.created {
+            self.status.secrets_hash = Some(self.seen.secrets_hash.clone());
+            self.status.unechoed_hash = Some(shapes::unechoed_hash(&body));
+            self.served_redeploy();
+            // The create started the first revision.
+            return Ok(Acted {
+                view: RemoteView::of(&obtained.deployment),
+                revision: None,
+            });
+        }
+        // Adopted or recovered: converge it like any other pass.
+        self.status.deployment_id = Some(obtained.deployment.id.clone());
+        self.change(*obtained.deployment, &body, obtained.recovered)
+            .await
+    }
+
+    /// GETs the deployment and makes it equal to the spec (see
+    /// [`Pass::change`]).
+    pub(super) async fn read_and_change(&mut self) -> Flow<Acted> {
+        let id = self.status.deployment_id.clone().unwrap_or_default();
+        let remote = match self.cp.get_deployment(&id).await {
+            Ok(d) => d,
+            Err(CpError::NotFound { .. }) => return Err(remote_deleted(self.obj, self.ctx, &id)),
+            Err(e) => return Err(self.fail("get deployment", e)),
+        };
+        let body = &self.seen.body;
+        self.change(remote, body, false).await
+    }
+
+    /// Decides on the deployment read ([`decide::after_read`]) and sends at
+    /// most one mutation: the PATCH, or the redeploy.
+    async fn change(
+        &mut self,
+        remote: Deployment,
+        body: &DeploymentCreate,
+        obtained_now: bool,
+    ) -> Flow<Acted> {
+        let secrets_hash = self.seen.secrets_hash.as_str();
+        let key = object_key(self.obj);
+        let changed_here = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
+        let patch = self.minimal_patch(&remote, body, changed_here);
+        let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
+        // What `fight::carried` left of the corrections of drift.
+        let corrections = self.status.drift_corrections.clone();
+        let read = decide::Read {
+            patch: &patch,
+            patch_fingerprint: &patch_fingerprint,
+            status: self.previous,
+            generation: self.obj.metadata.generation,
+            secrets_changed_here: changed_here && self.previous.secrets_hash.is_some(),
+            redeploy_requested: self.seen.redeploy.is_some(),
+            obtained_now,
+            remote_deleting: deleting::is_deleting(remote.status.as_deref()),
+            drift_corrections: &corrections,
+        };
+        if !read.remote_deleting {
+            self.ctx.deletes.forget(&key);
+        }
+        let resync = Action::requeue(jittered(self.ctx.config.resync_interval));
+        match decide::after_read(&read) {
+            After::RemoteDeleting => Err(self.remote_deleting(&remote.id)),
+            After::Fight { fields } => {
+                let outcome = Outcome::Stalled {
+                    reason: reason::DRIFT_FIGHT,
+                    message: fight::message(&remote.id, &fields),
+                };
+                Err(self.finish(&outcome, Ok(resync)))
+            }
+            After::Unheld => {
+                let outcome = unheld_outcome(&remote.id, &patch);
+                self.status.unheld_patch = Some(patch_fingerprint);
+                Err(self.finish(&outcome, Ok(resync)))
+            }
+            After::Patch { drift } => self.patch(&remote.id, body, patch, drift).await,
+            After::Redeploy => self.redeploy(&remote).await,
+            After::Follow => {
+                if self.previous.observed_generation != self.obj.metadata.generation {
+                    self.status.unheld_patch = None;
+                }
+                // Nothing to send: the desired state is what the remote
+                // holds, or what was last sent where the read does not tell.
+                self.status.unechoed_hash = Some(shapes::unechoed_hash(body));
+                Ok(Acted {
+                    view: RemoteView::of(&remote),
+                    revision: None,
+                })
+            }
+        }
+    }
+
+    /// The minimal PATCH from `remote` to `body` ([`desired::compute_patch`]).
+    /// Secret values are sent when they changed here (`changed_here`: the
+    /// referenced Secrets), or on the control plane (the values the service
+    /// returns, compared by keyed hash, only on this read: no extra
+    /// request), paced by [`decide::correct_outside_change`].
+    fn minimal_patch(
+        &mut self,
+        remote: &Deployment,
+        body: &DeploymentCreate,
+        changed_here: bool,
+    ) -> DeploymentPatch {
+        let secrets_hash = self.seen.secrets_hash.as_str();
+        let changed_outside = decide::correct_outside_change(
+            changed_here,
+            desired::remote_secrets_differ(&self.ctx.hash_key, secrets_hash, &remote.secrets),
+            self.previous.unheld_patch.is_some(),
+            self.ctx.secrets_due_in(&object_key(self.obj)).is_some(),
+        );
+        let memory = Memory {
+            send_secrets: changed_here || changed_outside,
+            sent: self.previous.unechoed_hash.as_deref(),
+        };
+        (self.status.source_commit, self.status.built_image) = shapes::provenance(remote);
+        desired::compute_patch(body, remote, &memory)
+    }
+
+    /// The remote deployment `id` is being deleted outside the operator:
+    /// `Reconciling/RemoteDeleted`, read again on the backoff of a delete in
+    /// progress ([`deleting`]).
+    fn remote_deleting(&mut self, id: &str) -> Box<Report> {
+        let outcome = Outcome::Progressing {
+            reason: reason::REMOTE_DELETED,
+            message: format!("remote deployment {id} is being deleted outside the operator"),
+        };
+        let wait = self.ctx.deletes.read(
+            &object_key(self.obj),
+            id,
+            true,
+            self.ctx.config.poll_interval,
+            self.ctx.config.max_poll_interval,
+        );
+        self.finish(&outcome, Ok(Action::requeue(wait)))
+    }
+
+    /// Requests the redeploy of `remote`; its answer is the revision it
+    /// started.
+    async fn redeploy(&mut self, remote: &Deployment) -> Flow<Acted> {
+        let revision = match self.cp.redeploy(&remote.id).await {
+            Ok(revision) => revision,
+            Err(e) => return Err(self.fail("redeploy", e)),
+        };
+        self.events.push((
+            EventType::Normal,
+            "Redeployed",
+            format!(
+                "redeploy requested at {}: new revision {}",
+                self.seen.redeploy.as_deref().unwrap_or_default(),
+                revision.id
+            ),
+        ));
+        self.status.rejected_request = None;
+        self.served_redeploy();
+        let mut view = RemoteView::of(remote);
+        view.latest_revision_id = Some(revision.id.clone());
+        Ok(Acted {
+            view,
+            revision: Some(revision),
+        })
+    }
+
+    /// PATCHes the deployment `id` with `patch` and reads the answer back: a
+    /// value the service drops or normalizes in a way no answer-shape rule
+    /// explains would differ again on the next pass, forever, so it stalls
+    /// with `DriftNotConverging` instead.
+    async fn patch(
+        &mut self,
+        id: &str,
+        body: &DeploymentCreate,
+        patch: DeploymentPatch,
+        drift: bool,
+    ) -> Flow<Acted> {
+        let secrets_hash = self.seen.secrets_hash.as_str();
+        let d = match self.cp.patch_deployment(id, &patch).await {
+            Ok(d) => d,
+            Err(e) => return Err(self.fail("patch deployment", e)),
+        };
+        let fields = desired::patch_fields(&patch);
+        let (event_reason, verb) = if drift {
+            self.status.drift_corrections = fight::remember(
+                &self.status.drift_corrections.clone(),
+                &fields,
+                k8s_openapi::jiff::Timestamp::now(),
+            );
+            ("DriftCorrected", "changed outside the operator; restored")
+        } else {
+            ("Patched", "patched")
+        };
+        self.events.push((
+            EventType::Normal,
+            event_reason,
+            format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
+        ));
+        if patch.secrets.is_some() {
+            self.status.secrets_hash = Some(secrets_hash.to_owned());
+            self.ctx.secrets_sent(&object_key(self.obj));
+        }
+        if desired::creates_revision(&patch) {
+            self.served_redeploy();
+        }
+        let unechoed = shapes::unechoed_hash(body);
+        self.status.rejected_request = None;
+        self.status.unechoed_hash = Some(unechoed.clone());
+        (self.status.source_commit, self.status.built_image) = shapes::provenance(&d);
+        let again =
+            desired::patch_read_back(&self.ctx.hash_key, body, &d, secrets_hash, Some(&unechoed));
+        if !again.is_empty() {
+            self.status.unheld_patch = Some(desired::patch_fingerprint(&again, secrets_hash));
+            let outcome = unheld_outcome(&d.id, &again);
+            self.status.latest_revision_id = d.latest_revision_id.clone();
+            self.status.deployment_id = Some(d.id.clone());
+            let resync = Action::requeue(jittered(self.ctx.config.resync_interval));
+            return Err(self.finish(&outcome, Ok(resync)));
+        }
+        self.status.unheld_patch = None;
+        Ok(Acted {
+            view: RemoteView::of(&d),
+            revision: None,
+        })
+    }
+}
+
+/// The outcome of a change the service accepted but does not hold.
+fn unheld_outcome(id: &str, patch: &DeploymentPatch) -> Outcome {
+    Outcome::Stalled {
+        reason: reason::DRIFT_NOT_CONVERGING,
+        message: format!(
+            "the control plane does not hold {} of remote deployment {id} (it drops or normalizes the value, so the deployment read back still differs); not patched again until the spec changes",
+            desired::patch_fields(patch).join(", ")
+        ),
+    }
+}
+
+/// The remote deployment answered 404 although status names it: it was
+/// deleted outside the operator. Recreate it or stall, per
+/// `spec.remoteDeletionPolicy`.
+fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report> {
+    // A deployment last seen UNUSED was most likely removed by the service
+    // itself (docs/control-plane-api.md "Unused deployments"): say so.
+    let was_unused = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.deployment_status.as_deref())
+        == Some(UNUSED);
+    let how = if was_unused {
+        "was removed by the control plane after it was shown UNUSED (no traffic for a long time)"
+    } else {
+        "was deleted outside the operator"
+    };
+    if obj.spec.remote_deletion_policy == RemoteDeletionPolicy::Stall
+        || obj.spec.deployment_id.is_some()
+    {
+        return Report::stalled(
+            obj,
+            ctx,
+            reason::REMOTE_DELETED,
+            format!(
+                "remote deployment {id} {how}; delete and re-create this resource (or set spec.remoteDeletionPolicy: Recreate without spec.deploymentId) to create a new one"
+            ),
+        );
+    }
+    ctx.deletes.forget(&object_key(obj));
+    // Forget the old id and secrets hash; the next pass creates a new one.
+    let mut status = obj.status.clone().unwrap_or_default();
+    status.deployment_id = None;
+    status.latest_revision_id = None;
+    status.revision_status = None;
+    status.active_revision_id = None;
+    status.secrets_hash = None;
+    status.drift_corrections.clear();
+    status.conditions = conditions(
+        &status.conditions,
+        &Outcome::Progressing {
+            reason: reason::CREATING,
+            message: format!("remote deployment {id} {how}; creating it again"),
+        },
+        obj.metadata.generation,
+    );
+    status.deployment_status = None;
+    let mut report = Report::end(Action::requeue(std::time::Duration::from_millis(100)));
+    report.status = super::report::changed(obj, status);
+    report.events.push((
+        EventType::Warning,
+        "RemoteDeleted",
+        format!(
+            "remote deployment {id} {how}; creating it again (spec.remoteDeletionPolicy: Recreate)"
+        ),
+    ));
+    report
+}

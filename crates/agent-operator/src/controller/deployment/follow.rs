@@ -1,0 +1,312 @@
+//! The "follow" step of the AgentDeployment pass: reads the latest revision
+//! when it is due (a revision this pass started is not read, one that ended
+//! is not read again), lets the pure [`verdict`] decide the outcome, events
+//! and requeue, verifies a DEPLOYED revision with `spec.verify`, and ends
+//! the pass with its [`Report`]. Sources: docs/control-plane-api.md
+//! "Revision", "Polling", "Logs".
+
+use kube::runtime::controller::Action;
+
+use super::logtail::{self, FailureLog};
+use super::pass::{Acted, Pass, RemoteView};
+use super::report::Report;
+use super::verdict::{self, Next};
+use super::{decide, plane_key, seconds_until};
+use crate::api::conditions::{READY, find, reason};
+use crate::api::deployment::{
+    AgentDeployment, DEFAULT_PROGRESS_DEADLINE_SECONDS, REVISION_HISTORY_LIMIT, RevisionSummary,
+};
+use crate::controller::jittered;
+use crate::controller::shapes;
+use crate::controller::status::Outcome;
+use crate::controlplane::types::{LogOrder, LogQuery, Revision, RevisionStatus};
+
+/// The revision the follow step knows: its id, status, creation time, and
+/// the revision read by this pass (for the history in status).
+struct Latest {
+    id: Option<String>,
+    status: Option<RevisionStatus>,
+    created_at: Option<String>,
+    read: Option<Revision>,
+    started_here: bool,
+}
+
+impl Pass<'_> {
+    /// Follows the latest revision of `acted` and ends the pass.
+    pub(super) async fn follow(mut self, acted: Acted) -> Box<Report> {
+        let Acted { view, revision } = acted;
+        let latest = match self.latest(&view, revision).await {
+            Ok(l) => l,
+            Err(report) => return report,
+        };
+        let (rid, status) = (latest.id.as_deref(), latest.status.as_ref());
+        let deadline = self
+            .obj
+            .spec
+            .progress_deadline_seconds
+            .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS);
+        let slow_poll = self.ctx.config.max_poll_interval * 4;
+        let age = latest
+            .created_at
+            .as_deref()
+            .and_then(seconds_until)
+            .map(|u| -u);
+        let created_at = latest.created_at.as_deref();
+        let overdue = verdict::overdue(rid, status, created_at, age, deadline, slow_poll.as_secs());
+        let outcome = overdue
+            .clone()
+            .unwrap_or_else(|| verdict::outcome(rid, status));
+        let (outcome, unused) = verdict::unused(
+            outcome,
+            &view.id,
+            view.deployment_status.as_deref(),
+            self.previous.deployment_status.as_deref(),
+        );
+        self.events.extend(unused);
+        let outcome = self.explain_failure(outcome, &view, &latest).await;
+        // (Its Warning event comes from `finish`, as for every Stalled.)
+        self.record(&view, &latest, &outcome);
+        let (outcome, verify_wait) = match self.verified(outcome, &view, rid).await {
+            Ok(v) => v,
+            Err(e) => return Report::failed(e),
+        };
+        if matches!(outcome, Outcome::Ready { .. })
+            && let Some(seconds) = time_to_ready(self.obj)
+        {
+            self.ctx.metrics.observe_time_to_ready(seconds);
+        }
+        let action = self.requeue(&outcome, overdue.is_some(), verify_wait, &latest);
+        self.finish(&outcome, Ok(action))
+    }
+
+    /// The latest revision: the one the act step read or started, the one
+    /// status shows ended, or a GET of it.
+    async fn latest(
+        &mut self,
+        view: &RemoteView,
+        revision: Option<Revision>,
+    ) -> Result<Latest, Box<Report>> {
+        let (ctx, previous, key) = (self.ctx, self.previous, self.seen.key.as_str());
+        let id = view.latest_revision_id.clone();
+        let started_here = revision.is_none() && id.is_some() && id != previous.latest_revision_id;
+        if let Some(rid) = id.as_deref().filter(|_| started_here) {
+            ctx.revision_started(key, rid);
+        } else if let Some(rev) = revision
+            .as_ref()
+            .filter(|r| Some(&r.id) != previous.latest_revision_id.as_ref())
+        {
+            // A redeploy answered with the revision it started.
+            ctx.revision_started(key, &rev.id);
+        }
+        let known_ended = previous.latest_revision_id == id
+            && previous
+                .revision_status
+                .clone()
+                .map(RevisionStatus::from)
+                .is_some_and(|s| !s.is_in_progress() && s != RevisionStatus::Skipped);
+        let mut latest = Latest {
+            id,
+            status: None,
+            created_at: None,
+            read: None,
+            started_here,
+        };
+        let rev = match (&latest.id, revision) {
+            (None, _) => return Ok(latest),
+            (Some(rid), Some(rev)) if &rev.id == rid => rev,
+            (Some(_), _) if known_ended => {
+                latest.status = previous.revision_status.clone().map(RevisionStatus::from);
+                return Ok(latest);
+            }
+            (Some(_), _) if started_here => return Ok(latest),
+            (Some(rid), _) => match self.cp.get_revision(&view.id, rid).await {
+                Ok(rev) => {
+                    ctx.learn_revision(&plane_key(self.cp), &rev);
+                    rev
+                }
+                Err(e) => return Err(self.fail("get revision", e)),
+            },
+        };
+        latest.created_at = rev.created_at.clone();
+        latest.status = Some(rev.status.clone());
+        latest.read = Some(rev);
+        Ok(latest)
+    }
+
+    /// A failed build or deploy explained by the end of its log, read once,
+    /// by the pass that first sees the failure; later passes keep the
+    /// message.
+    async fn explain_failure(
+        &self,
+        outcome: Outcome,
+        view: &RemoteView,
+        latest: &Latest,
+    ) -> Outcome {
+        let Outcome::Stalled { reason: r, message } = outcome else {
+            return outcome;
+        };
+        if r != reason::REVISION_FAILED {
+            return Outcome::Stalled { reason: r, message };
+        }
+        let (rid, status) = (latest.id.as_deref(), latest.status.as_ref());
+        let shown = Outcome::Stalled {
+            reason: r,
+            message: message.clone(),
+        };
+        let message = match (
+            verdict::failure_log(&shown, self.previous, rid, status),
+            rid,
+        ) {
+            (Some(log), Some(rid)) => {
+                let read = self.log_tail(&view.id, rid, log).await;
+                logtail::explained(&message, log, read)
+            }
+            _ => logtail::kept(
+                &message,
+                find(&self.previous.conditions, READY).map(|c| c.message.as_str()),
+            ),
+        };
+        Outcome::Stalled { reason: r, message }
+    }
+
+    /// Puts what the pass knows of the deployment and its revision in status,
+    /// and the event of a change of revision in the report.
+    fn record(&mut self, view: &RemoteView, latest: &Latest, outcome: &Outcome) {
+        let previous = self.previous;
+        let s = &mut self.status;
+        s.deployment_id = Some(view.id.clone());
+        s.latest_revision_id = latest.id.clone();
+        s.revision_status = latest.status.as_ref().map(|s| s.to_string());
+        s.active_revision_id = view.active_revision_id.clone();
+        s.deployment_status = view.deployment_status.clone();
+        s.url = view.url.clone().or_else(|| previous.url.clone());
+        if verdict::failed(outcome) {
+            s.last_failed_revision_id = latest.id.clone();
+            s.last_failed_revision_status = s.revision_status.clone();
+        }
+        if let Some(rev) = &latest.read {
+            record_revision(&mut s.revisions, rev);
+            if rev.source.as_deref() == Some("github") {
+                (s.source_commit, s.built_image) = shapes::revision_provenance(rev);
+            }
+        }
+        let revision_changed = previous.revision_status != s.revision_status
+            || previous.latest_revision_id != s.latest_revision_id;
+        self.events
+            .extend(verdict::revision_event(outcome, revision_changed));
+    }
+
+    /// The requeue ([`verdict::next`]): the verification's delay, the poll
+    /// backoff of a revision in progress (shortened by what is learned of
+    /// how long revisions take), a slow poll past the deadline, or the
+    /// resync period.
+    fn requeue(
+        &self,
+        outcome: &Outcome,
+        overdue: bool,
+        verify_wait: Option<std::time::Duration>,
+        latest: &Latest,
+    ) -> Action {
+        let (ctx, key) = (self.ctx, self.seen.key.as_str());
+        match verdict::next(outcome, overdue, verify_wait.is_some()) {
+            Next::Verify => {
+                ctx.reset_polls(key);
+                ctx.revision_ended(key);
+                Action::requeue(verify_wait.unwrap_or(ctx.config.resync_interval))
+            }
+            Next::Poll => {
+                let state = format!(
+                    "{}/{}",
+                    latest.id.as_deref().unwrap_or(""),
+                    latest.status.as_ref().map_or("", |s| s.as_str())
+                );
+                let backoff = ctx.poll_delay(key, &state);
+                let expected_left = if latest.started_here {
+                    ctx.expected_left(&plane_key(self.cp), None)
+                } else {
+                    latest
+                        .created_at
+                        .as_deref()
+                        .and_then(|t| ctx.expected_left(&plane_key(self.cp), Some(t)))
+                };
+                Action::requeue(decide::next_poll(
+                    backoff,
+                    expected_left,
+                    ctx.config.max_poll_interval,
+                ))
+            }
+            Next::Slow => Action::requeue(jittered(ctx.config.max_poll_interval * 4)),
+            Next::Resync => {
+                ctx.reset_polls(key);
+                ctx.revision_ended(key);
+                Action::requeue(jittered(ctx.config.resync_interval))
+            }
+        }
+    }
+
+    /// The tail of the log that explains a failed revision, secret-free
+    /// ([`logtail::tail`]); `Err` with the reason when it cannot be read
+    /// (not retried: the message says so).
+    async fn log_tail(
+        &self,
+        id: &str,
+        rid: &str,
+        log: FailureLog,
+    ) -> Result<Option<String>, String> {
+        let query = LogQuery {
+            limit: Some(logtail::TAIL_LINES),
+            order: Some(LogOrder::Desc),
+            ..Default::default()
+        };
+        let page = match log {
+            FailureLog::Build => self.cp.build_logs(id, rid, &query).await,
+            FailureLog::Deploy => self.cp.deploy_logs(id, Some(rid), &query).await,
+        };
+        page.map(|p| logtail::tail(&p.logs, &self.secret_values))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Puts `rev` at the front of `history` (replacing an older entry with its
+/// id), newest first, keeping at most [`REVISION_HISTORY_LIMIT`].
+fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
+    let config = rev.source_revision_config.as_ref();
+    let ended = !rev.status.is_in_progress();
+    let entry = RevisionSummary {
+        id: rev.id.clone(),
+        status: rev.status.to_string(),
+        created_at: rev.created_at.clone(),
+        finished_at: rev.updated_at.clone().filter(|_| ended),
+        repo_ref: config.and_then(|c| c.repo_ref.clone()),
+        image_uri: config.and_then(|c| c.image_uri.clone()),
+    };
+    let position = history.iter().position(|r| r.id == rev.id);
+    match position {
+        Some(i) => history[i] = entry,
+        None => history.insert(0, entry),
+    }
+    // Newest first by creation time (RFC 3339 strings of one service sort).
+    history.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    history.truncate(REVISION_HISTORY_LIMIT);
+}
+
+/// Seconds from the start of the change (the `Reconciling=True` transition,
+/// or the creation) to now, when the object was not Ready before; `None` when
+/// it already was.
+fn time_to_ready(obj: &AgentDeployment) -> Option<f64> {
+    use crate::api::conditions::TRUE;
+    let conditions = obj
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if find(conditions, READY).is_some_and(|c| c.status == TRUE) {
+        return None;
+    }
+    let since = find(conditions, crate::controller::status::RECONCILING)
+        .filter(|c| c.status == TRUE)
+        .map(|c| c.last_transition_time.0)
+        .or_else(|| obj.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(since);
+    Some(elapsed.as_secs_f64().max(0.0))
+}

@@ -1,0 +1,277 @@
+//! The "observe" step of the AgentDeployment pass: everything read from
+//! Kubernetes before any control plane request (the pause annotation, a
+//! fresh read when a risky decision is ahead, the preflight rules, the
+//! AgentControlPlane, the referenced Secrets, the listener), and the desired
+//! state built from it ([`Observed`]). Nothing remote happens while an input
+//! is missing: the step ends the pass with `Stalled`.
+
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use tracing::debug;
+
+use super::report::{Flow, Report};
+use super::{decide, seconds_until};
+use crate::api::conditions::reason;
+use crate::api::deployment::{
+    AgentDeployment, AgentDeploymentStatus, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION,
+};
+use crate::api::rules;
+use crate::controller::status::Outcome;
+use crate::controller::{Context, Error, desired, hash_key, object_key, placement, resolve};
+use crate::controlplane::ControlPlaneClient;
+use crate::controlplane::types::DeploymentCreate;
+
+/// What a pass knows before its first control plane request.
+pub struct Observed {
+    /// The object read fresh from the API server, when the pass is about to
+    /// decide on it (no recorded id yet); `None`: the cached one is used.
+    pub fresh: Option<Box<AgentDeployment>>,
+    /// `namespace/name` of the object.
+    pub key: String,
+    /// The first pass of this object since the operator started.
+    pub first_pass: bool,
+    /// The control plane of `spec.controlPlaneRef`.
+    pub cp: ControlPlaneClient,
+    /// The status as last written (the old secrets-hash format rewritten).
+    pub previous: AgentDeploymentStatus,
+    /// The desired deployment (secret values resolved, the listener id set).
+    pub body: DeploymentCreate,
+    /// Keyed hash of the secret values ([`hash_key`]).
+    pub secrets_hash: String,
+    /// The redeploy annotation's value, when not yet acted on.
+    pub redeploy: Option<String>,
+    /// Fingerprint of the desired state ([`desired::fingerprint`]).
+    pub fingerprint: String,
+    /// The secret values differ from those last sent.
+    pub secrets_changed: bool,
+}
+
+impl Observed {
+    /// The facts [`decide::before_remote`] decides on.
+    pub fn known<'a>(&'a self, obj: &AgentDeployment, ctx: &Context) -> decide::Known<'a> {
+        let previous = &self.previous;
+        decide::Known {
+            generation: obj.metadata.generation,
+            status: previous,
+            fingerprint: &self.fingerprint,
+            secrets_changed: self.secrets_changed,
+            redeploy_requested: self.redeploy.is_some(),
+            first_pass: self.first_pass,
+            rejection_due_in: previous
+                .rejected_request
+                .as_ref()
+                .and_then(|r| seconds_until(&r.retry_after_time)),
+            secrets_due_in: ctx.secrets_due_in(&self.key),
+            remote_deleting_due_in: previous
+                .deployment_id
+                .as_deref()
+                .and_then(|id| ctx.deletes.known(&self.key, id))
+                .filter(|k| k.accepted)
+                .and_then(|k| k.due_in),
+        }
+    }
+}
+
+/// The status reported while the pause annotation is set.
+pub fn paused_outcome() -> Outcome {
+    Outcome::Paused {
+        message: format!("paused by the annotation {PAUSED_ANNOTATION}; no remote call is made"),
+    }
+}
+
+/// Reads the inputs of `obj`; `Err`: the pass ends there (paused, stalled
+/// on a spec or input, or the object is gone).
+pub async fn observe(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+) -> Flow<Observed> {
+    let key = object_key(obj);
+    let first_pass = ctx.first_pass(&key);
+    match obj.paused() {
+        Ok(true) => {
+            return Err(Report::outcome(
+                obj,
+                &paused_outcome(),
+                Action::await_change(),
+            ));
+        }
+        Ok(false) => {}
+        // A value that is neither "true" nor "false" (a typo of a pause,
+        // most likely): nothing is sent until it is one of them.
+        Err(message) => {
+            return Err(Report::stalled(
+                obj,
+                ctx,
+                reason::INVALID_ANNOTATION,
+                message,
+            ));
+        }
+    }
+    // A decision to create, recover or declare a conflict is made on a
+    // fresh read of the object, never on a cache that may predate the
+    // operator's own last write (its create-pending marker or recorded id).
+    let mut fresh = None;
+    if obj
+        .status
+        .as_ref()
+        .and_then(|s| s.deployment_id.as_ref())
+        .is_none()
+    {
+        match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
+            Some(o) if o.metadata.deletion_timestamp.is_none() => fresh = Some(Box::new(o)),
+            _ => return Err(Report::end(Action::await_change())),
+        }
+    }
+    let o = fresh.as_deref().unwrap_or(obj);
+    match inputs(o, ctx).await {
+        Ok((cp, body)) => {
+            let mut seen = desired_state(o, ctx, key, first_pass, cp, body);
+            seen.fresh = fresh;
+            Ok(seen)
+        }
+        Err(r) => Err(r.on(fresh.as_deref())),
+    }
+}
+
+/// The preflight rules, the control plane, the Secrets and the listener of
+/// `obj`: the desired deployment without its fingerprint.
+async fn inputs(
+    obj: &AgentDeployment,
+    ctx: &Context,
+) -> Flow<(ControlPlaneClient, DeploymentCreate)> {
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    // A spec the control plane would refuse stops here, before any request
+    // (rules the schema cannot express, or an object stored before a rule).
+    if let Err(message) = rules::preflight(&obj.remote_name(), &obj.spec) {
+        return Err(Report::stalled(obj, ctx, reason::INVALID_SPEC, message));
+    }
+    // An agent server URL outside the operator's --allowed-hosts: nothing is
+    // created for it (it would be the deployment's URL, and the target of
+    // spec.verify).
+    if let Some(url) = obj
+        .spec
+        .source_config
+        .custom_url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+        && let Err(refused) = ctx
+            .config
+            .allowed_hosts
+            .check(url, "spec.sourceConfig.customUrl")
+    {
+        return Err(Report::stalled(
+            obj,
+            ctx,
+            reason::HOST_NOT_ALLOWED,
+            refused.0,
+        ));
+    }
+    // Nothing remote happens while an input is missing.
+    let cp = control_plane(obj, ctx).await?;
+    let secrets = match resolve::deployment_secrets(ctx, &ns, &obj.spec).await? {
+        Ok(s) => s,
+        Err(blocked) => return Err(Report::blocked(obj, ctx, blocked)),
+    };
+    let mut body = desired::create_body(&obj.remote_name(), &obj.spec, secrets);
+    let has_id = obj
+        .status
+        .as_ref()
+        .is_some_and(|s| s.deployment_id.is_some());
+    if !has_id {
+        // The listener is part of the desired state (and of its
+        // fingerprint); its namespace is checked on the control plane only
+        // when the pass goes on to obtain a deployment.
+        match placement::listener_id(ctx, &ns, &obj.spec).await? {
+            Ok(Some(listener_id)) => body.source_config.listener_id = Some(listener_id),
+            Ok(None) => {}
+            Err(blocked) => return Err(Report::blocked(obj, ctx, blocked)),
+        }
+    }
+    Ok((cp, body))
+}
+
+/// The control plane client of `spec.controlPlaneRef`; `Err`: the plane is
+/// missing or not ready (`Stalled`).
+pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient> {
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    match ctx
+        .planes
+        .client_for(
+            &ctx.client,
+            &ns,
+            &obj.spec.control_plane_ref.name,
+            ctx.config.request_timeout,
+            Some(ctx.metrics.request_observer()),
+        )
+        .await?
+    {
+        Ok(cp) => Ok(cp),
+        Err(blocked) => Err(Report::blocked(obj, ctx, blocked)),
+    }
+}
+
+/// The hash of the secrets, the redeploy request and the fingerprint of the
+/// desired state (pure but for the debug lines).
+fn desired_state(
+    obj: &AgentDeployment,
+    ctx: &Context,
+    key: String,
+    first_pass: bool,
+    cp: ControlPlaneClient,
+    body: DeploymentCreate,
+) -> Observed {
+    let mut previous = obj.status.clone().unwrap_or_default();
+    let secrets_hash = ctx.hash_key.secrets_hash(&body.secrets);
+    match previous.secrets_hash.as_deref() {
+        // The old salted format, still matching: taken as unchanged, and
+        // rewritten as the HMAC by this pass's status write (no PATCH).
+        Some(stored)
+            if ctx.hash_key.check(stored, &body.secrets) == hash_key::Stored::LegacyMatches =>
+        {
+            debug!("status.secretsHash in the old format matches; rewriting it as an HMAC");
+            previous.secrets_hash = Some(secrets_hash.clone());
+        }
+        Some(stored) if ctx.hash_key.is_of_another_key(stored) => {
+            debug!(
+                "status.secretsHash was made with another key (rotated): the secrets are sent once"
+            );
+        }
+        _ => {}
+    }
+    let redeploy = obj
+        .annotations()
+        .get(REDEPLOY_ANNOTATION)
+        .filter(|r| previous.last_redeploy_requested_at.as_ref() != Some(*r))
+        .cloned();
+    // `integrationRef` is resolved to `integration_id` only before a create,
+    // so its name stands for it in the fingerprint (added only when set, so
+    // the fingerprints of other resources stay what they were).
+    let mut extra = vec![
+        cp.base_url(),
+        cp.workspace_id(),
+        redeploy.as_deref().unwrap_or(""),
+    ];
+    if let Some(r) = &obj.spec.source_config.integration_ref {
+        extra.push(r.name.as_str());
+    }
+    let fingerprint = desired::fingerprint(&body, &secrets_hash, &extra);
+    let secrets_changed = previous.deployment_id.is_some()
+        && previous.secrets_hash.as_deref() != Some(secrets_hash.as_str());
+    Observed {
+        fresh: None,
+        key,
+        first_pass,
+        cp,
+        previous,
+        body,
+        secrets_hash,
+        redeploy,
+        fingerprint,
+        secrets_changed,
+    }
+}

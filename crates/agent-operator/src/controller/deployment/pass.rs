@@ -1,0 +1,210 @@
+//! One AgentDeployment pass in progress ([`Pass`]): what it observed, the
+//! status it builds, and the two ways it ends with a [`Report`]:
+//! [`Pass::finish`] (an outcome) and [`Pass::fail`] (a control plane error).
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, ResourceExt};
+use secrecy::SecretString;
+
+use super::decide;
+use super::observe::Observed;
+use super::obtain::create_pending;
+use super::report::{Note, Report, already_reported, apply_error_outcome, changed};
+use super::verify;
+use crate::api::deployment::{
+    AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
+    REDEPLOY_ANNOTATION, RejectedRequest,
+};
+use crate::controller::status::{Outcome, conditions};
+use crate::controller::{Context, Error, jittered};
+use crate::controlplane::types::Deployment;
+use crate::controlplane::{ControlPlaneClient, Error as CpError};
+
+/// What the pass knows about the remote deployment for its report.
+pub struct RemoteView {
+    /// The deployment's id.
+    pub id: String,
+    /// Its latest revision.
+    pub latest_revision_id: Option<String>,
+    /// The revision that serves.
+    pub active_revision_id: Option<String>,
+    /// The deployment's `status`.
+    pub deployment_status: Option<String>,
+    /// Where it serves.
+    pub url: Option<String>,
+    /// Read from the deployment by this pass (not taken from status).
+    pub read: bool,
+}
+
+impl RemoteView {
+    /// The view of a deployment read by this pass.
+    pub fn of(d: &Deployment) -> Self {
+        Self {
+            id: d.id.clone(),
+            latest_revision_id: d.latest_revision_id.clone(),
+            active_revision_id: d.active_revision_id.clone(),
+            deployment_status: d.status.clone(),
+            url: d.source_config.custom_url.clone(),
+            read: true,
+        }
+    }
+
+    /// The view recorded in status (the deployment was not read).
+    pub fn from_status(s: &AgentDeploymentStatus, id: &str) -> Self {
+        Self {
+            id: id.to_owned(),
+            latest_revision_id: s.latest_revision_id.clone(),
+            active_revision_id: s.active_revision_id.clone(),
+            deployment_status: s.deployment_status.clone(),
+            url: s.url.clone(),
+            read: false,
+        }
+    }
+}
+
+/// The hand-off of the act step to the follow step: the remote deployment
+/// as this pass knows it, and the revision it read or started.
+pub struct Acted {
+    /// The remote deployment.
+    pub view: RemoteView,
+    /// The latest revision, when this pass read it or a redeploy started it.
+    pub revision: Option<crate::controlplane::types::Revision>,
+}
+
+/// One pass in progress: what it observed and the status it will report.
+pub struct Pass<'a> {
+    /// The objects of the namespace (for the create-pending marker only).
+    pub(super) api: &'a Api<AgentDeployment>,
+    /// The object (a fresh read when [`Observed::fresh`]).
+    pub(super) obj: &'a AgentDeployment,
+    /// The operator's context.
+    pub(super) ctx: &'a Context,
+    /// The control plane of the object.
+    pub(super) cp: &'a ControlPlaneClient,
+    /// What the observe step found.
+    pub(super) seen: &'a Observed,
+    /// The status as last written.
+    pub(super) previous: &'a AgentDeploymentStatus,
+    /// The status reported at the end of the pass.
+    pub(super) status: AgentDeploymentStatus,
+    /// The secret values sent with the deployment: removed from the log
+    /// lines the pass shows.
+    pub(super) secret_values: Vec<SecretString>,
+    /// Events of the report, after its Warning if any.
+    pub(super) events: Vec<Note>,
+}
+
+impl<'a> Pass<'a> {
+    /// A pass over `obj` after the observe step.
+    pub fn new(
+        api: &'a Api<AgentDeployment>,
+        obj: &'a AgentDeployment,
+        ctx: &'a Context,
+        seen: &'a Observed,
+    ) -> Self {
+        let previous = &seen.previous;
+        let mut status = previous.clone();
+        status.drift_corrections =
+            super::fight::carried(previous, obj.metadata.generation, seen.redeploy.is_some());
+        status.observed_generation = obj.metadata.generation;
+        Self {
+            api,
+            obj,
+            ctx,
+            cp: &seen.cp,
+            seen,
+            previous,
+            status,
+            secret_values: seen.body.secrets.iter().map(|s| s.value.clone()).collect(),
+            events: Vec::new(),
+        }
+    }
+
+    /// The pending redeploy request was served (by a redeploy, a PATCH that
+    /// started a revision, or the create): status records it.
+    pub(super) fn served_redeploy(&mut self) {
+        self.status.last_redeploy_requested_at =
+            self.obj.annotations().get(REDEPLOY_ANNOTATION).cloned();
+    }
+
+    /// Ends the pass with a control plane error: a definite rejection (400,
+    /// 409, 422) is recorded with its fingerprint and not sent again until
+    /// the desired state changes or its backoff passes; a transient error is
+    /// returned for the per-object backoff.
+    pub(super) fn fail(&mut self, operation: &'static str, e: CpError) -> Box<Report> {
+        let outcome = apply_error_outcome(self.obj, operation, &e);
+        if e.is_transient() {
+            return self.finish(
+                &outcome,
+                Err(Error::ControlPlane {
+                    operation,
+                    source: e,
+                }),
+            );
+        }
+        let mut delay = jittered(self.ctx.config.resync_interval);
+        if e.is_rejection() {
+            let fingerprint = self.seen.fingerprint.as_str();
+            let attempts = self
+                .previous
+                .rejected_request
+                .as_ref()
+                .filter(|r| r.fingerprint == fingerprint)
+                .map_or(1, |r| r.attempts.saturating_add(1));
+            delay = decide::rejection_backoff(attempts);
+            let retry_at = k8s_openapi::jiff::Timestamp::now()
+                .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
+                    delay.as_secs() as i64,
+                ))
+                .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
+            self.status.rejected_request = Some(RejectedRequest {
+                operation: operation.to_owned(),
+                fingerprint: fingerprint.to_owned(),
+                attempts,
+                retry_after_time: retry_at.to_string(),
+            });
+        }
+        self.finish(&outcome, Ok(Action::requeue(delay)))
+    }
+
+    /// Ends the pass with `outcome`: the status (when changed), the id
+    /// annotation in place of the create-pending marker once the id is in
+    /// status, the Warning of a new problem, then the pass's events.
+    pub(super) fn finish(&mut self, outcome: &Outcome, then: Result<Action, Error>) -> Box<Report> {
+        self.status.observed_generation = self.obj.metadata.generation;
+        self.status.conditions = conditions(
+            &self.previous.conditions,
+            outcome,
+            self.obj.metadata.generation,
+        );
+        verify::set_condition(&mut self.status, &self.previous.conditions, self.obj);
+        // Never apply a status that lacks an id the object already had
+        // (server-side apply would remove it) unless the pass decided so.
+        if self.status.deployment_id.is_none() && self.previous.deployment_id.is_some() {
+            self.status.deployment_id = self.previous.deployment_id.clone();
+        }
+        let warn = super::verdict::warning(outcome, |reason, message| {
+            already_reported(self.obj, reason, message)
+        });
+        let id = self.status.deployment_id.clone();
+        let mut report = Report::end(Action::await_change()).then(then);
+        report.status = changed(self.obj, std::mem::take(&mut self.status));
+        // The marker is replaced by the id annotation only once the id is in
+        // status (written first).
+        if let Some(id) = id
+            && (create_pending(self.obj)
+                || self.obj.annotations().get(DEPLOYMENT_ID_ANNOTATION) != Some(&id))
+        {
+            report.annotations = vec![
+                (CREATE_PENDING_ANNOTATION, None),
+                (DEPLOYMENT_ID_ANNOTATION, Some(id)),
+            ];
+        }
+        report
+            .events
+            .extend(warn.map(|(reason, message)| (EventType::Warning, reason, message)));
+        report.events.append(&mut self.events);
+        report
+    }
+}

@@ -1,0 +1,26 @@
+//! The pure core of reconciling an AgentDeployment, shared by the operator
+//! (`controller::deployment`) and `agentctl apply` (`converge`): no IO
+//! here, every function a table of cases in the tests.
+//! - [`desired`]: the camelCase spec → the snake_case wire request, the
+//!   minimal PATCH and its read-back, fingerprints
+//!   (docs/control-plane-api.md "Deployment", "Requests");
+//! - [`shapes`]: how the service's answers differ from an echo of the
+//!   request;
+//! - [`decide`]: the one step a pass takes before and after its read;
+//! - [`verdict`]: the outcome, events and requeue once the revision is
+//!   known;
+//! - [`status`]: outcomes → kstatus conditions;
+//! - [`fight`]: the cap on corrections of drift;
+//! - [`logtail`]: the secret-free tail of a failure log.
+//!
+//! Its two arrows back into `controller` are the keyed hash of the secret
+//! values (`controller::hash_key`) and the verification reasons
+//! (`controller::deployment::verify`).
+
+pub mod decide;
+pub mod desired;
+pub mod fight;
+pub mod logtail;
+pub mod shapes;
+pub mod status;
+pub mod verdict;

@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod control_plane;
 pub mod deployment;
 pub mod listener;
+pub mod preflight;
 pub mod reference;
 pub mod resource_spec;
 pub mod rules;

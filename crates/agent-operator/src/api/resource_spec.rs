@@ -363,7 +363,7 @@ fn unknown(key: &str) -> String {
 }
 
 /// Checks the keys and numeric ranges of a `resourceSpec` (the same rules as
-/// [`schema`]), for [`super::rules::preflight`].
+/// [`schema`]), for `api::preflight::check`.
 ///
 /// Errors: the first broken rule, naming the field.
 pub fn check(spec: &Map<String, Value>) -> Result<(), String> {

@@ -5,7 +5,7 @@
 //!
 //! This is the operator's reconcile core, not a second copy of it. Shared
 //! with the operator's pass (`controller::deployment`):
-//! - validation before any request: [`rules::preflight`] and the placement
+//! - validation before any request: [`preflight::check`] and the placement
 //!   check [`placement::check_spec`];
 //! - secret resolution: [`crate::controller::resolve::secret_values`] and
 //!   `key_value` (here the lookup reads the `Secret` documents of the same
@@ -44,8 +44,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, Source};
-use crate::api::rules;
-use crate::controller::hash_key::HashKey;
+use crate::api::preflight;
 use crate::controller::{integrations, placement};
 use crate::controlplane::types::{
     Deployment, DeploymentCreate, DeploymentPatch, Revision, RevisionStatus,
@@ -53,6 +52,7 @@ use crate::controlplane::types::{
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 use crate::plan::decide::{self, After};
 use crate::plan::desired;
+use crate::plan::secrets_hash::HashKey;
 use crate::plan::shapes::Memory;
 use crate::plan::status::{Outcome, revision_outcome};
 
@@ -120,7 +120,7 @@ impl std::fmt::Debug for Desired {
 }
 
 /// Maps `obj` to its desired wire state, by the operator's own functions:
-/// [`rules::preflight`], [`placement::check_spec`], the file's Secrets
+/// [`preflight::check`], [`placement::check_spec`], the file's Secrets
 /// ([`Manifest::secret_values`]), `listenerRef` through an `AgentListener`
 /// document of the file, then [`desired::create_body`].
 ///
@@ -132,7 +132,7 @@ pub fn desired_state(obj: &AgentDeployment, manifest: &Manifest) -> Result<Desir
     );
     let remote_name = obj.remote_name();
     let invalid = |m: String| Error::Invalid(format!("{object}: {m}"));
-    rules::preflight(&remote_name, &obj.spec).map_err(invalid)?;
+    preflight::check(&remote_name, &obj.spec).map_err(invalid)?;
     placement::check_spec(&obj.spec).map_err(|b| invalid(b.message))?;
     let secrets = manifest.secret_values(obj).map_err(invalid)?;
     let verify_key = manifest

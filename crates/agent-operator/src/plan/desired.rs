@@ -11,10 +11,10 @@ use serde_json::{Map, Value};
 use super::shapes::{self, Memory};
 use crate::api::deployment::{self as crd, AgentDeploymentSpec};
 use crate::api::resource_spec;
-use crate::controller::hash_key::HashKey;
 use crate::controlplane::types::{
     self as wire, Deployment, DeploymentCreate, DeploymentPatch, SecretReference, SecretValue,
 };
+use crate::plan::secrets_hash::HashKey;
 
 /// Maps `spec.sourceConfig` to the wire `source_config`. `integrationRef` has
 /// no wire field: the pass resolves it to `integration_id` before a create
@@ -30,7 +30,7 @@ pub fn source_config(spec: &crd::SourceConfig) -> wire::SourceConfig {
         resource_spec: spec
             .resource_spec
             .as_ref()
-            // An unknown key cannot pass the schema; `rules::preflight`
+            // An unknown key cannot pass the schema; `api::preflight::check`
             // stops such a spec before any request.
             .map(|rs| Value::Object(resource_spec::to_wire(rs).unwrap_or_default())),
         listener_id: spec.listener_id.clone(),

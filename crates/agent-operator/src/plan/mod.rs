@@ -11,16 +11,17 @@
 //!   known;
 //! - [`status`]: outcomes → kstatus conditions;
 //! - [`fight`]: the cap on corrections of drift;
-//! - [`logtail`]: the secret-free tail of a failure log.
+//! - [`logtail`]: the secret-free tail of a failure log;
+//! - [`secrets_hash`]: the keyed hash of the secret values last sent
+//!   (`status.secretsHash`).
 //!
-//! Its two arrows back into `controller` are the keyed hash of the secret
-//! values (`controller::hash_key`) and the verification reasons
-//! (`controller::deployment::verify`).
+//! Nothing here imports `controller`: the arrow goes one way.
 
 pub mod decide;
 pub mod desired;
 pub mod fight;
 pub mod logtail;
+pub mod secrets_hash;
 pub mod shapes;
 pub mod status;
 pub mod verdict;

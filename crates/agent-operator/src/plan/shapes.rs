@@ -429,7 +429,7 @@ mod tests {
             remote: &Deployment,
             sent: Option<&DeploymentCreate>,
         ) -> Vec<&'static str> {
-            let key = crate::controller::hash_key::HashKey::random();
+            let key = crate::plan::secrets_hash::HashKey::random();
             let hash = key.secrets_hash(&desired.secrets);
             let last = sent.map(unechoed_hash);
             let memory = Memory {

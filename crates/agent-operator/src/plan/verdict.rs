@@ -11,7 +11,6 @@ use super::logtail::FailureLog;
 use super::status::{Outcome, revision_outcome};
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeploymentStatus;
-use crate::controller::deployment::verify;
 use crate::controlplane::types::RevisionStatus;
 
 /// Deployment status of a deployment without traffic for a long time
@@ -21,6 +20,27 @@ pub const UNUSED: &str = "UNUSED";
 /// What the status and the Warning event say about an `UNUSED` deployment.
 pub const UNUSED_NOTE: &str = "the control plane shows it UNUSED (no traffic for a long time); \
      the service removes cloud deployments that stay unused";
+
+/// The failure reasons of a verification, as stored in
+/// `status.verification.outcome`.
+pub const VERIFICATION_FAILURE_REASONS: [&str; 9] = [
+    reason::AGENT_SERVER_UNREACHABLE,
+    reason::AGENT_SERVER_UNAUTHORIZED,
+    reason::ASSISTANTS_MISSING,
+    reason::ASSISTANT_NOT_FOUND,
+    reason::RUN_FAILED,
+    reason::EXPECTATION_NOT_MET,
+    reason::REVISION_NOT_ACTIVE,
+    reason::SECRET_NOT_FOUND,
+    reason::HOST_NOT_ALLOWED,
+];
+
+/// True for the reasons whose Warning event `Pass::verify` publishes
+/// itself (`VerificationFailed`, once per failure), not `finish`: `Verifying`
+/// and the [`VERIFICATION_FAILURE_REASONS`].
+pub fn is_verification_reason(r: &str) -> bool {
+    r == reason::VERIFYING || VERIFICATION_FAILURE_REASONS.contains(&r)
+}
 
 /// The outcome of the latest revision `latest` in `status` (`None`: not
 /// known, as for a revision this pass started).
@@ -158,7 +178,7 @@ pub fn warning(
                 && *reason != reason::REMOTE_DELETED
                 && *reason != reason::REVISION_FAILED
                 && *reason != reason::REVISION_INTERRUPTED
-                && !verify::is_verification_reason(reason))
+                && !is_verification_reason(reason))
             .then(|| (*reason, message.clone()))
         }
         _ => None,

@@ -15,7 +15,7 @@ use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION,
 };
-use crate::api::rules;
+use crate::api::preflight;
 use crate::controller::status::Outcome;
 use crate::controller::{Context, Error, desired, hash_key, object_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
@@ -145,7 +145,7 @@ async fn inputs(
         .ok_or(Error::MissingObjectKey("namespace"))?;
     // A spec the control plane would refuse stops here, before any request
     // (rules the schema cannot express, or an object stored before a rule).
-    if let Err(message) = rules::preflight(&obj.remote_name(), &obj.spec) {
+    if let Err(message) = preflight::check(&obj.remote_name(), &obj.spec) {
         return Err(Report::stalled(obj, ctx, reason::INVALID_SPEC, message));
     }
     // An agent server URL outside the operator's --allowed-hosts: nothing is

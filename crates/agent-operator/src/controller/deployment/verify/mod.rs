@@ -29,6 +29,8 @@ use crate::api::deployment::{
 };
 use crate::controller::status::Outcome;
 use crate::controlplane::types::RevisionStatus;
+use crate::plan::verdict::VERIFICATION_FAILURE_REASONS as FAILURE_REASONS;
+pub use crate::plan::verdict::is_verification_reason;
 
 /// Settings of verification (operator flags `--verify-*`).
 #[derive(Clone, Debug, PartialEq)]
@@ -261,26 +263,6 @@ pub fn verify_step(k: &VerifyKnown<'_>) -> VerifyStep {
         Some(left) if !left.is_zero() => VerifyStep::Wait(left),
         _ => VerifyStep::Verify,
     }
-}
-
-/// The failure reasons of a verification, as stored in
-/// `status.verification.outcome`.
-const FAILURE_REASONS: [&str; 9] = [
-    reason::AGENT_SERVER_UNREACHABLE,
-    reason::AGENT_SERVER_UNAUTHORIZED,
-    reason::ASSISTANTS_MISSING,
-    reason::ASSISTANT_NOT_FOUND,
-    reason::RUN_FAILED,
-    reason::EXPECTATION_NOT_MET,
-    reason::REVISION_NOT_ACTIVE,
-    reason::SECRET_NOT_FOUND,
-    reason::HOST_NOT_ALLOWED,
-];
-
-/// True for the reasons whose Warning event `Pass::verify` publishes
-/// itself (`VerificationFailed`, once per failure), not `finish`.
-pub fn is_verification_reason(r: &str) -> bool {
-    r == reason::VERIFYING || FAILURE_REASONS.contains(&r)
 }
 
 /// The constant of a stored failure reason (`RunFailed` for one not known).

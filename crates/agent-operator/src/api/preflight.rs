@@ -1,0 +1,197 @@
+//! The operator's own check of an AgentDeployment spec before any remote
+//! call ([`check`]), for rules the schema cannot express. The patterns and
+//! rule lists it applies live in [`super::rules`].
+
+use super::deployment::{AgentDeploymentSpec, Source};
+use super::resource_spec;
+use super::rules::{RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES, check_build_command};
+
+/// What the operator checks itself before any remote call, for rules the
+/// schema cannot express or for objects stored before a rule existed (the
+/// API server does not validate stored objects again). Returns a message for
+/// `Stalled`/`InvalidSpec` naming the field and the rule.
+///
+/// Errors: the first broken rule, as a human-readable message.
+pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String> {
+    let name_ok = !remote_name.is_empty()
+        && remote_name.len() <= 63
+        && remote_name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !name_ok {
+        return Err(format!(
+            "the remote deployment name {remote_name:?} must be 1-63 lowercase letters, digits \
+             and '-' (the control plane refuses other names); set spec.name"
+        ));
+    }
+    if let Some(rs) = &spec.source_config.resource_spec {
+        resource_spec::check(rs)?;
+    }
+    let sc = &spec.source_config;
+    for (field, command) in [
+        ("sourceConfig.installCommand", &sc.install_command),
+        ("sourceConfig.buildCommand", &sc.build_command),
+    ] {
+        if let Some(command) = command {
+            check_build_command(field, command)?;
+        }
+    }
+    if sc.integration_id.is_some() && sc.integration_ref.is_some() {
+        return Err(
+            "set at most one of sourceConfig.integrationId and sourceConfig.integrationRef".into(),
+        );
+    }
+    let with_listener =
+        spec.source_config.listener_id.is_some() || spec.source_config.listener_ref.is_some();
+    let mut seen = std::collections::BTreeSet::new();
+    for s in &spec.secrets {
+        let valid = regex_lite_env_name(&s.name);
+        if !valid {
+            return Err(format!(
+                "secret name {:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
+                s.name
+            ));
+        }
+        if RESERVED_NAMES.contains(&s.name.as_str()) {
+            return Err(format!(
+                "secret name {} is reserved by the platform for its own use",
+                s.name
+            ));
+        }
+        if !with_listener && SELF_HOSTED_ONLY_NAMES.contains(&s.name.as_str()) {
+            return Err(format!(
+                "secret name {} is allowed only on a self-hosted data plane (set \
+                 sourceConfig.listenerId or listenerRef)",
+                s.name
+            ));
+        }
+        if !seen.insert(s.name.as_str()) {
+            return Err(format!("secret name {} is listed twice", s.name));
+        }
+    }
+    if !spec.secret_references.is_empty() {
+        if spec.source != Source::ExternalDocker {
+            return Err("secretReferences are only for source external_docker".into());
+        }
+        if !with_listener {
+            return Err("secretReferences need a self-hosted data plane: set \
+                 sourceConfig.listenerId or listenerRef"
+                .into());
+        }
+    }
+    let mut seen_refs = std::collections::BTreeSet::new();
+    for r in &spec.secret_references {
+        if !regex_lite_env_name(&r.name) {
+            return Err(format!(
+                "secretReferences name {:?} is not an environment variable name \
+                 ([A-Za-z_][A-Za-z0-9_]*)",
+                r.name
+            ));
+        }
+        if RESERVED_NAMES.contains(&r.name.as_str()) {
+            return Err(format!(
+                "secretReferences name {} is reserved by the platform for its own use",
+                r.name
+            ));
+        }
+        if seen.contains(r.name.as_str()) {
+            return Err(format!(
+                "{} is both in secrets and in secretReferences; each environment variable \
+                 comes from one place",
+                r.name
+            ));
+        }
+        if !seen_refs.insert(r.name.as_str()) {
+            return Err(format!("secretReferences name {} is listed twice", r.name));
+        }
+    }
+    Ok(())
+}
+
+/// True when `name` matches [`super::rules::ENV_NAME_PATTERN`].
+fn regex_lite_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preflight_names_the_broken_rule() {
+        let spec: AgentDeploymentSpec = serde_json::from_value(serde_json::json!({
+            "source": "external_docker",
+            "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1"},
+            "secrets": [{"name": "PORT", "value": "1"}]
+        }))
+        .unwrap();
+        assert!(check("agent", &spec).unwrap_err().contains("self-hosted"));
+        assert!(check("my.agent", &spec).unwrap_err().contains("spec.name"));
+        let mut ok = spec.clone();
+        ok.secrets[0].name = "OPENAI_API_KEY".into();
+        assert_eq!(check("agent", &ok), Ok(()));
+        ok.secrets.push(ok.secrets[0].clone());
+        assert!(check("agent", &ok).unwrap_err().contains("twice"));
+        ok.secrets[1].name = "LANGCHAIN_API_KEY".into();
+        assert!(check("agent", &ok).unwrap_err().contains("reserved"));
+        ok.secrets[1].name = "1X".into();
+        assert!(check("agent", &ok).unwrap_err().contains("environment"));
+        ok.secrets.pop();
+        ok.source_config.build_command = Some("npm run build; curl x".into());
+        assert!(
+            check("agent", &ok)
+                .unwrap_err()
+                .starts_with("sourceConfig.buildCommand ")
+        );
+    }
+
+    #[test]
+    fn preflight_checks_secret_references() {
+        let spec = |extra: serde_json::Value| -> AgentDeploymentSpec {
+            let mut v = serde_json::json!({
+                "source": "external_docker",
+                "sourceConfig": {"listenerId": "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b"},
+                "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1"},
+                "secrets": [{"name": "LOG_LEVEL", "value": "info"}],
+                "secretReferences": [
+                    {"name": "OPENAI_API_KEY", "secretName": "agent-env", "secretKey": "openai"}
+                ]
+            });
+            for (k, val) in extra.as_object().unwrap() {
+                v[k] = val.clone();
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        assert_eq!(check("agent", &spec(serde_json::json!({}))), Ok(()));
+        let no_listener = spec(serde_json::json!({"sourceConfig": {}}));
+        assert!(
+            check("agent", &no_listener)
+                .unwrap_err()
+                .contains("self-hosted")
+        );
+        let github = spec(serde_json::json!({
+            "source": "github",
+            "sourceRevisionConfig": {"repoRef": "main"}
+        }));
+        assert!(
+            check("agent", &github)
+                .unwrap_err()
+                .contains("external_docker")
+        );
+        let both = spec(serde_json::json!({
+            "secrets": [{"name": "OPENAI_API_KEY", "value": "x"}]
+        }));
+        assert!(check("agent", &both).unwrap_err().contains("both"));
+        let twice = spec(serde_json::json!({"secretReferences": [
+            {"name": "A", "secretName": "s", "secretKey": "k"},
+            {"name": "A", "secretName": "s", "secretKey": "j"}
+        ]}));
+        assert!(check("agent", &twice).unwrap_err().contains("twice"));
+        let reserved = spec(serde_json::json!({"secretReferences": [
+            {"name": "POSTGRES_URI", "secretName": "s", "secretKey": "k"}
+        ]}));
+        assert!(check("agent", &reserved).unwrap_err().contains("reserved"));
+    }
+}

@@ -25,7 +25,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
-use super::report::{apply_status, publish_transition, transient_summary};
+use super::report::{ReasonTable, apply_status, publish_transition, reason_for, transient_summary};
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
 use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
@@ -53,46 +53,29 @@ pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpE
         }
         Err(e) => e,
     };
-    let message = format!("list deployments at {base_url}: {e}");
-    match e {
-        CpError::Unauthorized { .. } => Outcome::Stalled {
-            reason: reason::UNAUTHORIZED,
-            message: format!("{message}; check the API key Secret"),
-        },
-        CpError::Forbidden { .. } => match e.refusal() {
-            Some(Refusal::WorkspaceRequired) => Outcome::Stalled {
-                reason: reason::WORKSPACE_REQUIRED,
-                message: format!(
-                    "{message}; the key is organisation-scoped and the control plane did not accept workspace {workspace_id}: set spec.workspaceId to a workspace id of that organisation (LangSmith Settings > Workspaces)"
-                ),
-            },
-            Some(Refusal::DeploymentNotEnabled) => Outcome::Stalled {
-                reason: reason::DEPLOYMENT_NOT_ENABLED,
-                message: format!(
-                    "{message}; enable LangSmith Deployment for the organisation (LangSmith > Deployments), then edit this AgentControlPlane or its Secret to check again"
-                ),
-            },
-            _ => Outcome::Stalled {
-                reason: reason::FORBIDDEN,
-                message: format!(
-                    "{message}; check that the API key belongs to workspace {workspace_id}"
-                ),
-            },
-        },
-        e if e.is_transient() => Outcome::Progressing {
+    let Some(reason) = reason_for(&ReasonTable::CONTROL_PLANE, e) else {
+        return Outcome::Progressing {
             reason: reason::CONTROL_PLANE_UNAVAILABLE,
             message: format!("list deployments at {base_url}: {}", transient_summary(e)),
-        },
-        CpError::NotFound { .. } | CpError::InvalidEndpoint(_) => Outcome::Stalled {
-            reason: reason::INVALID_SPEC,
-            message: format!(
-                "{message}; check spec.url (a self-hosted control plane ends in /api-host)"
-            ),
-        },
-        _ => Outcome::Stalled {
-            reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message,
-        },
+        };
+    };
+    let hint = match reason {
+        reason::UNAUTHORIZED => "; check the API key Secret".to_owned(),
+        reason::WORKSPACE_REQUIRED => format!(
+            "; the key is organisation-scoped and the control plane did not accept workspace {workspace_id}: set spec.workspaceId to a workspace id of that organisation (LangSmith Settings > Workspaces)"
+        ),
+        reason::DEPLOYMENT_NOT_ENABLED => "; enable LangSmith Deployment for the organisation (LangSmith > Deployments), then edit this AgentControlPlane or its Secret to check again".to_owned(),
+        reason::FORBIDDEN => {
+            format!("; check that the API key belongs to workspace {workspace_id}")
+        }
+        reason::INVALID_SPEC => {
+            "; check spec.url (a self-hosted control plane ends in /api-host)".to_owned()
+        }
+        _ => String::new(),
+    };
+    Outcome::Stalled {
+        reason,
+        message: format!("list deployments at {base_url}: {e}{hint}"),
     }
 }
 

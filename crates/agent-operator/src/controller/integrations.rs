@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Error;
-use super::report::{ErrorClass, classify};
+use super::report::{ReasonTable, reason_for};
 use super::resolve::Blocked;
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeploymentSpec;
@@ -186,16 +186,12 @@ pub fn check_repository(
     })
 }
 
-/// What a failed integration read means: 401/403 → `Unauthorized`, 404 →
+/// What a failed integration read means ([`ReasonTable::INTEGRATION_CHECK`]):
+/// 401/403 → `Unauthorized`, 404 →
 /// `IntegrationNotFound`, 400/422 → `InvalidSpec`; `None` for transient
 /// errors and unexpected answers (retried with backoff). Pure.
 fn blocked_by(what: &str, e: &CpError) -> Option<Blocked> {
-    let reason = match classify(e) {
-        ErrorClass::Unauthorized | ErrorClass::Forbidden => reason::UNAUTHORIZED,
-        ErrorClass::NotFound => reason::INTEGRATION_NOT_FOUND,
-        ErrorClass::Rejected => reason::INVALID_SPEC,
-        ErrorClass::Transient | ErrorClass::Other => return None,
-    };
+    let reason = reason_for(&ReasonTable::INTEGRATION_CHECK, e)?;
     Some(Blocked {
         reason,
         message: format!("{what}: {e}"),

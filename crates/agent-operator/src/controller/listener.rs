@@ -25,8 +25,7 @@ use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
-use super::placement::listener_error_reason;
-use super::report::{ErrorClass, apply_status, classify, publish_transition, transient_summary};
+use super::report::{ReasonTable, apply_status, publish_transition, reason_for, transient_summary};
 use super::runner::Scope;
 use super::status::{Outcome, conditions};
 use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
@@ -71,18 +70,18 @@ pub fn mirror(listener: &Listener) -> AgentListenerStatus {
     }
 }
 
-/// The outcome of a failed listener read. Pure.
+/// The outcome of a failed listener read: the AgentListener row of the one
+/// error-to-reason table ([`ReasonTable::LISTENER`]), transient →
+/// progressing (retried). Pure.
 pub fn error_outcome(listener_id: &str, e: &CpError) -> Outcome {
-    let message = format!("get listener {listener_id}: {e}");
-    match (listener_error_reason(e), classify(e)) {
-        (Some(reason), _) => Outcome::Stalled { reason, message },
-        (None, ErrorClass::Transient) => Outcome::Progressing {
+    match reason_for(&ReasonTable::LISTENER, e) {
+        Some(reason) => Outcome::Stalled {
+            reason,
+            message: format!("get listener {listener_id}: {e}"),
+        },
+        None => Outcome::Progressing {
             reason: reason::CONTROL_PLANE_UNAVAILABLE,
             message: format!("get listener {listener_id}: {}", transient_summary(e)),
-        },
-        (None, _) => Outcome::Stalled {
-            reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message,
         },
     }
 }

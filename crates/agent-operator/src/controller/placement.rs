@@ -11,7 +11,7 @@
 
 use kube::Api;
 
-use super::report::{ErrorClass, classify};
+use super::report::{ReasonTable, reason_for};
 use super::resolve::Blocked;
 use super::{Context, Error};
 use crate::api::conditions::reason;
@@ -75,19 +75,15 @@ pub fn check_namespace(
     })
 }
 
-/// The reason a failed listener read gives, from the shared classification
-/// ([`super::report::classify`]): 403 → `NotEnterprise`, 404 →
+/// The reason a failed listener read gives, from the one error-to-reason
+/// table ([`ReasonTable::LISTENER_CHECK`]): 403 → `NotEnterprise`, 404 →
 /// `ListenerNotFound`, 401 → `Unauthorized`, 400/409/422 → `InvalidSpec`
 /// (e.g. a listener id that is not a uuid). `None` for transient errors and
-/// unexpected answers. Pure; used by the AgentListener controller too.
+/// unexpected answers (retried). Pure. (The AgentListener controller reads
+/// the same errors through [`ReasonTable::LISTENER`], which stalls on
+/// those.)
 pub fn listener_error_reason(e: &CpError) -> Option<&'static str> {
-    match classify(e) {
-        ErrorClass::Forbidden => Some(reason::NOT_ENTERPRISE),
-        ErrorClass::NotFound => Some(reason::LISTENER_NOT_FOUND),
-        ErrorClass::Unauthorized => Some(reason::UNAUTHORIZED),
-        ErrorClass::Rejected => Some(reason::INVALID_SPEC),
-        ErrorClass::Transient | ErrorClass::Other => None,
-    }
+    reason_for(&ReasonTable::LISTENER_CHECK, e)
 }
 
 /// The placement problem a failed listener read reveals

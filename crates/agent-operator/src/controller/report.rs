@@ -1,7 +1,8 @@
 //! The "report" edge shared by every controller: status writes
-//! (server-side apply with the operator's one field manager), events, and the
-//! one classification of control plane errors that each controller maps to
-//! its condition reasons.
+//! (server-side apply with the operator's one field manager), events, the
+//! one classification of control plane errors ([`classify`]) and the one
+//! error-to-reason table over it ([`ReasonTable`], [`reason_for`]), with a
+//! row for each kind and each input check.
 //!
 //! Status and events are written at the end of a pass; a message that
 //! changed on every retry (a `Retry-After` delay, a 5xx body) would rewrite
@@ -17,8 +18,9 @@ use tracing::warn;
 use super::status::Outcome;
 use super::{Context, Error};
 use crate::api::FIELD_MANAGER;
-use crate::api::conditions::{READY, find};
+use crate::api::conditions::{READY, find, reason};
 use crate::controlplane::Error as CpError;
+use crate::controlplane::error::Refusal;
 
 /// What a control plane error means for the resource that got it, the same
 /// for every controller (each maps a class to its own condition reason).
@@ -35,7 +37,11 @@ pub enum ErrorClass {
     Rejected,
     /// Timeouts, transport errors, 5xx, 429: retried with backoff.
     Transient,
-    /// An answer the client does not understand, or a bad configuration.
+    /// The client configuration cannot be used (the endpoint, the key or
+    /// workspace as header values, the CA bundle): no request was sent.
+    InvalidEndpoint,
+    /// An answer the client does not understand (an unexpected status, a
+    /// body that does not decode).
     Other,
 }
 
@@ -45,9 +51,129 @@ pub fn classify(e: &CpError) -> ErrorClass {
         CpError::Unauthorized { .. } => ErrorClass::Unauthorized,
         CpError::Forbidden { .. } => ErrorClass::Forbidden,
         CpError::NotFound { .. } => ErrorClass::NotFound,
+        CpError::InvalidEndpoint(_) => ErrorClass::InvalidEndpoint,
         e if e.is_rejection() => ErrorClass::Rejected,
         e if e.is_transient() => ErrorClass::Transient,
         _ => ErrorClass::Other,
+    }
+}
+
+/// One row of the error-to-reason table: the condition reason each
+/// [`ErrorClass`] gives for one kind or one input check. Transient errors
+/// are never in it: they are retried with backoff (`Reconciling` with
+/// `ControlPlaneUnavailable` where a controller reports them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReasonTable {
+    /// 401.
+    pub unauthorized: &'static str,
+    /// 403, unless `refusals` and the detail names one of them.
+    pub forbidden: &'static str,
+    /// 403 `WorkspaceRequired` → `WorkspaceRequired` and 403
+    /// `DeploymentNotEnabled` → `DeploymentNotEnabled` when true
+    /// (docs/control-plane-api.md "Credentials and refusals").
+    pub refusals: bool,
+    /// 404.
+    pub not_found: &'static str,
+    /// 400 and 422.
+    pub rejected: &'static str,
+    /// 409.
+    pub conflict: &'static str,
+    /// An unusable client configuration (`InvalidEndpoint`); `None`:
+    /// retried with backoff.
+    pub invalid_endpoint: Option<&'static str>,
+    /// An answer the client does not understand; `None`: retried with
+    /// backoff. The fallbacks differ on purpose and are kept as they were:
+    /// an AgentDeployment stalls with `InvalidSpec` (its request is the
+    /// likely cause), an AgentControlPlane or AgentListener with
+    /// `ControlPlaneUnavailable` (a probe or read of the service), and an
+    /// input check retries.
+    pub other: Option<&'static str>,
+}
+
+impl ReasonTable {
+    /// AgentDeployment: a 403 is `Unauthorized` (the key may not do this),
+    /// 409 `NameConflict`, anything else the request's fault
+    /// (`InvalidSpec`).
+    pub const DEPLOYMENT: Self = Self {
+        unauthorized: reason::UNAUTHORIZED,
+        forbidden: reason::UNAUTHORIZED,
+        refusals: true,
+        not_found: reason::INVALID_SPEC,
+        rejected: reason::INVALID_SPEC,
+        conflict: reason::NAME_CONFLICT,
+        invalid_endpoint: Some(reason::INVALID_SPEC),
+        other: Some(reason::INVALID_SPEC),
+    };
+
+    /// AgentControlPlane (the authentication probe): a 404 or an unusable
+    /// URL is `InvalidSpec` (`spec.url`), a refused probe request or an
+    /// unexpected answer `ControlPlaneUnavailable`.
+    pub const CONTROL_PLANE: Self = Self {
+        unauthorized: reason::UNAUTHORIZED,
+        forbidden: reason::FORBIDDEN,
+        refusals: true,
+        not_found: reason::INVALID_SPEC,
+        rejected: reason::CONTROL_PLANE_UNAVAILABLE,
+        conflict: reason::CONTROL_PLANE_UNAVAILABLE,
+        invalid_endpoint: Some(reason::INVALID_SPEC),
+        other: Some(reason::CONTROL_PLANE_UNAVAILABLE),
+    };
+
+    /// AgentListener (the read of its listener): 403 is `NotEnterprise`
+    /// (listeners need a self-hosted enterprise organisation), 404
+    /// `ListenerNotFound`.
+    pub const LISTENER: Self = Self {
+        unauthorized: reason::UNAUTHORIZED,
+        forbidden: reason::NOT_ENTERPRISE,
+        refusals: false,
+        not_found: reason::LISTENER_NOT_FOUND,
+        rejected: reason::INVALID_SPEC,
+        conflict: reason::INVALID_SPEC,
+        invalid_endpoint: Some(reason::CONTROL_PLANE_UNAVAILABLE),
+        other: Some(reason::CONTROL_PLANE_UNAVAILABLE),
+    };
+
+    /// The listener check of an AgentDeployment's placement: as
+    /// [`Self::LISTENER`], but what is not about the input is retried.
+    pub const LISTENER_CHECK: Self = Self {
+        invalid_endpoint: None,
+        other: None,
+        ..Self::LISTENER
+    };
+
+    /// The GitHub integration check of an AgentDeployment
+    /// (`sourceConfig.integrationRef`): 401 and 403 are `Unauthorized`, 404
+    /// `IntegrationNotFound`; what is not about the input is retried.
+    pub const INTEGRATION_CHECK: Self = Self {
+        unauthorized: reason::UNAUTHORIZED,
+        forbidden: reason::UNAUTHORIZED,
+        refusals: false,
+        not_found: reason::INTEGRATION_NOT_FOUND,
+        rejected: reason::INVALID_SPEC,
+        conflict: reason::INVALID_SPEC,
+        invalid_endpoint: None,
+        other: None,
+    };
+}
+
+/// The condition reason `e` gives in `table` ([`classify`], then the row);
+/// `None` for an error retried with backoff (transient, or a fallback of
+/// `None`). Pure.
+pub fn reason_for(table: &ReasonTable, e: &CpError) -> Option<&'static str> {
+    match classify(e) {
+        ErrorClass::Unauthorized => Some(table.unauthorized),
+        ErrorClass::Forbidden if table.refusals => Some(match e.refusal() {
+            Some(Refusal::WorkspaceRequired) => reason::WORKSPACE_REQUIRED,
+            Some(Refusal::DeploymentNotEnabled) => reason::DEPLOYMENT_NOT_ENABLED,
+            _ => table.forbidden,
+        }),
+        ErrorClass::Forbidden => Some(table.forbidden),
+        ErrorClass::NotFound => Some(table.not_found),
+        ErrorClass::Rejected if matches!(e, CpError::Conflict { .. }) => Some(table.conflict),
+        ErrorClass::Rejected => Some(table.rejected),
+        ErrorClass::Transient => None,
+        ErrorClass::InvalidEndpoint => table.invalid_endpoint,
+        ErrorClass::Other => table.other,
     }
 }
 
@@ -147,6 +273,114 @@ pub(crate) fn transient_summary(e: &CpError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole error-to-reason table, one row per kind or check, one
+    /// column per class: `-` is retried (no reason).
+    #[test]
+    fn one_table_maps_every_class_for_every_kind() {
+        let d = || "x".to_owned();
+        let errors = [
+            CpError::Unauthorized { detail: d() },
+            CpError::Forbidden { detail: d() },
+            CpError::Forbidden {
+                detail: "requires workspace specification".into(),
+            },
+            CpError::Forbidden {
+                detail: "LangSmith Deployment is not enabled".into(),
+            },
+            CpError::NotFound { detail: d() },
+            CpError::BadRequest { detail: d() },
+            CpError::Conflict { detail: d() },
+            CpError::Timeout,
+            CpError::InvalidEndpoint(d()),
+            CpError::UnexpectedStatus {
+                status: 418,
+                detail: d(),
+            },
+        ];
+        let row = |table: &ReasonTable| -> Vec<&'static str> {
+            errors
+                .iter()
+                .map(|e| reason_for(table, e).unwrap_or("-"))
+                .collect()
+        };
+        use reason::*;
+        assert_eq!(
+            row(&ReasonTable::DEPLOYMENT),
+            [
+                UNAUTHORIZED,
+                UNAUTHORIZED,
+                WORKSPACE_REQUIRED,
+                DEPLOYMENT_NOT_ENABLED,
+                INVALID_SPEC,
+                INVALID_SPEC,
+                NAME_CONFLICT,
+                "-",
+                INVALID_SPEC,
+                INVALID_SPEC
+            ]
+        );
+        assert_eq!(
+            row(&ReasonTable::CONTROL_PLANE),
+            [
+                UNAUTHORIZED,
+                FORBIDDEN,
+                WORKSPACE_REQUIRED,
+                DEPLOYMENT_NOT_ENABLED,
+                INVALID_SPEC,
+                CONTROL_PLANE_UNAVAILABLE,
+                CONTROL_PLANE_UNAVAILABLE,
+                "-",
+                INVALID_SPEC,
+                CONTROL_PLANE_UNAVAILABLE
+            ]
+        );
+        assert_eq!(
+            row(&ReasonTable::LISTENER),
+            [
+                UNAUTHORIZED,
+                NOT_ENTERPRISE,
+                NOT_ENTERPRISE,
+                NOT_ENTERPRISE,
+                LISTENER_NOT_FOUND,
+                INVALID_SPEC,
+                INVALID_SPEC,
+                "-",
+                CONTROL_PLANE_UNAVAILABLE,
+                CONTROL_PLANE_UNAVAILABLE
+            ]
+        );
+        assert_eq!(
+            row(&ReasonTable::LISTENER_CHECK),
+            [
+                UNAUTHORIZED,
+                NOT_ENTERPRISE,
+                NOT_ENTERPRISE,
+                NOT_ENTERPRISE,
+                LISTENER_NOT_FOUND,
+                INVALID_SPEC,
+                INVALID_SPEC,
+                "-",
+                "-",
+                "-"
+            ]
+        );
+        assert_eq!(
+            row(&ReasonTable::INTEGRATION_CHECK),
+            [
+                UNAUTHORIZED,
+                UNAUTHORIZED,
+                UNAUTHORIZED,
+                UNAUTHORIZED,
+                INTEGRATION_NOT_FOUND,
+                INVALID_SPEC,
+                INVALID_SPEC,
+                "-",
+                "-",
+                "-"
+            ]
+        );
+    }
 
     #[test]
     fn errors_are_classified_once_for_every_controller() {

@@ -16,6 +16,7 @@ use kube::{Api, ResourceExt};
 use super::obtain::set_annotations;
 use crate::api::conditions::{READY, find, reason};
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
+use crate::controller::report::{ReasonTable, reason_for, transient_summary};
 use crate::controller::resolve::Blocked;
 use crate::controller::status::{Outcome, conditions};
 use crate::controller::{Context, Error};
@@ -185,30 +186,21 @@ pub fn already_reported(obj: &AgentDeployment, reason: &str, message: &str) -> b
         .is_some_and(|c| c.reason == reason && c.message == message)
 }
 
-/// Maps a control plane error to a status outcome: 401/403 → Unauthorized,
-/// 409 → NameConflict, transient → progressing (retried), other → InvalidSpec.
+/// Maps a control plane error to a status outcome: the AgentDeployment row
+/// of the one error-to-reason table ([`ReasonTable::DEPLOYMENT`]: 401/403 →
+/// Unauthorized, 409 → NameConflict, other → InvalidSpec), transient →
+/// progressing (retried).
 pub fn error_outcome(operation: &str, e: &CpError) -> Outcome {
-    use crate::controller::report::{ErrorClass, classify, transient_summary};
-    let message = format!("{operation}: {e}");
-    use crate::controlplane::error::Refusal;
-    let reason = match classify(e) {
-        ErrorClass::Forbidden if e.refusal() == Some(Refusal::WorkspaceRequired) => {
-            reason::WORKSPACE_REQUIRED
-        }
-        ErrorClass::Forbidden if e.refusal() == Some(Refusal::DeploymentNotEnabled) => {
-            reason::DEPLOYMENT_NOT_ENABLED
-        }
-        ErrorClass::Unauthorized | ErrorClass::Forbidden => reason::UNAUTHORIZED,
-        ErrorClass::Rejected if matches!(e, CpError::Conflict { .. }) => reason::NAME_CONFLICT,
-        ErrorClass::Transient => {
-            return Outcome::Progressing {
-                reason: reason::CONTROL_PLANE_UNAVAILABLE,
-                message: format!("{operation}: {}", transient_summary(e)),
-            };
-        }
-        ErrorClass::Rejected | ErrorClass::NotFound | ErrorClass::Other => reason::INVALID_SPEC,
-    };
-    Outcome::Stalled { reason, message }
+    match reason_for(&ReasonTable::DEPLOYMENT, e) {
+        Some(reason) => Outcome::Stalled {
+            reason,
+            message: format!("{operation}: {e}"),
+        },
+        None => Outcome::Progressing {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message: format!("{operation}: {}", transient_summary(e)),
+        },
+    }
 }
 
 /// The outcome of a control plane error in an apply pass of `obj`: as

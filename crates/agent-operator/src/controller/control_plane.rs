@@ -17,18 +17,17 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
-use tracing::debug;
 
 use super::report::{ReasonTable, apply_status, publish_transition, reason_for, transient_summary};
-use super::runner::Scope;
+use super::scaffold::{Scope, drive, error_policy, own_kind_stream};
 use super::status::{Outcome, conditions};
-use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
+use super::{Context, Error, jittered, object_key, observed, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
 use crate::controlplane::error::Refusal;
@@ -164,12 +163,6 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
     }
 }
 
-/// Requeue policy for failed passes: the service's `Retry-After` if longer,
-/// else exponential backoff per object (capped at `max_backoff`).
-pub fn error_policy(obj: Arc<AgentControlPlane>, error: &Error, ctx: Arc<Context>) -> Action {
-    requeue_after_error(&ctx, obj.as_ref(), error)
-}
-
 /// AgentControlPlanes in the Secret's namespace whose API key or CA bundle is
 /// in the Secret `secret_name`. Pure.
 pub fn planes_using_secret(
@@ -222,23 +215,23 @@ pub async fn run(
     let controllers = scope.targets().into_iter().map(|namespace| {
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
         let (_, secrets) = ctx.secrets.subscribe(&ctx.client, namespace);
-        let (store, own) = super::runner::own_kind_stream(KIND, planes);
+        let (store, own) = own_kind_stream(KIND, planes);
         let controller = Controller::for_stream(own, store);
         ctx.secrets.register_planes(controller.store());
         let mapper = secret_mapper(controller.store());
-        controller
+        let controller = controller
             // The operator's one metadata-only Secret watch of this scope:
             // only changes of referenced keys, deletions and new Secrets.
-            .watches_stream(secrets, mapper)
-            .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
-            .graceful_shutdown_on(shutdown.clone())
-            .run(observed(KIND, reconcile), error_policy, ctx.clone())
-            .for_each(|res| async move {
-                match res {
-                    Ok((obj, _)) => debug!(object = %obj, "AgentControlPlane reconciled"),
-                    Err(e) => debug!(error = %e, "AgentControlPlane reconcile failed"),
-                }
-            })
+            .watches_stream(secrets, mapper);
+        drive(
+            controller,
+            KIND,
+            CONCURRENCY,
+            shutdown.clone(),
+            observed(KIND, reconcile),
+            error_policy,
+            ctx.clone(),
+        )
     });
     futures::future::join_all(controllers).await;
 }

@@ -18,17 +18,16 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
-use tracing::debug;
 
 use super::report::{ReasonTable, apply_status, publish_transition, reason_for, transient_summary};
-use super::runner::Scope;
+use super::scaffold::{Scope, drive, error_policy, own_kind_stream};
 use super::status::{Outcome, conditions};
-use super::{Context, Error, jittered, object_key, observed, requeue_after_error, scoped_api};
+use super::{Context, Error, jittered, object_key, observed, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};
@@ -167,12 +166,6 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
     }
 }
 
-/// Requeue policy for failed passes: the service's `Retry-After` if longer,
-/// else exponential backoff per object (capped at `max_backoff`).
-pub fn error_policy(obj: Arc<AgentListener>, error: &Error, ctx: Arc<Context>) -> Action {
-    requeue_after_error(&ctx, obj.as_ref(), error)
-}
-
 /// AgentListeners that read through the AgentControlPlane `plane`. Pure.
 pub fn listeners_on_plane(
     listeners: &[Arc<AgentListener>],
@@ -210,20 +203,19 @@ pub async fn run(
     let controllers = scope.targets().into_iter().map(|namespace| {
         let listeners: Api<AgentListener> = scoped_api(&ctx.client, namespace);
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
-        let (store, own) = super::runner::own_kind_stream(KIND, listeners);
+        let (store, own) = own_kind_stream(KIND, listeners);
         let controller = Controller::for_stream(own, store);
         let mapper = plane_mapper(controller.store());
-        controller
-            .watches(planes, watcher::Config::default(), mapper)
-            .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
-            .graceful_shutdown_on(shutdown.clone())
-            .run(observed(KIND, reconcile), error_policy, ctx.clone())
-            .for_each(|res| async move {
-                match res {
-                    Ok((obj, _)) => debug!(object = %obj, "AgentListener reconciled"),
-                    Err(e) => debug!(error = %e, "AgentListener reconcile failed"),
-                }
-            })
+        let controller = controller.watches(planes, watcher::Config::default(), mapper);
+        drive(
+            controller,
+            KIND,
+            CONCURRENCY,
+            shutdown.clone(),
+            observed(KIND, reconcile),
+            error_policy,
+            ctx.clone(),
+        )
     });
     futures::future::join_all(controllers).await;
 }

@@ -13,11 +13,14 @@ pub mod placement;
 pub mod planes;
 pub mod report;
 pub mod resolve;
-pub mod runner;
+pub mod scaffold;
 pub mod secrets;
 
 /// The pure core, kept at its old paths too.
 pub use crate::plan::{desired, shapes, status};
+/// The AgentDeployment wiring, under its old path (`runner::run_with`,
+/// `runner::Scope`).
+pub use deployment::runner;
 
 use std::time::Duration;
 

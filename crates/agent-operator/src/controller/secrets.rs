@@ -300,7 +300,7 @@ impl Secrets {
         let api: Api<PartialObjectMeta<Secret>> = super::scoped_api(client, namespace);
         let (store, writer) = reflector::store::<PartialObjectMeta<Secret>>();
         let (tx, _) = broadcast::channel(FANOUT_BUFFER);
-        let stream = super::runner::relist_at_once(
+        let stream = super::scaffold::relist_at_once(
             "Secret",
             watcher(api, watcher::Config::default().page_size(LIST_PAGE_SIZE)),
         )

@@ -28,6 +28,7 @@ pub mod observe;
 mod obtain;
 pub mod pass;
 pub mod report;
+pub mod runner;
 #[cfg(test)]
 mod sequence_tests;
 pub mod verify;

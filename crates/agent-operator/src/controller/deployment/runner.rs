@@ -1,119 +1,37 @@
-//! Wiring of the controllers: watches, the Secret and AgentControlPlane
-//! mappers, one controller per watched namespace, bounded concurrency,
-//! metrics around each reconcile pass, readiness and graceful shutdown.
+//! Wiring of the AgentDeployment controller on the shared scaffold
+//! ([`crate::controller::scaffold`]): its watches (its own kind, Secrets,
+//! AgentControlPlanes), the trigger hashes and mappers, the fair admission
+//! of passes per control plane, readiness of its stores. (`controller::runner`
+//! is this module, for the binary's `runner::run_with`.)
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use futures::future::join_all;
-use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use tokio::sync::Semaphore;
-use tracing::{debug, info};
+use tracing::debug;
 
-use super::deployment::{error_policy, reconcile};
-use super::{Context, Error, observed, scoped_api};
+use super::{error_policy, reconcile};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
-use crate::metrics::ReadyCounts;
+pub use crate::controller::scaffold::{
+    GONE_WITHOUT_BACKOFF_EVERY, Scope, own_kind_stream, relist_at_once, strip_managed_fields,
+};
+use crate::controller::scaffold::{drive, ready_counts, synced_store};
+use crate::controller::{Context, Error, observed, scoped_api};
 
 /// `kind` label of the AgentDeployment controller's metrics.
 pub const DEPLOYMENT_KIND: &str = "AgentDeployment";
 /// `kind` label of AgentControlPlane metrics.
 pub const CONTROL_PLANE_KIND: &str = "AgentControlPlane";
-
-/// The watch of a controller's own kind and the store it fills: a pass is
-/// triggered by a new generation (a spec change, or the deletion of an
-/// object with finalizers), never by the controller's own status writes,
-/// which would each cost a control plane request (the brief: "our own writes
-/// must never cause a remote call by themselves"). Secrets and other kinds
-/// trigger through `watches`, and steady objects are re-checked by the
-/// controller's own requeue.
-pub fn own_kind_stream<K>(
-    kind: &'static str,
-    api: Api<K>,
-) -> (
-    Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    let (store, writer) = reflector::store::<K>();
-    let stream = relist_at_once(
-        kind,
-        watcher(api, watcher::Config::default().any_semantic()),
-    )
-    .default_backoff()
-    .modify(strip_managed_fields)
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(kube::runtime::predicates::generation, Default::default());
-    (store, stream)
-}
-
-/// Where the controllers watch.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum Scope {
-    /// Every namespace (one controller, cluster-wide watches).
-    #[default]
-    AllNamespaces,
-    /// One namespace.
-    Namespace(String),
-    /// Several namespaces: one controller per namespace (kube's `Controller`
-    /// watches one `Api`), sharing the context and the concurrency bound. An
-    /// empty list means every namespace.
-    Namespaces(Vec<String>),
-}
-
-impl Scope {
-    /// The scope of a list of namespaces (the repeated `--namespace` flag):
-    /// empty means all namespaces; duplicates and blank names are dropped.
-    pub fn from_namespaces(namespaces: impl IntoIterator<Item = String>) -> Self {
-        let mut list: Vec<String> = Vec::new();
-        for ns in namespaces {
-            let ns = ns.trim().to_owned();
-            if !ns.is_empty() && !list.contains(&ns) {
-                list.push(ns);
-            }
-        }
-        match list.len() {
-            0 => Scope::AllNamespaces,
-            1 => Scope::Namespace(list.remove(0)),
-            _ => Scope::Namespaces(list),
-        }
-    }
-
-    /// One entry per controller to run: `None` is every namespace.
-    pub fn targets(&self) -> Vec<Option<&str>> {
-        match self {
-            Scope::AllNamespaces => vec![None],
-            Scope::Namespace(ns) => vec![Some(ns.as_str())],
-            Scope::Namespaces(list) if list.is_empty() => vec![None],
-            Scope::Namespaces(list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
-        }
-    }
-}
-
-/// Counts the objects of `store` by the status of their `Ready` condition.
-fn ready_counts<K>(store: &Store<K>, conditions: impl Fn(&K) -> Option<&str>) -> ReadyCounts
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    let mut counts = ReadyCounts::default();
-    for obj in store.state() {
-        counts.add(conditions(&obj));
-    }
-    counts
-}
 
 /// Runs the `AgentDeployment` controllers until `shutdown` resolves (then
 /// lets in-flight reconciles finish).
@@ -194,26 +112,6 @@ pub async fn run_with(
     readiness.abort();
 }
 
-/// Waits until `store` has listed once; false if its writer was dropped first.
-///
-/// `Store::wait_until_ready` wakes only the last task that polled it (the
-/// value sits behind one `futures` oneshot receiver, which keeps one waker),
-/// and the controller's own applier waits on the same store; so each wait
-/// here is bounded and retried, which re-registers this task's waker.
-async fn synced_store<K>(store: &Store<K>) -> bool
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    loop {
-        if let Ok(result) =
-            tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await
-        {
-            return result.is_ok();
-        }
-    }
-}
-
 /// A plane whose budget allows the next request only later than this puts
 /// its passes off instead of letting them wait with a permit held.
 pub const DEFER_AFTER: Duration = Duration::from_secs(1);
@@ -234,7 +132,7 @@ pub const DEFER_AFTER: Duration = Duration::from_secs(1);
 /// 3. if the plane was paused meanwhile, the pass is put off after all.
 ///
 /// Inside the pass a request waits at most
-/// [`super::planes::MAX_TOKEN_WAIT`] for a token (then the pass fails with
+/// [`crate::controller::planes::MAX_TOKEN_WAIT`] for a token (then the pass fails with
 /// a transient, not-sent error and is requeued).
 async fn observed_reconcile(
     obj: Arc<AgentDeployment>,
@@ -245,13 +143,13 @@ async fn observed_reconcile(
     let ns = obj.namespace().unwrap_or_default();
     let plane = obj.spec.control_plane_ref.name.clone();
     let gate = ctx.planes.gate(&ns, &plane);
-    let key = super::object_key(obj.as_ref());
+    let key = crate::controller::object_key(obj.as_ref());
     let deferral = || {
         let wait = ctx
             .planes
             .ready_in(&ns, &plane, crate::controlplane::Priority::Read);
         (wait > DEFER_AFTER).then(|| {
-            let by = wait + super::jittered(Duration::from_secs(1)).min(wait / 10);
+            let by = wait + crate::controller::jittered(Duration::from_secs(1)).min(wait / 10);
             gate.defer(&key, by);
             debug!(object = %key, retry_in_s = by.as_secs_f64(), "control plane budget short: pass put off");
             Action::requeue(by)
@@ -326,7 +224,7 @@ where
 
     // Secrets: the operator's one metadata-only watch of this scope, shared
     // with the AgentControlPlane controller; only events that can change a
-    // decision come through (see `super::secrets`). Its store's
+    // decision come through (see `crate::controller::secrets`). Its store's
     // resourceVersions tell the client cache that an API key is unchanged.
     let (secret_meta_store, secret_trigger) = ctx.secrets.subscribe(&client, namespace);
     ctx.planes
@@ -352,7 +250,7 @@ where
     let deployment_store = store.clone();
     let secret_store = store.clone();
     let plane_store_for_secrets = plane_store.clone();
-    let run = controller
+    let controller = controller
         .watches_stream(secret_trigger, move |secret: PartialObjectMeta<Secret>| {
             referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
         })
@@ -369,82 +267,20 @@ where
                 let wave = before.is_some_and(|b| b != now);
                 referencing_plane(&store, &plane, wave)
             }
-        })
-        // Unbounded here: the permits of [`observed_reconcile`] bound the
-        // passes that run, while passes waiting for their plane's turn must
-        // not take the controller's slots from other planes.
-        .with_config(kube::runtime::controller::Config::default().concurrency(0))
-        .graceful_shutdown_on(shutdown)
-        .run(
-            move |obj, ctx| observed_reconcile(obj, ctx, permits.clone()),
-            error_policy,
-            ctx,
-        )
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(object = %obj, "reconciled"),
-                Err(e) => debug!(error = %e, "reconcile failed"),
-            }
         });
+    // Unbounded here (0): the permits of [`observed_reconcile`] bound the
+    // passes that run, while passes waiting for their plane's turn must not
+    // take the controller's slots from other planes.
+    let run = drive(
+        controller,
+        DEPLOYMENT_KIND,
+        0,
+        shutdown,
+        move |obj, ctx| observed_reconcile(obj, ctx, permits.clone()),
+        error_policy,
+        ctx,
+    );
     (run, deployment_store, plane_store)
-}
-
-/// How long after a `410 Gone` of a watch the next one goes through the
-/// backoff again (see [`relist_at_once`]): 10 s, so that apiserver restarts
-/// a few seconds apart each re-list at once (with 60 s, the second of three
-/// restarts 20 s apart waited for the grown backoff: 95.6 s to converge),
-/// while a server answering 410 in a loop costs at most one list per 10 s.
-pub const GONE_WITHOUT_BACKOFF_EVERY: Duration = Duration::from_secs(10);
-
-/// Takes the `410 Gone` errors out of the stream of a watcher of `kind`, so that the
-/// backoff after it does not pause the re-list.
-///
-/// A 410 means the watch's resourceVersion is no longer served (etcd
-/// compacted it, or the API server restarted with an empty watch cache); the
-/// watcher has already reset itself to list again. Passed on as an error,
-/// it made kube's backoff sleep, and after an API server outage that
-/// backoff had grown to 30–60 s: the re-list, and every change made while
-/// the operator was disconnected, waited that long once more (a partition
-/// of 8 s took 128 s to converge). client-go re-lists at once too.
-///
-/// Only one 410 per [`GONE_WITHOUT_BACKOFF_EVERY`] is taken out; a second
-/// one sooner goes through the backoff as before, so a server that answers
-/// 410 again and again is not listed in a loop. Each one is logged.
-pub fn relist_at_once<K, S>(
-    kind: &'static str,
-    stream: S,
-) -> impl futures::Stream<Item = S::Item> + Send
-where
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
-    K: Send,
-{
-    let mut last_gone: Option<std::time::Instant> = None;
-    stream.filter_map(move |item| {
-        let pass = match &item {
-            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
-                let now = std::time::Instant::now();
-                let recent =
-                    last_gone.is_some_and(|t| now.duration_since(t) < GONE_WITHOUT_BACKOFF_EVERY);
-                last_gone = Some(now);
-                info!(
-                    kind,
-                    message = %status.message,
-                    backoff = recent,
-                    "watch expired (410 Gone); listing again"
-                );
-                recent.then_some(item)
-            }
-            _ => Some(item),
-        };
-        std::future::ready(pass)
-    })
-}
-
-/// Drops `metadata.managedFields` before an object enters a store: the
-/// operator never reads them, and they are often the largest part of an
-/// object.
-pub fn strip_managed_fields<K: Resource>(obj: &mut K) {
-    obj.meta_mut().managed_fields = None;
 }
 
 /// Hash of what may require a pass of an AgentDeployment: its generation
@@ -486,7 +322,7 @@ pub fn plane_wave_hash(obj: &AgentControlPlane) -> u64 {
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    find(conditions, super::status::STALLED)
+    find(conditions, crate::controller::status::STALLED)
         .map(|c| c.status.as_str())
         .hash(&mut h);
     h.finish()
@@ -535,7 +371,7 @@ fn referencing_secret(
     let name = secret.name_any();
     // Seen for the first time: it may unblock objects waiting for it; the
     // steady ones already used its value.
-    let first_sight = super::secrets::is_first_sight(secret);
+    let first_sight = crate::controller::secrets::is_first_sight(secret);
     let key_of: Vec<String> = planes
         .state()
         .iter()
@@ -581,74 +417,4 @@ fn referencing_plane(
         .filter(|d| wave || is_blocked(d))
         .map(|d| ObjectRef::from_obj(d.as_ref()))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn owned(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn namespaces_flag_maps_to_scopes() {
-        assert_eq!(Scope::from_namespaces(owned(&[])), Scope::AllNamespaces);
-        assert_eq!(Scope::from_namespaces(owned(&[" "])), Scope::AllNamespaces);
-        assert_eq!(
-            Scope::from_namespaces(owned(&["a", "a"])),
-            Scope::Namespace("a".into())
-        );
-        assert_eq!(
-            Scope::from_namespaces(owned(&["a", "b", "a"])),
-            Scope::Namespaces(owned(&["a", "b"]))
-        );
-    }
-
-    fn gone() -> Result<watcher::Event<Secret>, watcher::Error> {
-        Err(watcher::Error::WatchError(
-            kube::core::Status::failure("too old", "Expired")
-                .with_code(410)
-                .boxed(),
-        ))
-    }
-
-    #[tokio::test]
-    async fn a_410_skips_the_backoff_once_per_interval() {
-        let other = || {
-            Err::<watcher::Event<Secret>, _>(watcher::Error::WatchError(
-                kube::core::Status::failure("boom", "InternalError")
-                    .with_code(500)
-                    .boxed(),
-            ))
-        };
-        let items = vec![
-            Ok(watcher::Event::Init),
-            gone(),
-            Ok(watcher::Event::InitDone),
-            gone(),
-            other(),
-        ];
-        let out: Vec<_> = relist_at_once("Secret", futures::stream::iter(items))
-            .collect()
-            .await;
-        assert_eq!(out.len(), 4, "only the first 410 is taken out");
-        assert!(matches!(out[0], Ok(watcher::Event::Init)));
-        assert!(matches!(out[1], Ok(watcher::Event::InitDone)));
-        assert!(
-            matches!(&out[2], Err(watcher::Error::WatchError(s)) if s.code == 410),
-            "a second 410 within the interval goes through the backoff"
-        );
-        assert!(matches!(&out[3], Err(watcher::Error::WatchError(s)) if s.code == 500));
-    }
-
-    #[test]
-    fn one_controller_per_namespace() {
-        assert_eq!(Scope::AllNamespaces.targets(), vec![None]);
-        assert_eq!(Scope::Namespaces(vec![]).targets(), vec![None]);
-        assert_eq!(
-            Scope::Namespaces(owned(&["a", "b"])).targets(),
-            vec![Some("a"), Some("b")]
-        );
-    }
 }

@@ -1,0 +1,319 @@
+//! The controller scaffold every kind rests on (kaniop, controller-rs):
+//! where the controllers watch ([`Scope`], one kube `Controller` per
+//! namespace), the watch of a kind's own objects ([`own_kind_stream`]: a
+//! pass on a new generation, never on the operator's own writes), the
+//! watch hygiene of every stream ([`relist_at_once`],
+//! [`strip_managed_fields`]), readiness of the stores ([`synced_store`],
+//! [`ready_counts`]) and the common tail of a controller ([`drive`]:
+//! bounded concurrency, graceful shutdown, the shared error policy, each
+//! result logged). The status report and the error-to-reason table are in
+//! [`super::report`] (`apply_status`, `publish_transition`, [`super::report::ReasonTable`]);
+//! the per-pass metrics in [`super::observed`].
+//!
+//! A kind's own module adds only what is its own: its trigger mapping (which
+//! objects a Secret or an AgentControlPlane wakes), its concurrency, its
+//! reconcile and its reasons row. AgentControlPlane and AgentListener each
+//! wire in a dozen lines; AgentDeployment adds fair admission per control
+//! plane (`deployment/runner.rs`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use tracing::{debug, info};
+
+use super::{Context, Error, requeue_after_error};
+use crate::metrics::ReadyCounts;
+
+/// Where the controllers watch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// Every namespace (one controller, cluster-wide watches).
+    #[default]
+    AllNamespaces,
+    /// One namespace.
+    Namespace(String),
+    /// Several namespaces: one controller per namespace (kube's `Controller`
+    /// watches one `Api`), sharing the context and the concurrency bound. An
+    /// empty list means every namespace.
+    Namespaces(Vec<String>),
+}
+
+impl Scope {
+    /// The scope of a list of namespaces (the repeated `--namespace` flag):
+    /// empty means all namespaces; duplicates and blank names are dropped.
+    pub fn from_namespaces(namespaces: impl IntoIterator<Item = String>) -> Self {
+        let mut list: Vec<String> = Vec::new();
+        for ns in namespaces {
+            let ns = ns.trim().to_owned();
+            if !ns.is_empty() && !list.contains(&ns) {
+                list.push(ns);
+            }
+        }
+        match list.len() {
+            0 => Scope::AllNamespaces,
+            1 => Scope::Namespace(list.remove(0)),
+            _ => Scope::Namespaces(list),
+        }
+    }
+
+    /// One entry per controller to run: `None` is every namespace.
+    pub fn targets(&self) -> Vec<Option<&str>> {
+        match self {
+            Scope::AllNamespaces => vec![None],
+            Scope::Namespace(ns) => vec![Some(ns.as_str())],
+            Scope::Namespaces(list) if list.is_empty() => vec![None],
+            Scope::Namespaces(list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
+        }
+    }
+}
+
+/// The watch of a controller's own kind and the store it fills: a pass is
+/// triggered by a new generation (a spec change, or the deletion of an
+/// object with finalizers), never by the controller's own status writes,
+/// which would each cost a control plane request (the brief: "our own writes
+/// must never cause a remote call by themselves"). Secrets and other kinds
+/// trigger through `watches`, and steady objects are re-checked by the
+/// controller's own requeue.
+pub fn own_kind_stream<K>(
+    kind: &'static str,
+    api: Api<K>,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream = relist_at_once(
+        kind,
+        watcher(api, watcher::Config::default().any_semantic()),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(kube::runtime::predicates::generation, Default::default());
+    (store, stream)
+}
+
+/// Counts the objects of `store` by the status of their `Ready` condition.
+pub fn ready_counts<K>(store: &Store<K>, conditions: impl Fn(&K) -> Option<&str>) -> ReadyCounts
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let mut counts = ReadyCounts::default();
+    for obj in store.state() {
+        counts.add(conditions(&obj));
+    }
+    counts
+}
+
+/// Waits until `store` has listed once; false if its writer was dropped first.
+///
+/// `Store::wait_until_ready` wakes only the last task that polled it (the
+/// value sits behind one `futures` oneshot receiver, which keeps one waker),
+/// and the controller's own applier waits on the same store; so each wait
+/// here is bounded and retried, which re-registers this task's waker.
+pub async fn synced_store<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        if let Ok(result) =
+            tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await
+        {
+            return result.is_ok();
+        }
+    }
+}
+
+/// The common tail of every controller: runs `controller` (its watches
+/// already added) with at most `concurrency` passes at once (0: unbounded,
+/// when the kind bounds its passes itself), until `shutdown` resolves (then
+/// lets in-flight passes finish). `reconcile` is the kind's pass, usually
+/// wrapped in [`super::observed`]; `error_policy` its requeue after an error
+/// (most kinds: [`error_policy`]). Each result is logged at debug level with
+/// `kind`.
+pub fn drive<K, F, Fut, P>(
+    controller: Controller<K>,
+    kind: &'static str,
+    concurrency: u16,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    reconcile: F,
+    error_policy: P,
+    ctx: Arc<Context>,
+) -> impl Future<Output = ()> + Send
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+    P: Fn(Arc<K>, &Error, Arc<Context>) -> Action + Send + Sync + 'static,
+{
+    controller
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(move |res| async move {
+            match res {
+                Ok((obj, _)) => debug!(kind, object = %obj, "reconciled"),
+                Err(e) => debug!(kind, error = %e, "reconcile failed"),
+            }
+        })
+}
+
+/// The requeue after a failed pass of most kinds: the service's
+/// `Retry-After` if longer, else exponential backoff per object (capped at
+/// `max_backoff`).
+pub fn error_policy<K: Resource<DynamicType = ()>>(
+    obj: Arc<K>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    requeue_after_error(&ctx, obj.as_ref(), error)
+}
+
+/// How long after a `410 Gone` of a watch the next one goes through the
+/// backoff again (see [`relist_at_once`]): 10 s, so that apiserver restarts
+/// a few seconds apart each re-list at once (with 60 s, the second of three
+/// restarts 20 s apart waited for the grown backoff: 95.6 s to converge),
+/// while a server answering 410 in a loop costs at most one list per 10 s.
+pub const GONE_WITHOUT_BACKOFF_EVERY: Duration = Duration::from_secs(10);
+
+/// Takes the `410 Gone` errors out of the stream of a watcher of `kind`, so that the
+/// backoff after it does not pause the re-list.
+///
+/// A 410 means the watch's resourceVersion is no longer served (etcd
+/// compacted it, or the API server restarted with an empty watch cache); the
+/// watcher has already reset itself to list again. Passed on as an error,
+/// it made kube's backoff sleep, and after an API server outage that
+/// backoff had grown to 30–60 s: the re-list, and every change made while
+/// the operator was disconnected, waited that long once more (a partition
+/// of 8 s took 128 s to converge). client-go re-lists at once too.
+///
+/// Only one 410 per [`GONE_WITHOUT_BACKOFF_EVERY`] is taken out; a second
+/// one sooner goes through the backoff as before, so a server that answers
+/// 410 again and again is not listed in a loop. Each one is logged.
+pub fn relist_at_once<K, S>(
+    kind: &'static str,
+    stream: S,
+) -> impl futures::Stream<Item = S::Item> + Send
+where
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    K: Send,
+{
+    let mut last_gone: Option<std::time::Instant> = None;
+    stream.filter_map(move |item| {
+        let pass = match &item {
+            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                let now = std::time::Instant::now();
+                let recent =
+                    last_gone.is_some_and(|t| now.duration_since(t) < GONE_WITHOUT_BACKOFF_EVERY);
+                last_gone = Some(now);
+                info!(
+                    kind,
+                    message = %status.message,
+                    backoff = recent,
+                    "watch expired (410 Gone); listing again"
+                );
+                recent.then_some(item)
+            }
+            _ => Some(item),
+        };
+        std::future::ready(pass)
+    })
+}
+
+/// Drops `metadata.managedFields` before an object enters a store: the
+/// operator never reads them, and they are often the largest part of an
+/// object.
+pub fn strip_managed_fields<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Secret;
+
+    use super::*;
+
+    fn owned(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn namespaces_flag_maps_to_scopes() {
+        assert_eq!(Scope::from_namespaces(owned(&[])), Scope::AllNamespaces);
+        assert_eq!(Scope::from_namespaces(owned(&[" "])), Scope::AllNamespaces);
+        assert_eq!(
+            Scope::from_namespaces(owned(&["a", "a"])),
+            Scope::Namespace("a".into())
+        );
+        assert_eq!(
+            Scope::from_namespaces(owned(&["a", "b", "a"])),
+            Scope::Namespaces(owned(&["a", "b"]))
+        );
+    }
+
+    fn gone() -> Result<watcher::Event<Secret>, watcher::Error> {
+        Err(watcher::Error::WatchError(
+            kube::core::Status::failure("too old", "Expired")
+                .with_code(410)
+                .boxed(),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_410_skips_the_backoff_once_per_interval() {
+        let other = || {
+            Err::<watcher::Event<Secret>, _>(watcher::Error::WatchError(
+                kube::core::Status::failure("boom", "InternalError")
+                    .with_code(500)
+                    .boxed(),
+            ))
+        };
+        let items = vec![
+            Ok(watcher::Event::Init),
+            gone(),
+            Ok(watcher::Event::InitDone),
+            gone(),
+            other(),
+        ];
+        let out: Vec<_> = relist_at_once("Secret", futures::stream::iter(items))
+            .collect()
+            .await;
+        assert_eq!(out.len(), 4, "only the first 410 is taken out");
+        assert!(matches!(out[0], Ok(watcher::Event::Init)));
+        assert!(matches!(out[1], Ok(watcher::Event::InitDone)));
+        assert!(
+            matches!(&out[2], Err(watcher::Error::WatchError(s)) if s.code == 410),
+            "a second 410 within the interval goes through the backoff"
+        );
+        assert!(matches!(&out[3], Err(watcher::Error::WatchError(s)) if s.code == 500));
+    }
+
+    #[test]
+    fn one_controller_per_namespace() {
+        assert_eq!(Scope::AllNamespaces.targets(), vec![None]);
+        assert_eq!(Scope::Namespaces(vec![]).targets(), vec![None]);
+        assert_eq!(
+            Scope::Namespaces(owned(&["a", "b"])).targets(),
+            vec![Some("a"), Some("b")]
+        );
+    }
+}

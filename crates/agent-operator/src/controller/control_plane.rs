@@ -24,9 +24,9 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
-use super::report::{ReasonTable, apply_status, publish_transition, reason_for, transient_summary};
+use super::report::{ReasonTable, reason_for, report_outcome, transient_summary};
 use super::scaffold::{Scope, drive, error_policy, own_kind_stream};
-use super::status::{Outcome, conditions};
+use super::status::Outcome;
 use super::{Context, Error, jittered, object_key, observed, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
@@ -79,7 +79,7 @@ pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpE
 }
 
 /// Writes `outcome` to status (only when it changed) and publishes an event
-/// when the `Ready` condition changed.
+/// when the `Ready` condition changed ([`report_outcome`]).
 async fn report(
     api: &Api<AgentControlPlane>,
     obj: &AgentControlPlane,
@@ -87,15 +87,19 @@ async fn report(
     outcome: &Outcome,
 ) -> Result<(), Error> {
     let previous = obj.status.clone().unwrap_or_default();
-    let status = AgentControlPlaneStatus {
-        observed_generation: obj.metadata.generation,
-        conditions: conditions(&previous.conditions, outcome, obj.metadata.generation),
-    };
-    publish_transition(ctx, obj, &previous.conditions, outcome).await;
-    if obj.status.as_ref() != Some(&status) {
-        apply_status(api, &obj.name_any(), &status).await?;
-    }
-    Ok(())
+    report_outcome(
+        api,
+        obj,
+        ctx,
+        obj.status.as_ref(),
+        &previous.conditions,
+        outcome,
+        |observed_generation, conditions| AgentControlPlaneStatus {
+            observed_generation,
+            conditions,
+        },
+    )
+    .await
 }
 
 /// One reconcile pass: build or reuse the client, probe, report.

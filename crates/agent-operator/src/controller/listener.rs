@@ -24,9 +24,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
-use super::report::{ReasonTable, apply_status, publish_transition, reason_for, transient_summary};
+use super::report::{ReasonTable, reason_for, report_outcome, transient_summary};
 use super::scaffold::{Scope, drive, error_policy, own_kind_stream};
-use super::status::{Outcome, conditions};
+use super::status::Outcome;
 use super::{Context, Error, jittered, object_key, observed, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
@@ -86,7 +86,7 @@ pub fn error_outcome(listener_id: &str, e: &CpError) -> Outcome {
 }
 
 /// Writes `observed` (mirrored fields) and `outcome` to status, only when it
-/// changed, and publishes an event when `Ready` changed.
+/// changed, and publishes an event when `Ready` changed ([`report_outcome`]).
 async fn report(
     api: &Api<AgentListener>,
     obj: &AgentListener,
@@ -95,16 +95,20 @@ async fn report(
     outcome: &Outcome,
 ) -> Result<(), Error> {
     let previous = obj.status.clone().unwrap_or_default();
-    let status = AgentListenerStatus {
-        observed_generation: obj.metadata.generation,
-        conditions: conditions(&previous.conditions, outcome, obj.metadata.generation),
-        ..observed
-    };
-    publish_transition(ctx, obj, &previous.conditions, outcome).await;
-    if obj.status.as_ref() != Some(&status) {
-        apply_status(api, &obj.name_any(), &status).await?;
-    }
-    Ok(())
+    report_outcome(
+        api,
+        obj,
+        ctx,
+        obj.status.as_ref(),
+        &previous.conditions,
+        outcome,
+        |observed_generation, conditions| AgentListenerStatus {
+            observed_generation,
+            conditions,
+            ..observed
+        },
+    )
+    .await
 }
 
 /// One reconcile pass: read the listener, mirror it, report.

@@ -15,7 +15,9 @@ use kube::{Api, Resource};
 use serde::Serialize;
 use tracing::warn;
 
-use super::status::Outcome;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::status::{Outcome, conditions};
 use super::{Context, Error};
 use crate::api::FIELD_MANAGER;
 use crate::api::conditions::{READY, find, reason};
@@ -202,6 +204,34 @@ where
     Ok(())
 }
 
+/// The status report of a kind whose pass ends in one [`Outcome`]: builds
+/// its status with `build(observedGeneration, conditions)` (the conditions
+/// from `previous` and `outcome`, `lastTransitionTime` kept when the status
+/// of a condition did not change), publishes an event when `Ready` changed
+/// ([`publish_transition`]), and writes the status only when it differs
+/// from `current`. Errors: the Kubernetes API error of the write.
+pub(crate) async fn report_outcome<K, S>(
+    api: &Api<K>,
+    obj: &K,
+    ctx: &Context,
+    current: Option<&S>,
+    previous: &[Condition],
+    outcome: &Outcome,
+    build: impl FnOnce(Option<i64>, Vec<Condition>) -> S,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: Serialize + PartialEq,
+{
+    let generation = obj.meta().generation;
+    let status = build(generation, conditions(previous, outcome, generation));
+    publish_transition(ctx, obj, previous, outcome).await;
+    if current != Some(&status) {
+        apply_status(api, &kube::ResourceExt::name_any(obj), &status).await?;
+    }
+    Ok(())
+}
+
 /// Publishes an event about `obj`; a failure is logged, not returned.
 pub(crate) async fn publish<K>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String)
 where
@@ -233,7 +263,7 @@ where
 pub(crate) async fn publish_transition<K>(
     ctx: &Context,
     obj: &K,
-    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    previous: &[Condition],
     outcome: &Outcome,
 ) where
     K: Resource<DynamicType = ()>,

@@ -7,7 +7,7 @@
 //! [`ready_counts`]) and the common tail of a controller ([`drive`]:
 //! bounded concurrency, graceful shutdown, the shared error policy, each
 //! result logged). The status report and the error-to-reason table are in
-//! [`super::report`] (`apply_status`, `publish_transition`, [`super::report::ReasonTable`]);
+//! [`super::report`] (`report_outcome`, [`super::report::ReasonTable`]);
 //! the per-pass metrics in [`super::observed`].
 //!
 //! A kind's own module adds only what is its own: its trigger mapping (which

@@ -60,4 +60,5 @@ mod operator_verify;
 mod outbound_requests;
 mod proptest_decoding;
 mod secrets_hash;
+mod security_policy;
 mod tenants;

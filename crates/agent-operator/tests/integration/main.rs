@@ -61,4 +61,5 @@ mod outbound_requests;
 mod proptest_decoding;
 mod secrets_hash;
 mod security_policy;
+mod security_tls;
 mod tenants;

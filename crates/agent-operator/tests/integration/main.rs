@@ -61,5 +61,6 @@ mod outbound_requests;
 mod proptest_decoding;
 mod secrets_hash;
 mod security_policy;
+mod security_rbac;
 mod security_tls;
 mod tenants;

@@ -23,5 +23,6 @@ pub mod converge;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod redact;
 pub mod telemetry;

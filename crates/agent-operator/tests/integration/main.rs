@@ -60,6 +60,7 @@ mod operator_verify;
 mod outbound_requests;
 mod proptest_decoding;
 mod secrets_hash;
+mod security_metrics;
 mod security_network;
 mod security_policy;
 mod security_rbac;

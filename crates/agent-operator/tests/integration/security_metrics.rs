@@ -129,3 +129,87 @@ async fn metrics_answer_only_tokens_allowed_to_get_them() {
         "a scraper's token is in the operator log"
     );
 }
+
+/// The documents of a YAML stream, as JSON values.
+fn documents(yaml: &str) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    yaml_serde::Deserializer::from_str(yaml)
+        .map(|doc| serde_json::Value::deserialize(doc).expect("a YAML document"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn rules_of(docs: &[serde_json::Value], name: &str) -> serde_json::Value {
+    docs.iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no ClusterRole {name}"))["rules"]
+        .clone()
+}
+
+#[test]
+fn the_chart_and_the_component_turn_on_the_same_authorization() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
+    let repo = test_support::repo_root();
+    let component = documents(
+        &std::fs::read_to_string(repo.join("deploy/components/metrics-authorization/rbac.yaml"))
+            .unwrap(),
+    );
+    let home = std::env::temp_dir().join("agent-operator-helm-home");
+    let out = std::process::Command::new(test_support::prerequisites::tool("helm"))
+        .env_remove("KUBECONFIG")
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .args(["template", "metrics-it"])
+        .arg(repo.join("deploy/helm/agent-operator"))
+        .args([
+            "--set",
+            "metrics.authorization=true",
+            "--set",
+            "metrics.serviceMonitor.enabled=true",
+        ])
+        .output()
+        .expect("helm");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chart = documents(&String::from_utf8_lossy(&out.stdout));
+    for (ours, theirs) in [
+        (
+            "agent-operator-metrics-auth",
+            "metrics-it-agent-operator-metrics-auth",
+        ),
+        (
+            "agent-operator-metrics-reader",
+            "metrics-it-agent-operator-metrics-reader",
+        ),
+    ] {
+        assert_eq!(
+            rules_of(&chart, theirs),
+            rules_of(&component, ours),
+            "{theirs}"
+        );
+    }
+    let deployment = chart
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    assert!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--metrics-authorization")),
+        "the chart does not pass --metrics-authorization"
+    );
+    let monitor = chart
+        .iter()
+        .find(|d| d["kind"] == "ServiceMonitor")
+        .expect("a ServiceMonitor");
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+}

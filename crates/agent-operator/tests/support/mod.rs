@@ -219,6 +219,38 @@ pub struct OperatorOptions<'a> {
     /// [`OPERATOR_NAMESPACE`]/[`OPERATOR_SERVICE_ACCOUNT`], so every
     /// operator test exercises the RBAC of `deploy/` (base and cluster-wide).
     pub service_account: Option<(&'a str, &'a str)>,
+    /// A bearer token (a real ServiceAccount token from a TokenRequest) the
+    /// operator authenticates with instead of impersonating
+    /// `service_account`: see [`token_kubeconfig`]. `service_account` then
+    /// only sets `POD_NAMESPACE`.
+    pub token: Option<&'a str>,
+}
+
+/// Writes a copy of `kubeconfig` whose every user authenticates with the
+/// bearer `token` alone (client certificate and key removed) next to it,
+/// readable by its owner only, and returns its path.
+pub fn token_kubeconfig(kubeconfig: &Path, token: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let text = std::fs::read_to_string(kubeconfig)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
+    let mut config = kube::config::Kubeconfig::from_yaml(&text).expect("a kubeconfig");
+    for named in &mut config.auth_infos {
+        named.auth_info = Some(kube::config::AuthInfo {
+            token: Some(secrecy::SecretString::new(token.into())),
+            ..Default::default()
+        });
+    }
+    let path = kubeconfig.with_file_name(format!(
+        "token-{}.kubeconfig",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&path, yaml_serde::to_string(&config).expect("rendering"))
+        .expect("writing the token kubeconfig");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .expect("chmod 600 of the token kubeconfig");
+    path
 }
 
 /// Writes a copy of `kubeconfig` that impersonates the ServiceAccount
@@ -270,7 +302,10 @@ impl OperatorProcess {
         let (sa_namespace, sa_name) = options
             .service_account
             .unwrap_or((OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT));
-        let kubeconfig = impersonating_kubeconfig(kubeconfig, sa_namespace, sa_name);
+        let kubeconfig = match options.token {
+            Some(token) => token_kubeconfig(kubeconfig, token),
+            None => impersonating_kubeconfig(kubeconfig, sa_namespace, sa_name),
+        };
         let log = log_file(options.log_name, "operator");
         leaks::register_log(&log_path(options.log_name, "operator"));
         let mut command = Command::new(env!("CARGO_BIN_EXE_agent-operator"));

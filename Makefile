@@ -14,6 +14,12 @@ MUSL_TARGET := x86_64-unknown-linux-musl
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 IMAGE_TAR ?= $(TARGET_DIR)/image/agent-operator.tar
 export AGENT_OPERATOR_IMAGE := $(abspath $(IMAGE_TAR))
+# make release: the release directory (hack/release.sh), which
+# crates/agent-operator/tests/integration/release.rs reads from AGENT_OPERATOR_DIST;
+# make push REPOSITORY=registry.example.com/platform/agent-operator (hack/push.sh).
+DIST ?= dist
+export AGENT_OPERATOR_DIST := $(abspath $(DIST))
+REPOSITORY ?=
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -40,10 +46,17 @@ image: ## the operator's container image without an engine: static musl release 
 	CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target $(MUSL_TARGET) -p agent-operator --bin agent-operator
 	hack/image.sh $(TARGET_DIR)/$(MUSL_TARGET)/release/agent-operator $(IMAGE_TAR)
 
+release: image ## dist/: the image tarball, the CRDs, the rendered install manifests and the Helm chart, naming the image by digest, and SHA256SUMS (hack/release.sh)
+	hack/release.sh $(IMAGE_TAR) $(DIST)
+
+push: ## push the image of dist/ to REPOSITORY, check its digest there, write dist/pushed/ naming it (hack/push.sh)
+	@[ -n "$(REPOSITORY)" ] || { echo "usage: make push REPOSITORY=registry.example.com/platform/agent-operator" >&2; exit 2; }
+	hack/push.sh $(REPOSITORY) $(DIST)
+
 deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<local copy> (hack/deny.sh)
 	hack/deny.sh
 
-test: setup lint deny image ## everything CI runs: setup, lint, cargo deny, the image, unit + integration + end-to-end + install-manifest tests, then the secret scan of every operator log
+test: setup lint deny image release ## everything CI runs: setup, lint, cargo deny, the image and the release, unit + integration + end-to-end + install-manifest tests, then the secret scan of every operator log
 	rm -rf target/test-logs
 	AGENT_OPERATOR_REQUIRE_PREREQUISITES=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --workspace --all-targets -- --nocapture
 	$(MAKE) secret-scan
@@ -67,4 +80,4 @@ fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, night
 demo: ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready; KEEP=1 keeps them up until Ctrl-C
 	DEMO_KEEP=$(KEEP) hack/demo.sh
 
-.PHONY: help setup generate lint image deny test secret-scan bench faults bench-fleet fuzz demo
+.PHONY: help setup generate lint image release push deny test secret-scan bench faults bench-fleet fuzz demo

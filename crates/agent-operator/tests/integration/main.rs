@@ -59,5 +59,6 @@ mod operator_unheld_drift;
 mod operator_verify;
 mod outbound_requests;
 mod proptest_decoding;
+mod release;
 mod secrets_hash;
 mod tenants;

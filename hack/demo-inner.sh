@@ -22,7 +22,9 @@ step "${DEMO_APISERVER_T0:-$EPOCHREALTIME}" "demo: kube-apiserver and etcd up, C
 t=$EPOCHREALTIME
 "$bin/control-plane-emulator" --listen 127.0.0.1:8585 --step-seconds 1 >"$logs/emulator.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8585) 2>/dev/null && break; sleep 0.1; done
+up=
+for _ in $(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/8585) 2>/dev/null && up=1 && break; sleep 0.1; done
+[ -n "$up" ] || { echo "demo: the emulator did not listen on 127.0.0.1:8585 within 30 s; $logs/emulator.log:" >&2; tail -n 20 "$logs/emulator.log" >&2; exit 1; }
 step "$t" "demo: control plane emulator on http://127.0.0.1:8585"
 
 # The emulator (and the agent servers it serves) listen on 127.0.0.1, which the

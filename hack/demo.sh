@@ -29,8 +29,9 @@ build_log="$logs/build.log"
 t=$EPOCHREALTIME
 hack/envtest/install.sh >"$logs/envtest.out" 2>>"$build_log" &
 envtest_pid=$!
-cargo build --locked -p agent-operator --bin agent-operator -p control-plane-emulator \
-  -p agent-operator-test-support --bin testenv >>"$build_log" 2>&1 &
+# --bin applies to every -p: each binary is named.
+cargo build --locked -p agent-operator -p control-plane-emulator -p agent-operator-test-support \
+  --bin agent-operator --bin control-plane-emulator --bin testenv >>"$build_log" 2>&1 &
 cargo_pid=$!
 failed() { # failed <what>
   echo "demo: $1 failed; the end of $build_log:" >&2

@@ -223,7 +223,7 @@ async fn the_release_pushes_to_a_registry_and_installs_by_digest() {
     for overlay in ["cluster-wide", "namespaced", "ha"] {
         let file = format!("install-{overlay}.yaml");
         let yaml = std::fs::read_to_string(pushed.join(&file)).expect(&file);
-        assert_eq!(images(&yaml), [by_digest.clone()], "{file}");
+        assert_eq!(images(&yaml), [by_digest.as_str()], "{file}");
         let original = std::fs::read_to_string(dist.join(&file)).expect(&file);
         assert_eq!(images(&original), [released.trim()], "{file}");
     }
@@ -238,7 +238,7 @@ async fn the_release_pushes_to_a_registry_and_installs_by_digest() {
             .arg(dist.join(&chart))
             .args(["--set", &format!("image.repository={repository}")]),
     );
-    assert_eq!(images(&rendered), [by_digest.clone()]);
+    assert_eq!(images(&rendered), [by_digest.as_str()]);
 
     // The CRDs and the cluster-wide install, applied to a kube-apiserver of
     // their own, as a user applies them.

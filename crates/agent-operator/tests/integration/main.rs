@@ -59,6 +59,7 @@ mod operator_unheld_drift;
 mod operator_verify;
 mod outbound_requests;
 mod proptest_decoding;
+mod release;
 mod secrets_hash;
 mod security_metrics;
 mod security_network;

@@ -494,6 +494,32 @@ impl Harness {
             .expect("listing remote deployments")
     }
 
+    /// Requests the emulator logged about remote deployment `id` (any
+    /// route with `{deployment_id}` = `id`: reads, patches, revisions), the
+    /// test's own included.
+    pub async fn requests_about(&self, id: &str) -> usize {
+        self.emulator
+            .request_log()
+            .await
+            .entries
+            .iter()
+            .filter(|r| r.deployment_id.as_deref() == Some(id))
+            .count()
+    }
+
+    /// The AgentDeployment passes the harness's operator has finished so far
+    /// (`agent_operator_reconciles_total{kind="AgentDeployment"}`, any
+    /// outcome). Panics without an operator.
+    pub async fn deployment_passes(&self) -> f64 {
+        let operator = self.operator.as_ref().expect("the harness's operator");
+        super::metric(
+            &operator.metrics().await,
+            "agent_operator_reconciles_total",
+            &[("kind", "AgentDeployment")],
+        )
+        .unwrap_or(0.0)
+    }
+
     /// The revisions of remote deployment `id`, newest first.
     pub async fn revisions(&self, id: &str) -> Vec<agent_operator::controlplane::types::Revision> {
         self.cp

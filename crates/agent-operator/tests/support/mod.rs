@@ -126,6 +126,7 @@ impl EmulatorProcess {
             .config()
             .unwrap_or_else(|e| panic!("emulator flags {args:?}: {e:#}"));
         let log = std::sync::Mutex::new(log_file(test, "emulator"));
+        leaks::register_log(&log_path(test, "emulator"));
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::Builder::new()

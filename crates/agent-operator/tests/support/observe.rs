@@ -350,11 +350,14 @@ pub struct Harness {
 
 impl Drop for Harness {
     /// Checks [`Harness::budget`], then scans the namespace's Events and
-    /// statuses and the operator logs for secret values
-    /// ([`super::leaks::check_namespace_blocking`]), unless the test is
-    /// already failing.
+    /// statuses and the operator and emulator logs for secret values
+    /// ([`super::leaks::check_namespace_blocking`]). When the test is
+    /// already failing, the budget is not checked and the scan still runs
+    /// without panicking ([`super::leaks::scan_namespace_after_panic`]).
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if std::thread::panicking() {
+            super::leaks::scan_namespace_after_panic(&self.kubeconfig, &self.ns);
+        } else {
             super::budget::check_budget_blocking(&self.emulator.base_url, &self.budget);
             super::leaks::check_namespace_blocking(&self.kubeconfig, &self.ns);
         }

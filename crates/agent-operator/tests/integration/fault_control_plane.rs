@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::api::ListParams;
 use serde_json::json;
-use support::{Budget, Harness, github_deployment};
+use support::{Budget, FAST_POLLING, Harness, github_deployment};
 
 fn full() -> bool {
     std::env::var_os("FAULT_FULL").is_some()
@@ -30,7 +30,7 @@ async fn a_fleet_converges_after_5xx_hangs_drops_429s_and_an_outage() {
     let (count, faults_s, outage_s) = if full() { (50, 30, 30) } else { (12, 15, 10) };
     let mut h = Harness::builder(test)
         .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .operator(&["--request-timeout-seconds", "2"])
+        .operator(&[&FAST_POLLING[..], &["--request-timeout-seconds", "2"][..]].concat())
         .start()
         .await;
     h.budget = Budget::fleet();

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::{Budget, Harness, OperatorProcess, github_deployment, is_stalled_with};
+use support::{Budget, FAST_POLLING, Harness, OperatorProcess, github_deployment, is_stalled_with};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -43,7 +43,7 @@ async fn harness(test: &str) -> Harness {
 async fn kill_repeatedly(h: &Harness, test: &str, kills: usize) {
     let env = common::shared_env();
     for _ in 0..kills {
-        let mut op = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &[]);
+        let mut op = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
         let ms = rand::random_range(200..1500);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         op.kill().await;
@@ -90,7 +90,7 @@ async fn sigkills_during_creates_and_deletes_duplicate_strand_and_orphan_nothing
 
     kill_repeatedly(&h, test, create_kills).await;
     let env = common::shared_env();
-    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &[]);
+    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
     wait_all(&h, "all Ready", |list| {
         list.len() == count && list.iter().all(support::is_ready_now)
     })
@@ -133,7 +133,7 @@ async fn sigkills_during_creates_and_deletes_duplicate_strand_and_orphan_nothing
         h.api.delete(name, &DeleteParams::default()).await.unwrap();
     }
     kill_repeatedly(&h, test, delete_kills).await;
-    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &[]);
+    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
     wait_all(&h, "all deleted", |list| list.is_empty()).await;
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {
@@ -157,7 +157,7 @@ async fn a_restore_without_status_keeps_its_deployment() {
     let h = harness(test).await;
     let env = common::shared_env();
     let name = "restored-agent";
-    let mut operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &[]);
+    let mut operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
     h.apply(github_deployment(name, "main")).await;
     let id = h
         .wait_ready(name, Duration::from_secs(60))
@@ -181,7 +181,7 @@ async fn a_restore_without_status_keeps_its_deployment() {
     let restored = h.api.get(name).await.unwrap().status.unwrap_or_default();
     assert!(restored.deployment_id.is_none() && restored.conditions.is_empty());
 
-    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &[]);
+    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
     let obj = h.wait_ready(name, Duration::from_secs(60)).await;
     assert_eq!(
         obj.status.unwrap().deployment_id.as_deref(),

@@ -85,7 +85,7 @@ fn operator(kubeconfig: &Path, log_name: &str, ns: &str, extra: Vec<&str>) -> Op
         OperatorOptions {
             log_name,
             namespaces: vec![ns],
-            extra,
+            extra: [&support::FAST_POLLING[..], &extra[..]].concat(),
             env: vec![("RUST_LOG", RUST_LOG)],
             ..OperatorOptions::default()
         },
@@ -825,6 +825,10 @@ async fn leader_killed_again_and_again_during_a_rollout() {
                 log_name: &log_name,
                 namespaces: vec![&h.ns],
                 extra: vec![
+                    support::FAST_POLLING[0],
+                    support::FAST_POLLING[1],
+                    support::FAST_POLLING[2],
+                    support::FAST_POLLING[3],
                     "--leader-elect",
                     "--lease-name",
                     LEASE,
@@ -970,6 +974,10 @@ async fn one_leader_rides_out_freezes_and_leads_again_after_restarts() {
                 log_name: &log,
                 namespaces: vec![&ns],
                 extra: vec![
+                    support::FAST_POLLING[0],
+                    support::FAST_POLLING[1],
+                    support::FAST_POLLING[2],
+                    support::FAST_POLLING[3],
                     "--leader-elect",
                     "--lease-name",
                     &lease,

@@ -341,8 +341,10 @@ pub struct Harness {
     /// The operator, unless the test stopped it.
     pub operator: Option<super::OperatorProcess>,
     /// The request budget checked when the harness is dropped; default
-    /// [`Budget::default`] (60 requests per route and resource, 600 in all,
-    /// per minute). A test may tighten or loosen it.
+    /// [`Budget::default`] (20 requests per route and resource, 60 per route
+    /// without an id, 600 in all, per minute), widened by the loops the
+    /// operator's flags ask for ([`Budget::allowing_operator_flags`]). A
+    /// test may tighten or loosen it.
     pub budget: Budget,
     /// The cluster-admin kubeconfig, for the secret scan at the end.
     pub kubeconfig: std::path::PathBuf,
@@ -449,7 +451,7 @@ impl Harness {
             emulator,
             cp,
             operator,
-            budget: Budget::default(),
+            budget: Budget::default().allowing_operator_flags(operator_args.unwrap_or_default()),
             kubeconfig: kubeconfig.to_owned(),
         }
     }

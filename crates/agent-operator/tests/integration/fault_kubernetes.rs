@@ -460,6 +460,14 @@ async fn concurrent_writers_lose_no_update() {
     let (count, writers, seconds) = if full() { (40, 6, 60) } else { (10, 3, 20) };
     let env = own_env(&[]).await;
     let mut h = harness(&env, test).await;
+    // The writers set the pace here, not the operator: every spec write is a
+    // new generation it must send (a PATCH) and follow (reads of the
+    // deployment and of the new revision). The full version writes a
+    // resource's spec about 17 times a minute (679 writes, 40 resources), so
+    // each of those routes sees about 17 requests a minute per resource, the
+    // revision reads more (several polls per revision); the fleet budget's
+    // 20 would refuse that, a hot loop still exceeds 100.
+    h.budget.per_resource = 100;
     h.operator = Some(operator(env.kubeconfig_path(), test, &h.ns, vec![]));
     let names: Vec<String> = (0..count).map(|i| format!("written-{i:03}")).collect();
     apply_all(

@@ -5,6 +5,8 @@ export CARGO_TERM_COLOR ?= never
 # make fuzz: seconds per target, and which targets (empty: all of fuzz/).
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
+# make demo KEEP=1: everything stays up until Ctrl-C.
+KEEP ?=
 # make image: a static (musl) release build of the operator, assembled into
 # an OCI image layout tarball without a container engine (hack/image.sh);
 # crates/agent-operator/tests/integration/image.rs reads it from AGENT_OPERATOR_IMAGE.
@@ -12,11 +14,17 @@ MUSL_TARGET := x86_64-unknown-linux-musl
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 IMAGE_TAR ?= $(TARGET_DIR)/image/agent-operator.tar
 export AGENT_OPERATOR_IMAGE := $(abspath $(IMAGE_TAR))
+# make release: the release directory (hack/release.sh), which
+# crates/agent-operator/tests/integration/release.rs reads from AGENT_OPERATOR_DIST;
+# make push REPOSITORY=registry.example.com/platform/agent-operator (hack/push.sh).
+DIST ?= dist
+export AGENT_OPERATOR_DIST := $(abspath $(DIST))
+REPOSITORY ?=
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-setup: ## install the prerequisites (Rust components and the musl target, Go, kube-apiserver/etcd/kubectl, helm and crane built from source, hadolint, cargo-deny)
+setup: ## what make test needs: checks the prerequisites, then kube-apiserver/etcd/kubectl, the agent server, helm, crane, hadolint, promtool, the GitOps health checker, cargo-deny
 	hack/setup.sh
 
 generate: ## regenerate the CRD YAML in crds/ and docs/reference.md from the Rust types
@@ -24,22 +32,31 @@ generate: ## regenerate the CRD YAML in crds/ and docs/reference.md from the Rus
 	cargo run --quiet -p agent-operator --bin agent-operator -- reference --out docs/reference.md
 
 lint: ## rustfmt and clippy on every crate (warnings are errors), the fuzz targets compile, hadolint on the Dockerfile, helm lint --strict on the chart
+	hack/prereqs.sh lint
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo check --quiet --manifest-path fuzz/Cargo.toml --bins
-	tools="$$(hack/tools/install.sh | tail -n1)" && "$$tools/hadolint" Dockerfile \
+	tools="$$(hack/tools/install.sh helm hadolint | tail -n1)" && "$$tools/hadolint" Dockerfile \
 	  && "$$tools/helm" lint --strict deploy/helm/agent-operator \
 	  && "$$tools/helm" lint --strict deploy/helm/agent-operator -f deploy/helm/agent-operator/ci/ha-values.yaml
 
 image: ## the operator's container image without an engine: static musl release build + crane, an OCI tarball in target/image/ (IMAGE_TAR)
+	hack/prereqs.sh image
 	CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target $(MUSL_TARGET) -p agent-operator --bin agent-operator
 	hack/image.sh $(TARGET_DIR)/$(MUSL_TARGET)/release/agent-operator $(IMAGE_TAR)
+
+release: image ## dist/: the image tarball, the CRDs, the rendered install manifests and the Helm chart, naming the image by digest, and SHA256SUMS (hack/release.sh)
+	hack/release.sh $(IMAGE_TAR) $(DIST)
+
+push: ## push the image of dist/ to REPOSITORY, check its digest there, write dist/pushed/ naming it (hack/push.sh)
+	@[ -n "$(REPOSITORY)" ] || { echo "usage: make push REPOSITORY=registry.example.com/platform/agent-operator" >&2; exit 2; }
+	hack/push.sh $(REPOSITORY) $(DIST)
 
 deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<local copy> (hack/deny.sh)
 	hack/deny.sh
 
-test: setup lint deny image ## everything CI runs: setup, lint, cargo deny, the image, unit + integration + end-to-end + install-manifest tests, then the secret scan of every operator log
+test: setup lint deny image release ## everything CI runs: setup, lint, cargo deny, the image and the release, unit + integration + end-to-end + install-manifest tests, then the secret scan of every operator log
 	rm -rf target/test-logs
 	AGENT_OPERATOR_REQUIRE_PREREQUISITES=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --workspace --all-targets -- --nocapture
 	$(MAKE) secret-scan
@@ -60,7 +77,7 @@ faults: setup ## fault suite, full version: SIGKILLs during 100 creates and dele
 fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, nightly; not part of test)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh $(FUZZ_TARGETS)
 
-demo: setup ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready
-	hack/demo.sh
+demo: ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready; KEEP=1 keeps them up until Ctrl-C
+	DEMO_KEEP=$(KEEP) hack/demo.sh
 
-.PHONY: help setup generate lint image deny test secret-scan bench faults bench-fleet fuzz demo
+.PHONY: help setup generate lint image release push deny test secret-scan bench faults bench-fleet fuzz demo

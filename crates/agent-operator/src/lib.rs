@@ -23,6 +23,7 @@ pub mod converge;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod plan;
 pub mod redact;
 pub mod telemetry;

@@ -6,6 +6,15 @@
 //! and routes refused with a fixed status (to test how a client handles a
 //! permanent refusal of, say, a redeploy).
 //!
+//! Those are decided before the handler runs, so nothing is stored. The
+//! commit faults (`commit_drop_rate`, `commit_hang_rate`,
+//! `commit_error_rate`) and `latency_after_ms` act on POST, PATCH and
+//! DELETE *after* the handler: the create, change or delete is stored, and
+//! then the answer is lost, held, or replaced by a 5xx, as when a service
+//! commits and its answer never reaches the client (docs/control-plane-api.md
+//! "Requests": the service gives no idempotency key, so a client must find
+//! out by reading).
+//!
 //! An emulator feature: nothing is published about the control plane's
 //! rate limits (docs/control-plane-api.md "Rate limits"), and a 429 or 503
 //! may carry `Retry-After` ("Errors"). Off by default; set at start with flags or at run time
@@ -74,6 +83,22 @@ pub struct FaultConfig {
     /// fixed `Retry-After`, before the rate limit and latency; first match
     /// wins. Default none.
     pub throttled_workspaces: Vec<ThrottleRule>,
+    /// Delay after the handler of a POST, PATCH or DELETE ran (its effect
+    /// is stored) and before its answer is sent, in milliseconds. Default 0.
+    pub latency_after_ms: u64,
+    /// Fraction (0–1) of POST, PATCH and DELETE requests that are carried
+    /// out and stored, then whose connection is closed without the answer
+    /// (logged as `<status>, then dropped`).
+    pub commit_drop_rate: f64,
+    /// Fraction (0–1) of POST, PATCH and DELETE requests that are carried
+    /// out and stored, then hang for `hang_ms` and get 504 (logged as
+    /// `<status>, then hung` when they start hanging).
+    pub commit_hang_rate: f64,
+    /// Fraction (0–1) of POST, PATCH and DELETE requests that are carried
+    /// out and stored, then answered `error_status` (with
+    /// `error_retry_after_seconds`) instead of their answer (logged as
+    /// `<status>, then <error_status>`).
+    pub commit_error_rate: f64,
 }
 
 /// A workspace the emulator throttles: every control plane request of it is
@@ -164,6 +189,10 @@ impl Default for FaultConfig {
             ignored_resource_spec_keys: Vec::new(),
             masked_secret_values: false,
             throttled_workspaces: Vec::new(),
+            latency_after_ms: 0,
+            commit_drop_rate: 0.0,
+            commit_hang_rate: 0.0,
+            commit_error_rate: 0.0,
         }
     }
 }
@@ -177,6 +206,9 @@ impl FaultConfig {
             ("error_rate", self.error_rate),
             ("drop_rate", self.drop_rate),
             ("hang_rate", self.hang_rate),
+            ("commit_drop_rate", self.commit_drop_rate),
+            ("commit_hang_rate", self.commit_hang_rate),
+            ("commit_error_rate", self.commit_error_rate),
         ] {
             if !(0.0..=1.0).contains(&rate) {
                 return Err(format!("{name} must be between 0 and 1, got {rate}"));
@@ -221,6 +253,24 @@ impl FaultConfig {
             && self.hang_rate <= 0.0
             && self.reject.is_empty()
             && self.throttled_workspaces.is_empty()
+            && self.latency_after_ms == 0
+            && self.commit_drop_rate <= 0.0
+            && self.commit_hang_rate <= 0.0
+            && self.commit_error_rate <= 0.0
+    }
+
+    /// The commit fault for one POST, PATCH or DELETE from three uniform
+    /// rolls in `[0, 1)`: drop, then hang, then error.
+    pub(crate) fn decide_commit(&self, rolls: [f64; 3]) -> Option<Fault> {
+        if rolls[0] < self.commit_drop_rate {
+            Some(Fault::Drop)
+        } else if rolls[1] < self.commit_hang_rate {
+            Some(Fault::Hang)
+        } else if rolls[2] < self.commit_error_rate {
+            Some(Fault::Error)
+        } else {
+            None
+        }
     }
 
     /// The rule throttling `workspace` (the authenticated workspace id), if
@@ -261,12 +311,15 @@ pub(crate) fn decide(cfg: &FaultConfig, rolls: [f64; 3]) -> Option<Fault> {
 }
 
 /// Marks a response the stats middleware must not count by its status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum FaultMark {
     /// The connection was dropped: counted as `dropped`.
     Dropped,
     /// Already counted (as `hung`) when the request started hanging.
     Counted,
+    /// Counted and logged with this status (a commit fault, e.g. `201,
+    /// then dropped`).
+    As(String),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -326,6 +379,74 @@ fn dropped_response() -> Response {
     let mut res = Body::from_stream(stream).into_response();
     res.extensions_mut().insert(FaultMark::Dropped);
     res
+}
+
+/// The injected `error_status` answer (with `error_retry_after_seconds`).
+fn injected_error(cfg: &FaultConfig) -> Response {
+    let error = ApiError::new(
+        StatusCode::from_u16(cfg.error_status)
+            .ok()
+            .filter(StatusCode::is_server_error)
+            .unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+        "Injected fault: the control plane is unavailable.",
+    );
+    match cfg.error_retry_after_seconds {
+        Some(secs) => error.with_retry_after(secs),
+        None => error,
+    }
+    .into_response()
+}
+
+/// Hangs for `hang_ms` (or until shutdown), then answers 504; the request
+/// is logged as `status` when it starts hanging.
+async fn hang(
+    state: &EmulatorState,
+    cfg: &FaultConfig,
+    info: &RequestInfo,
+    status: &str,
+) -> Response {
+    state.record_request(info, status);
+    state
+        .wait_or_shutdown(Duration::from_millis(cfg.hang_ms))
+        .await;
+    let mut res = ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        format!("Injected fault: the request hung for {} ms.", cfg.hang_ms),
+    )
+    .into_response();
+    res.extensions_mut().insert(FaultMark::Counted);
+    res
+}
+
+/// Runs the handler of a POST, PATCH or DELETE (its effect is stored), waits
+/// `latency_after_ms`, then loses the answer as `commit` says, if at all.
+async fn run_then_fault(
+    state: &EmulatorState,
+    cfg: &FaultConfig,
+    info: RequestInfo,
+    commit: Option<Fault>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let res = next.run(req).await;
+    if cfg.latency_after_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(cfg.latency_after_ms)).await;
+    }
+    let committed = res.status().as_u16();
+    let mut faulted = match commit {
+        None => return res,
+        Some(Fault::Drop) => dropped_response(),
+        Some(Fault::Hang) => {
+            return hang(state, cfg, &info, &format!("{committed}, then hung")).await;
+        }
+        Some(Fault::Error) => injected_error(cfg),
+    };
+    let logged = match commit {
+        Some(Fault::Drop) => format!("{committed}, then dropped"),
+        _ => format!("{committed}, then {}", faulted.status().as_u16()),
+    };
+    faulted.extensions_mut().insert(FaultMark::As(logged));
+    faulted
 }
 
 /// Middleware on the control plane routes (after authentication, so the
@@ -414,50 +535,42 @@ pub(crate) async fn inject_faults(
         )
         .into_response();
     }
+    let info = info.unwrap_or_else(|| RequestInfo {
+        at: Instant::now(),
+        route: format!(
+            "{} {}",
+            req.method(),
+            req.extensions()
+                .get::<MatchedPath>()
+                .map(|m| m.as_str())
+                .unwrap_or("<unmatched>")
+        ),
+        deployment_id: None,
+        listener_id: None,
+        workspace: None,
+    });
     match decide(&cfg, rolls) {
-        None => next.run(req).await,
-        Some(Fault::Drop) => dropped_response(),
-        Some(Fault::Error) => {
-            let error = ApiError::new(
-                StatusCode::from_u16(cfg.error_status)
-                    .ok()
-                    .filter(StatusCode::is_server_error)
-                    .unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-                "Injected fault: the control plane is unavailable.",
+        None => {
+            let mutation = matches!(
+                *req.method(),
+                axum::http::Method::POST | axum::http::Method::PATCH | axum::http::Method::DELETE
             );
-            match cfg.error_retry_after_seconds {
-                Some(secs) => error.with_retry_after(secs),
-                None => error,
+            if !mutation {
+                return next.run(req).await;
             }
-            .into_response()
+            let commit = {
+                let mut rng = rand::rng();
+                cfg.decide_commit([
+                    rng.random::<f64>(),
+                    rng.random::<f64>(),
+                    rng.random::<f64>(),
+                ])
+            };
+            run_then_fault(&state, &cfg, info, commit, req, next).await
         }
-        Some(Fault::Hang) => {
-            let info = info.unwrap_or_else(|| RequestInfo {
-                at: Instant::now(),
-                route: format!(
-                    "{} {}",
-                    req.method(),
-                    req.extensions()
-                        .get::<MatchedPath>()
-                        .map(|m| m.as_str())
-                        .unwrap_or("<unmatched>")
-                ),
-                deployment_id: None,
-                listener_id: None,
-                workspace: None,
-            });
-            state.record_request(&info, "hung");
-            state
-                .wait_or_shutdown(Duration::from_millis(cfg.hang_ms))
-                .await;
-            let mut res = ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                format!("Injected fault: the request hung for {} ms.", cfg.hang_ms),
-            )
-            .into_response();
-            res.extensions_mut().insert(FaultMark::Counted);
-            res
-        }
+        Some(Fault::Drop) => dropped_response(),
+        Some(Fault::Error) => injected_error(&cfg),
+        Some(Fault::Hang) => hang(&state, &cfg, &info, "hung").await,
     }
 }
 
@@ -675,6 +788,161 @@ mod tests {
             state.set_faults(FaultConfig::default()).unwrap();
             let res = get(&state, "k1", THROTTLED, "/v2/deployments").await;
             assert_eq!(res.status(), StatusCode::OK);
+        }
+
+        async fn send(
+            state: &EmulatorState,
+            method: &str,
+            path: &str,
+            body: Option<serde_json::Value>,
+        ) -> Response {
+            let req = Request::builder()
+                .method(method)
+                .uri(path)
+                .header("x-api-key", "k1")
+                .header("x-tenant-id", THROTTLED)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+                .unwrap();
+            router(state.clone()).oneshot(req).await.unwrap()
+        }
+
+        fn create_body(name: &str) -> serde_json::Value {
+            serde_json::json!({
+                "name": name,
+                "source": "github",
+                "source_config": {
+                    "integration_id": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
+                    "repo_url": "https://github.com/acme/support-agent",
+                    "deployment_type": "dev",
+                    "build_on_push": false
+                },
+                "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json"},
+                "secrets": []
+            })
+        }
+
+        async fn names(state: &EmulatorState) -> Vec<String> {
+            let res = send(state, "GET", "/v2/deployments", None).await;
+            assert_eq!(res.status(), StatusCode::OK);
+            let body = to_bytes(res.into_body(), 1 << 20).await.unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            body["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["name"].as_str().unwrap().to_owned())
+                .collect()
+        }
+
+        fn statuses(state: &EmulatorState) -> Vec<String> {
+            state.request_log()["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["status"].as_str().unwrap().to_owned())
+                .collect()
+        }
+
+        /// The commit faults store first and lose the answer after, unlike
+        /// the faults decided before the handler, which store nothing.
+        #[tokio::test]
+        async fn commit_faults_store_the_create_and_lose_its_answer() {
+            let state = state(FaultConfig {
+                commit_error_rate: 1.0,
+                error_status: 502,
+                ..Default::default()
+            });
+            let res = send(
+                &state,
+                "POST",
+                "/v2/deployments",
+                Some(create_body("errored")),
+            )
+            .await;
+            assert_eq!(res.status(), StatusCode::BAD_GATEWAY);
+
+            state
+                .set_faults(FaultConfig {
+                    commit_drop_rate: 1.0,
+                    ..Default::default()
+                })
+                .unwrap();
+            let res = send(
+                &state,
+                "POST",
+                "/v2/deployments",
+                Some(create_body("dropped")),
+            )
+            .await;
+            assert!(
+                to_bytes(res.into_body(), 1 << 16).await.is_err(),
+                "the connection is closed without an answer"
+            );
+
+            state
+                .set_faults(FaultConfig {
+                    commit_hang_rate: 1.0,
+                    hang_ms: 50,
+                    ..Default::default()
+                })
+                .unwrap();
+            let res = send(&state, "POST", "/v2/deployments", Some(create_body("hung"))).await;
+            assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
+            // GETs are never commit-faulted.
+            let mut stored = names(&state).await;
+            stored.sort();
+            assert_eq!(stored, ["dropped", "errored", "hung"]);
+
+            // Decided before the handler: nothing stored.
+            state
+                .set_faults(FaultConfig {
+                    error_rate: 1.0,
+                    ..Default::default()
+                })
+                .unwrap();
+            let res = send(
+                &state,
+                "POST",
+                "/v2/deployments",
+                Some(create_body("refused")),
+            )
+            .await;
+            assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+            state.set_faults(FaultConfig::default()).unwrap();
+            assert_eq!(names(&state).await.len(), 3);
+
+            assert_eq!(
+                statuses(&state),
+                [
+                    "201, then 502",
+                    "201, then dropped",
+                    "201, then hung",
+                    "200",
+                    "503",
+                    "200"
+                ]
+            );
+        }
+
+        /// `latency_after_ms` holds the answer of a mutation after it is
+        /// stored: a client that gives up meanwhile has created it anyway.
+        #[tokio::test]
+        async fn latency_after_holds_a_stored_answer() {
+            let state = state(FaultConfig {
+                latency_after_ms: 300,
+                ..Default::default()
+            });
+            let started = Instant::now();
+            let pending = tokio::spawn({
+                let state = state.clone();
+                async move { send(&state, "POST", "/v2/deployments", Some(create_body("slow"))).await }
+            });
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(names(&state).await, ["slow"], "stored before the answer");
+            assert!(!pending.is_finished());
+            assert_eq!(pending.await.unwrap().status(), StatusCode::CREATED);
+            assert!(started.elapsed() >= Duration::from_millis(300));
         }
 
         #[tokio::test]

@@ -340,6 +340,7 @@ pub(crate) async fn count_requests(
     let status = match res.extensions().get::<FaultMark>() {
         Some(FaultMark::Counted) => None,
         Some(FaultMark::Dropped) => Some("dropped".to_owned()),
+        Some(FaultMark::As(status)) => Some(status.clone()),
         None => Some(res.status().as_u16().to_string()),
     };
     if let Some(status) = status {

@@ -17,19 +17,33 @@ use serde::Deserialize;
 
 /// How many control plane requests a test may cause: at most
 /// `per_resource` requests of one route about one resource (deployment or
-/// listener id; requests without an id, such as creates and lists, count
-/// together per route), and at most `total` requests in all, in any sliding
-/// `window`.
+/// listener id), at most `per_route_without_id` requests of one route
+/// without an id (creates and lists count together per route), and at most
+/// `total` requests in all, in any sliding `window`.
 ///
-/// The default ([`Budget::default`]) is 60 per route and resource and 600 in
-/// all per 60 s. A test changes it through its harness's `budget` field, e.g.
-/// `h.budget.per_resource = 120;` or `h.budget = Budget::unlimited();`.
+/// The default ([`Budget::default`]) is 20 per route and resource, 60 per
+/// route without an id and 600 in all per 60 s. Why 20: at the shipped
+/// intervals an operator reads a revision in progress after 2, 4, 8, 16
+/// and then every 30 s (`--poll-interval-seconds`, doubling to
+/// `--max-poll-interval-seconds`), and a steady resource once per resync
+/// (300 s): a few requests per route and resource and minute, with room for
+/// a test's own edits and reads. A fixed loop every 2 s sends 30 and fails
+/// (`budget_tests::a_two_second_loop_fails_the_default_budget`). A test that
+/// makes the operator loop faster on purpose (`--resync-interval-seconds
+/// 0.5` for drift checks) gets that loop's rate on top
+/// ([`Budget::allowing_operator_flags`]; the operator tests' harness does
+/// it from the operator's flags). A test changes it through its harness's
+/// `budget` field, e.g. `h.budget.per_resource = 120;` or `h.budget =
+/// Budget::unlimited();`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Budget {
     /// Length of the sliding window.
     pub window: Duration,
     /// Most requests of one (route, resource id) in any window.
     pub per_resource: usize,
+    /// Most requests of one route without a resource id (creates, lists,
+    /// integrations) in any window.
+    pub per_route_without_id: usize,
     /// Most requests in all in any window.
     pub total: usize,
 }
@@ -38,19 +52,26 @@ impl Default for Budget {
     fn default() -> Self {
         Self {
             window: Duration::from_secs(60),
-            per_resource: 60,
+            per_resource: 20,
+            per_route_without_id: 60,
             total: 600,
         }
     }
 }
 
+/// The operator flags whose value is the period of a loop that lasts
+/// (drift checks of a steady resource, the longest delay between polls).
+const LOOP_PERIOD_FLAGS: [&str; 2] = ["--resync-interval-seconds", "--max-poll-interval-seconds"];
+
 impl Budget {
     /// The budget of a fleet test (tens to a hundred resources): creates and
     /// name lookups carry no id, so the guard counts them together per
-    /// route; 300 per route and id and 6,000 in all per minute.
+    /// route: 300 per route without an id and 6,000 in all per minute; per
+    /// route and resource the default (a loop per resource fails as in a
+    /// test of one resource).
     pub fn fleet() -> Self {
         Self {
-            per_resource: 300,
+            per_route_without_id: 300,
             total: 6_000,
             ..Self::default()
         }
@@ -60,9 +81,42 @@ impl Budget {
     pub fn unlimited() -> Self {
         Self {
             per_resource: usize::MAX,
+            per_route_without_id: usize::MAX,
             total: usize::MAX,
             ..Self::default()
         }
+    }
+
+    /// This budget with room, per route and resource, for the loops an
+    /// operator started with `args` runs on purpose: when `args` set
+    /// `--resync-interval-seconds` or `--max-poll-interval-seconds` (as
+    /// `--flag VALUE` or `--flag=VALUE`) shorter than the window, one
+    /// request per such period and window is added to `per_resource`
+    /// (rounded up; the shortest period counts). A loop faster than the
+    /// test's own periods still fails it.
+    pub fn allowing_operator_flags(mut self, args: &[&str]) -> Self {
+        let mut shortest: Option<f64> = None;
+        for (i, arg) in args.iter().enumerate() {
+            for flag in LOOP_PERIOD_FLAGS {
+                let value = if *arg == flag {
+                    args.get(i + 1).copied()
+                } else {
+                    arg.strip_prefix(flag).and_then(|v| v.strip_prefix('='))
+                };
+                if let Some(secs) = value.and_then(|v| v.parse::<f64>().ok())
+                    && secs > 0.0
+                {
+                    shortest = Some(shortest.map_or(secs, |s: f64| s.min(secs)));
+                }
+            }
+        }
+        if let Some(secs) = shortest
+            && secs < self.window.as_secs_f64()
+        {
+            let extra = (self.window.as_secs_f64() / secs).ceil() as usize;
+            self.per_resource = self.per_resource.saturating_add(extra);
+        }
+        self
     }
 
     /// The violations of this budget in `log`: at most one per (route,
@@ -81,11 +135,16 @@ impl Budget {
             .into_iter()
             .filter_map(|((route, id), times)| {
                 let (count, start_ms) = busiest_window(times, window_ms);
-                (count > self.per_resource).then(|| Violation {
+                let limit = if id.is_some() {
+                    self.per_resource
+                } else {
+                    self.per_route_without_id
+                };
+                (count > limit).then(|| Violation {
                     route: Some(route.to_owned()),
                     resource_id: id.map(str::to_owned),
                     count,
-                    limit: self.per_resource,
+                    limit,
                     window: self.window,
                     start_ms,
                 })
@@ -114,15 +173,20 @@ impl Budget {
 pub fn usage_summary(budget: &Budget, log: &[LoggedRequest]) -> String {
     let all = Budget {
         per_resource: 0,
+        per_route_without_id: 0,
         total: 0,
         ..budget.clone()
     }
     .violations(log);
     let with_limit = |v: &Violation, limit: usize| Violation { limit, ..v.clone() }.to_string();
+    let limit_of = |v: &Violation| match v.resource_id {
+        Some(_) => budget.per_resource,
+        None => budget.per_route_without_id,
+    };
     match (all.first(), all.last()) {
         (Some(top), Some(total)) if all.len() > 1 => format!(
             "busiest: {}; {}",
-            with_limit(top, budget.per_resource),
+            with_limit(top, limit_of(top)),
             with_limit(total, budget.total)
         ),
         _ => "no requests".to_owned(),
@@ -263,9 +327,10 @@ pub async fn budget_violations_at(base_url: &str, budget: &Budget) -> Result<Vec
 /// The panic message of a budget check that found `violations`.
 pub fn budget_message(budget: &Budget, violations: &[String]) -> String {
     format!(
-        "request budget exceeded (at most {} requests per route and resource and {} in all, \
-         in any {:?}):\n  {}",
+        "request budget exceeded (at most {} requests per route and resource, {} per route \
+         without an id and {} in all, in any {:?}):\n  {}",
         budget.per_resource,
+        budget.per_route_without_id,
         budget.total,
         budget.window,
         violations.join("\n  ")
@@ -291,5 +356,123 @@ pub fn check_budget_blocking(base_url: &str, budget: &Budget) {
         Ok(Ok(violations)) => panic!("{}", budget_message(budget, &violations)),
         Ok(Err(e)) => panic!("request budget: cannot read the request log: {e}"),
         Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    const GET: &str = "GET /v2/deployments/{deployment_id}";
+
+    fn every(period_ms: u64, for_ms: u64, route: &str, id: Option<&str>) -> Vec<LoggedRequest> {
+        (0..for_ms / period_ms)
+            .map(|i| LoggedRequest {
+                t_ms: i * period_ms,
+                route: route.to_owned(),
+                deployment_id: id.map(str::to_owned),
+                listener_id: None,
+                workspace: None,
+                status: "200".to_owned(),
+            })
+            .collect()
+    }
+
+    /// What an operator at the shipped intervals sends about one resource
+    /// in its first minute: a revision read after 2, 4, 8, 16, 30 s and
+    /// every 30 s, plus the pass's own reads of the deployment.
+    fn shipped_polling(id: &str) -> Vec<LoggedRequest> {
+        let revision = "GET /v2/deployments/{deployment_id}/revisions/{revision_id}";
+        let mut log = Vec::new();
+        for t in [0, 2_000, 6_000, 14_000, 30_000, 60_000, 90_000] {
+            log.extend(
+                every(1_000, 1_000, revision, Some(id))
+                    .into_iter()
+                    .map(|mut r| {
+                        r.t_ms = t;
+                        r
+                    }),
+            );
+            log.extend(every(1_000, 1_000, GET, Some(id)).into_iter().map(|mut r| {
+                r.t_ms = t + 1;
+                r
+            }));
+        }
+        log
+    }
+
+    /// The guard's positive control: a fixed 2 s loop on one resource
+    /// fails the default budget and the fleet budget, whether it runs for
+    /// a minute or is one of many resources.
+    #[test]
+    fn a_two_second_loop_fails_the_default_budget() {
+        let looped = every(2_000, 60_000, GET, Some("dep-1"));
+        for budget in [Budget::default(), Budget::fleet()] {
+            let v = budget.violations(&looped);
+            assert_eq!(v.len(), 1, "{budget:?}: {v:?}");
+            assert_eq!(v[0].count, 30);
+            assert_eq!(v[0].resource_id.as_deref(), Some("dep-1"));
+        }
+        // One looping resource among a fleet of quiet ones.
+        let mut fleet: Vec<LoggedRequest> = (0..50)
+            .flat_map(|i| shipped_polling(&format!("dep-{i}")))
+            .collect();
+        assert!(Budget::fleet().violations(&fleet).is_empty());
+        fleet.extend(every(2_000, 60_000, GET, Some("dep-7")));
+        let v = Budget::fleet().violations(&fleet);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].resource_id.as_deref(), Some("dep-7"));
+    }
+
+    /// The negative control: what the operator sends at the shipped
+    /// intervals, and a loop at 3 s, pass.
+    #[test]
+    fn the_shipped_polling_passes_the_default_budget() {
+        assert!(
+            Budget::default()
+                .violations(&shipped_polling("dep-1"))
+                .is_empty()
+        );
+        assert!(
+            Budget::default()
+                .violations(&every(3_000, 120_000, GET, Some("dep-1")))
+                .is_empty()
+        );
+    }
+
+    /// Creates and lists carry no id: they count per route, with a limit of
+    /// their own.
+    #[test]
+    fn requests_without_an_id_count_per_route() {
+        let creates = every(500, 60_000, "POST /v2/deployments", None);
+        assert!(Budget::fleet().violations(&creates).is_empty());
+        let v = Budget::default().violations(&creates);
+        assert_eq!(v.len(), 1);
+        assert_eq!((v[0].count, v[0].limit), (120, 60));
+    }
+
+    /// A test that sets fast drift checks may loop at that period, and no
+    /// faster.
+    #[test]
+    fn the_operator_flags_of_a_test_widen_the_budget_by_its_own_loops() {
+        let b = Budget::default().allowing_operator_flags(&[
+            "--poll-interval-seconds",
+            "0.3",
+            "--resync-interval-seconds",
+            "0.5",
+        ]);
+        assert_eq!(b.per_resource, 20 + 120);
+        assert!(b.violations(&every(500, 60_000, GET, Some("d"))).is_empty());
+        assert!(!b.violations(&every(200, 60_000, GET, Some("d"))).is_empty());
+        let b = Budget::default().allowing_operator_flags(&["--max-poll-interval-seconds=2"]);
+        assert_eq!(b.per_resource, 50);
+        assert_eq!(
+            Budget::default().allowing_operator_flags(&["--poll-interval-seconds", "0.3"]),
+            Budget::default()
+        );
+        assert_eq!(
+            Budget::default().allowing_operator_flags(&["--resync-interval-seconds", "300"]),
+            Budget::default()
+        );
     }
 }

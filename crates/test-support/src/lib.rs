@@ -27,6 +27,7 @@ pub mod budget;
 pub mod envtest;
 pub mod langgraph;
 pub mod prerequisites;
+pub mod tls;
 
 /// The repository root (the workspace directory, two levels above this
 /// crate's manifest at compile time, `crates/test-support`): `crds/`,

@@ -4,9 +4,10 @@
 //! |---|---|---|
 //! | [`Envtest`](Prerequisite::Envtest) | kube-apiserver and etcd | `make setup` (`hack/envtest/install.sh`, Go, about 6 min) |
 //! | [`AgentServer`](Prerequisite::AgentServer) | `langgraph dev` in `.cache/langgraph-venv` | `make setup` (`hack/agent-server/install.sh`, about 45 s) |
-//! | [`Tools`](Prerequisite::Tools) | helm and hadolint in `.cache/tools/bin` | `make setup` (`hack/tools/install.sh`, about 5 min) |
+//! | [`Tools`](Prerequisite::Tools) | helm, crane and hadolint in `.cache/tools/bin` | `make setup` (`hack/tools/install.sh`, about 5 min) |
 //! | [`Promtool`](Prerequisite::Promtool) | promtool in `.cache/tools/bin` | `make setup` (`hack/promtool/install.sh`, Go, about 4 min) |
 //! | [`Image`](Prerequisite::Image) | the operator's OCI image tarball | `make image` |
+//! | [`Release`](Prerequisite::Release) | the release in `dist/` | `make release` |
 //!
 //! A plain `cargo test` on a machine without one of them runs every other
 //! test, says once (on the real stderr, past the test harness's output
@@ -32,22 +33,25 @@ pub enum Prerequisite {
     /// The real agent server, `langgraph dev` of the pinned virtualenv
     /// ([`crate::langgraph::langgraph_bin`]).
     AgentServer,
-    /// helm and hadolint in `.cache/tools/bin` ([`tool`]).
+    /// helm, crane and hadolint in `.cache/tools/bin` ([`tool`]).
     Tools,
     /// promtool, the checker of Prometheus rule files, in `.cache/tools/bin`
     /// ([`tool`]).
     Promtool,
     /// The operator's OCI image tarball ([`image_tarball`]).
     Image,
+    /// The release that `make release` writes ([`release_dir`]).
+    Release,
 }
 
 impl Prerequisite {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 6] = [
         Self::Envtest,
         Self::AgentServer,
         Self::Tools,
         Self::Promtool,
         Self::Image,
+        Self::Release,
     ];
 
     /// What the tests that need it are about, for the note.
@@ -55,9 +59,10 @@ impl Prerequisite {
         match self {
             Self::Envtest => "a real kube-apiserver",
             Self::AgentServer => "the real agent server (langgraph dev)",
-            Self::Tools => "helm or hadolint",
+            Self::Tools => "helm, crane or hadolint",
             Self::Promtool => "promtool (the Prometheus alert rules)",
             Self::Image => "the operator's image tarball",
+            Self::Release => "the release (dist/)",
         }
     }
 
@@ -83,6 +88,9 @@ impl Prerequisite {
             Self::Image => "`make image` builds it (a static musl release build, assembled with \
                  crane; `make test` builds it first)"
                 .to_owned(),
+            Self::Release => {
+                "`make release` writes it (after `make image`; `make test` runs both)".to_owned()
+            }
         }
     }
 
@@ -100,9 +108,12 @@ impl Prerequisite {
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
             Self::AgentServer => file(crate::langgraph::langgraph_bin()),
-            Self::Tools => file(tool("helm")).and_then(|()| file(tool("hadolint"))),
+            Self::Tools => file(tool("helm"))
+                .and_then(|()| file(tool("crane")))
+                .and_then(|()| file(tool("hadolint"))),
             Self::Promtool => file(tool("promtool")),
             Self::Image => file(image_tarball()),
+            Self::Release => file(release_dir().join("SHA256SUMS")),
         }
     }
 }
@@ -163,6 +174,15 @@ pub fn image_tarball() -> PathBuf {
                 .unwrap_or_else(|| crate::repo_root().join("target"))
                 .join("image/agent-operator.tar")
         })
+}
+
+/// The release that `make release` writes (hack/release.sh):
+/// `$AGENT_OPERATOR_DIST` if set (the Makefile exports it), else `dist/` of
+/// the repository.
+pub fn release_dir() -> PathBuf {
+    std::env::var_os("AGENT_OPERATOR_DIST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::repo_root().join("dist"))
 }
 
 /// Returns from the calling test (which then passes without running) when

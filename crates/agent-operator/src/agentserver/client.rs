@@ -343,6 +343,7 @@ impl AgentServerClient {
             parser: SseParser::new(),
             pending: VecDeque::new(),
             idle: self.stream_idle_timeout,
+            secrets: self.api_key.iter().cloned().collect(),
         };
         let inner = futures::stream::unfold(state, |mut s| async move {
             let item = s.next_item().await?;
@@ -378,6 +379,9 @@ struct StreamState {
     parser: SseParser,
     pending: VecDeque<Result<RunEvent, Error>>,
     idle: Duration,
+    /// What an `error` event must not repeat (the API key): its texts go
+    /// into conditions, Events and logs (`spec.verify`, `agentctl`).
+    secrets: Vec<SecretString>,
 }
 
 impl StreamState {
@@ -416,7 +420,13 @@ impl StreamState {
                     Err(e) => self.pending.push_back(Err(Error::decode(e.to_string()))),
                     Ok(events) => {
                         for e in events {
-                            let item = RunEvent::from_sse(&e.event, &e.data);
+                            let item = match RunEvent::from_sse(&e.event, &e.data) {
+                                Ok(RunEvent::Error { error, message }) => Ok(RunEvent::Error {
+                                    error: crate::redact::text(&error, &self.secrets),
+                                    message: crate::redact::text(&message, &self.secrets),
+                                }),
+                                other => other,
+                            };
                             let end = matches!(item, Ok(RunEvent::End));
                             self.pending.push_back(item);
                             if end {
@@ -618,6 +628,34 @@ mod tests {
         assert!(e.is_transient());
         assert_eq!(events.len(), 2);
         assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    /// A run that fails with a message repeating the key (an agent that
+    /// echoes its own request, a proxy's error text) streams an `error`
+    /// event; what the client hands on, which becomes a condition message,
+    /// an Event and a log line, shows no key.
+    #[tokio::test]
+    async fn an_error_event_that_echoes_the_key_is_redacted() {
+        let (url, _server) = scripted(vec![
+            Step::Write(SSE_HEAD),
+            Step::Write(b"event: metadata\ndata: {\"run_id\":\"r\"}\n\n"),
+            Step::Write(
+                b"event: error\ndata: {\"error\":\"AuthError sk-test-key-3\",\"message\":\"bad x-api-key \\u0073k-test-key-3\"}\n\n",
+            ),
+        ])
+        .await;
+        let client = AgentServerClient::new(
+            AgentServerConfig::new(url).with_api_key(SecretString::from("sk-test-key-3")),
+        )
+        .unwrap();
+        let events: Vec<_> = client.stream_run(&run_req()).await.unwrap().collect().await;
+        assert_eq!(
+            events[1].as_ref().unwrap(),
+            &RunEvent::Error {
+                error: "AuthError [REDACTED]".into(),
+                message: "bad x-api-key [REDACTED]".into(),
+            }
+        );
     }
 
     #[tokio::test]

@@ -92,6 +92,13 @@ struct RunArgs {
         default_value = "0.0.0.0:8080"
     )]
     metrics_addr: SocketAddr,
+    /// Answer /metrics only to a bearer token whose identity may `get` the
+    /// non-resource URL /metrics (TokenReview and SubjectAccessReview against
+    /// the API server; 401 without a token, 403 without the grant). Needs
+    /// `create` on tokenreviews and subjectaccessreviews (docs/SECURITY.md,
+    /// "Network"). /livez and /readyz stay open.
+    #[arg(long, env = "METRICS_AUTHORIZATION")]
+    metrics_authorization: bool,
     /// Run the controllers only while holding the leader Lease, so that of
     /// several replicas exactly one reconciles.
     #[arg(long, env = "LEADER_ELECT")]
@@ -275,10 +282,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .boxed()
         .shared();
     let metrics = ctx.metrics.clone();
-    let server = tokio::spawn(http::serve(
+    let metrics_auth = args.metrics_authorization.then(|| {
+        Arc::new(agent_operator::metrics_auth::MetricsAuth::new(
+            client.clone(),
+        ))
+    });
+    let server = tokio::spawn(http::serve_with(
         http_listener,
         metrics.clone(),
         health.clone(),
+        metrics_auth,
         shutdown.clone(),
     ));
 

@@ -241,7 +241,16 @@ pub struct ControlPlaneClient {
     /// it (never logged; not in `Debug`).
     api_key: SecretString,
     bearer: bool,
+    /// The secret values this client and its clones sent in request bodies
+    /// (`secrets[].value` of creates and patches), the latest
+    /// [`REMEMBERED_SECRETS`]: an error answer of any later request, a GET
+    /// included, is redacted of them too (a `detail` may repeat a stored
+    /// value although the request that provoked it carried none).
+    sent_secrets: Arc<std::sync::Mutex<std::collections::VecDeque<SecretString>>>,
 }
+
+/// How many sent secret values a client remembers for redaction.
+const REMEMBERED_SECRETS: usize = 1024;
 
 impl fmt::Debug for ControlPlaneClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -442,7 +451,29 @@ impl ControlPlaneClient {
             observer: config.observer,
             api_key: config.api_key,
             bearer: config.bearer,
+            sent_secrets: Arc::default(),
         })
+    }
+
+    /// What an error answer to `req` must not repeat: the API key, the
+    /// secret values `req` carries, and those this client sent before
+    /// (which `req`'s are added to).
+    fn echoes_of(&self, req: &reqwest::Request) -> Vec<SecretString> {
+        let mut echoes = sensitive_values(&self.api_key, req);
+        let mut sent = self.sent_secrets.lock().unwrap_or_else(|p| p.into_inner());
+        for value in echoes.iter().skip(1) {
+            let known = sent
+                .iter()
+                .any(|s| s.expose_secret() == value.expose_secret());
+            if !known {
+                if sent.len() == REMEMBERED_SECRETS {
+                    sent.pop_front();
+                }
+                sent.push_back(value.clone());
+            }
+        }
+        echoes.extend(sent.iter().cloned());
+        echoes
     }
 
     /// The base URL requests go to (with a trailing `/`).
@@ -529,7 +560,7 @@ impl ControlPlaneClient {
         self.take_tokens(op.priority()).await?;
         // What an error answer must not repeat into our errors, conditions
         // and logs: the API key and the secret values this request carries.
-        let echoes = sensitive_values(&self.api_key, &req);
+        let echoes = self.echoes_of(&req);
         let started = Instant::now();
         let answer = async {
             let resp = self.http.execute(req).await.map_err(Error::from_reqwest)?;

@@ -217,10 +217,20 @@ impl Error {
     /// A short text of a transient error that is the same on every retry
     /// (no `Retry-After` seconds, no response body), for condition messages:
     /// a message that changed on each attempt would rewrite status each time.
+    /// A connection refused for the server's certificate says so, with the
+    /// verifier's verdict and the way to trust a private CA
+    /// (docs/control-plane-api.md, "Hosts and headers").
     pub fn stable_summary(&self) -> String {
         match self {
             Error::Timeout => "timed out".into(),
-            Error::Transport(_) => "connection failed".into(),
+            Error::Transport(text) => match certificate_failure(text) {
+                Some(why) => format!(
+                    "TLS: the control plane's certificate is not trusted (invalid peer \
+                     certificate: {why}); if it is signed by a private CA, set \
+                     spec.caBundleSecretRef to a Secret key holding that CA (PEM)"
+                ),
+                None => "connection failed".into(),
+            },
             Error::Server { status, .. } => format!("server error ({status})"),
             Error::RateLimited { status, .. } => format!("{} ({status})", throttle_text(*status)),
             Error::UnexpectedStatus { status: 408, .. } => "request timeout (408)".into(),
@@ -420,6 +430,20 @@ pub fn transport_text(e: reqwest::Error) -> String {
     text
 }
 
+/// The part of a transport error text that says why the server's
+/// certificate was refused (rustls: `invalid peer certificate: UnknownIssuer`,
+/// `NotValidForName`, `Expired`, ...), if that is why the connection failed.
+/// Stable across retries: it names the verdict, never the certificate.
+fn certificate_failure(text: &str) -> Option<String> {
+    const MARK: &str = "invalid peer certificate: ";
+    let start = text.find(MARK)? + MARK.len();
+    let verdict = &text[start..];
+    // Up to the first detail that may change between attempts (times, ages).
+    let end = verdict.find([':', ';', '(']).unwrap_or(verdict.len());
+    let verdict = verdict[..end].trim();
+    (!verdict.is_empty()).then(|| verdict.chars().take(120).collect())
+}
+
 fn format_validation(errors: &[ValidationError]) -> String {
     errors
         .iter()
@@ -569,6 +593,38 @@ mod tests {
             assert!(e.is_transient(), "{e}");
         }
         assert!(Error::NotFound { detail: d() }.is_not_found());
+    }
+
+    #[test]
+    fn an_untrusted_certificate_is_named_in_the_stable_summary() {
+        let e = Error::Transport(
+            "error sending request: client error (Connect): invalid peer certificate: UnknownIssuer"
+                .into(),
+        );
+        assert!(e.is_transient());
+        let summary = e.stable_summary();
+        assert!(
+            summary.starts_with(
+                "TLS: the control plane's certificate is not trusted (invalid peer certificate: \
+                 UnknownIssuer); "
+            ),
+            "{summary}"
+        );
+        assert!(summary.contains("spec.caBundleSecretRef"), "{summary}");
+        let expired = Error::Transport(
+            "invalid peer certificate: certificate expired: verification time 1 (UNIX), but \
+             certificate is not valid after 0 (1 seconds ago)"
+                .into(),
+        );
+        assert!(
+            expired
+                .stable_summary()
+                .contains("(invalid peer certificate: certificate expired)"),
+            "{}",
+            expired.stable_summary()
+        );
+        let refused = Error::Transport("tcp connect error: Connection refused".into());
+        assert_eq!(refused.stable_summary(), "connection failed");
     }
 
     #[test]

@@ -378,3 +378,32 @@ async fn an_error_detail_that_echoes_the_key_or_a_secret_value_is_redacted() {
         "{shown}"
     );
 }
+
+/// A GET carries no secret value, yet its error answer may repeat one the
+/// deployment stores (a `detail` naming what it refuses): the client
+/// redacts the values it sent before from every later error answer.
+#[tokio::test]
+async fn a_get_error_detail_that_echoes_a_stored_secret_value_is_redacted() {
+    use control_plane_emulator::{FaultConfig, RejectRule};
+    let emu = Emu::start(fast_config()).await;
+    let client = emu.client();
+    let created = client.create_deployment(&github("echo-get")).await.unwrap();
+    emu.state
+        .set_faults(FaultConfig {
+            reject: vec![RejectRule {
+                route: "GET /v2/deployments/{deployment_id}".into(),
+                status: 400,
+                detail: Some("secret OPENAI_API_KEY=sk-test-value is not valid".into()),
+                raw_body: None,
+            }],
+            ..Default::default()
+        })
+        .unwrap();
+    let e = client.get_deployment(&created.id).await.unwrap_err();
+    let shown = format!("{e} {e:?} {}", detail(&e));
+    assert!(!shown.contains("sk-test-value"), "{shown}");
+    assert!(
+        detail(&e).contains("OPENAI_API_KEY=[REDACTED] is not valid"),
+        "{shown}"
+    );
+}

@@ -48,10 +48,12 @@ struct Harness {
 
 impl Drop for Harness {
     /// Stops the controller, then scans the namespace's Events and statuses
-    /// for secret values (unless the test is already failing).
+    /// for secret values (after a panic too, without panicking again).
     fn drop(&mut self) {
         self.controller.abort();
-        if !std::thread::panicking() {
+        if std::thread::panicking() {
+            support::leaks::scan_namespace_after_panic(common::kubeconfig_path(), &self.ns);
+        } else {
             support::leaks::check_namespace_blocking(common::kubeconfig_path(), &self.ns);
         }
     }

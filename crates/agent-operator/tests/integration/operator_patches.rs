@@ -13,9 +13,18 @@ use support::{Harness, github_deployment, route, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Drift check period of [`resource_spec_is_sent_merged_with_keys_set_outside`]:
+/// short, so that "no PATCH on later passes" is checked over later passes.
+const RESYNC_SECONDS: &str = "1";
+
 async fn harness(test: &str) -> Harness {
+    harness_with(test, &[]).await
+}
+
+async fn harness_with(test: &str, operator_args: &[&str]) -> Harness {
     Harness::builder(test)
         .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
+        .operator(operator_args)
         .start()
         .await
 }
@@ -60,7 +69,11 @@ async fn build_on_push_alone_updates_the_remote_without_a_revision() {
 #[tokio::test]
 async fn resource_spec_is_sent_merged_with_keys_set_outside() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-patch-resources").await;
+    let h = harness_with(
+        "op-patch-resources",
+        &["--resync-interval-seconds", RESYNC_SECONDS],
+    )
+    .await;
     let name = "sized-agent";
     let mut manifest = github_deployment(name, "main");
     manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"minScale": 1});
@@ -103,8 +116,19 @@ async fn resource_spec_is_sent_merged_with_keys_set_outside() {
         Some(json!({"min_scale": 2, "labels": {"team": "payments"}})),
         "the spec's key changed, the outside key survived"
     );
-    // The outside key is no drift: nothing is patched on later passes.
+    // The outside key is no drift: nothing is patched on later passes. The
+    // positive control: three later passes did happen (the operator's count
+    // of passes) and read the deployment (drift checks every second).
     let patches = h.emulator.requests().await.count(route::PATCH);
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let passes = h.deployment_passes().await;
+    let reads = h.requests_about(&id).await;
+    support::eventually(TIMEOUT, "three drift-check passes", || async {
+        (h.deployment_passes().await >= passes + 3.0).then_some(())
+    })
+    .await;
+    assert!(
+        h.requests_about(&id).await >= reads + 3,
+        "the later passes read the deployment"
+    );
     assert_eq!(h.emulator.requests().await.count(route::PATCH), patches);
 }

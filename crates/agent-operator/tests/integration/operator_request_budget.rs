@@ -309,6 +309,7 @@ fn budget_violations_per_route_and_resource_and_in_all() {
     let budget = Budget {
         window: Duration::from_secs(1),
         per_resource: 2,
+        per_route_without_id: 2,
         total: 3,
     };
     let get = support::route::GET;

@@ -108,14 +108,30 @@ async fn changed_value_makes_a_new_revision_and_is_never_shown() {
     assert!(!first_hash.contains(FIRST_VALUE));
     assert_eq!(h.revisions(&id).await.len(), 1);
 
-    // A Secret the resource does not reference: no remote change.
-    let patches = h.emulator.requests().await.count(route::PATCH);
+    // A Secret the resource does not reference: no pass at all, so not even
+    // a read of the deployment (a wrongly triggered pass of a steady
+    // resource may send a GET and no PATCH). The detector is the operator's
+    // own count of passes; the referenced Secret below is its positive
+    // control (the same counter moves within the same wait).
+    let passes = h.deployment_passes().await;
+    let about = h.requests_about(&id).await;
     put_secret(&h, "unrelated", json!({"openai": "changed"})).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(h.emulator.requests().await.count(route::PATCH), patches);
+    assert_eq!(h.deployment_passes().await, passes, "a pass was triggered");
+    assert_eq!(
+        h.requests_about(&id).await,
+        about,
+        "the deployment was read"
+    );
 
     // The referenced value changes: one new revision carrying it.
     put_secret(&h, "agent-env", json!({"openai": SECOND_VALUE})).await;
+    support::eventually(
+        Duration::from_secs(2),
+        "a pass for the referenced Secret",
+        || async { (h.deployment_passes().await > passes).then_some(()) },
+    )
+    .await;
     let obj = wait_for(&h.api, name, TIMEOUT, "Ready on a new revision", |o| {
         let s = o.status.as_ref()?;
         (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)

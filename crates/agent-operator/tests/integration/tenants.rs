@@ -55,6 +55,12 @@ fn cluster_wide_operator(env: &test_support::envtest::TestEnv, test: &str) -> Op
             log_name: test,
             namespaces: vec![],
             extra: vec![
+                // The figures of docs/RELIABILITY.md, "Many tenants", were
+                // measured with the fault suite's polling.
+                support::FAST_POLLING[0],
+                support::FAST_POLLING[1],
+                support::FAST_POLLING[2],
+                support::FAST_POLLING[3],
                 "--leader-elect",
                 "--lease-name",
                 "agent-operator-tenants",

@@ -16,6 +16,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use agent_operator::api::{AgentControlPlane, AgentDeployment, AgentListener};
 use kube::Api;
@@ -67,10 +68,10 @@ pub const SECRETS: &[(&str, &str)] = &[
     ("VERIFY_KEY", VERIFY_KEY),
 ];
 
-/// Operator log files written by this test binary so far.
+/// Operator and emulator log files written by this test binary so far.
 static LOGS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// Registers an operator log file for [`registered_logs`].
+/// Registers an operator or emulator log file for [`registered_logs`].
 pub fn register_log(path: &Path) {
     let mut logs = LOGS.lock().unwrap_or_else(|e| e.into_inner());
     if !logs.iter().any(|p| p == path) {
@@ -78,7 +79,7 @@ pub fn register_log(path: &Path) {
     }
 }
 
-/// The operator log files this test binary wrote so far.
+/// The operator and emulator log files this test binary wrote so far.
 pub fn registered_logs() -> Vec<PathBuf> {
     LOGS.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
@@ -146,13 +147,51 @@ impl Report {
     }
 }
 
-/// The secrets of [`SECRETS`] in `text`, one hit per (line, secret);
-/// `source` names the text in the hits.
+/// The forms in which `value` is searched: as is; JSON-escaped (as a string
+/// inside JSON, e.g. a log line that prints an encoded body, once and
+/// twice); and base64 (standard and URL-safe alphabet, as a Secret's `data`
+/// or a header would carry it), at each of the three byte alignments it can
+/// have inside a longer encoded text (only the characters that depend on
+/// the value's bytes alone; at least 8 for values of 8 bytes or more).
+pub fn forms(value: &str) -> Vec<String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let mut out = vec![value.to_owned()];
+    let once = serde_json::to_string(value).expect("a string encodes");
+    let once = once[1..once.len() - 1].to_owned();
+    let twice = serde_json::to_string(&once).expect("a string encodes");
+    out.push(twice[1..twice.len() - 1].to_owned());
+    out.push(once);
+    for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+        for skip in 0..3usize {
+            let mut bytes = vec![0u8; skip];
+            bytes.extend_from_slice(value.as_bytes());
+            let encoded = engine.encode(&bytes);
+            // Groups of 3 bytes → 4 characters; keep the groups made of the
+            // value's bytes only.
+            let first_group = skip.div_ceil(3);
+            let full_groups = bytes.len() / 3;
+            if full_groups > first_group {
+                out.push(encoded[first_group * 4..full_groups * 4].to_owned());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The secrets of [`SECRETS`] in `text`, in any of their [`forms`], one hit
+/// per (line, secret); `source` names the text in the hits.
 pub fn scan_text(source: &str, text: &str) -> Vec<Hit> {
+    let searched: Vec<(&'static str, Vec<String>)> = SECRETS
+        .iter()
+        .map(|(name, value)| (*name, forms(value)))
+        .collect();
     let mut hits = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        for (name, value) in SECRETS {
-            if line.contains(value) {
+        for (name, forms) in &searched {
+            if forms.iter().any(|f| line.contains(f.as_str())) {
                 hits.push(Hit {
                     source: format!("{source}:{}", n + 1),
                     secret: name,
@@ -184,6 +223,22 @@ pub fn scan_files(paths: &[PathBuf]) -> Report {
 pub fn operator_logs_in(dir: &Path) -> Vec<PathBuf> {
     logs_in(dir, |name| name.ends_with("-operator.log"))
 }
+
+/// Every log of `dir` the secret scan reads, sorted: the operators'
+/// (`*-operator.log`) and the emulators' (`*-emulator.log`; the emulator
+/// receives the keys and values but must not log them, as the service
+/// would not), and the findings of scans after a panic ([`AFTER_PANIC`]).
+pub fn scanned_logs_in(dir: &Path) -> Vec<PathBuf> {
+    logs_in(dir, |name| {
+        name.ends_with("-operator.log") || name.ends_with("-emulator.log")
+    })
+}
+
+/// Name suffix of the file in which a scan after a test's panic notes what
+/// it found (`<namespace>-leaks-after-panic.txt` in the log directory):
+/// names of the secrets and where, never the values. `zz_secret_scan`
+/// fails while one exists.
+pub const AFTER_PANIC: &str = "-leaks-after-panic.txt";
 
 /// Every file of `dir` whose name `keep` accepts, sorted.
 pub fn logs_in(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
@@ -263,6 +318,62 @@ pub async fn assert_no_leaks(client: &kube::Client, namespace: &str) -> Report {
     eprintln!("{}", report.summary());
     report.assert_clean();
     report
+}
+
+/// What [`check_namespace_blocking`] does, for a `Drop` that runs while
+/// its test panics (where a second panic would abort the test binary): the
+/// scan runs all the same, but never panics. Hits are printed and noted in
+/// `<log_dir>/<namespace>` + [`AFTER_PANIC`] (names and places, never the
+/// values), which `zz_secret_scan` reports. Objects that cannot be read
+/// within 20 s (the API server is gone) are left out, said on stderr; the
+/// logs are scanned in any case.
+pub fn scan_namespace_after_panic(kubeconfig: &Path, namespace: &str) {
+    let (kubeconfig, ns) = (kubeconfig.to_owned(), namespace.to_owned());
+    let scanned = std::thread::spawn(move || {
+        std::panic::catch_unwind(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("building the secret scan's runtime")
+                .block_on(async {
+                    // An API server that the failing test froze or stopped
+                    // must not hold the failure up: the logs are scanned
+                    // whatever happens to the namespace's objects.
+                    let objects = tokio::time::timeout(Duration::from_secs(20), async {
+                        let client = super::client_from(&kubeconfig).await;
+                        scan_namespace(&client, &ns).await
+                    })
+                    .await;
+                    let mut report = objects.unwrap_or_else(|_| {
+                        eprintln!("secret scan after the panic: namespace {ns} unreadable");
+                        Report::default()
+                    });
+                    report.merge(scan_files(&registered_logs()));
+                    report
+                })
+        })
+        .ok()
+    })
+    .join()
+    .ok()
+    .flatten();
+    let Some(report) = scanned else {
+        eprintln!("secret scan after the panic: could not read namespace {namespace}");
+        return;
+    };
+    eprintln!("after the panic: {}", report.summary());
+    if report.hits.is_empty() {
+        return;
+    }
+    let lines: Vec<String> = report
+        .hits
+        .iter()
+        .map(|h| format!("{} in {}", h.secret, h.source))
+        .collect();
+    eprintln!("SECRET VALUES LEAKED:\n  {}", lines.join("\n  "));
+    let note = super::log_dir().join(format!("{namespace}{AFTER_PANIC}"));
+    let _ = std::fs::create_dir_all(super::log_dir());
+    let _ = std::fs::write(&note, lines.join("\n") + "\n");
 }
 
 /// Scans `namespace` (see [`scan_namespace`]) and every operator log this

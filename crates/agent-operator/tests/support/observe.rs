@@ -341,8 +341,10 @@ pub struct Harness {
     /// The operator, unless the test stopped it.
     pub operator: Option<super::OperatorProcess>,
     /// The request budget checked when the harness is dropped; default
-    /// [`Budget::default`] (60 requests per route and resource, 600 in all,
-    /// per minute). A test may tighten or loosen it.
+    /// [`Budget::default`] (20 requests per route and resource, 60 per route
+    /// without an id, 600 in all, per minute), widened by the loops the
+    /// operator's flags ask for ([`Budget::allowing_operator_flags`]). A
+    /// test may tighten or loosen it.
     pub budget: Budget,
     /// The cluster-admin kubeconfig, for the secret scan at the end.
     pub kubeconfig: std::path::PathBuf,
@@ -350,11 +352,14 @@ pub struct Harness {
 
 impl Drop for Harness {
     /// Checks [`Harness::budget`], then scans the namespace's Events and
-    /// statuses and the operator logs for secret values
-    /// ([`super::leaks::check_namespace_blocking`]), unless the test is
-    /// already failing.
+    /// statuses and the operator and emulator logs for secret values
+    /// ([`super::leaks::check_namespace_blocking`]). When the test is
+    /// already failing, the budget is not checked and the scan still runs
+    /// without panicking ([`super::leaks::scan_namespace_after_panic`]).
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if std::thread::panicking() {
+            super::leaks::scan_namespace_after_panic(&self.kubeconfig, &self.ns);
+        } else {
             super::budget::check_budget_blocking(&self.emulator.base_url, &self.budget);
             super::leaks::check_namespace_blocking(&self.kubeconfig, &self.ns);
         }
@@ -446,7 +451,7 @@ impl Harness {
             emulator,
             cp,
             operator,
-            budget: Budget::default(),
+            budget: Budget::default().allowing_operator_flags(operator_args.unwrap_or_default()),
             kubeconfig: kubeconfig.to_owned(),
         }
     }
@@ -492,6 +497,32 @@ impl Harness {
             .list_all_deployments(&Default::default())
             .await
             .expect("listing remote deployments")
+    }
+
+    /// Requests the emulator logged about remote deployment `id` (any
+    /// route with `{deployment_id}` = `id`: reads, patches, revisions), the
+    /// test's own included.
+    pub async fn requests_about(&self, id: &str) -> usize {
+        self.emulator
+            .request_log()
+            .await
+            .entries
+            .iter()
+            .filter(|r| r.deployment_id.as_deref() == Some(id))
+            .count()
+    }
+
+    /// The AgentDeployment passes the harness's operator has finished so far
+    /// (`agent_operator_reconciles_total{kind="AgentDeployment"}`, any
+    /// outcome). Panics without an operator.
+    pub async fn deployment_passes(&self) -> f64 {
+        let operator = self.operator.as_ref().expect("the harness's operator");
+        super::metric(
+            &operator.metrics().await,
+            "agent_operator_reconciles_total",
+            &[("kind", "AgentDeployment")],
+        )
+        .unwrap_or(0.0)
     }
 
     /// The revisions of remote deployment `id`, newest first.

@@ -1,0 +1,249 @@
+//! Least privilege with a real ServiceAccount token (docs/SECURITY.md,
+//! "What the operator can touch"): the other operator tests impersonate the
+//! ServiceAccount with an admin kubeconfig; here the operator authenticates
+//! the way it does in a pod, with a token the real kube-apiserver issued
+//! (TokenRequest) and nothing else. Cluster-wide under the shipped
+//! ClusterRole, and namespaced under the namespaced overlay's Role, an
+//! AgentDeployment becomes Ready and is deleted through its finalizer with
+//! no request refused, and the token is refused what the RBAC does not
+//! grant.
+
+use crate::{common, support};
+
+use std::time::Duration;
+
+use agent_operator::api::AgentDeployment;
+use k8s_openapi::api::authentication::v1::{
+    SelfSubjectReview, TokenRequest, TokenRequestSpec, UserInfo,
+};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use support::{
+    Budget, EmulatorProcess, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OperatorOptions,
+    OperatorProcess, apply_json, github_deployment, install_control_plane, is_ready_now, leaks,
+    wait_for,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A token of the ServiceAccount `namespace`/`name`, issued by the API
+/// server (TokenRequest, one hour, the API server's audience).
+async fn service_account_token(admin: &kube::Client, namespace: &str, name: &str) -> String {
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("TokenRequest for {namespace}/{name}: {e}"))
+        .status
+        .expect("a TokenRequest status")
+        .token
+}
+
+/// Who the API server says the token is (SelfSubjectReview).
+async fn whoami(client: &kube::Client) -> UserInfo {
+    let reviews: Api<SelfSubjectReview> = Api::all(client.clone());
+    reviews
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("SelfSubjectReview")
+        .status
+        .and_then(|s| s.user_info)
+        .expect("user info")
+}
+
+fn is_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
+    match result {
+        Err(kube::Error::Api(status)) => status.code == 403,
+        other => panic!("expected 403 Forbidden, got {other:?}"),
+    }
+}
+
+/// Applies a GitHub AgentDeployment with a Secret reference in `ns`, waits
+/// for Ready, deletes it and waits until the finalizer let it go.
+async fn converge_and_delete(admin: &kube::Client, ns: &str, name: &str) {
+    let api: Api<AgentDeployment> = Api::namespaced(admin.clone(), ns);
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["secrets"] = json!([
+        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "cp-api-key", "key": "api-key"}}}
+    ]);
+    apply_json(&api, name, manifest).await;
+    wait_for(&api, name, TIMEOUT, "Ready=True", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("deleting");
+    support::wait_until_gone(&api, name, TIMEOUT).await;
+}
+
+fn assert_nothing_refused(log_name: &str) {
+    let path = support::log_dir().join(format!("{log_name}-operator.log"));
+    let log = std::fs::read_to_string(&path).expect("the operator log");
+    assert!(
+        !log.contains("forbidden") && !log.contains("Forbidden") && !log.contains("Unauthorized"),
+        "the operator was refused something:\n{log}"
+    );
+}
+
+#[tokio::test]
+async fn the_operator_runs_cluster_wide_on_a_real_service_account_token() {
+    test_support::skip_without!(Envtest);
+    // An API server of its own: a cluster-wide operator on the shared one
+    // would reconcile every other test's objects.
+    let env = common::own_env(&[]).await;
+    let admin = env.client().await.expect("envtest client");
+    let team_a = common::test_namespace(&admin, "token-team-a").await;
+    let team_b = common::test_namespace(&admin, "token-team-b").await;
+
+    // The shipped ServiceAccount, bound to the shipped ClusterRole (both
+    // installed by the shared environment from deploy/).
+    let token = service_account_token(&admin, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT).await;
+    let kubeconfig = support::token_kubeconfig(env.kubeconfig_path(), &token);
+    let sa = support::client_from(&kubeconfig).await;
+    let me = whoami(&sa).await;
+    assert_eq!(
+        me.username.as_deref(),
+        Some("system:serviceaccount:agent-operator:agent-operator")
+    );
+    assert!(
+        me.groups
+            .unwrap_or_default()
+            .contains(&"system:serviceaccounts".to_owned()),
+        "a ServiceAccount's groups"
+    );
+    // Granted: AgentDeployments of every namespace. Not granted: writing
+    // Secrets, reading anything of kinds it does not reconcile.
+    let everywhere: Api<AgentDeployment> = Api::all(sa.clone());
+    everywhere
+        .list(&ListParams::default())
+        .await
+        .expect("the ClusterRole lists AgentDeployments everywhere");
+    let secrets: Api<Secret> = Api::namespaced(sa.clone(), &team_a);
+    let secret = serde_json::from_value::<Secret>(json!({
+        "metadata": {"name": "planted"}, "stringData": {"k": "v"}
+    }))
+    .unwrap();
+    assert!(is_forbidden(
+        secrets.create(&PostParams::default(), &secret).await
+    ));
+    let accounts: Api<ServiceAccount> = Api::namespaced(sa.clone(), &team_a);
+    assert!(is_forbidden(accounts.list(&ListParams::default()).await));
+
+    let emulator = EmulatorProcess::start("token-cluster", 0.2, 0.5).await;
+    install_control_plane(&admin, &team_a, &emulator).await;
+    install_control_plane(&admin, &team_b, &emulator).await;
+    let lease = format!("lease-{team_a}");
+    let operator = OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name: "token-cluster",
+            namespaces: vec![],
+            extra: vec![
+                "--leader-elect",
+                "--lease-name",
+                &lease,
+                "--lease-namespace",
+                OPERATOR_NAMESPACE,
+            ],
+            env: vec![("POD_NAME", "token-cluster-0")],
+            token: Some(&token),
+            ..OperatorOptions::default()
+        },
+    );
+    operator.wait_for_status("/readyz", 200, TIMEOUT).await;
+    converge_and_delete(&admin, &team_a, "token-agent-a").await;
+    converge_and_delete(&admin, &team_b, "token-agent-b").await;
+
+    assert_nothing_refused("token-cluster");
+    emulator.assert_within_budget(&Budget::default()).await;
+    leaks::check_namespace_blocking(env.kubeconfig_path(), &team_a);
+}
+
+#[tokio::test]
+async fn the_operator_runs_namespaced_on_a_real_service_account_token() {
+    test_support::skip_without!(Envtest);
+    let env = common::shared_env();
+    let admin = env.client().await;
+    // The operator's own namespace with the base's ServiceAccount and
+    // leader-election Role, and one watched namespace with the namespaced
+    // overlay's Role: no cluster-wide grant at all.
+    let home = common::test_namespace(&admin, "token-home").await;
+    let watched = common::test_namespace(&admin, "token-watched").await;
+    let subject = format!("namespace: {home}");
+    let read = |file: &str| {
+        std::fs::read_to_string(common::deploy_dir().join(file))
+            .unwrap_or_else(|e| panic!("reading deploy/{file}: {e}"))
+    };
+    let base = read("base/rbac.yaml").replace("namespace: agent-operator", &subject);
+    let own: String = base
+        .split("\n---\n")
+        .filter(|doc| {
+            doc.lines().any(|l| {
+                ["kind: ServiceAccount", "kind: Role", "kind: RoleBinding"].contains(&l.trim())
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    test_support::envtest::apply_manifests(&admin, "base/rbac.yaml".as_ref(), &own, &home)
+        .await
+        .expect("applying the ServiceAccount and leader-election RBAC");
+    let namespaced = read("overlays/namespaced/watched/rbac.yaml")
+        .replace("namespace: agent-operator", &subject);
+    test_support::envtest::apply_manifests(
+        &admin,
+        "overlays/namespaced/watched/rbac.yaml".as_ref(),
+        &namespaced,
+        &watched,
+    )
+    .await
+    .expect("applying the namespaced overlay's Role");
+
+    let token = service_account_token(&admin, &home, "agent-operator").await;
+    let kubeconfig = support::token_kubeconfig(env.kubeconfig_path(), &token);
+    let sa = support::client_from(&kubeconfig).await;
+    assert_eq!(
+        whoami(&sa).await.username,
+        Some(format!("system:serviceaccount:{home}:agent-operator"))
+    );
+    let everywhere: Api<AgentDeployment> = Api::all(sa.clone());
+    assert!(is_forbidden(everywhere.list(&ListParams::default()).await));
+    let elsewhere: Api<Secret> = Api::namespaced(sa.clone(), OPERATOR_NAMESPACE);
+    assert!(is_forbidden(elsewhere.list(&ListParams::default()).await));
+
+    let emulator = EmulatorProcess::start("token-namespaced", 0.2, 0.5).await;
+    install_control_plane(&admin, &watched, &emulator).await;
+    let lease = format!("lease-{watched}");
+    let operator = OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name: "token-namespaced",
+            namespaces: vec![&watched],
+            extra: vec![
+                "--leader-elect",
+                "--lease-name",
+                &lease,
+                "--lease-namespace",
+                &home,
+            ],
+            service_account: Some((&home, "agent-operator")),
+            token: Some(&token),
+            ..OperatorOptions::default()
+        },
+    );
+    operator.wait_for_status("/readyz", 200, TIMEOUT).await;
+    converge_and_delete(&admin, &watched, "token-agent").await;
+
+    assert_nothing_refused("token-namespaced");
+    emulator.assert_within_budget(&Budget::default()).await;
+    leaks::check_namespace_blocking(env.kubeconfig_path(), &watched);
+}

@@ -32,7 +32,7 @@ fn repo() -> &'static Path {
     test_support::repo_root()
 }
 
-fn chart() -> PathBuf {
+pub(crate) fn chart() -> PathBuf {
     repo().join("deploy/helm/agent-operator")
 }
 
@@ -42,7 +42,9 @@ fn tool(name: &str) -> PathBuf {
     test_support::prerequisites::tool(name)
 }
 
-fn helm() -> Command {
+/// helm without user configuration or repository cache (the chart has no
+/// dependency), shared by the tests of the chart.
+pub(crate) fn helm() -> Command {
     let mut command = Command::new(tool("helm"));
     // No user configuration or repository cache: the chart has no dependency.
     let home = std::env::temp_dir().join("agent-operator-helm-home");
@@ -55,7 +57,7 @@ fn helm() -> Command {
 }
 
 /// kubectl with the shared environment's kubeconfig.
-fn kubectl() -> Command {
+pub(crate) fn kubectl() -> Command {
     common::shared_env()
         .kubectl()
         .expect("kubectl is not in the envtest assets directory: run `make setup`")
@@ -82,7 +84,7 @@ fn run(mut command: Command, stdin: Option<&str>) -> Output {
 
 /// Runs `command`, panics with its output unless it succeeds; returns
 /// (stdout, stderr).
-fn succeed(command: Command, stdin: Option<&str>) -> (String, String) {
+pub(crate) fn succeed(command: Command, stdin: Option<&str>) -> (String, String) {
     let what = format!("{command:?}");
     let out = run(command, stdin);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -109,7 +111,7 @@ fn fail(command: Command, stdin: Option<&str>) -> String {
 }
 
 /// The documents of a YAML stream, as JSON values (empty ones skipped).
-fn documents(yaml: &str) -> Vec<Value> {
+pub(crate) fn documents(yaml: &str) -> Vec<Value> {
     use serde::Deserialize;
     yaml_serde::Deserializer::from_str(yaml)
         .map(|doc| Value::deserialize(doc).expect("a YAML document"))
@@ -135,7 +137,8 @@ fn names(docs: &[Value]) -> String {
         .join(", ")
 }
 
-fn kustomize(overlay: &str) -> Vec<Value> {
+/// `kubectl kustomize deploy/overlays/<overlay>`, as JSON documents.
+pub(crate) fn kustomize(overlay: &str) -> Vec<Value> {
     let mut command = kubectl();
     command
         .arg("kustomize")

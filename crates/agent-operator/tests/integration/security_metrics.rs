@@ -7,6 +7,7 @@
 //! grant is 403, one bound to `agent-operator-metrics-reader` gets the
 //! metrics; `/livez` and `/readyz` stay open for the kubelet.
 
+use crate::install_manifests::{self, documents, helm, succeed};
 use crate::{common, support};
 
 use std::time::Duration;
@@ -130,15 +131,6 @@ async fn metrics_answer_only_tokens_allowed_to_get_them() {
     );
 }
 
-/// The documents of a YAML stream, as JSON values.
-fn documents(yaml: &str) -> Vec<serde_json::Value> {
-    use serde::Deserialize;
-    yaml_serde::Deserializer::from_str(yaml)
-        .map(|doc| serde_json::Value::deserialize(doc).expect("a YAML document"))
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
 fn rules_of(docs: &[serde_json::Value], name: &str) -> serde_json::Value {
     docs.iter()
         .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == name)
@@ -155,28 +147,17 @@ fn the_chart_and_the_component_turn_on_the_same_authorization() {
         &std::fs::read_to_string(repo.join("deploy/components/metrics-authorization/rbac.yaml"))
             .unwrap(),
     );
-    let home = std::env::temp_dir().join("agent-operator-helm-home");
-    let out = std::process::Command::new(test_support::prerequisites::tool("helm"))
-        .env_remove("KUBECONFIG")
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
+    let mut command = helm();
+    command
         .args(["template", "metrics-it"])
-        .arg(repo.join("deploy/helm/agent-operator"))
+        .arg(install_manifests::chart())
         .args([
             "--set",
             "metrics.authorization=true",
             "--set",
             "metrics.serviceMonitor.enabled=true",
-        ])
-        .output()
-        .expect("helm");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let chart = documents(&String::from_utf8_lossy(&out.stdout));
+        ]);
+    let chart = documents(&succeed(command, None).0);
     for (ours, theirs) in [
         (
             "agent-operator-metrics-auth",

@@ -7,71 +7,27 @@
 //! accepts them (`--dry-run=server`). envtest runs no network plugin, so the
 //! test checks the policy, not its enforcement.
 
-use crate::common;
-
-use std::io::Write;
-use std::process::{Command, Stdio};
+use crate::install_manifests::{self, chart, documents, helm, kubectl, succeed};
 
 use serde_json::{Value, json};
 
-fn run(mut command: Command, stdin: Option<&str>) -> String {
-    let what = format!("{command:?}");
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let mut pipe = child.stdin.take().expect("stdin");
-    if let Some(text) = stdin {
-        pipe.write_all(text.as_bytes()).expect("writing stdin");
-    }
-    drop(pipe);
-    let out = child.wait_with_output().expect("waiting");
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn network_policy(yaml: &str) -> Value {
-    use serde::Deserialize;
-    yaml_serde::Deserializer::from_str(yaml)
-        .map(|doc| Value::deserialize(doc).expect("a YAML document"))
+fn network_policy_of(docs: Vec<Value>) -> Value {
+    docs.into_iter()
         .find(|d| d["kind"] == "NetworkPolicy")
         .expect("a NetworkPolicy")
 }
 
-fn kubectl() -> Command {
-    common::shared_env()
-        .kubectl()
-        .expect("kubectl is not in the envtest assets directory: run `make setup`")
-}
-
 fn kustomize(overlay: &str) -> Value {
-    let mut command = kubectl();
-    command.arg("kustomize").arg(
-        test_support::repo_root()
-            .join("deploy/overlays")
-            .join(overlay),
-    );
-    network_policy(&run(command, None))
+    network_policy_of(install_manifests::kustomize(overlay))
 }
 
-fn helm(args: &[&str]) -> Value {
-    let home = std::env::temp_dir().join("agent-operator-helm-home");
-    let mut command = Command::new(test_support::prerequisites::tool("helm"));
+fn helm_template(args: &[&str]) -> Value {
+    let mut command = helm();
     command
-        .env_remove("KUBECONFIG")
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
         .args(["template", "netpol-it"])
-        .arg(test_support::repo_root().join("deploy/helm/agent-operator"))
+        .arg(chart())
         .args(args);
-    network_policy(&run(command, None))
+    network_policy_of(documents(&succeed(command, None).0))
 }
 
 /// The rules of `policy` (`ingress` or `egress`) that open `port`.
@@ -123,7 +79,7 @@ fn the_network_policy_names_its_peers_where_they_are_known() {
         assert_known_peers(&policy, overlay);
         assert_eq!(policy["spec"], base["spec"], "{overlay} differs");
     }
-    let chart = helm(&[]);
+    let chart = helm_template(&[]);
     assert_known_peers(&chart, "helm default");
     for direction in ["ingress", "egress", "policyTypes"] {
         assert_eq!(
@@ -133,7 +89,7 @@ fn the_network_policy_names_its_peers_where_they_are_known() {
     }
 
     // With the addresses known, HTTPS goes only there.
-    let narrowed = helm(&[
+    let narrowed = helm_template(&[
         "--set",
         "networkPolicy.apiServerCIDRs={10.0.0.10/32}",
         "--set",
@@ -167,12 +123,12 @@ fn the_network_policy_names_its_peers_where_they_are_known() {
     let ns = format!("netpol-{}", std::process::id());
     let mut create = kubectl();
     create.args(["create", "namespace", &ns]);
-    run(create, None);
+    succeed(create, None);
     for policy in [&base, &chart, &narrowed] {
         let mut object = policy.clone();
         object["metadata"]["namespace"] = json!(ns);
         let mut apply = kubectl();
         apply.args(["apply", "--server-side", "--dry-run=server", "-f", "-"]);
-        run(apply, Some(&object.to_string()));
+        succeed(apply, Some(&object.to_string()));
     }
 }

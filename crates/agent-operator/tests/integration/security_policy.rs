@@ -13,9 +13,8 @@
 //! themselves are applied unchanged.
 
 use crate::common;
+use crate::install_manifests::{self, chart, documents, helm, kubectl, succeed};
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_operator::api::{AgentDeployment, AgentListener};
@@ -30,45 +29,6 @@ const SERVICE_ACCOUNT_OK: &str = "agent-runner";
 /// How long the API server may take to load a new policy.
 const POLICY_LOAD: Duration = Duration::from_secs(60);
 
-fn kubectl() -> Command {
-    common::shared_env()
-        .kubectl()
-        .expect("kubectl is not in the envtest assets directory: run `make setup`")
-}
-
-/// Runs `command` with `stdin`; (success, stdout, stderr).
-fn run(mut command: Command, stdin: Option<&str>) -> (bool, String, String) {
-    let what = format!("{command:?}");
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let mut pipe = child.stdin.take().expect("stdin");
-    if let Some(text) = stdin {
-        pipe.write_all(text.as_bytes()).expect("writing stdin");
-    }
-    drop(pipe);
-    let out = child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// The documents of a YAML stream, as JSON values.
-fn documents(yaml: &str) -> Vec<Value> {
-    use serde::Deserialize;
-    yaml_serde::Deserializer::from_str(yaml)
-        .map(|doc| Value::deserialize(doc).expect("a YAML document"))
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
 fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     docs.iter()
         .find(|d| d["kind"] == kind)
@@ -81,9 +41,7 @@ fn component() -> Vec<Value> {
     command
         .arg("kustomize")
         .arg(test_support::repo_root().join("deploy/components/pod-policy"));
-    let (ok, stdout, stderr) = run(command, None);
-    assert!(ok, "kubectl kustomize failed: {stderr}");
-    documents(&stdout)
+    documents(&succeed(command, None).0)
 }
 
 /// The shipped policy, its binding scoped to `ns` and its ConfigMap in `ns`
@@ -122,8 +80,7 @@ fn apply_with_kubectl(docs: &[Value]) {
         "-",
     ]);
     let list = json!({"apiVersion": "v1", "kind": "List", "items": docs});
-    let (ok, stdout, stderr) = run(command, Some(&list.to_string()));
-    assert!(ok, "kubectl apply failed:\n{stdout}\n{stderr}");
+    succeed(command, Some(&list.to_string()));
 }
 
 /// A self-hosted AgentDeployment that the policy admits: a listed listener
@@ -447,20 +404,13 @@ async fn the_pod_policy_refuses_each_hostile_resource_spec_and_admits_a_clean_on
 
 /// `helm template policy-it deploy/helm/agent-operator --namespace ops <args>`.
 fn helm_template(args: &[&str]) -> Vec<Value> {
-    let home = std::env::temp_dir().join("agent-operator-helm-home");
-    let mut command = Command::new(test_support::prerequisites::tool("helm"));
+    let mut command = helm();
     command
-        .env_remove("KUBECONFIG")
-        .env("HELM_CONFIG_HOME", home.join("config"))
-        .env("HELM_CACHE_HOME", home.join("cache"))
-        .env("HELM_DATA_HOME", home.join("data"))
         .args(["template", "policy-it"])
-        .arg(test_support::repo_root().join("deploy/helm/agent-operator"))
+        .arg(chart())
         .args(["--namespace", "ops"])
         .args(args);
-    let (ok, stdout, stderr) = run(command, None);
-    assert!(ok, "helm template failed: {stderr}");
-    documents(&stdout)
+    documents(&succeed(command, None).0)
 }
 
 #[test]
@@ -482,15 +432,11 @@ fn helm_renders_the_same_policy_and_neither_install_turns_it_on_by_default() {
         "the chart's default has a policy"
     );
     for overlay in ["cluster-wide", "namespaced", "ha"] {
-        let mut command = kubectl();
-        command.arg("kustomize").arg(
-            test_support::repo_root()
-                .join("deploy/overlays")
-                .join(overlay),
+        assert_eq!(
+            admission(&install_manifests::kustomize(overlay)),
+            0,
+            "{overlay} has a policy"
         );
-        let (ok, stdout, stderr) = run(command, None);
-        assert!(ok, "kubectl kustomize {overlay}: {stderr}");
-        assert_eq!(admission(&documents(&stdout)), 0, "{overlay} has a policy");
     }
 
     let docs = helm_template(&[

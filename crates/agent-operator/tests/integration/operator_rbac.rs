@@ -34,11 +34,31 @@ async fn client_as(namespace: &str, name: &str) -> kube::Client {
     support::client_from(&path).await
 }
 
-fn is_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
+/// Whether `result` is a 403 Forbidden (panics on success or another error).
+pub(crate) fn is_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
     match result {
         Err(kube::Error::Api(status)) => status.code == 403,
         other => panic!("expected 403 Forbidden, got {other:?}"),
     }
+}
+
+/// Applies a GitHub AgentDeployment with a Secret reference in `ns`, waits
+/// for Ready, deletes it and waits until the finalizer let it go.
+pub(crate) async fn converge_and_delete(admin: &kube::Client, ns: &str, name: &str) {
+    let api: Api<AgentDeployment> = Api::namespaced(admin.clone(), ns);
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["secrets"] = json!([
+        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "cp-api-key", "key": "api-key"}}}
+    ]);
+    apply_json(&api, name, manifest).await;
+    wait_for(&api, name, TIMEOUT, "Ready=True", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("deleting");
+    support::wait_until_gone(&api, name, TIMEOUT).await;
 }
 
 /// The ServiceAccount and leader-election Role (`deploy/base/`).
@@ -199,21 +219,8 @@ async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
     );
     operator.wait_for_status("/readyz", 200, TIMEOUT).await;
 
-    let api: Api<AgentDeployment> = Api::namespaced(admin.clone(), &watched);
-    let mut manifest = github_deployment("scoped-agent", "main");
-    manifest["spec"]["secrets"] = json!([
-        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "cp-api-key", "key": "api-key"}}}
-    ]);
-    apply_json(&api, "scoped-agent", manifest).await;
-    wait_for(&api, "scoped-agent", TIMEOUT, "Ready=True", |o| {
-        is_ready_now(o).then_some(())
-    })
-    .await;
     // Deleting goes through the finalizer (a patch) as well.
-    api.delete("scoped-agent", &DeleteParams::default())
-        .await
-        .expect("deleting");
-    support::wait_until_gone(&api, "scoped-agent", TIMEOUT).await;
+    converge_and_delete(&admin, &watched, "scoped-agent").await;
 
     let log = std::fs::read_to_string(support::log_dir().join("rbac-namespaced-operator.log"))
         .expect("the operator log");

@@ -8,6 +8,7 @@
 //! no request refused, and the token is refused what the RBAC does not
 //! grant.
 
+use crate::operator_rbac::{converge_and_delete, is_forbidden};
 use crate::{common, support};
 
 use std::time::Duration;
@@ -18,12 +19,11 @@ use k8s_openapi::api::authentication::v1::{
 };
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use support::{
     Budget, EmulatorProcess, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OperatorOptions,
-    OperatorProcess, apply_json, github_deployment, install_control_plane, is_ready_now, leaks,
-    wait_for,
+    OperatorProcess, install_control_plane, leaks,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -58,32 +58,6 @@ async fn whoami(client: &kube::Client) -> UserInfo {
         .status
         .and_then(|s| s.user_info)
         .expect("user info")
-}
-
-fn is_forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> bool {
-    match result {
-        Err(kube::Error::Api(status)) => status.code == 403,
-        other => panic!("expected 403 Forbidden, got {other:?}"),
-    }
-}
-
-/// Applies a GitHub AgentDeployment with a Secret reference in `ns`, waits
-/// for Ready, deletes it and waits until the finalizer let it go.
-async fn converge_and_delete(admin: &kube::Client, ns: &str, name: &str) {
-    let api: Api<AgentDeployment> = Api::namespaced(admin.clone(), ns);
-    let mut manifest = github_deployment(name, "main");
-    manifest["spec"]["secrets"] = json!([
-        {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": "cp-api-key", "key": "api-key"}}}
-    ]);
-    apply_json(&api, name, manifest).await;
-    wait_for(&api, name, TIMEOUT, "Ready=True", |o| {
-        is_ready_now(o).then_some(())
-    })
-    .await;
-    api.delete(name, &DeleteParams::default())
-        .await
-        .expect("deleting");
-    support::wait_until_gone(&api, name, TIMEOUT).await;
 }
 
 fn assert_nothing_refused(log_name: &str) {

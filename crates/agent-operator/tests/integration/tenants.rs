@@ -193,15 +193,10 @@ async fn secret_watch_traffic(client: &kube::Client) -> (f64, f64) {
         )
         .await
         .expect("kube-apiserver /metrics");
-    let sum = |name: &str| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with(name) && l.contains("resource=\"secrets\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
+    let sum = |name: &str| metric(&text, name, &[("resource", "secrets")]).unwrap_or(0.0);
     (
-        sum("apiserver_watch_events_total{"),
-        sum("apiserver_watch_events_sizes_sum{"),
+        sum("apiserver_watch_events_total"),
+        sum("apiserver_watch_events_sizes_sum"),
     )
 }
 

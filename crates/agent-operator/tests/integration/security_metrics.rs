@@ -8,19 +8,19 @@
 //! metrics; `/livez` and `/readyz` stay open for the kubelet.
 
 use crate::install_manifests::{self, documents, helm, succeed};
+use crate::security_rbac::service_account_token;
 use crate::{common, support};
 
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::Api;
-use kube::api::PostParams;
 use serde_json::json;
 use support::{OperatorOptions, OperatorProcess, apply_json};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
+/// A token of the ServiceAccount `ns`/`name`, created if missing.
 async fn token(admin: &kube::Client, ns: &str, name: &str) -> String {
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
     apply_json(
@@ -29,20 +29,7 @@ async fn token(admin: &kube::Client, ns: &str, name: &str) -> String {
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}),
     )
     .await;
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .expect("TokenRequest")
-        .status
-        .expect("a token")
-        .token
+    service_account_token(admin, ns, name).await
 }
 
 /// GET `path` of the operator with an optional bearer token: (status, body).

@@ -30,7 +30,11 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A token of the ServiceAccount `namespace`/`name`, issued by the API
 /// server (TokenRequest, one hour, the API server's audience).
-async fn service_account_token(admin: &kube::Client, namespace: &str, name: &str) -> String {
+pub(crate) async fn service_account_token(
+    admin: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> String {
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
     let request = TokenRequest {
         spec: TokenRequestSpec {

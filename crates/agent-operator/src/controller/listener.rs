@@ -120,14 +120,7 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
     let api: Api<AgentListener> = Api::namespaced(ctx.client.clone(), &ns);
     let previous = obj.status.clone().unwrap_or_default();
     let cp = match ctx
-        .planes
-        .client_for(
-            &ctx.client,
-            &ns,
-            &obj.spec.control_plane_ref.name,
-            ctx.config.request_timeout,
-            Some(ctx.metrics.request_observer()),
-        )
+        .plane_client(&ns, &obj.spec.control_plane_ref.name)
         .await?
     {
         Ok(cp) => cp,

@@ -333,6 +333,27 @@ impl Context {
         )
     }
 
+    /// The control plane client of the AgentControlPlane `name` in
+    /// `namespace`, as every controller asks for it: the operator's request
+    /// timeout and its metrics observer ([`planes::ClientCache::client_for`]).
+    /// `Ok(Err(Blocked))`: the plane is missing, not ready, refused or its
+    /// Secret is missing. Errors: Kubernetes API failures other than 404.
+    pub async fn plane_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Result<crate::controlplane::ControlPlaneClient, resolve::Blocked>, Error> {
+        self.planes
+            .client_for(
+                &self.client,
+                namespace,
+                name,
+                self.config.request_timeout,
+                Some(self.metrics.request_observer()),
+            )
+            .await
+    }
+
     /// Forgets the polling state of `key` (the revision ended).
     pub fn reset_polls(&self, key: &str) {
         let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());

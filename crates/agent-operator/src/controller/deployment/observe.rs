@@ -200,14 +200,7 @@ pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<Control
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
     match ctx
-        .planes
-        .client_for(
-            &ctx.client,
-            &ns,
-            &obj.spec.control_plane_ref.name,
-            ctx.config.request_timeout,
-            Some(ctx.metrics.request_observer()),
-        )
+        .plane_client(&ns, &obj.spec.control_plane_ref.name)
         .await?
     {
         Ok(cp) => Ok(cp),

@@ -44,7 +44,6 @@ use prometheus_client::registry::{Registry, Unit};
 
 use std::sync::atomic::AtomicU64;
 
-use crate::controller::planes::PlaneSample;
 use crate::controlplane::{PlaneLabel, RequestObserver};
 
 /// Content type of [`Metrics::encode`]'s output.
@@ -229,6 +228,29 @@ impl Collector for ReadyStates {
         )?;
         family.encode(metric)
     }
+}
+
+/// One AgentControlPlane's figures at scrape time (produced by
+/// [`crate::controller::planes::ClientCache::samples`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlaneSample {
+    /// Namespace and name of the AgentControlPlane.
+    pub plane: PlaneLabel,
+    /// Rate its budget allows now, requests per second (`None` before its
+    /// first client was built).
+    pub rate: Option<f64>,
+    /// Highest rate its budget may reach, requests per second.
+    pub ceiling: Option<f64>,
+    /// Seconds left of a `Retry-After` pause (0: none).
+    pub pause_seconds: f64,
+    /// Passes holding a reconcile permit.
+    pub running: i64,
+    /// Passes waiting for a reconcile permit.
+    pub waiting: i64,
+    /// Objects requeued until the control plane can send again.
+    pub deferred: i64,
+    /// Passes put off so far.
+    pub deferred_total: u64,
 }
 
 type PlaneSource = Box<dyn Fn() -> Vec<PlaneSample> + Send + Sync>;

@@ -38,6 +38,7 @@ use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneSpec};
 use crate::controlplane::{
     Budget, ClientConfig, ControlPlaneClient, PlaneLabel, RateLimit, RequestObserver,
 };
+use crate::metrics::PlaneSample;
 use secrecy::ExposeSecret;
 
 /// What a cached client was built from; a difference means "rebuild".
@@ -178,29 +179,6 @@ impl PlaneGate {
             .filter(|until| **until > now)
             .count()
     }
-}
-
-/// One AgentControlPlane's figures at scrape time (see
-/// [`ClientCache::samples`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlaneSample {
-    /// Namespace and name of the AgentControlPlane.
-    pub plane: PlaneLabel,
-    /// Rate its budget allows now, requests per second (`None` before its
-    /// first client was built).
-    pub rate: Option<f64>,
-    /// Highest rate its budget may reach, requests per second.
-    pub ceiling: Option<f64>,
-    /// Seconds left of a `Retry-After` pause (0: none).
-    pub pause_seconds: f64,
-    /// Passes holding a reconcile permit.
-    pub running: i64,
-    /// Passes waiting for a reconcile permit.
-    pub waiting: i64,
-    /// Objects requeued until the control plane can send again.
-    pub deferred: i64,
-    /// Passes put off so far.
-    pub deferred_total: u64,
 }
 
 /// The reflector stores of one controller: AgentControlPlanes and Secret

@@ -10,9 +10,9 @@
 //! - secret resolution: [`crate::controller::resolve::secret_values`] and
 //!   `key_value` (here the lookup reads the `Secret` documents of the same
 //!   file instead of the cluster; see [`manifest`]);
-//! - the integration and listener checks before a create:
-//!   [`integrations::find_integration`], [`integrations::check_repository`]
-//!   and [`placement::check_namespace`] (the reads are the same requests);
+//! - the integration and listener checks before a create, the operator's
+//!   own functions: [`integrations::resolve`] and
+//!   [`placement::check_listener_namespace`] (same requests, same verdicts);
 //! - the exact-name lookup of the remote deployment:
 //!   [`ControlPlaneClient::deployments_named`] (the exact `name` filter and
 //!   `name_contains`, keeping the exact match; docs/control-plane-api.md,
@@ -45,6 +45,7 @@ use serde_json::Value;
 
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, Source};
 use crate::api::preflight;
+use crate::controller::resolve::Blocked;
 use crate::controller::{integrations, placement};
 use crate::controlplane::types::{
     Deployment, DeploymentCreate, DeploymentPatch, Revision, RevisionStatus,
@@ -295,60 +296,52 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
     }
 }
 
-/// The operator's checks before a create: the listener's namespaces
-/// ([`placement::check_namespace`] on `GET /v2/listeners/{id}`) and
-/// `integrationRef` ([`integrations::find_integration`] and
-/// [`integrations::check_repository`]), which sets `integration_id`.
+/// The operator's own checks before a create, the same functions with the
+/// same requests and the same verdicts: the listener's namespaces
+/// ([`placement::check_listener_namespace`], `GET /v2/listeners/{id}`) and
+/// `integrationRef` ([`integrations::resolve`]: the integration by name,
+/// then `repoUrl` among its repositories), which sets `integration_id`.
+///
+/// The lists are read fresh (a cache of this call alone). Errors: an input
+/// the service refuses or does not offer ([`Error::Blocked`], with the
+/// operator's message), transient or unexpected control plane errors
+/// ([`Error::ControlPlane`]).
 async fn check_before_create(
     client: &ControlPlaneClient,
     want: &Desired,
     body: &mut DeploymentCreate,
 ) -> Result<(), Error> {
-    let namespace = want
-        .spec
-        .source_config
-        .listener_config
-        .as_ref()
-        .and_then(|c| c.k8s_namespace.as_deref());
-    if let (Some(listener_id), Some(ns)) = (body.source_config.listener_id.as_deref(), namespace) {
-        let listener = match client.get_listener(listener_id).await {
-            Ok(l) => l,
-            Err(e) => {
-                return Err(match placement::listener_blocked(listener_id, &e) {
-                    Some(b) if !matches!(e, CpError::Unauthorized { .. }) => {
-                        Error::Blocked(format!("{}: {}", want.object, b.message))
-                    }
-                    _ => cp("get listener")(e),
-                });
-            }
-        };
-        placement::check_namespace(
-            listener_id,
-            listener.compute_config.k8s_namespaces.as_deref(),
-            ns,
-        )
-        .map_err(|b| Error::Blocked(format!("{}: {}", want.object, b.message)))?;
+    let blocked = |b: Blocked| Error::Blocked(format!("{}: {}", want.object, b.message));
+    if let Some(listener_id) = body.source_config.listener_id.clone() {
+        placement::check_listener_namespace(client, &listener_id, &want.spec)
+            .await
+            .map_err(operator_error)?
+            .map_err(blocked)?;
     }
-    if let Some(name) = &want.integration_ref
-        && want.spec.source == Source::Github
-    {
-        let installs = client
-            .list_github_integrations()
+    if want.spec.source == Source::Github {
+        let cache = integrations::IntegrationCache::default();
+        let plane = format!("{} {}", client.base_url(), client.workspace_id());
+        if let Some(id) = integrations::resolve(&cache, &plane, client, &want.spec)
             .await
-            .map_err(cp("list GitHub integrations"))?;
-        let found = integrations::find_integration(&installs, name)
-            .map_err(|b| Error::Blocked(format!("{}: {}", want.object, b.message)))?;
-        let id = found.id.clone();
-        let repos = client
-            .list_github_repositories(&id)
-            .await
-            .map_err(cp("list GitHub repositories"))?;
-        let repo_url = body.source_config.repo_url.clone().unwrap_or_default();
-        integrations::check_repository(name, &repos, &repo_url)
-            .map_err(|b| Error::Blocked(format!("{}: {}", want.object, b.message)))?;
-        body.source_config.integration_id = Some(id);
+            .map_err(operator_error)?
+            .map_err(blocked)?
+        {
+            body.source_config.integration_id = Some(id);
+        }
     }
     Ok(())
+}
+
+/// An error of the operator's checks as this module reports it: control
+/// plane errors keep their operation; anything else (the checks send only
+/// control plane requests) is reported as blocked with its message.
+fn operator_error(e: crate::controller::Error) -> Error {
+    match e {
+        crate::controller::Error::ControlPlane { operation, source } => {
+            Error::ControlPlane { operation, source }
+        }
+        other => Error::Blocked(other.to_string()),
+    }
 }
 
 /// What [`execute`] did.

@@ -691,3 +691,74 @@ async fn apply_wait_verifies_the_agent_server_like_the_operator() {
     );
     emu.shutdown().await;
 }
+
+/// `sourceConfig.integrationRef` in `agentctl apply` goes through the
+/// operator's own check before a create (`integrations::resolve`): an
+/// unknown integration and a repository it cannot read are refused with the
+/// operator's messages and exit code 3, with no create; a readable one is
+/// created with the integration's id.
+#[tokio::test]
+async fn apply_resolves_integration_ref_like_the_operator() {
+    let integration = "5b0c7a1e-0000-4000-8000-00000000000a";
+    let emu = emulator::spawn(EmulatorConfig {
+        api_keys: vec![ApiKey::new(KEY, DEMO_WORKSPACE_ID)],
+        step_duration: Duration::from_millis(60),
+        integrations: vec![emulator::IntegrationSeed {
+            workspace_id: DEMO_WORKSPACE_ID.into(),
+            id: integration.parse().unwrap(),
+            name: "acme".into(),
+            repos: vec!["https://github.com/acme/readable-agent".into()],
+        }],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let by_ref = |name: &str, account: &str| {
+        manifest(name, "main", SECRET_VALUE).replace(
+            "    integrationId: 7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f\n",
+            &format!("    integrationRef: {{name: {account}}}\n"),
+        )
+    };
+    for (name, account, code, says) in [
+        (
+            "unknown-agent",
+            "nobody",
+            3,
+            "no GitHub integration named \"nobody\" (the workspace has: acme)",
+        ),
+        (
+            "hidden-agent",
+            "acme",
+            3,
+            "repoUrl https://github.com/acme/hidden-agent is not among the 1 repositories",
+        ),
+        (
+            "readable-agent",
+            "ACME",
+            0,
+            "agentdeployment/readable-agent created",
+        ),
+    ] {
+        let before = log_len(&emu);
+        let file = write(dir.path(), &format!("{name}.yaml"), &by_ref(name, account));
+        let run = agentctl(&url, &["apply", "-f", file.to_str().unwrap()]).await;
+        assert_eq!(run.code, code, "{name}: {run:?}");
+        assert!(
+            run.stdout.contains(says) || run.stderr.contains(says),
+            "{name}: {run:?}"
+        );
+        let sent = routes(&emu, before);
+        let creates = sent.iter().filter(|r| *r == "POST /v2/deployments").count();
+        assert_eq!(creates, usize::from(code == 0), "{name}: {sent:?}");
+    }
+    let run = agentctl(
+        &url,
+        &["deployments", "get", "readable-agent", "-o", "json"],
+    )
+    .await;
+    let d: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(d["source_config"]["integration_id"], integration, "{run:?}");
+    emu.shutdown().await;
+}

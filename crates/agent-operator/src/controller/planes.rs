@@ -235,6 +235,76 @@ pub fn rate_limit(spec: &AgentControlPlaneSpec) -> Option<RateLimit> {
     })
 }
 
+/// What a control plane client is built from, read from the Secrets an
+/// AgentControlPlane references (`Debug` is not derived: the key is inside).
+struct Credentials {
+    /// The API key or bearer token, trimmed, never empty.
+    api_key: SecretString,
+    /// `resourceVersion` of its Secret.
+    api_key_version: Option<String>,
+    /// The CA bundle (PEM bytes), if `caBundleSecretRef` is set.
+    ca_bundle: Option<Vec<u8>>,
+    /// `resourceVersion` of the CA bundle Secret.
+    ca_bundle_version: Option<String>,
+}
+
+/// Reads the credential (`apiKeySecretRef` or `bearerTokenSecretRef`) and
+/// the CA bundle of `plane` (`namespace`/`name`) with [`read_secret`].
+///
+/// `Ok(Err(Blocked))`: neither reference is set ([`reason::INVALID_SPEC`]),
+/// or a Secret or key is missing or the credential is empty
+/// ([`reason::SECRET_NOT_FOUND`]). Errors: Kubernetes API failures other
+/// than 404. Messages never hold a value.
+async fn read_credentials(
+    kube: &kube::Client,
+    plane: &AgentControlPlane,
+    namespace: &str,
+    name: &str,
+) -> Result<Result<Credentials, Blocked>, Error> {
+    let Some(credential_ref) = plane.spec.credential_ref() else {
+        return Ok(Err(Blocked {
+            reason: reason::INVALID_SPEC,
+            message: format!(
+                "AgentControlPlane {namespace}/{name}: sets neither apiKeySecretRef nor bearerTokenSecretRef"
+            ),
+        }));
+    };
+    let what = if plane.spec.uses_bearer_token() {
+        "bearer token"
+    } else {
+        "API key"
+    };
+    let (api_key, api_key_version) =
+        match read_secret(kube, namespace, name, what, credential_ref).await? {
+            Ok(v) => v,
+            Err(blocked) => return Ok(Err(blocked)),
+        };
+    let (ca_bundle, ca_bundle_version) = match &plane.spec.ca_bundle_secret_ref {
+        None => (None, None),
+        Some(r) => match read_secret(kube, namespace, name, "CA bundle", r).await? {
+            Ok((pem, version)) => (Some(pem), version),
+            Err(blocked) => return Ok(Err(blocked)),
+        },
+    };
+    let api_key = String::from_utf8_lossy(&api_key).trim().to_owned();
+    if api_key.is_empty() {
+        let r = credential_ref;
+        return Ok(Err(Blocked {
+            reason: reason::SECRET_NOT_FOUND,
+            message: format!(
+                "AgentControlPlane {namespace}/{name}: {what} Secret {namespace}/{} key {:?} is empty",
+                r.name, r.key
+            ),
+        }));
+    }
+    Ok(Ok(Credentials {
+        api_key: SecretString::from(api_key),
+        api_key_version,
+        ca_bundle,
+        ca_bundle_version,
+    }))
+}
+
 /// Reads `key` of the Secret `r` in `namespace`: its bytes and the Secret's
 /// `resourceVersion`. `what` names the Secret's role in the messages (e.g.
 /// `API key`). A missing Secret or key is `Ok(Err(Blocked))` with
@@ -426,33 +496,15 @@ impl ClientCache {
         if let Some(refused) = self.host_refused(plane) {
             return Ok(Err(refused));
         }
-        let Some(credential_ref) = plane.spec.credential_ref() else {
-            return Ok(Err(invalid(
-                "sets neither apiKeySecretRef nor bearerTokenSecretRef".into(),
-            )));
-        };
-        let what = if plane.spec.uses_bearer_token() {
-            "bearer token"
-        } else {
-            "API key"
-        };
-        let (api_key, api_key_version) =
-            match read_secret(kube, &namespace, &name, what, credential_ref).await? {
-                Ok(v) => v,
-                Err(blocked) => return Ok(Err(blocked)),
-            };
-        let (ca_bundle, ca_bundle_version) = match &plane.spec.ca_bundle_secret_ref {
-            None => (None, None),
-            Some(r) => match read_secret(kube, &namespace, &name, "CA bundle", r).await? {
-                Ok((pem, version)) => (Some(pem), version),
-                Err(blocked) => return Ok(Err(blocked)),
-            },
+        let credentials = match read_credentials(kube, plane, &namespace, &name).await? {
+            Ok(c) => c,
+            Err(blocked) => return Ok(Err(blocked)),
         };
         let fingerprint = Fingerprint {
             uid: plane.uid(),
             generation: plane.metadata.generation,
-            api_key_version,
-            ca_bundle_version,
+            api_key_version: credentials.api_key_version.clone(),
+            ca_bundle_version: credentials.ca_bundle_version.clone(),
             request_timeout,
         };
         let key = (namespace.clone(), name.clone());
@@ -463,33 +515,17 @@ impl ClientCache {
         {
             return Ok(Ok(entry.client.clone()));
         }
-        let api_key = String::from_utf8_lossy(&api_key).trim().to_owned();
-        if api_key.is_empty() {
-            let r = credential_ref;
-            return Ok(Err(Blocked {
-                reason: reason::SECRET_NOT_FOUND,
-                message: format!(
-                    "AgentControlPlane {namespace}/{name}: {what} Secret {namespace}/{} key {:?} is empty",
-                    r.name, r.key
-                ),
-            }));
-        }
-        let base_url_text = base_url.clone();
         let mut config = ClientConfig::new(
-            base_url,
+            base_url.clone(),
             plane.spec.workspace_id.clone(),
-            SecretString::from(api_key),
+            credentials.api_key,
         );
         config.bearer = plane.spec.uses_bearer_token();
         config.timeout = request_timeout;
-        config.ca_bundle_pem = ca_bundle;
+        config.ca_bundle_pem = credentials.ca_bundle;
         let buckets = self.budgets_for(
             &key,
-            BudgetKey::new(
-                &base_url_text,
-                config.bearer,
-                config.api_key.expose_secret(),
-            ),
+            BudgetKey::new(&base_url, config.bearer, config.api_key.expose_secret()),
             &plane.spec.workspace_id,
             rate_limit(&plane.spec),
         );

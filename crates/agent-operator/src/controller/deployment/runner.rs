@@ -195,32 +195,7 @@ where
     let deployments: Api<AgentDeployment> = scoped_api(&client, namespace);
     let planes: Api<AgentControlPlane> = scoped_api(&client, namespace);
 
-    // One watch of AgentControlPlanes: it fills the store the Secret mapper
-    // reads (which Secret holds which control plane's API key) and triggers
-    // the AgentDeployments of a control plane when its spec or readiness
-    // changes, or when it is deleted (not on its other status writes). A
-    // deleted object has left the store once `reflect` saw its deletion, so
-    // its hash differs from its last one and the deletion passes the filter.
-    let (plane_store, plane_writer) = reflector::store::<AgentControlPlane>();
-    let present = plane_store.clone();
-    let plane_trigger = relist_at_once(
-        CONTROL_PLANE_KIND,
-        watcher(planes, watcher::Config::default()),
-    )
-    .default_backoff()
-    .modify(strip_managed_fields)
-    .reflect(plane_writer)
-    .touched_objects()
-    .predicate_filter(
-        move |p: &AgentControlPlane| {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            plane_trigger_hash(p).hash(&mut h);
-            present.get(&ObjectRef::from_obj(p)).is_some().hash(&mut h);
-            Some(h.finish())
-        },
-        Default::default(),
-    );
+    let (plane_store, plane_trigger) = plane_watch(planes);
 
     // Secrets: the operator's one metadata-only watch of this scope, shared
     // with the AgentControlPlane controller; only events that can change a
@@ -254,20 +229,7 @@ where
         .watches_stream(secret_trigger, move |secret: PartialObjectMeta<Secret>| {
             referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
         })
-        .watches_stream(plane_trigger, {
-            let seen = std::sync::Mutex::new(std::collections::HashMap::new());
-            let planes_now = plane_store.clone();
-            move |plane: AgentControlPlane| {
-                let key = ObjectRef::from_obj(&plane);
-                let now = (plane_wave_hash(&plane), planes_now.get(&key).is_some());
-                let before = seen
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(key, now);
-                let wave = before.is_some_and(|b| b != now);
-                referencing_plane(&store, &plane, wave)
-            }
-        });
+        .watches_stream(plane_trigger, plane_mapper(store, plane_store.clone()));
     // Unbounded here (0): the permits of [`observed_reconcile`] bound the
     // passes that run, while passes waiting for their plane's turn must not
     // take the controller's slots from other planes.
@@ -281,6 +243,63 @@ where
         ctx,
     );
     (run, deployment_store, plane_store)
+}
+
+/// The one watch of AgentControlPlanes of a controller and its store: it
+/// fills the store the Secret mapper reads (which Secret holds which control
+/// plane's API key) and triggers the AgentDeployments of a control plane
+/// when its spec or readiness changes, or when it is deleted (not on its
+/// other status writes). A deleted object has left the store once `reflect`
+/// saw its deletion, so its hash differs from its last one and the deletion
+/// passes the filter.
+fn plane_watch(
+    planes: Api<AgentControlPlane>,
+) -> (
+    Store<AgentControlPlane>,
+    impl futures::Stream<Item = Result<AgentControlPlane, watcher::Error>> + Send + 'static,
+) {
+    let (plane_store, plane_writer) = reflector::store::<AgentControlPlane>();
+    let present = plane_store.clone();
+    let trigger = relist_at_once(
+        CONTROL_PLANE_KIND,
+        watcher(planes, watcher::Config::default()),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(plane_writer)
+    .touched_objects()
+    .predicate_filter(
+        move |p: &AgentControlPlane| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            plane_trigger_hash(p).hash(&mut h);
+            present.get(&ObjectRef::from_obj(p)).is_some().hash(&mut h);
+            Some(h.finish())
+        },
+        Default::default(),
+    );
+    (plane_store, trigger)
+}
+
+/// Maps an event of an AgentControlPlane to the AgentDeployments of
+/// `deployments` that use it ([`referencing_plane`]); `wave` is true when
+/// its [`plane_wave_hash`] or its presence in `planes` changed since the
+/// last event of that plane.
+fn plane_mapper(
+    deployments: Store<AgentDeployment>,
+    planes: Store<AgentControlPlane>,
+) -> impl Fn(AgentControlPlane) -> Vec<ObjectRef<AgentDeployment>> + Send + Sync + 'static {
+    let seen = std::sync::Mutex::new(std::collections::HashMap::new());
+    move |plane: AgentControlPlane| {
+        let key = ObjectRef::from_obj(&plane);
+        let now = (plane_wave_hash(&plane), planes.get(&key).is_some());
+        let before = seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, now);
+        let wave = before.is_some_and(|b| b != now);
+        referencing_plane(&deployments, &plane, wave)
+    }
 }
 
 /// Hash of what may require a pass of an AgentDeployment: its generation

@@ -211,40 +211,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // the scope and the effective configuration below.
     let flags = format!("{args:?}");
     agent_operator::controlplane::client::install_crypto_provider();
-    let config = OperatorConfig {
-        poll_interval: seconds(args.poll_interval_seconds, "poll-interval-seconds")?,
-        max_poll_interval: seconds(args.max_poll_interval_seconds, "max-poll-interval-seconds")?,
-        resync_interval: seconds(args.resync_interval_seconds, "resync-interval-seconds")?,
-        blocked_interval: seconds(args.blocked_interval_seconds, "blocked-interval-seconds")?,
-        request_timeout: seconds(args.request_timeout_seconds, "request-timeout-seconds")?,
-        verify: VerifyConfig {
-            interval: args
-                .verify_interval_seconds
-                .map(|s| seconds(s, "verify-interval-seconds"))
-                .transpose()?,
-            backoff: seconds(args.verify_backoff_seconds, "verify-backoff-seconds")?,
-            requests_per_second: args.verify_requests_per_second,
-            burst: args.verify_burst,
-            concurrency: args.verify_concurrency,
-        },
-        allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(&args.allowed_hosts)
-            .map_err(|e| anyhow::anyhow!("--allowed-hosts: {e}"))?,
-        ..OperatorConfig::default()
-    };
+    let config = args.operator_config()?;
     let shutdown_timeout = seconds(args.shutdown_timeout_seconds, "shutdown-timeout-seconds")?;
-    let election = args
-        .leader_elect
-        .then(|| {
-            LeaderConfig::new(
-                args.lease_name.clone(),
-                args.lease_namespace
-                    .clone()
-                    .unwrap_or_else(leader::default_namespace),
-                leader::default_identity(),
-                args.lease_duration_seconds,
-            )
-        })
-        .transpose()?;
+    let election = args.election()?;
+    let host_ceiling = args.host_ceiling()?;
     let http_listener = TcpListener::bind(args.metrics_addr)
         .await
         .with_context(|| format!("--metrics-addr {}", args.metrics_addr))?;
@@ -259,16 +229,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         leader_election = ?election,
         "agent-operator starting"
     );
-    let host_ceiling = agent_operator::controlplane::RateLimit {
-        requests_per_second: args.max_requests_per_second_per_host,
-        burst: args
-            .max_requests_per_second_per_host
-            .ceil()
-            .clamp(1.0, 10_000.0) as u32,
-    };
-    host_ceiling
-        .period()
-        .map_err(|e| anyhow::anyhow!("--max-requests-per-second-per-host: {e}"))?;
     let mut ctx = Context::new(client.clone(), config);
     ctx.planes.set_host_ceiling(host_ceiling);
     let hash_key_namespace = args
@@ -316,11 +276,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     match hash_key::load_or_create(&client, &hash_key_namespace, &args.hash_key_secret).await {
         Ok(key) => ctx.hash_key = key,
         Err(e) => {
-            if let Some(leadership) = leadership
-                && let Err(release) = leadership.release().await
-            {
-                tracing::warn!(error = %release, "could not release the leader lease; it will expire");
-            }
+            release(leadership).await;
             return Err(anyhow::Error::from(e).context("the secrets hash key"));
         }
     }
@@ -331,27 +287,34 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     metrics.set_leader(true);
     health.set_starting();
-    let synced = health.clone();
-    let controllers = futures::future::join3(
-        runner::run_with(
-            ctx.clone(),
-            scope.clone(),
-            args.concurrency,
-            shutdown.clone(),
-            move || synced.set_synced(),
-        ),
-        control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
-        listener::run(ctx, scope, shutdown.clone()),
-    );
-    let overdue = {
-        let shutdown = shutdown.clone();
-        async move {
-            shutdown.await;
-            tokio::time::sleep(shutdown_timeout).await;
-        }
+    let controllers = run_controllers(ctx, scope, args.concurrency, shutdown.clone(), &health);
+    until_stopped(controllers, shutdown.clone(), shutdown_timeout, lost).await;
+    health.set_stopping();
+    metrics.set_leader(false);
+    release(leadership).await;
+    server.await??;
+    tracing::info!("agent-operator stopped");
+    Ok(())
+}
+
+/// Waits for `controllers` to stop after `shutdown`. Exits the process
+/// with status 1 when they have not stopped `shutdown_timeout` after it
+/// (without releasing the lease), or at once when the lease is `lost`
+/// (another replica may lead now).
+async fn until_stopped<S>(
+    controllers: impl std::future::Future<Output = ()>,
+    shutdown: S,
+    shutdown_timeout: Duration,
+    lost: impl std::future::Future<Output = String>,
+) where
+    S: std::future::Future<Output = ()>,
+{
+    let overdue = async move {
+        shutdown.await;
+        tokio::time::sleep(shutdown_timeout).await;
     };
     tokio::select! {
-        _ = controllers => {}
+        () = controllers => {}
         () = overdue => {
             // kube's controller also waits for its first list before it
             // stops, which never comes while the API server is unreachable.
@@ -369,14 +332,107 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             std::process::exit(1);
         }
     }
-    health.set_stopping();
-    metrics.set_leader(false);
+}
+
+/// Releases the leader lease, if held; a failure is logged (the lease then
+/// expires after its duration).
+async fn release(leadership: Option<leader::Leadership>) {
     if let Some(leadership) = leadership
         && let Err(e) = leadership.release().await
     {
         tracing::warn!(error = %e, "could not release the leader lease; it will expire");
     }
-    server.await??;
-    tracing::info!("agent-operator stopped");
-    Ok(())
+}
+
+/// The three controllers (AgentDeployment, AgentControlPlane, AgentListener)
+/// of `scope` until `shutdown`; `health` turns synced once the
+/// AgentDeployment watches listed.
+async fn run_controllers<S>(
+    ctx: Arc<Context>,
+    scope: Scope,
+    concurrency: u16,
+    shutdown: S,
+    health: &Health,
+) where
+    S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+{
+    let synced = health.clone();
+    futures::future::join3(
+        runner::run_with(
+            ctx.clone(),
+            scope.clone(),
+            concurrency,
+            shutdown.clone(),
+            move || synced.set_synced(),
+        ),
+        control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
+        listener::run(ctx, scope, shutdown),
+    )
+    .await;
+}
+
+impl RunArgs {
+    /// The timing, verification and host settings of the controllers.
+    /// Errors: a duration that is negative, not finite or too large; an
+    /// `--allowed-hosts` entry that does not parse.
+    fn operator_config(&self) -> anyhow::Result<OperatorConfig> {
+        Ok(OperatorConfig {
+            poll_interval: seconds(self.poll_interval_seconds, "poll-interval-seconds")?,
+            max_poll_interval: seconds(
+                self.max_poll_interval_seconds,
+                "max-poll-interval-seconds",
+            )?,
+            resync_interval: seconds(self.resync_interval_seconds, "resync-interval-seconds")?,
+            blocked_interval: seconds(self.blocked_interval_seconds, "blocked-interval-seconds")?,
+            request_timeout: seconds(self.request_timeout_seconds, "request-timeout-seconds")?,
+            verify: VerifyConfig {
+                interval: self
+                    .verify_interval_seconds
+                    .map(|s| seconds(s, "verify-interval-seconds"))
+                    .transpose()?,
+                backoff: seconds(self.verify_backoff_seconds, "verify-backoff-seconds")?,
+                requests_per_second: self.verify_requests_per_second,
+                burst: self.verify_burst,
+                concurrency: self.verify_concurrency,
+            },
+            allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(&self.allowed_hosts)
+                .map_err(|e| anyhow::anyhow!("--allowed-hosts: {e}"))?,
+            ..OperatorConfig::default()
+        })
+    }
+
+    /// The leader election settings with `--leader-elect`, else `None`.
+    /// Errors: a lease duration out of range ([`LeaderConfig::new`]).
+    fn election(&self) -> anyhow::Result<Option<LeaderConfig>> {
+        Ok(self
+            .leader_elect
+            .then(|| {
+                LeaderConfig::new(
+                    self.lease_name.clone(),
+                    self.lease_namespace
+                        .clone()
+                        .unwrap_or_else(leader::default_namespace),
+                    leader::default_identity(),
+                    self.lease_duration_seconds,
+                )
+            })
+            .transpose()?)
+    }
+
+    /// The ceiling of requests per second to one control plane host, for
+    /// every AgentControlPlane on it (burst: one second's worth, 1 to
+    /// 10,000). Errors: a rate that is not positive and finite.
+    fn host_ceiling(&self) -> anyhow::Result<agent_operator::controlplane::RateLimit> {
+        let ceiling = agent_operator::controlplane::RateLimit {
+            requests_per_second: self.max_requests_per_second_per_host,
+            burst: self
+                .max_requests_per_second_per_host
+                .ceil()
+                .clamp(1.0, 10_000.0) as u32,
+        };
+        ceiling
+            .period()
+            .map_err(|e| anyhow::anyhow!("--max-requests-per-second-per-host: {e}"))?;
+        Ok(ceiling)
+    }
 }

@@ -66,4 +66,5 @@ mod security_network;
 mod security_policy;
 mod security_rbac;
 mod security_tls;
+mod setup_prerequisites;
 mod tenants;

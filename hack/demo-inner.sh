@@ -17,7 +17,7 @@ step() { # step <start EPOCHREALTIME> <what>: one line, the step and its time
   awk -v from="${1/,/.}" -v to="${EPOCHREALTIME/,/.}" -v what="$2" \
     'BEGIN { printf "%-66s %6.1f s\n", what, to - from }'
 }
-step "${DEMO_APISERVER_T0:-$EPOCHREALTIME}" "demo: kube-apiserver and etcd up, CRDs installed"
+step "${DEMO_APISERVER_T0:-$EPOCHREALTIME}" "demo: kube-apiserver and etcd up, CRDs installed, examples/ applied"
 
 t=$EPOCHREALTIME
 "$bin/control-plane-emulator" --listen 127.0.0.1:8585 --step-seconds 1 >"$logs/emulator.log" 2>&1 &
@@ -30,14 +30,32 @@ step "$t" "demo: control plane emulator on http://127.0.0.1:8585"
 # The emulator (and the agent servers it serves) listen on 127.0.0.1, which the
 # operator's default --allowed-hosts (LangSmith Cloud only) refuses.
 t=$EPOCHREALTIME
-"$bin/agent-operator" run --poll-interval-seconds 1 --allowed-hosts 127.0.0.1 >"$logs/operator.log" 2>&1 &
+metrics=127.0.0.1:8080
+"$bin/agent-operator" run --poll-interval-seconds 1 --allowed-hosts 127.0.0.1 --metrics-addr "$metrics" >"$logs/operator.log" 2>&1 &
 pids+=($!)
-kubectl apply -f "$root/examples/" >"$logs/apply.out"
-step "$t" "demo: operator started, kubectl apply -f examples/ ($(wc -l <"$logs/apply.out") objects)"
-t=$EPOCHREALTIME
-kubectl wait --for=condition=Ready agentdeployments --all --timeout=120s >/dev/null
-step "$t" "demo: kubectl wait --for=condition=Ready agentdeployments --all"
+# Ready as the operator counts it from its watch of the API server
+# (agent_operator_resources{kind="AgentDeployment",ready="True"}, docs/METRICS.md);
+# kubectl confirms it below once it is built.
+want=$(cat "$root"/examples/*.yaml | grep -c '^kind: AgentDeployment$')
+ready_count() {
+  curl -sf "http://$metrics/metrics" 2>/dev/null |
+    awk '/^agent_operator_resources\{/ && /kind="AgentDeployment"/ && /ready="True"/ { n += $NF } END { print n + 0 }'
+}
+ready=0
+for _ in $(seq 240); do
+  ready=$(ready_count)
+  [ "$ready" = "$want" ] && break
+  sleep 0.5
+done
+[ "$ready" = "$want" ] || { echo "demo: $ready of $want AgentDeployments Ready after 120 s; the end of $logs/operator.log:" >&2; tail -n 20 "$logs/operator.log" >&2; exit 1; }
+step "$t" "demo: operator started, $want AgentDeployments Ready"
 step "${DEMO_T0:-$t}" "demo: all Ready, counted from the start of make demo"
+
+t=$EPOCHREALTIME
+for _ in $(seq 1200); do [ -e "$logs/kubectl.status" ] && break; sleep 0.5; done
+[ "$(cat "$logs/kubectl.status" 2>/dev/null)" = 0 ] || { echo "demo: building kubectl failed; the end of $logs/build.log:" >&2; tail -n 30 "$logs/build.log" >&2; exit 1; }
+kubectl wait --for=condition=Ready agentdeployments --all --timeout=60s >/dev/null
+step "$t" "demo: kubectl (built meanwhile): kubectl wait --for=condition=Ready"
 echo
 kubectl get agentcontrolplanes,agentdeployments -o wide
 echo

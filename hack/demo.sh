@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The demo: a real kube-apiserver + etcd (envtest), the control plane emulator
 # and the operator, with the sample resources of examples/ reaching Ready.
-# It builds only what it runs: kube-apiserver, etcd and kubectl from the Go
-# module proxy (hack/envtest/install.sh, once into .cache/envtest/) and, at
-# the same time, the debug build of agent-operator, control-plane-emulator
-# and testenv. One line per step, with its time; the builds' output goes to
-# .cache/demo/build.log. Everything it starts is stopped when it exits (also
+# It builds only what it runs: etcd and kube-apiserver from the Go module
+# proxy (hack/envtest/install.sh, once into .cache/envtest/) and, at the same
+# time, the debug build of agent-operator, control-plane-emulator and
+# testenv; then kubectl in the background while the demo runs (testenv
+# applies examples/ and the operator's metrics tell when they are Ready, so
+# nothing waits for kubectl before that). One line per step, with its time;
+# the builds' output goes to .cache/demo/build.log. Everything it starts is stopped when it exits (also
 # on Ctrl-C). DEMO_KEEP=1 (make demo KEEP=1) keeps it all up until Ctrl-C.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +29,7 @@ step "$t" "demo: prerequisites"
 build_log="$logs/build.log"
 : >"$build_log"
 t=$EPOCHREALTIME
-hack/envtest/install.sh >"$logs/envtest.out" 2>>"$build_log" &
+hack/envtest/install.sh etcd kube-apiserver >"$logs/envtest.out" 2>>"$build_log" &
 envtest_pid=$!
 # --bin applies to every -p: each binary is named.
 cargo build --locked -p agent-operator -p control-plane-emulator -p agent-operator-test-support \
@@ -41,8 +43,8 @@ failed() { # failed <what>
 }
 report() { # report <pid> <exit status>: whichever finishes first is reported first
   if [ "$1" = "$envtest_pid" ]; then
-    [ "$2" = 0 ] || failed "building kube-apiserver, etcd and kubectl"
-    step "$t" "demo: kube-apiserver, etcd, kubectl $(basename "$(tail -n1 "$logs/envtest.out")")"
+    [ "$2" = 0 ] || failed "building kube-apiserver and etcd"
+    step "$t" "demo: kube-apiserver, etcd $(basename "$(tail -n1 "$logs/envtest.out")")"
   else
     [ "$2" = 0 ] || failed "cargo build"
     step "$t" "demo: cargo build (agent-operator, control-plane-emulator, testenv)"
@@ -55,6 +57,15 @@ second=$([ "$first" = "$envtest_pid" ] && echo "$cargo_pid" || echo "$envtest_pi
 status=0
 wait "$second" || status=$?
 report "$second" "$status"
+# kubectl, for the printout and the commands to look around, in the
+# background and below the demo's own priority; hack/demo-inner.sh waits for
+# its status file only after the resources are Ready.
+rm -f "$logs/kubectl.status"
+(
+  status=0
+  nice -n 10 hack/envtest/install.sh kubectl >/dev/null 2>>"$build_log" || status=$?
+  echo "$status" >"$logs/kubectl.status"
+) &
 export KUBEBUILDER_ASSETS
 KUBEBUILDER_ASSETS=$(tail -n1 "$logs/envtest.out")
 export DEMO_TARGET=$target
@@ -62,4 +73,4 @@ export DEMO_TARGET=$target
 # gives the operator and the emulator the caller's RUST_LOG back.
 export DEMO_RUST_LOG=${RUST_LOG-} RUST_LOG=warn
 export DEMO_APISERVER_T0=$EPOCHREALTIME
-exec "$target/debug/testenv" --crds crds --kubeconfig-out "$logs/kubeconfig" -- hack/demo-inner.sh
+exec "$target/debug/testenv" --crds crds --apply examples --kubeconfig-out "$logs/kubeconfig" -- hack/demo-inner.sh

@@ -6,6 +6,9 @@
 # If KUBEBUILDER_ASSETS already names a directory holding kube-apiserver and etcd
 # (the envtest convention of the Go ecosystem), nothing is built.
 #
+# Arguments name the binaries to build (default: all three); `make demo` builds
+# etcd and kube-apiserver first and kubectl while the demo runs.
+#
 # Prints the directory holding the binaries on its last line of stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,7 +35,14 @@ build() { # build <name> <package>
   mv "$out/$name.tmp" "$out/$name"
   echo "built $name in $((SECONDS - start)) s" >&2
 }
-build etcd go.etcd.io/etcd/server/v3
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-build kubectl k8s.io/kubernetes/cmd/kubectl
+names=("$@")
+[ "${#names[@]}" -gt 0 ] || names=(etcd kube-apiserver kubectl)
+for name in "${names[@]}"; do
+  case "$name" in
+    etcd) build etcd go.etcd.io/etcd/server/v3 ;;
+    kube-apiserver) build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver ;;
+    kubectl) build kubectl k8s.io/kubernetes/cmd/kubectl ;;
+    *) echo "unknown binary $name (etcd, kube-apiserver or kubectl)" >&2; exit 2 ;;
+  esac
+done
 echo "$out"

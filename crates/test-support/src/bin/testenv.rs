@@ -24,6 +24,14 @@ struct TestenvArgs {
     #[arg(long, value_name = "PATH", default_value = ".cache/demo/kubeconfig")]
     kubeconfig_out: PathBuf,
 
+    /// Directory whose *.yaml manifests are server-side applied (in file-name
+    /// order, namespaced objects without a namespace into `default`) once
+    /// the CRDs are installed, like `kubectl apply -f DIR/`; the demo
+    /// applies examples/ this way, so it needs no kubectl before the
+    /// resources are Ready.
+    #[arg(long, value_name = "DIR")]
+    apply: Option<PathBuf>,
+
     /// Seconds to wait for etcd and then kube-apiserver to become ready.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     ready_timeout: u64,
@@ -67,6 +75,12 @@ async fn testenv(args: TestenvArgs) -> anyhow::Result<ExitCode> {
         .install_crds_from_dir(&args.crds)
         .await
         .with_context(|| format!("installing the CRDs of {}", args.crds.display()))?;
+    let applied = match &args.apply {
+        Some(dir) => apply_dir(&env, dir)
+            .await
+            .with_context(|| format!("applying the manifests of {}", dir.display()))?,
+        None => Vec::new(),
+    };
     env.write_kubeconfig(&args.kubeconfig_out)?;
     let kubeconfig = std::path::absolute(&args.kubeconfig_out)
         .with_context(|| format!("resolving {}", args.kubeconfig_out.display()))?;
@@ -74,6 +88,7 @@ async fn testenv(args: TestenvArgs) -> anyhow::Result<ExitCode> {
         server = env.server_url(),
         started_in = ?env.started_in(),
         ?crds,
+        ?applied,
         "envtest is up"
     );
 
@@ -94,6 +109,24 @@ async fn testenv(args: TestenvArgs) -> anyhow::Result<ExitCode> {
     };
     env.stop();
     Ok(code)
+}
+
+/// Server-side applies every `*.yaml` file of `dir`, in file-name order
+/// ([`test_support::envtest::apply_manifest_file`], namespace `default`).
+/// Returns `Kind namespace/name` of each applied object. Errors: `dir`
+/// cannot be read, or a file's documents cannot be parsed or applied.
+async fn apply_dir(env: &TestEnv, dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml"));
+    files.sort();
+    let client = env.client().await?;
+    let mut applied = Vec::new();
+    for file in &files {
+        applied.extend(test_support::envtest::apply_manifest_file(&client, file, "default").await?);
+    }
+    Ok(applied)
 }
 
 /// Runs `command` with `KUBECONFIG` and `PATH` set; returns its exit code, or

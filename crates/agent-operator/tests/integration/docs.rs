@@ -341,8 +341,9 @@ fn emulator_flags() -> BTreeSet<String> {
     flags
 }
 
-/// Flags the fleet benchmark parses: its clap fields marked `#[arg(long)]`
-/// (or `long = "x"`), and string literals `"--x"` of its source.
+/// Flags the fleet benchmark and `testenv` (crates/test-support/src/bin)
+/// parse: their clap fields marked `#[arg(long)]`
+/// (or `long = "x"`), and string literals `"--x"` of their source.
 fn bench_flags() -> BTreeSet<String> {
     let literal = Regex::new(r#""(--[a-z][a-z0-9-]*)"#).unwrap();
     let field = Regex::new(
@@ -352,7 +353,10 @@ fn bench_flags() -> BTreeSet<String> {
     let long = Regex::new(r#"\blong\s*=\s*"([a-z0-9-]+)""#).unwrap();
     let bare_long = Regex::new(r"\blong\b").unwrap();
     let mut flags = BTreeSet::new();
-    let mut dirs = vec![root().join("crates/agent-operator/benches")];
+    let mut dirs = vec![
+        root().join("crates/agent-operator/benches"),
+        root().join("crates/test-support/src/bin"),
+    ];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
             let p = entry.path();

@@ -178,11 +178,10 @@ impl Desired {
     /// operator's rule: `spec.verify.apiKeySecretRef`'s key if it names one,
     /// else the control plane key `cp_key`, but only when the control plane
     /// chose the URL (no `sourceConfig.customUrl`; see
-    /// `verify::control_plane_key_allowed`).
+    /// `plan::verdict::control_plane_key_allowed`).
     pub fn verify_key(&self, cp_key: &secrecy::SecretString) -> Option<secrecy::SecretString> {
         self.verify_key.clone().or_else(|| {
-            crate::controller::deployment::verify::control_plane_key_allowed(&self.spec)
-                .then(|| cp_key.clone())
+            crate::plan::verdict::control_plane_key_allowed(&self.spec).then(|| cp_key.clone())
         })
     }
 }
@@ -272,9 +271,7 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
         secrets_changed_here: false,
         redeploy_requested: false,
         obtained_now: false,
-        remote_deleting: crate::controller::deployment::deleting::is_deleting(
-            remote.status.as_deref(),
-        ),
+        remote_deleting: crate::plan::verdict::is_deleting(remote.status.as_deref()),
         drift_corrections: &[],
     };
     match decide::after_read(&read) {

@@ -17,6 +17,29 @@ use crate::controlplane::types::RevisionStatus;
 /// (docs/control-plane-api.md "Deployment": `status`; "Unused deployments").
 pub const UNUSED: &str = "UNUSED";
 
+/// The deployment statuses of a deployment being deleted (docs/control-plane-api.md
+/// "Deployment": `AWAITING_DELETE`, and `AWAITING_FINAL_DELETE` listed by
+/// the Terraform provider; docs/control-plane-api.md, "Deployment").
+pub const DELETING_STATUSES: [&str; 2] = ["AWAITING_DELETE", "AWAITING_FINAL_DELETE"];
+
+/// True when a deployment `status` says the deployment is being deleted
+/// ([`DELETING_STATUSES`]).
+pub fn is_deleting(status: Option<&str>) -> bool {
+    status.is_some_and(|s| DELETING_STATUSES.contains(&s))
+}
+
+/// True when the AgentControlPlane's API key may be sent to the deployment
+/// URL: only when the control plane chose that URL. A `customUrl` set in the
+/// spec (`external_docker`) is a URL anyone who may edit the resource picks,
+/// and the control plane key must not travel there: such a deployment sends
+/// no key unless `spec.verify.apiKeySecretRef` names one.
+pub fn control_plane_key_allowed(spec: &crate::api::AgentDeploymentSpec) -> bool {
+    spec.source_config
+        .custom_url
+        .as_deref()
+        .is_none_or(|u| u.trim().is_empty())
+}
+
 /// What the status and the Warning event say about an `UNUSED` deployment.
 pub const UNUSED_NOTE: &str = "the control plane shows it UNUSED (no traffic for a long time); \
      the service removes cloud deployments that stay unused";

@@ -21,16 +21,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The deployment statuses of a deployment being deleted (docs/control-plane-api.md
-/// "Deployment": `AWAITING_DELETE`, and `AWAITING_FINAL_DELETE` listed by
-/// the Terraform provider; docs/control-plane-api.md, "Deployment").
-pub const DELETING_STATUSES: [&str; 2] = ["AWAITING_DELETE", "AWAITING_FINAL_DELETE"];
-
-/// True when a deployment `status` says the deployment is being deleted
-/// ([`DELETING_STATUSES`]).
-pub fn is_deleting(status: Option<&str>) -> bool {
-    status.is_some_and(|s| DELETING_STATUSES.contains(&s))
-}
+pub use crate::plan::verdict::{DELETING_STATUSES, is_deleting};
 
 /// The delay after the `reads`-th read (0-based) that found the deployment
 /// still deleting: `base * 2^reads`, capped at `cap` (never below `base`).

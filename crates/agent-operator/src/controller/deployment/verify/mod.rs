@@ -67,17 +67,7 @@ pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(30);
 /// Said after `AgentServerUnauthorized` when no key was sent.
 pub const NO_KEY_HINT: &str = "; no key was sent: the AgentControlPlane's API key never goes to a URL set in spec.sourceConfig.customUrl, name one with spec.verify.apiKeySecretRef";
 
-/// True when the AgentControlPlane's API key may be sent to the deployment
-/// URL: only when the control plane chose that URL. A `customUrl` set in the
-/// spec (`external_docker`) is a URL anyone who may edit the resource picks,
-/// and the control plane key must not travel there: such a deployment sends
-/// no key unless `spec.verify.apiKeySecretRef` names one.
-pub fn control_plane_key_allowed(spec: &crate::api::AgentDeploymentSpec) -> bool {
-    spec.source_config
-        .custom_url
-        .as_deref()
-        .is_none_or(|u| u.trim().is_empty())
-}
+pub use crate::plan::verdict::control_plane_key_allowed;
 
 /// Connect timeout of agent server calls.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

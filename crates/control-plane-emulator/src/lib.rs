@@ -1,5 +1,5 @@
 //! The control plane emulator: an axum server of the control plane REST API
-//! (server side of [`agent_operator::controlplane::types`]), plus a minimal agent
+//! (server side of [`control_plane_wire::types`]), plus a minimal agent
 //! server per deployment and admin routes for tests.
 //!
 //! Source: docs/control-plane-api.md (the API as the public sources and the
@@ -42,6 +42,7 @@ pub mod shape;
 pub mod state;
 pub mod stats;
 mod store;
+pub mod telemetry;
 pub mod timeline;
 mod validate;
 

@@ -44,7 +44,7 @@ use super::validate::{
     self, DEPLOYMENT_CREATE, DEPLOYMENT_PATCH, DEPLOYMENT_TYPES, QueryParams, REVISION_CREATE,
     paging,
 };
-use agent_operator::controlplane::types::{DeploymentCreate, SourceRevisionConfig};
+use control_plane_wire::types::{DeploymentCreate, SourceRevisionConfig};
 
 /// The control plane routes, without authentication (added by the caller).
 pub(crate) fn api_routes() -> Router<EmulatorState> {

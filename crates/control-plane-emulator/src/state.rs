@@ -12,7 +12,7 @@ use super::faults::{FaultConfig, RateLimiter};
 use super::scenario::ScenarioRule;
 use super::stats::{REQUEST_LOG_CAPACITY, RequestInfo, RequestStats};
 use super::store::{Now, Store, rfc3339};
-use agent_operator::controlplane::types::{Listener, ListenerComputeConfig};
+use control_plane_wire::types::{Listener, ListenerComputeConfig};
 
 /// Locks a mutex, recovering the data if a previous holder panicked (the
 /// emulator never answers 500 because of a poisoned lock).

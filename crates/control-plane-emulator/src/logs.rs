@@ -25,11 +25,11 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::auth::Tenant;
 use super::errors::{ApiError, issue};
 use super::extract::{JsonBody, PathIds};
 use super::state::EmulatorState;
 use super::store::{Now, StoredDeployment, StoredRevision, rfc3339};
+use super::workspace::Tenant;
 use control_plane_wire::types::RevisionStatus;
 
 /// Most entries in one answer, and the default `limit`.

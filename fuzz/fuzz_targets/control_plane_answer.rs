@@ -18,10 +18,10 @@
 
 use agent_operator::controlplane::error::{MAX_RETRY_AFTER, parse_retry_after};
 use agent_operator::controlplane::response::{check_status, decode_body};
-use agent_operator::controlplane::types::{
+use agent_operator::controlplane::{Error, Operation};
+use control_plane_wire::types::{
     Deployment, GithubIntegration, GithubRepository, Listener, LogPage, Page, Revision,
 };
-use agent_operator::controlplane::{Error, Operation};
 use libfuzzer_sys::fuzz_target;
 use reqwest::StatusCode;
 use reqwest::header::HeaderValue;

@@ -8,7 +8,7 @@
 //!   decodes it (`controlplane::Error::from_response`) into the same number
 //!   of validation errors with the same types: emulator and client agree on
 //!   the wire shape;
-//! - an accepted deployment body decodes into the client's request type
+//! - an accepted deployment body decodes into the wire crate's request type
 //!   (`DeploymentCreate` / `DeploymentPatch`): validation is complete;
 //! - validation is idempotent: an accepted, coerced body validates again
 //!   to itself;
@@ -18,9 +18,9 @@
 #![no_main]
 
 use agent_operator::controlplane::Error;
-use agent_operator::controlplane::types::{DeploymentCreate, DeploymentPatch};
 use control_plane_emulator::errors::ApiError;
 use control_plane_emulator::{RequestBody, validate_request_body};
+use control_plane_wire::types::{DeploymentCreate, DeploymentPatch};
 use libfuzzer_sys::fuzz_target;
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -23,8 +23,8 @@
 
 use agent_operator::controlplane::Operation;
 use agent_operator::controlplane::response::{check_status_redacted, decode_body};
-use agent_operator::controlplane::types::{Deployment, Page};
 use agent_operator::redact::{MARK, MIN_LEN};
+use control_plane_wire::types::{Deployment, Page};
 use libfuzzer_sys::fuzz_target;
 use reqwest::StatusCode;
 use secrecy::SecretString;

@@ -7,7 +7,8 @@
 //!
 //! This crate is the product only: the control plane emulator that tests and
 //! the demo run against is the `control-plane-emulator` crate (the server side
-//! of [`controlplane::types`]), and the envtest harness lives in
+//! of [`controlplane::types`], which are the `control-plane-wire` crate's,
+//! linked by both), and the envtest harness lives in
 //! `agent-operator-test-support`.
 //!
 //! Source of every fact about the remote APIs: docs/control-plane-api.md

@@ -1,18 +1,82 @@
 //! Does the emulator stay fast with thousands of deployments?
 //!
-//! `cargo bench -p control-plane-emulator --bench emulator_scale` creates 5,000 deployments through the
-//! real client over loopback and prints the latency of GET, exact-name lookup
+//! `cargo bench -p control-plane-emulator --bench emulator_scale` creates 5,000 deployments over
+//! loopback HTTP (reqwest with the wire crate's types; the emulator does not
+//! link the operator's client) and prints the latency of GET, exact-name lookup
 //! and a list page at 100 and at 5,000 deployments, the create throughput and
 //! the process's resident memory. It asserts nothing about speed. Under
 //! `cargo test` (no `--bench` argument) it runs a 50-deployment smoke pass.
 
 use std::time::{Duration, Instant};
 
-use agent_operator::controlplane::types::{
-    DeploymentCreate, SecretValue, SourceConfig, SourceRevisionConfig,
-};
-use agent_operator::controlplane::{ClientConfig, ControlPlaneClient, ListDeployments};
 use control_plane_emulator::{self as emulator, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig};
+use control_plane_wire::types::{
+    Deployment, DeploymentCreate, Page, SecretValue, SourceConfig, SourceRevisionConfig,
+};
+use serde::de::DeserializeOwned;
+
+/// The control plane API over HTTP, as a client sends it: `X-Api-Key` and
+/// `X-Tenant-Id` on every request, JSON both ways, any non-2xx a panic.
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    fn new(base: String) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Self {
+            http: reqwest::Client::new(),
+            base,
+        }
+    }
+
+    async fn send<T: DeserializeOwned>(&self, req: reqwest::RequestBuilder) -> T {
+        let res = req
+            .header("X-Api-Key", DEMO_API_KEY)
+            .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
+            .send()
+            .await
+            .expect("request sent");
+        let status = res.status();
+        assert!(status.is_success(), "{status}");
+        res.json().await.expect("JSON answer")
+    }
+
+    async fn create_deployment(&self, body: &DeploymentCreate) -> Deployment {
+        let url = format!("{}/v2/deployments", self.base);
+        self.send(self.http.post(url).json(body)).await
+    }
+
+    async fn get_deployment(&self, id: &str) -> Deployment {
+        let url = format!("{}/v2/deployments/{id}", self.base);
+        self.send(self.http.get(url)).await
+    }
+
+    /// The exact-name lookup as the operator's client makes it (`name` and
+    /// `name_contains`, then the name compared).
+    async fn find_deployment_by_name(&self, name: &str) -> Option<Deployment> {
+        let url = format!("{}/v2/deployments", self.base);
+        let page: Page<Deployment> = self
+            .send(
+                self.http
+                    .get(url)
+                    .query(&[("name", name), ("name_contains", name)]),
+            )
+            .await;
+        page.resources.into_iter().find(|d| d.name == name)
+    }
+
+    async fn list_deployments(&self, limit: u32, offset: u32) -> Page<Deployment> {
+        let url = format!("{}/v2/deployments", self.base);
+        self.send(
+            self.http
+                .get(url)
+                .query(&[("limit", limit), ("offset", offset)]),
+        )
+        .await
+    }
+}
 
 fn body(i: usize) -> DeploymentCreate {
     DeploymentCreate {
@@ -68,37 +132,24 @@ where
     )
 }
 
-async fn report(client: &ControlPlaneClient, ids: &[String], label: &str, rounds: usize) {
+async fn report(client: &Client, ids: &[String], label: &str, rounds: usize) {
     let n = ids.len();
     let (g50, g99) = measure(rounds, |i| {
         let id = ids[i * 7919 % n].clone();
         async move {
-            client.get_deployment(&id).await.expect("get");
+            client.get_deployment(&id).await;
         }
     })
     .await;
     let (f50, f99) = measure(rounds / 10 + 1, |i| {
         let name = format!("agent-{:05}", i * 7919 % n);
         async move {
-            assert!(
-                client
-                    .find_deployment_by_name(&name)
-                    .await
-                    .expect("find")
-                    .is_some()
-            );
+            assert!(client.find_deployment_by_name(&name).await.is_some());
         }
     })
     .await;
     let (l50, l99) = measure(rounds / 10 + 1, |_| async {
-        client
-            .list_deployments(&ListDeployments {
-                limit: Some(100),
-                offset: Some((n / 2) as u32),
-                ..Default::default()
-            })
-            .await
-            .expect("list");
+        client.list_deployments(100, (n / 2) as u32).await;
     })
     .await;
     println!(
@@ -128,12 +179,7 @@ async fn main() {
     })
     .await
     .expect("emulator starts");
-    let client = ControlPlaneClient::new(ClientConfig::new(
-        running.base_url(),
-        DEMO_WORKSPACE_ID,
-        DEMO_API_KEY.to_owned().into(),
-    ))
-    .expect("client");
+    let client = Client::new(running.base_url());
     println!(
         "emulator_scale: {total} deployments, {rounds} GETs per point, RSS at start {:.1} MiB",
         rss_mib()
@@ -141,7 +187,7 @@ async fn main() {
     let mut ids = Vec::with_capacity(total);
     let start = Instant::now();
     for i in 0..total {
-        ids.push(client.create_deployment(&body(i)).await.expect("create").id);
+        ids.push(client.create_deployment(&body(i)).await.id);
         if ids.len() == 100.min(total) {
             report(&client, &ids, "100", rounds).await;
         }

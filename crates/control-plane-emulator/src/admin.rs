@@ -33,7 +33,7 @@ use super::extract::{JsonBody, PathIds};
 use super::faults::FaultConfig;
 use super::scenario::ScenarioRule;
 use super::state::EmulatorState;
-use agent_operator::controlplane::types::RevisionStatus;
+use control_plane_wire::types::RevisionStatus;
 
 /// The admin routes.
 pub(crate) fn admin_routes() -> Router<EmulatorState> {

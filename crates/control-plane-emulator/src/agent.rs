@@ -27,12 +27,12 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::auth::header;
-use super::config::same_workspace;
 use super::errors::ApiError;
 use super::extract::{JsonBody, OptionalJsonBody, PathIds};
 use super::state::EmulatorState;
 use super::store::rfc3339;
 use super::validate::{self, ASSISTANT_SEARCH, RUN_STREAM};
+use super::workspace::same_workspace;
 
 /// The graph every built-in agent server serves.
 pub const GRAPH_ID: &str = "agent";

@@ -10,32 +10,16 @@
 //! enabled`). Emulator choice: a bearer token is checked against the same
 //! list as API keys. The key is never echoed in a body or a log.
 
-use axum::extract::{FromRequestParts, Request, State};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
 use axum::http::HeaderMap;
-use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::config::{ApiKey, same_workspace};
+use super::config::{ApiKey, EmulatorConfig};
 use super::errors::ApiError;
-use super::state::EmulatorState;
-
-/// The authenticated workspace of a request (the workspace id as configured
-/// with its key), put in the request extensions by [`require_api_key`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Tenant(pub String);
-
-impl<S: Send + Sync> FromRequestParts<S> for Tenant {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Tenant>()
-            .cloned()
-            .ok_or_else(|| ApiError::unauthorized("Not authenticated."))
-    }
-}
+use super::workspace::{Tenant, same_workspace};
 
 /// A header as text (`None` when absent, empty or not visible ASCII).
 pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -85,19 +69,21 @@ pub(crate) fn authenticate(
 }
 
 /// Middleware on the control plane routes: answers 401/403 or puts the
-/// [`Tenant`] in the request extensions.
+/// [`Tenant`] in the request extensions. Its state is the one piece of the
+/// emulator's it reads: the start configuration (keys, and the workspaces
+/// where Deployment is off).
 pub(crate) async fn require_api_key(
-    State(state): State<EmulatorState>,
+    State(config): State<Arc<EmulatorConfig>>,
     mut req: Request,
     next: Next,
 ) -> Response {
     let who = authenticate(
-        &state.config().api_keys,
+        &config.api_keys,
         header(req.headers(), "x-api-key").or_else(|| bearer(req.headers())),
         header(req.headers(), "x-tenant-id"),
     )
     .and_then(|ws| {
-        if state.config().deployment_disabled(&ws) {
+        if config.deployment_disabled(&ws) {
             Err(ApiError::forbidden(
                 "LangSmith Deployment is not enabled for this organization.",
             ))

@@ -8,9 +8,9 @@
 
 use std::time::Duration;
 
-use agent_operator::telemetry::LogFormat;
 use clap::Parser;
 
+use crate::telemetry::LogFormat;
 use crate::{
     ApiKey, DEFAULT_MAX_BODY_BYTES, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, FaultConfig,
     IntegrationSeed, ListenerSeed, Quirk, ScenarioRule, ServiceShape, ThrottleRule,

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::faults::FaultConfig;
 use super::scenario::ScenarioRule;
 use super::shape::ServiceShape;
+use super::workspace::same_workspace;
 
 /// The API key accepted by a default emulator (public, not a secret: it only
 /// opens a loopback test tool).
@@ -251,15 +252,6 @@ impl Default for EmulatorConfig {
             shape: ServiceShape::default(),
             deployment_disabled_workspaces: Vec::new(),
         }
-    }
-}
-
-/// Compares two workspace ids: as uuids when both parse (so case and the
-/// braced/simple forms do not matter), else as exact strings.
-pub(crate) fn same_workspace(a: &str, b: &str) -> bool {
-    match (Uuid::parse_str(a.trim()), Uuid::parse_str(b.trim())) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a == b,
     }
 }
 

@@ -20,9 +20,15 @@
 //! may carry `Retry-After` ("Errors"). Off by default; set at start with flags or at run time
 //! with `PUT /_emulator/faults`. Admin and agent server routes are never
 //! faulted.
+//!
+//! The middleware's state is a `FaultInjector`: the faults in force with
+//! their rate-limit buckets (`Faults`, this module's piece of the
+//! emulator's state), the request counts (a hung request is counted when it
+//! starts hanging) and the shutdown signal (which releases hung requests).
 
 use std::collections::HashMap;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -33,11 +39,10 @@ use axum::response::{IntoResponse, Response};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use super::auth::Tenant;
-use super::config::same_workspace;
 use super::errors::ApiError;
-use super::state::EmulatorState;
-use super::stats::RequestInfo;
+use super::stats::{FaultMark, RequestInfo, Stats};
+use super::sync::{Shutdown, lock};
+use super::workspace::{Tenant, same_workspace};
 
 /// Which faults to inject. JSON shape of `PUT /_emulator/faults`; every field
 /// is optional there (missing fields take the defaults below).
@@ -310,18 +315,6 @@ pub(crate) fn decide(cfg: &FaultConfig, rolls: [f64; 3]) -> Option<Fault> {
     }
 }
 
-/// Marks a response the stats middleware must not count by its status.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum FaultMark {
-    /// The connection was dropped: counted as `dropped`.
-    Dropped,
-    /// Already counted (as `hung`) when the request started hanging.
-    Counted,
-    /// Counted and logged with this status (a commit fault, e.g. `201,
-    /// then dropped`).
-    As(String),
-}
-
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
     tokens: f64,
@@ -369,6 +362,62 @@ impl RateLimiter {
     }
 }
 
+/// The faults in force and the rate-limit buckets of one emulator, shared
+/// (cheap to clone) by the fault middleware, the admin routes and the
+/// emulator's state.
+#[derive(Clone, Debug)]
+pub(crate) struct Faults(Arc<FaultsInner>);
+
+#[derive(Debug)]
+struct FaultsInner {
+    config: Mutex<FaultConfig>,
+    limiter: Mutex<RateLimiter>,
+}
+
+impl Faults {
+    /// `config` in force, every bucket full. `config` is not validated here
+    /// (see [`FaultConfig::validate`]).
+    pub fn new(config: FaultConfig) -> Self {
+        Self(Arc::new(FaultsInner {
+            config: Mutex::new(config),
+            limiter: Mutex::new(RateLimiter::default()),
+        }))
+    }
+
+    /// The faults in force.
+    pub fn current(&self) -> FaultConfig {
+        lock(&self.0.config).clone()
+    }
+
+    /// Puts `config` in force and refills every bucket, without checking it.
+    pub fn replace(&self, config: FaultConfig) {
+        *lock(&self.0.config) = config;
+        lock(&self.0.limiter).clear();
+    }
+
+    /// Refills every bucket (forgets the pending rate-limit waits).
+    pub fn clear_limits(&self) {
+        lock(&self.0.limiter).clear();
+    }
+
+    /// Takes a rate-limit token of `workspace` (see [`RateLimiter::take`]).
+    pub fn take_token(&self, workspace: &str, rps: f64, burst: f64) -> Result<(), Duration> {
+        lock(&self.0.limiter).take(workspace, rps, burst, Instant::now())
+    }
+}
+
+/// The state of the fault middleware: the faults, where a hung request is
+/// counted, and the signal that releases hung requests.
+#[derive(Clone, Debug)]
+pub(crate) struct FaultInjector {
+    /// The faults in force and the rate-limit buckets.
+    pub faults: Faults,
+    /// The request counts and log.
+    pub stats: Stats,
+    /// The emulator's shutdown signal.
+    pub shutdown: Shutdown,
+}
+
 /// A response whose body fails at once: hyper then closes the connection
 /// before the buffered head is flushed, so the client sees a dropped
 /// connection.
@@ -400,14 +449,15 @@ fn injected_error(cfg: &FaultConfig) -> Response {
 /// Hangs for `hang_ms` (or until shutdown), then answers 504; the request
 /// is logged as `status` when it starts hanging.
 async fn hang(
-    state: &EmulatorState,
+    injector: &FaultInjector,
     cfg: &FaultConfig,
     info: &RequestInfo,
     status: &str,
 ) -> Response {
-    state.record_request(info, status);
-    state
-        .wait_or_shutdown(Duration::from_millis(cfg.hang_ms))
+    injector.stats.record(info, status);
+    injector
+        .shutdown
+        .sleep(Duration::from_millis(cfg.hang_ms))
         .await;
     let mut res = ApiError::new(
         StatusCode::GATEWAY_TIMEOUT,
@@ -421,7 +471,7 @@ async fn hang(
 /// Runs the handler of a POST, PATCH or DELETE (its effect is stored), waits
 /// `latency_after_ms`, then loses the answer as `commit` says, if at all.
 async fn run_then_fault(
-    state: &EmulatorState,
+    injector: &FaultInjector,
     cfg: &FaultConfig,
     info: RequestInfo,
     commit: Option<Fault>,
@@ -437,7 +487,7 @@ async fn run_then_fault(
         None => return res,
         Some(Fault::Drop) => dropped_response(),
         Some(Fault::Hang) => {
-            return hang(state, cfg, &info, &format!("{committed}, then hung")).await;
+            return hang(injector, cfg, &info, &format!("{committed}, then hung")).await;
         }
         Some(Fault::Error) => injected_error(cfg),
     };
@@ -452,11 +502,11 @@ async fn run_then_fault(
 /// Middleware on the control plane routes (after authentication, so the
 /// workspace is known).
 pub(crate) async fn inject_faults(
-    State(state): State<EmulatorState>,
+    State(injector): State<FaultInjector>,
     req: Request,
     next: Next,
 ) -> Response {
-    let cfg = state.faults();
+    let cfg = injector.faults.current();
     if cfg.is_off() {
         return next.run(req).await;
     }
@@ -478,7 +528,7 @@ pub(crate) async fn inject_faults(
     }
     if let Some(rps) = cfg.rate_limit_per_second {
         let burst = cfg.rate_limit_burst.map(f64::from).unwrap_or(rps);
-        if let Err(wait) = state.take_token(&workspace, rps, burst) {
+        if let Err(wait) = injector.faults.take_token(&workspace, rps, burst) {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
             return ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -566,11 +616,11 @@ pub(crate) async fn inject_faults(
                     rng.random::<f64>(),
                 ])
             };
-            run_then_fault(&state, &cfg, info, commit, req, next).await
+            run_then_fault(&injector, &cfg, info, commit, req, next).await
         }
         Some(Fault::Drop) => dropped_response(),
         Some(Fault::Error) => injected_error(&cfg),
-        Some(Fault::Hang) => hang(&state, &cfg, &info, "hung").await,
+        Some(Fault::Hang) => hang(&injector, &cfg, &info, "hung").await,
     }
 }
 
@@ -706,7 +756,7 @@ mod tests {
         use tower::ServiceExt;
 
         use super::*;
-        use crate::{ApiKey, EmulatorConfig, router};
+        use crate::{ApiKey, EmulatorConfig, EmulatorState, router};
 
         const THROTTLED: &str = "7b6a3c1e-5d4f-4a2b-8c9d-0e1f2a3b4c5d";
         const OTHER: &str = "00000000-0000-4000-8000-0000000000aa";

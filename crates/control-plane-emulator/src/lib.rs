@@ -1,5 +1,5 @@
 //! The control plane emulator: an axum server of the control plane REST API
-//! (server side of [`agent_operator::controlplane::types`]), plus a minimal agent
+//! (server side of [`control_plane_wire::types`]), plus a minimal agent
 //! server per deployment and admin routes for tests.
 //!
 //! Source: docs/control-plane-api.md (the API as the public sources and the
@@ -42,8 +42,11 @@ pub mod shape;
 pub mod state;
 pub mod stats;
 mod store;
+mod sync;
+pub mod telemetry;
 pub mod timeline;
 mod validate;
+mod workspace;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -70,15 +73,18 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// The whole emulator as an axum router: control plane routes (root and
 /// `/api-host`), agent servers, admin routes, FastAPI-style 404/405, the
-/// body limit (413) and request counting.
+/// body limit (413) and request counting. Each middleware gets only its
+/// piece of `state`: authentication the start configuration, fault
+/// injection its faults (with the counts and the shutdown signal), counting
+/// the counts.
 pub fn router(state: EmulatorState) -> Router {
     let api = routes::api_routes()
         .route_layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.fault_injector(),
             faults::inject_faults,
         ))
         .route_layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.auth_config(),
             auth::require_api_key,
         ));
     Router::new()
@@ -89,7 +95,7 @@ pub fn router(state: EmulatorState) -> Router {
         .fallback(errors::not_found_fallback)
         .method_not_allowed_fallback(errors::method_not_allowed_fallback)
         .layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.stats(),
             stats::count_requests,
         ))
         .layer(DefaultBodyLimit::max(state.config().max_body_bytes))

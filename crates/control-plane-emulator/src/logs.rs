@@ -25,12 +25,12 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::auth::Tenant;
 use super::errors::{ApiError, issue};
 use super::extract::{JsonBody, PathIds};
 use super::state::EmulatorState;
 use super::store::{Now, StoredDeployment, StoredRevision, rfc3339};
-use agent_operator::controlplane::types::RevisionStatus;
+use super::workspace::Tenant;
+use control_plane_wire::types::RevisionStatus;
 
 /// Most entries in one answer, and the default `limit`.
 pub const MAX_LIMIT: u64 = 1000;

@@ -4,14 +4,14 @@
 //! Thin main: parses the flags of [`control_plane_emulator::cli`], starts
 //! logging, and runs [`control_plane_emulator`] until a signal.
 
-use agent_operator::telemetry::LogFormat;
 use anyhow::Context;
 use clap::Parser;
 use control_plane_emulator::cli::{Args, banner};
+use control_plane_emulator::telemetry::{self, LogFormat};
 use control_plane_emulator::{self as emulator, SHUTDOWN_GRACE};
 
 fn init_logging(format: LogFormat) {
-    agent_operator::telemetry::init(format, "info");
+    telemetry::init(format, "info");
 }
 
 #[tokio::main]
@@ -34,7 +34,7 @@ async fn main() -> anyhow::Result<()> {
             res.context("server task")?.context("server")?;
             anyhow::bail!("the server stopped unexpectedly");
         }
-        _ = agent_operator::telemetry::shutdown_signal() => {}
+        _ = telemetry::shutdown_signal() => {}
     }
     tracing::info!("shutting down");
     state.signal_shutdown();

@@ -31,7 +31,6 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::auth::Tenant;
 use super::errors::ApiError;
 use super::extract::{JsonBody, OptionalJsonBody, PathIds};
 use super::logs;
@@ -44,7 +43,8 @@ use super::validate::{
     self, DEPLOYMENT_CREATE, DEPLOYMENT_PATCH, DEPLOYMENT_TYPES, QueryParams, REVISION_CREATE,
     paging,
 };
-use agent_operator::controlplane::types::{DeploymentCreate, SourceRevisionConfig};
+use super::workspace::Tenant;
+use control_plane_wire::types::{DeploymentCreate, SourceRevisionConfig};
 
 /// The control plane routes, without authentication (added by the caller).
 pub(crate) fn api_routes() -> Router<EmulatorState> {

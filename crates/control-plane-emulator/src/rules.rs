@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::errors::ApiError;
 use super::shape::{Quirk, ServiceShape};
-use agent_operator::controlplane::types::{
+use control_plane_wire::types::{
     DeploymentCreate, Listener, ListenerConfig, SecretReference, SecretValue, SourceConfig,
     SourceRevisionConfig,
 };
@@ -174,7 +174,7 @@ pub(crate) fn check_create_shape(
 }
 
 /// `install_command` and `build_command` must follow
-/// [`agent_operator::api::rules::BUILD_COMMAND_PATTERN`] (at most 1024 bytes) → 400
+/// [`control_plane_wire::rules::BUILD_COMMAND_PATTERN`] (at most 1024 bytes) → 400
 /// naming the field and the rule. docs/control-plane-api.md "Build commands" (seen only in the
 /// official CLI): the CLI refuses "shell control characters and the like";
 /// whether and how the service refuses them is not known, so refusing here
@@ -185,7 +185,7 @@ pub(crate) fn check_build_commands(sc: &SourceConfig) -> Result<(), ApiError> {
         ("source_config.build_command", &sc.build_command),
     ] {
         if let Some(c) = command {
-            agent_operator::api::rules::check_build_command(&format!("'{field}'"), c)
+            control_plane_wire::rules::check_build_command(&format!("'{field}'"), c)
                 .map_err(|e| ApiError::bad_request(format!("Invalid command: {e}.")))?;
         }
     }
@@ -204,7 +204,7 @@ pub(crate) fn check_secret_references(
     with_listener: bool,
     secrets: &[SecretValue],
 ) -> Result<(), ApiError> {
-    use agent_operator::api::rules::RESERVED_NAMES;
+    use control_plane_wire::rules::RESERVED_NAMES;
     if references.is_empty() {
         return Ok(());
     }
@@ -251,7 +251,7 @@ pub(crate) fn check_secret_names(
     secrets: &[SecretValue],
     with_listener: bool,
 ) -> Result<(), ApiError> {
-    use agent_operator::api::rules::{RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES};
+    use control_plane_wire::rules::{RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES};
     for s in secrets {
         if RESERVED_NAMES.contains(&s.name.as_str()) {
             return Err(ApiError::bad_request(format!(
@@ -499,8 +499,8 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_operator::controlplane::types::ListenerComputeConfig;
     use axum::http::StatusCode;
+    use control_plane_wire::types::ListenerComputeConfig;
     use serde_json::json;
 
     fn create(source: &str) -> DeploymentCreate {

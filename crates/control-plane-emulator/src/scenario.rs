@@ -11,7 +11,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::timeline::Outcome;
-use agent_operator::controlplane::types::SourceRevisionConfig;
+use control_plane_wire::types::SourceRevisionConfig;
 
 /// The value a rule looks at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

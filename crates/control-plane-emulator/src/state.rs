@@ -1,24 +1,25 @@
 //! Shared state of a running emulator: configuration, store, scenario rules,
 //! faults, request counts and log.
+//!
+//! [`EmulatorState`] composes the pieces, each owned by the module that
+//! uses it: the fault middleware's `Faults` (in `faults`), the counting
+//! middleware's `Stats` (in `stats`), the shutdown signal (in `sync`), and
+//! the start configuration the authentication middleware reads. A middleware
+//! takes only its piece (see [`super::router`]), so none of them imports
+//! this module.
 
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tokio::sync::watch;
 
-use super::config::{EmulatorConfig, same_workspace};
-use super::faults::{FaultConfig, RateLimiter};
+use super::config::EmulatorConfig;
+use super::faults::{FaultConfig, FaultInjector, Faults};
 use super::scenario::ScenarioRule;
-use super::stats::{REQUEST_LOG_CAPACITY, RequestInfo, RequestStats};
+use super::stats::Stats;
 use super::store::{Now, Store, rfc3339};
-use agent_operator::controlplane::types::{Listener, ListenerComputeConfig};
-
-/// Locks a mutex, recovering the data if a previous holder panicked (the
-/// emulator never answers 500 because of a poisoned lock).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+use super::sync::{Shutdown, lock};
+use super::workspace::same_workspace;
+use control_plane_wire::types::{Listener, ListenerComputeConfig};
 
 /// The state behind [`super::router`]: cheap to clone (an `Arc`).
 #[derive(Clone)]
@@ -27,16 +28,15 @@ pub struct EmulatorState {
 }
 
 struct Inner {
-    config: EmulatorConfig,
+    config: Arc<EmulatorConfig>,
     public_url: String,
     /// Seeded listeners with their workspace.
     listeners: Vec<(String, Listener)>,
     store: Mutex<Store>,
     scenarios: Mutex<Vec<ScenarioRule>>,
-    faults: Mutex<FaultConfig>,
-    limiter: Mutex<RateLimiter>,
-    stats: Mutex<RequestStats>,
-    shutdown: watch::Sender<bool>,
+    faults: Faults,
+    stats: Stats,
+    shutdown: Shutdown,
 }
 
 impl std::fmt::Debug for EmulatorState {
@@ -79,18 +79,16 @@ impl EmulatorState {
                 )
             })
             .collect();
-        let (shutdown, _) = watch::channel(false);
         Self {
             inner: Arc::new(Inner {
                 scenarios: Mutex::new(config.scenarios.clone()),
-                faults: Mutex::new(config.faults.clone()),
-                config,
+                faults: Faults::new(config.faults.clone()),
+                config: Arc::new(config),
                 public_url,
                 listeners,
                 store: Mutex::new(Store::default()),
-                limiter: Mutex::new(RateLimiter::default()),
-                stats: Mutex::new(RequestStats::new(Instant::now(), REQUEST_LOG_CAPACITY)),
-                shutdown,
+                stats: Stats::default(),
+                shutdown: Shutdown::new(),
             }),
         }
     }
@@ -107,14 +105,13 @@ impl EmulatorState {
 
     /// The current faults.
     pub fn faults(&self) -> FaultConfig {
-        lock(&self.inner.faults).clone()
+        self.inner.faults.current()
     }
 
     /// Replaces the faults. Errors: see [`FaultConfig::validate`].
     pub fn set_faults(&self, faults: FaultConfig) -> Result<(), String> {
         faults.validate()?;
-        *lock(&self.inner.faults) = faults;
-        lock(&self.inner.limiter).clear();
+        self.inner.faults.replace(faults);
         Ok(())
     }
 
@@ -133,24 +130,24 @@ impl EmulatorState {
     /// configuration. Logged times stay relative to the emulator's start.
     pub fn reset(&self) {
         lock(&self.inner.store).clear();
-        lock(&self.inner.stats).reset();
-        lock(&self.inner.limiter).clear();
+        self.inner.stats.reset();
+        self.inner.faults.clear_limits();
         *lock(&self.inner.scenarios) = self.inner.config.scenarios.clone();
-        *lock(&self.inner.faults) = self.inner.config.faults.clone();
+        self.inner.faults.replace(self.inner.config.faults.clone());
     }
 
     /// Request counts as served by `GET /_emulator/requests`:
     /// `{"total", "during_retry_after", "routes"}` (see [`super::stats`]).
     pub fn request_counts(&self) -> Value {
-        lock(&self.inner.stats).to_json()
+        self.inner.stats.to_json()
     }
 
     /// The request log as served by `GET /_emulator/requests/log`:
     /// `{"capacity", "dropped", "entries": [{"t_ms", "route",
     /// "deployment_id", "listener_id", "status"}]}`, oldest first, at most
-    /// [`REQUEST_LOG_CAPACITY`] entries (see [`super::stats`]).
+    /// [`super::stats::REQUEST_LOG_CAPACITY`] entries (see [`super::stats`]).
     pub fn request_log(&self) -> Value {
-        lock(&self.inner.stats).log_json()
+        self.inner.stats.log_json()
     }
 
     /// The store as served by `GET /_emulator/store`.
@@ -160,20 +157,31 @@ impl EmulatorState {
 
     /// Asks hung requests to finish and the server to stop.
     pub fn signal_shutdown(&self) {
-        self.inner.shutdown.send_replace(true);
+        self.inner.shutdown.raise();
     }
 
     /// Resolves once [`EmulatorState::signal_shutdown`] was called.
     pub async fn shutdown_requested(&self) {
-        let mut rx = self.inner.shutdown.subscribe();
-        let _ = rx.wait_for(|stop| *stop).await;
+        self.inner.shutdown.raised().await;
     }
 
-    /// Sleeps `d`, or less if shutdown is requested.
-    pub(crate) async fn wait_or_shutdown(&self, d: Duration) {
-        tokio::select! {
-            _ = tokio::time::sleep(d) => {}
-            _ = self.shutdown_requested() => {}
+    /// The authentication middleware's piece: the start configuration.
+    pub(crate) fn auth_config(&self) -> Arc<EmulatorConfig> {
+        self.inner.config.clone()
+    }
+
+    /// The counting middleware's piece: the request counts and log.
+    pub(crate) fn stats(&self) -> Stats {
+        self.inner.stats.clone()
+    }
+
+    /// The fault middleware's piece: the faults, the request counts and the
+    /// shutdown signal.
+    pub(crate) fn fault_injector(&self) -> FaultInjector {
+        FaultInjector {
+            faults: self.inner.faults.clone(),
+            stats: self.inner.stats.clone(),
+            shutdown: self.inner.shutdown.clone(),
         }
     }
 
@@ -211,26 +219,5 @@ impl EmulatorState {
             .filter(|(ws, _)| same_workspace(ws, workspace_id))
             .map(|(_, l)| l)
             .collect()
-    }
-
-    /// Counts and logs one request (see [`super::stats`]).
-    pub(crate) fn record_request(&self, req: &RequestInfo, status: &str) {
-        lock(&self.inner.stats).record(req, status);
-    }
-
-    /// Notes a request of `workspace` arriving at `at` (counted when a
-    /// `Retry-After` sent to the workspace still runs).
-    pub(crate) fn note_arrival(&self, workspace: &str, at: Instant) {
-        lock(&self.inner.stats).arrival(workspace, at);
-    }
-
-    /// Notes a `Retry-After` sent to `workspace`, running until `until`.
-    pub(crate) fn note_retry_after(&self, workspace: &str, until: Instant) {
-        lock(&self.inner.stats).retry_after_sent(workspace, until);
-    }
-
-    /// Takes a rate-limit token of `workspace` (see [`RateLimiter::take`]).
-    pub(crate) fn take_token(&self, workspace: &str, rps: f64, burst: f64) -> Result<(), Duration> {
-        lock(&self.inner.limiter).take(workspace, rps, burst, Instant::now())
     }
 }

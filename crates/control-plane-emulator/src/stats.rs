@@ -1,6 +1,6 @@
 //! What the control plane was asked, for tests to judge how a client behaved
 //! (how many polls, retries, 429s). An emulator feature, served by the admin
-//! routes (see [`super::admin`]):
+//! routes (`admin`):
 //!
 //! - `GET /_emulator/requests`: counts per route template and status, and
 //!   `during_retry_after`, the number of requests that arrived from a
@@ -12,9 +12,13 @@
 //! Every request except the admin routes is counted and logged once: when
 //! it is answered (its status), when its connection is dropped (`dropped`),
 //! or when it starts hanging (`hung`). A request's time is its arrival.
+//!
+//! The counting middleware's state is `Stats`, this module's own piece of
+//! the emulator's state: it needs nothing else (the fault middleware marks
+//! a response it lost with a `FaultMark`, defined here).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
@@ -24,8 +28,7 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::faults::FaultMark;
-use super::state::EmulatorState;
+use super::sync::lock;
 
 /// Most entries the request log keeps: 200,000 (under 30 MB). When it is
 /// full, the oldest entry is dropped for each new one, and the log's
@@ -298,11 +301,62 @@ impl RequestStats {
     }
 }
 
+/// Marks a response the counting middleware must not count by its status
+/// (set by the fault middleware on a response it lost or held).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum FaultMark {
+    /// The connection was dropped: counted as `dropped`.
+    Dropped,
+    /// Already counted (as `hung`) when the request started hanging.
+    Counted,
+    /// Counted and logged with this status (a commit fault, e.g. `201,
+    /// then dropped`).
+    As(String),
+}
+
+/// The request counts and log of one emulator, shared (cheap to clone) by
+/// the counting middleware, the fault middleware (a hung request is counted
+/// when it starts hanging) and the admin routes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stats(Arc<Mutex<RequestStats>>);
+
+impl Stats {
+    /// See [`RequestStats::record`].
+    pub fn record(&self, req: &RequestInfo, status: &str) {
+        lock(&self.0).record(req, status);
+    }
+
+    /// See [`RequestStats::arrival`].
+    pub fn arrival(&self, workspace: &str, at: Instant) {
+        lock(&self.0).arrival(workspace, at);
+    }
+
+    /// See [`RequestStats::retry_after_sent`].
+    pub fn retry_after_sent(&self, workspace: &str, until: Instant) {
+        lock(&self.0).retry_after_sent(workspace, until);
+    }
+
+    /// See [`RequestStats::reset`].
+    pub fn reset(&self) {
+        lock(&self.0).reset();
+    }
+
+    /// See [`RequestStats::to_json`].
+    pub fn to_json(&self) -> Value {
+        lock(&self.0).to_json()
+    }
+
+    /// See [`RequestStats::log_json`].
+    pub fn log_json(&self) -> Value {
+        lock(&self.0).log_json()
+    }
+}
+
 /// Outermost middleware: counts and logs every request except the admin
 /// routes, tracks the `Retry-After`s sent to each workspace, and logs method,
 /// route template, status and duration (never headers or bodies).
 pub(crate) async fn count_requests(
-    State(state): State<EmulatorState>,
+    State(stats): State<Stats>,
     mut req: Request,
     next: Next,
 ) -> Response {
@@ -330,12 +384,12 @@ pub(crate) async fn count_requests(
         workspace: workspace_of(req.headers()),
     };
     if let Some(ws) = &info.workspace {
-        state.note_arrival(ws, at);
+        stats.arrival(ws, at);
     }
     req.extensions_mut().insert(info.clone());
     let res = next.run(req).await;
     if let (Some(ws), Some(wait)) = (&info.workspace, retry_after(&res)) {
-        state.note_retry_after(ws, Instant::now() + wait);
+        stats.retry_after_sent(ws, Instant::now() + wait);
     }
     let status = match res.extensions().get::<FaultMark>() {
         Some(FaultMark::Counted) => None,
@@ -350,7 +404,7 @@ pub(crate) async fn count_requests(
             elapsed_ms = at.elapsed().as_millis() as u64,
             "request"
         );
-        state.record_request(&info, &status);
+        stats.record(&info, &status);
     }
     res
 }
@@ -487,7 +541,8 @@ mod tests {
 
         use super::*;
         use crate::{
-            DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, FaultConfig, RejectRule, router,
+            DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, EmulatorState, FaultConfig,
+            RejectRule, router,
         };
 
         fn request(method: &str, path: &str) -> Request<Body> {

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::shape::{AnswerFacts, Quirk, ServiceShape, answer};
 use super::timeline::Plan;
-use agent_operator::controlplane::types::{
+use control_plane_wire::types::{
     Deployment, Revision, RevisionStatus, SecretReference, SecretValue, SourceConfig,
     SourceRevisionConfig,
 };

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use agent_operator::controlplane::types::RevisionStatus;
+use control_plane_wire::types::RevisionStatus;
 
 /// How long an `UNKNOWN` outcome shows `UNKNOWN`, in steps.
 pub const UNKNOWN_STEPS: u32 = 3;

@@ -1,6 +1,6 @@
 //! Admission rules of the CRDs, shared by the schema (OpenAPI patterns and
-//! CEL rules the API server enforces), the operator's own check before any
-//! remote call (`api::preflight`) and the emulator. Constants and rule
+//! CEL rules the API server enforces) and the operator's own check before
+//! any remote call (`api::preflight`). Constants and rule
 //! builders only: no CRD type is used here, so the types and
 //! `api::resource_spec` can use them without a cycle.
 //!
@@ -13,6 +13,16 @@
 //!
 //! Every regular expression here is RE2 syntax (what the API server uses for
 //! `pattern` and CEL `matches`) and also valid for the `regex` crate.
+//!
+//! The rules of the service itself (reserved secret names, build commands),
+//! which the emulator enforces too, live in the `control-plane-wire` crate
+//! ([`control_plane_wire::rules`]) and are re-exported here, so the CRD
+//! schema, the preflight and the emulator share one copy.
+
+pub use control_plane_wire::rules::{
+    BUILD_COMMAND_MESSAGE, BUILD_COMMAND_PATTERN, MAX_COMMAND_LENGTH, RESERVED_NAMES,
+    SELF_HOSTED_ONLY_NAMES, check_build_command,
+};
 
 /// A uuid in its canonical text form (any case), e.g. an integration,
 /// listener or deployment id (docs/control-plane-api.md "Deployment": `integration_id`,
@@ -55,25 +65,6 @@ pub const IMAGE_PATTERN: &str = r"^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-
 /// no leading `/`, `-` or `.`, no trailing `/` or `.`.
 pub const REPO_REF_PATTERN: &str = r"^[A-Za-z0-9_]([A-Za-z0-9._/-]*[A-Za-z0-9_-])?$";
 
-/// An install or build command (`sourceConfig.installCommand`,
-/// `buildCommand`; docs/control-plane-api.md "Build commands", seen only in the official CLI,
-/// which refuses "shell control characters and the like" without saying
-/// which). The rule here is an allowlist, stricter than the CLI on purpose:
-/// letters, digits, spaces and `. _ / : = @ + , % ~ -`, starting with a
-/// non-space. So `npm ci`, `yarn install --frozen-lockfile` or
-/// `NODE_ENV=production pnpm run build` pass, and everything a shell would
-/// interpret is refused: newlines and other control characters, `;`, `&`
-/// (so `&&`), `|` (so `||`), backticks, `$` (so `$(`), `<` and `>`
-/// redirections, quotes, brackets, `*`, `?`, `!`, `#` and `\`.
-pub const BUILD_COMMAND_PATTERN: &str = r"^[A-Za-z0-9._/:=@+,%~-][A-Za-z0-9 ._/:=@+,%~-]*$";
-
-/// Longest accepted `installCommand` or `buildCommand`, in bytes.
-pub const MAX_COMMAND_LENGTH: u32 = 1024;
-
-/// Message of [`build_command_rule`] (also the operator's and, with the
-/// field's wire name, the emulator's).
-pub const BUILD_COMMAND_MESSAGE: &str = "must be one command of letters, digits, spaces and . _ / : = @ + , % ~ - (no newline or control characters, no ; & | ` $ < > quotes or brackets: nothing a shell interprets)";
-
 /// Longest accepted `repoUrl`, `customUrl` or control plane `url`, in bytes.
 pub const MAX_URL_LENGTH: u32 = 2048;
 /// Longest accepted `imageUri`, in bytes.
@@ -86,56 +77,6 @@ pub const MAX_PATH_LENGTH: u32 = 1024;
 pub const MAX_ENV_NAME_LENGTH: u32 = 256;
 /// Most secrets of one AgentDeployment.
 pub const MAX_SECRETS: u32 = 100;
-
-/// Secret names the platform reserves for itself everywhere (docs/control-plane-api.md "Reserved
-/// variable names", seen in the official CLI, which drops them).
-pub const RESERVED_NAMES: &[&str] = &[
-    "LANGCHAIN_TRACING_V2",
-    "LANGSMITH_TRACING_V2",
-    "LANGCHAIN_ENDPOINT",
-    "LANGCHAIN_PROJECT",
-    "LANGSMITH_PROJECT",
-    "LANGSMITH_LANGGRAPH_GIT_REPO",
-    "LANGGRAPH_GIT_REPO_PATH",
-    "LANGCHAIN_API_KEY",
-    "LANGSMITH_CONTROL_PLANE_API_KEY",
-    "POSTGRES_URI",
-    "POSTGRES_PASSWORD",
-    "DATABASE_URI",
-    "LANGSMITH_LANGGRAPH_GIT_REF",
-    "LANGSMITH_LANGGRAPH_GIT_REF_SHA",
-    "LANGGRAPH_AUTH_TYPE",
-    "LANGSMITH_AUTH_ENDPOINT",
-    "LANGSMITH_TENANT_ID",
-    "LANGSMITH_AUTH_VERIFY_TENANT_ID",
-    "LANGSMITH_HOST_PROJECT_ID",
-    "LANGSMITH_HOST_PROJECT_NAME",
-    "LANGSMITH_HOST_REVISION_ID",
-    "LOG_JSON",
-    "LOG_DICT_TRACEBACKS",
-    "REDIS_URI",
-    "LANGCHAIN_CALLBACKS_BACKGROUND",
-    "DD_TRACE_PSYCOPG_ENABLED",
-    "DD_TRACE_REDIS_ENABLED",
-    "LANGSMITH_DEPLOYMENT_NAME",
-    "LANGGRAPH_CLOUD_LICENSE_KEY",
-];
-
-/// Secret names allowed only on a self-hosted data plane, that is with a
-/// listener (docs/control-plane-api.md "Reserved variable names").
-pub const SELF_HOSTED_ONLY_NAMES: &[&str] = &[
-    "LANGSMITH_API_KEY",
-    "LANGSMITH_ENDPOINT",
-    "POSTGRES_URI_CUSTOM",
-    "REDIS_URI_CUSTOM",
-    "PATH",
-    "PORT",
-    "MOUNT_PREFIX",
-    "LSD_ENV",
-    "LSD_DD_API_KEY",
-    "LSD_DD_ENDPOINT",
-    "LSD_DEPLOYMENT_TYPE",
-];
 
 /// `names` as a CEL list literal, e.g. `['A', 'B']`.
 fn cel_list(names: &[&str]) -> String {
@@ -181,23 +122,6 @@ pub fn image_rule() -> String {
 /// CEL rule for an install or build command: [`BUILD_COMMAND_PATTERN`].
 pub fn build_command_rule() -> String {
     format!("self.matches('{}')", cel_escape(BUILD_COMMAND_PATTERN))
-}
-
-/// Checks an install or build command against [`BUILD_COMMAND_PATTERN`] and
-/// [`MAX_COMMAND_LENGTH`] without a regex engine (used by the operator's
-/// [`preflight`] and by the emulator). Errors: a message naming `field`.
-pub fn check_build_command(field: &str, command: &str) -> Result<(), String> {
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || b" ._/:=@+,%~-".contains(&b);
-    let ok = command.len() <= MAX_COMMAND_LENGTH as usize
-        && command.bytes().next().is_some_and(|b| b != b' ')
-        && command.bytes().all(allowed);
-    if ok {
-        Ok(())
-    } else if command.len() > MAX_COMMAND_LENGTH as usize {
-        Err(format!("{field} is longer than {MAX_COMMAND_LENGTH} bytes"))
-    } else {
-        Err(format!("{field} {BUILD_COMMAND_MESSAGE}"))
-    }
 }
 
 /// CEL rule for a `repoRef`: [`REPO_REF_PATTERN`], no `..` and no `//`.

@@ -12,7 +12,8 @@
 //! - [`operation`]: the fixed [`Operation`] names and the [`RequestObserver`];
 //! - [`response`]: pure decoding of one answer;
 //! - [`merge`]: merging a partial `resource_spec`;
-//! - [`types`]: the wire types shared with the emulator.
+//! - [`types`]: the wire types shared with the emulator (the
+//!   `control-plane-wire` crate's, re-exported).
 #![deny(missing_docs)]
 
 pub mod budget;

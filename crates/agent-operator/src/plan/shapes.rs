@@ -172,10 +172,9 @@ impl Memory<'_> {
 }
 
 /// True when `r` is a resolved commit (7 to 64 hex digits), not a branch or
-/// tag name.
-pub fn is_resolved_commit(r: &str) -> bool {
-    (7..=64).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_hexdigit())
-}
+/// tag name: the wire crate's fact (docs/control-plane-api.md, "Answer
+/// shapes"), shared with the emulator.
+pub use control_plane_wire::types::is_resolved_commit;
 
 /// The ref the service says the deployment is configured with, or `None`
 /// when the read does not tell (row `source_revision_config.repo_ref`).

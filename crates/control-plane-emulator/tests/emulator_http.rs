@@ -76,9 +76,17 @@ fn fast_config() -> EmulatorConfig {
     }
 }
 
-/// Deployment `id` (a JSON string) as the emulator stored it.
+/// Deployment `id` (a JSON string) as the emulator stored it, found in
+/// `GET /_emulator/store`'s shape (`{"workspaces": {ws: {"deployments": [...]}}}`).
 fn stored(emu: &emulator::RunningEmulator, id: &Value) -> Value {
-    crate::support::stored_deployment(&emu.state().dump(), id.as_str().unwrap_or_default())
+    let id = id.as_str().unwrap_or_default();
+    emu.state().dump()["workspaces"]
+        .as_object()
+        .into_iter()
+        .flat_map(|ws| ws.values())
+        .flat_map(|w| w["deployments"].as_array().cloned().unwrap_or_default())
+        .find(|d| d["id"] == id)
+        .unwrap_or_else(|| panic!("deployment {id} stored"))
 }
 
 fn github_body(name: &str) -> Value {
@@ -223,9 +231,8 @@ async fn create_get_patch_and_conflicts() {
         "absent fields are null"
     );
 
-    // The typed client structs decode the answer.
-    let typed: agent_operator::controlplane::types::Deployment =
-        serde_json::from_value(d.clone()).unwrap();
+    // The wire types (the operator's client decodes into them) decode the answer.
+    let typed: control_plane_wire::types::Deployment = serde_json::from_value(d.clone()).unwrap();
     assert_eq!(
         typed.latest_revision_id.as_deref(),
         d["latest_revision_id"].as_str()
@@ -240,7 +247,7 @@ async fn create_get_patch_and_conflicts() {
     );
     let resolved = got["source_revision_config"]["repo_ref"].as_str().unwrap();
     assert!(
-        agent_operator::controller::shapes::is_resolved_commit(resolved),
+        control_plane_wire::types::is_resolved_commit(resolved),
         "repo_ref holds the resolved commit: {resolved}"
     );
 

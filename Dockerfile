@@ -3,7 +3,7 @@
 # with the CA bundle the control plane client verifies HTTPS with, run as a
 # numeric non-root user. Pod Security `restricted` (deploy/) relies on it.
 #
-#   docker build -t ghcr.io/agentserver-dev/agent-operator:0.1.0 \
+#   docker build -t localhost/agent-operator:0.1.0 \
 #     --build-arg REVISION="$(git rev-parse HEAD)" .
 #
 # No container engine runs on this project's build machines: this file is

@@ -21,7 +21,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 binary=${1:?usage: hack/image.sh <static binary> <output tarball>}
 ca_bundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 # The image's name, as deploy/ references it.
-name=${IMAGE_NAME:-ghcr.io/agentserver-dev/agent-operator}
+name=${IMAGE_NAME:-localhost/agent-operator}
 output=${2:?usage: hack/image.sh <static binary> <output tarball>}
 tools=$("$root/hack/tools/install.sh" crane | tail -n1)
 crane="$tools/crane"

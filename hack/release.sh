@@ -22,7 +22,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 image=${1:?usage: hack/release.sh <image tarball> [DIST]}
 dist=${2:-$root/dist}
-name=${IMAGE_NAME:-ghcr.io/agentserver-dev/agent-operator}
+name=${IMAGE_NAME:-localhost/agent-operator}
 version=$(awk -F'"' '/^version = / {print $2; exit}' "$root/Cargo.toml")
 [ -s "$image" ] || { echo "no image tarball at $image: run make image" >&2; exit 1; }
 tools=$("$root/hack/tools/install.sh" helm | tail -n1)

@@ -98,10 +98,7 @@ fn the_image_tarball_runs_the_static_operator_as_a_non_root_user() {
     // The name `docker load` / `podman load` give it: deploy/'s image.
     assert_eq!(
         manifests[0]["annotations"]["io.containerd.image.name"],
-        format!(
-            "ghcr.io/agentserver-dev/agent-operator:{}",
-            env!("CARGO_PKG_VERSION")
-        )
+        format!("localhost/agent-operator:{}", env!("CARGO_PKG_VERSION"))
     );
     assert_eq!(
         manifests[0]["annotations"]["org.opencontainers.image.ref.name"],

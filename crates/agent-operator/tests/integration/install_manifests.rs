@@ -678,10 +678,7 @@ fn the_chart_grants_what_the_overlays_grant() {
         );
     }
     // The image `make image` builds, at the crate's version.
-    let image = format!(
-        "ghcr.io/agentserver-dev/agent-operator:{}",
-        env!("CARGO_PKG_VERSION")
-    );
+    let image = format!("localhost/agent-operator:{}", env!("CARGO_PKG_VERSION"));
     assert_eq!(pod(ours)["containers"][0]["image"], image.as_str());
     assert_eq!(pod(theirs)["containers"][0]["image"], image.as_str());
     // The same kinds, but for the chart's optional ServiceMonitor.

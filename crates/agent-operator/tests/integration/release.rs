@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use test_support::envtest::{TestEnv, TestEnvOptions};
 
 const REPOSITORY: &str = "platform/agent-operator";
-const IMAGE_NAME: &str = "ghcr.io/agentserver-dev/agent-operator";
+const IMAGE_NAME: &str = "localhost/agent-operator";
 
 fn repo() -> &'static Path {
     test_support::repo_root()

@@ -31,10 +31,8 @@ build_log="$logs/build.log"
 t=$EPOCHREALTIME
 hack/envtest/install.sh etcd kube-apiserver >"$logs/envtest.out" 2>>"$build_log" &
 envtest_pid=$!
-# --bin applies to every -p: each binary is named. The Go build is the longer
-# of the two and ends in a chain of packages and a link that use one core:
-# cargo yields to it (nice) and takes whatever core Go leaves idle.
-nice -n 5 cargo build --locked -p agent-operator -p control-plane-emulator -p agent-operator-test-support \
+# --bin applies to every -p: each binary is named.
+cargo build --locked -p agent-operator -p control-plane-emulator -p agent-operator-test-support \
   --bin agent-operator --bin control-plane-emulator --bin testenv >>"$build_log" 2>&1 &
 cargo_pid=$!
 failed() { # failed <what>

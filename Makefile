@@ -31,11 +31,16 @@ generate: ## regenerate the CRD YAML in crds/ and docs/reference.md from the Rus
 	cargo run --quiet -p agent-operator --bin agent-operator -- crds --out crds
 	cargo run --quiet -p agent-operator --bin agent-operator -- reference --out docs/reference.md
 
-lint: ## rustfmt and clippy on every crate (warnings are errors), the fuzz targets compile, hadolint on the Dockerfile, helm lint --strict on the chart
+lint: ## rustfmt and clippy on every crate (warnings are errors), every doc link resolves, the fuzz targets compile, hadolint on the Dockerfile, helm lint --strict on the chart
 	hack/prereqs.sh lint
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	# The docstrings are the code's reference, private items included: every
+	# link in them must resolve (links to private items and bare URLs in
+	# clap help texts are fine).
+	RUSTDOCFLAGS="-D warnings -A rustdoc::private_intra_doc_links -A rustdoc::bare_urls" \
+	  cargo doc --quiet --workspace --no-deps --document-private-items
 	cargo check --quiet --manifest-path fuzz/Cargo.toml --bins
 	tools="$$(hack/tools/install.sh helm hadolint | tail -n1)" && "$$tools/hadolint" Dockerfile \
 	  && "$$tools/helm" lint --strict deploy/helm/agent-operator \

@@ -82,8 +82,8 @@ pub struct Args {
     #[arg(long, env = "EMULATOR_AGENT_SERVER_NO_AUTH")]
     agent_server_no_auth: bool,
 
-    /// A listener seeded at start, WORKSPACE=LISTENER_ID:COMPUTE_ID[:ns1,ns2]
-    /// (no namespaces: any namespace is accepted). Its workspace becomes
+    /// A listener seeded at start, WORKSPACE=LISTENER_ID:COMPUTE_ID, optionally
+    /// followed by :NS1,NS2 (no namespaces: any namespace is accepted). Its workspace becomes
     /// self-hosted enterprise. Repeatable (semicolon-separated in the
     /// environment).
     #[arg(

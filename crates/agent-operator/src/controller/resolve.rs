@@ -59,7 +59,7 @@ pub fn key_value(
 }
 
 /// Reads `key` of Secret `name` in `namespace` as UTF-8, through the
-/// cache of referenced Secrets ([`Secrets::value`]: no API server read
+/// cache of referenced Secrets ([`super::secrets::Secrets::value`]: no API server read
 /// while the watch shows the Secret unchanged), with the messages of
 /// [`key_value`].
 ///

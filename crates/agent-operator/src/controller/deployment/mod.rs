@@ -7,7 +7,7 @@
 //! 1. [`observe`] → [`observe::Observed`]: the inputs read from Kubernetes
 //!    and the desired state built from them;
 //! 2. [`decide`] (pure): the one step to take before any request;
-//! 3. [`act`] → [`pass::Acted`]: at most one read and one mutation of the
+//! 3. [`act`](mod@act) → [`pass::Acted`]: at most one read and one mutation of the
 //!    control plane (finding or creating the deployment: [`obtain`]);
 //! 4. [`follow`]: the latest revision, decided by [`verdict`] (pure);
 //! 5. [`report`]: every step ends with one [`report::Report`] (status,

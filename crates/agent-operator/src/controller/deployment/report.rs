@@ -1,11 +1,11 @@
 //! The "report" step of the AgentDeployment pass: the one value a pass
 //! returns ([`Report`]: status, annotations, events, requeue) and the one
-//! function that writes it ([`write`]), always in the same order:
+//! function that writes it ([`write`](fn@write)), always in the same order:
 //! status (server-side apply, only when changed), then the annotations (one
 //! merge patch), then the events. Also the mapping of control plane errors
 //! to conditions (docs/control-plane-api.md "Errors").
 //!
-//! Steps build reports, never write them: only `reconcile` calls [`write`].
+//! Steps build reports, never write them: only `reconcile` calls [`write`](fn@write).
 //! The one write a step makes itself is the create-pending marker, which
 //! must be stored before the POST it guards (`obtain::create`).
 

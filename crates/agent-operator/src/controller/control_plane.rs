@@ -17,7 +17,6 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::FutureExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -25,9 +24,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
 use super::report::{ReasonTable, reason_for, report_outcome, transient_summary};
-use super::scaffold::{Scope, drive, error_policy, own_kind_stream};
+use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::status::Outcome;
-use super::{Context, Error, jittered, object_key, observed, scoped_api};
+use super::{Context, Error, jittered, object_key, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
 use crate::controlplane::error::Refusal;
@@ -215,29 +214,27 @@ pub async fn run(
     scope: Scope,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let shutdown = Box::pin(shutdown).shared();
-    let controllers = scope.targets().into_iter().map(|namespace| {
+    let build = |namespace: Option<&str>| {
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
         let (_, secrets) = ctx.secrets.subscribe(&ctx.client, namespace);
         let (store, own) = own_kind_stream(KIND, planes);
         let controller = Controller::for_stream(own, store);
         ctx.secrets.register_planes(controller.store());
         let mapper = secret_mapper(controller.store());
-        let controller = controller
-            // The operator's one metadata-only Secret watch of this scope:
-            // only changes of referenced keys, deletions and new Secrets.
-            .watches_stream(secrets, mapper);
-        drive(
-            controller,
-            KIND,
-            CONCURRENCY,
-            shutdown.clone(),
-            observed(KIND, reconcile),
-            error_policy,
-            ctx.clone(),
-        )
-    });
-    futures::future::join_all(controllers).await;
+        // The operator's one metadata-only Secret watch of this scope: only
+        // changes of referenced keys, deletions and new Secrets.
+        controller.watches_stream(secrets, mapper)
+    };
+    run_in_scope(
+        ctx.clone(),
+        scope,
+        KIND,
+        CONCURRENCY,
+        shutdown,
+        build,
+        reconcile,
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -18,16 +18,15 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::FutureExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
 use super::report::{ReasonTable, reason_for, report_outcome, transient_summary};
-use super::scaffold::{Scope, drive, error_policy, own_kind_stream};
+use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::status::Outcome;
-use super::{Context, Error, jittered, object_key, observed, scoped_api};
+use super::{Context, Error, jittered, object_key, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};
@@ -196,25 +195,24 @@ pub async fn run(
     scope: Scope,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let shutdown = Box::pin(shutdown).shared();
-    let controllers = scope.targets().into_iter().map(|namespace| {
+    let build = |namespace: Option<&str>| {
         let listeners: Api<AgentListener> = scoped_api(&ctx.client, namespace);
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
         let (store, own) = own_kind_stream(KIND, listeners);
         let controller = Controller::for_stream(own, store);
         let mapper = plane_mapper(controller.store());
-        let controller = controller.watches(planes, watcher::Config::default(), mapper);
-        drive(
-            controller,
-            KIND,
-            CONCURRENCY,
-            shutdown.clone(),
-            observed(KIND, reconcile),
-            error_policy,
-            ctx.clone(),
-        )
-    });
-    futures::future::join_all(controllers).await;
+        controller.watches(planes, watcher::Config::default(), mapper)
+    };
+    run_in_scope(
+        ctx.clone(),
+        scope,
+        KIND,
+        CONCURRENCY,
+        shutdown,
+        build,
+        reconcile,
+    )
+    .await;
 }
 
 #[cfg(test)]

@@ -20,14 +20,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use tracing::{debug, info};
 
-use super::{Context, Error, requeue_after_error};
+use super::{Context, Error, observed, requeue_after_error};
 use crate::metrics::ReadyCounts;
 
 /// Where the controllers watch.
@@ -175,6 +175,47 @@ where
                 Err(e) => debug!(kind, error = %e, "reconcile failed"),
             }
         })
+}
+
+/// One controller of `kind` per watched namespace of `scope` (`build` makes
+/// it for a namespace; `None`: all namespaces), each run by [`drive`] with
+/// `concurrency`, the timed and counted `reconcile` ([`observed`]) and the
+/// shared [`error_policy`], until `shutdown`. Returns when every one has
+/// stopped. The whole `run` of a kind without a fleet of its own to pace
+/// (AgentControlPlane, AgentListener).
+pub async fn run_in_scope<K, B, R, Fut>(
+    ctx: Arc<Context>,
+    scope: Scope,
+    kind: &'static str,
+    concurrency: u16,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    build: B,
+    reconcile: R,
+) where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    B: Fn(Option<&str>) -> Controller<K>,
+    R: Fn(Arc<K>, Arc<Context>) -> Fut + Copy + Send + 'static,
+    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+{
+    let shutdown = Box::pin(shutdown).shared();
+    let controllers = scope.targets().into_iter().map(|namespace| {
+        drive(
+            build(namespace),
+            kind,
+            concurrency,
+            shutdown.clone(),
+            observed(kind, reconcile),
+            error_policy,
+            ctx.clone(),
+        )
+    });
+    futures::future::join_all(controllers).await;
 }
 
 /// The requeue after a failed pass of most kinds: the service's

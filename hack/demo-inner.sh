@@ -31,20 +31,22 @@ step "$t" "demo: control plane emulator on http://127.0.0.1:8585"
 # operator's default --allowed-hosts (LangSmith Cloud only) refuses.
 t=$EPOCHREALTIME
 metrics=127.0.0.1:8080
-"$bin/agent-operator" run --poll-interval-seconds 1 --allowed-hosts 127.0.0.1 --metrics-addr "$metrics" >"$logs/operator.log" 2>&1 &
-pids+=($!)
+RUST_BACKTRACE=0 "$bin/agent-operator" run --poll-interval-seconds 1 --allowed-hosts 127.0.0.1 --metrics-addr "$metrics" >"$logs/operator.log" 2>&1 &
+operator=$!
+pids+=("$operator")
 # Ready as the operator counts it from its watch of the API server
 # (agent_operator_resources{kind="AgentDeployment",ready="True"}, docs/METRICS.md);
 # kubectl confirms it below once it is built.
 want=$(cat "$root"/examples/*.yaml | grep -c '^kind: AgentDeployment$')
 ready_count() {
-  curl -sf "http://$metrics/metrics" 2>/dev/null |
+  { curl -sf "http://$metrics/metrics" 2>/dev/null || true; } |
     awk '/^agent_operator_resources\{/ && /kind="AgentDeployment"/ && /ready="True"/ { n += $NF } END { print n + 0 }'
 }
 ready=0
 for _ in $(seq 240); do
   ready=$(ready_count)
   [ "$ready" = "$want" ] && break
+  kill -0 "$operator" 2>/dev/null || { echo "demo: the operator exited (is $metrics taken?); the end of $logs/operator.log:" >&2; tail -n 20 "$logs/operator.log" >&2; exit 1; }
   sleep 0.5
 done
 [ "$ready" = "$want" ] || { echo "demo: $ready of $want AgentDeployments Ready after 120 s; the end of $logs/operator.log:" >&2; tail -n 20 "$logs/operator.log" >&2; exit 1; }

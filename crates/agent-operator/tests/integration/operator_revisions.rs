@@ -23,7 +23,6 @@ const SCENARIOS: [&str; 4] = [
 async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
     test_support::skip_without!(Envtest);
     let h = Harness::quick("op-rev-failed")
-        .step_seconds(0.2)
         .scenarios(&SCENARIOS)
         .resync_seconds(0.5)
         .start()
@@ -148,7 +147,6 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
 async fn interrupted_revision_stalls_with_its_own_reason() {
     test_support::skip_without!(Envtest);
     let h = Harness::quick("op-rev-interrupted")
-        .step_seconds(0.2)
         .scenarios(&SCENARIOS)
         .resync_seconds(0.5)
         .start()
@@ -228,7 +226,6 @@ async fn unknown_revision_status_keeps_polling_and_recovers() {
 async fn skipped_revision_gives_way_to_the_latest() {
     test_support::skip_without!(Envtest);
     let h = Harness::quick("op-rev-skipped")
-        .step_seconds(0.2)
         .scenarios(&SCENARIOS)
         .resync_seconds(0.5)
         .start()

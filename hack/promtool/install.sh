@@ -19,17 +19,8 @@ mkdir -p "$out"
 exec 9>"$out/.promtool.lock"
 flock 9
 
-pins=$(sha256sum "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)
-build() { # build <name> <package> [extra ldflags]
-  local name=$1 pkg=$2 ldflags=${3:-}
-  if [ -x "$out/$name" ] && [ "$(cat "$out/.$name.pinned" 2>/dev/null)" = "$pins" ]; then return 0; fi
-  echo "building $name from $pkg (pinned in hack/promtool/go.mod), once per machine" >&2
-  local start=$SECONDS
-  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
-  mv "$out/$name.tmp" "$out/$name"
-  echo "$pins" > "$out/.$name.pinned"
-  echo "built $name in $((SECONDS - start)) s" >&2
-}
+# build <name> <package> [extra ldflags]: the one of hack/tools.
+. "$root/hack/tools/go-build.sh"
 # promtool's version string (promtool --version), as Prometheus's release
 # build sets it: module v0.316.0 is Prometheus 3.16.0.
 module_version=$(awk '{ for (i = 1; i < NF; i++) if ($i == "github.com/prometheus/prometheus" && $(i + 1) ~ /^v0\./) print $(i + 1) }' "$here/go.mod")

@@ -28,17 +28,8 @@ mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9
 
-pins=$(sha256sum "$here/go.mod" "$here/go.sum" | sha256sum | cut -d' ' -f1)
-build() { # build <name> <package> [extra ldflags]
-  local name=$1 pkg=$2 ldflags=${3:-}
-  if [ -x "$out/$name" ] && [ "$(cat "$out/.$name.pinned" 2>/dev/null)" = "$pins" ]; then return 0; fi
-  echo "building $name from $pkg (pinned in hack/tools/go.mod), once per machine" >&2
-  local start=$SECONDS
-  (cd "$here" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
-  mv "$out/$name.tmp" "$out/$name"
-  echo "$pins" > "$out/.$name.pinned"
-  echo "built $name in $((SECONDS - start)) s" >&2
-}
+# build <name> <package> [extra ldflags]
+. "$here/go-build.sh"
 want crane && build crane github.com/google/go-containerregistry/cmd/crane
 # helm's version string (helm version), as its release build sets it.
 helm_version=$(awk '$1 == "helm.sh/helm/v3" && $2 ~ /^v/ {print $2}' "$here/go.mod")

@@ -53,11 +53,12 @@ use agent_operator::controlplane::types::{DeploymentCreate, RevisionStatus};
 use agent_operator::controlplane::{ClientConfig, ControlPlaneClient, ListRevisions};
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource};
 use serde_json::json;
 use test_support::envtest::{TestEnv, TestEnvOptions};
+use test_support::manifests::{AgentDeploymentManifest, github_create_body};
 
 use figures::{Counts, Phase};
 use procs::{Emulator, Operator, ProcSample};
@@ -290,23 +291,6 @@ struct Fleet {
     client: kube::Client,
 }
 
-fn agent_deployment(name: &str, repo_ref: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "github",
-            "sourceConfig": {
-                "integrationId": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
-                "repoUrl": "https://github.com/acme/support-agent",
-                "deploymentType": "dev",
-                "buildOnPush": false
-            },
-            "sourceRevisionConfig": {"repoRef": repo_ref, "langgraphConfigPath": "langgraph.json"}
-        }
-    })
-}
-
 fn name(i: usize) -> String {
     format!("agent-{i:05}")
 }
@@ -444,34 +428,15 @@ impl Bench {
             .await
             .expect("creating the namespace");
         let emulator = Emulator::start(&self.emulator_bin, &run, &self.args.emulator_args()).await;
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
-        apply(
-            &secrets,
-            "cp-api-key",
-            json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "cp-api-key"},
-                "stringData": {"api-key": procs::API_KEY}
-            }),
-        )
-        .await;
-        let mut spec = json!({
-            "url": emulator.base_url,
-            "workspaceId": procs::WORKSPACE,
-            "apiKeySecretRef": {"name": "cp-api-key", "key": "api-key"}
-        });
-        if declared {
-            spec["requestsPerSecond"] = json!(self.args.rate_limit);
-        }
-        let planes: Api<agent_operator::api::AgentControlPlane> =
-            Api::namespaced(self.client.clone(), &namespace);
-        apply(
-            &planes,
-            "default",
-            json!({
-                "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
-                "metadata": {"name": "default"}, "spec": spec
-            }),
+        test_support::install::install_control_plane(
+            &self.client,
+            &namespace,
+            &test_support::install::ControlPlane {
+                url: &emulator.base_url,
+                workspace_id: procs::WORKSPACE,
+                api_key: procs::API_KEY,
+                requests_per_second: declared.then_some(self.args.rate_limit),
+            },
         )
         .await;
         let mut operator = Operator::start(
@@ -484,6 +449,8 @@ impl Bench {
         operator
             .wait_ready(Instant::now(), Duration::from_secs(120))
             .await;
+        let planes: Api<agent_operator::api::AgentControlPlane> =
+            Api::namespaced(self.client.clone(), &namespace);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let plane = planes.get("default").await.expect("reading the plane");
@@ -535,7 +502,12 @@ impl Bench {
                 let api = fleet.api.clone();
                 async move {
                     let name = name(i);
-                    apply(&api, &name, agent_deployment(&name, repo_ref)).await;
+                    apply(
+                        &api,
+                        &name,
+                        AgentDeploymentManifest::github(&name, repo_ref).build(),
+                    )
+                    .await;
                 }
             })
             .buffer_unordered(self.args.apply_concurrency)
@@ -725,19 +697,9 @@ impl Bench {
         let t0 = Instant::now();
         for i in 0..count {
             let started = Instant::now();
-            let body: DeploymentCreate = serde_json::from_value(json!({
-                "name": name(i),
-                "source": "github",
-                "source_config": {
-                    "integration_id": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
-                    "repo_url": "https://github.com/acme/support-agent",
-                    "deployment_type": "dev",
-                    "build_on_push": false
-                },
-                "source_revision_config": {"repo_ref": REPO_REFS[0], "langgraph_config_path": "langgraph.json"},
-                "secrets": []
-            }))
-            .expect("a valid create body");
+            let body: DeploymentCreate =
+                serde_json::from_value(github_create_body(&name(i), REPO_REFS[0]))
+                    .expect("a valid create body");
             let deployment = client.create_deployment(&body).await.expect("create");
             let page = client
                 .list_revisions(

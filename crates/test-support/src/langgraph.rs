@@ -18,6 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
+pub use crate::prerequisites::langgraph_bin;
+
 /// How long `langgraph dev` may take to answer `GET /ok`.
 pub const START_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -28,11 +30,6 @@ pub struct LanggraphServer {
     /// Its log file.
     pub log: PathBuf,
     _child: Mutex<Child>,
-}
-
-/// The `langgraph` executable of the test virtualenv.
-pub fn langgraph_bin() -> PathBuf {
-    crate::repo_root().join(".cache/langgraph-venv/bin/langgraph")
 }
 
 /// The echo graph's directory.

@@ -11,6 +11,10 @@
 //!   (the emulator's request log against a [`budget::Budget`]);
 //! - [`langgraph`]: the real agent server (`langgraph dev`) serving
 //!   `fixtures/echo-agent`;
+//! - [`install`]: the operator's RBAC as shipped and a team's
+//!   AgentControlPlane, installed in a cluster;
+//! - [`manifests`]: AgentDeployment manifests, one builder for the tests
+//!   and the fleet benchmark;
 //! - [`binaries`]: the `control-plane-emulator` binary, built on first use
 //!   (for the fleet benchmark; the tests run the emulator in-process);
 //! - [`repo_root`] and [`log_dir`], where fixtures and logs live.
@@ -25,7 +29,9 @@ use std::time::Duration;
 pub mod binaries;
 pub mod budget;
 pub mod envtest;
+pub mod install;
 pub mod langgraph;
+pub mod manifests;
 pub mod prerequisites;
 pub mod tls;
 

@@ -31,7 +31,7 @@ pub enum Prerequisite {
     /// kube-apiserver and etcd ([`crate::envtest::assets_dir`]).
     Envtest,
     /// The real agent server, `langgraph dev` of the pinned virtualenv
-    /// ([`crate::langgraph::langgraph_bin`]).
+    /// ([`langgraph_bin`]).
     AgentServer,
     /// helm, crane and hadolint in `.cache/tools/bin` ([`tool`]).
     Tools,
@@ -107,7 +107,7 @@ impl Prerequisite {
             Self::Envtest => crate::envtest::assets_dir()
                 .map(|_| ())
                 .map_err(|e| e.to_string()),
-            Self::AgentServer => file(crate::langgraph::langgraph_bin()),
+            Self::AgentServer => file(langgraph_bin()),
             Self::Tools => file(tool("helm"))
                 .and_then(|()| file(tool("crane")))
                 .and_then(|()| file(tool("hadolint"))),
@@ -154,6 +154,12 @@ pub fn available(what: Prerequisite) -> bool {
         }
         Err(_) => false,
     }
+}
+
+/// The `langgraph` executable of the test virtualenv
+/// (`.cache/langgraph-venv`, `hack/agent-server/install.sh`).
+pub fn langgraph_bin() -> PathBuf {
+    crate::repo_root().join(".cache/langgraph-venv/bin/langgraph")
 }
 
 /// `.cache/tools/bin/<name>`: helm, crane, hadolint (`hack/tools/install.sh`),

@@ -19,21 +19,15 @@ use serde_json::{Value, json};
 
 use agent_operator::api::{AgentControlPlane, AgentDeployment};
 
+use test_support::install::{
+    ControlPlane, OPERATOR_NAMESPACE, install_control_plane, install_operator_rbac,
+    operator_identity,
+};
+use test_support::manifests::AgentDeploymentManifest;
+
 use super::figures::{Counts, Phase};
 use super::procs::{self, Emulator, Operator};
-use super::{Bench, agent_deployment, apply, name};
-
-/// Namespace, ServiceAccount and cluster-wide RBAC as shipped, in apply
-/// order (what `kubectl apply -k deploy/overlays/cluster-wide` installs
-/// besides the Deployment, Service, NetworkPolicy and PodDisruptionBudget).
-const RBAC_FILES: [&str; 3] = [
-    "base/namespace.yaml",
-    "base/rbac.yaml",
-    "overlays/cluster-wide/rbac.yaml",
-];
-/// The operator's namespace and ServiceAccount in deploy/base.
-const OPERATOR_NAMESPACE: &str = "agent-operator";
-const OPERATOR_SERVICE_ACCOUNT: &str = "agent-operator";
+use super::{Bench, apply, name};
 
 /// What one many-tenant run sets up.
 #[derive(Clone, Debug)]
@@ -158,23 +152,12 @@ impl Bench {
     /// Applies the shipped RBAC (idempotent) and writes a kubeconfig that
     /// acts as the operator's ServiceAccount.
     async fn service_account_kubeconfig(&self, run: &str) -> PathBuf {
-        let deploy = test_support::repo_root().join("deploy");
-        for file in RBAC_FILES {
-            test_support::envtest::apply_manifest_file(
-                &self.client,
-                &deploy.join(file),
-                OPERATOR_NAMESPACE,
-            )
+        install_operator_rbac(&self.client)
             .await
-            .unwrap_or_else(|e| panic!("applying deploy/{file}: {e}"));
-        }
+            .unwrap_or_else(|e| panic!("applying the operator's RBAC from deploy/: {e}"));
         let path = procs::log_dir().join(format!("{run}-kubeconfig"));
-        let who = test_support::envtest::Impersonation::service_account(
-            OPERATOR_NAMESPACE,
-            OPERATOR_SERVICE_ACCOUNT,
-        );
         self.env
-            .write_impersonating_kubeconfig(&path, &who)
+            .write_impersonating_kubeconfig(&path, &operator_identity())
             .expect("writing the ServiceAccount's kubeconfig");
         path
     }
@@ -250,36 +233,23 @@ impl Bench {
             let w = p / setup.planes_per_workspace;
             let namespace = format!("bench-{run}-team{p}");
             create_namespace(&self.client, &namespace).await;
-            let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
-            apply(
-                &secrets,
-                "cp-api-key",
-                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cp-api-key"},
-                       "stringData": {"api-key": keys[w].0}}),
+            install_control_plane(
+                &self.client,
+                &namespace,
+                &ControlPlane {
+                    url: &emulator.base_url,
+                    workspace_id: &keys[w].1,
+                    api_key: &keys[w].0,
+                    requests_per_second: Some(self.args.rate_limit),
+                },
             )
             .await;
+            let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
             apply(
                 &secrets,
                 "app-env",
                 json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "app-env"},
                        "stringData": {"token": format!("team-{p}-token")}}),
-            )
-            .await;
-            let plane_api: Api<AgentControlPlane> =
-                Api::namespaced(self.client.clone(), &namespace);
-            apply(
-                &plane_api,
-                "default",
-                json!({
-                    "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
-                    "metadata": {"name": "default"},
-                    "spec": {
-                        "url": emulator.base_url,
-                        "workspaceId": keys[w].1,
-                        "apiKeySecretRef": {"name": "cp-api-key", "key": "api-key"},
-                        "requestsPerSecond": self.args.rate_limit
-                    }
-                }),
             )
             .await;
             namespaces.push(namespace);
@@ -377,7 +347,7 @@ impl Bench {
                     let every = setup.value_from_every;
                     async move {
                         let name = name(i);
-                        let mut manifest = agent_deployment(&name, super::REPO_REFS[0]);
+                        let mut manifest = AgentDeploymentManifest::github(&name, super::REPO_REFS[0]).build();
                         if every > 0 && i % every == 0 {
                             manifest["spec"]["secrets"] = json!([{"name": "TOKEN",
                                 "valueFrom": {"secretKeyRef": {"name": "app-env", "key": "token"}}}]);

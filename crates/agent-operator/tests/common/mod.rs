@@ -12,8 +12,9 @@
 //! environment vanishes when the test binary exits.
 //!
 //! The environment also holds the operator's RBAC as shipped
-//! ([`OPERATOR_RBAC_FILES`]: the Namespace, ServiceAccount and ClusterRole of
-//! `deploy/`, namespaced objects in [`OPERATOR_NAMESPACE`]); operators started by the tests impersonate its
+//! ([`test_support::install::OPERATOR_RBAC_FILES`]: the Namespace,
+//! ServiceAccount and ClusterRole of `deploy/`, namespaced objects in
+//! [`OPERATOR_NAMESPACE`]); operators started by the tests impersonate its
 //! ServiceAccount (see `support::OperatorProcess`).
 //!
 //! Binaries: `hack/envtest/install.sh` (or `KUBEBUILDER_ASSETS`).
@@ -72,17 +73,8 @@ impl SharedEnv {
     }
 }
 
-pub use crate::support::{OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT};
-
-/// The operator's Namespace, ServiceAccount, leader-election Role and
-/// cluster-wide RBAC as shipped (files of [`deploy_dir`], in apply order): what
-/// `kubectl apply -k deploy/overlays/cluster-wide` installs, minus the
-/// Deployment, Service, NetworkPolicy and PodDisruptionBudget.
-pub const OPERATOR_RBAC_FILES: [&str; 3] = [
-    "base/namespace.yaml",
-    "base/rbac.yaml",
-    "overlays/cluster-wide/rbac.yaml",
-];
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use crate::support::OPERATOR_NAMESPACE;
 
 /// `<repository root>/deploy`.
 pub fn deploy_dir() -> PathBuf {
@@ -134,14 +126,7 @@ fn start_shared_env() -> Result<SharedEnv, String> {
                 // every operator as that ServiceAccount (impersonated), so the
                 // RBAC that ships is the RBAC that is tested.
                 let admin = env.client().await?;
-                for file in OPERATOR_RBAC_FILES {
-                    test_support::envtest::apply_manifest_file(
-                        &admin,
-                        &deploy_dir().join(file),
-                        OPERATOR_NAMESPACE,
-                    )
-                    .await?;
-                }
+                test_support::install::install_operator_rbac(&admin).await?;
                 eprintln!(
                     "envtest: kube-apiserver at {} ready in {:?}; CRDs: {crds:?}",
                     env.server_url(),
@@ -170,10 +155,7 @@ pub async fn client() -> kube::Client {
 /// for tests that run the controllers in-process.
 pub async fn operator_client() -> kube::Client {
     let mut config = shared_env().env().config().clone();
-    let who = test_support::envtest::Impersonation::service_account(
-        OPERATOR_NAMESPACE,
-        OPERATOR_SERVICE_ACCOUNT,
-    );
+    let who = test_support::install::operator_identity();
     config.auth_info.impersonate = Some(who.user);
     config.auth_info.impersonate_groups = Some(who.groups);
     agent_operator::controlplane::client::install_crypto_provider();
@@ -224,9 +206,9 @@ pub async fn test_namespace(client: &kube::Client, prefix: &str) -> String {
 
 /// A kube-apiserver + etcd of one test alone, with the CRDs and the
 /// operator's ServiceAccount and RBAC installed as shipped (the cluster-wide
-/// ClusterRole included, [`OPERATOR_RBAC_FILES`]): for tests that run the
-/// operator cluster-wide, or stop and freeze the API server, without
-/// touching the tests that share [`shared_env`].
+/// ClusterRole included, [`test_support::install::OPERATOR_RBAC_FILES`]):
+/// for tests that run the operator cluster-wide, or stop and freeze the API
+/// server, without touching the tests that share [`shared_env`].
 pub async fn own_env(extra_apiserver_args: &[&str]) -> TestEnv {
     let env = TestEnv::start(TestEnvOptions {
         extra_apiserver_args: extra_apiserver_args
@@ -241,14 +223,8 @@ pub async fn own_env(extra_apiserver_args: &[&str]) -> TestEnv {
         .await
         .expect("installing the CRDs");
     let admin = env.client().await.expect("envtest client");
-    for file in OPERATOR_RBAC_FILES {
-        test_support::envtest::apply_manifest_file(
-            &admin,
-            &deploy_dir().join(file),
-            OPERATOR_NAMESPACE,
-        )
+    test_support::install::install_operator_rbac(&admin)
         .await
         .expect("applying the operator's RBAC");
-    }
     env
 }

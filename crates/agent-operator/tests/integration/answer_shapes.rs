@@ -15,7 +15,7 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Harness, github_deployment, route};
+use support::{AgentDeploymentManifest, Harness, github_deployment, route};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// The resync interval (the drift period) of these tests, in seconds.
@@ -24,31 +24,26 @@ const RESYNC_SECONDS: f64 = 1.0;
 const DRIFT_PERIODS: u32 = 5;
 
 fn docker_deployment(name: &str, deployment_type: Option<&str>) -> serde_json::Value {
-    let mut m = json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "external_docker",
-            "sourceConfig": {"resourceSpec": {"cpu": 1, "memoryMb": 2048, "maxScale": 2}},
-            "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"},
-            "secrets": [{"name": "API_TOKEN", "value": "shape-docker-token"}]
-        }
-    });
-    if let Some(t) = deployment_type {
-        m["spec"]["sourceConfig"]["deploymentType"] = json!(t);
+    let m = AgentDeploymentManifest::docker(name, "docker.io/acme/agent:1")
+        .source_config(
+            "resourceSpec",
+            json!({"cpu": 1, "memoryMb": 2048, "maxScale": 2}),
+        )
+        .secret("API_TOKEN", "shape-docker-token");
+    match deployment_type {
+        Some(t) => m.source_config("deploymentType", t),
+        None => m,
     }
-    m
+    .build()
 }
 
 /// Runs both AgentDeployments against an emulator started with
 /// `emulator_args`, and checks the steady state after Ready.
 async fn steady_in_shape(test: &str, emulator_args: &[&str], docker_type: Option<&str>) {
-    let resync = RESYNC_SECONDS.to_string();
-    let mut args = vec!["--step-seconds", "0.2"];
-    args.extend_from_slice(emulator_args);
     let h = Harness::builder(test)
-        .emulator(&args)
-        .operator(&["--resync-interval-seconds", &resync])
+        .step_seconds(0.2)
+        .emulator_flags(emulator_args)
+        .resync_seconds(RESYNC_SECONDS)
         .start()
         .await;
     let mut github = github_deployment("shape-github", "main");

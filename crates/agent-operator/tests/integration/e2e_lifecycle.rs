@@ -2,41 +2,23 @@
 //! the operator binary take an AgentDeployment through create → Ready, a spec
 //! change → a new revision → Ready, and delete → gone remotely and locally.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
-use agent_operator::api::AgentDeployment;
 use agent_operator::controlplane::{Error as CpError, ListDeployments, ListRevisions};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use support::{
-    Budget, EmulatorProcess, OperatorProcess, apply_json, install_control_plane, is_ready_now,
-    ready, wait_for,
-};
+use support::{AgentDeploymentManifest, Harness, apply_json, is_ready_now, ready, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn deployment(name: &str, repo_ref: &str, env_secret: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "github",
-            "sourceConfig": {
-                "integrationId": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
-                "repoUrl": "https://github.com/acme/support-agent",
-                "deploymentType": "dev",
-                "buildOnPush": false
-            },
-            "sourceRevisionConfig": {"repoRef": repo_ref, "langgraphConfigPath": "langgraph.json"},
-            "secrets": [
-                {"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": env_secret, "key": "OPENAI_API_KEY"}}},
-                {"name": "LOG_LEVEL", "value": "info"}
-            ]
-        }
-    })
+    AgentDeploymentManifest::github(name, repo_ref)
+        .secret_ref("OPENAI_API_KEY", env_secret, "OPENAI_API_KEY")
+        .secret("LOG_LEVEL", "info")
+        .build()
 }
 
 async fn env_secret(client: &kube::Client, ns: &str, name: &str) {
@@ -53,25 +35,24 @@ async fn env_secret(client: &kube::Client, ns: &str, name: &str) {
 #[tokio::test]
 async fn create_update_delete_reaches_ready_and_cleans_up() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "e2e-lifecycle").await;
-    let emulator = EmulatorProcess::start("e2e-lifecycle", 0.2, 1.0).await;
-    let cp = emulator.client();
-    install_control_plane(&client, &ns, &emulator).await;
-    env_secret(&client, &ns, "agent-env").await;
-    let _operator = OperatorProcess::start("e2e-lifecycle", env.kubeconfig_path(), &ns, &[]);
-    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
+    // The default request budget and the secret scan are checked when the
+    // harness drops.
+    let h = Harness::quick("e2e-lifecycle")
+        .delete_seconds(1.0)
+        .start()
+        .await;
+    let (client, ns, cp, api) = (&h.client, &h.ns, &h.cp, &h.api);
+    env_secret(client, ns, "agent-env").await;
 
     // Create → Ready=True with ids, DEPLOYED, observedGeneration == generation.
     apply_json(
-        &api,
+        api,
         "support-agent",
         deployment("support-agent", "main", "agent-env"),
     )
     .await;
     let obj = wait_for(
-        &api,
+        api,
         "support-agent",
         TIMEOUT,
         "Ready=True after create",
@@ -119,7 +100,7 @@ async fn create_update_delete_reaches_ready_and_cleans_up() {
     .await
     .unwrap();
     let obj = wait_for(
-        &api,
+        api,
         "support-agent",
         TIMEOUT,
         "Ready=True on a new revision",
@@ -169,30 +150,22 @@ async fn create_update_delete_reaches_ready_and_cleans_up() {
         Err(CpError::NotFound { detail }) => assert!(detail.contains(&deployment_id), "{detail}"),
         other => panic!("expected 404 for the deleted deployment, got {other:?}"),
     }
-    emulator.assert_within_budget(&Budget::default()).await;
-    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 #[tokio::test]
 async fn missing_secret_is_reported_and_recovers_when_created() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "e2e-missing-secret").await;
-    let emulator = EmulatorProcess::start("e2e-missing-secret", 0.2, 0.5).await;
-    let cp = emulator.client();
-    install_control_plane(&client, &ns, &emulator).await;
-    let _operator = OperatorProcess::start("e2e-missing-secret", env.kubeconfig_path(), &ns, &[]);
-    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
+    let h = Harness::quick("e2e-missing-secret").start().await;
+    let (client, ns, cp, api) = (&h.client, &h.ns, &h.cp, &h.api);
 
     apply_json(
-        &api,
+        api,
         "needs-secret",
         deployment("needs-secret", "main", "absent-env"),
     )
     .await;
     let (status, reason, message) = wait_for(
-        &api,
+        api,
         "needs-secret",
         TIMEOUT,
         "Ready=False SecretNotFound",
@@ -215,9 +188,9 @@ async fn missing_secret_is_reported_and_recovers_when_created() {
     );
 
     // Creating the Secret is enough: no edit of the resource.
-    env_secret(&client, &ns, "absent-env").await;
+    env_secret(client, ns, "absent-env").await;
     let obj = wait_for(
-        &api,
+        api,
         "needs-secret",
         TIMEOUT,
         "Ready=True after the Secret appears",
@@ -234,6 +207,4 @@ async fn missing_secret_is_reported_and_recovers_when_created() {
         .await
         .unwrap();
     assert_eq!(remote.len(), 1);
-    emulator.assert_within_budget(&Budget::default()).await;
-    support::leaks::assert_no_leaks(&client, &ns).await;
 }

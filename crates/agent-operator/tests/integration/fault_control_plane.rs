@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::api::ListParams;
 use serde_json::json;
-use support::{Budget, FAST_POLLING, Harness, github_deployment};
+use support::{FAST_POLLING, Harness, github_deployment};
 
 fn full() -> bool {
     std::env::var_os("FAULT_FULL").is_some()
@@ -56,12 +56,11 @@ async fn a_fleet_converges_after_5xx_hangs_drops_429s_and_an_outage() {
     let (count, faults_s, outage_s) = if full() { (50, 30, 30) } else { (12, 15, 10) };
     let printed = if full() { PRINTED_FULL } else { PRINTED_SHORT };
     let converge_bound = Duration::from_secs_f64(printed.converge_s * SLACK);
-    let mut h = Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .operator(&[&FAST_POLLING[..], &["--request-timeout-seconds", "2"][..]].concat())
+    let h = Harness::fleet(test)
+        .operator_flags(&FAST_POLLING)
+        .operator_flags(&["--request-timeout-seconds", "2"])
         .start()
         .await;
-    h.budget = Budget::fleet();
     h.emulator
         .set_faults(json!({
             "error_rate": 0.2,

@@ -14,7 +14,7 @@
 //! 5 during deletes); `FAULT_FULL=1` runs the full version (100 resources, 25
 //! and 20 kills; `make faults`).
 
-use crate::{common, support};
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -25,24 +25,12 @@ use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
-use support::{
-    Budget, FAST_POLLING, Harness, OperatorProcess, github_deployment, is_stalled_with, route,
-};
+use support::{FAST_POLLING, Harness, github_deployment, is_stalled_with, route};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
 
 fn full() -> bool {
     std::env::var_os("FAULT_FULL").is_some()
-}
-
-async fn harness(test: &str) -> Harness {
-    let mut h = Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .without_operator()
-        .start()
-        .await;
-    h.budget = Budget::fleet();
-    h
 }
 
 /// The emulator's commit fault of the kill phases: this share of the POSTs
@@ -69,15 +57,14 @@ async fn committed_then_hung(h: &Harness, route: &str) -> usize {
 /// `kills` times, with the commit-then-hang fault on for `route`. Returns
 /// how many of the kills came while a request of `route` the emulator had
 /// committed was in flight (its answer still hanging).
-async fn kill_repeatedly(h: &Harness, test: &str, kills: usize, route: &str) -> usize {
-    let env = common::shared_env();
+async fn kill_repeatedly(h: &Harness, kills: usize, route: &str) -> usize {
     h.emulator
         .set_faults(json!({"commit_hang_rate": COMMIT_HANG_RATE, "hang_ms": COMMIT_HANG_MS}))
         .await;
     let mut in_flight = 0;
     for _ in 0..kills {
         let before = committed_then_hung(h, route).await;
-        let mut op = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
+        let mut op = h.start_operator(&FAST_POLLING);
         let ms = rand::random_range(200..1500);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         op.kill().await;
@@ -135,7 +122,7 @@ async fn wait_all(h: &Harness, what: &str, done: impl Fn(&[AgentDeployment]) -> 
 async fn sigkills_during_creates_and_deletes_duplicate_strand_and_orphan_nothing() {
     test_support::skip_without!(Envtest);
     let test = "fault-crash-fleet";
-    let h = harness(test).await;
+    let h = Harness::fleet(test).without_operator().start().await;
     let (count, create_kills, delete_kills) = if full() { (100, 25, 20) } else { (30, 10, 5) };
     let names: Vec<String> = (0..count).map(|i| format!("fleet-{i:03}")).collect();
     futures::stream::iter(names.iter())
@@ -147,10 +134,9 @@ async fn sigkills_during_creates_and_deletes_duplicate_strand_and_orphan_nothing
         })
         .await;
 
-    let create_kills_in_flight = kill_repeatedly(&h, test, create_kills, route::CREATE).await;
+    let create_kills_in_flight = kill_repeatedly(&h, create_kills, route::CREATE).await;
     let hung_creates = committed_then_hung(&h, route::CREATE).await;
-    let env = common::shared_env();
-    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
+    let _operator = h.start_operator(&FAST_POLLING);
     wait_all(&h, "all Ready", |list| {
         list.len() == count && list.iter().all(support::is_ready_now)
     })
@@ -204,8 +190,8 @@ async fn sigkills_during_creates_and_deletes_duplicate_strand_and_orphan_nothing
     for name in &names {
         h.api.delete(name, &DeleteParams::default()).await.unwrap();
     }
-    let delete_kills_in_flight = kill_repeatedly(&h, test, delete_kills, route::DELETE).await;
-    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
+    let delete_kills_in_flight = kill_repeatedly(&h, delete_kills, route::DELETE).await;
+    let _operator = h.start_operator(&FAST_POLLING);
     wait_all(&h, "all deleted", |list| list.is_empty()).await;
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     loop {
@@ -228,10 +214,9 @@ async fn sigkills_during_creates_and_deletes_duplicate_strand_and_orphan_nothing
 async fn a_restore_without_status_keeps_its_deployment() {
     test_support::skip_without!(Envtest);
     let test = "fault-restore";
-    let h = harness(test).await;
-    let env = common::shared_env();
+    let h = Harness::fleet(test).without_operator().start().await;
     let name = "restored-agent";
-    let mut operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
+    let mut operator = h.start_operator(&FAST_POLLING);
     h.apply(github_deployment(name, "main")).await;
     let id = h
         .wait_ready(name, Duration::from_secs(60))
@@ -255,7 +240,7 @@ async fn a_restore_without_status_keeps_its_deployment() {
     let restored = h.api.get(name).await.unwrap().status.unwrap_or_default();
     assert!(restored.deployment_id.is_none() && restored.conditions.is_empty());
 
-    let _operator = OperatorProcess::start(test, env.kubeconfig_path(), &h.ns, &FAST_POLLING);
+    let _operator = h.start_operator(&FAST_POLLING);
     let obj = h.wait_ready(name, Duration::from_secs(60)).await;
     assert_eq!(
         obj.status.unwrap().deployment_id.as_deref(),

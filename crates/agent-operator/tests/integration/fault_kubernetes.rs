@@ -37,8 +37,7 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use support::budget::LoggedRequest;
 use support::{
-    Budget, Harness, OperatorOptions, OperatorProcess, github_deployment, is_ready_now, metric,
-    route,
+    Harness, OperatorOptions, OperatorProcess, github_deployment, is_ready_now, metric, route,
 };
 use test_support::envtest::TestEnv;
 
@@ -73,24 +72,6 @@ fn assert_bound(name: &str, figure: f64, bound: f64) {
 /// A kube-apiserver + etcd of this test alone ([`common::own_env`]).
 async fn own_env(extra_apiserver_args: &[&str]) -> TestEnv {
     common::own_env(extra_apiserver_args).await
-}
-
-/// The emulator and the control plane in a new namespace of `env`, with the
-/// fleet budget; no operator yet.
-async fn harness(env: &TestEnv, test: &str) -> Harness {
-    let client = env.client().await.expect("envtest client");
-    let ns = common::test_namespace(&client, test).await;
-    let mut h = Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        None,
-    )
-    .await;
-    h.budget = Budget::fleet();
-    h
 }
 
 /// An operator on `ns` (log `target/test-logs/<log_name>-operator.log`, with
@@ -284,7 +265,11 @@ async fn an_apiserver_restart_mid_rollout_is_ridden_out() {
     let test = "fault-kube-restart";
     let (count, restarts) = if full() { (60, 3) } else { (20, 1) };
     let mut env = own_env(&[]).await;
-    let mut h = harness(&env, test).await;
+    let mut h = Harness::fleet(test)
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
     h.operator = Some(operator(env.kubeconfig_path(), test, &h.ns, vec![]));
     let names: Vec<String> = (0..count).map(|i| format!("restart-{i:03}")).collect();
     let started = Instant::now();
@@ -486,7 +471,11 @@ async fn concurrent_writers_lose_no_update() {
     let test = "fault-kube-writers";
     let (count, writers, seconds) = if full() { (40, 6, 60) } else { (10, 3, 20) };
     let env = own_env(&[]).await;
-    let mut h = harness(&env, test).await;
+    let mut h = Harness::fleet(test)
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
     // The writers set the pace here, not the operator: every spec write is a
     // new generation it must send (a PATCH) and follow (reads of the
     // deployment and of the new revision). The full version writes a
@@ -688,7 +677,11 @@ async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
     let test = "fault-kube-gone";
     let (count, added, gap_s) = if full() { (30, 10, 20) } else { (8, 3, 8) };
     let env = own_env(&["--watch-cache=false"]).await;
-    let mut h = harness(&env, test).await;
+    let mut h = Harness::fleet(test)
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
     let upstream: u16 = env
         .server_url()
         .rsplit(':')
@@ -874,7 +867,11 @@ async fn leader_killed_again_and_again_during_a_rollout() {
     const LEASE: &str = "agent-operator-fault-kube";
     let lease_seconds: u64 = 6;
     let env = own_env(&[]).await;
-    let h = harness(&env, test).await;
+    let h = Harness::fleet(test)
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
     let leases: Api<Lease> = Api::namespaced(h.client.clone(), common::OPERATOR_NAMESPACE);
     let (holders, holder_task) = watch_holder(leases, LEASE);
     let lease_arg = lease_seconds.to_string();
@@ -1039,7 +1036,11 @@ async fn one_leader_rides_out_freezes_and_leads_again_after_restarts() {
     let _serial = SERIAL.lock().await;
     let test = "fault-kube-leader-one";
     let mut env = own_env(&[]).await;
-    let mut h = harness(&env, test).await;
+    let mut h = Harness::fleet(test)
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
     let lease = format!("lease-{}", h.ns);
     let leases: Api<Lease> = Api::namespaced(h.client.clone(), common::OPERATOR_NAMESPACE);
     let kubeconfig = env.kubeconfig_path().to_path_buf();

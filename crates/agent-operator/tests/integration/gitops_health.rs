@@ -23,7 +23,7 @@ use agent_operator::api::{AgentControlPlane, AgentDeployment, AgentListener};
 use kube::Api;
 use kube::api::{ApiResource, DeleteParams, DynamicObject};
 use serde_json::{Value, json};
-use support::{Harness, WORKSPACE, github_deployment};
+use support::{AgentDeploymentManifest, Harness, WORKSPACE, github_deployment};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 const LISTENER_ID: &str = "6f1c2a3e-0000-4000-8000-000000000009";
@@ -112,32 +112,16 @@ struct Row {
 async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
     test_support::skip_without!(Envtest);
     let health = health_bin();
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "gitops-health").await;
-    let seed = format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents");
-    let mut h = Harness::start(
-        client.clone(),
-        ns.clone(),
-        env.kubeconfig_path(),
-        "gitops-health",
-        &[
-            "--step-seconds",
-            "1",
-            // Remote deletion takes long: "deleting" lasts.
-            "--delete-seconds",
-            "120",
-            "--scenario",
-            "BUILD_FAILED:repo_ref=broken",
-            "--scenario",
-            "STUCK:repo_ref=stuck",
-            "--listener",
-            &seed,
-        ],
-        Some(&[]),
-    )
-    .await;
-    h.budget = support::budget::Budget::fleet();
+    let mut h = Harness::builder("gitops-health")
+        .step_seconds(1.0)
+        // Remote deletion takes long: "deleting" lasts.
+        .delete_seconds(120.0)
+        .scenarios(&["BUILD_FAILED:repo_ref=broken", "STUCK:repo_ref=stuck"])
+        .listener(&format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents"))
+        .budget(support::budget::Budget::fleet())
+        .start()
+        .await;
+    let (client, ns) = (h.client.clone(), h.ns.clone());
     let mut rows: Vec<Row> = Vec::new();
     let deployments = &h.api;
 
@@ -239,16 +223,12 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
     manifest["spec"]["verify"] = json!({"run": {"assistantId": "no-such-assistant"}});
     h.apply(manifest).await;
     let closed = format!("http://127.0.0.1:{}", support::free_port());
-    h.apply(json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": "server-down"},
-        "spec": {
-            "source": "external_docker",
-            "sourceConfig": {"customUrl": closed},
-            "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"},
-            "verify": {"assistants": {"graphId": "agent"}}
-        }
-    }))
+    h.apply(
+        AgentDeploymentManifest::docker("server-down", "docker.io/acme/agent:1")
+            .source_config("customUrl", closed.as_str())
+            .spec("verify", json!({"assistants": {"graphId": "agent"}}))
+            .build(),
+    )
     .await;
     rows.push(Row {
         state: "AgentDeployment verification failing (agent server down, retried)",

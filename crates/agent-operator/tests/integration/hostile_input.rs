@@ -14,7 +14,7 @@
 //! any of them that it would refuse, and that a healthy resource applied
 //! after them becomes Ready as fast as one applied before them.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
-use support::{Harness, apply_json, condition, github_deployment, route};
+use support::{AgentDeploymentManifest, Harness, apply_json, condition, github_deployment, route};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the Secret of the churn case changes, once a second.
@@ -48,15 +48,7 @@ struct Case {
 }
 
 fn docker(name: &str) -> Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "external_docker",
-            "sourceConfig": {},
-            "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1.0.0"}
-        }
-    })
+    AgentDeploymentManifest::docker(name, "ghcr.io/acme/agent:1.0.0").build()
 }
 
 /// `base` with `value` set at the JSON pointer `at` (objects created on the way).
@@ -534,18 +526,8 @@ async fn plane_ready_reason(client: &kube::Client, ns: &str, name: &str) -> Opti
 #[tokio::test]
 async fn hostile_resources_are_stopped_before_the_control_plane() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "hostile").await;
-    let h = Harness::start(
-        client.clone(),
-        ns.clone(),
-        env.kubeconfig_path(),
-        "hostile-input",
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        Some(&[]),
-    )
-    .await;
+    let h = Harness::quick("hostile-input").start().await;
+    let (client, ns) = (h.client.clone(), h.ns.clone());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 
     // A healthy resource before anything hostile: the reference time.
@@ -593,7 +575,7 @@ async fn hostile_resources_are_stopped_before_the_control_plane() {
         .unwrap()
         .deployment_id
         .unwrap();
-    let mark = h.emulator.request_log().await.entries.len();
+    let mark = h.emulator.request_mark().await;
 
     let mut table = vec![
         "| # | hostile input | kind | where it was stopped | message |".to_owned(),
@@ -813,14 +795,7 @@ async fn hostile_resources_are_stopped_before_the_control_plane() {
     h.wait_ready("healthy-after", TIMEOUT).await;
     let healthy_after = started.elapsed();
 
-    let log: Vec<_> = h
-        .emulator
-        .request_log()
-        .await
-        .entries
-        .into_iter()
-        .skip(mark)
-        .collect();
+    let log: Vec<_> = h.emulator.requests_since(mark).await;
     let churn_patches = log
         .iter()
         .filter(|r| {

@@ -51,23 +51,12 @@ fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
 #[tokio::test]
 async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "kubectl-ux").await;
-    let h = Harness::start(
-        client,
-        ns.clone(),
-        env.kubeconfig_path(),
-        "kubectl-ux",
-        &[
-            "--step-seconds",
-            "0.3",
-            "--scenario",
-            "BUILD_FAILED:repo_ref=broken",
-        ],
-        Some(&[]),
-    )
-    .await;
+    let h = Harness::builder("kubectl-ux")
+        .step_seconds(0.3)
+        .scenario("BUILD_FAILED:repo_ref=broken")
+        .start()
+        .await;
+    let ns = h.ns.clone();
 
     // kubectl apply of a file, as a GitOps tool would.
     let mut missing = github_deployment("needs-secret", "main");

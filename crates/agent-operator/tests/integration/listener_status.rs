@@ -18,7 +18,7 @@ use agent_operator::api::conditions::{READY, find};
 use agent_operator::api::{AgentDeploymentSpec, AgentListener};
 use agent_operator::controller::runner::Scope;
 use agent_operator::controller::status::STALLED;
-use agent_operator::controller::{Context, OperatorConfig, listener, placement};
+use agent_operator::controller::{Context, listener, placement};
 use agent_operator::controlplane::ControlPlaneClient;
 use control_plane_emulator::{
     self as emulator, ApiKey, EmulatorConfig, ListenerSeed, RunningEmulator,
@@ -51,11 +51,7 @@ impl Drop for Harness {
     /// for secret values (after a panic too, without panicking again).
     fn drop(&mut self) {
         self.controller.abort();
-        if std::thread::panicking() {
-            support::leaks::scan_namespace_after_panic(common::kubeconfig_path(), &self.ns);
-        } else {
-            support::leaks::check_namespace_blocking(common::kubeconfig_path(), &self.ns);
-        }
+        support::scan_namespace_on_drop(&self.ns);
     }
 }
 
@@ -78,15 +74,7 @@ impl Harness {
         })
         .await
         .expect("starting the emulator");
-        let config = OperatorConfig {
-            blocked_interval: Duration::from_secs(30),
-            request_timeout: Duration::from_secs(5),
-            // The emulator listens on loopback, outside the default list.
-            allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(["127.0.0.1"]).unwrap(),
-            ..OperatorConfig::default()
-        };
-        // The controllers act as the operator's ServiceAccount (shipped RBAC).
-        let ctx = Arc::new(Context::new(common::operator_client().await, config));
+        let ctx = support::in_process_context().await;
         let controller = tokio::spawn(listener::run(
             ctx.clone(),
             Scope::Namespace(ns.clone()),

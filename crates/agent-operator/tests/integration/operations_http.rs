@@ -9,41 +9,27 @@ use std::time::Duration;
 
 use agent_operator::api::AgentDeployment;
 use kube::Api;
-use serde_json::json;
 use support::{
-    Budget, EmulatorProcess, OperatorOptions, OperatorProcess, apply_json, install_control_plane,
-    is_ready_now, metric, wait_for,
+    AgentDeploymentManifest, Budget, EmulatorProcess, Harness, OperatorOptions, OperatorProcess,
+    apply_json, install_control_plane, is_ready_now, metric, wait_for,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn deployment(name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "github",
-            "sourceConfig": {
-                "integrationId": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
-                "repoUrl": "https://github.com/acme/support-agent",
-                "deploymentType": "dev",
-                "buildOnPush": false
-            },
-            "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"},
-            "secrets": [{"name": "LOG_LEVEL", "value": "info"}]
-        }
-    })
+    AgentDeploymentManifest::github(name, "main")
+        .secret("LOG_LEVEL", "info")
+        .build()
 }
 
 #[tokio::test]
 async fn probes_and_metrics_reflect_sync_and_reconciles() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "ops-http").await;
-    let emulator = EmulatorProcess::start("ops-http", 0.2, 0.5).await;
-    install_control_plane(&client, &ns, &emulator).await;
-    let operator = OperatorProcess::start("ops-http", env.kubeconfig_path(), &ns, &[]);
+    // The default request budget and the secret scan are checked when the
+    // harness drops.
+    let h = Harness::quick("ops-http").start().await;
+    let (api, ns) = (&h.api, &h.ns);
+    let operator = h.operator.as_ref().expect("the harness's operator");
 
     // Live as soon as it serves HTTP; ready once the watches listed.
     operator
@@ -53,9 +39,8 @@ async fn probes_and_metrics_reflect_sync_and_reconciles() {
         .wait_for_status("/readyz", 200, Duration::from_secs(30))
         .await;
 
-    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
-    apply_json(&api, "observed", deployment("observed")).await;
-    wait_for(&api, "observed", TIMEOUT, "Ready=True", |o| {
+    apply_json(api, "observed", deployment("observed")).await;
+    wait_for(api, "observed", TIMEOUT, "Ready=True", |o| {
         is_ready_now(o).then_some(())
     })
     .await;
@@ -108,15 +93,13 @@ async fn probes_and_metrics_reflect_sync_and_reconciles() {
     // series names a namespace, and none names an AgentDeployment.
     let unbounded: Vec<&str> = text
         .lines()
-        .filter(|line| line.contains(&ns) && !line.contains("control_plane=\"default\""))
+        .filter(|line| line.contains(ns.as_str()) && !line.contains("control_plane=\"default\""))
         .collect();
     assert!(
         unbounded.is_empty() && !text.contains("observed\""),
         "no AgentDeployment namespace or name in label values: {unbounded:?}\n{text}"
     );
     assert!(text.ends_with("# EOF\n"), "OpenMetrics text");
-    emulator.assert_within_budget(&Budget::default()).await;
-    support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
 /// A kubeconfig whose API server never answers (a closed loopback port).

@@ -12,8 +12,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
 use support::{
-    Budget, EmulatorProcess, OperatorOptions, OperatorProcess, apply_json, install_control_plane,
-    is_ready_now, metric, wait_for,
+    AgentDeploymentManifest, Budget, EmulatorProcess, OperatorOptions, OperatorProcess, apply_json,
+    install_control_plane, is_ready_now, metric, wait_for,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -36,21 +36,9 @@ impl Leases {
 }
 
 fn deployment(name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "github",
-            "sourceConfig": {
-                "integrationId": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
-                "repoUrl": "https://github.com/acme/support-agent",
-                "deploymentType": "dev",
-                "buildOnPush": false
-            },
-            "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"},
-            "secrets": [{"name": "LOG_LEVEL", "value": "info"}]
-        }
-    })
+    AgentDeploymentManifest::github(name, "main")
+        .secret("LOG_LEVEL", "info")
+        .build()
 }
 
 /// Starts a replica named `pod` (its `POD_NAME`, hence its lease identity).

@@ -10,25 +10,13 @@ use agent_operator::api::AgentDeployment;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use support::apply_json;
+use support::{AgentDeploymentManifest, apply_json};
 
 fn manifest(name: &str) -> Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "name": "immutable-agent",
-            "source": "github",
-            "sourceConfig": {
-                "integrationId": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
-                "repoUrl": "https://github.com/acme/support-agent",
-                "deploymentType": "dev",
-                "buildOnPush": false,
-                "listenerId": "0c9a4a0e-6f51-4e43-9d2a-8b7e6f5d4c3b"
-            },
-            "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"}
-        }
-    })
+    AgentDeploymentManifest::github(name, "main")
+        .spec("name", "immutable-agent")
+        .source_config("listenerId", "0c9a4a0e-6f51-4e43-9d2a-8b7e6f5d4c3b")
+        .build()
 }
 
 async fn merge(api: &Api<AgentDeployment>, name: &str, patch: &Value) -> Result<(), kube::Error> {

@@ -13,17 +13,10 @@ use support::{Harness, condition, github_create_body, github_deployment, route};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn harness(test: &str) -> Harness {
-    Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .start()
-        .await
-}
-
 #[tokio::test]
 async fn deployment_named_in_spec_is_adopted_and_converged() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-adopt").await;
+    let h = Harness::quick("op-adopt").start().await;
     let legacy =
         h.cp.create_deployment(&github_create_body("legacy-agent", "old-branch"))
             .await
@@ -64,7 +57,7 @@ async fn deployment_named_in_spec_is_adopted_and_converged() {
 #[tokio::test]
 async fn name_in_use_stalls_and_the_remote_is_left_alone() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-name-conflict").await;
+    let h = Harness::quick("op-name-conflict").start().await;
     let theirs =
         h.cp.create_deployment(&github_create_body("taken-name", "main"))
             .await
@@ -104,7 +97,7 @@ async fn name_in_use_stalls_and_the_remote_is_left_alone() {
 #[tokio::test]
 async fn name_conflict_is_resolved_by_setting_the_deployment_id() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-conflict-adopt").await;
+    let h = Harness::quick("op-conflict-adopt").start().await;
     let theirs =
         h.cp.create_deployment(&github_create_body("shared-name", "main"))
             .await

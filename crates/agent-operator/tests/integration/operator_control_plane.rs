@@ -4,7 +4,7 @@
 //! enough for both to become Ready, without restarting the operator or
 //! editing the AgentDeployment.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -29,25 +29,13 @@ async fn set_key(h: &Harness, key: &str) {
 #[tokio::test]
 async fn deployments_wait_for_their_control_plane_and_recover_after_a_key_rotation() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "op-plane-not-ready").await;
-    let mut h = Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        "op-plane-not-ready",
-        &["--step-seconds", "0.2"],
-        None,
-    )
-    .await;
+    let mut h = Harness::builder("op-plane-not-ready")
+        .step_seconds(0.2)
+        .without_operator()
+        .start()
+        .await;
     set_key(&h, support::leaks::WRONG_API_KEY).await;
-    h.operator = Some(support::OperatorProcess::start(
-        "op-plane-not-ready",
-        env.kubeconfig_path(),
-        &h.ns,
-        &[],
-    ));
+    h.operator = Some(h.start_operator(&[]));
 
     // The AgentControlPlane is Stalled first; the deployment then points at it.
     h.apply(github_deployment("waiting-agent", "main")).await;

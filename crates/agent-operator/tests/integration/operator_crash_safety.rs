@@ -5,7 +5,7 @@
 //! SIGKILL while its POST is in flight, then restarted, ends with exactly one
 //! remote deployment.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -16,22 +16,13 @@ use support::{Harness, OperatorProcess, github_create_body, github_deployment, r
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn harness(test: &str, operator: bool) -> Harness {
-    let builder =
-        Harness::builder(test).emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"]);
-    if operator {
-        builder
-    } else {
-        builder.without_operator()
-    }
-    .start()
-    .await
-}
-
 #[tokio::test]
 async fn pending_marker_resolves_to_the_deployment_that_landed() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-crash-marker", false).await;
+    let h = Harness::quick("op-crash-marker")
+        .without_operator()
+        .start()
+        .await;
     let name = "recovered-agent";
     // State after a crash between the POST and the status write: the marker
     // on the object, no status, and the deployment on the control plane.
@@ -44,8 +35,7 @@ async fn pending_marker_resolves_to_the_deployment_that_landed() {
         json!({CREATE_PENDING_ANNOTATION: "2025-06-01T10:00:00Z"});
     h.apply(manifest).await;
 
-    let env = common::shared_env();
-    let _operator = OperatorProcess::start("op-crash-marker", env.kubeconfig_path(), &h.ns, &[]);
+    let _operator = h.start_operator(&[]);
     let event = support::wait_for_event(&h.client, &h.ns, name, "CreateRecovered", TIMEOUT).await;
     assert!(event.note.unwrap_or_default().contains(&landed.id));
     let obj = h.wait_ready(name, TIMEOUT).await;
@@ -68,13 +58,15 @@ async fn pending_marker_resolves_to_the_deployment_that_landed() {
 #[tokio::test]
 async fn operator_killed_during_create_leaves_exactly_one_deployment() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-crash-kill", false).await;
+    let h = Harness::quick("op-crash-kill")
+        .without_operator()
+        .start()
+        .await;
     let name = "crash-agent";
-    let env = common::shared_env();
     // Every control plane request takes 2.5 s, so the operator is killed
     // while its POST is on the wire.
     h.emulator.set_faults(json!({"latency_ms": 2500})).await;
-    let mut first = OperatorProcess::start("op-crash-kill", env.kubeconfig_path(), &h.ns, &[]);
+    let mut first = h.start_operator(&[]);
     h.apply(github_deployment(name, "main")).await;
     wait_for(&h.api, name, TIMEOUT, "the create-pending marker", |o| {
         o.annotations()
@@ -101,8 +93,7 @@ async fn operator_killed_during_create_leaves_exactly_one_deployment() {
     // The POST may or may not have reached the service before the kill.
     let landed = h.remote_deployments().await;
     assert!(landed.len() <= 1, "{landed:?}");
-    let _second =
-        OperatorProcess::start("op-crash-kill-restart", env.kubeconfig_path(), &h.ns, &[]);
+    let _second = OperatorProcess::start("op-crash-kill-restart", &h.kubeconfig, &h.ns, &[]);
 
     let obj = h.wait_ready(name, TIMEOUT).await;
     let remote = h.remote_deployments().await;

@@ -18,28 +18,14 @@ use support::{Harness, condition, github_deployment, merge_patch, route, wait_fo
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn harness(test: &str, delete_seconds: &str) -> Harness {
-    Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", delete_seconds])
-        .start()
-        .await
-}
-
 #[tokio::test]
 async fn orphan_policy_leaves_the_remote_deployment() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-delete-orphan", "0.5").await;
+    let h = Harness::quick("op-delete-orphan").start().await;
     let name = "orphaned-agent";
     let mut manifest = github_deployment(name, "main");
     manifest["spec"]["deletionPolicy"] = "Orphan".into();
-    h.apply(manifest).await;
-    let id = h
-        .wait_ready(name, TIMEOUT)
-        .await
-        .status
-        .unwrap()
-        .deployment_id
-        .unwrap();
+    let id = h.converge(manifest, TIMEOUT).await;
 
     h.api.delete(name, &DeleteParams::default()).await.unwrap();
     support::wait_until_gone(&h.api, name, TIMEOUT).await;
@@ -52,16 +38,12 @@ async fn orphan_policy_leaves_the_remote_deployment() {
 #[tokio::test]
 async fn delete_policy_waits_for_the_asynchronous_delete() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-delete-async", "3").await;
+    let h = Harness::quick("op-delete-async")
+        .delete_seconds(3.0)
+        .start()
+        .await;
     let name = "deleted-agent";
-    h.apply(github_deployment(name, "main")).await;
-    let id = h
-        .wait_ready(name, TIMEOUT)
-        .await
-        .status
-        .unwrap()
-        .deployment_id
-        .unwrap();
+    let id = h.converge(github_deployment(name, "main"), TIMEOUT).await;
 
     h.api.delete(name, &DeleteParams::default()).await.unwrap();
     let obj = wait_for(&h.api, name, TIMEOUT, "Ready reason Deleting", |o| {
@@ -113,15 +95,10 @@ async fn delete_policy_waits_for_the_asynchronous_delete() {
 async fn a_slow_delete_is_read_on_a_backoff() {
     test_support::skip_without!(Envtest);
     const DELETE_SECONDS: u64 = 60;
-    let h = Harness::builder("op-delete-backoff")
-        .emulator(&[
-            "--step-seconds",
-            "0.2",
-            "--delete-seconds",
-            &DELETE_SECONDS.to_string(),
-        ])
+    let h = Harness::quick("op-delete-backoff")
+        .delete_seconds(DELETE_SECONDS as f64)
         // The shipped polling, not the harness's fast one.
-        .operator(&[
+        .operator_flags(&[
             "--poll-interval-seconds",
             "2",
             "--max-poll-interval-seconds",
@@ -130,16 +107,9 @@ async fn a_slow_delete_is_read_on_a_backoff() {
         .start()
         .await;
     let name = "slowly-deleted-agent";
-    h.apply(github_deployment(name, "main")).await;
-    let id = h
-        .wait_ready(name, TIMEOUT)
-        .await
-        .status
-        .unwrap()
-        .deployment_id
-        .unwrap();
+    let id = h.converge(github_deployment(name, "main"), TIMEOUT).await;
 
-    let mark = h.emulator.request_log().await.entries.len();
+    let mark = h.emulator.request_mark().await;
     let started = std::time::Instant::now();
     h.api.delete(name, &DeleteParams::default()).await.unwrap();
     support::wait_until_gone(&h.api, name, Duration::from_secs(DELETE_SECONDS * 3)).await;
@@ -194,16 +164,9 @@ async fn a_slow_delete_is_read_on_a_backoff() {
 #[tokio::test]
 async fn deletion_without_control_plane_stalls_until_orphaned() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-delete-blocked", "0.5").await;
+    let h = Harness::quick("op-delete-blocked").start().await;
     let name = "stranded-agent";
-    h.apply(github_deployment(name, "main")).await;
-    let id = h
-        .wait_ready(name, TIMEOUT)
-        .await
-        .status
-        .unwrap()
-        .deployment_id
-        .unwrap();
+    let id = h.converge(github_deployment(name, "main"), TIMEOUT).await;
 
     let planes: Api<AgentControlPlane> = Api::namespaced(h.client.clone(), &h.ns);
     planes

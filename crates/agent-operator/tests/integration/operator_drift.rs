@@ -15,18 +15,13 @@ use support::{Harness, condition, github_deployment, route, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn harness(test: &str) -> Harness {
-    Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .operator(&["--resync-interval-seconds", "0.5"])
-        .start()
-        .await
-}
-
 #[tokio::test]
 async fn changes_made_outside_are_patched_back() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-drift-patch").await;
+    let h = Harness::quick("op-drift-patch")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "drifting-agent";
     h.apply(github_deployment(name, "main")).await;
     let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();
@@ -47,11 +42,7 @@ async fn changes_made_outside_are_patched_back() {
     .unwrap();
     let event = support::wait_for_event(&h.client, &h.ns, name, "DriftCorrected", TIMEOUT).await;
     assert!(
-        event
-            .note
-            .as_deref()
-            .unwrap_or("")
-            .contains("source_config"),
+        support::note_of(&event).contains("source_config"),
         "{:?}",
         event.note
     );
@@ -81,18 +72,9 @@ async fn changes_made_outside_are_patched_back() {
         (agent_operator::controller::shapes::configured_ref(&d) == Some("main")).then_some(())
     })
     .await;
-    let obj = wait_for(
-        &h.api,
-        name,
-        TIMEOUT,
-        "Ready on the restored revision",
-        |o| {
-            let s = o.status.as_ref()?;
-            (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)
-                .then(|| o.clone())
-        },
-    )
-    .await;
+    let obj = h
+        .wait_ready_past(name, status.latest_revision_id.as_deref(), TIMEOUT)
+        .await;
     let revisions = h.revisions(&id).await;
     assert_eq!(revisions.len(), 3, "first, outside, restored");
     assert_eq!(
@@ -126,16 +108,12 @@ async fn changes_made_outside_are_patched_back() {
 #[tokio::test]
 async fn a_drift_fight_is_capped_then_stalled() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-drift-fight").await;
+    let h = Harness::quick("op-drift-fight")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "fought-over-agent";
-    h.apply(github_deployment(name, "main")).await;
-    let id = h
-        .wait_ready(name, TIMEOUT)
-        .await
-        .status
-        .unwrap()
-        .deployment_id
-        .unwrap();
+    let id = h.converge(github_deployment(name, "main"), TIMEOUT).await;
     let other_writer = DeploymentPatch {
         source_config: Some(SourceConfig {
             build_on_push: Some(true),
@@ -251,16 +229,12 @@ async fn operator_patches(h: &Harness, outside: u64) -> u64 {
 #[tokio::test]
 async fn deployment_deleted_outside_is_created_again() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-drift-recreate").await;
+    let h = Harness::quick("op-drift-recreate")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "recreated-agent";
-    h.apply(github_deployment(name, "main")).await;
-    let old = h
-        .wait_ready(name, TIMEOUT)
-        .await
-        .status
-        .unwrap()
-        .deployment_id
-        .unwrap();
+    let old = h.converge(github_deployment(name, "main"), TIMEOUT).await;
 
     h.cp.delete_deployment(&old).await.unwrap();
     let event = support::wait_for_event(&h.client, &h.ns, name, "RemoteDeleted", TIMEOUT).await;
@@ -282,18 +256,14 @@ async fn deployment_deleted_outside_is_created_again() {
 #[tokio::test]
 async fn deployment_deleted_outside_stalls_with_the_stall_policy() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-drift-stall").await;
+    let h = Harness::quick("op-drift-stall")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "stalling-agent";
     let mut manifest = github_deployment(name, "main");
     manifest["spec"]["remoteDeletionPolicy"] = "Stall".into();
-    h.apply(manifest).await;
-    let id = h
-        .wait_ready(name, TIMEOUT)
-        .await
-        .status
-        .unwrap()
-        .deployment_id
-        .unwrap();
+    let id = h.converge(manifest, TIMEOUT).await;
 
     h.cp.delete_deployment(&id).await.unwrap();
     let obj = h.wait_stalled(name, "RemoteDeleted", TIMEOUT).await;

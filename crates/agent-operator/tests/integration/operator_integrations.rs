@@ -33,19 +33,10 @@ const INTEGRATION_ID: &str = "3f0d1c2e-5a4b-4c3d-8e2f-1a2b3c4d5e6f";
 /// A repository `acme` can read.
 const REPO: &str = "https://github.com/acme/support-agent";
 
-async fn harness(test: &str) -> Harness {
-    let seed = format!("{WORKSPACE}={INTEGRATION_ID}:acme:{REPO},https://github.com/acme/billing");
-    Harness::builder(test)
-        .emulator(&[
-            "--step-seconds",
-            "0.2",
-            "--delete-seconds",
-            "0.5",
-            "--integration",
-            &seed,
-        ])
-        .start()
-        .await
+/// The emulator's `--integration` seed: `acme`, reading [`REPO`] and
+/// `acme/billing`.
+fn seeded_integrations() -> String {
+    format!("{WORKSPACE}={INTEGRATION_ID}:acme:{REPO},https://github.com/acme/billing")
 }
 
 /// A github AgentDeployment naming its integration by `integration` instead
@@ -79,7 +70,10 @@ async fn refused(h: &Harness, manifest: Value) -> String {
 #[tokio::test]
 async fn integration_ref_resolves_to_the_integration_id_once_for_a_fleet() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-integ-ref").await;
+    let h = Harness::quick("op-integ-ref")
+        .integration(&seeded_integrations())
+        .start()
+        .await;
     // "Acme": the name is compared without regard to case; ".git" too.
     let names: Vec<String> = (0..10).map(|i| format!("ref-{i}")).collect();
     for (i, name) in names.iter().enumerate() {
@@ -119,7 +113,10 @@ async fn integration_ref_resolves_to_the_integration_id_once_for_a_fleet() {
 #[tokio::test]
 async fn an_inaccessible_repository_or_an_unknown_integration_stalls_without_a_create() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-integ-stall").await;
+    let h = Harness::quick("op-integ-stall")
+        .integration(&seeded_integrations())
+        .start()
+        .await;
     h.apply(by_ref(
         "outside",
         "acme",
@@ -163,7 +160,10 @@ async fn an_inaccessible_repository_or_an_unknown_integration_stalls_without_a_c
 #[tokio::test]
 async fn build_commands_are_checked_sent_and_a_change_is_a_new_revision() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-integ-build").await;
+    let h = Harness::quick("op-integ-build")
+        .integration(&seeded_integrations())
+        .start()
+        .await;
     for (field, bad) in [
         ("buildCommand", "npm run build && curl http://evil"),
         ("buildCommand", "npm run build; rm -rf /"),
@@ -230,7 +230,10 @@ async fn stored_source_config(h: &Harness, id: &str) -> Value {
 #[tokio::test]
 async fn every_deployment_type_is_created_and_regions_map_by_the_cli_rule() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-integ-types").await;
+    let h = Harness::quick("op-integ-types")
+        .integration(&seeded_integrations())
+        .start()
+        .await;
     let types = ["dev_free", "dev", "prod", "dev_zero", "dev_free_zero"];
     for t in types {
         let mut m = github_deployment(&format!("type-{}", t.replace('_', "-")), "main");
@@ -338,19 +341,11 @@ fn cells(table: &str) -> Vec<Vec<&str>> {
 #[tokio::test]
 async fn agentctl_lists_integrations_and_their_repositories() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "op-integ-cli").await;
-    let seed = format!("{WORKSPACE}={INTEGRATION_ID}:acme:{REPO},https://github.com/acme/billing");
-    let h = Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        "op-integ-cli",
-        &["--integration", &seed],
-        None,
-    )
-    .await;
+    let h = Harness::builder("op-integ-cli")
+        .integration(&seeded_integrations())
+        .without_operator()
+        .start()
+        .await;
     let (ok, out, err) = agentctl(&h, &["integrations", "list"]);
     assert!(ok, "{err}");
     assert_eq!(

@@ -15,24 +15,12 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Drift check period of [`resource_spec_is_sent_merged_with_keys_set_outside`]:
 /// short, so that "no PATCH on later passes" is checked over later passes.
-const RESYNC_SECONDS: &str = "1";
-
-async fn harness(test: &str) -> Harness {
-    harness_with(test, &[]).await
-}
-
-async fn harness_with(test: &str, operator_args: &[&str]) -> Harness {
-    Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .operator(operator_args)
-        .start()
-        .await
-}
+const RESYNC_SECONDS: f64 = 1.0;
 
 #[tokio::test]
 async fn build_on_push_alone_updates_the_remote_without_a_revision() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-patch-bop").await;
+    let h = Harness::quick("op-patch-bop").start().await;
     let name = "bop-agent";
     let mut manifest = github_deployment(name, "main");
     h.apply(manifest.clone()).await;
@@ -69,11 +57,10 @@ async fn build_on_push_alone_updates_the_remote_without_a_revision() {
 #[tokio::test]
 async fn resource_spec_is_sent_merged_with_keys_set_outside() {
     test_support::skip_without!(Envtest);
-    let h = harness_with(
-        "op-patch-resources",
-        &["--resync-interval-seconds", RESYNC_SECONDS],
-    )
-    .await;
+    let h = Harness::quick("op-patch-resources")
+        .resync_seconds(RESYNC_SECONDS)
+        .start()
+        .await;
     let name = "sized-agent";
     let mut manifest = github_deployment(name, "main");
     manifest["spec"]["sourceConfig"]["resourceSpec"] = json!({"minScale": 1});

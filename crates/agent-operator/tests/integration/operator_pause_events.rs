@@ -17,25 +17,14 @@ use support::{Harness, apply_json, condition, github_deployment, route, wait_for
 const TIMEOUT: Duration = Duration::from_secs(60);
 const SECRET_VALUE: &str = "sk-events-5c3a1f";
 
-async fn harness(test: &str) -> Harness {
-    Harness::builder(test)
-        .emulator(&[
-            "--step-seconds",
-            "0.2",
-            "--delete-seconds",
-            "0.5",
-            "--scenario",
-            "BUILD_FAILED:repo_ref=broken",
-        ])
-        .operator(&["--resync-interval-seconds", "0.5"])
-        .start()
-        .await
-}
-
 #[tokio::test]
 async fn paused_resource_makes_no_remote_call_until_resumed() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-pause").await;
+    let h = Harness::quick("op-pause")
+        .scenario("BUILD_FAILED:repo_ref=broken")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "paused-agent";
     let mut manifest = github_deployment(name, "main");
     h.apply(manifest.clone()).await;
@@ -121,10 +110,7 @@ async fn an_invalid_paused_value_is_stalled_before_any_request() {
     test_support::skip_without!(Envtest);
     // The shipped resync interval: the AgentControlPlane is probed once,
     // so every request logged after that would be about the resource.
-    let h = Harness::builder("op-pause-invalid")
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .start()
-        .await;
+    let h = Harness::quick("op-pause-invalid").start().await;
     let planes: Api<agent_operator::api::AgentControlPlane> =
         Api::namespaced(h.client.clone(), &h.ns);
     support::eventually(TIMEOUT, "the AgentControlPlane Ready", || async {
@@ -134,7 +120,7 @@ async fn an_invalid_paused_value_is_stalled_before_any_request() {
         (ready.status == "True").then_some(())
     })
     .await;
-    let before = h.emulator.request_log().await.entries.len();
+    let before = h.emulator.request_mark().await;
     let name = "typo-paused-agent";
     let mut manifest = github_deployment(name, "main");
     manifest["metadata"]["annotations"] = json!({PAUSED_ANNOTATION: "yes"});
@@ -146,14 +132,7 @@ async fn an_invalid_paused_value_is_stalled_before_any_request() {
     }
     support::wait_for_event(&h.client, &h.ns, name, "InvalidAnnotation", TIMEOUT).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let sent: Vec<_> = h
-        .emulator
-        .request_log()
-        .await
-        .entries
-        .into_iter()
-        .skip(before)
-        .collect();
+    let sent: Vec<_> = h.emulator.requests_since(before).await;
     assert!(
         sent.is_empty(),
         "requests for an invalid paused value: {sent:?}"
@@ -184,7 +163,11 @@ async fn an_invalid_paused_value_is_stalled_before_any_request() {
 #[tokio::test]
 async fn events_tell_the_story_without_secret_values() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-events").await;
+    let h = Harness::quick("op-events")
+        .scenario("BUILD_FAILED:repo_ref=broken")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "storied-agent";
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);
     apply_json(
@@ -200,14 +183,7 @@ async fn events_tell_the_story_without_secret_values() {
     ]);
 
     // Created, RevisionDeployed.
-    h.apply(manifest.clone()).await;
-    let id = h
-        .wait_ready(name, TIMEOUT)
-        .await
-        .status
-        .unwrap()
-        .deployment_id
-        .unwrap();
+    let id = h.converge(manifest.clone(), TIMEOUT).await;
     // Patched: a spec change.
     manifest["spec"]["sourceConfig"]["buildOnPush"] = true.into();
     h.apply(manifest.clone()).await;

@@ -12,15 +12,6 @@ use support::{Harness, github_deployment, merge_patch, route, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn harness(test: &str) -> Harness {
-    Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        // Fast resync: passes that could repeat a redeploy happen often.
-        .operator(&["--resync-interval-seconds", "0.5"])
-        .start()
-        .await
-}
-
 async fn request_redeploy(h: &Harness, name: &str, at: &str) {
     merge_patch(
         &h.api,
@@ -47,7 +38,11 @@ async fn wait_redeployed(h: &Harness, name: &str, at: &str, previous: &str) -> S
 #[tokio::test]
 async fn each_new_annotation_value_redeploys_once() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-redeploy").await;
+    // Fast resync: passes that could repeat a redeploy happen often.
+    let h = Harness::quick("op-redeploy")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "redeployed-agent";
     h.apply(github_deployment(name, "main")).await;
     let status = h.wait_ready(name, TIMEOUT).await.status.unwrap();

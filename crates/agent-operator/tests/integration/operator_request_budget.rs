@@ -20,14 +20,14 @@
 //!
 //! Also the unit tests of the request-budget guard (`support::budget`).
 
-use crate::{common, support};
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agent_operator::api::conditions::{READY, find};
+use agent_operator::api::AgentListener;
+use agent_operator::api::conditions::find;
 use agent_operator::api::deployment::REDEPLOY_ANNOTATION;
-use agent_operator::api::{AgentControlPlane, AgentListener};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use serde_json::json;
@@ -45,34 +45,6 @@ const LISTENER_ID: &str = "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b";
 /// A listener id the emulator does not know (its read answers 404).
 const UNKNOWN_LISTENER_ID: &str = "00000000-1111-4222-8333-444444444444";
 
-/// A harness whose emulator also gets `emulator_args`, with the operator at
-/// its default resync interval; returns once the AgentControlPlane is Ready,
-/// so that its probe is not counted against the resource.
-async fn harness(test: &str, emulator_args: &[&str]) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    let mut args = vec!["--step-seconds", "0.2", "--delete-seconds", "0.5"];
-    args.extend_from_slice(emulator_args);
-    let h = Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &args,
-        Some(&[][..]),
-    )
-    .await;
-    let planes: Api<AgentControlPlane> = Api::namespaced(h.client.clone(), &h.ns);
-    support::eventually(TIMEOUT, "the AgentControlPlane to be Ready", || async {
-        let plane = planes.get_opt("default").await.ok()??;
-        let ready = find(&plane.status?.conditions, READY)?.clone();
-        (ready.status == "True").then_some(())
-    })
-    .await;
-    h
-}
-
 /// Makes the emulator refuse `route` with `status` from now on.
 async fn reject(h: &Harness, route: &str, status: u16) {
     h.emulator
@@ -87,19 +59,13 @@ async fn reject(h: &Harness, route: &str, status: u16) {
 /// Number of entries in the emulator's request log: requests after this
 /// point are the ones the test judges.
 async fn mark(h: &Harness) -> usize {
-    h.emulator.request_log().await.entries.len()
+    h.emulator.request_mark().await
 }
 
 /// The requests logged since `mark`, after waiting [`OBSERVE`].
 async fn observe(h: &Harness, mark: usize) -> Vec<LoggedRequest> {
     tokio::time::sleep(OBSERVE).await;
-    h.emulator
-        .request_log()
-        .await
-        .entries
-        .into_iter()
-        .skip(mark)
-        .collect()
+    h.emulator.requests_since(mark).await
 }
 
 /// Panics unless at most [`MAX_REQUESTS`] were sent and `stalled` holds,
@@ -146,7 +112,8 @@ async fn deployment_stalled(h: &Harness, name: &str) -> Option<Condition> {
 #[tokio::test]
 async fn a_create_refused_with_422_is_not_retried() {
     test_support::skip_without!(Envtest);
-    let h = harness("budget-create-422", &[]).await;
+    let h = Harness::quick("budget-create-422").start().await;
+    h.wait_control_plane_ready(TIMEOUT).await;
     reject(&h, support::route::CREATE, 422).await;
     let name = "oversized-agent";
     let mut manifest = github_deployment(name, "main");
@@ -170,7 +137,8 @@ async fn a_create_refused_with_422_is_not_retried() {
 #[tokio::test]
 async fn a_create_refused_with_400_is_not_retried() {
     test_support::skip_without!(Envtest);
-    let h = harness("budget-create-400", &[]).await;
+    let h = Harness::quick("budget-create-400").start().await;
+    h.wait_control_plane_ready(TIMEOUT).await;
     reject(&h, support::route::CREATE, 400).await;
     let name = "tag-agent";
     let manifest = github_deployment(name, "refs/tags/v1");
@@ -187,7 +155,8 @@ async fn a_create_refused_with_400_is_not_retried() {
 #[tokio::test]
 async fn a_patch_refused_with_422_is_not_retried() {
     test_support::skip_without!(Envtest);
-    let h = harness("budget-patch-422", &[]).await;
+    let h = Harness::quick("budget-patch-422").start().await;
+    h.wait_control_plane_ready(TIMEOUT).await;
     let name = "resized-agent";
     h.apply(github_deployment(name, "main")).await;
     h.wait_ready(name, TIMEOUT).await;
@@ -216,7 +185,8 @@ async fn a_patch_refused_with_422_is_not_retried() {
 #[tokio::test]
 async fn a_redeploy_refused_with_400_is_not_retried() {
     test_support::skip_without!(Envtest);
-    let h = harness("budget-redeploy-400", &[]).await;
+    let h = Harness::quick("budget-redeploy-400").start().await;
+    h.wait_control_plane_ready(TIMEOUT).await;
     let name = "redeployed-agent";
     h.apply(github_deployment(name, "main")).await;
     h.wait_ready(name, TIMEOUT).await;
@@ -246,7 +216,11 @@ async fn a_redeploy_refused_with_400_is_not_retried() {
 async fn a_listener_read_answered_404_is_not_retried() {
     test_support::skip_without!(Envtest);
     let seed = format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents");
-    let h = harness("budget-listener-404", &["--listener", &seed]).await;
+    let h = Harness::quick("budget-listener-404")
+        .listener(&seed)
+        .start()
+        .await;
+    h.wait_control_plane_ready(TIMEOUT).await;
     let listeners: Api<AgentListener> = Api::namespaced(h.client.clone(), &h.ns);
     let mark = mark(&h).await;
     support::apply_json(

@@ -11,32 +11,22 @@ use agent_operator::controlplane::types::RevisionStatus;
 use support::{Harness, condition, github_deployment, route, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-async fn harness(test: &str, step_seconds: &str) -> Harness {
-    Harness::builder(test)
-        .emulator(&[
-            "--step-seconds",
-            step_seconds,
-            "--delete-seconds",
-            "0.5",
-            "--scenario",
-            "BUILD_FAILED:repo_ref=broken",
-            "--scenario",
-            "INTERRUPTED:repo_ref=halted",
-            "--scenario",
-            "UNKNOWN:repo_ref=flaky",
-            "--scenario",
-            "STUCK:repo_ref=stuck",
-        ])
-        .operator(&["--resync-interval-seconds", "0.5"])
-        .start()
-        .await
-}
+/// The emulator's outcomes of these tests, by `repo_ref`.
+const SCENARIOS: [&str; 4] = [
+    "BUILD_FAILED:repo_ref=broken",
+    "INTERRUPTED:repo_ref=halted",
+    "UNKNOWN:repo_ref=flaky",
+    "STUCK:repo_ref=stuck",
+];
 
 #[tokio::test]
 async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-rev-failed", "0.2").await;
+    let h = Harness::quick("op-rev-failed")
+        .scenarios(&SCENARIOS)
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "failing-agent";
     // The failing build prints a secret value of the deployment.
     let rules = serde_json::json!([{"field": "repo_ref", "equals": "broken", "outcome": "BUILD_FAILED",
@@ -156,7 +146,11 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
 #[tokio::test]
 async fn interrupted_revision_stalls_with_its_own_reason() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-rev-interrupted", "0.2").await;
+    let h = Harness::quick("op-rev-interrupted")
+        .scenarios(&SCENARIOS)
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "halted-agent";
     h.apply(github_deployment(name, "halted")).await;
 
@@ -194,7 +188,12 @@ async fn interrupted_revision_stalls_with_its_own_reason() {
 async fn unknown_revision_status_keeps_polling_and_recovers() {
     test_support::skip_without!(Envtest);
     // Slower steps: UNKNOWN lasts three of them.
-    let h = harness("op-rev-unknown", "0.6").await;
+    let h = Harness::quick("op-rev-unknown")
+        .step_seconds(0.6)
+        .scenarios(&SCENARIOS)
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "flaky-agent";
     h.apply(github_deployment(name, "flaky")).await;
 
@@ -226,7 +225,11 @@ async fn unknown_revision_status_keeps_polling_and_recovers() {
 #[tokio::test]
 async fn skipped_revision_gives_way_to_the_latest() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-rev-skipped", "0.2").await;
+    let h = Harness::quick("op-rev-skipped")
+        .scenarios(&SCENARIOS)
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "skipping-agent";
     h.apply(github_deployment(name, "main")).await;
     let first = h.wait_ready(name, TIMEOUT).await.status.unwrap();

@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
-use support::{Harness, WORKSPACE, apply_json, route, wait_for};
+use support::{AgentDeploymentManifest, Harness, WORKSPACE, apply_json, route, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// The listener the emulator seeds in the test workspace.
@@ -29,46 +29,15 @@ const LISTENER_ID: &str = "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b";
 /// cluster: if the operator read it, it could leak it.
 const DATA_PLANE_VALUE: &str = "sk-data-plane-only-7c31e9";
 
-/// A control plane that echoes `secret_references` (the quirk
-/// `secret-references-unechoed` off), so that a change made on it can be
-/// seen and restored; with the real shape, where they are not echoed, a
-/// change of the spec is still sent (found against `status.unechoedHash`:
-/// `answer_shapes` and the unit table in `controller::shapes`).
-async fn harness(test: &str) -> Harness {
-    let seed = format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents");
-    Harness::builder(test)
-        .emulator(&[
-            "--step-seconds",
-            "0.2",
-            "--delete-seconds",
-            "0.5",
-            "--listener",
-            &seed,
-            "--without-quirk",
-            "secret-references-unechoed",
-        ])
-        .operator(&["--resync-interval-seconds", "0.5"])
-        .start()
-        .await
-}
-
 /// An `external_docker` deployment on the seeded listener with one literal
 /// secret and the given references.
 fn docker_with_references(name: &str, references: Value) -> Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "external_docker",
-            "sourceConfig": {
-                "listenerId": LISTENER_ID,
-                "listenerConfig": {"k8sNamespace": "agents"}
-            },
-            "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1.0.0"},
-            "secrets": [{"name": "LOG_LEVEL", "value": "info"}],
-            "secretReferences": references
-        }
-    })
+    AgentDeploymentManifest::docker(name, "ghcr.io/acme/agent:1.0.0")
+        .source_config("listenerId", LISTENER_ID)
+        .source_config("listenerConfig", json!({"k8sNamespace": "agents"}))
+        .secret("LOG_LEVEL", "info")
+        .spec("secretReferences", references)
+        .build()
 }
 
 fn reference(name: &str, secret_name: &str, secret_key: &str) -> SecretReference {
@@ -82,7 +51,17 @@ fn reference(name: &str, secret_name: &str, secret_key: &str) -> SecretReference
 #[tokio::test]
 async fn references_are_sent_without_values_and_patched() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-secret-refs").await;
+    // A control plane that echoes `secret_references` (the quirk
+    // `secret-references-unechoed` off), so that a change made on it can be
+    // seen and restored; with the real shape, where they are not echoed, a
+    // change of the spec is still sent (found against `status.unechoedHash`:
+    // `answer_shapes` and the unit table in `controller::shapes`).
+    let h = Harness::quick("op-secret-refs")
+        .listener(&format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents"))
+        .emulator_flags(&["--without-quirk", "secret-references-unechoed"])
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "referencing-agent";
     // A Secret named like the referenced one exists here too: the operator
     // must not read it (the references name Secrets of the data plane).
@@ -165,11 +144,7 @@ async fn references_are_sent_without_values_and_patched() {
     .unwrap();
     let event = support::wait_for_event(&h.client, &h.ns, name, "DriftCorrected", TIMEOUT).await;
     assert!(
-        event
-            .note
-            .as_deref()
-            .unwrap_or("")
-            .starts_with("secret_references of remote deployment"),
+        support::note_of(&event).starts_with("secret_references of remote deployment"),
         "{:?}",
         event.note
     );
@@ -180,14 +155,11 @@ async fn references_are_sent_without_values_and_patched() {
         (restored == refs).then_some(())
     })
     .await;
-    let obj = wait_for(
-        &h.api,
-        name,
-        TIMEOUT,
-        "Ready on the restored revision",
-        |o| (support::is_ready_now(o) && revision_changed(o, &obj)).then(|| o.clone()),
-    )
-    .await;
+    let previous = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.latest_revision_id.clone());
+    h.wait_ready_past(name, previous.as_deref(), TIMEOUT).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         h.emulator.requests().await.count(route::PATCH),
@@ -196,24 +168,7 @@ async fn references_are_sent_without_values_and_patched() {
     );
 
     // The value of the Secret of that name shows nowhere.
-    let obj_json = serde_json::to_string(&obj).unwrap();
-    assert!(!obj_json.contains(DATA_PLANE_VALUE));
-    for event in support::events_about(&h.client, &h.ns, name).await {
-        assert!(
-            !event.note.unwrap_or_default().contains(DATA_PLANE_VALUE),
-            "an event shows the value"
-        );
-    }
-    let log = support::log_path("op-secret-refs", "operator");
-    let log = std::fs::read_to_string(&log).expect("the operator's log");
-    assert!(log.contains("DEBUG"), "the log is at debug level");
-    assert!(!log.contains(DATA_PLANE_VALUE), "the operator log shows it");
-}
-
-/// True when `o` follows another revision than `before`.
-fn revision_changed(o: &AgentDeployment, before: &AgentDeployment) -> bool {
-    let rev = |x: &AgentDeployment| x.status.as_ref().and_then(|s| s.latest_revision_id.clone());
-    rev(o) != rev(before)
+    h.assert_unseen(name, &[DATA_PLANE_VALUE]).await;
 }
 
 /// Creates `manifest` (a POST: server-side apply refuses a duplicate

@@ -25,18 +25,6 @@ use support::{Harness, apply_json, condition, github_deployment, route, wait_for
 const TIMEOUT: Duration = Duration::from_secs(60);
 use support::leaks::{FIRST_VALUE, SECOND_VALUE, UNREFERENCED_VALUE};
 
-async fn harness(test: &str) -> Harness {
-    harness_with(test, &[]).await
-}
-
-async fn harness_with(test: &str, operator_args: &[&str]) -> Harness {
-    Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .operator(operator_args)
-        .start()
-        .await
-}
-
 async fn put_secret(h: &Harness, name: &str, data: Value) {
     let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);
     apply_json(
@@ -59,7 +47,7 @@ fn with_secret(name: &str, secret: &str) -> Value {
 #[tokio::test]
 async fn missing_key_stalls_and_fixing_the_secret_recovers() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-secret-missing").await;
+    let h = Harness::quick("op-secret-missing").start().await;
     let name = "keyless-agent";
     put_secret(&h, "agent-env", json!({"anthropic": UNREFERENCED_VALUE})).await;
     h.apply(with_secret(name, "agent-env")).await;
@@ -97,7 +85,7 @@ async fn missing_key_stalls_and_fixing_the_secret_recovers() {
 #[tokio::test]
 async fn changed_value_makes_a_new_revision_and_is_never_shown() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-secret-rotate").await;
+    let h = Harness::quick("op-secret-rotate").start().await;
     let name = "rotating-agent";
     put_secret(&h, "agent-env", json!({"openai": FIRST_VALUE})).await;
     put_secret(&h, "unrelated", json!({"openai": "other"})).await;
@@ -162,29 +150,9 @@ async fn changed_value_makes_a_new_revision_and_is_never_shown() {
     assert_ne!(hash, first_hash, "the hash follows the value");
     assert!(!hash.contains(FIRST_VALUE) && !hash.contains(SECOND_VALUE));
 
-    // Nothing the operator wrote shows a value.
-    let obj_json = serde_json::to_string(&h.api.get(name).await.unwrap()).unwrap();
-    for value in [FIRST_VALUE, SECOND_VALUE] {
-        assert!(!obj_json.contains(value), "the object shows {value}");
-    }
-    for event in support::events_about(&h.client, &h.ns, name).await {
-        let note = event.note.unwrap_or_default();
-        assert!(
-            !note.contains(FIRST_VALUE) && !note.contains(SECOND_VALUE),
-            "event {:?} shows a value: {note}",
-            event.reason
-        );
-    }
-    // Nor does its log, at debug level for the operator's own modules.
-    let log = support::log_path("op-secret-rotate", "operator");
-    let log = std::fs::read_to_string(&log).expect("the operator's log");
-    assert!(
-        log.contains("DEBUG"),
-        "the log is at debug level, so the scan means something"
-    );
-    for value in [FIRST_VALUE, SECOND_VALUE, support::API_KEY] {
-        assert!(!log.contains(value), "the operator log shows {value}");
-    }
+    // Nothing the operator wrote shows a value, nor does its log, at debug
+    // level for the operator's own modules.
+    h.assert_unseen(name, &[FIRST_VALUE, SECOND_VALUE]).await;
 }
 
 /// A value set on the control plane by someone else (console, CLI).
@@ -193,7 +161,10 @@ const REMOTE_VALUE: &str = "sk-set-in-the-console-5a9f03";
 #[tokio::test]
 async fn a_value_changed_on_the_control_plane_is_restored_unseen() {
     test_support::skip_without!(Envtest);
-    let h = harness_with("op-secret-drift", &["--resync-interval-seconds", "0.5"]).await;
+    let h = Harness::quick("op-secret-drift")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "drifting-secrets-agent";
     put_secret(&h, "agent-env", json!({"openai": FIRST_VALUE})).await;
     h.apply(with_secret(name, "agent-env")).await;
@@ -231,18 +202,9 @@ async fn a_value_changed_on_the_control_plane_is_restored_unseen() {
         .then_some(())
     })
     .await;
-    let obj = wait_for(
-        &h.api,
-        name,
-        TIMEOUT,
-        "Ready on the restored revision",
-        |o| {
-            let s = o.status.as_ref()?;
-            (support::is_ready_now(o) && s.latest_revision_id != status.latest_revision_id)
-                .then(|| o.clone())
-        },
-    )
-    .await;
+    let obj = h
+        .wait_ready_past(name, status.latest_revision_id.as_deref(), TIMEOUT)
+        .await;
     assert_eq!(
         obj.metadata.generation,
         Some(1),
@@ -264,30 +226,16 @@ async fn a_value_changed_on_the_control_plane_is_restored_unseen() {
     );
 
     // Neither value shows in the object, the events or the log.
-    let obj_json = serde_json::to_string(&h.api.get(name).await.unwrap()).unwrap();
-    for value in [FIRST_VALUE, REMOTE_VALUE] {
-        assert!(!obj_json.contains(value), "the object shows {value}");
-    }
-    for event in support::events_about(&h.client, &h.ns, name).await {
-        let note = event.note.unwrap_or_default();
-        assert!(
-            !note.contains(FIRST_VALUE) && !note.contains(REMOTE_VALUE),
-            "event {:?} shows a value: {note}",
-            event.reason
-        );
-    }
-    let log = support::log_path("op-secret-drift", "operator");
-    let log = std::fs::read_to_string(&log).expect("the operator's log");
-    assert!(log.contains("DEBUG"), "the log is at debug level");
-    for value in [FIRST_VALUE, REMOTE_VALUE, support::API_KEY] {
-        assert!(!log.contains(value), "the operator log shows {value}");
-    }
+    h.assert_unseen(name, &[FIRST_VALUE, REMOTE_VALUE]).await;
 }
 
 #[tokio::test]
 async fn masked_values_are_not_compared_and_cause_no_patch_loop() {
     test_support::skip_without!(Envtest);
-    let h = harness_with("op-secret-masked", &["--resync-interval-seconds", "0.5"]).await;
+    let h = Harness::quick("op-secret-masked")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     // A service that does not return secret values: every answer shows `****`.
     h.emulator
         .set_faults(json!({"masked_secret_values": true}))

@@ -12,14 +12,6 @@ use support::{Harness, condition, github_deployment, merge_patch, route, wait_fo
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn harness(test: &str, step_seconds: &str, operator: &[&str]) -> Harness {
-    Harness::builder(test)
-        .emulator(&["--step-seconds", step_seconds, "--delete-seconds", "0.5"])
-        .operator(operator)
-        .start()
-        .await
-}
-
 /// A revision still building past `spec.progressDeadlineSeconds` gives
 /// `Stalled`/`ProgressDeadlineExceeded` naming it and its status (one
 /// Warning event, no "failed revision"); polling goes on, slower, and a
@@ -29,7 +21,11 @@ async fn a_revision_past_its_progress_deadline_stalls_and_recovers() {
     test_support::skip_without!(Envtest);
     // Each revision step takes 60 s: the first revision stays QUEUED or
     // BUILDING long past a 10 s deadline.
-    let h = harness("op-deadline", "60", &["--max-poll-interval-seconds", "1"]).await;
+    let h = Harness::quick("op-deadline")
+        .step_seconds(60.0)
+        .operator_flags(&["--max-poll-interval-seconds", "1"])
+        .start()
+        .await;
     let name = "slow-agent";
     let mut manifest = github_deployment(name, "main");
     manifest["spec"]["progressDeadlineSeconds"] = json!(10);
@@ -90,7 +86,7 @@ async fn a_revision_past_its_progress_deadline_stalls_and_recovers() {
 #[tokio::test]
 async fn status_keeps_a_bounded_revision_history_newest_first() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-history", "0.2", &[]).await;
+    let h = Harness::quick("op-history").start().await;
     let name = "history-agent";
     h.apply(github_deployment(name, "main")).await;
     let first = h.wait_ready(name, TIMEOUT).await.status.unwrap();
@@ -149,7 +145,10 @@ async fn status_keeps_a_bounded_revision_history_newest_first() {
 #[tokio::test]
 async fn unused_and_awaiting_final_delete_are_reported() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-unused", "0.2", &["--resync-interval-seconds", "2"]).await;
+    let h = Harness::quick("op-unused")
+        .resync_seconds(2.0)
+        .start()
+        .await;
     let (recreate, stall, final_delete) = ("unused-recreate", "unused-stall", "final-delete");
     h.apply(github_deployment(recreate, "main")).await;
     let mut m = github_deployment(stall, "main");

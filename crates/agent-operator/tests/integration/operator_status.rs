@@ -12,21 +12,6 @@ use support::{Harness, condition, github_deployment, route};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn harness(test: &str) -> Harness {
-    Harness::builder(test)
-        .emulator(&[
-            "--step-seconds",
-            "0.2",
-            "--delete-seconds",
-            "0.5",
-            "--scenario",
-            "STUCK:repo_ref=stuck",
-        ])
-        .operator(&["--resync-interval-seconds", "0.5"])
-        .start()
-        .await
-}
-
 /// (status, reason, observedGeneration, lastTransitionTime) of each condition.
 fn snapshot(obj: &AgentDeployment, type_: &str) -> (String, String, Option<i64>, String) {
     let c = condition(obj, type_).unwrap_or_else(|| panic!("condition {type_} is missing"));
@@ -41,7 +26,11 @@ fn snapshot(obj: &AgentDeployment, type_: &str) -> (String, String, Option<i64>,
 #[tokio::test]
 async fn conditions_follow_kstatus_and_steady_status_is_not_rewritten() {
     test_support::skip_without!(Envtest);
-    let h = harness("op-status-kstatus").await;
+    let h = Harness::quick("op-status-kstatus")
+        .scenario("STUCK:repo_ref=stuck")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     let name = "status-agent";
     h.apply(github_deployment(name, "main")).await;
 

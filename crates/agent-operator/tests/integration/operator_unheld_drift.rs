@@ -6,7 +6,7 @@
 //! again until the spec changes: no loop of PATCHes, each of which would be a
 //! new revision (a build) on the real service.
 
-use crate::{common, support};
+use crate::support;
 
 use std::time::Duration;
 
@@ -18,18 +18,10 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 #[tokio::test]
 async fn a_patch_the_service_does_not_hold_is_sent_once() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "op-unheld-drift").await;
-    let h = Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        "op-unheld-drift",
-        &["--step-seconds", "0.2", "--delete-seconds", "0.5"],
-        Some(&["--resync-interval-seconds", "0.5"]),
-    )
-    .await;
+    let h = Harness::quick("op-unheld-drift")
+        .resync_seconds(0.5)
+        .start()
+        .await;
     // A service that does not know `redis_memory_mb` stores only max_scale.
     h.emulator
         .set_faults(json!({"ignored_resource_spec_keys": ["redis_memory_mb"]}))

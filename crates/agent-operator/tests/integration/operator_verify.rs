@@ -20,32 +20,12 @@ use std::time::{Duration, Instant};
 
 use agent_operator::api::AgentDeployment;
 use serde_json::{Value, json};
-use support::{Harness, condition, events_about, github_deployment, route};
+use support::{
+    AgentDeploymentManifest, Harness, condition, events_about, github_deployment, route,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 const TEST_BINARY: &str = "operator_verify";
-
-/// A harness whose deployments' URLs are `agent_server_url`.
-async fn harness(test: &str, agent_server_url: &str, operator: &[&str]) -> Harness {
-    harness_with(test, &["--agent-server-url", agent_server_url], operator).await
-}
-
-async fn harness_with(test: &str, emulator: &[&str], operator: &[&str]) -> Harness {
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, test).await;
-    let mut args = vec!["--step-seconds", "0.2", "--delete-seconds", "0.5"];
-    args.extend_from_slice(emulator);
-    Harness::start(
-        client,
-        ns,
-        env.kubeconfig_path(),
-        test,
-        &args,
-        Some(operator),
-    )
-    .await
-}
 
 /// [`github_deployment`] with `spec.verify`.
 fn verified(name: &str, verify: Value) -> Value {
@@ -89,7 +69,10 @@ async fn a_verified_deployment_is_ready_only_after_the_agent_server_answered() {
     test_support::skip_without!(AgentServer);
     let started = Instant::now();
     let server = support::langgraph::shared(TEST_BINARY);
-    let h = harness("op-verify-ready", &server.url, &[]).await;
+    let h = Harness::quick("op-verify-ready")
+        .agent_server_url(&server.url)
+        .start()
+        .await;
     let name = "verified-agent";
     let text = format!("hello verify {}", uuid::Uuid::new_v4());
     h.apply(verified(name, checks("agent", "agent", &text)))
@@ -209,7 +192,10 @@ async fn an_unknown_assistant_or_graph_is_a_clear_error_and_never_ready() {
     test_support::skip_without!(Envtest);
     test_support::skip_without!(AgentServer);
     let server = support::langgraph::shared(TEST_BINARY);
-    let h = harness("op-verify-unknown", &server.url, &[]).await;
+    let h = Harness::quick("op-verify-unknown")
+        .agent_server_url(&server.url)
+        .start()
+        .await;
     let run = "unknown-assistant";
     let graph = "unknown-graph";
     h.apply(verified(run, checks("agent", "no-such-assistant", "hi")))
@@ -263,17 +249,12 @@ async fn an_agent_server_that_is_down_is_retried_with_backoff_not_in_a_loop() {
     test_support::skip_without!(Envtest);
     // A loopback port nobody listens on.
     let closed = format!("http://127.0.0.1:{}", support::free_port());
-    let h = harness(
-        "op-verify-down",
-        &closed,
-        &[
-            "--verify-backoff-seconds",
-            "1",
-            "--resync-interval-seconds",
-            "8",
-        ],
-    )
-    .await;
+    let h = Harness::quick("op-verify-down")
+        .agent_server_url(&closed)
+        .operator_flags(&["--verify-backoff-seconds", "1"])
+        .resync_seconds(8.0)
+        .start()
+        .await;
     let name = "down-agent";
     h.apply(verified(name, checks("agent", "agent", "hi")))
         .await;
@@ -335,17 +316,16 @@ async fn a_verify_key_secret_is_waited_for_then_used_and_verified_revisions_are_
     // `{emulator}/agents/{id}`, graph `agent`) checks `X-Api-Key`: a second
     // key of the test workspace, held in its own Secret.
     let key_arg = format!("{}={}", support::leaks::VERIFY_KEY, support::WORKSPACE);
-    let h = harness_with(
-        "op-verify-key",
-        &["--api-key", &key_arg],
-        &[
+    let h = Harness::quick("op-verify-key")
+        .emulator_flags(&["--api-key", &key_arg])
+        .operator_flags(&[
             "--verify-backoff-seconds",
             "1",
             "--verify-interval-seconds",
             "2",
-        ],
-    )
-    .await;
+        ])
+        .start()
+        .await;
     let name = "keyed-agent";
     let mut verify = checks("agent", "agent", "hello key");
     verify["apiKeySecretRef"] = json!({"name": "agent-server-key", "key": "api-key"});
@@ -562,24 +542,16 @@ async fn refusing_server() -> (
 async fn the_control_plane_key_never_goes_to_a_url_from_the_spec() {
     test_support::skip_without!(Envtest);
     let (url, heads, server) = refusing_server().await;
-    let h = harness_with(
-        "op-verify-custom-url",
-        &[],
-        &["--verify-backoff-seconds", "1"],
-    )
-    .await;
+    let h = Harness::quick("op-verify-custom-url")
+        .operator_flags(&["--verify-backoff-seconds", "1"])
+        .start()
+        .await;
     let name = "custom-url-agent";
     let manifest = |verify: Value| {
-        json!({
-            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-            "metadata": {"name": name},
-            "spec": {
-                "source": "external_docker",
-                "sourceConfig": {"customUrl": url},
-                "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"},
-                "verify": verify
-            }
-        })
+        AgentDeploymentManifest::docker(name, "docker.io/acme/agent:1")
+            .source_config("customUrl", url.as_str())
+            .spec("verify", verify)
+            .build()
     };
     h.apply(manifest(json!({"assistants": {"graphId": "agent"}})))
         .await;

@@ -22,7 +22,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::{
-    Harness, OperatorProcess, apply_json, condition, events_about, github_deployment,
+    AgentDeploymentManifest, Harness, apply_json, condition, events_about, github_deployment,
     is_stalled_with, wait_for,
 };
 
@@ -47,7 +47,6 @@ fn assert_names_field_host_and_flag(message: &str, field: &str, host: &str) {
 #[tokio::test]
 async fn a_control_plane_outside_the_allowed_hosts_gets_no_request() {
     test_support::skip_without!(Envtest);
-    let env = common::shared_env();
     let h = Harness::builder("out-plane")
         .without_operator()
         .start()
@@ -70,7 +69,7 @@ async fn a_control_plane_outside_the_allowed_hosts_gets_no_request() {
     )
     .await;
     h.apply(github_deployment("out-plane-agent", "main")).await;
-    let _operator = OperatorProcess::start("out-plane", env.kubeconfig_path(), &h.ns, &[]);
+    let _operator = h.start_operator(&[]);
 
     let plane = support::eventually(TIMEOUT, "the AgentControlPlane Stalled", || async {
         let p = planes.get_opt("default").await.ok()??;
@@ -122,17 +121,13 @@ async fn a_custom_url_outside_the_allowed_hosts_creates_nothing() {
         (ready.status == "True").then_some(())
     })
     .await;
-    let before = h.emulator.request_log().await.entries.len();
+    let before = h.emulator.request_mark().await;
     let name = "out-custom-url-agent";
-    h.apply(json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "external_docker",
-            "sourceConfig": {"customUrl": "https://169.254.169.254:8443/latest/meta-data"},
-            "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"}
-        }
-    }))
+    h.apply(
+        AgentDeploymentManifest::docker(name, "docker.io/acme/agent:1")
+            .source_config("customUrl", "https://169.254.169.254:8443/latest/meta-data")
+            .build(),
+    )
     .await;
     let obj = h.wait_stalled(name, "HostNotAllowed", TIMEOUT).await;
     let stalled = condition(&obj, "Stalled").unwrap();
@@ -143,14 +138,7 @@ async fn a_custom_url_outside_the_allowed_hosts_creates_nothing() {
     );
     assert!(obj.status.unwrap().deployment_id.is_none());
     tokio::time::sleep(QUIET).await;
-    let after: Vec<_> = h
-        .emulator
-        .request_log()
-        .await
-        .entries
-        .into_iter()
-        .skip(before)
-        .collect();
+    let after: Vec<_> = h.emulator.requests_since(before).await;
     assert!(
         after.is_empty(),
         "requests about a deployment refused by --allowed-hosts: {after:?}"
@@ -183,7 +171,8 @@ async fn a_deployment_url_outside_the_allowed_hosts_is_not_verified() {
     let (port, connections) = counting_listener().await;
     let agent_url = format!("http://localhost:{port}");
     let h = Harness::builder("out-verify")
-        .emulator(&["--step-seconds", "0.2", "--agent-server-url", &agent_url])
+        .step_seconds(0.2)
+        .agent_server_url(&agent_url)
         .start()
         .await;
     let name = "out-verify-agent";
@@ -229,7 +218,7 @@ async fn reported(h: &Harness, name: &str) -> String {
 async fn a_control_plane_error_body_is_not_copied() {
     test_support::skip_without!(Envtest);
     let h = Harness::builder("out-error-body")
-        .emulator(&["--step-seconds", "0.2"])
+        .step_seconds(0.2)
         .start()
         .await;
     h.emulator

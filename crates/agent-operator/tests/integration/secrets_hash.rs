@@ -34,11 +34,7 @@ const SECRET_VALUE: &str = "1234";
 /// `agent-operator` of its namespace bound to the shipped base Roles (the
 /// hash key Role among them) and the namespaced overlay's Role.
 async fn isolated(test: &str) -> Harness {
-    let h = Harness::builder(test)
-        .emulator(&["--step-seconds", "0.2", "--delete-seconds", "0.5"])
-        .without_operator()
-        .start()
-        .await;
+    let h = Harness::quick(test).without_operator().start().await;
     let subject = format!("namespace: {}", h.ns);
     for file in ["base/rbac.yaml", "overlays/namespaced/watched/rbac.yaml"] {
         let text = std::fs::read_to_string(common::deploy_dir().join(file))

@@ -14,6 +14,7 @@
 
 use crate::common;
 use crate::install_manifests::{self, chart, documents, helm, kubectl, succeed};
+use crate::support::AgentDeploymentManifest;
 
 use std::time::{Duration, Instant};
 
@@ -87,14 +88,11 @@ fn apply_with_kubectl(docs: &[Value]) {
 /// and ServiceAccount, an emptyDir volume, non-root containers that drop
 /// every capability.
 fn clean(name: &str) -> Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "external_docker",
-            "sourceConfig": {
-                "listenerId": LISTENER_OK,
-                "resourceSpec": {
+    AgentDeploymentManifest::docker(name, "ghcr.io/acme/agent:1.0.0")
+        .source_config("listenerId", LISTENER_OK)
+        .source_config(
+            "resourceSpec",
+            json!({
                     "serviceAccountName": SERVICE_ACCOUNT_OK,
                     "labels": {"team": "support"},
                     "volumes": [{"name": "scratch", "emptyDir": {}}],
@@ -112,11 +110,9 @@ fn clean(name: &str) -> Value {
                         "securityContext": {"runAsUser": 1000, "runAsNonRoot": true,
                                             "capabilities": {"add": []}}
                     }]
-                }
-            },
-            "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1.0.0"}
-        }
-    })
+            }),
+        )
+        .build()
 }
 
 /// `base` with `value` at the JSON pointer `at` (the path must exist but

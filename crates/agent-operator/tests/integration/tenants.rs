@@ -346,39 +346,6 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
     emulator.assert_within_budget(&Budget::fleet()).await;
 }
 
-/// Writes the key Secret `cp-api-key` (value `key`) and the AgentControlPlane
-/// `default` on `workspace` with `requestsPerSecond: rps` in `ns`.
-async fn plane_on(
-    client: &kube::Client,
-    ns: &str,
-    emulator: &EmulatorProcess,
-    key: &str,
-    workspace: &str,
-    rps: f64,
-) {
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
-    support::apply_json(
-        &secrets,
-        "cp-api-key",
-        serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cp-api-key"},
-                           "stringData": {"api-key": key}}),
-    )
-    .await;
-    let planes: Api<agent_operator::api::AgentControlPlane> = Api::namespaced(client.clone(), ns);
-    support::apply_json(
-        &planes,
-        "default",
-        serde_json::json!({
-            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
-            "metadata": {"name": "default"},
-            "spec": {"url": emulator.base_url, "workspaceId": workspace,
-                     "apiKeySecretRef": {"name": "cp-api-key", "key": "api-key"},
-                     "requestsPerSecond": rps}
-        }),
-    )
-    .await;
-}
-
 /// Budgets keyed the way the service limits: two teams whose
 /// AgentControlPlanes use the same key and workspace share one budget, so
 /// together they stay within the workspace's limit, while a third team on
@@ -434,7 +401,8 @@ async fn planes_on_one_key_share_one_budget() {
         ),
     ];
     for (ns, key, workspace) in &teams {
-        plane_on(&client, ns, &emulator, key, workspace, LIMIT).await;
+        support::install_control_plane_on(&client, ns, &emulator, key, workspace, Some(LIMIT))
+            .await;
     }
     let _operator = cluster_wide_operator(&env, test);
     let started = Instant::now();

@@ -22,10 +22,13 @@ use budget::{RequestLog, budget_message, budget_violations_at, fetch_request_log
 
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use test_support::{budget, langgraph};
+mod harness;
 pub mod leaks;
 mod observe;
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use budget::Budget;
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use harness::{Harness, HarnessBuilder};
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use observe::*;
 
@@ -34,14 +37,11 @@ pub const API_KEY: &str = "test-api-key";
 /// Workspace of [`API_KEY`].
 pub const WORKSPACE: &str = "7b6a3c1e-5d4f-4a2b-8c9d-0e1f2a3b4c5d";
 
-/// Namespace of the operator's ServiceAccount and leader-election Lease, as
-/// `deploy/base/kustomization.yaml` sets it (the shared envtest applies
-/// `deploy/base/rbac.yaml` there; see `common::shared_env`).
-pub const OPERATOR_NAMESPACE: &str = "agent-operator";
-/// The operator's ServiceAccount in `deploy/base/rbac.yaml`: every operator a test
-/// starts impersonates it unless [`OperatorOptions::service_account`] names
-/// another.
-pub const OPERATOR_SERVICE_ACCOUNT: &str = "agent-operator";
+/// Namespace of the operator's ServiceAccount and leader-election Lease (the
+/// shared envtest applies `deploy/base/rbac.yaml` there; see
+/// `common::shared_env`), and the ServiceAccount every operator a test starts
+/// impersonates unless [`OperatorOptions::service_account`] names another.
+pub use test_support::install::{OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT};
 
 pub use test_support::{log_dir, log_file, log_path};
 
@@ -547,40 +547,69 @@ where
 }
 
 /// Creates the API key Secret and the AgentControlPlane `default` pointing at
-/// the emulator in `namespace`.
+/// the emulator in `namespace`, for the test workspace.
 pub async fn install_control_plane(
     client: &kube::Client,
     namespace: &str,
     emulator: &EmulatorProcess,
 ) {
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
-        Api::namespaced(client.clone(), namespace);
-    apply_json(
-        &secrets,
-        "cp-api-key",
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "cp-api-key"},
-            "stringData": {"api-key": API_KEY}
-        }),
+    install_control_plane_on(client, namespace, emulator, API_KEY, WORKSPACE, None).await;
+}
+
+/// [`install_control_plane`] for `workspace` with the key `key`, and
+/// `spec.requestsPerSecond: rps` when given
+/// ([`test_support::install::install_control_plane`]).
+pub async fn install_control_plane_on(
+    client: &kube::Client,
+    namespace: &str,
+    emulator: &EmulatorProcess,
+    key: &str,
+    workspace: &str,
+    rps: Option<f64>,
+) {
+    test_support::install::install_control_plane(
+        client,
+        namespace,
+        &test_support::install::ControlPlane {
+            url: &emulator.base_url,
+            workspace_id: workspace,
+            api_key: key,
+            requests_per_second: rps,
+        },
     )
     .await;
-    let planes: Api<agent_operator::api::AgentControlPlane> =
-        Api::namespaced(client.clone(), namespace);
-    apply_json(
-        &planes,
-        "default",
-        serde_json::json!({
-            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
-            "metadata": {"name": "default"},
-            "spec": {
-                "url": emulator.base_url,
-                "workspaceId": WORKSPACE,
-                "apiKeySecretRef": {"name": "cp-api-key", "key": "api-key"}
-            }
-        }),
-    )
-    .await;
+}
+
+/// The context of controllers a test runs in-process (the tier between the
+/// write-sequence tests and the operator binary): a client of the shared
+/// envtest acting as the operator's ServiceAccount (shipped RBAC), blocked
+/// resources re-checked every 30 s, control plane calls timed out after
+/// 5 s, and `127.0.0.1` allowed (the emulator listens on loopback, outside
+/// the default list).
+pub async fn in_process_context() -> std::sync::Arc<agent_operator::controller::Context> {
+    let config = agent_operator::controller::OperatorConfig {
+        blocked_interval: Duration::from_secs(30),
+        request_timeout: Duration::from_secs(5),
+        allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(["127.0.0.1"])
+            .expect("a valid allow-list"),
+        ..Default::default()
+    };
+    std::sync::Arc::new(agent_operator::controller::Context::new(
+        crate::common::operator_client().await,
+        config,
+    ))
+}
+
+/// The secret scan of a test harness's `Drop` for `namespace` of the shared
+/// envtest: it panics on a hit, unless the test is already failing, when
+/// it only reports ([`leaks::scan_namespace_after_panic`]).
+pub fn scan_namespace_on_drop(namespace: &str) {
+    let kubeconfig = crate::common::kubeconfig_path();
+    if std::thread::panicking() {
+        leaks::scan_namespace_after_panic(kubeconfig, namespace);
+    } else {
+        leaks::check_namespace_blocking(kubeconfig, namespace);
+    }
 }
 
 /// Path of a fixture under `crates/test-support/fixtures/`.
@@ -595,6 +624,23 @@ impl EmulatorProcess {
         fetch_request_log(&self.base_url)
             .await
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// How many requests the emulator logged so far: a mark for
+    /// [`Self::requests_since`].
+    pub async fn request_mark(&self) -> usize {
+        self.request_log().await.entries.len()
+    }
+
+    /// The requests the emulator logged after `mark` ([`Self::request_mark`]),
+    /// oldest first.
+    pub async fn requests_since(&self, mark: usize) -> Vec<budget::LoggedRequest> {
+        self.request_log()
+            .await
+            .entries
+            .into_iter()
+            .skip(mark)
+            .collect()
     }
 
     /// The violations of `budget` in the emulator's request log (see

@@ -1,7 +1,7 @@
-//! Helpers of the `operator_*` tests: the emulator's admin routes (request
-//! counts, store, faults, scenarios), events about an object, manifests,
-//! generic polling waits, and [`Harness`], which checks the test's request
-//! budget when it is dropped (see [`super::budget`]).
+//! What the operator tests observe and wait for: the emulator's admin
+//! routes (request counts, store, faults, scenarios), events about an
+//! object, conditions, manifests, and generic polling waits. The test's
+//! world itself is [`super::Harness`] (`harness.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::EmulatorProcess;
-use super::budget::Budget;
+pub use test_support::manifests::AgentDeploymentManifest;
 
 /// An HTTP client for the emulator's admin routes (10 s timeout).
 pub use test_support::admin_http;
@@ -211,43 +211,21 @@ pub fn stored_deployment(dump: &Value, id: &str) -> Value {
 }
 
 /// A `github` AgentDeployment manifest named `name` on the control plane
-/// `default`, building `repo_ref`, without secrets. Tests add fields to it.
+/// `default`, building `repo_ref`, without secrets
+/// ([`AgentDeploymentManifest::github`]). Tests add fields to it.
 pub fn github_deployment(name: &str, repo_ref: &str) -> Value {
-    json!({
-        "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "source": "github",
-            "sourceConfig": {
-                "integrationId": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
-                "repoUrl": "https://github.com/acme/support-agent",
-                "deploymentType": "dev",
-                "buildOnPush": false
-            },
-            "sourceRevisionConfig": {"repoRef": repo_ref, "langgraphConfigPath": "langgraph.json"}
-        }
-    })
+    AgentDeploymentManifest::github(name, repo_ref).build()
 }
 
-/// The wire create body of [`github_deployment`], for deployments made
+/// The wire create body of [`github_deployment`]
+/// ([`test_support::manifests::github_create_body`]), for deployments made
 /// outside the operator with the control plane client.
 pub fn github_create_body(
     name: &str,
     repo_ref: &str,
 ) -> agent_operator::controlplane::types::DeploymentCreate {
-    serde_json::from_value(json!({
-        "name": name,
-        "source": "github",
-        "source_config": {
-            "integration_id": "7d8b2f5e-3c1a-4e2b-9f6d-2a1b3c4d5e6f",
-            "repo_url": "https://github.com/acme/support-agent",
-            "deployment_type": "dev",
-            "build_on_push": false
-        },
-        "source_revision_config": {"repo_ref": repo_ref, "langgraph_config_path": "langgraph.json"},
-        "secrets": []
-    }))
-    .expect("a valid create body")
+    serde_json::from_value(test_support::manifests::github_create_body(name, repo_ref))
+        .expect("a valid create body")
 }
 
 /// JSON-merge-patches the AgentDeployment `name`.
@@ -275,6 +253,11 @@ pub async fn events_about(client: &kube::Client, namespace: &str, name: &str) ->
         .collect();
     events.sort_by(|a, b| a.event_time.cmp(&b.event_time));
     events
+}
+
+/// The note of `event`, or `""` without one.
+pub fn note_of(event: &Event) -> &str {
+    event.note.as_deref().unwrap_or("")
 }
 
 /// The reasons of [`events_about`].
@@ -318,218 +301,4 @@ pub async fn wait_until_gone(api: &Api<AgentDeployment>, name: &str, timeout: Du
             .then_some(())
     })
     .await
-}
-
-/// One test's world: a namespace with the AgentControlPlane `default`, an
-/// emulator, its client, and an operator watching the namespace.
-///
-/// When it is dropped at the end of a test that did not panic, it checks the
-/// emulator's request log against [`Harness::budget`] and panics with the
-/// violations (see [`super::budget`]), then scans for leaked secret values
-/// (see [`super::leaks`]).
-pub struct Harness {
-    /// Kubernetes client (cluster-admin).
-    pub client: kube::Client,
-    /// The test's namespace.
-    pub ns: String,
-    /// AgentDeployments of the namespace.
-    pub api: Api<AgentDeployment>,
-    /// The emulator.
-    pub emulator: EmulatorProcess,
-    /// A control plane client of the test workspace (acts "outside").
-    pub cp: agent_operator::controlplane::ControlPlaneClient,
-    /// The operator, unless the test stopped it.
-    pub operator: Option<super::OperatorProcess>,
-    /// The request budget checked when the harness is dropped; default
-    /// [`Budget::default`] (20 requests per route and resource, 60 per route
-    /// without an id, 600 in all, per minute), widened by the loops the
-    /// operator's flags ask for ([`Budget::allowing_operator_flags`]). A
-    /// test may tighten or loosen it.
-    pub budget: Budget,
-    /// The cluster-admin kubeconfig, for the secret scan at the end.
-    pub kubeconfig: std::path::PathBuf,
-}
-
-impl Drop for Harness {
-    /// Checks [`Harness::budget`], then scans the namespace's Events and
-    /// statuses and the operator and emulator logs for secret values
-    /// ([`super::leaks::check_namespace_blocking`]). When the test is
-    /// already failing, the budget is not checked and the scan still runs
-    /// without panicking ([`super::leaks::scan_namespace_after_panic`]).
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            super::leaks::scan_namespace_after_panic(&self.kubeconfig, &self.ns);
-        } else {
-            super::budget::check_budget_blocking(&self.emulator.base_url, &self.budget);
-            super::leaks::check_namespace_blocking(&self.kubeconfig, &self.ns);
-        }
-    }
-}
-
-/// Builds a [`Harness`] on the shared envtest API server: a fresh
-/// namespace named after the test, the emulator with [`Self::emulator`]
-/// flags, and an operator with [`Self::operator`] flags (none with
-/// [`Self::without_operator`]). The one setup of the operator tests, e.g.
-/// `Harness::builder("op-drift").emulator(&["--step-seconds", "0.2"]).start().await`.
-pub struct HarnessBuilder {
-    test: String,
-    emulator: Vec<String>,
-    operator: Option<Vec<String>>,
-}
-
-impl HarnessBuilder {
-    /// Flags of the emulator, as the binary takes them (default: none).
-    pub fn emulator(mut self, args: &[&str]) -> Self {
-        self.emulator = args.iter().map(|a| (*a).to_owned()).collect();
-        self
-    }
-
-    /// Flags of the operator process (default: none).
-    pub fn operator(mut self, args: &[&str]) -> Self {
-        self.operator = Some(args.iter().map(|a| (*a).to_owned()).collect());
-        self
-    }
-
-    /// Start no operator (the test starts its own, or none).
-    pub fn without_operator(mut self) -> Self {
-        self.operator = None;
-        self
-    }
-
-    /// Creates the namespace, starts the emulator and the operator.
-    pub async fn start(self) -> Harness {
-        let env = crate::common::shared_env();
-        let client = env.client().await;
-        let ns = crate::common::test_namespace(&client, &self.test).await;
-        let emulator: Vec<&str> = self.emulator.iter().map(String::as_str).collect();
-        let operator: Option<Vec<&str>> = self
-            .operator
-            .as_ref()
-            .map(|o| o.iter().map(String::as_str).collect());
-        Harness::start(
-            client,
-            ns,
-            env.kubeconfig_path(),
-            &self.test,
-            &emulator,
-            operator.as_deref(),
-        )
-        .await
-    }
-}
-
-impl Harness {
-    /// A [`HarnessBuilder`] for the test `test` (also the namespace prefix
-    /// and the log file names).
-    pub fn builder(test: &str) -> HarnessBuilder {
-        HarnessBuilder {
-            test: test.to_owned(),
-            emulator: Vec::new(),
-            operator: Some(Vec::new()),
-        }
-    }
-
-    /// Starts the emulator with `emulator_args`, installs the control plane
-    /// in `ns`, and starts an operator with `operator_args` (unless `None`).
-    pub async fn start(
-        client: kube::Client,
-        ns: String,
-        kubeconfig: &std::path::Path,
-        test: &str,
-        emulator_args: &[&str],
-        operator_args: Option<&[&str]>,
-    ) -> Self {
-        let emulator = EmulatorProcess::start_with(test, emulator_args).await;
-        let cp = emulator.client();
-        super::install_control_plane(&client, &ns, &emulator).await;
-        let operator =
-            operator_args.map(|args| super::OperatorProcess::start(test, kubeconfig, &ns, args));
-        Self {
-            api: Api::namespaced(client.clone(), &ns),
-            client,
-            ns,
-            emulator,
-            cp,
-            operator,
-            budget: Budget::default().allowing_operator_flags(operator_args.unwrap_or_default()),
-            kubeconfig: kubeconfig.to_owned(),
-        }
-    }
-
-    /// Waits until `name` is `Ready=True` for its current generation.
-    pub async fn wait_ready(&self, name: &str, timeout: Duration) -> AgentDeployment {
-        super::wait_for(&self.api, name, timeout, "Ready=True", |o| {
-            super::is_ready_now(o).then(|| o.clone())
-        })
-        .await
-    }
-
-    /// Waits until `name` is `Stalled=True` with `reason` for its current
-    /// generation.
-    pub async fn wait_stalled(
-        &self,
-        name: &str,
-        reason: &str,
-        timeout: Duration,
-    ) -> AgentDeployment {
-        super::wait_for(
-            &self.api,
-            name,
-            timeout,
-            &format!("Stalled {reason}"),
-            |o| is_stalled_with(o, reason).then(|| o.clone()),
-        )
-        .await
-    }
-
-    /// Server-side applies a manifest (field manager `tests`).
-    pub async fn apply(&self, manifest: Value) -> AgentDeployment {
-        let name = manifest["metadata"]["name"]
-            .as_str()
-            .expect("metadata.name")
-            .to_owned();
-        super::apply_json(&self.api, &name, manifest).await
-    }
-
-    /// Every remote deployment of the workspace.
-    pub async fn remote_deployments(&self) -> Vec<agent_operator::controlplane::types::Deployment> {
-        self.cp
-            .list_all_deployments(&Default::default())
-            .await
-            .expect("listing remote deployments")
-    }
-
-    /// Requests the emulator logged about remote deployment `id` (any
-    /// route with `{deployment_id}` = `id`: reads, patches, revisions), the
-    /// test's own included.
-    pub async fn requests_about(&self, id: &str) -> usize {
-        self.emulator
-            .request_log()
-            .await
-            .entries
-            .iter()
-            .filter(|r| r.deployment_id.as_deref() == Some(id))
-            .count()
-    }
-
-    /// The AgentDeployment passes the harness's operator has finished so far
-    /// (`agent_operator_reconciles_total{kind="AgentDeployment"}`, any
-    /// outcome). Panics without an operator.
-    pub async fn deployment_passes(&self) -> f64 {
-        let operator = self.operator.as_ref().expect("the harness's operator");
-        super::metric(
-            &operator.metrics().await,
-            "agent_operator_reconciles_total",
-            &[("kind", "AgentDeployment")],
-        )
-        .unwrap_or(0.0)
-    }
-
-    /// The revisions of remote deployment `id`, newest first.
-    pub async fn revisions(&self, id: &str) -> Vec<agent_operator::controlplane::types::Revision> {
-        self.cp
-            .list_all_revisions(id, &Default::default())
-            .await
-            .expect("listing revisions")
-    }
 }

@@ -155,31 +155,27 @@ async fn operators_act_as_the_shipped_service_account_and_lack_unused_verbs() {
         .expect("the admin deletes the Secret");
 }
 
-#[tokio::test]
-async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
-    test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let admin = env.client().await;
-    // The operator's own namespace, with the base's ServiceAccount and
-    // leader-election Role but not the ClusterRole(Binding): this
-    // ServiceAccount has no cluster-wide grant at all.
-    let home = common::test_namespace(&admin, "rbac-home").await;
-    let watched = common::test_namespace(&admin, "rbac-watched").await;
+/// The RBAC of a namespaced install, with `home` as the operator's own
+/// namespace: there the base's ServiceAccount and leader-election Role (not
+/// the ClusterRole and its binding), and in `watched` the namespaced
+/// overlay's Role and RoleBinding. The ServiceAccount gets no cluster-wide
+/// grant at all.
+pub(crate) async fn install_namespaced_rbac(admin: &kube::Client, home: &str, watched: &str) {
     let subject = format!("namespace: {home}");
     let own = documents_of(
         &read_deploy(BASE_RBAC),
         &["ServiceAccount", "Role", "RoleBinding"],
     )
     .replace("namespace: agent-operator", &subject);
-    test_support::envtest::apply_manifests(&admin, BASE_RBAC.as_ref(), &own, &home)
+    test_support::envtest::apply_manifests(admin, BASE_RBAC.as_ref(), &own, home)
         .await
         .expect("applying the ServiceAccount and leader-election RBAC");
     let namespaced = read_deploy(NAMESPACED_RBAC).replace("namespace: agent-operator", &subject);
     let applied = test_support::envtest::apply_manifests(
-        &admin,
+        admin,
         NAMESPACED_RBAC.as_ref(),
         &namespaced,
-        &watched,
+        watched,
     )
     .await
     .expect("applying the namespaced overlay's Role");
@@ -190,46 +186,89 @@ async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
             format!("RoleBinding {watched}/agent-operator")
         ]
     );
+}
 
+/// Panics when the operator log `log_name` shows a request refused
+/// (forbidden or unauthorized).
+pub(crate) fn assert_nothing_refused(log_name: &str) {
+    let path = support::log_dir().join(format!("{log_name}-operator.log"));
+    let log = std::fs::read_to_string(&path).expect("the operator log");
+    assert!(
+        !log.contains("forbidden") && !log.contains("Forbidden") && !log.contains("Unauthorized"),
+        "the operator was refused something:\n{log}"
+    );
+}
+
+/// After [`install_namespaced_rbac`]: `sa`, a client acting as the
+/// ServiceAccount `home`/agent-operator, is refused AgentDeployments of all
+/// namespaces and Secrets of the operator's usual namespace; an operator
+/// run as that ServiceAccount (impersonated, or authenticating with
+/// `token`) with `--namespace watched` and leader election in `home` gets
+/// ready, converges the AgentDeployment `agent` and deletes it through its
+/// finalizer, is refused nothing, stays within the request budget and
+/// leaks no secret.
+pub(crate) async fn namespaced_operator_converges(
+    admin: &kube::Client,
+    sa: &kube::Client,
+    (home, watched): (&str, &str),
+    log_name: &str,
+    agent: &str,
+    token: Option<&str>,
+) {
     // Nothing outside the watched namespace (and the Lease at home).
-    let sa = client_as(&home, "agent-operator").await;
     let everywhere: Api<AgentDeployment> = Api::all(sa.clone());
     assert!(is_forbidden(everywhere.list(&ListParams::default()).await));
     let elsewhere: Api<Secret> = Api::namespaced(sa.clone(), OPERATOR_NAMESPACE);
     assert!(is_forbidden(elsewhere.list(&ListParams::default()).await));
 
-    let emulator = EmulatorProcess::start("rbac-namespaced", 0.2, 0.5).await;
-    install_control_plane(&admin, &watched, &emulator).await;
+    let env = common::shared_env();
+    let emulator = EmulatorProcess::start(log_name, 0.2, 0.5).await;
+    install_control_plane(admin, watched, &emulator).await;
     let lease = format!("lease-{watched}");
     let operator = OperatorProcess::start_with(
         env.kubeconfig_path(),
         OperatorOptions {
-            log_name: "rbac-namespaced",
-            namespaces: vec![&watched],
+            log_name,
+            namespaces: vec![watched],
             extra: vec![
                 "--leader-elect",
                 "--lease-name",
                 &lease,
                 "--lease-namespace",
-                &home,
+                home,
             ],
-            service_account: Some((&home, "agent-operator")),
+            service_account: Some((home, "agent-operator")),
+            token,
             ..OperatorOptions::default()
         },
     );
     operator.wait_for_status("/readyz", 200, TIMEOUT).await;
 
     // Deleting goes through the finalizer (a patch) as well.
-    converge_and_delete(&admin, &watched, "scoped-agent").await;
+    converge_and_delete(admin, watched, agent).await;
 
-    let log = std::fs::read_to_string(support::log_dir().join("rbac-namespaced-operator.log"))
-        .expect("the operator log");
-    assert!(
-        !log.contains("forbidden") && !log.contains("Forbidden"),
-        "the operator was refused something:\n{log}"
-    );
+    assert_nothing_refused(log_name);
     emulator.assert_within_budget(&Budget::default()).await;
-    leaks::check_namespace_blocking(env.kubeconfig_path(), &watched);
+    leaks::check_namespace_blocking(env.kubeconfig_path(), watched);
+}
+
+#[tokio::test]
+async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
+    test_support::skip_without!(Envtest);
+    let admin = common::shared_env().client().await;
+    let home = common::test_namespace(&admin, "rbac-home").await;
+    let watched = common::test_namespace(&admin, "rbac-watched").await;
+    install_namespaced_rbac(&admin, &home, &watched).await;
+    let sa = client_as(&home, "agent-operator").await;
+    namespaced_operator_converges(
+        &admin,
+        &sa,
+        (&home, &watched),
+        "rbac-namespaced",
+        "scoped-agent",
+        None,
+    )
+    .await;
 }
 
 #[tokio::test]

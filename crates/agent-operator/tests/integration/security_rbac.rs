@@ -8,7 +8,10 @@
 //! no request refused, and the token is refused what the RBAC does not
 //! grant.
 
-use crate::operator_rbac::{converge_and_delete, is_forbidden};
+use crate::operator_rbac::{
+    assert_nothing_refused, converge_and_delete, install_namespaced_rbac, is_forbidden,
+    namespaced_operator_converges,
+};
 use crate::{common, support};
 
 use std::time::Duration;
@@ -62,15 +65,6 @@ async fn whoami(client: &kube::Client) -> UserInfo {
         .status
         .and_then(|s| s.user_info)
         .expect("user info")
-}
-
-fn assert_nothing_refused(log_name: &str) {
-    let path = support::log_dir().join(format!("{log_name}-operator.log"));
-    let log = std::fs::read_to_string(&path).expect("the operator log");
-    assert!(
-        !log.contains("forbidden") && !log.contains("Forbidden") && !log.contains("Unauthorized"),
-        "the operator was refused something:\n{log}"
-    );
 }
 
 #[tokio::test]
@@ -152,39 +146,9 @@ async fn the_operator_runs_namespaced_on_a_real_service_account_token() {
     test_support::skip_without!(Envtest);
     let env = common::shared_env();
     let admin = env.client().await;
-    // The operator's own namespace with the base's ServiceAccount and
-    // leader-election Role, and one watched namespace with the namespaced
-    // overlay's Role: no cluster-wide grant at all.
     let home = common::test_namespace(&admin, "token-home").await;
     let watched = common::test_namespace(&admin, "token-watched").await;
-    let subject = format!("namespace: {home}");
-    let read = |file: &str| {
-        std::fs::read_to_string(common::deploy_dir().join(file))
-            .unwrap_or_else(|e| panic!("reading deploy/{file}: {e}"))
-    };
-    let base = read("base/rbac.yaml").replace("namespace: agent-operator", &subject);
-    let own: String = base
-        .split("\n---\n")
-        .filter(|doc| {
-            doc.lines().any(|l| {
-                ["kind: ServiceAccount", "kind: Role", "kind: RoleBinding"].contains(&l.trim())
-            })
-        })
-        .collect::<Vec<_>>()
-        .join("\n---\n");
-    test_support::envtest::apply_manifests(&admin, "base/rbac.yaml".as_ref(), &own, &home)
-        .await
-        .expect("applying the ServiceAccount and leader-election RBAC");
-    let namespaced = read("overlays/namespaced/watched/rbac.yaml")
-        .replace("namespace: agent-operator", &subject);
-    test_support::envtest::apply_manifests(
-        &admin,
-        "overlays/namespaced/watched/rbac.yaml".as_ref(),
-        &namespaced,
-        &watched,
-    )
-    .await
-    .expect("applying the namespaced overlay's Role");
+    install_namespaced_rbac(&admin, &home, &watched).await;
 
     let token = service_account_token(&admin, &home, "agent-operator").await;
     let kubeconfig = support::token_kubeconfig(env.kubeconfig_path(), &token);
@@ -193,35 +157,13 @@ async fn the_operator_runs_namespaced_on_a_real_service_account_token() {
         whoami(&sa).await.username,
         Some(format!("system:serviceaccount:{home}:agent-operator"))
     );
-    let everywhere: Api<AgentDeployment> = Api::all(sa.clone());
-    assert!(is_forbidden(everywhere.list(&ListParams::default()).await));
-    let elsewhere: Api<Secret> = Api::namespaced(sa.clone(), OPERATOR_NAMESPACE);
-    assert!(is_forbidden(elsewhere.list(&ListParams::default()).await));
-
-    let emulator = EmulatorProcess::start("token-namespaced", 0.2, 0.5).await;
-    install_control_plane(&admin, &watched, &emulator).await;
-    let lease = format!("lease-{watched}");
-    let operator = OperatorProcess::start_with(
-        env.kubeconfig_path(),
-        OperatorOptions {
-            log_name: "token-namespaced",
-            namespaces: vec![&watched],
-            extra: vec![
-                "--leader-elect",
-                "--lease-name",
-                &lease,
-                "--lease-namespace",
-                &home,
-            ],
-            service_account: Some((&home, "agent-operator")),
-            token: Some(&token),
-            ..OperatorOptions::default()
-        },
-    );
-    operator.wait_for_status("/readyz", 200, TIMEOUT).await;
-    converge_and_delete(&admin, &watched, "token-agent").await;
-
-    assert_nothing_refused("token-namespaced");
-    emulator.assert_within_budget(&Budget::default()).await;
-    leaks::check_namespace_blocking(env.kubeconfig_path(), &watched);
+    namespaced_operator_converges(
+        &admin,
+        &sa,
+        (&home, &watched),
+        "token-namespaced",
+        "token-agent",
+        Some(&token),
+    )
+    .await;
 }

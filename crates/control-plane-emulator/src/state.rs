@@ -221,3 +221,15 @@ impl EmulatorState {
             .collect()
     }
 }
+
+/// Deployment `id` in a dump of the store ([`EmulatorState::dump`], `GET
+/// /_emulator/store`: `{"workspaces": {ws: {"deployments": [...]}}}`): what
+/// the emulator stored, not the shaped answer. `None` when absent.
+pub fn deployment_in_dump(dump: &Value, id: &str) -> Option<Value> {
+    dump["workspaces"]
+        .as_object()
+        .into_iter()
+        .flat_map(|ws| ws.values())
+        .flat_map(|w| w["deployments"].as_array().cloned().unwrap_or_default())
+        .find(|d| d["id"] == id)
+}

@@ -80,12 +80,7 @@ fn fast_config() -> EmulatorConfig {
 /// `GET /_emulator/store`'s shape (`{"workspaces": {ws: {"deployments": [...]}}}`).
 fn stored(emu: &emulator::RunningEmulator, id: &Value) -> Value {
     let id = id.as_str().unwrap_or_default();
-    emu.state().dump()["workspaces"]
-        .as_object()
-        .into_iter()
-        .flat_map(|ws| ws.values())
-        .flat_map(|w| w["deployments"].as_array().cloned().unwrap_or_default())
-        .find(|d| d["id"] == id)
+    emulator::state::deployment_in_dump(&emu.state().dump(), id)
         .unwrap_or_else(|| panic!("deployment {id} stored"))
 }
 

@@ -201,12 +201,7 @@ pub fn is_stalled_with(obj: &AgentDeployment, reason: &str) -> bool {
 /// shaped answer, for the fields the service does not read back
 /// (docs/control-plane-api.md, "Answer shapes"). Panics when it is absent.
 pub fn stored_deployment(dump: &Value, id: &str) -> Value {
-    dump["workspaces"]
-        .as_object()
-        .into_iter()
-        .flat_map(|ws| ws.values())
-        .flat_map(|w| w["deployments"].as_array().cloned().unwrap_or_default())
-        .find(|d| d["id"] == id)
+    control_plane_emulator::state::deployment_in_dump(dump, id)
         .unwrap_or_else(|| panic!("deployment {id} stored"))
 }
 

@@ -316,9 +316,9 @@ async fn check_before_create(
             .map_err(blocked)?;
     }
     if want.spec.source == Source::Github {
+        // A cache of this call alone, so one key serves: the reads are fresh.
         let cache = integrations::IntegrationCache::default();
-        let plane = format!("{} {}", client.base_url(), client.workspace_id());
-        if let Some(id) = integrations::resolve(&cache, &plane, client, &want.spec)
+        if let Some(id) = integrations::resolve(&cache, "agentctl", client, &want.spec)
             .await
             .map_err(operator_error)?
             .map_err(blocked)?

@@ -44,16 +44,10 @@ struct TestenvArgs {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // Progress at info on stderr (stdout belongs to COMMAND); ANSI colours
-    // only on a terminal, so a log file stays plain text.
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    // Progress at info on stderr (stdout belongs to COMMAND), set up like
+    // every binary of the workspace: ANSI colours only on a terminal without
+    // NO_COLOR, so a log file stays plain text.
+    agent_operator_telemetry::init(agent_operator_telemetry::LogFormat::Text, "info");
     match testenv(TestenvArgs::parse()).await {
         Ok(code) => code,
         Err(e) => {

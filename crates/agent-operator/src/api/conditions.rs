@@ -143,6 +143,24 @@ pub mod reason {
     /// (`agentserver.dev/paused` takes only `"true"` or `"false"`): nothing
     /// is sent to the control plane until it is fixed (`Stalled`).
     pub const INVALID_ANNOTATION: &str = "InvalidAnnotation";
+    /// The deletion of an AgentDeployment cannot proceed until a human acts
+    /// (its AgentControlPlane or the API key is gone, it is paused, or the
+    /// control plane refuses the DELETE): `Stalled`, with the exact fix in
+    /// the message.
+    /// The AgentControlPlane has not yet answered the operator's check of
+    /// its current spec (its first authenticated call): its AgentDeployments
+    /// wait (`Reconciling`), sending nothing, and go on when it reports.
+    pub const CONTROL_PLANE_NOT_CHECKED: &str = "ControlPlaneNotChecked";
+    /// The deletion of an AgentDeployment cannot proceed until a human acts
+    pub const DELETION_BLOCKED: &str = "DeletionBlocked";
+    /// An AgentControlPlane being deleted waits for the AgentDeployments
+    /// that still use it to finish their own deletion (its finalizer
+    /// `agentserver.dev/in-use`).
+    pub const IN_USE: &str = "InUse";
+    /// The remote deployment named by `spec.deploymentId` (or found by name)
+    /// differs from the spec in a field the service cannot change (source,
+    /// repository, integration, type, listener): `Stalled`, nothing is sent.
+    pub const ADOPTION_MISMATCH: &str = "AdoptionMismatch";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

@@ -11,6 +11,14 @@ use serde::{Deserialize, Serialize};
 
 use super::SecretKeyRef;
 
+/// Finalizer of an AgentControlPlane, held while an AgentDeployment of its
+/// namespace still names it in `spec.controlPlaneRef`, so that deleting a
+/// bundle (or a namespace) in one command still deletes the remote
+/// deployments: the plane, and the credentials the operator read from it,
+/// stay until the last AgentDeployment that uses it is gone (docs/BEHAVIOUR.md
+/// "Deletion in any order").
+pub const IN_USE_FINALIZER: &str = "agentserver.dev/in-use";
+
 /// Desired state of an `AgentControlPlane`: where the API is and how to
 /// authenticate. Exactly one of `region` and `url` is set.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -374,7 +374,23 @@ pub struct DeploymentSecretReference {
     printcolumn = r#"{"name":"Source","type":"string","priority":1,"description":"github or external_docker","jsonPath":".spec.source"}"#,
     printcolumn = r#"{"name":"Deployment-ID","type":"string","priority":1,"description":"Id of the remote deployment","jsonPath":".status.deploymentId"}"#,
     printcolumn = r#"{"name":"Revision-ID","type":"string","priority":1,"description":"Id of the latest revision","jsonPath":".status.latestRevisionId"}"#,
-    printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
+    printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
+    validation = Rule::new(rules::frozen_rule("source", None)).message(rules::frozen_message("source").as_str()),
+    validation = Rule::new(rules::frozen_rule("name", Some("{o}.metadata.name"))).message(rules::frozen_message("name").as_str()),
+    validation = Rule::new(rules::frozen_rule("sourceConfig.integrationId", None)).message(rules::frozen_message("sourceConfig.integrationId").as_str()),
+    validation = Rule::new(rules::frozen_rule("sourceConfig.integrationRef", None)).message(rules::frozen_message("sourceConfig.integrationRef").as_str()),
+    validation = Rule::new(rules::frozen_rule("sourceConfig.repoUrl", None)).message(rules::frozen_message("sourceConfig.repoUrl").as_str()),
+    validation = Rule::new(rules::frozen_rule("sourceConfig.deploymentType", Some("({o}.spec.source == 'github' ? 'dev' : '')"))).message(rules::frozen_message("sourceConfig.deploymentType").as_str()),
+    validation = Rule::new(rules::frozen_rule("sourceConfig.listenerId", None)).message(rules::frozen_message("sourceConfig.listenerId").as_str()),
+    validation = Rule::new(rules::frozen_rule("sourceConfig.listenerRef", None)).message(rules::frozen_message("sourceConfig.listenerRef").as_str()),
+    validation = Rule::new(rules::frozen_rule("sourceConfig.listenerConfig", None)).message(rules::frozen_message("sourceConfig.listenerConfig").as_str()),
+    validation = Rule::new(rules::DEPLOYMENT_ID_RULE).message(rules::DEPLOYMENT_ID_MESSAGE),
+    validation = Rule::new(rules::SECRETS_KEPT_RULE).message(rules::SECRETS_KEPT_MESSAGE),
+    validation = Rule::new(rules::kept_rule("customUrl")).message(rules::kept_message("customUrl", "set the URL you want instead").as_str()),
+    validation = Rule::new(rules::kept_rule("buildOnPush")).message(rules::kept_message("buildOnPush", "set it to false instead").as_str()),
+    validation = Rule::new(rules::kept_rule("installCommand")).message(rules::kept_message("installCommand", "set the command you want instead").as_str()),
+    validation = Rule::new(rules::kept_rule("buildCommand")).message(rules::kept_message("buildCommand", "set the command you want instead").as_str()),
+    validation = Rule::new(rules::resource_spec_kept_rule()).message(rules::RESOURCE_SPEC_KEPT_MESSAGE),
 )]
 #[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)").message("sourceRevisionConfig.imageUri is only for source external_docker"))]
@@ -382,7 +398,6 @@ pub struct DeploymentSecretReference {
 #[x_kube(validation = Rule::new("self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId) && !has(self.sourceConfig.integrationRef))").message("sourceConfig.repoUrl, integrationId and integrationRef are only for source github"))]
 #[x_kube(validation = Rule::new("self.source != 'github' || ((has(self.sourceConfig.integrationId) || has(self.sourceConfig.integrationRef)) && has(self.sourceConfig.repoUrl) && has(self.sourceRevisionConfig.repoRef))").message("source github needs sourceConfig.integrationId (or integrationRef), sourceConfig.repoUrl and sourceRevisionConfig.repoRef"))]
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.integrationId) && has(self.sourceConfig.integrationRef))").message("set at most one of sourceConfig.integrationId and sourceConfig.integrationRef"))]
-#[x_kube(validation = Rule::new("has(self.sourceConfig.integrationRef) == has(oldSelf.sourceConfig.integrationRef) && (!has(self.sourceConfig.integrationRef) || self.sourceConfig.integrationRef == oldSelf.sourceConfig.integrationRef)").message("sourceConfig.integrationRef is immutable; create a new AgentDeployment instead"))]
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.buildOnPush) && self.sourceConfig.buildOnPush && has(self.sourceRevisionConfig.repoRef) && self.sourceRevisionConfig.repoRef.startsWith('refs/tags/'))").message("buildOnPush must be false when repoRef is a tag (refs/tags/...)"))]
 #[x_kube(validation = Rule::new("!has(self.sourceConfig.listenerConfig) || has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)").message("sourceConfig.listenerConfig needs sourceConfig.listenerId or listenerRef"))]
 #[x_kube(validation = Rule::new(rules::self_hosted_names_rule()).message(rules::self_hosted_names_message().as_str()))]
@@ -390,15 +405,6 @@ pub struct DeploymentSecretReference {
 #[x_kube(validation = Rule::new("!has(self.secretReferences) || size(self.secretReferences) == 0 || (has(self.sourceConfig) && (has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)))").message("secretReferences need a self-hosted data plane: set sourceConfig.listenerId or listenerRef (the Secrets live in that cluster)"))]
 #[x_kube(validation = Rule::new("!has(self.secretReferences) || !has(self.secrets) || self.secretReferences.all(r, self.secrets.all(s, s.name != r.name))").message("a name in secretReferences is also in secrets; each environment variable comes from one place"))]
 #[x_kube(validation = Rule::new("self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)").message("source github needs sourceRevisionConfig.langgraphConfigPath"))]
-#[x_kube(validation = Rule::new("self.source == oldSelf.source").message("source is immutable; create a new AgentDeployment instead"))]
-#[x_kube(validation = Rule::new("has(self.name) == has(oldSelf.name) && (!has(self.name) || self.name == oldSelf.name)").message("name is immutable; create a new AgentDeployment instead"))]
-#[x_kube(validation = Rule::new("has(self.sourceConfig.integrationId) == has(oldSelf.sourceConfig.integrationId) && (!has(self.sourceConfig.integrationId) || self.sourceConfig.integrationId == oldSelf.sourceConfig.integrationId)").message("sourceConfig.integrationId is immutable; create a new AgentDeployment instead"))]
-#[x_kube(validation = Rule::new("has(self.sourceConfig.repoUrl) == has(oldSelf.sourceConfig.repoUrl) && (!has(self.sourceConfig.repoUrl) || self.sourceConfig.repoUrl == oldSelf.sourceConfig.repoUrl)").message("sourceConfig.repoUrl is immutable; create a new AgentDeployment instead"))]
-#[x_kube(validation = Rule::new("has(self.sourceConfig.deploymentType) == has(oldSelf.sourceConfig.deploymentType) && (!has(self.sourceConfig.deploymentType) || self.sourceConfig.deploymentType == oldSelf.sourceConfig.deploymentType)").message("sourceConfig.deploymentType is immutable; create a new AgentDeployment instead"))]
-#[x_kube(validation = Rule::new("has(self.sourceConfig.listenerId) == has(oldSelf.sourceConfig.listenerId) && (!has(self.sourceConfig.listenerId) || self.sourceConfig.listenerId == oldSelf.sourceConfig.listenerId)").message("sourceConfig.listenerId is immutable; create a new AgentDeployment instead"))]
-#[x_kube(validation = Rule::new("has(self.sourceConfig.listenerConfig) == has(oldSelf.sourceConfig.listenerConfig) && (!has(self.sourceConfig.listenerConfig) || self.sourceConfig.listenerConfig == oldSelf.sourceConfig.listenerConfig)").message("sourceConfig.listenerConfig is immutable; create a new AgentDeployment instead"))]
-#[x_kube(validation = Rule::new("has(self.sourceConfig.listenerRef) == has(oldSelf.sourceConfig.listenerRef) && (!has(self.sourceConfig.listenerRef) || self.sourceConfig.listenerRef == oldSelf.sourceConfig.listenerRef)").message("sourceConfig.listenerRef is immutable; create a new AgentDeployment instead"))]
-#[x_kube(validation = Rule::new("!has(oldSelf.deploymentId) || (has(self.deploymentId) && self.deploymentId == oldSelf.deploymentId)").message("deploymentId cannot be changed or removed once set; create a new AgentDeployment instead"))]
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.listenerId) && has(self.sourceConfig.listenerRef))").message("set at most one of sourceConfig.listenerId and sourceConfig.listenerRef"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentDeploymentSpec {

@@ -148,6 +148,127 @@ fn cel_escape(pattern: &str) -> String {
     pattern.replace('\\', "\\\\").replace('\'', "\\'")
 }
 
+/// CEL condition over the whole AgentDeployment (`oldSelf`): a remote
+/// deployment exists, i.e. the operator recorded its id in
+/// `status.deploymentId`. Until then every field may change: nothing on the
+/// control plane depends on it yet (a typo found by `IntegrationNotFound`,
+/// `RepositoryNotAccessible` or `NameConflict` can be fixed in place).
+pub const REMOTE_EXISTS: &str = "has(oldSelf.status) && has(oldSelf.status.deploymentId)";
+
+/// CEL transition rule over the whole AgentDeployment: once a remote
+/// deployment exists ([`REMOTE_EXISTS`]), `spec.<path>` keeps its
+/// effective value. `default` is the CEL expression that stands for an
+/// unset field, with `{o}` for the object (`self` or `oldSelf`), so that
+/// writing down the value already in effect (`deploymentType: dev` on a
+/// `github` deployment that never set it) is accepted; `None`: set and unset
+/// are different values.
+pub fn frozen_rule(path: &str, default: Option<&str>) -> String {
+    let same = match default {
+        Some(d) => format!(
+            "(has(self.spec.{path}) ? self.spec.{path} : {}) == (has(oldSelf.spec.{path}) ? oldSelf.spec.{path} : {})",
+            d.replace("{o}", "self"),
+            d.replace("{o}", "oldSelf")
+        ),
+        None => format!(
+            "has(self.spec.{path}) == has(oldSelf.spec.{path}) && (!has(self.spec.{path}) || self.spec.{path} == oldSelf.spec.{path})"
+        ),
+    };
+    format!("!({REMOTE_EXISTS}) || ({same})")
+}
+
+/// Message of [`frozen_rule`] for `spec.<path>`.
+pub fn frozen_message(path: &str) -> String {
+    format!(
+        "spec.{path} cannot change once the remote deployment exists (status.deploymentId is set): the control plane cannot change it on a deployment. It can change freely until the deployment is created. To change it now, create a new AgentDeployment"
+    )
+}
+
+/// The fields of an AgentDeployment the control plane cannot change on an
+/// existing deployment, with the CEL value of an unset one ([`frozen_rule`]).
+/// Source: docs/control-plane-api.md "Deployment" (the immutable fields).
+pub const FROZEN_FIELDS: &[(&str, Option<&str>)] = &[
+    ("source", None),
+    ("name", Some("{o}.metadata.name")),
+    ("sourceConfig.integrationId", None),
+    ("sourceConfig.integrationRef", None),
+    ("sourceConfig.repoUrl", None),
+    (
+        "sourceConfig.deploymentType",
+        Some("({o}.spec.source == 'github' ? 'dev' : '')"),
+    ),
+    ("sourceConfig.listenerId", None),
+    ("sourceConfig.listenerRef", None),
+    ("sourceConfig.listenerConfig", None),
+];
+
+/// CEL transition rule over the whole AgentDeployment: once a remote
+/// exists, `spec.deploymentId` is either unset (when it was) or the id in
+/// `status.deploymentId`: adding the id already in effect is accepted,
+/// naming another one or removing it is not. Before that, a mistyped id
+/// (`AdoptionFailed`) can be corrected.
+pub const DEPLOYMENT_ID_RULE: &str = "!(has(oldSelf.status) && has(oldSelf.status.deploymentId)) || (has(self.spec.deploymentId) ? self.spec.deploymentId == oldSelf.status.deploymentId : !has(oldSelf.spec.deploymentId))";
+
+/// Message of [`DEPLOYMENT_ID_RULE`].
+pub const DEPLOYMENT_ID_MESSAGE: &str = "spec.deploymentId cannot change or be removed once the remote deployment exists; it may only name the deployment in status.deploymentId. To manage another deployment, create a new AgentDeployment";
+
+/// CEL transition rule over the whole AgentDeployment: once a remote
+/// exists, the last entry of `spec.secrets` cannot be removed. The control
+/// plane reads an empty `secrets` list as "unchanged" (docs/control-plane-api.md
+/// "Requests", Patch), so the remote environment would keep the removed
+/// variables while the spec says there are none. Removing some of them
+/// works: the complete list without them is sent.
+pub const SECRETS_KEPT_RULE: &str = "!(has(oldSelf.status) && has(oldSelf.status.deploymentId)) || !has(oldSelf.spec.secrets) || size(oldSelf.spec.secrets) == 0 || (has(self.spec.secrets) && size(self.spec.secrets) > 0)";
+
+/// Message of [`SECRETS_KEPT_RULE`].
+pub const SECRETS_KEPT_MESSAGE: &str = "spec.secrets cannot become empty once the remote deployment exists: the control plane reads an empty environment as 'unchanged', so the variables would stay on the deployment. Keep at least one entry (to revoke a leaked value, rotate it at its issuer and point the entry at the new value), or create a new AgentDeployment";
+
+/// CEL transition rule over the whole AgentDeployment: once a remote
+/// exists, `spec.sourceConfig.<field>` cannot be removed (the control plane
+/// cannot clear it: an omitted field is left as it is).
+pub fn kept_rule(field: &str) -> String {
+    format!(
+        "!({REMOTE_EXISTS}) || !has(oldSelf.spec.sourceConfig.{field}) || has(self.spec.sourceConfig.{field})"
+    )
+}
+
+/// Message of [`kept_rule`].
+pub fn kept_message(field: &str, instead: &str) -> String {
+    format!(
+        "spec.sourceConfig.{field} cannot be removed once the remote deployment exists: the control plane keeps a value that is not sent, so the removal would not take effect; {instead}"
+    )
+}
+
+/// The `sourceConfig` fields that cannot be removed once a remote exists,
+/// with what to do instead ([`kept_rule`]). Source: docs/control-plane-api.md
+/// "Deployment" (`custom_url` and `build_on_push` cannot be cleared) and
+/// "Build commands".
+pub const KEPT_FIELDS: &[(&str, &str)] = &[
+    ("customUrl", "set the URL you want instead"),
+    ("buildOnPush", "set it to false instead"),
+    ("installCommand", "set the command you want instead"),
+    ("buildCommand", "set the command you want instead"),
+];
+
+/// CEL transition rule over the whole AgentDeployment: once a remote
+/// exists, neither `spec.sourceConfig.resourceSpec` nor any of its keys can
+/// be removed. The operator sends only the keys the spec sets, merged into
+/// the remote object (the service replaces `resource_spec` whole and fills
+/// in its own defaults), so a removed key would keep its last value.
+pub fn resource_spec_kept_rule() -> String {
+    let rs = "spec.sourceConfig.resourceSpec";
+    let keys: Vec<String> = super::resource_spec::FIELDS
+        .iter()
+        .map(|(name, ..)| format!("(!has(oldSelf.{rs}.{name}) || has(self.{rs}.{name}))"))
+        .collect();
+    format!(
+        "!({REMOTE_EXISTS}) || !has(oldSelf.{rs}) || (has(self.{rs}) && {})",
+        keys.join(" && ")
+    )
+}
+
+/// Message of [`resource_spec_kept_rule`].
+pub const RESOURCE_SPEC_KEPT_MESSAGE: &str = "a key of spec.sourceConfig.resourceSpec (or resourceSpec itself) cannot be removed once the remote deployment exists: the operator sends only the keys the spec sets and the control plane keeps the others, so the removal would not take effect; set the key to the value you want instead";
+
 #[cfg(test)]
 mod tests {
     use super::*;

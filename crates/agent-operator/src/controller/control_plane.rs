@@ -18,8 +18,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
+use kube::api::ListParams;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
@@ -28,7 +30,8 @@ use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::status::Outcome;
 use super::{Context, Error, jittered, object_key, scoped_api};
 use crate::api::conditions::reason;
-use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus};
+use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus, IN_USE_FINALIZER};
+use crate::api::deployment::AgentDeployment;
 use crate::controlplane::error::Refusal;
 use crate::controlplane::{Error as CpError, ListDeployments};
 
@@ -101,18 +104,113 @@ async fn report(
     .await
 }
 
-/// One reconcile pass: build or reuse the client, probe, report.
+/// One reconcile pass: the finalizer helper adds [`IN_USE_FINALIZER`] and
+/// dispatches to [`apply`] (probe and report) or [`cleanup`] (wait until no
+/// AgentDeployment uses the plane any more).
+///
+/// Errors: Kubernetes API failures, transient control plane failures of the
+/// probe, and [`Error::InUse`] while AgentDeployments still use a plane
+/// being deleted (status is written before each is returned).
 #[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
     let api: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer(&api, IN_USE_FINALIZER, obj, |event| async {
+        match event {
+            FinalizerEvent::Apply(obj) => apply(&api, &obj, &ctx).await,
+            FinalizerEvent::Cleanup(obj) => cleanup(&api, &obj, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e)
+        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(Box::new(other)),
+    })
+}
+
+/// The AgentDeployments of `deployments` that name the plane `name` in
+/// `spec.controlPlaneRef`, as `name` strings, sorted. Pure.
+pub fn users_of(deployments: &[AgentDeployment], name: &str) -> Vec<String> {
+    let mut users: Vec<String> = deployments
+        .iter()
+        .filter(|d| d.spec.control_plane_ref.name == name)
+        .map(|d| d.name_any())
+        .collect();
+    users.sort();
+    users
+}
+
+/// The message of a plane kept for the AgentDeployments that use it. Pure.
+pub fn in_use_message(users: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut names = users
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if users.len() > SHOWN {
+        names.push_str(&format!(" and {} more", users.len() - SHOWN));
+    }
+    format!(
+        "being deleted; kept (finalizer {IN_USE_FINALIZER}) until the {} AgentDeployment(s) that use it are deleted: {names}",
+        users.len()
+    )
+}
+
+/// The deletion pass: the finalizer stays while an AgentDeployment of the
+/// namespace still names this plane (decided on a fresh list, never the
+/// cache), so that their remote deployments can still be deleted with its
+/// client; once none does, the cached client is dropped and the finalizer
+/// removed. Sends nothing to the control plane.
+async fn cleanup(
+    api: &Api<AgentControlPlane>,
+    obj: &AgentControlPlane,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let name = obj.name_any();
+    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
+    let listed = deployments
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::Kube)?;
+    let users = users_of(&listed.items, &name);
+    if users.is_empty() {
+        ctx.planes.forget(&ns, &name);
+        return Ok(Action::await_change());
+    }
+    let message = in_use_message(&users);
+    report(
+        api,
+        obj,
+        ctx,
+        &Outcome::Progressing {
+            reason: reason::IN_USE,
+            message: message.clone(),
+        },
+    )
+    .await?;
+    Err(Error::InUse(message))
+}
+
+/// Probe and report: build or reuse the client, list one deployment,
+/// write the outcome.
+async fn apply(
+    api: &Api<AgentControlPlane>,
+    obj: &AgentControlPlane,
+    ctx: &Context,
+) -> Result<Action, Error> {
     let cp = match ctx
         .planes
         .client_for_plane(
             &ctx.client,
-            &obj,
+            obj,
             ctx.config.request_timeout,
             Some(ctx.metrics.request_observer()),
         )
@@ -124,8 +222,8 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
                 reason: blocked.reason,
                 message: blocked.message,
             };
-            report(&api, &obj, &ctx, &outcome).await?;
-            ctx.reset_backoff(&object_key(obj.as_ref()));
+            report(api, obj, ctx, &outcome).await?;
+            ctx.reset_backoff(&object_key(obj));
             return Ok(Action::requeue(ctx.config.blocked_interval));
         }
     };
@@ -141,7 +239,7 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
         &obj.spec.workspace_id,
         probe.as_ref().map(|_| ()),
     );
-    report(&api, &obj, &ctx, &outcome).await?;
+    report(api, obj, ctx, &outcome).await?;
     match probe {
         Err(e) if e.is_transient() => Err(Error::ControlPlane {
             operation: "list deployments",
@@ -156,11 +254,11 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
                 Some(Refusal::WorkspaceRequired | Refusal::DeploymentNotEnabled)
             ) =>
         {
-            ctx.reset_backoff(&object_key(obj.as_ref()));
+            ctx.reset_backoff(&object_key(obj));
             Ok(Action::await_change())
         }
         _ => {
-            ctx.reset_backoff(&object_key(obj.as_ref()));
+            ctx.reset_backoff(&object_key(obj));
             Ok(Action::requeue(jittered(ctx.config.resync_interval)))
         }
     }

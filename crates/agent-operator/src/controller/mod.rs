@@ -386,6 +386,10 @@ pub fn jittered(d: Duration) -> Duration {
     d.mul_f64(rand::random_range(0.75..1.25))
 }
 
+/// How often an AgentControlPlane being deleted lists the AgentDeployments
+/// that still use it (one list of its namespace, nothing remote), ±25 %.
+pub const IN_USE_RECHECK: Duration = Duration::from_secs(2);
+
 /// The requeue of a failed pass, shared by every `error_policy`: the
 /// service's `Retry-After` if longer, else the per-object exponential backoff
 /// (capped at `max_backoff`); logs the failure with its fixed reason.
@@ -394,6 +398,12 @@ pub fn requeue_after_error<K: kube::Resource<DynamicType = ()>>(
     obj: &K,
     error: &Error,
 ) -> Action {
+    if let Error::InUse(message) = error {
+        // Not a failure: the plane waits for its users' deletions, which take
+        // as long as the control plane's asynchronous deletes.
+        tracing::debug!(%message, "kept for the AgentDeployments that use it");
+        return Action::requeue(jittered(IN_USE_RECHECK));
+    }
     let backoff = ctx.backoff(&object_key(obj));
     let delay = error.retry_after().map_or(backoff, |r| r.max(backoff));
     tracing::warn!(
@@ -490,6 +500,11 @@ pub enum Error {
     /// reported in status, retried with backoff.
     #[error("deletion blocked: {0}")]
     DeletionBlocked(String),
+    /// An AgentControlPlane being deleted is still used by AgentDeployments
+    /// (the message names them); checked again every
+    /// [`IN_USE_RECHECK`], reported in status.
+    #[error("in use: {0}")]
+    InUse(String),
     /// The object lacks a namespace or name (should not happen for namespaced kinds).
     #[error("object has no {0}")]
     MissingObjectKey(&'static str),
@@ -504,6 +519,7 @@ impl Error {
             Error::Finalizer(_) => "FinalizerError",
             Error::DeletionPending(_) => "DeletionPending",
             Error::DeletionBlocked(_) => "DeletionBlocked",
+            Error::InUse(_) => "InUse",
             Error::MissingObjectKey(_) => "InvalidObject",
         }
     }

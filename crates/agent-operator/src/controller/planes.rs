@@ -453,6 +453,12 @@ impl ClientCache {
                 message: format!("AgentControlPlane {namespace}/{name} is not ready: {why}"),
             }));
         }
+        if !checked(&plane) {
+            // Nothing is sent for a plane before its own probe has judged
+            // its current spec and key: a refused key would otherwise cost
+            // one refused request per AgentDeployment.
+            return Ok(Err(not_checked(namespace, name)));
+        }
         Ok(self
             .client_for_plane(kube, &plane, request_timeout, observer)
             .await?
@@ -585,7 +591,7 @@ impl ClientCache {
         let (plane, secrets) = stores
             .iter()
             .find_map(|(p, s)| p.get(&plane_ref).map(|plane| (plane, s)))?;
-        if stalled(&plane).is_some() {
+        if stalled(&plane).is_some() || !checked(&plane) {
             return None;
         }
         let version = |r: &SecretKeyRef| {
@@ -806,6 +812,19 @@ impl ClientCache {
             .remove(&key);
     }
 
+    /// The client last built for the AgentControlPlane `namespace`/`name`,
+    /// whatever changed since (its API key Secret deleted, the plane being
+    /// deleted): only the deletion of an AgentDeployment uses it, so that a
+    /// bundle deleted in one command (Secret, AgentControlPlane and
+    /// AgentDeployments together) still deletes its remote deployments. The
+    /// key stays in this process only as long as the cached client did
+    /// before (until the plane is forgotten or the process ends).
+    pub fn retained(&self, namespace: &str, name: &str) -> Option<ControlPlaneClient> {
+        self.lock()
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .map(|e| e.client.clone())
+    }
+
     /// Number of cached clients.
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -814,6 +833,27 @@ impl ClientCache {
     /// True when no client is cached.
     pub fn is_empty(&self) -> bool {
         self.lock().is_empty()
+    }
+}
+
+/// True when the AgentControlPlane's own probe has judged its current spec:
+/// its `Ready` condition was written for its current generation.
+fn checked(plane: &AgentControlPlane) -> bool {
+    use crate::api::conditions::{READY, find};
+    plane
+        .status
+        .as_ref()
+        .and_then(|s| find(&s.conditions, READY))
+        .is_some_and(|c| c.observed_generation == plane.metadata.generation)
+}
+
+/// The wait of an AgentDeployment whose plane has not been checked yet.
+fn not_checked(namespace: &str, name: &str) -> Blocked {
+    Blocked {
+        reason: reason::CONTROL_PLANE_NOT_CHECKED,
+        message: format!(
+            "waiting for AgentControlPlane {namespace}/{name} to check its spec and API key; nothing is sent until it has"
+        ),
     }
 }
 

@@ -201,6 +201,15 @@ pub enum Plan {
         /// The minimal PATCH ([`desired::compute_patch`]).
         patch: Box<DeploymentPatch>,
     },
+    /// The deployment differs from the spec in fields the control plane
+    /// cannot change ([`crate::plan::adoption`]): nothing can make it
+    /// match; `apply` refuses, `diff` shows the difference.
+    Mismatch {
+        /// The deployment as read.
+        remote: Box<Deployment>,
+        /// The message naming each field and both values.
+        message: String,
+    },
     /// The deployment equals the spec: send nothing.
     Unchanged {
         /// The deployment as read.
@@ -255,6 +264,18 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
             body: Box::new(body),
         });
     };
+    let differ = crate::plan::adoption::mismatches(&want.body, &remote, want.spec.name.is_some());
+    if !differ.is_empty() {
+        let message = format!(
+            "{}: {}",
+            want.object,
+            crate::plan::adoption::mismatch_message(&remote.name, &remote.id, &differ)
+        );
+        return Ok(Plan::Mismatch {
+            remote: Box::new(remote),
+            message,
+        });
+    }
     // A fresh key: the values are compared with the ones the service
     // returns, never kept.
     let key = HashKey::random();
@@ -375,7 +396,8 @@ pub struct Applied {
 /// tell a change the service did not hold.
 ///
 /// Errors: [`Error::ControlPlane`] (never retried: creates and PATCHes have
-/// no idempotency key; docs/control-plane-api.md "Requests").
+/// no idempotency key; docs/control-plane-api.md "Requests"); [`Error::Blocked`]
+/// for a [`Plan::Mismatch`], before any request.
 pub async fn execute(
     client: &ControlPlaneClient,
     want: &Desired,
@@ -413,6 +435,7 @@ pub async fn execute(
             action: Action::Unchanged,
             deployment: *remote,
         }),
+        Plan::Mismatch { message, .. } => Err(Error::Blocked(message)),
     }
 }
 
@@ -425,7 +448,7 @@ pub fn redacted_body(plan: &Plan) -> Option<Value> {
     let (mut value, remote) = match plan {
         Plan::Create { body } => (serde_json::to_value(body).ok()?, None),
         Plan::Patch { remote, patch } => (serde_json::to_value(patch).ok()?, Some(remote)),
-        Plan::Unchanged { .. } => return None,
+        Plan::Unchanged { .. } | Plan::Mismatch { .. } => return None,
     };
     if let Some(Value::Array(items)) = value.get_mut("secrets") {
         for item in items {

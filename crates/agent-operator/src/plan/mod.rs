@@ -1,6 +1,8 @@
 //! The pure core of reconciling an AgentDeployment, shared by the operator
 //! (`controller::deployment`) and `agentctl apply` (`converge`): no IO
 //! here, every function a table of cases in the tests.
+//! - [`adoption`]: the fields the control plane cannot change, compared
+//!   before a remote deployment is adopted;
 //! - [`desired`]: the camelCase spec → the snake_case wire request, the
 //!   minimal PATCH and its read-back, fingerprints
 //!   (docs/control-plane-api.md "Deployment", "Requests");
@@ -17,6 +19,7 @@
 //!
 //! Nothing here imports `controller`: the arrow goes one way.
 
+pub mod adoption;
 pub mod decide;
 pub mod desired;
 pub mod fight;

@@ -59,9 +59,13 @@ checks that both stay equal).
   resources: ["agentdeployments"]
   verbs: ["get", "list", "watch", "patch"]
 # AgentControlPlanes and AgentListeners: their controllers and reflectors
-# (list + watch), a plane or listener absent from the store (get).
+# (list + watch), a plane or listener absent from the store (get); the
+# finalizer agentserver.dev/in-use of a plane that AgentDeployments use (patch).
 - apiGroups: ["agentserver.dev"]
-  resources: ["agentcontrolplanes", "agentlisteners"]
+  resources: ["agentcontrolplanes"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["agentserver.dev"]
+  resources: ["agentlisteners"]
   verbs: ["get", "list", "watch"]
 # Statuses: server-side apply on the status subresource, a patch.
 - apiGroups: ["agentserver.dev"]

@@ -257,6 +257,11 @@ pub async fn diff(args: DiffArgs) -> CliResult {
                     remote.name, remote.id
                 );
             }
+            // Nothing apply could send makes it match: a difference.
+            Plan::Mismatch { message, .. } => {
+                println!("{message}");
+                code = Exit::Failed;
+            }
         }
         if let Some(body) = converge::redacted_body(&plan) {
             crate::output::print_structured(&body, crate::output::Output::Json)?;

@@ -11,14 +11,13 @@ use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
 use super::deleting;
-use super::observe::{control_plane, paused_outcome};
 use super::obtain::create_pending;
-use super::report::{Flow, Report, changed, error_outcome};
+use super::report::{Flow, Report, changed};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, PAUSED_ANNOTATION,
 };
-use crate::controller::status::{Outcome, STALLED, conditions};
+use crate::controller::status::{Outcome, conditions};
 use crate::controller::{Context, Error, object_key};
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 
@@ -41,18 +40,27 @@ pub async fn cleanup(
     }
     match obj.paused() {
         Ok(true) => {
-            return Report::outcome(obj, &paused_outcome(), Action::await_change()).then(Err(
-                Error::DeletionBlocked(format!("paused by the annotation {PAUSED_ANNOTATION}")),
-            ));
+            let fix = format!(
+                "remove the annotation (kubectl annotate agd {} {PAUSED_ANNOTATION}-) to let the deletion go on",
+                obj.name_any()
+            );
+            return blocked(
+                obj,
+                ctx,
+                &format!(
+                    "paused by the annotation {PAUSED_ANNOTATION}: nothing is sent, the DELETE included"
+                ),
+                &fix,
+            );
         }
         Ok(false) => {}
         Err(message) => {
-            let outcome = Outcome::Stalled {
-                reason: reason::INVALID_ANNOTATION,
-                message: message.clone(),
-            };
-            return Report::outcome(obj, &outcome, Action::await_change())
-                .then(Err(Error::DeletionBlocked(message)));
+            return blocked(
+                obj,
+                ctx,
+                &message,
+                "fix the annotation's value (\"true\" or \"false\")",
+            );
         }
     }
     // Giving the remote deployment up (removing the finalizer without a
@@ -123,16 +131,14 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     if step == deleting::Step::Delete {
         match cp.delete_deployment(&id).await {
             Ok(()) | Err(CpError::NotFound { .. }) => {}
+            Err(e) if e.is_transient() => return Err(cp_failed("delete deployment", e)),
             Err(e) => {
-                let outcome = error_outcome("delete deployment", &e);
-                return Err(
-                    Report::outcome(obj, &outcome, Action::await_change()).then(Err(
-                        Error::ControlPlane {
-                            operation: "delete deployment",
-                            source: e,
-                        },
-                    )),
-                );
+                return Err(blocked(
+                    obj,
+                    ctx,
+                    &format!("the control plane refused the DELETE: {e}"),
+                    "check the AgentControlPlane's API key and the deployment on the control plane",
+                ));
             }
         }
     }
@@ -153,23 +159,57 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     }
 }
 
-/// The control plane client; a missing or unready plane blocks the
-/// deletion (with the message of the object's `Stalled` condition).
+/// The control plane client of a deletion: the plane's client as for any
+/// pass or, when the plane or its API key Secret is gone or being deleted
+/// (a bundle, a prune or a namespace deleted in one go), the client this
+/// process last built for it ([`ClientCache::retained`](crate::controller::planes::ClientCache::retained)). Without
+/// either, the deletion is blocked ([`blocked`]).
 async fn plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient> {
-    control_plane(obj, ctx).await.map_err(|report| {
-        if report.then.is_err() {
-            return report;
-        }
-        let message = obj
-            .status
-            .as_ref()
-            .and_then(|s| crate::api::conditions::find(&s.conditions, STALLED))
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
-        report.then(Err(Error::DeletionBlocked(format!(
-            "{message}; set spec.deletionPolicy: Orphan to release the resource without deleting the remote deployment"
-        ))))
-    })
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let name = &obj.spec.control_plane_ref.name;
+    let retained = ctx.planes.retained(&ns, name);
+    match ctx.plane_client(&ns, name).await? {
+        Ok(cp) => Ok(cp),
+        Err(why) => match retained {
+            Some(cp) => {
+                debug!(
+                    reason = why.reason,
+                    "deleting with the control plane client built before"
+                );
+                Ok(cp)
+            }
+            None => {
+                let fix = format!(
+                    "re-create what is missing (the AgentControlPlane {ns}/{name} and its API key Secret) so that the deletion can finish"
+                );
+                Err(blocked(obj, ctx, &why.message, &fix))
+            }
+        },
+    }
+}
+
+/// A deletion that cannot go on until a human acts: `Stalled` with reason
+/// `DeletionBlocked`, a message with the `cause`, the `fix` and the way
+/// out that always works (`deletionPolicy: Orphan`), a Warning event once,
+/// and [`Error::DeletionBlocked`] for the backoff.
+fn blocked(obj: &AgentDeployment, ctx: &Context, cause: &str, fix: &str) -> Box<Report> {
+    let message = deletion_blocked_message(obj, cause, fix);
+    Report::stalled(obj, ctx, reason::DELETION_BLOCKED, message.clone())
+        .then(Err(Error::DeletionBlocked(message)))
+}
+
+/// The message of a blocked deletion of `obj`. Pure.
+pub fn deletion_blocked_message(obj: &AgentDeployment, cause: &str, fix: &str) -> String {
+    let remote = match id_of(obj) {
+        Some(id) => format!("remote deployment {id}"),
+        None => format!("the remote deployment named {}", obj.remote_name()),
+    };
+    format!(
+        "cannot delete {remote}: {cause}. Fix: {fix}, or release this resource without deleting the remote deployment: kubectl patch agd {} --type merge -p '{{\"spec\":{{\"deletionPolicy\":\"Orphan\"}}}}'",
+        obj.name_any()
+    )
 }
 
 /// A control plane error of the deletion: returned for the backoff.

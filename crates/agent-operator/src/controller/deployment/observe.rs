@@ -124,7 +124,7 @@ pub async fn observe(
         }
     }
     let o = fresh.as_deref().unwrap_or(obj);
-    match inputs(o, ctx).await {
+    match inputs(api, o, ctx).await {
         Ok((cp, body)) => {
             let mut seen = desired_state(o, ctx, key, first_pass, cp, body);
             seen.fresh = fresh;
@@ -137,6 +137,7 @@ pub async fn observe(
 /// The preflight rules, the control plane, the Secrets and the listener of
 /// `obj`: the desired deployment without its fingerprint.
 async fn inputs(
+    api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
     ctx: &Context,
 ) -> Flow<(ControlPlaneClient, DeploymentCreate)> {
@@ -170,10 +171,15 @@ async fn inputs(
         ));
     }
     // Nothing remote happens while an input is missing.
-    let cp = control_plane(obj, ctx).await?;
+    let cp = match control_plane(obj, ctx).await {
+        Ok(cp) => cp,
+        Err(report) => return Err(unless_deleting(api, obj, report).await),
+    };
     let secrets = match resolve::deployment_secrets(ctx, &ns, &obj.spec).await? {
         Ok(s) => s,
-        Err(blocked) => return Err(Report::blocked(obj, ctx, blocked)),
+        Err(blocked) => {
+            return Err(unless_deleting(api, obj, Report::blocked(obj, ctx, blocked)).await);
+        }
     };
     let mut body = desired::create_body(&obj.remote_name(), &obj.spec, secrets);
     let has_id = obj
@@ -193,6 +199,27 @@ async fn inputs(
     Ok((cp, body))
 }
 
+/// `report` of a missing input, unless the object turns out to be deleted:
+/// when deleting a bundle or a namespace, the Secrets go first and their
+/// events start passes of objects whose own deletion follows a moment
+/// later. Before a new Warning is published, the object is read fresh; if
+/// it is being deleted (or gone), the pass ends without a write and the
+/// deletion pass follows.
+async fn unless_deleting(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    report: Box<Report>,
+) -> Box<Report> {
+    if report.events.is_empty() {
+        return report;
+    }
+    match api.get_opt(&obj.name_any()).await {
+        Ok(Some(o)) if o.metadata.deletion_timestamp.is_none() => report,
+        Ok(_) => Report::end(Action::await_change()),
+        Err(e) => Report::failed(Error::Kube(e)),
+    }
+}
+
 /// The control plane client of `spec.controlPlaneRef`; `Err`: the plane is
 /// missing or not ready (`Stalled`).
 pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient> {
@@ -204,6 +231,18 @@ pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<Control
         .await?
     {
         Ok(cp) => Ok(cp),
+        // Not a problem to report: the plane's first check is under way and
+        // its result triggers this object again.
+        Err(blocked) if blocked.reason == reason::CONTROL_PLANE_NOT_CHECKED => {
+            Err(Report::outcome(
+                obj,
+                &Outcome::Progressing {
+                    reason: blocked.reason,
+                    message: blocked.message,
+                },
+                Action::requeue(ctx.config.blocked_interval),
+            ))
+        }
         Err(blocked) => Err(Report::blocked(obj, ctx, blocked)),
     }
 }

@@ -35,6 +35,7 @@ use crate::controller::status::Outcome;
 use crate::controller::{Error, jittered};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
+use crate::plan::adoption;
 
 /// A deployment found or created by [`obtain`].
 pub struct ObtainedDeployment {
@@ -96,6 +97,16 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
     if let Some(id) = &obj.spec.deployment_id {
         return match cp.get_deployment(id).await {
             Ok(remote) => {
+                // A field the service cannot change that differs can never
+                // be converged: say so instead of reporting a match.
+                let differ = adoption::mismatches(body, &remote, obj.spec.name.is_some());
+                if !differ.is_empty() {
+                    return stall(
+                        pass,
+                        reason::ADOPTION_MISMATCH,
+                        adoption::mismatch_message(&remote.name, id, &differ),
+                    );
+                }
                 pass.events.push((
                     EventType::Normal,
                     "Adopted",

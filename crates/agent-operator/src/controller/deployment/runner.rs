@@ -358,7 +358,14 @@ pub fn plane_trigger_hash(obj: &AgentControlPlane) -> Option<u64> {
     obj.status
         .as_ref()
         .and_then(|s| find(&s.conditions, READY))
-        .map(|c| c.status.as_str())
+        .map(|c| {
+            (
+                c.status.as_str(),
+                // A probe of a new generation that stays Ready still
+                // releases the AgentDeployments waiting for that check.
+                c.observed_generation == obj.metadata.generation,
+            )
+        })
         .hash(&mut h);
     Some(h.finish())
 }
@@ -373,7 +380,10 @@ fn is_blocked(d: &AgentDeployment) -> bool {
         .as_ref()
         .and_then(|s| find(&s.conditions, READY))
         .is_some_and(|c| {
-            c.reason == reason::CONTROL_PLANE_NOT_READY || c.reason == reason::SECRET_NOT_FOUND
+            c.reason == reason::CONTROL_PLANE_NOT_READY
+                || c.reason == reason::CONTROL_PLANE_NOT_CHECKED
+                || c.reason == reason::SECRET_NOT_FOUND
+                || c.reason == reason::DELETION_BLOCKED
         })
 }
 

@@ -147,7 +147,11 @@ impl Scenario {
                 json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
                     "metadata": {"name": "default", "namespace": NS, "uid": "u-plane", "generation": 1, "resourceVersion": "1"},
                     "spec": {"url": emulator.base_url(), "workspaceId": DEMO_WORKSPACE_ID,
-                        "apiKeySecretRef": {"name": "key", "key": "api-key"}}}),
+                        "apiKeySecretRef": {"name": "key", "key": "api-key"}},
+                    // Checked by its own probe: its AgentDeployments may send.
+                    "status": {"observedGeneration": 1, "conditions": [{"type": "Ready",
+                        "status": "True", "reason": "Authenticated", "message": "",
+                        "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
             );
             objects.insert(
                 format!("{ADS}/{NAME}"),

@@ -23,7 +23,7 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{Predicate, WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use tracing::{debug, info};
 
@@ -75,7 +75,8 @@ impl Scope {
 
 /// The watch of a controller's own kind and the store it fills: a pass is
 /// triggered by a new generation (a spec change, or the deletion of an
-/// object with finalizers), never by the controller's own status writes,
+/// object with finalizers) or a change of its finalizers (the one added by
+/// the finalizer helper), never by the controller's own status writes,
 /// which would each cost a control plane request (the brief: "our own writes
 /// must never cause a remote call by themselves"). Secrets and other kinds
 /// trigger through `watches`, and steady objects are re-checked by the
@@ -100,7 +101,13 @@ where
     .modify(strip_managed_fields)
     .reflect(writer)
     .applied_objects()
-    .predicate_filter(kube::runtime::predicates::generation, Default::default());
+    .predicate_filter(
+        // The finalizers too: the finalizer helper adds its own and waits for
+        // that change to run the first real pass.
+        (kube::runtime::predicates::generation as fn(&K) -> Option<u64>)
+            .combine(kube::runtime::predicates::finalizers as fn(&K) -> Option<u64>),
+        Default::default(),
+    );
     (store, stream)
 }
 

@@ -42,6 +42,7 @@ mod operator_adoption;
 mod operator_control_plane;
 mod operator_crash_safety;
 mod operator_deletion;
+mod operator_deletion_order;
 mod operator_drift;
 mod operator_integrations;
 mod operator_patches;

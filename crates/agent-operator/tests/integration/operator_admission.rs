@@ -1,8 +1,13 @@
-//! Item 6, immutable fields: the CRD's CEL transition rules make the API
-//! server reject a change of `name`, `source`, `sourceConfig.integrationId`,
-//! `repoUrl`, `deploymentType` or `listenerId`, with a message that says to
-//! create a new AgentDeployment instead. Only the API server and the CRDs
-//! take part (no operator).
+//! Immutable once it matters (issue "Day two in GitOps", item 2): a field
+//! the control plane cannot change on a deployment (`source`, `name`,
+//! `sourceConfig.integrationId`/`integrationRef`, `repoUrl`,
+//! `deploymentType`, the listener) changes freely until a remote deployment
+//! exists, and is refused by the CRD's CEL transition rules once
+//! `status.deploymentId` is set; writing down the value already in effect is
+//! never refused. Removals the control plane would not carry out (the last
+//! secret, `customUrl`, `buildOnPush`, the build commands, `resourceSpec`
+//! keys) are refused the same way. Only the API server and the CRDs take
+//! part (no operator): the status is written as the operator would.
 
 use crate::{common, support};
 
@@ -12,10 +17,15 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::{AgentDeploymentManifest, apply_json};
 
-fn manifest(name: &str) -> Value {
+const OTHER_UUID: &str = "11111111-2222-4333-8444-555555555555";
+const REMOTE_ID: &str = "0d5a2b1c-3e4f-4a5b-8c6d-7e8f9a0b1c2d";
+
+fn github(name: &str) -> Value {
     AgentDeploymentManifest::github(name, "main")
         .spec("name", "immutable-agent")
         .source_config("listenerId", "0c9a4a0e-6f51-4e43-9d2a-8b7e6f5d4c3b")
+        .secret("LOG_LEVEL", "info")
+        .secret("REGION", "eu")
         .build()
 }
 
@@ -25,27 +35,36 @@ async fn merge(api: &Api<AgentDeployment>, name: &str, patch: &Value) -> Result<
         .map(|_| ())
 }
 
-#[tokio::test]
-async fn immutable_fields_are_rejected_at_admission() {
-    test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "op-admission").await;
-    let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
-    let name = "immutable";
-    apply_json(&api, name, manifest(name)).await;
+/// Records a remote deployment in status, as the operator's first status
+/// write after a create does.
+async fn record_remote(api: &Api<AgentDeployment>, name: &str) {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"deploymentId": REMOTE_ID}})),
+    )
+    .await
+    .expect("writing status.deploymentId");
+}
 
-    let changes = [
+/// The changes of an immutable field, each with the path its message names.
+fn immutable_changes() -> Vec<(&'static str, Value)> {
+    vec![
         ("name", json!({"spec": {"name": "another-name"}})),
         ("name", json!({"spec": {"name": null}})),
         (
             "source",
-            json!({"spec": {"source": "external_docker",
-                            "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1"}}}),
+            json!({"spec": {"source": "external_docker", "secrets": [{"name": "LOG_LEVEL", "value": "info"}],
+                            "sourceConfig": {"integrationId": null, "repoUrl": null, "deploymentType": null, "buildOnPush": null},
+                            "sourceRevisionConfig": {"repoRef": null, "langgraphConfigPath": null, "imageUri": "ghcr.io/acme/agent:1"}}}),
         ),
         (
             "sourceConfig.integrationId",
-            json!({"spec": {"sourceConfig": {"integrationId": "11111111-2222-4333-8444-555555555555"}}}),
+            json!({"spec": {"sourceConfig": {"integrationId": OTHER_UUID}}}),
+        ),
+        (
+            "sourceConfig.integrationRef",
+            json!({"spec": {"sourceConfig": {"integrationId": null, "integrationRef": {"name": "acme"}}}}),
         ),
         (
             "sourceConfig.repoUrl",
@@ -57,45 +76,186 @@ async fn immutable_fields_are_rejected_at_admission() {
         ),
         (
             "sourceConfig.listenerId",
-            json!({"spec": {"sourceConfig": {"listenerId": "11111111-2222-4333-8444-555555555555"}}}),
+            json!({"spec": {"sourceConfig": {"listenerId": OTHER_UUID}}}),
         ),
         (
             "sourceConfig.listenerId",
             json!({"spec": {"sourceConfig": {"listenerId": null}}}),
         ),
-    ];
-    for (field, patch) in &changes {
-        match merge(&api, name, patch).await {
-            Err(kube::Error::Api(status)) => {
-                assert_eq!(status.code, 422, "{field}: {status:?}");
-                assert!(
-                    status.message.contains(&format!(
-                        "{field} is immutable; create a new AgentDeployment instead"
-                    )),
-                    "{field}: {}",
-                    status.message
-                );
-            }
-            other => panic!("changing {field} with {patch} was not rejected: {other:?}"),
+    ]
+}
+
+/// Asserts that `patch` is refused (422) with a message containing `want`.
+async fn refused(api: &Api<AgentDeployment>, name: &str, patch: &Value, want: &str) {
+    match merge(api, name, patch).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{patch}: {status:?}");
+            assert!(status.message.contains(want), "{patch}: {}", status.message);
         }
+        other => panic!("{patch} was not refused: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn immutable_fields_change_freely_until_a_remote_exists_then_are_refused() {
+    test_support::skip_without!(Envtest);
+    let client = common::shared_env().client().await;
+    let ns = common::test_namespace(&client, "op-admission").await;
+    let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
+
+    // Before a remote deployment exists, every change is accepted (a typo
+    // found by IntegrationNotFound or NameConflict is fixed in place).
+    for (i, (field, patch)) in immutable_changes().iter().enumerate() {
+        let name = format!("free-{i}");
+        apply_json(&api, &name, github(&name)).await;
+        merge(&api, &name, patch)
+            .await
+            .unwrap_or_else(|e| panic!("{field} could not change before a create: {e}"));
     }
 
-    // Nothing was changed, and mutable fields still change.
+    // Once status.deploymentId is set, each is refused, naming the field.
+    let name = "immutable";
+    apply_json(&api, name, github(name)).await;
+    record_remote(&api, name).await;
+    for (field, patch) in &immutable_changes() {
+        refused(
+            &api,
+            name,
+            patch,
+            &format!("spec.{field} cannot change once the remote deployment exists"),
+        )
+        .await;
+    }
     let obj = api.get(name).await.unwrap();
-    assert_eq!(obj.metadata.generation, Some(1));
+    assert_eq!(obj.metadata.generation, Some(1), "nothing was changed");
+
+    // Mutable fields still change, and so does a removal of one secret.
     merge(
         &api,
         name,
         &json!({"spec": {"sourceConfig": {"buildOnPush": true},
-                         "sourceRevisionConfig": {"repoRef": "release-2"}}}),
+                         "sourceRevisionConfig": {"repoRef": "release-2"},
+                         "secrets": [{"name": "LOG_LEVEL", "value": "debug"}]}}),
     )
     .await
     .expect("mutable fields can change");
     let obj = api.get(name).await.unwrap();
     assert_eq!(obj.metadata.generation, Some(2));
-    assert_eq!(obj.spec.name.as_deref(), Some("immutable-agent"));
-    assert_eq!(
-        obj.spec.source_config.repo_url.as_deref(),
-        Some("https://github.com/acme/support-agent")
-    );
+    assert_eq!(obj.spec.secrets.len(), 1);
+}
+
+#[tokio::test]
+async fn the_value_already_in_effect_is_never_refused() {
+    test_support::skip_without!(Envtest);
+    let client = common::shared_env().client().await;
+    let ns = common::test_namespace(&client, "op-admission-same").await;
+    let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
+    // A github deployment that sets neither name nor deploymentType.
+    let mut manifest = AgentDeploymentManifest::github("defaults", "main").build();
+    manifest["spec"]["sourceConfig"]
+        .as_object_mut()
+        .unwrap()
+        .remove("deploymentType");
+    apply_json(&api, "defaults", manifest).await;
+    record_remote(&api, "defaults").await;
+    for patch in [
+        json!({"spec": {"sourceConfig": {"deploymentType": "dev"}}}),
+        json!({"spec": {"name": "defaults"}}),
+        json!({"spec": {"deploymentId": REMOTE_ID}}),
+    ] {
+        merge(&api, "defaults", &patch)
+            .await
+            .unwrap_or_else(|e| panic!("{patch}, the value in effect, was refused: {e}"));
+    }
+    refused(
+        &api,
+        "defaults",
+        &json!({"spec": {"deploymentId": OTHER_UUID}}),
+        "spec.deploymentId cannot change or be removed once the remote deployment exists",
+    )
+    .await;
+    refused(
+        &api,
+        "defaults",
+        &json!({"spec": {"deploymentId": null}}),
+        "spec.deploymentId cannot change or be removed",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn removals_the_control_plane_would_not_carry_out_are_refused_once_a_remote_exists() {
+    test_support::skip_without!(Envtest);
+    let client = common::shared_env().client().await;
+    let ns = common::test_namespace(&client, "op-admission-kept").await;
+    let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
+    let manifest = |name: &str| {
+        AgentDeploymentManifest::docker(name, "ghcr.io/acme/agent:1")
+            .source_config("customUrl", "https://agent.example.com")
+            .source_config("installCommand", "npm ci")
+            .source_config("buildCommand", "npm run build")
+            .source_config("resourceSpec", json!({"minScale": 1, "maxScale": 3}))
+            .secret("ONLY", "value")
+            .build()
+    };
+    let removals = [
+        (
+            "secrets",
+            json!({"spec": {"secrets": null}}),
+            "spec.secrets cannot become empty",
+        ),
+        (
+            "secrets",
+            json!({"spec": {"secrets": []}}),
+            "spec.secrets cannot become empty",
+        ),
+        (
+            "customUrl",
+            json!({"spec": {"sourceConfig": {"customUrl": null}}}),
+            "spec.sourceConfig.customUrl cannot be removed",
+        ),
+        (
+            "installCommand",
+            json!({"spec": {"sourceConfig": {"installCommand": null}}}),
+            "spec.sourceConfig.installCommand cannot be removed",
+        ),
+        (
+            "buildCommand",
+            json!({"spec": {"sourceConfig": {"buildCommand": null}}}),
+            "spec.sourceConfig.buildCommand cannot be removed",
+        ),
+        (
+            "resourceSpec key",
+            json!({"spec": {"sourceConfig": {"resourceSpec": {"maxScale": null}}}}),
+            "a key of spec.sourceConfig.resourceSpec",
+        ),
+        (
+            "resourceSpec",
+            json!({"spec": {"sourceConfig": {"resourceSpec": null}}}),
+            "a key of spec.sourceConfig.resourceSpec",
+        ),
+    ];
+    // Before a remote exists, each removal is accepted.
+    for (i, (what, patch, _)) in removals.iter().enumerate() {
+        let name = format!("before-{i}");
+        apply_json(&api, &name, manifest(&name)).await;
+        merge(&api, &name, patch)
+            .await
+            .unwrap_or_else(|e| panic!("removing {what} before a create was refused: {e}"));
+    }
+    let name = "kept";
+    apply_json(&api, name, manifest(name)).await;
+    record_remote(&api, name).await;
+    for (_, patch, want) in &removals {
+        refused(&api, name, patch, want).await;
+    }
+    // Changing the values is fine.
+    merge(
+        &api,
+        name,
+        &json!({"spec": {"secrets": [{"name": "ONLY", "value": "rotated"}],
+                         "sourceConfig": {"resourceSpec": {"maxScale": 5}}}}),
+    )
+    .await
+    .expect("values can change");
 }

@@ -1,20 +1,17 @@
 //! Item 9, deletion: `deletionPolicy: Orphan` leaves the remote deployment;
 //! `Delete` keeps the finalizer until the asynchronous delete is over (GET
 //! 404), sending one DELETE and reading on a backoff meanwhile (the issue
-//! "Many teams on one operator", item 5); a deletion blocked by a missing
-//! AgentControlPlane is reported and released by switching to `Orphan`.
+//! "Many teams on one operator", item 5). Deletion in any order, and a
+//! deletion blocked for good: `operator_deletion_order.rs`.
 
 use crate::support;
 
 use std::time::Duration;
 
-use agent_operator::api::AgentControlPlane;
 use agent_operator::api::deployment::FINALIZER;
 use agent_operator::controlplane::Error as CpError;
-use kube::Api;
 use kube::api::DeleteParams;
-use serde_json::json;
-use support::{Harness, condition, github_deployment, merge_patch, route, wait_for};
+use support::{Harness, condition, github_deployment, route, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -159,55 +156,4 @@ async fn a_slow_delete_is_read_on_a_backoff() {
         other => panic!("the remote deployment is still there: {other:?}"),
     }
     support::wait_for_event(&h.client, &h.ns, name, "Deleted", TIMEOUT).await;
-}
-
-#[tokio::test]
-async fn deletion_without_control_plane_stalls_until_orphaned() {
-    test_support::skip_without!(Envtest);
-    let h = Harness::quick("op-delete-blocked").start().await;
-    let name = "stranded-agent";
-    let id = h.converge(github_deployment(name, "main"), TIMEOUT).await;
-
-    let planes: Api<AgentControlPlane> = Api::namespaced(h.client.clone(), &h.ns);
-    planes
-        .delete("default", &DeleteParams::default())
-        .await
-        .unwrap();
-    support::eventually(TIMEOUT, "the AgentControlPlane to be gone", || async {
-        planes
-            .get_opt("default")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    h.api.delete(name, &DeleteParams::default()).await.unwrap();
-
-    let obj = wait_for(&h.api, name, TIMEOUT, "Stalled ControlPlaneNotReady", |o| {
-        let stalled = condition(o, "Stalled")?;
-        (stalled.status == "True" && stalled.reason == "ControlPlaneNotReady").then(|| o.clone())
-    })
-    .await;
-    let ready = condition(&obj, "Ready").unwrap();
-    assert_eq!(ready.status, "False");
-    assert!(
-        ready.message.contains("AgentControlPlane") && ready.message.contains("default"),
-        "{}",
-        ready.message
-    );
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(
-        h.api.get_opt(name).await.unwrap().is_some(),
-        "the finalizer holds the object"
-    );
-
-    // Orphan releases it without any remote call.
-    merge_patch(&h.api, name, json!({"spec": {"deletionPolicy": "Orphan"}})).await;
-    support::wait_until_gone(&h.api, name, TIMEOUT).await;
-    assert_eq!(h.emulator.requests().await.count(route::DELETE), 0);
-    assert_eq!(
-        h.cp.get_deployment(&id).await.unwrap().status.as_deref(),
-        Some("READY")
-    );
 }

@@ -56,6 +56,10 @@ impl Pass<'_> {
         let outcome = overdue
             .clone()
             .unwrap_or_else(|| verdict::outcome(rid, status));
+        let outcome = match self.reapplied_over.as_deref() {
+            Some(over) => verdict::reapplied(outcome, over),
+            None => outcome,
+        };
         let (outcome, unused) = verdict::unused(
             outcome,
             &view.id,
@@ -269,7 +273,7 @@ impl Pass<'_> {
 
 /// Puts `rev` at the front of `history` (replacing an older entry with its
 /// id), newest first, keeping at most [`REVISION_HISTORY_LIMIT`].
-fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
+pub(super) fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
     let config = rev.source_revision_config.as_ref();
     let ended = !rev.status.is_in_progress();
     let entry = RevisionSummary {

@@ -225,12 +225,18 @@ pub fn reapplied(outcome: Outcome, over: &str) -> Outcome {
 
 /// The note of the `DriftCorrected` event of a PATCH that re-applies the
 /// spec (`fields`) of remote deployment `id` over revision `over`, made
-/// outside the operator.
-pub fn reapplied_note(fields: &[&str], id: &str, over: &str) -> String {
+/// outside the operator; `new_revision`: the PATCH starts a revision
+/// (`desired::creates_revision`).
+pub fn reapplied_note(fields: &[&str], id: &str, over: &str, new_revision: bool) -> String {
     format!(
-        "{} of remote deployment {id} changed outside the operator by revision {over}, \
-         {OUTSIDE}; restored: the spec is re-applied, which starts a new revision",
-        fields.join(", ")
+        "{} of remote deployment {id} changed by revision {over}, {OUTSIDE}; restored: the \
+         spec is re-applied{}",
+        fields.join(", "),
+        if new_revision {
+            ", which starts a new revision"
+        } else {
+            ""
+        }
     )
 }
 
@@ -435,14 +441,16 @@ mod tests {
         };
         assert_eq!(reapplied(paused.clone(), "r3"), paused);
 
-        let note = reapplied_note(&["source_revision_config"], "d1", "r3");
+        let note = reapplied_note(&["source_revision_config"], "d1", "r3", true);
         for words in [
-            "source_revision_config of remote deployment d1",
-            "by revision r3, which the operator did not make",
-            "the spec is re-applied",
+            "source_revision_config of remote deployment d1 changed by revision r3",
+            "which the operator did not make",
+            "the spec is re-applied, which starts a new revision",
         ] {
             assert!(note.contains(words), "{words}: {note}");
         }
+        let note = reapplied_note(&["source_config.build_on_push"], "d1", "r3", false);
+        assert!(note.ends_with("the spec is re-applied"), "{note}");
 
         let (kind, why, note) = followed_outside("r5");
         assert_eq!((kind, why), (EventType::Normal, OUT_OF_BAND_REVISION));

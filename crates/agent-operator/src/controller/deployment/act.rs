@@ -274,7 +274,9 @@ impl Pass<'_> {
             ("Patched", "patched")
         };
         let note = match &self.reapplied_over {
-            Some(over) => verdict::reapplied_note(&fields, &d.id, over),
+            Some(over) => {
+                verdict::reapplied_note(&fields, &d.id, over, desired::creates_revision(&patch))
+            }
             None => format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
         };
         self.events.push((EventType::Normal, event_reason, note));

@@ -273,7 +273,7 @@ impl Pass<'_> {
 
 /// Puts `rev` at the front of `history` (replacing an older entry with its
 /// id), newest first, keeping at most [`REVISION_HISTORY_LIMIT`].
-pub(super) fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
+fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
     let config = rev.source_revision_config.as_ref();
     let ended = !rev.status.is_in_progress();
     let entry = RevisionSummary {

@@ -294,23 +294,27 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
         obtained_now: false,
         remote_deleting: crate::plan::verdict::is_deleting(remote.status.as_deref()),
         drift_corrections: &[],
+        // No revision is followed here, so none is made outside.
+        latest_revision_id: None,
     };
     match decide::after_read(&read) {
         After::RemoteDeleting => Err(Error::Blocked(format!(
             "{}: deployment {} ({}) is being deleted; wait until it is gone, then apply again",
             want.object, remote.name, remote.id
         ))),
-        After::Patch { .. } => Ok(Plan::Patch {
+        After::Patch { .. } | After::Reapply { .. } => Ok(Plan::Patch {
             remote: Box::new(remote),
             patch: Box::new(patch),
         }),
         // No redeploy is requested and the status remembers no patch and no
         // correction of drift.
-        After::Redeploy | After::Unheld | After::Fight { .. } | After::Follow => {
-            Ok(Plan::Unchanged {
-                remote: Box::new(remote),
-            })
-        }
+        After::Redeploy
+        | After::Unheld
+        | After::Fight { .. }
+        | After::FollowOutside { .. }
+        | After::Follow => Ok(Plan::Unchanged {
+            remote: Box::new(remote),
+        }),
     }
 }
 

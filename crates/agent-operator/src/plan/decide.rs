@@ -8,8 +8,10 @@
 //!   the resync period), obtain a deployment (create, adopt, recover), poll
 //!   only the revision, or read the deployment;
 //! - [`after_read`]: once the deployment was read: patch, redeploy, follow
-//!   the revision, or stall on a change the service does not hold or on a
-//!   fight with another writer ([`super::fight`]).
+//!   the revision, name a revision made outside the operator
+//!   ([`made_outside`]) in what the pass reports, or stall on a change the
+//!   service does not hold or on a fight with another writer
+//!   ([`super::fight`]).
 //!
 //! Sources: docs/control-plane-api.md "Polling" (the documented client
 //! flow), "Requests" (what creates a revision) and "Revision" (statuses).
@@ -118,6 +120,23 @@ pub fn converged_on(status: &AgentDeploymentStatus, generation: Option<i64>) -> 
         })
 }
 
+/// The latest revision `latest` of the deployment read, when the operator
+/// neither made nor followed it: not the revision the status follows, nor
+/// one of the history it keeps (`status.revisions`). Every revision the
+/// operator starts (create, PATCH, redeploy) is in its answer and so in
+/// status, so an unknown one was made outside: a rollback or a redeploy
+/// from `agentctl`, the UI or the CLI, or a change in the UI. `None` as
+/// well when the status follows no revision yet (nothing to compare).
+/// Costs no request: `latest` comes from the read the pass makes anyway.
+pub fn made_outside<'a>(
+    status: &AgentDeploymentStatus,
+    latest: Option<&'a str>,
+) -> Option<&'a str> {
+    let rid = latest?;
+    let known = status.latest_revision_id.as_deref()?;
+    (rid != known && !status.revisions.iter().any(|r| r.id == rid)).then_some(rid)
+}
+
 /// The revision the status follows, when it has not ended: in progress,
 /// skipped (the newer one is read), or started by the pass that wrote the
 /// status and not read yet (no status).
@@ -198,6 +217,8 @@ pub struct Read<'a> {
     /// The corrections of drift remembered for this generation
     /// ([`fight::carried`]).
     pub drift_corrections: &'a [DriftCorrection],
+    /// The deployment's `latest_revision_id`, as read.
+    pub latest_revision_id: Option<&'a str>,
 }
 
 /// The step once the deployment was read.
@@ -221,8 +242,24 @@ pub enum After {
         /// A correction of a change made outside the operator.
         drift: bool,
     },
+    /// The latest revision was made outside the operator ([`made_outside`])
+    /// and the deployment differs from the spec (a rollback, or a change in
+    /// the UI): send the PATCH as a correction of drift (like
+    /// `Patch { drift: true }`), whose event and condition name that
+    /// revision and say that the spec is re-applied over it.
+    Reapply {
+        /// The revision made outside.
+        revision: String,
+    },
     /// POST a new revision (the redeploy annotation changed).
     Redeploy,
+    /// The latest revision was made outside the operator (a redeploy, or a
+    /// rollback to the spec's configuration) and the deployment equals the
+    /// spec: follow it, with a Normal event naming it.
+    FollowOutside {
+        /// The revision made outside.
+        revision: String,
+    },
     /// Nothing to change: follow the latest revision.
     Follow,
 }
@@ -232,6 +269,14 @@ pub fn after_read(r: &Read<'_>) -> After {
     if r.remote_deleting {
         return After::RemoteDeleting;
     }
+    // A revision nobody here asked for: not after a change of the spec, of
+    // Secret values, a create or adoption, or a redeploy request.
+    let unknown = (!r.obtained_now
+        && !r.secrets_changed_here
+        && !r.redeploy_requested
+        && r.status.observed_generation == r.generation)
+        .then(|| made_outside(r.status, r.latest_revision_id))
+        .flatten();
     if !r.patch.is_empty() {
         if r.status.unheld_patch.as_deref() == Some(r.patch_fingerprint)
             && r.status.observed_generation == r.generation
@@ -249,13 +294,23 @@ pub fn after_read(r: &Read<'_>) -> After {
                 return After::Fight { fields };
             }
         }
+        if let Some(rid) = unknown {
+            return After::Reapply {
+                revision: rid.to_owned(),
+            };
+        }
         let drift = outside && converged_on(r.status, r.generation);
         return After::Patch { drift };
     }
     if r.redeploy_requested && !r.obtained_now {
         return After::Redeploy;
     }
-    After::Follow
+    match unknown {
+        Some(rid) => After::FollowOutside {
+            revision: rid.to_owned(),
+        },
+        None => After::Follow,
+    }
 }
 
 /// The delay before the next poll of a revision in progress: the backoff
@@ -271,8 +326,8 @@ pub fn next_poll(backoff: Duration, expected_left: Option<Duration>, max: Durati
 mod tests {
     use super::*;
     use crate::api::conditions::condition;
-    use crate::api::deployment::RejectedRequest;
-    use crate::controlplane::types::SourceConfig;
+    use crate::api::deployment::{RejectedRequest, RevisionSummary};
+    use crate::controlplane::types::{SourceConfig, SourceRevisionConfig};
 
     fn status(reason: &str, ready: &str, revision: Option<&str>) -> AgentDeploymentStatus {
         AgentDeploymentStatus {
@@ -464,6 +519,7 @@ mod tests {
             obtained_now: false,
             remote_deleting: false,
             drift_corrections: &[],
+            latest_revision_id: Some("r"),
         };
         let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let fought = (0..3).fold(Vec::new(), |h, _| {
@@ -573,6 +629,147 @@ mod tests {
         for (what, r, want) in cases {
             assert_eq!(after_read(&r), want, "{what}");
         }
+    }
+
+    /// Revisions made outside the operator (a rollback, a redeploy from
+    /// agentctl, the UI or the CLI): named when the spec is re-applied or
+    /// the revision followed.
+    #[test]
+    fn after_read_with_a_revision_made_outside() {
+        let failed = status(reason::REVISION_FAILED, "False", Some("BUILD_FAILED"));
+        let ready = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
+        let building = status(reason::REVISION_IN_PROGRESS, "False", Some("BUILDING"));
+        let mut in_history = ready.clone();
+        in_history.revisions = vec![RevisionSummary {
+            id: "r8".into(),
+            ..Default::default()
+        }];
+        let empty = DeploymentPatch::default();
+        let rolled_back = DeploymentPatch {
+            source_revision_config: Some(SourceRevisionConfig {
+                repo_ref: Some("broken".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let read = |patch, status, latest| Read {
+            patch,
+            patch_fingerprint: "p",
+            status,
+            generation: Some(1),
+            secrets_changed_here: false,
+            redeploy_requested: false,
+            obtained_now: false,
+            remote_deleting: false,
+            drift_corrections: &[],
+            latest_revision_id: latest,
+        };
+        let reapply = After::Reapply {
+            revision: "r9".into(),
+        };
+        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let fought = (0..3).fold(Vec::new(), |h, _| {
+            fight::remember(&h, &["source_revision_config"], now)
+        });
+        let cases: Vec<(&str, Read<'_>, After)> = vec![
+            (
+                "rolled back after a failed build: re-apply, naming the revision",
+                read(&rolled_back, &failed, Some("r9")),
+                reapply.clone(),
+            ),
+            (
+                "changed in the UI while Ready (a new revision): the same",
+                read(&rolled_back, &ready, Some("r9")),
+                reapply.clone(),
+            ),
+            (
+                "rolled back while the operator's revision was building: the same",
+                read(&rolled_back, &building, Some("r9")),
+                reapply,
+            ),
+            (
+                "a revision of the kept history is known: drift as before",
+                read(&rolled_back, &in_history, Some("r8")),
+                After::Patch { drift: true },
+            ),
+            (
+                "the same revision the status follows: drift as before",
+                read(&rolled_back, &ready, Some("r")),
+                After::Patch { drift: true },
+            ),
+            (
+                "no latest revision read: drift as before",
+                read(&rolled_back, &ready, None),
+                After::Patch { drift: true },
+            ),
+            (
+                "fought over: the cap holds, nothing is re-applied",
+                Read {
+                    drift_corrections: &fought,
+                    ..read(&rolled_back, &ready, Some("r9"))
+                },
+                After::Fight {
+                    fields: vec!["source_revision_config".into()],
+                },
+            ),
+            (
+                "a redeploy from outside (equal to the spec): follow it, noted",
+                read(&empty, &ready, Some("r9")),
+                After::FollowOutside {
+                    revision: "r9".into(),
+                },
+            ),
+            (
+                "the spec changed since: the spec wins, no report",
+                Read {
+                    generation: Some(2),
+                    ..read(&rolled_back, &ready, Some("r9"))
+                },
+                After::Patch { drift: false },
+            ),
+            (
+                "a referenced Secret changed: patch, no report",
+                Read {
+                    secrets_changed_here: true,
+                    ..read(&rolled_back, &ready, Some("r9"))
+                },
+                After::Patch { drift: false },
+            ),
+            (
+                "a redeploy is requested here: redeploy, no report",
+                Read {
+                    redeploy_requested: true,
+                    ..read(&empty, &ready, Some("r9"))
+                },
+                After::Redeploy,
+            ),
+            (
+                "created or adopted by this pass: its revisions are not outside",
+                Read {
+                    obtained_now: true,
+                    ..read(&empty, &ready, Some("r9"))
+                },
+                After::Follow,
+            ),
+        ];
+        for (what, r, want) in cases {
+            assert_eq!(after_read(&r), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn made_outside_is_a_latest_revision_neither_made_nor_followed() {
+        let mut s = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
+        s.revisions = vec![RevisionSummary {
+            id: "r0".into(),
+            ..Default::default()
+        }];
+        assert_eq!(made_outside(&s, Some("r9")), Some("r9"));
+        assert_eq!(made_outside(&s, Some("r")), None, "followed");
+        assert_eq!(made_outside(&s, Some("r0")), None, "in the history");
+        assert_eq!(made_outside(&s, None), None, "no revision read");
+        s.latest_revision_id = None;
+        assert_eq!(made_outside(&s, Some("r9")), None, "nothing known yet");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The pure decisions of the follow step, once the revision is known: its
 //! outcome, the progress deadline, `UNUSED`, whether the failure log is
-//! read, the events of a change of revision, the Warning of a pass, and the
-//! requeue. No IO here; each function is a table of cases in the tests.
+//! read, the events of a change of revision, the report of a revision made
+//! outside the operator, the Warning of a pass, and the requeue. No IO here; each function is a table of cases in the tests.
 //! Sources: docs/control-plane-api.md "Revision" (statuses), "Logs",
 //! "Unused deployments", "Polling".
 
@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 use super::logtail::FailureLog;
 use super::status::{Outcome, revision_outcome};
 use crate::api::conditions::reason;
-use crate::api::deployment::AgentDeploymentStatus;
+use crate::api::deployment::{AgentDeploymentStatus, PAUSED_ANNOTATION};
 use crate::controlplane::types::RevisionStatus;
 
 /// Deployment status of a deployment without traffic for a long time
@@ -185,6 +185,77 @@ pub fn revision_event(outcome: &Outcome, revision_changed: bool) -> Option<Note>
     }
 }
 
+/// Reason of the Normal event of a revision made outside the operator that
+/// it follows (see [`followed_outside`]).
+pub const OUT_OF_BAND_REVISION: &str = "OutOfBandRevision";
+
+/// How a revision made outside the operator is named in its messages.
+const OUTSIDE: &str = "which the operator did not make (a rollback or a redeploy from agentctl, \
+     the UI or the CLI)";
+
+/// The outcome of the pass that re-applies the spec over revision `over`,
+/// made outside the operator (`decide::After::Reapply`): `outcome`, its
+/// message extended with the revision it replaces and how to keep such a
+/// revision (pause the resource, or put its configuration in the spec).
+/// Only this pass says so; the following polls report the new revision.
+pub fn reapplied(outcome: Outcome, over: &str) -> Outcome {
+    let note = |m: String| {
+        format!(
+            "{m}; it re-applies the spec over revision {over}, {OUTSIDE}; to keep a rollback, \
+             set the annotation {PAUSED_ANNOTATION}: \"true\" before it, or put its \
+             configuration in the spec"
+        )
+    };
+    match outcome {
+        Outcome::Ready { reason, message } => Outcome::Ready {
+            reason,
+            message: note(message),
+        },
+        Outcome::Progressing { reason, message } => Outcome::Progressing {
+            reason,
+            message: note(message),
+        },
+        Outcome::Stalled { reason, message } => Outcome::Stalled {
+            reason,
+            message: note(message),
+        },
+        paused @ Outcome::Paused { .. } => paused,
+    }
+}
+
+/// The note of the `DriftCorrected` event of a PATCH that re-applies the
+/// spec (`fields`) of remote deployment `id` over revision `over`, made
+/// outside the operator; `new_revision`: the PATCH starts a revision
+/// (`desired::creates_revision`).
+pub fn reapplied_note(fields: &[&str], id: &str, over: &str, new_revision: bool) -> String {
+    format!(
+        "{} of remote deployment {id} changed by revision {over}, {OUTSIDE}; restored: the \
+         spec is re-applied{}",
+        fields.join(", "),
+        if new_revision {
+            ", which starts a new revision"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The Normal event of a revision `rid` made outside the operator on a
+/// deployment that equals the spec (a redeploy, or a rollback to the
+/// spec's configuration; `decide::After::FollowOutside`): it is followed
+/// like the operator's own.
+pub fn followed_outside(rid: &str) -> Note {
+    (
+        EventType::Normal,
+        OUT_OF_BAND_REVISION,
+        format!(
+            "revision {rid} was made outside the operator (a redeploy, or a rollback from \
+             agentctl, the UI or the CLI); the remote deployment equals the spec, so it is \
+             followed"
+        ),
+    )
+}
+
 /// The Warning event of a pass ending with `outcome`, once: none when
 /// `shown(reason, message)` says the object already shows it, nor for the
 /// reasons that have events of their own or are no problem.
@@ -347,6 +418,46 @@ mod tests {
         let f = outcome(Some("r1"), Some(&RevisionStatus::DeployFailed));
         assert!(warning(&f, never).is_none(), "RevisionFailed has its own");
         assert!(warning(&ready(), never).is_none());
+    }
+
+    #[test]
+    fn a_revision_made_outside_is_named_when_the_spec_is_re_applied() {
+        let started = reapplied(outcome(Some("r4"), None), "r3");
+        assert_eq!(started.reason(), reason::REVISION_IN_PROGRESS);
+        for words in [
+            "revision r4 started; it re-applies the spec over revision r3",
+            "which the operator did not make (a rollback",
+            "agentserver.dev/paused: \"true\"",
+            "put its configuration in the spec",
+        ] {
+            assert!(
+                started.message().contains(words),
+                "{words}: {}",
+                started.message()
+            );
+        }
+        let paused = Outcome::Paused {
+            message: "m".into(),
+        };
+        assert_eq!(reapplied(paused.clone(), "r3"), paused);
+
+        let note = reapplied_note(&["source_revision_config"], "d1", "r3", true);
+        for words in [
+            "source_revision_config of remote deployment d1 changed by revision r3",
+            "which the operator did not make",
+            "the spec is re-applied, which starts a new revision",
+        ] {
+            assert!(note.contains(words), "{words}: {note}");
+        }
+        let note = reapplied_note(&["source_config.build_on_push"], "d1", "r3", false);
+        assert!(note.ends_with("the spec is re-applied"), "{note}");
+
+        let (kind, why, note) = followed_outside("r5");
+        assert_eq!((kind, why), (EventType::Normal, OUT_OF_BAND_REVISION));
+        assert!(
+            note.contains("revision r5") && note.contains("followed"),
+            "{note}"
+        );
     }
 
     #[test]

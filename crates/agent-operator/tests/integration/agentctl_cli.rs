@@ -558,6 +558,16 @@ async fn completions_and_help() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("_agentctl()"), "{run:?}");
     assert!(run.stdout.contains("rollback"), "{run:?}");
+    // What a rollback does on a deployment the operator manages.
+    let run = agentctl("http://127.0.0.1:9", &["rollback", "--help"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    for words in [
+        "re-applies the spec",
+        "agentserver.dev/paused=\"true\"",
+        "drift check",
+    ] {
+        assert!(run.stdout.contains(words), "{words}: {run:?}");
+    }
     let run = agentctl("http://127.0.0.1:9", &["apply", "--help"]).await;
     assert!(run.stdout.contains("Exit codes:"), "{run:?}");
     assert!(run.stdout.contains("AGENT_API_KEY"), "{run:?}");

@@ -68,9 +68,24 @@ enum Command {
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Revisions(resources::RevisionsArgs),
     /// Start a new revision of a deployment with its current configuration.
+    ///
+    /// On a deployment that an AgentDeployment manages, the operator follows
+    /// the new revision (a Normal event OutOfBandRevision names it); the
+    /// operator's own way is the annotation
+    /// agentserver.dev/redeploy-requested-at on the AgentDeployment.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Redeploy(resources::RedeployArgs),
     /// Start a new revision with the configuration of an earlier one.
+    ///
+    /// On a deployment that an AgentDeployment manages, a rollback lasts
+    /// until the operator's next drift check (every 5 minutes by default):
+    /// the deployment then differs from the spec, and the operator
+    /// re-applies the spec, which starts a new revision; its DriftCorrected
+    /// event and the AgentDeployment's Ready message name the rollback's
+    /// revision. To keep a rollback, first annotate the AgentDeployment
+    /// agentserver.dev/paused="true" (no remote call is made while it is
+    /// set), roll back, put the rolled-back configuration in the spec
+    /// (revert the commit in Git), then remove the annotation.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Rollback(resources::RollbackArgs),
     /// Print the server log of a deployment (or a revision), or with

@@ -11,7 +11,7 @@ use super::decide::{self, After};
 use super::obtain::obtain;
 use super::pass::{Acted, Pass, RemoteView};
 use super::report::{Flow, Report};
-use super::{UNUSED, deleting, fight, plane_key};
+use super::{UNUSED, deleting, fight, plane_key, verdict};
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, RemoteDeletionPolicy};
 use crate::controller::shapes::{self, Memory};
@@ -127,6 +127,7 @@ impl Pass<'_> {
             obtained_now,
             remote_deleting: deleting::is_deleting(remote.status.as_deref()),
             drift_corrections: &corrections,
+            latest_revision_id: remote.latest_revision_id.as_deref(),
         };
         if !read.remote_deleting {
             self.ctx.deletes.forget(&key);
@@ -146,8 +147,20 @@ impl Pass<'_> {
                 self.status.unheld_patch = Some(patch_fingerprint);
                 Err(self.finish(&outcome, Ok(resync)))
             }
+            After::Reapply { revision } => {
+                self.reapplied_over = Some(revision);
+                self.patch(&remote.id, body, patch, true).await
+            }
             After::Patch { drift } => self.patch(&remote.id, body, patch, drift).await,
             After::Redeploy => self.redeploy(&remote).await,
+            After::FollowOutside { revision } => {
+                self.events.push(verdict::followed_outside(&revision));
+                self.status.unechoed_hash = Some(shapes::unechoed_hash(body));
+                Ok(Acted {
+                    view: RemoteView::of(&remote),
+                    revision: None,
+                })
+            }
             After::Follow => {
                 if self.previous.observed_generation != self.obj.metadata.generation {
                     self.status.unheld_patch = None;
@@ -260,11 +273,13 @@ impl Pass<'_> {
         } else {
             ("Patched", "patched")
         };
-        self.events.push((
-            EventType::Normal,
-            event_reason,
-            format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
-        ));
+        let note = match &self.reapplied_over {
+            Some(over) => {
+                verdict::reapplied_note(&fields, &d.id, over, desired::creates_revision(&patch))
+            }
+            None => format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
+        };
+        self.events.push((EventType::Normal, event_reason, note));
         if patch.secrets.is_some() {
             self.status.secrets_hash = Some(secrets_hash.to_owned());
             self.ctx.secrets_sent(&object_key(self.obj));

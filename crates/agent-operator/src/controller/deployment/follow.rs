@@ -56,6 +56,10 @@ impl Pass<'_> {
         let outcome = overdue
             .clone()
             .unwrap_or_else(|| verdict::outcome(rid, status));
+        let outcome = match self.reapplied_over.as_deref() {
+            Some(over) => verdict::reapplied(outcome, over),
+            None => outcome,
+        };
         let (outcome, unused) = verdict::unused(
             outcome,
             &view.id,

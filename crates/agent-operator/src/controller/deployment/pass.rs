@@ -93,6 +93,10 @@ pub struct Pass<'a> {
     pub(super) secret_values: Vec<SecretString>,
     /// Events of the report, after its Warning if any.
     pub(super) events: Vec<Note>,
+    /// The revision made outside the operator that this pass's PATCH
+    /// replaces (`decide::After::Reapply`): named in its event and in the
+    /// condition's message.
+    pub(super) reapplied_over: Option<String>,
 }
 
 impl<'a> Pass<'a> {
@@ -118,6 +122,7 @@ impl<'a> Pass<'a> {
             status,
             secret_values: seen.body.secrets.iter().map(|s| s.value.clone()).collect(),
             events: Vec::new(),
+            reapplied_over: None,
         }
     }
 

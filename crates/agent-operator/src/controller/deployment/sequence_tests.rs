@@ -238,6 +238,24 @@ impl Scenario {
             .expect("outside PATCH");
         assert!(answer.status().is_success(), "{}", answer.status());
     }
+
+    /// Redeploys the remote deployment from outside the operator (as
+    /// `agentctl redeploy` or the UI would).
+    async fn redeploy_outside(&self) {
+        let url = format!(
+            "{}/v2/deployments/{}/revisions",
+            self.emulator.base_url(),
+            self.deployment_id()
+        );
+        let answer = reqwest::Client::new()
+            .post(url)
+            .header("X-Api-Key", DEMO_API_KEY)
+            .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
+            .send()
+            .await
+            .expect("outside redeploy");
+        assert!(answer.status().is_success(), "{}", answer.status());
+    }
 }
 
 fn base64_of(s: &str) -> String {
@@ -311,6 +329,22 @@ async fn drift_is_corrected_with_one_status_write_and_one_event() {
     assert_eq!(
         s.pass().await,
         ["status RevisionInProgress", "event Normal DriftCorrected"]
+    );
+}
+
+#[tokio::test]
+async fn a_redeploy_from_outside_is_followed_with_one_status_write_and_one_event() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    s.pass().await;
+    settle().await;
+    s.pass().await;
+    s.redeploy_outside().await;
+    assert_eq!(
+        s.pass().await,
+        [
+            "status RevisionInProgress",
+            "event Normal OutOfBandRevision"
+        ]
     );
 }
 

@@ -124,9 +124,18 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
     {
         Ok(cp) => cp,
         Err(blocked) => {
-            let outcome = Outcome::Stalled {
-                reason: blocked.reason,
-                message: blocked.message,
+            // A plane not checked yet is a wait, not a problem: its check
+            // changes it, which triggers this object again.
+            let outcome = if blocked.reason == reason::CONTROL_PLANE_NOT_CHECKED {
+                Outcome::Progressing {
+                    reason: blocked.reason,
+                    message: blocked.message,
+                }
+            } else {
+                Outcome::Stalled {
+                    reason: blocked.reason,
+                    message: blocked.message,
+                }
             };
             report(&api, &obj, &ctx, AgentListenerStatus::default(), &outcome).await?;
             ctx.reset_backoff(&object_key(obj.as_ref()));

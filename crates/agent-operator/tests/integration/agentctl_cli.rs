@@ -772,3 +772,47 @@ async fn apply_resolves_integration_ref_like_the_operator() {
     assert_eq!(d["source_config"]["integration_id"], integration, "{run:?}");
     emu.shutdown().await;
 }
+
+/// Adoption that tells the truth, from the command line (issue "Day two in
+/// GitOps", item 3): a file whose `repoUrl` and `deploymentType` differ from
+/// the deployment of the same name is not "no changes": `diff` names each
+/// field with both values and exits 1, `apply` refuses with the same
+/// message (exit 3), and nothing is sent but reads.
+#[tokio::test]
+async fn diff_shows_and_apply_refuses_a_difference_the_control_plane_cannot_converge() {
+    let emu = emulator(vec![]).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let first = write(
+        dir.path(),
+        "agent.yaml",
+        &manifest("support-agent", "main", SECRET_VALUE),
+    );
+    let run = apply_wait(&url, first.to_str().unwrap()).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let other = manifest("support-agent", "main", SECRET_VALUE)
+        .replace(
+            "repoUrl: https://github.com/acme/support-agent",
+            "repoUrl: https://github.com/acme/echo-agent",
+        )
+        .replace("deploymentType: dev", "deploymentType: prod");
+    let file = write(dir.path(), "other.yaml", &other);
+    let file = file.to_str().unwrap();
+    let before = log_len(&emu);
+    let want = [
+        "sourceConfig.repoUrl: spec \"https://github.com/acme/echo-agent\", remote \"https://github.com/acme/support-agent\"",
+        "sourceConfig.deploymentType: spec \"prod\", remote \"dev\"",
+    ];
+    let run = agentctl(&url, &["diff", "-f", file]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    for w in want {
+        assert!(run.stdout.contains(w), "{w:?}: {run:?}");
+    }
+    let run = agentctl(&url, &["apply", "-f", file]).await;
+    assert_eq!(run.code, 3, "{run:?}");
+    for w in want {
+        assert!(run.stderr.contains(w), "{w:?}: {run:?}");
+    }
+    let sent = routes(&emu, before);
+    assert!(mutations(&sent).is_empty(), "{sent:?}");
+}

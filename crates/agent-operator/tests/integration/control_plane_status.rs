@@ -410,12 +410,15 @@ async fn rate_limit_settings_bound_the_shared_client() {
     .await;
 
     let timeout = Duration::from_secs(5);
+    // No controller runs here, so the plane is never checked: the lookups
+    // take the plane's own path (`client_for` waits for its first check).
+    let plane = h.planes().get("default").await.unwrap();
     let mut clients = Vec::new();
     for _ in 0..2 {
         clients.push(
             h.ctx
                 .planes
-                .client_for(&h.client, &h.ns, "default", timeout, None)
+                .client_for_plane(&h.client, &plane, timeout, None)
                 .await
                 .unwrap()
                 .expect("a client"),

@@ -75,6 +75,13 @@ impl Harness {
         .await
         .expect("starting the emulator");
         let ctx = support::in_process_context().await;
+        // The planes' own controller too: a listener waits for its plane's
+        // first check before it sends anything.
+        tokio::spawn(agent_operator::controller::control_plane::run(
+            ctx.clone(),
+            Scope::Namespace(ns.clone()),
+            futures::future::pending(),
+        ));
         let controller = tokio::spawn(listener::run(
             ctx.clone(),
             Scope::Namespace(ns.clone()),
@@ -160,10 +167,15 @@ impl Harness {
         }
     }
 
+    /// The client of `plane`, on the plane's own path (the test's reads
+    /// need not wait for the plane's first check).
     async fn cp(&self, plane: &str) -> ControlPlaneClient {
+        let planes: Api<agent_operator::api::AgentControlPlane> =
+            Api::namespaced(self.client.clone(), &self.ns);
+        let plane = planes.get(plane).await.expect("reading the plane");
         self.ctx
             .planes
-            .client_for(&self.client, &self.ns, plane, Duration::from_secs(5), None)
+            .client_for_plane(&self.client, &plane, Duration::from_secs(5), None)
             .await
             .unwrap()
             .expect("a control plane client")

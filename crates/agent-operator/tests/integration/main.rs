@@ -69,3 +69,4 @@ mod security_rbac;
 mod security_tls;
 mod setup_prerequisites;
 mod tenants;
+mod troubleshooting_advice;

@@ -132,3 +132,61 @@ async fn condition_status(h: &Harness, name: &str, type_: &str) -> String {
         .map(|c| c.status)
         .unwrap_or_default()
 }
+
+/// Adoption that tells the truth (issue "Day two in GitOps", item 3): a
+/// deployment of another repository and type, adopted by id, is never
+/// reported as a match: `Stalled`/`AdoptionMismatch` names each field with
+/// both values, nothing is sent or recorded, and making the spec match (still
+/// allowed: nothing was adopted) adopts it.
+#[tokio::test]
+async fn a_remote_that_differs_in_immutable_fields_is_not_adopted() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-adopt-mismatch").start().await;
+    let theirs =
+        h.cp.create_deployment(&github_create_body("support-agent", "main"))
+            .await
+            .unwrap();
+    let name = "mismatched";
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["deploymentId"] = theirs.id.clone().into();
+    manifest["spec"]["sourceConfig"]["repoUrl"] = "https://github.com/acme/echo-agent".into();
+    manifest["spec"]["sourceConfig"]["deploymentType"] = "prod".into();
+    let mark = h.emulator.request_mark().await;
+    h.apply(manifest).await;
+
+    let obj = h.wait_stalled(name, "AdoptionMismatch", TIMEOUT).await;
+    let message = condition(&obj, READY).unwrap().message;
+    for part in [
+        theirs.id.as_str(),
+        "sourceConfig.repoUrl: spec \"https://github.com/acme/echo-agent\", remote \"https://github.com/acme/support-agent\"",
+        "sourceConfig.deploymentType: spec \"prod\", remote \"dev\"",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    assert_eq!(
+        obj.status.as_ref().unwrap().deployment_id,
+        None,
+        "nothing recorded"
+    );
+    let sent = h.emulator.requests_since(mark).await;
+    assert!(
+        sent.iter().all(|r| r.route.starts_with("GET ")),
+        "reads only: {sent:?}"
+    );
+
+    // The spec made to match: adopted.
+    support::merge_patch(
+        &h.api,
+        name,
+        serde_json::json!({"spec": {"sourceConfig": {
+            "repoUrl": "https://github.com/acme/support-agent", "deploymentType": "dev"}}}),
+    )
+    .await;
+    support::wait_for_event(&h.client, &h.ns, name, "Adopted", TIMEOUT).await;
+    let obj = h.wait_ready(name, TIMEOUT).await;
+    assert_eq!(
+        obj.status.unwrap().deployment_id.as_deref(),
+        Some(theirs.id.as_str())
+    );
+    assert_eq!(h.remote_deployments().await.len(), 1, "nothing created");
+}

@@ -297,3 +297,69 @@ async fn masked_values_are_not_compared_and_cause_no_patch_loop() {
         assert!(!log.contains(value), "the operator log shows {value}");
     }
 }
+
+/// Removals take effect, or are refused (issue "Day two in GitOps", item
+/// 4): removing one secret sends the complete environment without it, so the
+/// remote deployment loses the variable; removing the last one is refused at
+/// admission (the service reads an empty list as "unchanged") with a message
+/// that says how to rotate instead, and nothing is sent.
+#[tokio::test]
+async fn removing_a_secret_removes_it_and_removing_the_last_is_refused() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-secret-removal").start().await;
+    let name = "removal-agent";
+    put_secret(&h, "agent-env", json!({"openai": FIRST_VALUE})).await;
+    let id = h.converge(with_secret(name, "agent-env"), TIMEOUT).await;
+    let before = h.api.get(name).await.unwrap();
+    let previous = before.status.as_ref().unwrap().latest_revision_id.clone();
+
+    // The leaked key goes from Git: only LOG_LEVEL stays.
+    support::merge_patch(
+        &h.api,
+        name,
+        json!({"spec": {"secrets": [{"name": "LOG_LEVEL", "value": "info"}]}}),
+    )
+    .await;
+    h.wait_ready_past(name, previous.as_deref(), TIMEOUT).await;
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    let names: Vec<&str> = remote.secrets.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["LOG_LEVEL"],
+        "the removed variable is gone remotely"
+    );
+
+    // The last one cannot be removed once the deployment exists.
+    let mark = h.emulator.request_mark().await;
+    for patch in [
+        json!({"spec": {"secrets": []}}),
+        json!({"spec": {"secrets": null}}),
+    ] {
+        match h
+            .api
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422);
+                assert!(
+                    s.message.contains("spec.secrets cannot become empty")
+                        && s.message.contains("rotate"),
+                    "{}",
+                    s.message
+                );
+            }
+            other => panic!("{patch} was accepted: {other:?}"),
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let sent = h.emulator.requests_since(mark).await;
+    assert!(
+        sent.iter().all(|r| r.route != route::PATCH),
+        "nothing was sent: {sent:?}"
+    );
+}

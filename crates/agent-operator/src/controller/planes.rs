@@ -837,14 +837,19 @@ impl ClientCache {
 }
 
 /// True when the AgentControlPlane's own probe has judged its current spec:
-/// its `Ready` condition was written for its current generation.
+/// its `Ready` condition was written for its current generation. A plane
+/// being deleted counts as checked once it ever was: the API server bumps the
+/// generation when it sets `deletionTimestamp`, which changes no spec.
 fn checked(plane: &AgentControlPlane) -> bool {
     use crate::api::conditions::{READY, find};
     plane
         .status
         .as_ref()
         .and_then(|s| find(&s.conditions, READY))
-        .is_some_and(|c| c.observed_generation == plane.metadata.generation)
+        .is_some_and(|c| {
+            c.observed_generation == plane.metadata.generation
+                || plane.metadata.deletion_timestamp.is_some()
+        })
 }
 
 /// The wait of an AgentDeployment whose plane has not been checked yet.

@@ -743,16 +743,31 @@ async fn hostile_resources_are_stopped_before_the_control_plane() {
         .delete("second", &DeleteParams::default())
         .await
         .unwrap();
-    let obj = h
-        .wait_stalled("on-second", "ControlPlaneNotReady", Duration::from_secs(20))
-        .await;
+    // The plane stays (finalizer agentserver.dev/in-use) while it is used,
+    // and says so; its AgentDeployment keeps working.
+    let kept = support::eventually(Duration::from_secs(20), "the plane InUse", || async {
+        let p = planes.get_opt("second").await.ok()??;
+        let ready = agent_operator::api::conditions::find(
+            &p.status?.conditions,
+            agent_operator::api::conditions::READY,
+        )?
+        .clone();
+        (ready.reason == "InUse").then_some(ready.message)
+    })
+    .await;
+    assert!(kept.contains("on-second"), "{kept}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        support::is_ready_now(&h.api.get("on-second").await.unwrap()),
+        "the AgentDeployment keeps working on a plane being deleted"
+    );
     n += 1;
     table.push(row(
         n,
         "AgentControlPlane deleted while in use",
         "missing reference",
-        "`Stalled`/`ControlPlaneNotReady`; remote deployment untouched",
-        &condition(&obj, "Stalled").unwrap().message,
+        "kept by its finalizer, `InUse` naming its users; the AgentDeployment stays Ready; remote deployment untouched",
+        &kept,
     ));
 
     // A Secret that changes every second.

@@ -124,8 +124,12 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
         "the build log is read once, when the failure is first seen"
     );
 
-    // A spec change makes a new revision that deploys.
-    h.apply(github_deployment(name, "main")).await;
+    // A spec change makes a new revision that deploys (the environment
+    // stays: its last entry cannot be removed once the deployment exists).
+    let mut fixed = github_deployment(name, "main");
+    fixed["spec"]["secrets"] =
+        serde_json::json!([{"name": "INDEX_TOKEN", "value": "s3cr3t-build-value"}]);
+    h.apply(fixed).await;
     let obj = h.wait_ready(name, TIMEOUT).await;
     let status = obj.status.unwrap();
     assert_ne!(status.latest_revision_id.as_deref(), Some(failed.as_str()));

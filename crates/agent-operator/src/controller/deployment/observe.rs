@@ -17,7 +17,9 @@ use crate::api::deployment::{
 };
 use crate::api::preflight;
 use crate::controller::status::Outcome;
-use crate::controller::{Context, Error, desired, hash_key, object_key, placement, resolve};
+use crate::controller::{
+    Context, Error, desired, hash_key, jittered, object_key, placement, resolve,
+};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
 
@@ -199,6 +201,12 @@ async fn inputs(
     Ok((cp, body))
 }
 
+/// How soon an AgentDeployment whose plane has not been checked yet looks
+/// again (±25 %), in case the plane's check lands before this object's
+/// status shows the wait (the plane's change then triggers nothing here).
+/// Costs no remote call.
+pub const NOT_CHECKED_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// `report` of a missing input, unless the object turns out to be deleted:
 /// when deleting a bundle or a namespace, the Secrets go first and their
 /// events start passes of objects whose own deletion follows a moment
@@ -240,7 +248,7 @@ pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<Control
                     reason: blocked.reason,
                     message: blocked.message,
                 },
-                Action::requeue(ctx.config.blocked_interval),
+                Action::requeue(jittered(NOT_CHECKED_RECHECK).min(ctx.config.blocked_interval)),
             ))
         }
         Err(blocked) => Err(Report::blocked(obj, ctx, blocked)),

@@ -79,3 +79,41 @@ async fn deployments_wait_for_their_control_plane_and_recover_after_a_key_rotati
     );
     assert_eq!(h.remote_deployments().await.len(), 1);
 }
+
+/// No request before the plane's first verdict (issue "Day two in GitOps",
+/// item 8): five AgentDeployments on a plane whose key is refused, all
+/// there when the operator starts, cost the plane's own probe and nothing
+/// else: before its check they wait (`ControlPlaneNotChecked`), after it
+/// they point at it (`ControlPlaneNotReady`). Without the wait, each sent
+/// its own name lookup and got its own 401.
+#[tokio::test]
+async fn deployments_send_nothing_before_their_plane_is_checked() {
+    test_support::skip_without!(Envtest);
+    const FLEET: usize = 5;
+    let mut h = Harness::builder("op-plane-unchecked")
+        .step_seconds(0.2)
+        .without_operator()
+        .start()
+        .await;
+    set_key(&h, support::leaks::WRONG_API_KEY).await;
+    for i in 0..FLEET {
+        h.apply(github_deployment(&format!("early-{i}"), "main")).await;
+    }
+    h.operator = Some(h.start_operator(&[]));
+    for i in 0..FLEET {
+        h.wait_stalled(&format!("early-{i}"), "ControlPlaneNotReady", TIMEOUT)
+            .await;
+    }
+    let log = h.emulator.request_log().await;
+    let refused: Vec<_> = log.entries.iter().filter(|r| r.status == "401").collect();
+    eprintln!(
+        "{FLEET} AgentDeployments on a refused key: {} requests, {} refused",
+        log.entries.len(),
+        refused.len()
+    );
+    assert!(
+        !refused.is_empty() && refused.len() <= 2,
+        "only the plane's probe is refused, not one request per AgentDeployment: {refused:?}"
+    );
+    assert_eq!(h.emulator.requests().await.deployment_calls(), 0);
+}

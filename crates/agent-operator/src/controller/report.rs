@@ -292,12 +292,50 @@ pub(crate) async fn publish_transition<K>(
     .await;
 }
 
-/// A stable summary of a transient error for a condition message: without
-/// the parts that change from one attempt to the next (the `Retry-After`
-/// delay, a 5xx body), so that retrying does not rewrite the status, whose
-/// change would trigger another pass before the backoff. Pure.
+/// A summary of a transient error for a condition message, at the time of
+/// the pass ([`transient_summary_at`]).
 pub(crate) fn transient_summary(e: &CpError) -> String {
-    format!("{}; retrying", e.stable_summary())
+    transient_summary_at(e, k8s_openapi::jiff::Timestamp::now())
+}
+
+/// A summary of a transient error for a condition message, `now` being the
+/// time of the pass: the service's answer and its status
+/// ([`CpError::stable_summary`]: no body, which may change from one attempt
+/// to the next), also while the request budget holds requests back after
+/// it, then when the next attempt is due. A 429 or 503 with `Retry-After`
+/// names that time (RFC 3339, UTC, rounded up to the second: the attempt is
+/// not sent earlier); any other transient error ends in "retrying" (the
+/// per-object backoff chooses the time). The message changes only when the
+/// service's answer or its `Retry-After` does: one status write per attempt
+/// at most, and none from a pass that was put off (status writes never
+/// trigger a pass). Pure.
+pub(crate) fn transient_summary_at(e: &CpError, now: k8s_openapi::jiff::Timestamp) -> String {
+    let summary = e.stable_summary();
+    match e {
+        CpError::RateLimited {
+            retry_after: Some(wait),
+            ..
+        } => format!(
+            "{summary}; next attempt at {}, as the service asked (Retry-After)",
+            rfc3339_after(now, *wait)
+        ),
+        _ => format!("{summary}; retrying"),
+    }
+}
+
+/// `now + wait`, rounded up to the second, as RFC 3339 in UTC (`now` when
+/// out of range). Pure.
+pub(crate) fn rfc3339_after(
+    now: k8s_openapi::jiff::Timestamp,
+    wait: std::time::Duration,
+) -> String {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let at = SignedDuration::try_from(wait)
+        .ok()
+        .and_then(|d| now.checked_add(d).ok())
+        .unwrap_or(now);
+    let second = at.as_second() + i64::from(at.subsec_nanosecond() > 0);
+    Timestamp::from_second(second).unwrap_or(at).to_string()
 }
 
 #[cfg(test)]
@@ -443,16 +481,81 @@ mod tests {
             }),
             ErrorClass::Transient
         );
+    }
+
+    /// The condition message of each transient error, at one instant: the
+    /// service's answer and status first, then when the next attempt is
+    /// due.
+    #[test]
+    fn transient_messages_name_the_answer_and_the_next_attempt() {
+        use std::time::Duration;
+        let now: k8s_openapi::jiff::Timestamp = "2026-11-26T17:30:00.250Z".parse().unwrap();
+        let cases = [
+            (
+                CpError::RateLimited {
+                    status: 429,
+                    retry_after: Some(Duration::from_secs(20)),
+                },
+                "rate limited (429); next attempt at 2026-11-26T17:30:21Z, as the service asked \
+                 (Retry-After)",
+            ),
+            (
+                CpError::RateLimited {
+                    status: 503,
+                    retry_after: Some(Duration::from_millis(1500)),
+                },
+                "service unavailable (503); next attempt at 2026-11-26T17:30:02Z, as the service \
+                 asked (Retry-After)",
+            ),
+            (
+                CpError::RateLimited {
+                    status: 503,
+                    retry_after: None,
+                },
+                "service unavailable (503); retrying",
+            ),
+            (
+                // The budget holds requests back after a run of 503s: the
+                // service's answer stays the cause.
+                CpError::Deferred {
+                    retry_in: Duration::from_secs(4),
+                    cause: Some("service unavailable (503)".into()),
+                },
+                "service unavailable (503) (the last answer; requests to this control plane are \
+                 slowed down until it answers again); retrying",
+            ),
+            (
+                CpError::Deferred {
+                    retry_in: Duration::from_secs(4),
+                    cause: None,
+                },
+                "waiting for the control plane's request budget (many requests at once); retrying",
+            ),
+            (
+                CpError::Server {
+                    status: 502,
+                    detail: "bad gateway".into(),
+                },
+                "server error (502); retrying",
+            ),
+            (CpError::Timeout, "timed out; retrying"),
+        ];
+        for (e, want) in cases {
+            assert_eq!(transient_summary_at(&e, now), want, "{e:?}");
+        }
+        // The same Retry-After within one second gives the same message (no
+        // status rewrite for a burst of answers); another one names its time.
+        let limited = |ms| CpError::RateLimited {
+            status: 429,
+            retry_after: Some(Duration::from_millis(ms)),
+        };
         assert_eq!(
-            transient_summary(&CpError::RateLimited {
-                status: 429,
-                retry_after: Some(std::time::Duration::from_secs(7)),
-            }),
-            transient_summary(&CpError::RateLimited {
-                status: 429,
-                retry_after: Some(std::time::Duration::from_secs(9)),
-            }),
-            "the message does not change with Retry-After"
+            transient_summary_at(&limited(20_000), now),
+            transient_summary_at(&limited(20_500), now)
+        );
+        assert_ne!(
+            transient_summary_at(&limited(20_000), now),
+            transient_summary_at(&limited(30_000), now)
         );
     }
 }

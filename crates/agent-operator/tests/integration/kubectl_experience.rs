@@ -181,6 +181,11 @@ async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
         ("agd.spec.sourceConfig.resourceSpec.memoryMb", "MiB"),
         ("agd.spec.sourceConfig.resourceSpec.cpu", "cores"),
         ("agd.spec.sourceConfig.deploymentType", "dev"),
+        (
+            "agd.spec.sourceConfig",
+            "`external_docker` only: `customUrl`",
+        ),
+        ("agd.spec.sourceConfig.repoUrl", "Source `github` only"),
         ("agd.spec.deletionPolicy", "Orphan"),
         ("acp.spec.requestsPerSecond", "per second"),
         ("agl.spec.listenerId", "uuid"),

@@ -706,7 +706,10 @@ pub struct AgentDeploymentStatus {
     /// Id of the latest revision being followed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_revision_id: Option<String>,
-    /// Status of the latest revision, e.g. `BUILDING`, `DEPLOYED`.
+    /// Status of the latest revision, e.g. `BUILDING`, `DEPLOYED`. Right
+    /// after the operator started a revision (a create, or a change that
+    /// makes one) it reads `CREATING`, the first status of a new revision,
+    /// until the next poll reads the revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision_status: Option<String>,
     /// Id of the revision currently serving.

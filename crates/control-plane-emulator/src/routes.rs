@@ -193,6 +193,11 @@ async fn create_deployment(
         enterprise: state.config().is_enterprise(&ws),
         requires_listener: state.config().requires_listener(&ws),
         listeners: state.listeners_of(&ws),
+        integrations: state
+            .integrations_of(&ws)
+            .into_iter()
+            .map(|(_, i)| i.id)
+            .collect(),
     };
     rules::check_create(&req, &policy)?;
     rules::check_create_shape(&req, &state.config().shape)?;

@@ -28,6 +28,9 @@ pub(crate) struct WorkspacePolicy<'a> {
     pub requires_listener: bool,
     /// The workspace's listeners.
     pub listeners: Vec<&'a Listener>,
+    /// The ids of the workspace's GitHub integrations (the seeded ones,
+    /// `--integration`); empty: any `integration_id` is accepted.
+    pub integrations: Vec<Uuid>,
 }
 
 /// 403 for listener use in a workspace that is not self-hosted enterprise
@@ -91,7 +94,13 @@ fn required(value: Option<&str>, field: &str, source: &str) -> Result<(), ApiErr
 ///   unknown listener (400), a namespace missing or not among the listener's
 ///   (400; a listener whose namespaces are null accepts any namespace), a
 ///   `listener_config` without `listener_id` (400), no listener in a workspace
-///   that requires one (400, detail contains `listener_id' is required`).
+///   that requires one (400, detail contains `listener_id' is required`);
+/// - a `github` `integration_id` that is not one of the workspace's
+///   integrations (400 `Integration ID <id> not found.`, as for an unknown
+///   listener: the project's API notes do not say what the service answers,
+///   so the emulator answers an unknown id of the same body the same way);
+///   checked only in a workspace with seeded integrations, so that a test
+///   that seeds none may use any id.
 pub(crate) fn check_create(
     req: &DeploymentCreate,
     ws: &WorkspacePolicy<'_>,
@@ -119,6 +128,7 @@ pub(crate) fn check_create(
             other,
         )?,
     }
+    check_integration(req, ws)?;
     check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
     check_build_commands(sc)?;
     check_secret_names(&req.secrets, sc.listener_id.is_some())?;
@@ -129,6 +139,23 @@ pub(crate) fn check_create(
         &req.secrets,
     )?;
     check_listener(sc, ws)
+}
+
+/// 400 for a `github` create whose `integration_id` is not one of
+/// `ws.integrations` (none seeded: accepted); see [`check_create`].
+fn check_integration(req: &DeploymentCreate, ws: &WorkspacePolicy<'_>) -> Result<(), ApiError> {
+    let Some(id) = req.source_config.integration_id.as_deref() else {
+        return Ok(());
+    };
+    if req.source != "github" || ws.integrations.is_empty() {
+        return Ok(());
+    }
+    match Uuid::parse_str(id) {
+        Ok(wanted) if ws.integrations.contains(&wanted) => Ok(()),
+        _ => Err(ApiError::bad_request(format!(
+            "Integration ID {id} not found."
+        ))),
+    }
 }
 
 /// The create rules of the real service by source
@@ -521,11 +548,40 @@ mod tests {
             enterprise: false,
             requires_listener: false,
             listeners: vec![],
+            integrations: vec![],
         }
     }
 
     fn detail(e: &ApiError) -> String {
         e.body()["detail"].as_str().unwrap_or_default().to_owned()
+    }
+
+    #[test]
+    fn an_unknown_integration_id_is_refused_where_integrations_are_known() {
+        let known = Uuid::parse_str("3f0d1c2e-0000-4000-8000-000000000001").unwrap();
+        let ws = WorkspacePolicy {
+            integrations: vec![known],
+            ..cloud()
+        };
+        let with = |id: &str| {
+            let mut r = create("github");
+            r.source_config.integration_id = Some(id.to_owned());
+            r
+        };
+        assert!(check_create(&with(&known.to_string()), &ws).is_ok());
+        assert!(
+            check_create(&with(&known.to_string().to_uppercase()), &ws).is_ok(),
+            "a uuid compares by value"
+        );
+        let unknown = "3f0d1c2e-0000-4000-8000-0000000000ff";
+        let e = check_create(&with(unknown), &ws).unwrap_err();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(detail(&e), format!("Integration ID {unknown} not found."));
+        assert!(
+            check_create(&with(unknown), &cloud()).is_ok(),
+            "no integration seeded: any id"
+        );
+        assert!(check_create(&create("github"), &ws).is_ok(), "no id sent");
     }
 
     #[test]
@@ -659,6 +715,7 @@ mod tests {
             enterprise: true,
             requires_listener: true,
             listeners: vec![&listener],
+            integrations: vec![],
         };
         let r = create("external_docker");
         let e = check_create(&r, &ws).unwrap_err();

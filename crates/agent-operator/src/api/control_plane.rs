@@ -44,9 +44,9 @@ pub const IN_USE_FINALIZER: &str = "agentserver.dev/in-use";
 #[serde(rename_all = "camelCase")]
 pub struct AgentControlPlaneSpec {
     /// Cloud data region, a lowercase DNS label such as `us`, `eu` or `ap`,
-    /// mapped to its host by the naming rule of the official CLI (docs/control-plane-api.md
-    /// "Regions", seen only in the official CLI; see
-    /// [`crate::controlplane::endpoint::region_base_url`]): `us` →
+    /// mapped to its host by the naming rule of the official CLI (the
+    /// project's API notes, section "Regions"; seen only in the official
+    /// CLI): `us` →
     /// `https://api.host.langchain.com`, any other `r` →
     /// `https://{r}.api.host.langchain.com`. A region that does not exist
     /// fails like an unreachable host (the control plane stays not Ready).
@@ -81,8 +81,8 @@ pub struct AgentControlPlaneSpec {
     pub api_key_secret_ref: Option<SecretKeyRef>,
     /// Secret key (same namespace) holding a bearer token sent as
     /// `Authorization: Bearer <token>` instead of an API key (the control
-    /// plane accepts either: docs/control-plane-api.md, "Credentials and
-    /// refusals"). Surrounding whitespace is ignored; picked up without a
+    /// plane accepts either: the project's API notes, section "Credentials
+    /// and refusals"). Surrounding whitespace is ignored; picked up without a
     /// restart. Verification on a deployment's agent server, which needs an
     /// API key, then uses `spec.verify.apiKeySecretRef` of the
     /// AgentDeployment. Exactly one of this and `apiKeySecretRef` is set.

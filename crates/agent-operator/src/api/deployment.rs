@@ -60,7 +60,9 @@ pub enum RemoteDeletionPolicy {
     Stall,
 }
 
-/// Source kind of a deployment (docs/control-plane-api.md "Deployment": `source`).
+/// Source kind of a deployment (wire `source`; the project's API notes,
+/// section "Deployment"): `github` (built by the platform from a
+/// repository) or `external_docker` (a prebuilt image).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Source {
     /// Built by the platform from a GitHub repository.
@@ -81,9 +83,16 @@ impl Source {
     }
 }
 
-/// Deployment type (docs/control-plane-api.md "Deployment": `source_config.deployment_type`;
-/// `dev_zero` and `dev_free_zero`, variants that may scale to zero, are
-/// accepted by the Terraform provider).
+/// Deployment type (wire `source_config.deployment_type`; the project's API
+/// notes, section "Deployment"): `dev_free`, `dev`, `prod`, `dev_zero` or
+/// `dev_free_zero` (`dev_zero` and `dev_free_zero`, variants that may scale
+/// to zero, are accepted by the Terraform provider); immutable. Both
+/// sources. A `github` create always carries one: `dev` when unset (the
+/// official Python CLI's default; the Terraform provider's is `prod`). For
+/// `external_docker` it is sent only when set, and the control plane may
+/// refuse it there (400): leave it unset unless your service accepts it.
+// This doc is what `kubectl explain` shows for `sourceConfig.deploymentType`:
+// the type's doc wins over the field's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum DeploymentType {
     /// Free development deployment.
@@ -171,8 +180,9 @@ pub struct ListenerConfig {
 pub struct IntegrationRef {
     /// The integration's `name` (the GitHub account or installation name,
     /// compared without regard to case) as `GET /v1/integrations/github/install`
-    /// lists it (docs/control-plane-api.md "Integrations (v1)", seen only in the official
-    /// clients): letters, digits, `.`, `_` and `-`; at most 100 bytes.
+    /// lists it (the project's API notes, section "Integrations (v1)"; seen
+    /// only in the official clients): letters, digits, `.`, `_` and `-`; at
+    /// most 100 bytes.
     #[schemars(
         regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"),
         length(min = 1, max = 100)
@@ -180,48 +190,53 @@ pub struct IntegrationRef {
     pub name: String,
 }
 
-/// `sourceConfig`: maps to the wire `source_config` (docs/control-plane-api.md "Deployment").
+/// `spec.sourceConfig` (wire `source_config`; the project's API notes,
+/// section "Deployment"); its description for `kubectl explain` is the doc
+/// of `AgentDeploymentSpec::source_config`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceConfig {
-    /// uuid of the GitHub integration (`github` only; there, this or
-    /// `integrationRef` is required). Mutually exclusive with
+    /// uuid of the GitHub integration. Source `github` only; there, this
+    /// or `integrationRef` is required. Mutually exclusive with
     /// `integrationRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::api::rules::UUID_PATTERN))]
     pub integration_id: Option<String>,
-    /// The GitHub integration by name (`github` only), resolved to its uuid
-    /// (the wire `integration_id`) before the create through
-    /// `GET /v1/integrations/github/install`; the operator also checks that
+    /// The GitHub integration by name, resolved to its uuid (the wire
+    /// `integration_id`) before the create through
+    /// `GET /v1/integrations/github/install`. Source `github` only; there,
+    /// this or `integrationId` is required. The operator also checks that
     /// `repoUrl` is one of the integration's repositories
     /// (`GET /v1/integrations/github/{id}/repos`) and stalls with
     /// `IntegrationNotFound` or `RepositoryNotAccessible` otherwise, creating
-    /// nothing. Both endpoints are seen only in the official clients (docs/control-plane-api.md
-    /// "Integrations (v1)"). Immutable, like the id it stands for; mutually
-    /// exclusive with `integrationId`.
+    /// nothing. Both endpoints are seen only in the official clients (the
+    /// project's API notes, section "Integrations (v1)"). Immutable, like the
+    /// id it stands for; mutually exclusive with `integrationId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration_ref: Option<IntegrationRef>,
-    /// URL of the repository (`github` only): `https://`, or `http://` on a
-    /// loopback host; at most 2048 bytes.
+    /// URL of the repository. Source `github` only, and required there:
+    /// `https://`, or `http://` on a loopback host; at most 2048 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new(rules::url_rule()).message("repoUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
     pub repo_url: Option<String>,
     /// `dev_free`, `dev`, `prod`, `dev_zero` or `dev_free_zero`; immutable.
-    /// A `github` create always carries one: `dev` when unset (the official
-    /// Python CLI's default; the Terraform provider's is `prod`). For
-    /// `external_docker` it is sent only when set, and the control plane may
-    /// refuse it there (400): leave it unset unless your service accepts it
-    /// (docs/control-plane-api.md, "Requests as the official clients send
-    /// them").
+    /// Both sources. A `github` create always carries one: `dev` when unset
+    /// (the official Python CLI's default; the Terraform provider's is
+    /// `prod`). For `external_docker` it is sent only when set, and the
+    /// control plane may refuse it there (400): leave it unset unless your
+    /// service accepts it (the project's API notes, section "Requests as the
+    /// official clients send them").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_type: Option<DeploymentType>,
     /// Whether a push to the branch triggers a build (must be false for a
-    /// tag). A `github` create sends `false` when unset.
+    /// tag). Source `github` only: a `github` create sends `false` when
+    /// unset; an `external_docker` deployment is not built.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_on_push: Option<bool>,
-    /// Deployment URL; settable for `external_docker` only: `https://`, or
-    /// `http://` on a loopback host; at most 2048 bytes. Its host must be in
+    /// Deployment URL. Source `external_docker` only (a `github`
+    /// deployment's URL is chosen by the platform): `https://`, or `http://`
+    /// on a loopback host; at most 2048 bytes. Its host must be in
     /// the operator's `--allowed-hosts`, else the resource is `Stalled`
     /// (`HostNotAllowed`) and nothing is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -229,65 +244,73 @@ pub struct SourceConfig {
     #[x_kube(validation = Rule::new(rules::url_rule()).message("customUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
     pub custom_url: Option<String>,
     /// Install command of a JavaScript build, e.g. `npm ci` (wire
-    /// `source_config.install_command`; docs/control-plane-api.md "Build commands", seen only in
-    /// the official CLI). One command of letters, digits, spaces and
-    /// `. _ / : = @ + , % ~ -`: no newline or control character, `;`, `&&`,
-    /// `||`, `|`, backtick, `$(`, `<`, `>`, quote or bracket (see
-    /// [`rules::BUILD_COMMAND_PATTERN`]; stricter than the CLI); at most 1024
-    /// bytes. A change is sent by PATCH and, like `resourceSpec`, starts a
-    /// new revision (no source says whether the service builds again by
-    /// itself; a build setting only takes effect in a new build:
-    /// docs/control-plane-api.md "Build commands").
+    /// `source_config.install_command`; the project's API notes, section
+    /// "Build commands"; seen only in the official CLI). Source `github`
+    /// only: the platform builds only that source. One command of letters,
+    /// digits, spaces and `. _ / : = @ + , % ~ -`: no newline or control
+    /// character, `;`, `&&`, `||`, `|`, backtick, `$(`, `<`, `>`, quote or
+    /// bracket (stricter than the CLI); at most 1024 bytes. A change is sent
+    /// by PATCH and, like `resourceSpec`, starts a new revision (no source
+    /// says whether the service builds again by itself; a build setting only
+    /// takes effect in a new build).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("installCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
     pub install_command: Option<String>,
     /// Build command of a JavaScript build, e.g. `npm run build` (wire
-    /// `source_config.build_command`); same rule and behaviour as
-    /// `installCommand`.
+    /// `source_config.build_command`). Source `github` only; same rule and
+    /// behaviour as `installCommand`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("buildCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
     pub build_command: Option<String>,
     /// Resource sizing (`minScale`, `maxScale`, `cpu` in cores, `memoryMb` in
-    /// MiB, ...), typed with units and ranges; mapped to the wire
-    /// `resource_spec` by [`super::resource_spec::to_wire`].
+    /// MiB, ...), typed with units and ranges; sent as the wire
+    /// `resource_spec` with its keys in snake_case (`minScale` as
+    /// `min_scale`). Both sources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::resource_spec::schema")]
     pub resource_spec: Option<serde_json::Map<String, serde_json::Value>>,
-    /// uuid of the listener of a self-hosted data plane. Mutually exclusive
-    /// with `listenerRef`.
+    /// uuid of the listener of a self-hosted data plane. Both sources.
+    /// Mutually exclusive with `listenerRef`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::api::rules::UUID_PATTERN))]
     pub listener_id: Option<String>,
     /// An `AgentListener` (same namespace) whose `spec.listenerId` is used as
-    /// `listener_id`; its namespaces are checked before the create.
+    /// `listener_id`; its namespaces are checked before the create. Both
+    /// sources. Mutually exclusive with `listenerId`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_ref: Option<LocalObjectRef>,
-    /// Placement on the listener.
+    /// Placement on the listener (with `listenerId` or `listenerRef`). Both
+    /// sources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener_config: Option<ListenerConfig>,
 }
 
-/// `sourceRevisionConfig`: maps to the wire `source_revision_config`. A change
-/// here creates a new revision.
+/// `spec.sourceRevisionConfig` (wire `source_revision_config`); its
+/// description for `kubectl explain` is the doc of
+/// `AgentDeploymentSpec::source_revision_config`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceRevisionConfig {
-    /// Branch, or `refs/tags/<tag>` (`github` only): letters, digits, `.`,
-    /// `_`, `-` and `/`, without `..` (git's ref rules); at most 255 bytes.
+    /// Branch, or `refs/tags/<tag>`. Source `github` only, and required
+    /// there: letters, digits, `.`, `_`, `-` and `/`, without `..` (git's ref
+    /// rules); at most 255 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new(rules::repo_ref_rule()).message("repoRef must be a branch or refs/tags/<tag>: letters, digits, '.', '_', '-' and '/', without '..', '//', a leading '/', '-' or '.', or a trailing '/' or '.lock'"))]
     pub repo_ref: Option<String>,
-    /// Path of `langgraph.json` in the repository (required for `github`):
-    /// relative, no `..` segment, no control characters; at most 1024 bytes.
+    /// Path of `langgraph.json` in the repository. Source `github` only, and
+    /// required there: relative, no `..` segment, no control characters; at
+    /// most 1024 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     #[x_kube(validation = Rule::new(rules::relative_path_rule()).message("langgraphConfigPath must be a relative path inside the repository: no leading '/', no '..' segment, no backslash or control characters"))]
     pub langgraph_config_path: Option<String>,
-    /// Image of an `external_docker` deployment, as
-    /// `[registry[:port]/]repository[:tag][@digest]`; at most 512 bytes.
+    /// Image of the deployment, as
+    /// `registry[:port]/repository[:tag][@digest]` (the registry part may be
+    /// left out); at most 512 bytes. Source `external_docker` only, and
+    /// required there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
     #[x_kube(validation = Rule::new(rules::image_rule()).message("imageUri must be an image reference registry/repository[:tag][@digest] with a lowercase repository, without spaces, shell or control characters"))]
@@ -308,9 +331,9 @@ pub struct SecretValueSource {
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("set exactly one of value and valueFrom"))]
 pub struct DeploymentSecret {
-    /// Environment variable name (`[A-Za-z_][A-Za-z0-9_]*`), unique in the
-    /// list and not one the platform reserves (docs/control-plane-api.md "Reserved variable
-    /// names").
+    /// Environment variable name (a letter or `_`, then letters, digits or
+    /// `_`), unique in the list and not one the platform reserves (the
+    /// project's API notes, section "Reserved variable names").
     #[schemars(
         regex(pattern = crate::api::rules::ENV_NAME_PATTERN),
         length(min = 1, max = 256)
@@ -326,17 +349,19 @@ pub struct DeploymentSecret {
 }
 
 /// One reference to a key of a Kubernetes Secret in the data plane cluster
-/// (wire `secret_references[]`: `{name, secret_name, secret_key}`; docs/control-plane-api.md
-/// "Deployment": newer, `external_docker` only). The Secret lives in the
+/// (wire `secret_references[]`: `{name, secret_name, secret_key}`; the
+/// project's API notes, section "Deployment": newer). Source
+/// `external_docker` only, on a self-hosted data plane. The Secret lives in the
 /// deployment's namespace on the self-hosted data plane, not in this
 /// cluster: the operator never reads it, and its value never passes through
 /// the control plane.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentSecretReference {
-    /// Environment variable name (`[A-Za-z_][A-Za-z0-9_]*`), unique in the
-    /// list, not one of `spec.secrets`' names and not one the platform
-    /// reserves (docs/control-plane-api.md "Reserved variable names"). Wire `name`.
+    /// Environment variable name (a letter or `_`, then letters, digits or
+    /// `_`), unique in the list, not one of `spec.secrets`' names and not
+    /// one the platform reserves (the project's API notes, section "Reserved
+    /// variable names"). Wire `name`.
     #[schemars(
         regex(pattern = crate::api::rules::ENV_NAME_PATTERN),
         length(min = 1, max = 256)
@@ -350,7 +375,8 @@ pub struct DeploymentSecretReference {
         length(min = 1, max = 253)
     )]
     pub secret_name: String,
-    /// Key in that Secret (`[-._a-zA-Z0-9]+`). Wire `secret_key`.
+    /// Key in that Secret (letters, digits, `-`, `_` and `.`). Wire
+    /// `secret_key`.
     #[schemars(regex(pattern = crate::api::rules::SECRET_KEY_PATTERN), length(min = 1, max = 253))]
     pub secret_key: String,
 }
@@ -418,10 +444,24 @@ pub struct AgentDeploymentSpec {
     pub name: Option<String>,
     /// Source kind: `github` or `external_docker`.
     pub source: Source,
-    /// Source configuration (wire `source_config`).
+    /// How the platform builds and runs the deployment (wire
+    /// `source_config`). Which fields belong to which `source`:
+    /// - `github` only: `integrationId` or `integrationRef` (one is
+    ///   required), `repoUrl` (required), `buildOnPush`, `installCommand`,
+    ///   `buildCommand`;
+    /// - `external_docker` only: `customUrl`;
+    /// - both sources: `deploymentType`, `resourceSpec`, and on a
+    ///   self-hosted data plane `listenerId` or `listenerRef` with
+    ///   `listenerConfig`.
+    ///
+    /// A field of the other source is refused at admission.
     #[serde(default)]
     pub source_config: SourceConfig,
-    /// Revision configuration (wire `source_revision_config`).
+    /// What one revision deploys (wire `source_revision_config`); a change
+    /// here creates a new revision. Which fields belong to which `source`:
+    /// `github` needs `repoRef` and `langgraphConfigPath`; `external_docker`
+    /// needs `imageUri`. A field of the other source is refused at
+    /// admission.
     #[serde(default)]
     pub source_revision_config: SourceRevisionConfig,
     /// Environment secrets of the agent server: a list-map keyed by `name`
@@ -455,7 +495,8 @@ pub struct AgentDeploymentSpec {
     /// Seconds a revision may stay in progress (building, deploying) before
     /// the resource reports `Stalled`/`ProgressDeadlineExceeded`; polling
     /// goes on, slower, and a later `DEPLOYED` clears it. Default 1800 (30
-    /// minutes, as long as the Terraform provider waits; docs/control-plane-api.md "Polling").
+    /// minutes, as long as the Terraform provider waits; the project's API
+    /// notes, section "Polling").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 10, max = 86400))]
     pub progress_deadline_seconds: Option<u32>,
@@ -472,8 +513,8 @@ pub struct AgentDeploymentSpec {
 /// the deployment's `active_revision_id` is that revision; again every
 /// verify interval (`--verify-interval-seconds`, default the resync
 /// interval). A failed check is retried with backoff (30 s doubling, capped
-/// at the resync interval). Source: docs/control-plane-api.md "Agent server"
-/// (`/assistants/search`, `/runs/stream`, `X-Api-Key`).
+/// at the resync interval). Source: the project's API notes, section "Agent
+/// server" (`/assistants/search`, `/runs/stream`, `X-Api-Key`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.assistants) || has(self.run)").message("verify needs assistants, run, or both"))]
@@ -500,8 +541,8 @@ pub struct VerifySpec {
 #[serde(rename_all = "camelCase")]
 pub struct VerifyAssistants {
     /// The graph (a key of `graphs` in `langgraph.json`), sent as
-    /// `graph_id`; every graph has a default assistant named after it
-    /// (docs/control-plane-api.md "Agent server").
+    /// `graph_id`; every graph has a default assistant named after it (the
+    /// project's API notes, section "Agent server").
     #[schemars(length(min = 1, max = 253))]
     pub graph_id: String,
     /// Fewest assistants of the graph (at least 1; default 1).
@@ -514,7 +555,8 @@ fn default_min_count() -> u32 {
     1
 }
 
-/// Stream mode of a verification run (docs/control-plane-api.md "Agent server": `stream_mode`).
+/// Stream mode of a verification run (wire `stream_mode`; the project's API
+/// notes, section "Agent server").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum VerifyStreamMode {
     /// The whole state after each step.
@@ -593,7 +635,7 @@ fn default_run_timeout() -> u32 {
 #[serde(rename_all = "camelCase")]
 pub struct VerifyExpect {
     /// Event name, e.g. `updates` (events are named by their stream mode;
-    /// docs/control-plane-api.md "Agent server").
+    /// the project's API notes, section "Agent server").
     #[schemars(length(min = 1, max = 253))]
     pub event: String,
     /// Text that the event's data (as compact JSON) must contain; unset: any
@@ -634,7 +676,8 @@ pub struct DriftCorrection {
     pub time: String,
 }
 
-/// One revision in `status.revisions` (docs/control-plane-api.md "Revision").
+/// One revision in `status.revisions` (the project's API notes, section
+/// "Revision").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevisionSummary {
@@ -669,7 +712,10 @@ pub struct AgentDeploymentStatus {
     /// Id of the latest revision being followed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_revision_id: Option<String>,
-    /// Status of the latest revision, e.g. `BUILDING`, `DEPLOYED`.
+    /// Status of the latest revision, e.g. `BUILDING`, `DEPLOYED`. Right
+    /// after the operator started a revision (a create, or a change that
+    /// makes one) it reads `CREATING`, the first status of a new revision,
+    /// until the next poll reads the revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision_status: Option<String>,
     /// Id of the revision currently serving.
@@ -701,7 +747,8 @@ pub struct AgentDeploymentStatus {
     /// read back (`repoRef`, `installCommand`, `buildCommand`,
     /// `secretReferences`) as last sent: when a read does not tell such a
     /// field, a change of the spec is found against it, never against the
-    /// read (docs/control-plane-api.md, "Answer shapes"). Holds no value.
+    /// read (the project's API notes, section "Answer shapes"). Holds no
+    /// value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unechoed_hash: Option<String>,
     /// The commit the latest revision of a `github` deployment was built
@@ -716,9 +763,9 @@ pub struct AgentDeploymentStatus {
     /// The last value of the redeploy annotation that was acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_redeploy_requested_at: Option<String>,
-    /// The revisions the operator followed, newest first, at most
-    /// [`REVISION_HISTORY_LIMIT`] (`activeRevisionId` is the one serving,
-    /// `latestRevisionId` the newest).
+    /// The revisions the operator followed, newest first, at most 10
+    /// (`activeRevisionId` is the one serving, `latestRevisionId` the
+    /// newest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub revisions: Vec<RevisionSummary>,

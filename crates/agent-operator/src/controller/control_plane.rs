@@ -30,7 +30,9 @@ use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::status::Outcome;
 use super::{Context, Error, jittered, object_key, scoped_api};
 use crate::api::conditions::reason;
-use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneStatus, IN_USE_FINALIZER};
+use crate::api::control_plane::{
+    AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus, IN_USE_FINALIZER,
+};
 use crate::api::deployment::AgentDeployment;
 use crate::controlplane::error::Refusal;
 use crate::controlplane::{Error as CpError, ListDeployments};
@@ -43,8 +45,14 @@ pub const CONCURRENCY: u16 = 4;
 pub const KIND: &str = "AgentControlPlane";
 
 /// The outcome of the authentication probe (`list deployments`, limit 1)
-/// against `base_url` for `workspace_id`. Pure.
-pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpError>) -> Outcome {
+/// against `base_url` for the workspace and credential of `spec`. A refused
+/// key (401) names the Secret and key it was read from. Pure.
+pub fn probe_outcome(
+    base_url: &str,
+    spec: &AgentControlPlaneSpec,
+    result: Result<(), &CpError>,
+) -> Outcome {
+    let workspace_id = spec.workspace_id.as_str();
     let e = match result {
         Ok(()) => {
             return Outcome::Ready {
@@ -61,7 +69,7 @@ pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpE
         };
     };
     let hint = match reason {
-        reason::UNAUTHORIZED => "; check the API key Secret".to_owned(),
+        reason::UNAUTHORIZED => credential_hint(spec),
         reason::WORKSPACE_REQUIRED => format!(
             "; the key is organisation-scoped and the control plane did not accept workspace {workspace_id}: set spec.workspaceId to a workspace id of that organisation (LangSmith Settings > Workspaces)"
         ),
@@ -77,6 +85,23 @@ pub fn probe_outcome(base_url: &str, workspace_id: &str, result: Result<(), &CpE
     Outcome::Stalled {
         reason,
         message: format!("list deployments at {base_url}: {e}{hint}"),
+    }
+}
+
+/// What to check after a 401: the Secret and key the credential was read
+/// from, and the field that names them. Pure.
+fn credential_hint(spec: &AgentControlPlaneSpec) -> String {
+    let (what, field) = if spec.uses_bearer_token() {
+        ("bearer token", "spec.bearerTokenSecretRef")
+    } else {
+        ("API key", "spec.apiKeySecretRef")
+    };
+    match spec.credential_ref() {
+        Some(r) => format!(
+            "; check the {what} in Secret {}, key {:?} ({field})",
+            r.name, r.key
+        ),
+        None => format!("; check the {what} Secret ({field})"),
     }
 }
 
@@ -234,11 +259,7 @@ async fn apply(
         })
         .await;
     let base_url = cp.base_url().trim_end_matches('/').to_owned();
-    let outcome = probe_outcome(
-        &base_url,
-        &obj.spec.workspace_id,
-        probe.as_ref().map(|_| ()),
-    );
+    let outcome = probe_outcome(&base_url, &obj.spec, probe.as_ref().map(|_| ()));
     report(api, obj, ctx, &outcome).await?;
     match probe {
         Err(e) if e.is_transient() => Err(Error::ControlPlane {
@@ -389,17 +410,41 @@ mod tests {
 
     #[test]
     fn probe_outcomes_follow_the_status_codes() {
-        let ok = probe_outcome("http://cp", "ws", Ok(()));
+        let spec: AgentControlPlaneSpec = serde_json::from_value(serde_json::json!({
+            "url": "http://cp",
+            "workspaceId": "ws",
+            "apiKeySecretRef": {"name": "acme-key", "key": "apiKey"},
+        }))
+        .unwrap();
+        let ok = probe_outcome("http://cp", &spec, Ok(()));
         assert_eq!(ok.reason(), reason::AUTHENTICATED);
         assert!(matches!(ok, Outcome::Ready { .. }));
 
         let e = CpError::Unauthorized {
             detail: "Invalid API key.".into(),
         };
-        let o = probe_outcome("http://cp", "ws", Err(&e));
+        let o = probe_outcome("http://cp", &spec, Err(&e));
         assert!(matches!(o, Outcome::Stalled { .. }));
         assert_eq!(o.reason(), reason::UNAUTHORIZED);
-        assert!(o.message().contains("Invalid API key."));
+        assert_eq!(
+            o.message(),
+            "list deployments at http://cp: unauthorized (401): Invalid API key.; check the API \
+             key in Secret acme-key, key \"apiKey\" (spec.apiKeySecretRef)"
+        );
+        let bearer: AgentControlPlaneSpec = serde_json::from_value(serde_json::json!({
+            "url": "http://cp",
+            "workspaceId": "ws",
+            "bearerTokenSecretRef": {"name": "sso", "key": "token"},
+        }))
+        .unwrap();
+        let o = probe_outcome("http://cp", &bearer, Err(&e));
+        assert!(
+            o.message().ends_with(
+                "; check the bearer token in Secret sso, key \"token\" (spec.bearerTokenSecretRef)"
+            ),
+            "{}",
+            o.message()
+        );
 
         for (detail, want) in [
             (
@@ -414,34 +459,37 @@ mod tests {
             let e = CpError::Forbidden {
                 detail: detail.into(),
             };
-            let o = probe_outcome("https://cp", "ws", Err(&e));
+            let o = probe_outcome("https://cp", &spec, Err(&e));
             assert_eq!(o.reason(), want);
             assert!(o.message().contains(detail));
         }
         let e = CpError::Forbidden {
             detail: "key not valid for workspace ws".into(),
         };
-        let o = probe_outcome("http://cp", "ws", Err(&e));
+        let o = probe_outcome("http://cp", &spec, Err(&e));
         assert_eq!(o.reason(), reason::FORBIDDEN);
         assert!(o.message().contains("key not valid for workspace ws"));
 
-        let o = probe_outcome("http://cp", "ws", Err(&CpError::Timeout));
+        let o = probe_outcome("http://cp", &spec, Err(&CpError::Timeout));
         assert!(matches!(o, Outcome::Progressing { .. }));
         assert_eq!(o.reason(), reason::CONTROL_PLANE_UNAVAILABLE);
         let limited = |secs| CpError::RateLimited {
             status: 429,
             retry_after: Some(std::time::Duration::from_secs(secs)),
         };
-        assert_eq!(
-            probe_outcome("http://cp", "ws", Err(&limited(3))),
-            probe_outcome("http://cp", "ws", Err(&limited(1))),
-            "retrying does not change the message"
+        let o = probe_outcome("http://cp", &spec, Err(&limited(3)));
+        assert!(matches!(o, Outcome::Progressing { .. }));
+        assert!(
+            o.message()
+                .starts_with("list deployments at http://cp: rate limited (429); next attempt at "),
+            "{}",
+            o.message()
         );
 
         let e = CpError::NotFound {
             detail: "Not Found".into(),
         };
-        let o = probe_outcome("http://cp", "ws", Err(&e));
+        let o = probe_outcome("http://cp", &spec, Err(&e));
         assert_eq!(o.reason(), reason::INVALID_SPEC);
         assert!(o.message().contains("/api-host"));
     }

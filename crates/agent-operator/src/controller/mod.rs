@@ -69,7 +69,7 @@ impl Default for OperatorConfig {
 pub struct Context {
     /// Kubernetes client.
     pub client: kube::Client,
-    /// Who publishes events (events.k8s.io): `agent-operator`, with the pod
+    /// Who publishes events (core/v1, `controller::report::publish`): `agent-operator`, with the pod
     /// name as instance.
     pub reporter: Reporter,
     /// Timing settings.

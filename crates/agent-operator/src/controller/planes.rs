@@ -342,9 +342,11 @@ async fn read_secret(
         });
     Ok(match value {
         Some(v) => Ok((v, secret.resource_version())),
-        None => Err(missing(format!(
-            "Secret {namespace}/{} has no key {:?}",
-            r.name, r.key
+        None => Err(missing(super::resolve::missing_key(
+            namespace,
+            &r.name,
+            &r.key,
+            super::resolve::key_names(&secret),
         ))),
     })
 }

@@ -9,8 +9,9 @@
 //! status on each attempt, so transient errors get a stable summary.
 //! Source: docs/control-plane-api.md "Errors".
 
-use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
+use k8s_openapi::api::core::v1::Event as CoreEvent;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 use serde::Serialize;
 use tracing::warn;
@@ -232,28 +233,88 @@ where
     Ok(())
 }
 
-/// Publishes an event about `obj`; a failure is logged, not returned.
+/// Publishes an event about `obj` ([`core_event`]); a failure is logged,
+/// not returned.
 pub(crate) async fn publish<K>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String)
 where
     K: Resource<DynamicType = ()>,
 {
-    let event = Event {
+    let regarding = obj.object_ref(&());
+    let event = core_event(
+        &ctx.reporter,
+        &regarding,
         type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    // A recorder per event: kube's `Recorder` keeps every event it
-    // published for six minutes (to patch repeats as a series) and prunes
-    // only when it publishes again, so after a fleet rollout a shared one
-    // held thousands of events for as long as the fleet stayed quiet
-    // (rollout of 2,000: RSS peak 49.8 MiB with a shared recorder, 33.8 MiB
-    // without). The operator does not repeat events (a Warning is published
-    // when its condition changes), so nothing is lost by skipping series.
-    let recorder = kube::runtime::events::Recorder::new(ctx.client.clone(), ctx.reporter.clone());
-    if let Err(e) = recorder.publish(&event, &obj.object_ref(&())).await {
+        reason,
+        note,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let namespace = regarding.namespace.as_deref().unwrap_or("default");
+    let events: Api<CoreEvent> = Api::namespaced(ctx.client.clone(), namespace);
+    if let Err(e) = events.create(&PostParams::default(), &event).await {
         warn!(error = %e, "cannot publish event");
+    }
+}
+
+/// The Event (core/v1) of one occurrence of `reason` about `regarding` at
+/// `now`: the fields of an events.k8s.io/v1 Event (`eventTime`, `action`,
+/// `reportingController` and `reportingInstance`) and also `firstTimestamp`,
+/// `lastTimestamp` and `count` 1, so that
+/// `kubectl get events --sort-by=.lastTimestamp` sorts it and `LAST SEEN`
+/// shows its age. It is created through core/v1 because events.k8s.io/v1
+/// refuses a create that sets `deprecatedLastTimestamp` (422
+/// "lastTimestamp: … needs to be unset", pinned by an integration test) and kube's `Recorder` writes only `eventTime` (a `series` needs
+/// a repeat, and the operator does not repeat events: a Warning is
+/// published when its condition changes). The name is the object's name
+/// and the time in hexadecimal nanoseconds, as kube's `Recorder` names
+/// them. Pure.
+pub(crate) fn core_event(
+    reporter: &kube::runtime::events::Reporter,
+    regarding: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: String,
+    now: k8s_openapi::jiff::Timestamp,
+) -> CoreEvent {
+    use k8s_openapi::api::core::v1::EventSource;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+    let controller = reporter.controller.clone();
+    CoreEvent {
+        metadata: ObjectMeta {
+            namespace: regarding.namespace.clone(),
+            name: Some(format!(
+                "{}.{:x}",
+                regarding.name.as_deref().unwrap_or(&controller),
+                now.as_nanosecond()
+            )),
+            ..ObjectMeta::default()
+        },
+        involved_object: regarding.clone(),
+        type_: Some(
+            match type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .to_owned(),
+        ),
+        reason: Some(reason.to_owned()),
+        message: Some(note),
+        action: Some("Reconcile".to_owned()),
+        event_time: Some(MicroTime(now)),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1),
+        reporting_instance: Some(
+            reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| controller.clone()),
+        ),
+        source: Some(EventSource {
+            component: Some(controller.clone()),
+            host: None,
+        }),
+        reporting_component: Some(controller),
+        ..CoreEvent::default()
     }
 }
 
@@ -292,12 +353,50 @@ pub(crate) async fn publish_transition<K>(
     .await;
 }
 
-/// A stable summary of a transient error for a condition message: without
-/// the parts that change from one attempt to the next (the `Retry-After`
-/// delay, a 5xx body), so that retrying does not rewrite the status, whose
-/// change would trigger another pass before the backoff. Pure.
+/// A summary of a transient error for a condition message, at the time of
+/// the pass ([`transient_summary_at`]).
 pub(crate) fn transient_summary(e: &CpError) -> String {
-    format!("{}; retrying", e.stable_summary())
+    transient_summary_at(e, k8s_openapi::jiff::Timestamp::now())
+}
+
+/// A summary of a transient error for a condition message, `now` being the
+/// time of the pass: the service's answer and its status
+/// ([`CpError::stable_summary`]: no body, which may change from one attempt
+/// to the next), also while the request budget holds requests back after
+/// it, then when the next attempt is due. A 429 or 503 with `Retry-After`
+/// names that time (RFC 3339, UTC, rounded up to the second: the attempt is
+/// not sent earlier); any other transient error ends in "retrying" (the
+/// per-object backoff chooses the time). The message changes only when the
+/// service's answer or its `Retry-After` does: one status write per attempt
+/// at most, and none from a pass that was put off (status writes never
+/// trigger a pass). Pure.
+pub(crate) fn transient_summary_at(e: &CpError, now: k8s_openapi::jiff::Timestamp) -> String {
+    let summary = e.stable_summary();
+    match e {
+        CpError::RateLimited {
+            retry_after: Some(wait),
+            ..
+        } => format!(
+            "{summary}; next attempt at {}, as the service asked (Retry-After)",
+            rfc3339_after(now, *wait)
+        ),
+        _ => format!("{summary}; retrying"),
+    }
+}
+
+/// `now + wait`, rounded up to the second, as RFC 3339 in UTC (`now` when
+/// out of range). Pure.
+pub(crate) fn rfc3339_after(
+    now: k8s_openapi::jiff::Timestamp,
+    wait: std::time::Duration,
+) -> String {
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    let at = SignedDuration::try_from(wait)
+        .ok()
+        .and_then(|d| now.checked_add(d).ok())
+        .unwrap_or(now);
+    let second = at.as_second() + i64::from(at.subsec_nanosecond() > 0);
+    Timestamp::from_second(second).unwrap_or(at).to_string()
 }
 
 #[cfg(test)]
@@ -412,6 +511,53 @@ mod tests {
         );
     }
 
+    /// The event of one occurrence: sortable by `lastTimestamp` (and
+    /// `firstTimestamp`, `eventTime`: the same instant), counted once, with
+    /// the fields events.k8s.io/v1 readers use.
+    #[test]
+    fn events_carry_the_timestamps_kubectl_sorts_by() {
+        use k8s_openapi::api::core::v1::ObjectReference;
+        let reporter = kube::runtime::events::Reporter {
+            controller: "agent-operator".into(),
+            instance: Some("agent-operator-7d9f".into()),
+        };
+        let regarding = ObjectReference {
+            api_version: Some("agentserver.dev/v1alpha1".into()),
+            kind: Some("AgentDeployment".into()),
+            name: Some("app".into()),
+            namespace: Some("team-a".into()),
+            uid: Some("u-1".into()),
+            ..ObjectReference::default()
+        };
+        let now: k8s_openapi::jiff::Timestamp = "2026-11-26T17:30:00.123456Z".parse().unwrap();
+        let e = core_event(
+            &reporter,
+            &regarding,
+            EventType::Warning,
+            "RevisionFailed",
+            "revision r1 ended BUILD_FAILED".into(),
+            now,
+        );
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["lastTimestamp"], "2026-11-26T17:30:00Z");
+        assert_eq!(v["firstTimestamp"], v["lastTimestamp"]);
+        assert_eq!(v["eventTime"], "2026-11-26T17:30:00.123456Z");
+        assert_eq!(v["count"], 1);
+        assert_eq!(v["type"], "Warning");
+        assert_eq!(v["reason"], "RevisionFailed");
+        assert_eq!(v["message"], "revision r1 ended BUILD_FAILED");
+        assert_eq!(v["action"], "Reconcile");
+        assert_eq!(v["reportingComponent"], "agent-operator");
+        assert_eq!(v["reportingInstance"], "agent-operator-7d9f");
+        assert_eq!(v["source"]["component"], "agent-operator");
+        assert_eq!(v["involvedObject"]["name"], "app");
+        assert_eq!(v["metadata"]["namespace"], "team-a");
+        assert_eq!(
+            v["metadata"]["name"],
+            format!("app.{:x}", now.as_nanosecond())
+        );
+    }
+
     #[test]
     fn errors_are_classified_once_for_every_controller() {
         let d = || "x".to_owned();
@@ -443,16 +589,81 @@ mod tests {
             }),
             ErrorClass::Transient
         );
+    }
+
+    /// The condition message of each transient error, at one instant: the
+    /// service's answer and status first, then when the next attempt is
+    /// due.
+    #[test]
+    fn transient_messages_name_the_answer_and_the_next_attempt() {
+        use std::time::Duration;
+        let now: k8s_openapi::jiff::Timestamp = "2026-11-26T17:30:00.250Z".parse().unwrap();
+        let cases = [
+            (
+                CpError::RateLimited {
+                    status: 429,
+                    retry_after: Some(Duration::from_secs(20)),
+                },
+                "rate limited (429); next attempt at 2026-11-26T17:30:21Z, as the service asked \
+                 (Retry-After)",
+            ),
+            (
+                CpError::RateLimited {
+                    status: 503,
+                    retry_after: Some(Duration::from_millis(1500)),
+                },
+                "service unavailable (503); next attempt at 2026-11-26T17:30:02Z, as the service \
+                 asked (Retry-After)",
+            ),
+            (
+                CpError::RateLimited {
+                    status: 503,
+                    retry_after: None,
+                },
+                "service unavailable (503); retrying",
+            ),
+            (
+                // The budget holds requests back after a run of 503s: the
+                // service's answer stays the cause.
+                CpError::Deferred {
+                    retry_in: Duration::from_secs(4),
+                    cause: Some("service unavailable (503)".into()),
+                },
+                "service unavailable (503) (the last answer; requests to this control plane are \
+                 slowed down until it answers again); retrying",
+            ),
+            (
+                CpError::Deferred {
+                    retry_in: Duration::from_secs(4),
+                    cause: None,
+                },
+                "waiting for the control plane's request budget (many requests at once); retrying",
+            ),
+            (
+                CpError::Server {
+                    status: 502,
+                    detail: "bad gateway".into(),
+                },
+                "server error (502); retrying",
+            ),
+            (CpError::Timeout, "timed out; retrying"),
+        ];
+        for (e, want) in cases {
+            assert_eq!(transient_summary_at(&e, now), want, "{e:?}");
+        }
+        // The same Retry-After within one second gives the same message (no
+        // status rewrite for a burst of answers); another one names its time.
+        let limited = |ms| CpError::RateLimited {
+            status: 429,
+            retry_after: Some(Duration::from_millis(ms)),
+        };
         assert_eq!(
-            transient_summary(&CpError::RateLimited {
-                status: 429,
-                retry_after: Some(std::time::Duration::from_secs(7)),
-            }),
-            transient_summary(&CpError::RateLimited {
-                status: 429,
-                retry_after: Some(std::time::Duration::from_secs(9)),
-            }),
-            "the message does not change with Retry-After"
+            transient_summary_at(&limited(20_000), now),
+            transient_summary_at(&limited(20_500), now)
+        );
+        assert_ne!(
+            transient_summary_at(&limited(20_000), now),
+            transient_summary_at(&limited(30_000), now)
         );
     }
 }

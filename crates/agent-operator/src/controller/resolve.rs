@@ -54,8 +54,50 @@ pub fn key_value(
         });
     value.ok_or_else(|| Blocked {
         reason: reason::SECRET_NOT_FOUND,
-        message: format!("Secret {namespace}/{name} has no key {key:?}"),
+        message: missing_key(namespace, name, key, key_names(secret)),
     })
+}
+
+/// The key names of `secret` (`data` and `stringData`), sorted, without
+/// their values. Pure.
+pub fn key_names(secret: &Secret) -> std::collections::BTreeSet<&str> {
+    secret
+        .data
+        .iter()
+        .flat_map(|d| d.keys())
+        .chain(secret.string_data.iter().flat_map(|d| d.keys()))
+        .map(String::as_str)
+        .collect()
+}
+
+/// Most key names [`missing_key`] lists.
+pub const MAX_LISTED_KEYS: usize = 10;
+
+/// The message of a Secret `namespace/name` that has no `key`: it names
+/// the keys the Secret has (`present`, names only, never a value; the
+/// first [`MAX_LISTED_KEYS`] in their order, then how many more), so that
+/// a misspelt key is seen at once. Pure.
+pub fn missing_key<'a>(
+    namespace: &str,
+    name: &str,
+    key: &str,
+    present: impl IntoIterator<Item = &'a str>,
+) -> String {
+    let present: Vec<&str> = present.into_iter().collect();
+    let listed = present
+        .iter()
+        .take(MAX_LISTED_KEYS)
+        .map(|k| format!("{k:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let keys = match present.len() {
+        0 => "it has no keys".to_owned(),
+        n if n > MAX_LISTED_KEYS => {
+            format!("its keys: {listed} and {} more", n - MAX_LISTED_KEYS)
+        }
+        _ => format!("its keys: {listed}"),
+    };
+    format!("Secret {namespace}/{name} has no key {key:?}; {keys}")
 }
 
 /// Reads `key` of Secret `name` in `namespace` as UTF-8, through the
@@ -72,8 +114,16 @@ pub async fn secret_value(
     key: &str,
 ) -> Result<Result<String, Blocked>, Error> {
     let found = ctx.secrets.value(&ctx.client, namespace, name, key).await?;
+    // The Secret as far as `key_value` needs it: the value of `key`, or the
+    // names of the keys it has instead (with empty values).
     let secret = found.map(|value| Secret {
-        data: value.map(|v| [(key.to_owned(), k8s_openapi::ByteString(v))].into()),
+        data: Some(match value {
+            Ok(v) => [(key.to_owned(), k8s_openapi::ByteString(v))].into(),
+            Err(keys) => keys
+                .into_iter()
+                .map(|k| (k, k8s_openapi::ByteString(Vec::new())))
+                .collect(),
+        }),
         ..Secret::default()
     });
     Ok(key_value(secret.as_ref(), namespace, name, key))
@@ -130,4 +180,68 @@ pub async fn deployment_secrets(
         secret_value(ctx, namespace, &name, &key).await
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn secret(data: &[(&str, &str)], string_data: &[(&str, &str)]) -> Secret {
+        Secret {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.as_bytes().to_vec())))
+                    .collect(),
+            ),
+            string_data: Some(
+                string_data
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..Secret::default()
+        }
+    }
+
+    /// The messages of a missing Secret or key: the keys present are named,
+    /// their values never.
+    #[test]
+    fn a_missing_key_lists_the_keys_present_and_no_value() {
+        let many: Vec<(String, &str)> = (0..12).map(|i| (format!("k{i:02}"), "v")).collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let cases: [(Option<Secret>, &str); 5] = [
+            (None, "Secret ns/acme not found"),
+            (
+                Some(secret(&[("api-key", "sk-live-1"), ("token", "t-2")], &[])),
+                "Secret ns/acme has no key \"apiKey\"; its keys: \"api-key\", \"token\"",
+            ),
+            (
+                Some(secret(&[("b", "sk-live-1")], &[("a", "sk-live-2")])),
+                "Secret ns/acme has no key \"apiKey\"; its keys: \"a\", \"b\"",
+            ),
+            (
+                Some(secret(&[], &[])),
+                "Secret ns/acme has no key \"apiKey\"; it has no keys",
+            ),
+            (
+                Some(secret(&many, &[])),
+                "Secret ns/acme has no key \"apiKey\"; its keys: \"k00\", \"k01\", \"k02\", \
+                 \"k03\", \"k04\", \"k05\", \"k06\", \"k07\", \"k08\", \"k09\" and 2 more",
+            ),
+        ];
+        for (s, want) in cases {
+            let blocked = key_value(s.as_ref(), "ns", "acme", "apiKey").unwrap_err();
+            assert_eq!(blocked.reason, reason::SECRET_NOT_FOUND);
+            assert_eq!(blocked.message, want);
+            assert!(!blocked.message.contains("sk-live"), "{}", blocked.message);
+        }
+        let found = key_value(
+            Some(&secret(&[("apiKey", "sk-live-1")], &[])),
+            "ns",
+            "acme",
+            "apiKey",
+        );
+        assert_eq!(found.unwrap(), "sk-live-1");
+    }
 }

@@ -231,6 +231,13 @@ fn digest(data: &BTreeMap<String, Vec<u8>>, keys: &BTreeSet<String>) -> [u8; 32]
     h.finalize().into()
 }
 
+/// The value of `key` in `data`, or the names of the keys it has instead.
+fn key_of(data: &BTreeMap<String, Vec<u8>>, key: &str) -> Result<Vec<u8>, Vec<String>> {
+    data.get(key)
+        .cloned()
+        .ok_or_else(|| data.keys().cloned().collect())
+}
+
 /// The data of a Secret as key → bytes (`data`, then `stringData`).
 fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     let mut out: BTreeMap<String, Vec<u8>> = secret
@@ -383,8 +390,9 @@ impl Secrets {
 
     /// The value of `key` of the Secret `namespace/name`, from the cache
     /// when the watch shows it unchanged, else read from the API server
-    /// (and cached). `Ok(None)`: the Secret does not exist; `Ok(Some(None))`:
-    /// it has no such key.
+    /// (and cached). `Ok(None)`: the Secret does not exist;
+    /// `Ok(Some(Err(keys)))`: it has no such key, and these keys (names
+    /// only, sorted).
     ///
     /// Errors: API failures other than 404.
     pub async fn value(
@@ -393,14 +401,14 @@ impl Secrets {
         namespace: &str,
         name: &str,
         key: &str,
-    ) -> Result<Option<Option<Vec<u8>>>, Error> {
+    ) -> Result<Option<Result<Vec<u8>, Vec<String>>>, Error> {
         let id = (namespace.to_owned(), name.to_owned());
         let watched = self.watched_version(namespace, name);
         if let Some(version) = &watched
             && let Some(c) = lock(&self.known).cache.get(&id)
             && c.resource_version.as_ref() == Some(version)
         {
-            return Ok(Some(c.data.get(key).cloned()));
+            return Ok(Some(key_of(&c.data, key)));
         }
         let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
         let Some(secret) = api.get_opt(name).await.map_err(Error::Kube)? else {
@@ -410,12 +418,14 @@ impl Secrets {
         // Cached only while a watch covers it (else nothing would tell
         // when it changes).
         if watched.is_none() {
-            return Ok(Some(data_of(&secret).remove(key)));
+            return Ok(Some(key_of(&data_of(&secret), key)));
         }
         let mut k = lock(&self.known);
         k.remember(&id, &secret, false);
         Ok(Some(
-            k.cache.get(&id).and_then(|c| c.data.get(key).cloned()),
+            k.cache
+                .get(&id)
+                .map_or_else(|| Err(Vec::new()), |c| key_of(&c.data, key)),
         ))
     }
 

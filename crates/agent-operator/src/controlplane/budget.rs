@@ -94,6 +94,9 @@ struct State {
     /// Answers that slowed the budget without pausing it (502, 504,
     /// timeouts).
     slowed: u64,
+    /// What the last answer that slowed the budget down said (its stable
+    /// summary), until an answer that does not slow it down.
+    cause: Option<String>,
 }
 
 impl State {
@@ -158,6 +161,7 @@ impl Budget {
                 decreased: None,
                 throttled: 0,
                 slowed: 0,
+                cause: None,
             })),
             mutations_waiting: Arc::new(AtomicUsize::new(0)),
         }
@@ -333,9 +337,26 @@ impl Budget {
     /// full use), up to the ceiling.
     pub fn on_success(&self) {
         let mut s = self.lock();
+        s.cause = None;
         if s.rate < s.ceiling {
             s.rate = (s.rate + ADDITIVE_INCREASE / s.rate).min(s.ceiling);
         }
+    }
+
+    /// Records what the answer that slowed the budget down said (a short
+    /// text that is the same on every retry, without secrets: the
+    /// client's stable summary of the error), so that a request the budget
+    /// holds back can name the service's answer as the cause
+    /// ([`Budget::cause`]). Kept until [`Budget::on_success`].
+    pub fn note_cause(&self, summary: String) {
+        self.lock().cause = Some(summary);
+    }
+
+    /// What the last answer that slowed the budget down said
+    /// ([`Budget::note_cause`]), unless an answer that did not slow it
+    /// down came after it.
+    pub fn cause(&self) -> Option<String> {
+        self.lock().cause.clone()
     }
 
     /// A 429 or 503: halves the rate (once per [`DECREASE_HOLD`]), empties the
@@ -399,6 +420,19 @@ mod tests {
     fn a_declared_limit_starts_at_its_ceiling_and_an_undeclared_one_below() {
         assert_eq!(declared(25.0, 25).rate(), 25.0 * DECLARED_MARGIN);
         assert_eq!(Budget::new(None).rate(), START_RATE);
+    }
+
+    #[test]
+    fn the_answer_that_slowed_the_budget_is_its_cause_until_a_success() {
+        let b = Budget::new(None);
+        assert_eq!(b.cause(), None, "a new budget is short of nothing");
+        b.note_cause("service unavailable (503)".into());
+        b.on_throttled(None);
+        assert_eq!(b.cause().as_deref(), Some("service unavailable (503)"));
+        b.note_cause("timed out".into());
+        assert_eq!(b.cause().as_deref(), Some("timed out"), "the last one");
+        b.on_success();
+        assert_eq!(b.cause(), None);
     }
 
     #[test]

@@ -571,8 +571,8 @@ impl ControlPlaneClient {
         }
         .await;
         let elapsed = started.elapsed();
-        if let Err(Error::Timeout) = &answer {
-            self.slowed_down("timeout", None);
+        if let Err(e @ Error::Timeout) = &answer {
+            self.slowed_down("timeout", None, e);
         }
         let class = match &answer {
             Ok((status, _, _)) => status_class(status.as_u16()),
@@ -599,15 +599,18 @@ impl ControlPlaneClient {
         };
         let checked = check_status_redacted(op, status, retry_after.as_ref(), &body, &echoes);
         match &checked {
-            Err(Error::RateLimited {
-                status,
-                retry_after,
-            }) => self.slowed_down(
+            Err(
+                e @ Error::RateLimited {
+                    status,
+                    retry_after,
+                },
+            ) => self.slowed_down(
                 if *status == 429 { "429" } else { "503" },
                 Some(*retry_after),
+                e,
             ),
-            Err(Error::Server { status: 502, .. }) => self.slowed_down("502", None),
-            Err(Error::Server { status: 504, .. }) => self.slowed_down("504", None),
+            Err(e @ Error::Server { status: 502, .. }) => self.slowed_down("502", None, e),
+            Err(e @ Error::Server { status: 504, .. }) => self.slowed_down("504", None, e),
             _ => {
                 if let Some(budget) = &self.budget {
                     budget.on_success();
@@ -630,7 +633,12 @@ impl ControlPlaneClient {
             let left = self.max_token_wait.map(|m| m.saturating_sub(waited));
             match bucket.acquire_within(priority, left).await {
                 Ok(w) => waited += w,
-                Err(retry_in) => return Err(Error::Deferred { retry_in }),
+                Err(retry_in) => {
+                    return Err(Error::Deferred {
+                        retry_in,
+                        cause: self.budget.as_ref().and_then(Budget::cause),
+                    });
+                }
             }
         }
         if let (Some(observer), Some(plane)) = (&self.observer, &self.plane) {
@@ -641,9 +649,16 @@ impl ControlPlaneClient {
 
     /// An answer that slows the budget: 429 and 503 (`retry_after` is
     /// `Some`) halve it and pause for the `Retry-After`; 502, 504 and
-    /// timeouts (`None`) halve it only.
-    fn slowed_down(&self, cause: &'static str, retry_after: Option<Option<Duration>>) {
+    /// timeouts (`None`) halve it only. `answer` is kept as the budget's
+    /// cause ([`Budget::note_cause`]).
+    fn slowed_down(
+        &self,
+        cause: &'static str,
+        retry_after: Option<Option<Duration>>,
+        answer: &Error,
+    ) {
         if let Some(budget) = &self.budget {
+            budget.note_cause(answer.stable_summary());
             match retry_after {
                 Some(ra) => budget.on_throttled(ra),
                 None => budget.on_slowdown(),

@@ -105,10 +105,15 @@ pub enum Error {
     /// `Retry-After`, or short of tokens, for longer than the caller waits
     /// (see [`super::ClientConfig::max_token_wait`]). Nothing reached the
     /// service; the same request may be sent after `retry_in`.
-    #[error("not sent: the control plane's request budget allows the next request in {} s", .retry_in.as_secs_f64().ceil())]
+    #[error("not sent: the control plane's request budget allows the next request in {} s{}", .retry_in.as_secs_f64().ceil(), .cause.as_ref().map(|c| format!(" (slowed down by the last answer: {c})")).unwrap_or_default())]
     Deferred {
         /// When the budget expects to allow the request.
         retry_in: Duration,
+        /// The stable summary ([`Error::stable_summary`]) of the service's
+        /// answer that slowed the budget down (a 429, 502, 503, 504 or a
+        /// timeout), while no success has followed it; `None`: the budget
+        /// is short only because of the number of requests.
+        cause: Option<String>,
     },
     /// The request did not complete within the per-request timeout.
     #[error("control plane request timed out")]
@@ -234,7 +239,17 @@ impl Error {
             Error::Server { status, .. } => format!("server error ({status})"),
             Error::RateLimited { status, .. } => format!("{} ({status})", throttle_text(*status)),
             Error::UnexpectedStatus { status: 408, .. } => "request timeout (408)".into(),
-            Error::Deferred { .. } => "waiting for the control plane's request budget".into(),
+            // The service's last answer stays the cause: a budget slowed
+            // down by 503s must not read like a local throttle.
+            Error::Deferred {
+                cause: Some(cause), ..
+            } => format!(
+                "{cause} (the last answer; requests to this control plane are slowed down until it \
+                 answers again)"
+            ),
+            Error::Deferred { cause: None, .. } => {
+                "waiting for the control plane's request budget (many requests at once)".into()
+            }
             other => other.to_string(),
         }
     }
@@ -242,7 +257,7 @@ impl Error {
     fn retry_after_inner(&self) -> Option<Duration> {
         match self {
             Error::RateLimited { retry_after, .. } => *retry_after,
-            Error::Deferred { retry_in } => Some(*retry_in),
+            Error::Deferred { retry_in, .. } => Some(*retry_in),
             _ => None,
         }
     }
@@ -302,11 +317,13 @@ impl Error {
                         .map(|e| bounded_validation(e, secrets))
                         .collect(),
                 },
+                // A 422 whose detail is a string: its text only, no
+                // location or type to show.
                 Err(_) => Error::Validation {
                     errors: vec![ValidationError {
                         loc: vec![],
                         msg: detail(),
-                        kind: "unknown".into(),
+                        kind: String::new(),
                     }],
                 },
             },
@@ -444,22 +461,52 @@ fn certificate_failure(text: &str) -> Option<String> {
     (!verdict.is_empty()).then(|| verdict.chars().take(120).collect())
 }
 
+/// The validation errors of a 422 as `location: message (type)`, joined
+/// with `; `; an empty location, message or type is left out with its
+/// separator (a 422 whose detail is a string has only a message), and so is
+/// the placeholder type `unknown`.
 fn format_validation(errors: &[ValidationError]) -> String {
-    errors
+    let text = errors
         .iter()
         .map(|e| {
-            let loc: Vec<String> = e
+            let loc = e
                 .loc
                 .iter()
                 .map(|l| match l {
-                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::String(s) => s.trim().to_owned(),
                     other => other.to_string(),
                 })
-                .collect();
-            format!("{}: {} ({})", loc.join("."), e.msg, e.kind)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(".");
+            let msg = e.msg.trim();
+            let kind = e.kind.trim();
+            let mut one = String::new();
+            if !loc.is_empty() {
+                one.push_str(&loc);
+            }
+            if !msg.is_empty() {
+                if !one.is_empty() {
+                    one.push_str(": ");
+                }
+                one.push_str(msg);
+            }
+            if !kind.is_empty() && kind != "unknown" {
+                if !one.is_empty() {
+                    one.push(' ');
+                }
+                one.push_str(&format!("({kind})"));
+            }
+            one
         })
+        .filter(|one| !one.is_empty())
         .collect::<Vec<_>>()
-        .join("; ")
+        .join("; ");
+    if text.is_empty() {
+        "the service gave no detail".to_owned()
+    } else {
+        text
+    }
 }
 
 /// Longest `Retry-After` the client accepts; a longer one is capped to it

@@ -325,3 +325,54 @@ async fn retries_take_rate_limit_tokens_too() {
         );
     }
 }
+
+/// Issue 36: a request the budget holds back after the service answered 503
+/// names that answer (not a local throttle), and a success clears it.
+#[tokio::test]
+async fn a_request_held_back_after_a_503_names_the_service_answer() {
+    let emu = Emu::fast().await;
+    let budget = agent_operator::controlplane::Budget::new(None);
+    let c = emu.client_with(|cfg| {
+        cfg.retry = RetryPolicy {
+            max_attempts: 1,
+            ..contract_common::fast_retries()
+        };
+        cfg.budget = Some(budget.clone());
+        cfg.max_token_wait = Some(Duration::from_millis(50));
+    });
+    emu.set_faults(json!({"error_rate": 1.0, "error_status": 503, "error_retry_after_seconds": 2}))
+        .await;
+    let e = c
+        .list_deployments(&ListDeployments::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::RateLimited { status: 503, .. }), "{e:?}");
+    let held = c
+        .list_deployments(&ListDeployments::default())
+        .await
+        .unwrap_err();
+    let Error::Deferred { cause, .. } = &held else {
+        panic!("not held back: {held:?}")
+    };
+    assert_eq!(cause.as_deref(), Some("service unavailable (503)"));
+    assert!(
+        held.stable_summary()
+            .starts_with("service unavailable (503) (the last answer;"),
+        "{}",
+        held.stable_summary()
+    );
+    assert_eq!(
+        emu.count("GET /v2/deployments", "503").await,
+        1,
+        "held, not sent"
+    );
+    // Once the service answers again (a client of the same budget that
+    // waits for its token), the cause is gone.
+    emu.set_faults(json!({})).await;
+    let patient = emu.client_with(|cfg| cfg.budget = Some(budget.clone()));
+    patient
+        .list_deployments(&ListDeployments::default())
+        .await
+        .unwrap();
+    assert_eq!(budget.cause(), None, "a success clears the cause");
+}

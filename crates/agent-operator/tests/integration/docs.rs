@@ -398,6 +398,7 @@ const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "--all-namespaces",
     "--watch",
     "--type",
+    "--sort-by",
     // helm
     "--set",
     "--set-json",

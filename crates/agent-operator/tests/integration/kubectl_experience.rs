@@ -3,7 +3,8 @@
 //! (READY, STATUS, REVISION, URL, AGE; `-o wide` adds SOURCE,
 //! DEPLOYMENT-ID, REVISION-ID, MESSAGE), shortnames and the category
 //! `agents`, `kubectl explain` with units and allowed values, `kubectl wait
-//! --for=condition=Ready`, and a human reason in `kubectl get agd` when a
+//! --for=condition=Ready`, `kubectl get events --sort-by=.lastTimestamp`,
+//! and a human reason in `kubectl get agd` when a
 //! resource is not Ready.
 
 use crate::{common, support};
@@ -181,6 +182,11 @@ async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
         ("agd.spec.sourceConfig.resourceSpec.memoryMb", "MiB"),
         ("agd.spec.sourceConfig.resourceSpec.cpu", "cores"),
         ("agd.spec.sourceConfig.deploymentType", "dev"),
+        (
+            "agd.spec.sourceConfig",
+            "`external_docker` only: `customUrl`",
+        ),
+        ("agd.spec.sourceConfig.repoUrl", "Source `github` only"),
         ("agd.spec.deletionPolicy", "Orphan"),
         ("acp.spec.requestsPerSecond", "per second"),
         ("agl.spec.listenerId", "uuid"),
@@ -191,6 +197,29 @@ async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
             "kubectl explain {field} mentions {expected:?}:\n{text}"
         );
     }
+    // The operator's events sort by lastTimestamp (issue 36): each has one.
+    let events = ok(
+        &ns,
+        &[
+            "get",
+            "events",
+            "--sort-by=.lastTimestamp",
+            "--no-headers",
+            "-o",
+            "custom-columns=LAST:.lastTimestamp,FROM:.reportingComponent,REASON:.reason",
+        ],
+    );
+    let ours: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains("agent-operator"))
+        .collect();
+    assert!(ours.len() >= 2, "{events}");
+    let times: Vec<&str> = ours
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap_or_default())
+        .collect();
+    assert!(times.iter().all(|t| t.ends_with('Z')), "{events}");
+    assert!(times.is_sorted(), "{events}");
     let enums = ok(&ns, &["explain", "agd.spec.sourceConfig.deploymentType"]);
     for value in ["dev", "prod"] {
         assert!(enums.contains(value), "{enums}");

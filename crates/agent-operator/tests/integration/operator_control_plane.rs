@@ -97,7 +97,8 @@ async fn deployments_send_nothing_before_their_plane_is_checked() {
         .await;
     set_key(&h, support::leaks::WRONG_API_KEY).await;
     for i in 0..FLEET {
-        h.apply(github_deployment(&format!("early-{i}"), "main")).await;
+        h.apply(github_deployment(&format!("early-{i}"), "main"))
+            .await;
     }
     h.operator = Some(h.start_operator(&[]));
     for i in 0..FLEET {

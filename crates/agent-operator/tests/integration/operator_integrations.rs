@@ -13,6 +13,9 @@
 //! - item 8: every deployment type of docs/control-plane-api.md "Deployment" is created; any region
 //!   passes admission as a lowercase label and maps by the official CLI's
 //!   naming rule, without a request (no operator watches that namespace);
+//! - issue 36, item 8: an `integrationId` that is no integration of the
+//!   workspace is refused by the emulator's create (400) and stalls
+//!   `InvalidSpec` after one create;
 //! - `agentctl integrations list|repos` against the emulator, as a table and
 //!   as JSON, never echoing the key.
 
@@ -38,6 +41,20 @@ const REPO: &str = "https://github.com/acme/support-agent";
 fn seeded_integrations() -> String {
     format!("{WORKSPACE}={INTEGRATION_ID}:acme:{REPO},https://github.com/acme/billing")
 }
+
+/// The emulator's seed of the fixtures' integration
+/// (`test_support::manifests::INTEGRATION_ID`, the `integrationId` of
+/// [`github_deployment`]): a workspace with seeded integrations refuses any
+/// other id.
+fn fixture_integration() -> String {
+    format!(
+        "{WORKSPACE}={}:fixtures",
+        test_support::manifests::INTEGRATION_ID
+    )
+}
+
+/// An id that is no integration of the workspace.
+const UNKNOWN_INTEGRATION_ID: &str = "3f0d1c2e-5a4b-4c3d-8e2f-00000000dead";
 
 /// A github AgentDeployment naming its integration by `integration` instead
 /// of an id, building `repo`.
@@ -157,11 +174,74 @@ async fn an_inaccessible_repository_or_an_unknown_integration_stalls_without_a_c
     );
 }
 
+/// The `integrationId` path as the service answers it: an id that is not an
+/// integration of the workspace is refused by the create (400, answered by
+/// the emulator as for an unknown listener), and the resource stalls
+/// `InvalidSpec` naming the id and the time the create may be sent again,
+/// after one create that is not repeated; a known id creates, with no
+/// integration lookup for either.
+#[tokio::test]
+async fn an_unknown_integration_id_is_refused_once_and_a_known_one_creates() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-integ-id")
+        .integration(&seeded_integrations())
+        .start()
+        .await;
+    for (name, id) in [
+        ("unknown-id", UNKNOWN_INTEGRATION_ID),
+        ("known-id", INTEGRATION_ID),
+    ] {
+        let mut m = github_deployment(name, "main");
+        m["spec"]["sourceConfig"]["integrationId"] = json!(id);
+        m["spec"]["sourceConfig"]["repoUrl"] = json!(REPO);
+        h.apply(m).await;
+    }
+    let stalled = h
+        .wait_stalled("unknown-id", reason::INVALID_SPEC, TIMEOUT)
+        .await;
+    let (_, _, message) = support::ready(&stalled).unwrap();
+    assert!(
+        message.contains(&format!(
+            "bad request (400): Integration ID {UNKNOWN_INTEGRATION_ID} not found."
+        )),
+        "{message}"
+    );
+    let rejected = stalled
+        .status
+        .as_ref()
+        .and_then(|s| s.rejected_request.clone())
+        .expect("the refusal is recorded");
+    assert!(
+        message.contains(&format!(
+            "not sent again until the spec or a Secret it uses changes, or until {}",
+            rejected.retry_after_time
+        )),
+        "{message}"
+    );
+    let status = h.wait_ready("known-id", TIMEOUT).await.status.unwrap();
+    let remote =
+        h.cp.get_deployment(status.deployment_id.as_deref().unwrap())
+            .await
+            .unwrap();
+    assert_eq!(
+        remote.source_config.integration_id.as_deref(),
+        Some(INTEGRATION_ID)
+    );
+    // The refused create is not sent again while nothing changes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::CREATE), 2, "{:?}", counts.0);
+    assert_eq!(counts.count(route::INTEGRATIONS), 0, "{:?}", counts.0);
+    assert_eq!(counts.count(route::INTEGRATION_REPOS), 0, "{:?}", counts.0);
+    assert_eq!(h.remote_deployments().await.len(), 1);
+}
+
 #[tokio::test]
 async fn build_commands_are_checked_sent_and_a_change_is_a_new_revision() {
     test_support::skip_without!(Envtest);
     let h = Harness::quick("op-integ-build")
         .integration(&seeded_integrations())
+        .integration(&fixture_integration())
         .start()
         .await;
     for (field, bad) in [
@@ -232,6 +312,7 @@ async fn every_deployment_type_is_created_and_regions_map_by_the_cli_rule() {
     test_support::skip_without!(Envtest);
     let h = Harness::quick("op-integ-types")
         .integration(&seeded_integrations())
+        .integration(&fixture_integration())
         .start()
         .await;
     let types = ["dev_free", "dev", "prod", "dev_zero", "dev_free_zero"];

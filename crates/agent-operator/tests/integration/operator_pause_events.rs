@@ -1,6 +1,8 @@
 //! Items 13 and 14: the pause annotation stops every remote call until it is
-//! removed; events (events.k8s.io/v1) tell the story of an object's life and
-//! never contain a secret value.
+//! removed; events tell the story of an object's life and never contain a
+//! secret value. They are written through core/v1 with `lastTimestamp`,
+//! because events.k8s.io/v1 refuses one (pinned here against the real API
+//! server; issue 36).
 
 use crate::support;
 
@@ -252,4 +254,59 @@ async fn events_tell_the_story_without_secret_values() {
     }
     let counts = h.emulator.requests().await;
     assert_eq!(counts.count(route::CREATE), 1);
+}
+
+/// Why the operator writes its events through core/v1: the real API server
+/// refuses an events.k8s.io/v1 Event that sets `deprecatedLastTimestamp`
+/// (what `kubectl get events --sort-by=.lastTimestamp` reads), and accepts
+/// the same event through core/v1 with `lastTimestamp`, readable through
+/// events.k8s.io/v1 as `deprecatedLastTimestamp`.
+#[tokio::test]
+async fn only_core_events_can_carry_a_last_timestamp() {
+    test_support::skip_without!(Envtest);
+    let client = crate::common::client().await;
+    let ns = crate::common::test_namespace(&client, "op-events-v1").await;
+    let at = "2026-01-01T00:00:00Z";
+    let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let refused: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "with-last"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "deprecatedLastTimestamp": at,
+        "regarding": {"kind": "AgentDeployment", "name": "x", "namespace": ns},
+        "reason": "Check", "note": "n", "type": "Normal", "action": "Reconcile",
+        "reportingController": "agent-operator", "reportingInstance": "agent-operator",
+    }))
+    .unwrap();
+    match v1.create(&Default::default(), &refused).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(
+                // "lastTimestamp: Invalid value: \"\": needs to be unset"
+                status.message.contains("lastTimestamp")
+                    && status.message.contains("needs to be unset"),
+                "{status:?}"
+            );
+        }
+        other => panic!("events.k8s.io/v1 accepted deprecatedLastTimestamp: {other:?}"),
+    }
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
+    let accepted: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "with-last"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "firstTimestamp": at, "lastTimestamp": at, "count": 1,
+        "involvedObject": {"kind": "AgentDeployment", "name": "x", "namespace": ns},
+        "reason": "Check", "message": "n", "type": "Normal", "action": "Reconcile",
+        "reportingComponent": "agent-operator", "reportingInstance": "agent-operator",
+    }))
+    .unwrap();
+    core.create(&Default::default(), &accepted)
+        .await
+        .expect("core/v1 accepts lastTimestamp");
+    let read = v1.get("with-last").await.unwrap();
+    assert_eq!(
+        read.deprecated_last_timestamp
+            .map(|t| t.0.to_string())
+            .as_deref(),
+        Some(at)
+    );
 }

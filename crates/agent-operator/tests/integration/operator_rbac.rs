@@ -145,6 +145,30 @@ async fn operators_act_as_the_shipped_service_account_and_lack_unused_verbs() {
             .delete("anything", &DeleteParams::default())
             .await
     ));
+    // Events: created through core/v1 (which keeps lastTimestamp), never
+    // deleted or read; the events.k8s.io group is not granted at all.
+    let sa_events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(sa.clone(), &ns);
+    let event: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "rbac-check"},
+        "involvedObject": {"kind": "AgentDeployment", "name": "x", "namespace": ns},
+        "reason": "Check", "message": "m", "type": "Normal",
+        "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z",
+    }))
+    .unwrap();
+    sa_events
+        .create(&PostParams::default(), &event)
+        .await
+        .expect("create on core events");
+    assert!(is_forbidden(
+        sa_events
+            .delete("rbac-check", &DeleteParams::default())
+            .await
+    ));
+    assert!(is_forbidden(
+        Api::<k8s_openapi::api::events::v1::Event>::namespaced(sa.clone(), &ns)
+            .list(&ListParams::default())
+            .await
+    ));
     // Leases only in the operator's namespace.
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(sa.clone(), &ns);
     assert!(is_forbidden(leases.list(&ListParams::default()).await));

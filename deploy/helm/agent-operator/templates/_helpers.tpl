@@ -76,9 +76,9 @@ checks that both stay equal).
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch"]
-# Events: one created per transition; a fresh Recorder per event never
-# patches a series.
-- apiGroups: ["events.k8s.io"]
+# Events: one created per transition, through core/v1 so that it carries
+# lastTimestamp; never patched into a series.
+- apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
 {{- end -}}

@@ -180,7 +180,14 @@ impl Pass<'_> {
         let s = &mut self.status;
         s.deployment_id = Some(view.id.clone());
         s.latest_revision_id = latest.id.clone();
-        s.revision_status = latest.status.as_ref().map(|s| s.to_string());
+        // A revision this pass started is not read (its next poll reads
+        // it): until then the REVISION column shows `CREATING`, the first
+        // status of a new revision, rather than nothing.
+        s.revision_status = latest.status.as_ref().map(|s| s.to_string()).or_else(|| {
+            latest
+                .started_here
+                .then(|| RevisionStatus::Creating.to_string())
+        });
         s.active_revision_id = view.active_revision_id.clone();
         s.deployment_status = view.deployment_status.clone();
         s.url = view.url.clone().or_else(|| previous.url.clone());

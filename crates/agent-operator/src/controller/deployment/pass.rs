@@ -138,7 +138,7 @@ impl<'a> Pass<'a> {
     /// the desired state changes or its backoff passes; a transient error is
     /// returned for the per-object backoff.
     pub(super) fn fail(&mut self, operation: &'static str, e: CpError) -> Box<Report> {
-        let outcome = apply_error_outcome(self.obj, operation, &e);
+        let mut outcome = apply_error_outcome(self.obj, operation, &e);
         if e.is_transient() {
             return self.finish(
                 &outcome,
@@ -163,6 +163,7 @@ impl<'a> Pass<'a> {
                     delay.as_secs() as i64,
                 ))
                 .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
+            outcome = super::report::not_resent_until(outcome, &retry_at.to_string());
             self.status.rejected_request = Some(RejectedRequest {
                 operation: operation.to_owned(),
                 fingerprint: fingerprint.to_owned(),

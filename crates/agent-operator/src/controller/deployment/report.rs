@@ -203,6 +203,28 @@ pub fn error_outcome(operation: &str, e: &CpError) -> Outcome {
     }
 }
 
+/// `outcome` (of a definite rejection: 400, 409, 422) with what happens to
+/// the refused request: it is not sent again until the desired state
+/// changes (the spec, or a value of a Secret it uses) or until `retry_at`
+/// (`status.rejectedRequest.retryAfterTime`, RFC 3339). Pure.
+pub fn not_resent_until(outcome: Outcome, retry_at: &str) -> Outcome {
+    let note = format!(
+        "; not sent again until the spec or a Secret it uses changes, or until {retry_at} \
+         (status.rejectedRequest.retryAfterTime)"
+    );
+    match outcome {
+        Outcome::Stalled { reason, message } => Outcome::Stalled {
+            reason,
+            message: message + &note,
+        },
+        Outcome::Progressing { reason, message } => Outcome::Progressing {
+            reason,
+            message: message + &note,
+        },
+        other => other,
+    }
+}
+
 /// The outcome of a control plane error in an apply pass of `obj`: as
 /// [`error_outcome`], except that a refused key (401) is the
 /// AgentControlPlane's problem, not this object's: it waits for its plane
@@ -253,5 +275,73 @@ mod tests {
         );
         assert_eq!(o.reason(), reason::INVALID_SPEC);
         assert!(o.message().contains("name is immutable"));
+    }
+
+    /// The messages of refused requests, as the condition shows them: the
+    /// service's location and message without empty parts, and when the
+    /// request may be sent again.
+    #[test]
+    fn refused_requests_say_why_and_when_they_are_sent_again() {
+        use crate::controlplane::types::ValidationError;
+        let at = "2026-11-26T17:40:00Z";
+        let v = |loc: &[&str], msg: &str, kind: &str| ValidationError {
+            loc: loc.iter().map(|l| serde_json::json!(l)).collect(),
+            msg: msg.into(),
+            kind: kind.into(),
+        };
+        let cases = [
+            (
+                // A 422 whose detail is a string.
+                CpError::from_response(
+                    reqwest::StatusCode::UNPROCESSABLE_ENTITY,
+                    None,
+                    br#"{"detail": "image_uri: registry not allowed"}"#,
+                ),
+                reason::INVALID_SPEC,
+                "create deployment: validation failed (422): image_uri: registry not allowed; not \
+                 sent again until the spec or a Secret it uses changes, or until \
+                 2026-11-26T17:40:00Z (status.rejectedRequest.retryAfterTime)",
+            ),
+            (
+                CpError::Validation {
+                    errors: vec![
+                        v(
+                            &["body", "source_config", "repo_url"],
+                            "Field required",
+                            "missing",
+                        ),
+                        v(&[], "", "unknown"),
+                        v(&["body", ""], "too long", ""),
+                    ],
+                },
+                reason::INVALID_SPEC,
+                "create deployment: validation failed (422): body.source_config.repo_url: Field \
+                 required (missing); body: too long; not sent again until the spec or a Secret it \
+                 uses changes, or until 2026-11-26T17:40:00Z \
+                 (status.rejectedRequest.retryAfterTime)",
+            ),
+            (
+                CpError::Validation { errors: vec![] },
+                reason::INVALID_SPEC,
+                "create deployment: validation failed (422): the service gave no detail; not sent \
+                 again until the spec or a Secret it uses changes, or until 2026-11-26T17:40:00Z \
+                 (status.rejectedRequest.retryAfterTime)",
+            ),
+            (
+                CpError::Conflict {
+                    detail: "Deployment name already exists.".into(),
+                },
+                reason::NAME_CONFLICT,
+                "create deployment: conflict (409): Deployment name already exists.; not sent \
+                 again until the spec or a Secret it uses changes, or until 2026-11-26T17:40:00Z \
+                 (status.rejectedRequest.retryAfterTime)",
+            ),
+        ];
+        for (e, want_reason, want) in cases {
+            assert!(e.is_rejection(), "{e}");
+            let o = not_resent_until(error_outcome("create deployment", &e), at);
+            assert_eq!(o.reason(), want_reason, "{e}");
+            assert_eq!(o.message(), want, "{e}");
+        }
     }
 }

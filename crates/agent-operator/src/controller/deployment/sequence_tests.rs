@@ -287,6 +287,21 @@ async fn create_writes_the_marker_then_status_then_the_id_then_events() {
     );
 }
 
+/// The REVISION column (`status.revisionStatus`) is filled by the first
+/// status write after the create, without a read of the revision, and the
+/// next pass reads the revision's real status.
+#[tokio::test]
+async fn the_first_status_write_after_a_create_fills_the_revision_column() {
+    let s = Scenario::new(FOREVER, FOREVER).await;
+    s.pass().await;
+    let status = s.object().status.expect("status");
+    assert!(status.latest_revision_id.is_some());
+    assert_eq!(status.revision_status.as_deref(), Some("CREATING"));
+    s.pass().await;
+    let read = s.object().status.unwrap().revision_status.unwrap();
+    assert_ne!(read, "CREATING", "the poll reads the revision");
+}
+
 #[tokio::test]
 async fn poll_writes_status_only_when_the_revision_status_changes() {
     let s = Scenario::new(FOREVER, FOREVER).await;

@@ -86,8 +86,9 @@ impl Source {
 /// Deployment type (wire `source_config.deployment_type`; the project's API
 /// notes, section "Deployment"): `dev_free`, `dev`, `prod`, `dev_zero` or
 /// `dev_free_zero` (`dev_zero` and `dev_free_zero`, variants that may scale
-/// to zero, are accepted by the Terraform provider); immutable. Both
-/// sources. A `github` create always carries one: `dev` when unset (the
+/// to zero, are accepted by the Terraform provider). Can change freely
+/// until the remote deployment exists, then not (writing down the type in
+/// effect, `dev` for an unset `github` one, is accepted). Both sources. A `github` create always carries one: `dev` when unset (the
 /// official Python CLI's default; the Terraform provider's is `prod`). For
 /// `external_docker` it is sent only when set, and the control plane may
 /// refuse it there (400): leave it unset unless your service accepts it.
@@ -199,6 +200,9 @@ pub struct SourceConfig {
     /// uuid of the GitHub integration. Source `github` only; there, this
     /// or `integrationRef` is required. Mutually exclusive with
     /// `integrationRef`.
+    /// Can change freely until the remote deployment exists
+    /// (`status.deploymentId` set); then it cannot change: the control plane
+    /// cannot change it on a deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::api::rules::UUID_PATTERN))]
     pub integration_id: Option<String>,
@@ -210,17 +214,25 @@ pub struct SourceConfig {
     /// (`GET /v1/integrations/github/{id}/repos`) and stalls with
     /// `IntegrationNotFound` or `RepositoryNotAccessible` otherwise, creating
     /// nothing. Both endpoints are seen only in the official clients (the
-    /// project's API notes, section "Integrations (v1)"). Immutable, like the
-    /// id it stands for; mutually exclusive with `integrationId`.
+    /// project's API notes, section "Integrations (v1)"). Mutually exclusive
+    /// with `integrationId`.
+    /// Can change freely until the remote deployment exists
+    /// (`status.deploymentId` set); then it cannot change: the control plane
+    /// cannot change it on a deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration_ref: Option<IntegrationRef>,
     /// URL of the repository. Source `github` only, and required there:
     /// `https://`, or `http://` on a loopback host; at most 2048 bytes.
+    /// Can change freely until the remote deployment exists
+    /// (`status.deploymentId` set); then it cannot change: the control plane
+    /// cannot change it on a deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new(rules::url_rule()).message("repoUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
     pub repo_url: Option<String>,
-    /// `dev_free`, `dev`, `prod`, `dev_zero` or `dev_free_zero`; immutable.
+    /// `dev_free`, `dev`, `prod`, `dev_zero` or `dev_free_zero`; immutable once
+    /// the remote deployment exists (writing down the type in effect is
+    /// accepted).
     /// Both sources. A `github` create always carries one: `dev` when unset
     /// (the official Python CLI's default; the Terraform provider's is
     /// `prod`). For `external_docker` it is sent only when set, and the
@@ -232,6 +244,8 @@ pub struct SourceConfig {
     /// Whether a push to the branch triggers a build (must be false for a
     /// tag). Source `github` only: a `github` create sends `false` when
     /// unset; an `external_docker` deployment is not built.
+    /// Once the remote deployment exists it cannot be removed (the control
+    /// plane keeps a value it is not sent); set the value you want instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_on_push: Option<bool>,
     /// Deployment URL. Source `external_docker` only (a `github`
@@ -239,6 +253,8 @@ pub struct SourceConfig {
     /// on a loopback host; at most 2048 bytes. Its host must be in
     /// the operator's `--allowed-hosts`, else the resource is `Stalled`
     /// (`HostNotAllowed`) and nothing is sent.
+    /// Once the remote deployment exists it cannot be removed (the control
+    /// plane keeps a value it is not sent); set the value you want instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
     #[x_kube(validation = Rule::new(rules::url_rule()).message("customUrl must be an https:// URL (http:// only for localhost), without spaces or control characters"))]
@@ -253,6 +269,8 @@ pub struct SourceConfig {
     /// by PATCH and, like `resourceSpec`, starts a new revision (no source
     /// says whether the service builds again by itself; a build setting only
     /// takes effect in a new build).
+    /// Once the remote deployment exists it cannot be removed (the control
+    /// plane keeps a value it is not sent); set the value you want instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("installCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
@@ -260,6 +278,8 @@ pub struct SourceConfig {
     /// Build command of a JavaScript build, e.g. `npm run build` (wire
     /// `source_config.build_command`). Source `github` only; same rule and
     /// behaviour as `installCommand`.
+    /// Once the remote deployment exists it cannot be removed (the control
+    /// plane keeps a value it is not sent); set the value you want instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     #[x_kube(validation = Rule::new(rules::build_command_rule()).message(format!("buildCommand {}", rules::BUILD_COMMAND_MESSAGE).as_str()))]
@@ -268,6 +288,10 @@ pub struct SourceConfig {
     /// MiB, ...), typed with units and ranges; sent as the wire
     /// `resource_spec` with its keys in snake_case (`minScale` as
     /// `min_scale`). Both sources.
+    /// Once the remote deployment exists neither it nor one of its keys can
+    /// be removed (the operator sends only the keys set here and the control
+    /// plane keeps the others), except a key it did not keep
+    /// (`DriftNotConverging`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::resource_spec::schema")]
     pub resource_spec: Option<serde_json::Map<String, serde_json::Value>>,
@@ -439,6 +463,7 @@ pub struct AgentDeploymentSpec {
     pub control_plane_ref: ControlPlaneRef,
     /// Remote deployment name; default `metadata.name`. Lowercase letters,
     /// digits and `-` (the names official clients use).
+    /// Can change freely until the remote deployment exists (`status.deploymentId` set); then it cannot change, as the control plane cannot change it on a deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-z0-9-]+$"), length(min = 1, max = 63))]
     pub name: Option<String>,
@@ -466,6 +491,10 @@ pub struct AgentDeploymentSpec {
     pub source_revision_config: SourceRevisionConfig,
     /// Environment secrets of the agent server: a list-map keyed by `name`
     /// (a name appears once), at most 100.
+    /// Removing entries sends the complete environment without them. Once
+    /// the remote deployment exists the last entry cannot be removed: the
+    /// control plane reads an empty environment as "unchanged", so the
+    /// variables would stay (rotate a leaked value instead).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 100))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
@@ -481,6 +510,10 @@ pub struct AgentDeploymentSpec {
     pub secret_references: Vec<DeploymentSecretReference>,
     /// Adopt this existing remote deployment (uuid) instead of creating one;
     /// the operator then converges it to this spec.
+    /// A deployment whose source, repository, integration, type, listener
+    /// or name differ from this spec is not adopted (`AdoptionMismatch`).
+    /// Can be corrected until a deployment is adopted or created; then it
+    /// may only name that deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::api::rules::UUID_PATTERN))]
     pub deployment_id: Option<String>,

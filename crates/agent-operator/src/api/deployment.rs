@@ -88,10 +88,10 @@ impl Source {
 /// `dev_free_zero` (`dev_zero` and `dev_free_zero`, variants that may scale
 /// to zero, are accepted by the Terraform provider). Can change freely
 /// until the remote deployment exists, then not (writing down the type in
-/// effect, `dev` for an unset `github` one, is accepted). Both sources. A `github` create always carries one: `dev` when unset (the
-/// official Python CLI's default; the Terraform provider's is `prod`). For
-/// `external_docker` it is sent only when set, and the control plane may
-/// refuse it there (400): leave it unset unless your service accepts it.
+/// effect, `dev` for an unset `github` one, is accepted). Source `github`
+/// only: the control plane refuses it for `external_docker` (refused at
+/// admission). A `github` create always carries one: `dev` when unset (the
+/// official Python CLI's default; the Terraform provider's is `prod`).
 // This doc is what `kubectl explain` shows for `sourceConfig.deploymentType`:
 // the type's doc wins over the field's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -233,12 +233,10 @@ pub struct SourceConfig {
     /// `dev_free`, `dev`, `prod`, `dev_zero` or `dev_free_zero`; immutable once
     /// the remote deployment exists (writing down the type in effect is
     /// accepted).
-    /// Both sources. A `github` create always carries one: `dev` when unset
-    /// (the official Python CLI's default; the Terraform provider's is
-    /// `prod`). For `external_docker` it is sent only when set, and the
-    /// control plane may refuse it there (400): leave it unset unless your
-    /// service accepts it (the project's API notes, section "Requests as the
-    /// official clients send them").
+    /// Source `github` only (refused at admission for `external_docker`,
+    /// which the control plane refuses). A `github` create always carries
+    /// one: `dev` when unset (the official Python CLI's default; the
+    /// Terraform provider's is `prod`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_type: Option<DeploymentType>,
     /// Whether a push to the branch triggers a build (must be false for a
@@ -443,6 +441,7 @@ pub struct DeploymentSecretReference {
     validation = Rule::new(rules::resource_spec_kept_rule()).message(rules::RESOURCE_SPEC_KEPT_MESSAGE),
 )]
 #[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
+#[x_kube(validation = Rule::new(rules::DEPLOYMENT_TYPE_IMAGE_RULE).message(rules::DEPLOYMENT_TYPE_IMAGE_MESSAGE))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)").message("sourceRevisionConfig.imageUri is only for source external_docker"))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceConfig.customUrl)").message("sourceConfig.customUrl can be set only for source external_docker"))]
 #[x_kube(validation = Rule::new("self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId) && !has(self.sourceConfig.integrationRef))").message("sourceConfig.repoUrl, integrationId and integrationRef are only for source github"))]

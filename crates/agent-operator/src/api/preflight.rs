@@ -4,7 +4,9 @@
 
 use super::deployment::{AgentDeploymentSpec, Source};
 use super::resource_spec;
-use super::rules::{RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES, check_build_command};
+use super::rules::{
+    DEPLOYMENT_TYPE_IMAGE_MESSAGE, RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES, check_build_command,
+};
 
 /// What the operator checks itself before any remote call, for rules the
 /// schema cannot express or for objects stored before a rule existed (the
@@ -68,6 +70,9 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
         if !seen.insert(s.name.as_str()) {
             return Err(format!("secret name {} is listed twice", s.name));
         }
+    }
+    if spec.source == Source::ExternalDocker && spec.source_config.deployment_type.is_some() {
+        return Err(DEPLOYMENT_TYPE_IMAGE_MESSAGE.into());
     }
     if !spec.secret_references.is_empty() {
         if spec.source != Source::ExternalDocker {

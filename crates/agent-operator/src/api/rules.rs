@@ -274,6 +274,18 @@ pub fn resource_spec_kept_rule() -> String {
 /// Message of [`resource_spec_kept_rule`].
 pub const RESOURCE_SPEC_KEPT_MESSAGE: &str = "a key of spec.sourceConfig.resourceSpec (or resourceSpec itself) cannot be removed once the remote deployment exists: the operator sends only the keys the spec sets and the control plane keeps the others, so the removal would not take effect; set the key to the value you want instead (a key the control plane did not keep, reported as DriftNotConverging, may be removed)";
 
+/// CEL rule on the spec: no `sourceConfig.deploymentType` with `source:
+/// external_docker`. The control plane refuses it there (400
+/// "'source_config.deployment_type' is not allowed for source
+/// 'external_docker'"), and both official CLIs leave it out for images
+/// (docs/control-plane-api.md "Requests as the official clients send them").
+pub const DEPLOYMENT_TYPE_IMAGE_RULE: &str =
+    "self.source != 'external_docker' || !has(self.sourceConfig.deploymentType)";
+
+/// Message of [`DEPLOYMENT_TYPE_IMAGE_RULE`] (and of the operator's own
+/// check of objects stored before it).
+pub const DEPLOYMENT_TYPE_IMAGE_MESSAGE: &str = "sourceConfig.deploymentType is only for source github: the control plane refuses it for external_docker (the platform chooses the type of an image deployment); remove it";
+
 #[cfg(test)]
 mod tests {
     use super::*;

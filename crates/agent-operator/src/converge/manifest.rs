@@ -60,12 +60,32 @@ fn kind_of(v: &serde_json::Value) -> (String, String, String) {
     (s("apiVersion"), s("kind"), name)
 }
 
+/// `json` as a `T`, refusing a field `T` does not know with its path (as
+/// `kubectl apply --validate=strict`: [`super::strict::unknown_fields`]).
+fn strict<T>(what: &str, json: serde_json::Value) -> Result<T, String>
+where
+    T: serde::de::DeserializeOwned + serde::Serialize,
+{
+    let typed: T = serde_json::from_value(json.clone()).map_err(|e| format!("{what}: {e}"))?;
+    let back = serde_json::to_value(&typed).map_err(|e| format!("{what}: {e}"))?;
+    let unknown = super::strict::unknown_fields(&json, &back);
+    if !unknown.is_empty() {
+        return Err(format!(
+            "{what}: unknown field{} {} (the API server refuses it with strict field validation)",
+            if unknown.len() == 1 { "" } else { "s" },
+            unknown.join(", ")
+        ));
+    }
+    Ok(typed)
+}
+
 impl Manifest {
     /// Parses the documents of `text`.
     ///
     /// Errors (a message naming the document, 1-based, and its kind and
     /// name): YAML syntax, a document that is not an object, an unknown
-    /// `apiVersion`/`kind`, a field of the wrong shape, a document without
+    /// `apiVersion`/`kind`, a field of the wrong shape or unknown to the
+    /// kind (named by its path), a document without
     /// `metadata.name`, two objects with the same kind, namespace and name,
     /// and a file without any `AgentDeployment`.
     pub fn parse(text: &str) -> Result<Self, String> {
@@ -85,6 +105,9 @@ impl Manifest {
                     "document {n}: not an object (a Kubernetes manifest)"
                 ));
             }
+            let mut json = json;
+            // As the API server reads it: a null optional field is absent.
+            super::strict::drop_nulls(&mut json);
             let (api_version, kind, name) = kind_of(&json);
             let what = format!("document {n} ({kind} {name:?})");
             if name.is_empty() {
@@ -93,7 +116,7 @@ impl Manifest {
             let shape = |e: serde_json::Error| format!("{what}: {e}");
             match (api_version.as_str(), kind.as_str()) {
                 (API_VERSION, "AgentDeployment") => {
-                    let d: AgentDeployment = serde_json::from_value(json).map_err(shape)?;
+                    let d: AgentDeployment = strict(&what, json)?;
                     let key = (namespace_of(&d.metadata.namespace), name);
                     if !seen_deployments.insert(key) {
                         return Err(format!("{what}: listed twice"));
@@ -101,7 +124,7 @@ impl Manifest {
                     m.deployments.push(d);
                 }
                 (API_VERSION, "AgentListener") => {
-                    let l: AgentListener = serde_json::from_value(json).map_err(shape)?;
+                    let l: AgentListener = strict(&what, json)?;
                     let key = (namespace_of(&l.metadata.namespace), name);
                     if m.listeners.insert(key, l).is_some() {
                         return Err(format!("{what}: listed twice"));

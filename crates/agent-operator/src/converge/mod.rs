@@ -38,6 +38,7 @@
 //! (create or PATCH); [`follow`] polls the latest revision until it ends.
 
 pub mod manifest;
+pub mod strict;
 
 use std::time::{Duration, Instant};
 

@@ -816,3 +816,32 @@ async fn diff_shows_and_apply_refuses_a_difference_the_control_plane_cannot_conv
     let sent = routes(&emu, before);
     assert!(mutations(&sent).is_empty(), "{sent:?}");
 }
+
+/// agentctl reads a file as the API server does (issue "Every shipped
+/// manifest works through every entry point", item 1): the shipped example
+/// with an empty `sourceConfig:` (YAML null) deploys with `apply --wait`,
+/// and a mistyped field is refused with its path (exit 2), nothing sent.
+#[tokio::test]
+async fn agentctl_reads_nulls_as_absent_and_refuses_unknown_fields() {
+    let emu = emulator(vec![]).await;
+    let url = emu.base_url();
+    let example = test_support::repo_root().join("examples/agent-deployment-docker.yaml");
+    let run = apply_wait(&url, example.to_str().unwrap()).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains(": DEPLOYED ("), "{run:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let typo = std::fs::read_to_string(&example)
+        .unwrap()
+        .replace("imageUri:", "imageURI:");
+    let file = write(dir.path(), "typo.yaml", &typo);
+    let before = log_len(&emu);
+    let run = agentctl(&url, &["diff", "-f", file.to_str().unwrap()]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("unknown field spec.sourceRevisionConfig.imageURI"),
+        "{run:?}"
+    );
+    assert_eq!(log_len(&emu), before, "nothing sent");
+}

@@ -445,6 +445,16 @@ fn cases() -> Vec<Case> {
             Admission("metadata.name is not a valid remote deployment name"),
         ),
         c(
+            "deploymentType on an image",
+            "field the service refuses",
+            with(
+                docker("h-image-type"),
+                "/spec/sourceConfig/deploymentType",
+                json!("dev"),
+            ),
+            Admission("sourceConfig.deploymentType is only for source github"),
+        ),
+        c(
             "secrets as a string",
             "wrong type",
             with(docker("h-secrets-type"), "/spec/secrets", json!("TOKEN=x")),

@@ -68,5 +68,6 @@ mod security_policy;
 mod security_rbac;
 mod security_tls;
 mod setup_prerequisites;
+mod shipped_manifests;
 mod tenants;
 mod troubleshooting_advice;

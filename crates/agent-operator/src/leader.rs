@@ -400,6 +400,7 @@ async fn watchdog(
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
     let margin = config.step_down_margin();
     let mut deadline = acquired + config.renew_deadline();
+    let mut last_renew = None;
     let events = watch_object(api, &config.lease_name).default_backoff();
     let mut events = std::pin::pin!(events);
     loop {
@@ -421,6 +422,15 @@ async fn watchdog(
                     if let (Some(renew), Some(seconds)) =
                         (spec.renew_time, spec.lease_duration_seconds)
                     {
+                        // A new renewTime of ours is a successful renewal:
+                        // the lease manager reports only changes of holder,
+                        // not each renewal, so the age of the last renewal
+                        // (the metric the stale-lease alert reads) is reset
+                        // here.
+                        if last_renew.as_ref() != Some(&renew) {
+                            renewed_now();
+                            last_renew = Some(renew.clone());
+                        }
                         let expiry = SystemTime::from(renew.0)
                             + Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
                         let left = expiry

@@ -165,6 +165,27 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
         Some(200),
         "the leader is still running after renewing"
     );
+    // The age of the last renewal follows every renewal (every 2 s of a 6 s
+    // Lease), not only the acquisition: sampled over 4 renewal periods it
+    // stays under two periods, where the stale-lease alert would page at 10 s.
+    let mut ages = Vec::new();
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let text = leader_proc.metrics().await;
+        ages.push(
+            metric(
+                &text,
+                "agent_operator_leader_lease_renewal_age_seconds",
+                &[],
+            )
+            .expect("the renewal age metric"),
+        );
+    }
+    eprintln!("renewal age of a healthy leader, sampled every second: {ages:?}");
+    assert!(
+        ages.iter().all(|a| *a < 4.0),
+        "the renewal age resets on each renewal: {ages:?}"
+    );
 
     apply_json(&api, "before-failover", deployment("before-failover")).await;
     wait_for(&api, "before-failover", TIMEOUT, "Ready=True", |o| {

@@ -183,18 +183,21 @@ pub fn default_namespace() -> String {
 /// backoff (1 s doubling to 30 s), so this only returns as leader; drop the
 /// future to give up (a Lease acquired meanwhile then simply expires).
 pub async fn acquire(client: kube::Client, config: LeaderConfig) -> Leadership {
-    let manager = Arc::new(
-        retrying("creating the lease manager", || {
-            LeaseManagerBuilder::new(client.clone(), &config.lease_name)
-                .with_namespace(&config.namespace)
-                .with_identity(&config.identity)
-                .with_duration(config.duration_seconds)
-                .with_grace(config.grace_seconds())
-                .with_field_manager(format!("agent-operator-{}", config.identity))
-                .build()
-        })
-        .await,
-    );
+    let build = || async {
+        Arc::new(
+            retrying("creating the lease manager", || {
+                LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+                    .with_namespace(&config.namespace)
+                    .with_identity(&config.identity)
+                    .with_duration(config.duration_seconds)
+                    .with_grace(config.grace_seconds())
+                    .with_field_manager(format!("agent-operator-{}", config.identity))
+                    .build()
+            })
+            .await,
+        )
+    };
+    let mut manager = build().await;
     info!(
         lease = %config.lease_name,
         namespace = %config.namespace,
@@ -202,19 +205,49 @@ pub async fn acquire(client: kube::Client, config: LeaderConfig) -> Leadership {
         "waiting for the leader lease"
     );
     let mut delay = Duration::from_secs(1);
+    // A standby also watches the Lease: the lease manager waits for a held
+    // Lease to expire on the state it read last, so a Lease released by a
+    // leader's clean shutdown (holder cleared) would wait out the old term.
+    // On such a release a new manager (a fresh read) takes it at once.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &config.namespace);
+    let released = watch_object(leases, &config.lease_name)
+        .default_backoff()
+        .filter_map(|event| async move {
+            match event {
+                Ok(Some(lease)) if is_released(&lease) => Some(()),
+                _ => None,
+            }
+        });
+    let mut released = std::pin::pin!(released);
     loop {
-        match manager.changed().await {
-            Ok(true) => break,
-            Ok(false) => {}
-            Err(e) => {
-                warn!(error = %e, retry_in_s = delay.as_secs(), "leader lease API error");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(MAX_RETRY_DELAY);
+        tokio::select! {
+            changed = manager.changed() => match changed {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(error = %e, retry_in_s = delay.as_secs(), "leader lease API error");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(MAX_RETRY_DELAY);
+                }
+            },
+            Some(()) = released.next() => {
+                debug!(lease = %config.lease_name, "the leader released the lease; asking for it now");
+                manager = build().await;
             }
         }
     }
     info!(lease = %config.lease_name, identity = %config.identity, "acquired the leader lease");
     Leadership::start(client, manager, config)
+}
+
+/// True when nobody holds `lease`: its holder is unset or empty (what a
+/// leader's release writes). Pure.
+fn is_released(lease: &Lease) -> bool {
+    lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref())
+        .is_none_or(str::is_empty)
 }
 
 async fn retrying<T, F, Fut>(what: &str, mut attempt: F) -> T

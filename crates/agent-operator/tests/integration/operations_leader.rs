@@ -261,19 +261,44 @@ async fn sigterm_releases_the_lease_and_exits_cleanly() {
     let mut first = replica(env, &ns, "first", "ops-release-first", "300");
     wait_for_holder(&leases, "the first replica leads", |h| h == Some("first")).await;
     first.wait_for_status("/readyz", 200, TIMEOUT).await;
+    // A standby waiting meanwhile notices the release and leads at once.
+    let standby = replica(env, &ns, "standby", "ops-release-standby", "300");
+    standby.wait_for_status("/readyz", 200, TIMEOUT).await;
     apply_json(&api, "served", deployment("served")).await;
     wait_for(&api, "served", TIMEOUT, "Ready=True", |o| {
         is_ready_now(o).then_some(())
     })
     .await;
 
+    let sent = Instant::now();
     let status = first.terminate(TIMEOUT).await;
     assert!(status.success(), "graceful exit after SIGTERM: {status:?}");
-    assert_eq!(
-        holder(&leases).await,
-        None,
-        "the Lease is released on shutdown"
+    wait_for_holder(&leases, "the standby takes the released Lease", |h| {
+        h == Some("standby")
+    })
+    .await;
+    let handover = sent.elapsed();
+    eprintln!(
+        "hand-over after SIGTERM of the leader (300 s Lease): {:.1} s",
+        handover.as_secs_f64()
     );
+    assert!(
+        handover < Duration::from_secs(5),
+        "the standby led {handover:?} after the SIGTERM"
+    );
+    drop(standby);
+    // Released again by the standby's drop? It was killed: clear the
+    // holder as a clean shutdown would, for the next replica.
+    let lease_api: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), support::OPERATOR_NAMESPACE);
+    lease_api
+        .patch(
+            &format!("lease-{ns}"),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"holderIdentity": null}})),
+        )
+        .await
+        .expect("clearing the holder");
 
     let second = replica(env, &ns, "second", "ops-release-second", "300");
     wait_for_holder(&leases, "the next replica takes the released Lease", |h| {

@@ -58,10 +58,15 @@ checks that both stay equal).
 - apiGroups: ["agentserver.dev"]
   resources: ["agentdeployments"]
   verbs: ["get", "list", "watch", "patch"]
-# AgentControlPlanes and AgentListeners: their controllers and reflectors
-# (list + watch), a plane or listener absent from the store (get).
+# AgentControlPlanes: their controller and reflectors (list + watch), a
+# plane absent from the store (get), the in-use finalizer
+# agentserver.dev/in-use (patch). AgentListeners: their controller (list +
+# watch), a listener absent from the store (get).
 - apiGroups: ["agentserver.dev"]
-  resources: ["agentcontrolplanes", "agentlisteners"]
+  resources: ["agentcontrolplanes"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["agentserver.dev"]
+  resources: ["agentlisteners"]
   verbs: ["get", "list", "watch"]
 # Statuses: server-side apply on the status subresource, a patch.
 - apiGroups: ["agentserver.dev"]

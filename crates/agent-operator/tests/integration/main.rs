@@ -33,6 +33,7 @@ mod gitops_health;
 mod hostile_input;
 mod image;
 mod install_manifests;
+mod install_policy;
 mod kubectl_experience;
 mod listener_status;
 mod operations_http;

@@ -24,9 +24,11 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 /// The one listener and ServiceAccount the test's platform team allows.
-const LISTENER_OK: &str = "0c9a4a0e-6f51-4e43-9d2a-8b7e6f5d4c3b";
+pub(crate) const LISTENER_OK: &str = "0c9a4a0e-6f51-4e43-9d2a-8b7e6f5d4c3b";
 const LISTENER_OTHER: &str = "11111111-2222-4333-8444-555555555555";
-const SERVICE_ACCOUNT_OK: &str = "agent-runner";
+pub(crate) const SERVICE_ACCOUNT_OK: &str = "agent-runner";
+/// A finalizer the test holds an object with, as the operator holds its own.
+const HOLD: &str = "test.agentserver.dev/hold";
 /// How long the API server may take to load a new policy.
 const POLICY_LOAD: Duration = Duration::from_secs(60);
 
@@ -45,30 +47,37 @@ fn component() -> Vec<Value> {
     documents(&succeed(command, None).0)
 }
 
-/// The shipped policy, its binding scoped to `ns` and its ConfigMap in `ns`
-/// listing [`SERVICE_ACCOUNT_OK`] and [`LISTENER_OK`]. Only names and scope
-/// change; the rules are as shipped.
+/// Sets the policy's list variable `name` (index `index`, as the JSON
+/// patch of `deploy/components/pod-policy/kustomization.yaml` addresses
+/// it) to the CEL list literal `cel`.
+pub(crate) fn set_list(policy: &mut Value, index: usize, name: &str, cel: &str) {
+    let variable = &mut policy["spec"]["variables"][index];
+    assert_eq!(variable["name"], name, "the policy's variable {index}");
+    variable["expression"] = json!(cel);
+}
+
+/// The shipped policy listing [`SERVICE_ACCOUNT_OK`] and [`LISTENER_OK`],
+/// its binding scoped to `ns`. Only names, lists and scope change; the
+/// rules are as shipped.
 fn scoped_policy(ns: &str) -> Vec<Value> {
     let docs = component();
     let name = format!("{ns}-pod-policy");
-    let mut params = find(&docs, "ConfigMap").clone();
-    params["metadata"]["name"] = json!(name);
-    params["metadata"]["namespace"] = json!(ns);
-    params["data"] = json!({
-        "serviceAccountNames": format!(" other-runner, {SERVICE_ACCOUNT_OK} "),
-        "listenerIds": LISTENER_OK,
-    });
     let mut policy = find(&docs, "ValidatingAdmissionPolicy").clone();
     policy["metadata"]["name"] = json!(name);
+    set_list(
+        &mut policy,
+        0,
+        "serviceAccountNames",
+        &format!("['other-runner', '{SERVICE_ACCOUNT_OK}']"),
+    );
+    set_list(&mut policy, 1, "listenerIds", &format!("['{LISTENER_OK}']"));
     let mut binding = find(&docs, "ValidatingAdmissionPolicyBinding").clone();
     binding["metadata"]["name"] = json!(name);
     binding["spec"]["policyName"] = json!(name);
-    binding["spec"]["paramRef"]["name"] = json!(name);
-    binding["spec"]["paramRef"]["namespace"] = json!(ns);
     binding["spec"]["matchResources"] = json!({
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}
     });
-    vec![params, policy, binding]
+    vec![policy, binding]
 }
 
 fn apply_with_kubectl(docs: &[Value]) {
@@ -87,7 +96,7 @@ fn apply_with_kubectl(docs: &[Value]) {
 /// A self-hosted AgentDeployment that the policy admits: a listed listener
 /// and ServiceAccount, an emptyDir volume, non-root containers that drop
 /// every capability.
-fn clean(name: &str) -> Value {
+pub(crate) fn clean(name: &str) -> Value {
     AgentDeploymentManifest::docker(name, "ghcr.io/acme/agent:1.0.0")
         .source_config("listenerId", LISTENER_OK)
         .source_config(
@@ -135,8 +144,7 @@ fn with(mut base: Value, at: &str, value: Value) -> Value {
 const RS: &str = "/spec/sourceConfig/resourceSpec";
 
 /// Hostile specs: (what, manifest, the message the API server must give).
-fn hostile(ns: &str) -> Vec<(&'static str, Value, String)> {
-    let cm = format!("ConfigMap {ns}/{ns}-pod-policy");
+pub(crate) fn hostile() -> Vec<(&'static str, Value, String)> {
     vec![
         (
             "hostPath volume",
@@ -211,10 +219,9 @@ fn hostile(ns: &str) -> Vec<(&'static str, Value, String)> {
                 &format!("{RS}/serviceAccountName"),
                 json!("cluster-admin"),
             ),
-            format!(
-                "spec.sourceConfig.resourceSpec.serviceAccountName: cluster-admin is not on the \
-                 data-plane pod policy's list ({cm}, key serviceAccountNames)"
-            ),
+            "spec.sourceConfig.resourceSpec.serviceAccountName: cluster-admin is not on the \
+             data-plane pod policy's list serviceAccountNames"
+                .to_owned(),
         ),
         (
             "unlisted listener",
@@ -225,7 +232,7 @@ fn hostile(ns: &str) -> Vec<(&'static str, Value, String)> {
             ),
             format!(
                 "spec.sourceConfig.listenerId: {LISTENER_OTHER} is not on the data-plane pod \
-                 policy's list ({cm}, key listenerIds)"
+                 policy's list listenerIds"
             ),
         ),
         (
@@ -237,7 +244,7 @@ fn hostile(ns: &str) -> Vec<(&'static str, Value, String)> {
             }),
             format!(
                 "spec.listenerId: {LISTENER_OTHER} is not on the data-plane pod policy's list \
-                 ({cm}, key listenerIds)"
+                 listenerIds"
             ),
         ),
     ]
@@ -299,7 +306,7 @@ async fn the_pod_policy_refuses_each_hostile_resource_spec_and_admits_a_clean_on
 
     // The API server loads a new policy within a second or so: wait until
     // the first hostile spec is refused by it.
-    let cases = hostile(&ns);
+    let cases = hostile();
     let start = Instant::now();
     loop {
         match create(&client, &ns, &cases[0].1, true).await {
@@ -366,9 +373,10 @@ async fn the_pod_policy_refuses_each_hostile_resource_spec_and_admits_a_clean_on
     );
 
     // The object stored before the policy: its metadata still changes (the
-    // operator's finalizer and annotations, so it can be deleted), its spec
-    // no longer does without meeting the policy.
-    let annotate = json!({"metadata": {"annotations": {"agentserver.dev/note": "kept"}},
+    // operator's finalizer and annotations), and so do the fields the policy
+    // does not police; a change of a policed field must meet the policy.
+    let annotate = json!({"metadata": {"annotations": {"agentserver.dev/note": "kept"},
+                                       "finalizers": [HOLD]},
                           "spec": {}});
     deployments
         .patch(
@@ -378,14 +386,16 @@ async fn the_pod_policy_refuses_each_hostile_resource_spec_and_admits_a_clean_on
         )
         .await
         .expect("a metadata change of an object stored before the policy is admitted");
+    let image = json!({"spec": {"sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1.0.1"}}});
+    deployments
+        .patch("p-legacy", &PatchParams::default(), &Patch::Merge(&image))
+        .await
+        .expect("a change of a field the policy does not police is admitted");
+    let policed = json!({"spec": {"sourceConfig": {"resourceSpec": {"labels": {"team": "ops"}}}}});
     let status = refusal(
-        "spec change of an object stored before the policy",
+        "resourceSpec change of an object stored before the policy",
         deployments
-            .patch(
-                "p-legacy",
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"spec": {"sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:1.0.1"}}})),
-            )
+            .patch("p-legacy", &PatchParams::default(), &Patch::Merge(&policed))
             .await
             .map(|_| ()),
     );
@@ -395,6 +405,30 @@ async fn the_pod_policy_refuses_each_hostile_resource_spec_and_admits_a_clean_on
             .contains("volumes[host]: hostPath volumes are forbidden"),
         "{}",
         status.message
+    );
+
+    // Being deleted, it is never checked: its finalizer goes (as the
+    // operator's would), even after a change of a policed field.
+    deployments
+        .delete("p-legacy", &Default::default())
+        .await
+        .expect("deleting the object stored before the policy");
+    deployments
+        .patch("p-legacy", &PatchParams::default(), &Patch::Merge(&policed))
+        .await
+        .expect("an object being deleted is not checked");
+    let release = json!([{"op": "remove", "path": "/metadata/finalizers/0"}]);
+    deployments
+        .patch(
+            "p-legacy",
+            &PatchParams::default(),
+            &Patch::Json::<()>(serde_json::from_value(release).unwrap()),
+        )
+        .await
+        .expect("removing the finalizer of an object being deleted is admitted");
+    assert!(
+        deployments.get_opt("p-legacy").await.unwrap().is_none(),
+        "the object stored before the policy is still there"
     );
 }
 
@@ -442,23 +476,67 @@ fn helm_renders_the_same_policy_and_neither_install_turns_it_on_by_default() {
         "podPolicy.serviceAccountNames={agent-runner,reporting}",
         "--set",
         &format!("podPolicy.listenerIds={{{LISTENER_OK}}}"),
+        "--set",
+        "watchNamespaces={team-a,team-b}",
     ]);
     let shipped = component();
     let name = "policy-it-agent-operator-pod-policy";
+    // The same rules; only the lists differ, set from the values.
+    let mut expected = find(&shipped, "ValidatingAdmissionPolicy").clone();
+    set_list(
+        &mut expected,
+        0,
+        "serviceAccountNames",
+        r#"["agent-runner","reporting"]"#,
+    );
+    set_list(
+        &mut expected,
+        1,
+        "listenerIds",
+        &format!(r#"["{LISTENER_OK}"]"#),
+    );
+    let policy = find(&docs, "ValidatingAdmissionPolicy");
     assert_eq!(
-        find(&docs, "ValidatingAdmissionPolicy")["spec"],
-        find(&shipped, "ValidatingAdmissionPolicy")["spec"],
+        policy["spec"], expected["spec"],
         "the chart's policy differs from deploy/components/pod-policy"
     );
+    // Nothing outside the policy that could be missing: no parameters.
+    for spec in [&policy["spec"], &expected["spec"]] {
+        assert!(spec.get("paramKind").is_none(), "{spec}");
+    }
     let binding = &find(&docs, "ValidatingAdmissionPolicyBinding")["spec"];
     assert_eq!(binding["policyName"], name);
     assert_eq!(binding["validationActions"], json!(["Deny"]));
-    assert_eq!(
-        binding["paramRef"],
-        json!({"name": name, "namespace": "ops", "parameterNotFoundAction": "Deny"})
+    assert!(binding.get("paramRef").is_none(), "{binding}");
+    assert!(
+        find(&shipped, "ValidatingAdmissionPolicyBinding")["spec"]
+            .get("paramRef")
+            .is_none()
     );
+    // Scoped to the watched namespaces, unless a selector is given.
     assert_eq!(
-        find(&docs, "ConfigMap")["data"],
-        json!({"serviceAccountNames": "agent-runner,reporting", "listenerIds": LISTENER_OK})
+        binding["matchResources"],
+        json!({"namespaceSelector": {"matchExpressions": [{
+            "key": "kubernetes.io/metadata.name", "operator": "In",
+            "values": ["team-a", "team-b"]}]}})
     );
+    let selected = helm_template(&[
+        "--set",
+        "podPolicy.enabled=true",
+        "--set",
+        "watchNamespaces={team-a}",
+        "--set",
+        "podPolicy.namespaceSelector.matchLabels.policy=on",
+    ]);
+    assert_eq!(
+        find(&selected, "ValidatingAdmissionPolicyBinding")["spec"]["matchResources"],
+        json!({"namespaceSelector": {"matchLabels": {"policy": "on"}}})
+    );
+    let everywhere = helm_template(&["--set", "podPolicy.enabled=true"]);
+    assert!(
+        find(&everywhere, "ValidatingAdmissionPolicyBinding")["spec"]
+            .get("matchResources")
+            .is_none()
+    );
+    assert!(!docs.iter().any(|d| d["kind"] == "ConfigMap"));
 }

@@ -1,0 +1,372 @@
+//! Installs into a namespace of the platform team's choosing with the
+//! data-plane pod policy on (issue 37), each on a kube-apiserver of its own
+//! (the installs are cluster-wide: a ClusterRole, a ValidatingAdmissionPolicy
+//! for every namespace): kustomize with an overlay that sets only
+//! `namespace:` and the policy's lists, and Helm with a release namespace,
+//! uninstalled and installed again. After each, an operator acting as the
+//! installed ServiceAccount creates, changes and deletes AgentDeployments
+//! (its finalizer included) while the policy still refuses every hostile
+//! spec; a create right after the reinstall is admitted at once; and an
+//! AgentDeployment stored before the reinstall is deleted under the new
+//! policy. The policy has no parameter resource, so none can be missing: the
+//! tests check that too.
+
+use crate::install_manifests::{chart, documents, helm, succeed};
+use crate::security_policy::{self, LISTENER_OK, SERVICE_ACCOUNT_OK};
+use crate::{common, support};
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agent_operator::api::AgentDeployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use support::{
+    Budget, EmulatorProcess, OperatorOptions, OperatorProcess, github_deployment, is_ready_now,
+    wait_for,
+};
+use test_support::envtest::TestEnv;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the API server may take to load a new policy.
+const POLICY_LOAD: Duration = Duration::from_secs(30);
+
+/// `kubectl --kubeconfig <env's>`.
+fn kubectl(env: &TestEnv) -> Command {
+    let mut command = Command::new(
+        env.kubectl_path()
+            .expect("kubectl is not in the envtest assets directory: run `make setup`"),
+    );
+    command
+        .env_remove("KUBECONFIG")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path());
+    command
+}
+
+/// `path` relative to `from` (both absolute): kustomize refuses absolute
+/// paths in `resources` and `components`.
+fn relative(from: &Path, path: &Path) -> String {
+    let up = from.components().count() - 1;
+    format!(
+        "{}{}",
+        "../".repeat(up),
+        path.strip_prefix("/").expect("an absolute path").display()
+    )
+}
+
+/// Every `namespace` field of `value` (metadata, subjects, anything), with
+/// the JSON path that holds it.
+fn namespace_fields(value: &Value, at: &str, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                let here = format!("{at}.{key}");
+                match (key.as_str(), v) {
+                    ("namespace", Value::String(ns)) => out.push((here, ns.clone())),
+                    _ => namespace_fields(v, &here, out),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                namespace_fields(v, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn agent_deployments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::erase::<AgentDeployment>(&()),
+    )
+}
+
+async fn create(client: &kube::Client, ns: &str, manifest: &Value) -> Result<(), kube::Error> {
+    let object: DynamicObject = serde_json::from_value(manifest.clone()).expect("an object");
+    agent_deployments(client, ns)
+        .create(&PostParams::default(), &object)
+        .await
+        .map(|_| ())
+}
+
+/// Waits until the policy refuses the first hostile spec (the API server
+/// loads a new policy within a second or so), then checks that it refuses
+/// every hostile spec of `security_policy` and admits the clean self-hosted
+/// one (dry runs: nothing is stored).
+async fn assert_policy_in_force(client: &kube::Client, ns: &str) {
+    let cases = security_policy::hostile();
+    let objects = agent_deployments(client, ns);
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let start = Instant::now();
+    loop {
+        let object: DynamicObject = serde_json::from_value(cases[0].1.clone()).unwrap();
+        match objects.create(&dry_run, &object).await {
+            Err(kube::Error::Api(status)) if status.message.contains("pod policy") => break,
+            other => assert!(
+                start.elapsed() < POLICY_LOAD,
+                "the policy was not in force after {POLICY_LOAD:?}: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (what, manifest, message) in cases {
+        if manifest["kind"] != "AgentDeployment" {
+            continue;
+        }
+        let object: DynamicObject = serde_json::from_value(manifest).unwrap();
+        match objects.create(&dry_run, &object).await {
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                assert!(status.message.contains(&message), "{what}: {}", status.message);
+            }
+            other => panic!("{what}: not refused by the installed policy: {other:?}"),
+        }
+    }
+    let clean: DynamicObject = serde_json::from_value(security_policy::clean("p-clean")).unwrap();
+    objects
+        .create(&dry_run, &clean)
+        .await
+        .expect("the installed policy admits a clean self-hosted spec on its lists");
+}
+
+/// An AgentDeployment's life under the policy, by the operator: `name` is
+/// created (admitted at the first try), becomes Ready, changes (Ready at its
+/// new generation) and is deleted (the operator's finalizer goes: gone).
+async fn create_change_delete(client: &kube::Client, ns: &str, name: &str) {
+    create(client, ns, &github_deployment(name, "main"))
+        .await
+        .unwrap_or_else(|e| panic!("creating {name} under the policy: {e}"));
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), ns);
+    wait_for(&api, name, TIMEOUT, "Ready", |o| is_ready_now(o).then_some(())).await;
+    support::merge_patch(
+        &api,
+        name,
+        json!({"spec": {"sourceRevisionConfig": {"repoRef": "release"}}}),
+    )
+    .await;
+    wait_for(&api, name, TIMEOUT, "Ready after the change", |o| {
+        (is_ready_now(o) && o.metadata.generation > Some(1)).then_some(())
+    })
+    .await;
+    api.delete(name, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
+    support::wait_until_gone(&api, name, TIMEOUT).await;
+}
+
+/// The operator of an install: cluster-wide, or on `watched`, as the
+/// ServiceAccount `sa` of the install's namespace `ns`.
+fn operator(
+    env: &TestEnv,
+    log_name: &str,
+    ns: &str,
+    sa: &str,
+    watched: Vec<&str>,
+    extra: &[&str],
+) -> OperatorProcess {
+    let mut args = support::FAST_POLLING.to_vec();
+    args.extend_from_slice(extra);
+    OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name,
+            namespaces: watched,
+            extra: args,
+            service_account: Some((ns, sa)),
+            ..OperatorOptions::default()
+        },
+    )
+}
+
+/// The installed policies' specs, as the API server holds them.
+fn installed_policies(env: &TestEnv) -> Vec<Value> {
+    let mut command = kubectl(env);
+    command.args(["get", "validatingadmissionpolicies", "-o", "json"]);
+    let list: Value = serde_json::from_str(&succeed(command, None).0).expect("a list");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn kustomize_into_another_namespace_with_the_pod_policy_keeps_agent_deployments_writable() {
+    test_support::skip_without!(Envtest);
+    let test = "install-kustomize";
+    let env = common::own_env(&[]).await;
+    let client = env.client().await.expect("envtest client");
+    let tenant = common::test_namespace(&client, "kz-tenant").await;
+    let emulator = EmulatorProcess::start(test, 0.2, 0.5).await;
+    support::install_control_plane(&client, &tenant, &emulator).await;
+
+    // The overlay a platform team writes: the cluster-wide overlay in its
+    // own namespace, the policy component with its lists (the JSON patch of
+    // the component's comment). Nothing else names a namespace.
+    let ops = "platform-agents";
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let deploy = test_support::repo_root().join("deploy");
+    let overlay = format!(
+        r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: {ops}
+resources:
+  - {cluster_wide}
+components:
+  - {policy}
+patches:
+  - target: {{kind: ValidatingAdmissionPolicy, name: agent-operator-pod-policy}}
+    patch: |-
+      - {{op: test, path: /spec/variables/0/name, value: serviceAccountNames}}
+      - {{op: replace, path: /spec/variables/0/expression, value: "['{SERVICE_ACCOUNT_OK}']"}}
+      - {{op: test, path: /spec/variables/1/name, value: listenerIds}}
+      - {{op: replace, path: /spec/variables/1/expression, value: "['{LISTENER_OK}']"}}
+"#,
+        cluster_wide = relative(dir.path(), &deploy.join("overlays/cluster-wide")),
+        policy = relative(dir.path(), &deploy.join("components/pod-policy")),
+    );
+    std::fs::write(dir.path().join("kustomization.yaml"), overlay).unwrap();
+
+    // Every namespace the install names is its own: metadata, the subjects
+    // of every binding (the operator's permissions), anything else.
+    let mut render = kubectl(&env);
+    render.arg("kustomize").arg(dir.path());
+    let docs = documents(&succeed(render, None).0);
+    let mut fields = Vec::new();
+    for doc in &docs {
+        let at = format!("{} {}", doc["kind"], doc["metadata"]["name"]);
+        namespace_fields(doc, &at, &mut fields);
+    }
+    let subjects = fields.iter().filter(|(at, _)| at.contains(".subjects[")).count();
+    assert!(subjects >= 3, "the bindings' subjects: {fields:?}");
+    let foreign: Vec<_> = fields.iter().filter(|(_, ns)| ns != ops).collect();
+    assert!(foreign.is_empty(), "fields naming another namespace: {foreign:?}");
+
+    let mut apply = kubectl(&env);
+    apply.args(["apply", "--server-side", "-k"]).arg(dir.path());
+    succeed(apply, None);
+    for policy in installed_policies(&env) {
+        assert!(policy["spec"].get("paramKind").is_none(), "{policy}");
+    }
+
+    let mut operator = operator(&env, test, ops, "agent-operator", vec![], &[]);
+    assert_policy_in_force(&client, &tenant).await;
+    create_change_delete(&client, &tenant, "kz-agent").await;
+    // The hash key Secret in the install's namespace (its Role is there).
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ops);
+    assert!(
+        secrets.get_opt("agent-operator-hash-key").await.unwrap().is_some(),
+        "the operator wrote no hash key Secret in {ops}"
+    );
+    let exit = operator.terminate(TIMEOUT).await;
+    assert!(exit.success(), "the operator exited with {exit}");
+    let text = std::fs::read_to_string(support::log_dir().join(format!("{test}-operator.log")))
+        .expect("the operator log");
+    assert!(!text.contains("Forbidden"), "the operator was refused something:\n{text}");
+    emulator.assert_within_budget(&Budget::default()).await;
+}
+
+/// `helm <args> --kubeconfig <env's>`.
+fn helm_on(env: &TestEnv, args: &[&str]) -> (String, String) {
+    let mut command = helm();
+    command
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path());
+    succeed(command, None)
+}
+
+#[tokio::test]
+async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and_deletable() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
+    let test = "install-helm";
+    let env = common::own_env(&[]).await;
+    let client = env.client().await.expect("envtest client");
+    let tenant = common::test_namespace(&client, "helm-tenant").await;
+    let emulator = EmulatorProcess::start(test, 0.2, 0.5).await;
+    support::install_control_plane(&client, &tenant, &emulator).await;
+
+    let ops = "team-ops";
+    let release = "agents";
+    let fullname = "agents-agent-operator";
+    let hash_key = format!("--hash-key-secret={fullname}-hash-key");
+    let chart = chart().display().to_string();
+    let sa = format!("podPolicy.serviceAccountNames={{{SERVICE_ACCOUNT_OK}}}");
+    let listeners = format!("podPolicy.listenerIds={{{LISTENER_OK}}}");
+    let watched = format!("watchNamespaces={{{tenant}}}");
+    let install = [
+        "install",
+        release,
+        &chart,
+        "--namespace",
+        ops,
+        "--create-namespace",
+        "--set",
+        "podPolicy.enabled=true",
+        "--set",
+        &sa,
+        "--set",
+        &listeners,
+        "--set",
+        &watched,
+    ];
+
+    helm_on(&env, &install);
+    for policy in installed_policies(&env) {
+        assert!(policy["spec"].get("paramKind").is_none(), "{policy}");
+    }
+    let mut first = operator(&env, test, ops, fullname, vec![&tenant], &[&hash_key]);
+    assert_policy_in_force(&client, &tenant).await;
+    create_change_delete(&client, &tenant, "helm-agent").await;
+    // One that outlives the release, deleted under the next one.
+    create(&client, &tenant, &github_deployment("kept", "main"))
+        .await
+        .expect("creating kept");
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &tenant);
+    wait_for(&api, "kept", TIMEOUT, "Ready", |o| is_ready_now(o).then_some(())).await;
+    assert!(first.terminate(TIMEOUT).await.success());
+
+    helm_on(&env, &["uninstall", release, "--namespace", ops, "--wait"]);
+    // What an uninstall leaves: the hash key Secret the operator created.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ops);
+    assert!(
+        secrets
+            .get_opt(&format!("{fullname}-hash-key"))
+            .await
+            .unwrap()
+            .is_some(),
+        "the hash key Secret did not outlive the release"
+    );
+    assert!(installed_policies(&env).is_empty(), "uninstall left a policy");
+
+    // Installed again: the next create is admitted at once (no window in
+    // which a policy refuses every write), and the policy is in force.
+    helm_on(&env, &install);
+    let reinstalled = Instant::now();
+    create(&client, &tenant, &github_deployment("after", "main"))
+        .await
+        .expect("a create right after the reinstall is admitted");
+    let mut second = operator(&env, test, ops, fullname, vec![&tenant], &[&hash_key]);
+    assert_policy_in_force(&client, &tenant).await;
+    println!(
+        "reinstall: policy in force {:.1} s after helm install returned",
+        reinstalled.elapsed().as_secs_f64()
+    );
+    api.delete("kept", &Default::default())
+        .await
+        .expect("deleting kept");
+    support::wait_until_gone(&api, "kept", TIMEOUT).await;
+    api.delete("after", &Default::default())
+        .await
+        .expect("deleting after");
+    support::wait_until_gone(&api, "after", TIMEOUT).await;
+    create_change_delete(&client, &tenant, "helm-agent-2").await;
+    assert!(second.terminate(TIMEOUT).await.success());
+    emulator.assert_within_budget(&Budget::default()).await;
+}

@@ -126,7 +126,11 @@ async fn assert_policy_in_force(client: &kube::Client, ns: &str) {
         let object: DynamicObject = serde_json::from_value(manifest).unwrap();
         match objects.create(&dry_run, &object).await {
             Err(kube::Error::Api(status)) if status.code == 403 => {
-                assert!(status.message.contains(&message), "{what}: {}", status.message);
+                assert!(
+                    status.message.contains(&message),
+                    "{what}: {}",
+                    status.message
+                );
             }
             other => panic!("{what}: not refused by the installed policy: {other:?}"),
         }
@@ -146,7 +150,10 @@ async fn create_change_delete(client: &kube::Client, ns: &str, name: &str) {
         .await
         .unwrap_or_else(|e| panic!("creating {name} under the policy: {e}"));
     let api: Api<AgentDeployment> = Api::namespaced(client.clone(), ns);
-    wait_for(&api, name, TIMEOUT, "Ready", |o| is_ready_now(o).then_some(())).await;
+    wait_for(&api, name, TIMEOUT, "Ready", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
     support::merge_patch(
         &api,
         name,
@@ -242,13 +249,23 @@ patches:
         let at = format!("{} {}", doc["kind"], doc["metadata"]["name"]);
         namespace_fields(doc, &at, &mut fields);
     }
-    let subjects = fields.iter().filter(|(at, _)| at.contains(".subjects[")).count();
+    let subjects = fields
+        .iter()
+        .filter(|(at, _)| at.contains(".subjects["))
+        .count();
     assert!(subjects >= 3, "the bindings' subjects: {fields:?}");
     let foreign: Vec<_> = fields.iter().filter(|(_, ns)| ns != ops).collect();
-    assert!(foreign.is_empty(), "fields naming another namespace: {foreign:?}");
+    assert!(
+        foreign.is_empty(),
+        "fields naming another namespace: {foreign:?}"
+    );
 
     let mut apply = kubectl(&env);
-    apply.args(["apply", "--server-side", "-k"]).arg(dir.path());
+    // Forced: the test's API server already has the shipped RBAC, whose
+    // binding subjects this install moves to its own namespace.
+    apply
+        .args(["apply", "--server-side", "--force-conflicts", "-k"])
+        .arg(dir.path());
     succeed(apply, None);
     for policy in installed_policies(&env) {
         assert!(policy["spec"].get("paramKind").is_none(), "{policy}");
@@ -260,14 +277,21 @@ patches:
     // The hash key Secret in the install's namespace (its Role is there).
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ops);
     assert!(
-        secrets.get_opt("agent-operator-hash-key").await.unwrap().is_some(),
+        secrets
+            .get_opt("agent-operator-hash-key")
+            .await
+            .unwrap()
+            .is_some(),
         "the operator wrote no hash key Secret in {ops}"
     );
     let exit = operator.terminate(TIMEOUT).await;
     assert!(exit.success(), "the operator exited with {exit}");
     let text = std::fs::read_to_string(support::log_dir().join(format!("{test}-operator.log")))
         .expect("the operator log");
-    assert!(!text.contains("Forbidden"), "the operator was refused something:\n{text}");
+    assert!(
+        !text.contains("Forbidden"),
+        "the operator was refused something:\n{text}"
+    );
     emulator.assert_within_budget(&Budget::default()).await;
 }
 
@@ -329,7 +353,10 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
         .await
         .expect("creating kept");
     let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &tenant);
-    wait_for(&api, "kept", TIMEOUT, "Ready", |o| is_ready_now(o).then_some(())).await;
+    wait_for(&api, "kept", TIMEOUT, "Ready", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
     assert!(first.terminate(TIMEOUT).await.success());
 
     helm_on(&env, &["uninstall", release, "--namespace", ops, "--wait"]);
@@ -343,7 +370,10 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
             .is_some(),
         "the hash key Secret did not outlive the release"
     );
-    assert!(installed_policies(&env).is_empty(), "uninstall left a policy");
+    assert!(
+        installed_policies(&env).is_empty(),
+        "uninstall left a policy"
+    );
 
     // Installed again: the next create is admitted at once (no window in
     // which a policy refuses every write), and the policy is in force.

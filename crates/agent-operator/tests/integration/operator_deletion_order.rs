@@ -330,3 +330,45 @@ async fn a_deletion_that_cannot_go_on_says_why_and_how_to_release_it() {
         "Orphan leaves the remote deployment running"
     );
 }
+
+/// No stray Warning on the way out (issue "Day two in GitOps", item 8): an
+/// AgentDeployment whose env Secret goes while its deletion is under way
+/// (a slow remote delete) finishes the deletion without a `SecretNotFound`
+/// Warning: a deletion pass never reads the environment.
+#[tokio::test]
+async fn a_secret_gone_during_the_deletion_leaves_no_stray_warning() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-delete-no-stray")
+        .delete_seconds(2.0)
+        .start()
+        .await;
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);
+    apply_json(
+        &secrets,
+        "agent-env",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-env"},
+               "stringData": {"token": "stray-warning-token-value"}}),
+    )
+    .await;
+    let name = "leaving-agent";
+    let manifest = AgentDeploymentManifest::github(name, "main")
+        .secret_ref("TOKEN", "agent-env", "token")
+        .build();
+    h.converge(manifest, TIMEOUT).await;
+    h.api.delete(name, &DeleteParams::default()).await.unwrap();
+    wait_for(&h.api, name, TIMEOUT, "Deleting", |o| {
+        (condition(o, "Ready")?.reason == "Deleting").then_some(())
+    })
+    .await;
+    secrets
+        .delete("agent-env", &DeleteParams::default())
+        .await
+        .unwrap();
+    support::wait_until_gone(&h.api, name, TIMEOUT).await;
+    let reasons = support::event_reasons(&h.client, &h.ns, name).await;
+    assert!(
+        !reasons.iter().any(|r| r == "SecretNotFound"),
+        "no stray SecretNotFound: {reasons:?}"
+    );
+    assert!(reasons.iter().any(|r| r == "Deleted"), "{reasons:?}");
+}

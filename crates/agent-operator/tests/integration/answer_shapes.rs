@@ -23,23 +23,19 @@ const RESYNC_SECONDS: f64 = 1.0;
 /// Drift periods watched after Ready.
 const DRIFT_PERIODS: u32 = 5;
 
-fn docker_deployment(name: &str, deployment_type: Option<&str>) -> serde_json::Value {
-    let m = AgentDeploymentManifest::docker(name, "docker.io/acme/agent:1")
+fn docker_deployment(name: &str) -> serde_json::Value {
+    AgentDeploymentManifest::docker(name, "docker.io/acme/agent:1")
         .source_config(
             "resourceSpec",
             json!({"cpu": 1, "memoryMb": 2048, "maxScale": 2}),
         )
-        .secret("API_TOKEN", "shape-docker-token");
-    match deployment_type {
-        Some(t) => m.source_config("deploymentType", t),
-        None => m,
-    }
-    .build()
+        .secret("API_TOKEN", "shape-docker-token")
+        .build()
 }
 
 /// Runs both AgentDeployments against an emulator started with
 /// `emulator_args`, and checks the steady state after Ready.
-async fn steady_in_shape(test: &str, emulator_args: &[&str], docker_type: Option<&str>) {
+async fn steady_in_shape(test: &str, emulator_args: &[&str]) {
     let h = Harness::builder(test)
         .step_seconds(0.2)
         .emulator_flags(emulator_args)
@@ -50,8 +46,7 @@ async fn steady_in_shape(test: &str, emulator_args: &[&str], docker_type: Option
     github["spec"]["secrets"] = json!([{"name": "API_TOKEN", "value": "shape-github-token"}]);
     github["spec"]["sourceConfig"]["installCommand"] = json!("npm ci");
     h.apply(github).await;
-    h.apply(docker_deployment("shape-docker", docker_type))
-        .await;
+    h.apply(docker_deployment("shape-docker")).await;
     for name in ["shape-github", "shape-docker"] {
         h.wait_ready(name, TIMEOUT).await;
     }
@@ -120,7 +115,7 @@ async fn steady_in_shape(test: &str, emulator_args: &[&str], docker_type: Option
 #[tokio::test]
 async fn the_real_shape_converges_and_stays_quiet() {
     test_support::skip_without!(Envtest);
-    steady_in_shape("shape-real", &[], None).await;
+    steady_in_shape("shape-real", &[]).await;
 }
 
 #[tokio::test]
@@ -129,7 +124,6 @@ async fn secrets_never_read_back_are_not_drift() {
     steady_in_shape(
         "shape-secrets-unread",
         &["--with-quirk", "secrets-never-read"],
-        None,
     )
     .await;
 }
@@ -142,7 +136,6 @@ async fn a_service_that_fills_a_type_for_images_sees_no_drift() {
     steady_in_shape(
         "shape-docker-type",
         &["--without-quirk", "external-deployment-type"],
-        None,
     )
     .await;
 }
@@ -150,16 +143,11 @@ async fn a_service_that_fills_a_type_for_images_sees_no_drift() {
 #[tokio::test]
 async fn a_service_without_the_exact_name_filter() {
     test_support::skip_without!(Envtest);
-    steady_in_shape(
-        "shape-no-name-filter",
-        &["--without-quirk", "name-filter"],
-        None,
-    )
-    .await;
+    steady_in_shape("shape-no-name-filter", &["--without-quirk", "name-filter"]).await;
 }
 
 #[tokio::test]
 async fn the_echo_shape_of_older_notes() {
     test_support::skip_without!(Envtest);
-    steady_in_shape("shape-echo", &["--echo"], None).await;
+    steady_in_shape("shape-echo", &["--echo"]).await;
 }

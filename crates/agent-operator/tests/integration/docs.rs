@@ -1,13 +1,11 @@
 //! The documentation stays true: every operator flag is in
-//! docs/CONFIGURATION.md, every example is accepted by the real API server
-//! (`kubectl apply --dry-run=server`), every relative link of the docs
+//! docs/CONFIGURATION.md (every example through the real API server and
+//! agentctl: `shipped_manifests.rs`), every relative link of the docs
 //! points at a file that exists, and README.md and docs/*.md name only
 //! repository paths, `make` targets, flags of the project's binaries and
 //! `kubectl get` columns that exist. No file of the repository cites the
 //! API notes that used to live outside it: docs/control-plane-api.md is
 //! the one source.
-
-use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -123,51 +121,6 @@ fn relative_links_of_the_docs_resolve() {
         }
     }
     assert!(broken.is_empty(), "broken links: {broken:#?}");
-}
-
-/// Every example is accepted by the real API server (schema, CEL rules) in a
-/// server-side dry run.
-#[tokio::test]
-async fn every_example_is_accepted_by_the_api_server() {
-    test_support::skip_without!(Envtest);
-    let env = common::shared_env();
-    let client = env.client().await;
-    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
-    for ns in ["default", "agents"] {
-        let _ = namespaces
-            .create(
-                &Default::default(),
-                &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap(),
-            )
-            .await;
-    }
-    let mut files: Vec<PathBuf> = Vec::new();
-    for dir in ["examples", "examples/more"] {
-        files.extend(
-            std::fs::read_dir(root().join(dir))
-                .unwrap()
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "yaml")),
-        );
-    }
-    assert!(files.len() >= 7, "{files:?}");
-    for file in files {
-        let mut kubectl = env
-            .kubectl()
-            .expect("kubectl is built by hack/envtest/install.sh (`make setup`)");
-        let out = kubectl
-            .args(["apply", "--dry-run=server", "-f"])
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{} refused: {}{}",
-            file.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 }
 
 /// Paths under the repository's top-level directories that README.md or a

@@ -161,23 +161,33 @@ async fn wait_all_gone(h: &Harness, ns: &str, keep: &[&str]) -> (usize, usize) {
     (remote, terminating)
 }
 
-#[tokio::test]
-async fn a_bundle_deleted_in_one_command_in_any_order_leaves_nothing() {
-    test_support::skip_without!(Envtest);
+/// An API server of the test's own with a cluster-wide operator and `n`
+/// bundles ([`apply_bundle`]) whose AgentDeployments are Ready. Bound as
+/// `let (_env, h)`, the harness is dropped (and checks its budget and scans
+/// for secrets) before the API server stops.
+async fn bundles_ready(test: &str, n: usize) -> (test_support::envtest::TestEnv, Harness) {
     let env = common::own_env(&[]).await;
-    let mut h = Harness::quick("op-delete-bundle")
+    let mut h = Harness::quick(test)
         .on(&env)
         .without_operator()
         .start()
         .await;
     h.operator = Some(cluster_wide_operator(&h));
     let ns = h.ns.clone();
-    for i in 0..ORDERS.len() {
+    for i in 0..n {
         apply_bundle(&h, &ns, i).await;
     }
-    for i in 0..ORDERS.len() {
+    for i in 0..n {
         h.wait_ready(&format!("agent-{i}"), TIMEOUT).await;
     }
+    (env, h)
+}
+
+#[tokio::test]
+async fn a_bundle_deleted_in_one_command_in_any_order_leaves_nothing() {
+    test_support::skip_without!(Envtest);
+    let (_env, h) = bundles_ready("op-delete-bundle", ORDERS.len()).await;
+    let ns = h.ns.clone();
     assert_eq!(
         h.remote_deployments()
             .await
@@ -209,21 +219,9 @@ async fn a_bundle_deleted_in_one_command_in_any_order_leaves_nothing() {
 #[tokio::test]
 async fn a_namespace_deleted_at_once_leaves_nothing() {
     test_support::skip_without!(Envtest);
-    let env = common::own_env(&[]).await;
-    let mut h = Harness::quick("op-delete-namespace")
-        .on(&env)
-        .without_operator()
-        .start()
-        .await;
-    h.operator = Some(cluster_wide_operator(&h));
-    let ns = h.ns.clone();
     const BUNDLES: usize = 4;
-    for i in 0..BUNDLES {
-        apply_bundle(&h, &ns, i).await;
-    }
-    for i in 0..BUNDLES {
-        h.wait_ready(&format!("agent-{i}"), TIMEOUT).await;
-    }
+    let (_env, h) = bundles_ready("op-delete-namespace", BUNDLES).await;
+    let ns = h.ns.clone();
     // The namespace goes Terminating (creates, events included, are refused
     // from now on); with no namespace controller in this API server, the
     // test deletes every collection at once as that controller does.

@@ -130,6 +130,7 @@ pub(crate) fn check_create(
     }
     check_integration(req, ws)?;
     check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
+    check_scale_to_zero(sc)?;
     check_build_commands(sc)?;
     check_secret_names(&req.secrets, sc.listener_id.is_some())?;
     check_secret_references(
@@ -195,6 +196,29 @@ pub(crate) fn check_create_shape(
     {
         return Err(ApiError::bad_request(
             "'source_config.deployment_type' is not allowed for source 'external_docker'.",
+        ));
+    }
+    Ok(())
+}
+
+/// `resource_spec.min_scale` 0 only with a `deployment_type` that may scale
+/// to zero, `dev_zero` or `dev_free_zero` (400 otherwise; a deployment
+/// without a type, such as `external_docker`, cannot). docs/control-plane-api.md
+/// "Deployment": the Terraform provider allows `min_scale` 0 only for
+/// `dev_zero`; the answer's wording is an emulator choice.
+pub(crate) fn check_scale_to_zero(sc: &SourceConfig) -> Result<(), ApiError> {
+    let min_scale = sc
+        .resource_spec
+        .as_ref()
+        .and_then(|rs| rs.get("min_scale"))
+        .and_then(serde_json::Value::as_f64);
+    let zero_type = matches!(
+        sc.deployment_type.as_deref(),
+        Some("dev_zero" | "dev_free_zero")
+    );
+    if min_scale == Some(0.0) && !zero_type {
+        return Err(ApiError::bad_request(
+            "'resource_spec.min_scale' 0 is allowed only for deployment_type 'dev_zero' or 'dev_free_zero'.",
         ));
     }
     Ok(())
@@ -514,6 +538,7 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
     }
     new_revision |= secret_references.is_some();
     check_tag_build_on_push(rc.repo_ref.as_deref(), sc.build_on_push)?;
+    check_scale_to_zero(&sc)?;
     rc.repo_commit_sha = None;
     Ok(PatchEffect {
         source_config: sc,
@@ -687,6 +712,27 @@ mod tests {
         assert!(check_create(&r, &cloud()).is_ok());
         r.source_revision_config.image_uri = None;
         assert!(detail(&check_create(&r, &cloud()).unwrap_err()).contains("image_uri"));
+    }
+
+    #[test]
+    fn only_the_zero_types_scale_to_zero() {
+        let mut r = create("github");
+        r.source_config.resource_spec = Some(json!({"min_scale": 0}));
+        for (ty, ok) in [
+            ("dev", false),
+            ("prod", false),
+            ("dev_zero", true),
+            ("dev_free_zero", true),
+        ] {
+            r.source_config.deployment_type = Some(ty.into());
+            assert_eq!(check_create(&r, &cloud()).is_ok(), ok, "{ty}");
+        }
+        r.source_config.deployment_type = Some("dev".into());
+        r.source_config.resource_spec = Some(json!({"min_scale": 1}));
+        assert!(check_create(&r, &cloud()).is_ok());
+        let mut image = create("external_docker");
+        image.source_config.resource_spec = Some(json!({"min_scale": 0}));
+        assert!(detail(&check_create(&image, &cloud()).unwrap_err()).contains("min_scale"));
     }
 
     #[test]

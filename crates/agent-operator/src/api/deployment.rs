@@ -442,6 +442,8 @@ pub struct DeploymentSecretReference {
 )]
 #[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
 #[x_kube(validation = Rule::new(rules::DEPLOYMENT_TYPE_IMAGE_RULE).message(rules::DEPLOYMENT_TYPE_IMAGE_MESSAGE))]
+#[x_kube(validation = Rule::new(rules::SCALE_TO_ZERO_RULE).message(rules::SCALE_TO_ZERO_MESSAGE))]
+#[x_kube(validation = Rule::new(rules::github_only_rule()).message(rules::GITHUB_ONLY_MESSAGE))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)").message("sourceRevisionConfig.imageUri is only for source external_docker"))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceConfig.customUrl)").message("sourceConfig.customUrl can be set only for source external_docker"))]
 #[x_kube(validation = Rule::new("self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId) && !has(self.sourceConfig.integrationRef))").message("sourceConfig.repoUrl, integrationId and integrationRef are only for source github"))]

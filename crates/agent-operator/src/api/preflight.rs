@@ -5,7 +5,8 @@
 use super::deployment::{AgentDeploymentSpec, Source};
 use super::resource_spec;
 use super::rules::{
-    DEPLOYMENT_TYPE_IMAGE_MESSAGE, RESERVED_NAMES, SELF_HOSTED_ONLY_NAMES, check_build_command,
+    DEPLOYMENT_TYPE_IMAGE_MESSAGE, GITHUB_ONLY_MESSAGE, RESERVED_NAMES, SCALE_TO_ZERO_MESSAGE,
+    SCALE_TO_ZERO_TYPES, SELF_HOSTED_ONLY_NAMES, check_build_command,
 };
 
 /// What the operator checks itself before any remote call, for rules the
@@ -71,9 +72,7 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
             return Err(format!("secret name {} is listed twice", s.name));
         }
     }
-    if spec.source == Source::ExternalDocker && spec.source_config.deployment_type.is_some() {
-        return Err(DEPLOYMENT_TYPE_IMAGE_MESSAGE.into());
-    }
+    check_source_fields(spec)?;
     if !spec.secret_references.is_empty() {
         if spec.source != Source::ExternalDocker {
             return Err("secretReferences are only for source external_docker".into());
@@ -109,6 +108,40 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
         if !seen_refs.insert(r.name.as_str()) {
             return Err(format!("secretReferences name {} is listed twice", r.name));
         }
+    }
+    Ok(())
+}
+
+/// The rules about which source may set which field, and scale to zero
+/// (the CEL rules `DEPLOYMENT_TYPE_IMAGE_RULE`, `github_only_rule` and
+/// `SCALE_TO_ZERO_RULE` of [`super::rules`]), for objects stored before them.
+///
+/// Errors: the rule's message.
+fn check_source_fields(spec: &AgentDeploymentSpec) -> Result<(), String> {
+    let (sc, rc) = (&spec.source_config, &spec.source_revision_config);
+    if spec.source == Source::ExternalDocker {
+        if sc.deployment_type.is_some() {
+            return Err(DEPLOYMENT_TYPE_IMAGE_MESSAGE.into());
+        }
+        let github_only = sc.build_on_push.is_some()
+            || sc.install_command.is_some()
+            || sc.build_command.is_some()
+            || rc.repo_ref.is_some()
+            || rc.langgraph_config_path.is_some();
+        if github_only {
+            return Err(GITHUB_ONLY_MESSAGE.into());
+        }
+    }
+    let min_scale = sc
+        .resource_spec
+        .as_ref()
+        .and_then(|rs| rs.get("minScale"))
+        .and_then(serde_json::Value::as_f64);
+    let zero_type = sc
+        .deployment_type
+        .is_some_and(|t| SCALE_TO_ZERO_TYPES.contains(&t.as_str()));
+    if min_scale == Some(0.0) && !zero_type {
+        return Err(SCALE_TO_ZERO_MESSAGE.into());
     }
     Ok(())
 }
@@ -150,6 +183,71 @@ mod tests {
                 .unwrap_err()
                 .starts_with("sourceConfig.buildCommand ")
         );
+    }
+
+    #[test]
+    fn preflight_checks_which_source_sets_what_and_scale_to_zero() {
+        let spec =
+            |v: serde_json::Value| -> AgentDeploymentSpec { serde_json::from_value(v).unwrap() };
+        let image = |sc: serde_json::Value, rc: serde_json::Value| {
+            let mut rc = rc;
+            rc["imageUri"] = "ghcr.io/acme/agent:1".into();
+            spec(
+                serde_json::json!({"source": "external_docker", "sourceConfig": sc,
+                                    "sourceRevisionConfig": rc}),
+            )
+        };
+        let none = serde_json::json!({});
+        assert_eq!(check("agent", &image(none.clone(), none.clone())), Ok(()));
+        for (sc, rc) in [
+            (serde_json::json!({"buildOnPush": false}), none.clone()),
+            (
+                serde_json::json!({"installCommand": "npm ci"}),
+                none.clone(),
+            ),
+            (
+                serde_json::json!({"buildCommand": "npm run build"}),
+                none.clone(),
+            ),
+            (none.clone(), serde_json::json!({"repoRef": "main"})),
+            (
+                none.clone(),
+                serde_json::json!({"langgraphConfigPath": "langgraph.json"}),
+            ),
+        ] {
+            let err = check("agent", &image(sc.clone(), rc.clone())).unwrap_err();
+            assert_eq!(err, GITHUB_ONLY_MESSAGE, "{sc} {rc}");
+        }
+        let zero = serde_json::json!({"resourceSpec": {"minScale": 0}});
+        assert_eq!(
+            check("agent", &image(zero.clone(), none.clone())),
+            Err(SCALE_TO_ZERO_MESSAGE.into())
+        );
+        let github = |ty: Option<&str>, min: u32| {
+            let mut sc = serde_json::json!({"repoUrl": "https://github.com/acme/agent",
+                "integrationId": "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b",
+                "resourceSpec": {"minScale": min}});
+            if let Some(ty) = ty {
+                sc["deploymentType"] = ty.into();
+            }
+            spec(serde_json::json!({"source": "github", "sourceConfig": sc,
+                "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"}}))
+        };
+        for (ty, min, ok) in [
+            (None, 0, false),
+            (Some("dev"), 0, false),
+            (Some("prod"), 0, false),
+            (Some("dev_zero"), 0, true),
+            (Some("dev_free_zero"), 0, true),
+            (None, 1, true),
+            (Some("prod"), 2, true),
+        ] {
+            assert_eq!(
+                check("agent", &github(ty, min)).is_ok(),
+                ok,
+                "{ty:?} minScale {min}"
+            );
+        }
     }
 
     #[test]

@@ -286,6 +286,46 @@ pub const DEPLOYMENT_TYPE_IMAGE_RULE: &str =
 /// check of objects stored before it).
 pub const DEPLOYMENT_TYPE_IMAGE_MESSAGE: &str = "sourceConfig.deploymentType is only for source github: the control plane refuses it for external_docker (the platform chooses the type of an image deployment); remove it";
 
+/// The deployment types that may scale to zero (docs/control-plane-api.md
+/// "Deployment": `dev_zero`, `dev_free_zero`).
+pub const SCALE_TO_ZERO_TYPES: [&str; 2] = ["dev_zero", "dev_free_zero"];
+
+/// CEL rule on the spec: `resourceSpec.minScale` 0 only with a deployment
+/// type that may scale to zero (docs/control-plane-api.md "Deployment":
+/// the Terraform provider allows `min_scale` 0 only for `dev_zero`; the
+/// project also allows `dev_free_zero`, the other type named for it). An
+/// `external_docker` deployment has no type, so it cannot scale to zero.
+pub const SCALE_TO_ZERO_RULE: &str = "!has(self.sourceConfig.resourceSpec) || !has(self.sourceConfig.resourceSpec.minScale) || self.sourceConfig.resourceSpec.minScale > 0 || (has(self.sourceConfig.deploymentType) && self.sourceConfig.deploymentType in ['dev_zero', 'dev_free_zero'])";
+
+/// Message of [`SCALE_TO_ZERO_RULE`] (and of the operator's own check of
+/// objects stored before it).
+pub const SCALE_TO_ZERO_MESSAGE: &str = "sourceConfig.resourceSpec.minScale 0 (scale to zero) needs sourceConfig.deploymentType dev_zero or dev_free_zero: the control plane refuses it for other types, and an external_docker deployment has no type; set minScale to 1 or more";
+
+/// The fields that only a `github` deployment reads: the platform builds it
+/// from the repository, while an `external_docker` image is deployed as it
+/// is (docs/control-plane-api.md "Deployment", "Build commands").
+pub const GITHUB_ONLY_FIELDS: [&str; 5] = [
+    "sourceConfig.buildOnPush",
+    "sourceConfig.installCommand",
+    "sourceConfig.buildCommand",
+    "sourceRevisionConfig.repoRef",
+    "sourceRevisionConfig.langgraphConfigPath",
+];
+
+/// CEL rule on the spec: none of [`GITHUB_ONLY_FIELDS`] on another source,
+/// where the service would ignore them and the spec would say something
+/// that never takes effect.
+pub fn github_only_rule() -> String {
+    let absent: Vec<String> = GITHUB_ONLY_FIELDS
+        .iter()
+        .map(|f| format!("!has(self.{f})"))
+        .collect();
+    format!("self.source == 'github' || ({})", absent.join(" && "))
+}
+
+/// Message of [`github_only_rule`].
+pub const GITHUB_ONLY_MESSAGE: &str = "sourceConfig.buildOnPush, installCommand, buildCommand and sourceRevisionConfig.repoRef, langgraphConfigPath are only for source github: an external_docker image is deployed as it is, not built from a repository; remove them";
+
 #[cfg(test)]
 mod tests {
     use super::*;

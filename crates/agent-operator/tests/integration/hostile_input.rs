@@ -455,6 +455,36 @@ fn cases() -> Vec<Case> {
             Admission("sourceConfig.deploymentType is only for source github"),
         ),
         c(
+            "minScale 0 without a scale-to-zero type",
+            "field the service refuses",
+            with(
+                gh("h-zero"),
+                "/spec/sourceConfig/resourceSpec",
+                json!({"minScale": 0}),
+            ),
+            Admission("minScale 0 (scale to zero) needs sourceConfig.deploymentType dev_zero"),
+        ),
+        c(
+            "installCommand on an image",
+            "field of the other source",
+            with(
+                docker("h-image-build"),
+                "/spec/sourceConfig/installCommand",
+                json!("npm ci"),
+            ),
+            Admission("are only for source github"),
+        ),
+        c(
+            "repoRef on an image",
+            "field of the other source",
+            with(
+                docker("h-image-ref"),
+                "/spec/sourceRevisionConfig/repoRef",
+                json!("main"),
+            ),
+            Admission("are only for source github"),
+        ),
+        c(
             "secrets as a string",
             "wrong type",
             with(docker("h-secrets-type"), "/spec/secrets", json!("TOKEN=x")),

@@ -189,12 +189,19 @@ async fn removals_the_control_plane_would_not_carry_out_are_refused_once_a_remot
     let client = common::shared_env().client().await;
     let ns = common::test_namespace(&client, "op-admission-kept").await;
     let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
+    // The build commands belong to a github deployment, `customUrl` to an
+    // image: each removal is tried on the source that may set the field.
     let manifest = |name: &str| {
-        AgentDeploymentManifest::docker(name, "ghcr.io/acme/agent:1")
-            .source_config("customUrl", "https://agent.example.com")
-            .source_config("installCommand", "npm ci")
-            .source_config("buildCommand", "npm run build")
-            .source_config("resourceSpec", json!({"minScale": 1, "maxScale": 3}))
+        let built = name.contains("command");
+        let m = if built {
+            AgentDeploymentManifest::github(name, "main")
+                .source_config("installCommand", "npm ci")
+                .source_config("buildCommand", "npm run build")
+        } else {
+            AgentDeploymentManifest::docker(name, "ghcr.io/acme/agent:1")
+                .source_config("customUrl", "https://agent.example.com")
+        };
+        m.source_config("resourceSpec", json!({"minScale": 1, "maxScale": 3}))
             .secret("ONLY", "value")
             .build()
     };
@@ -237,18 +244,25 @@ async fn removals_the_control_plane_would_not_carry_out_are_refused_once_a_remot
     ];
     // Before a remote exists, each removal is accepted.
     for (i, (what, patch, _)) in removals.iter().enumerate() {
-        let name = format!("before-{i}");
+        let name = format!("before-{i}-{}", what.to_lowercase().replace(' ', "-"));
         apply_json(&api, &name, manifest(&name)).await;
         merge(&api, &name, patch)
             .await
             .unwrap_or_else(|e| panic!("removing {what} before a create was refused: {e}"));
     }
-    let name = "kept";
-    apply_json(&api, name, manifest(name)).await;
-    record_remote(&api, name).await;
-    for (_, patch, want) in &removals {
-        refused(&api, name, patch, want).await;
+    for name in ["kept", "kept-commands"] {
+        apply_json(&api, name, manifest(name)).await;
+        record_remote(&api, name).await;
     }
+    for (what, patch, want) in &removals {
+        let kept = if what.contains("Command") {
+            "kept-commands"
+        } else {
+            "kept"
+        };
+        refused(&api, kept, patch, want).await;
+    }
+    let name = "kept";
     // Changing the values is fine.
     merge(
         &api,
@@ -258,4 +272,46 @@ async fn removals_the_control_plane_would_not_carry_out_are_refused_once_a_remot
     )
     .await
     .expect("values can change");
+}
+
+/// Scale to zero (docs/control-plane-api.md "Deployment"): `minScale` 0 is
+/// admitted with `dev_zero` or `dev_free_zero` and refused with any other
+/// type, the default `dev` included, and for an image, which has no type.
+#[tokio::test]
+async fn scale_to_zero_is_admitted_only_with_a_type_that_scales_to_zero() {
+    test_support::skip_without!(Envtest);
+    let client = common::shared_env().client().await;
+    let ns = common::test_namespace(&client, "op-admission-zero").await;
+    let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
+    let dry = PatchParams::apply("tests").force().dry_run();
+    let cases = [
+        (Some("dev_zero"), "github", true),
+        (Some("dev_free_zero"), "github", true),
+        (Some("prod"), "github", false),
+        (None, "github", false),
+        (None, "external_docker", false),
+    ];
+    for (ty, source, admitted) in cases {
+        let mut m = if source == "github" {
+            AgentDeploymentManifest::github("zero", "main").build()
+        } else {
+            AgentDeploymentManifest::docker("zero", "ghcr.io/acme/agent:1.0.0").build()
+        };
+        let sc = m["spec"]["sourceConfig"].as_object_mut().unwrap();
+        sc.remove("deploymentType");
+        if let Some(ty) = ty {
+            sc.insert("deploymentType".into(), json!(ty));
+        }
+        sc.insert("resourceSpec".into(), json!({"minScale": 0, "maxScale": 2}));
+        let out = api.patch("zero", &dry, &Patch::Apply(&m)).await;
+        match (admitted, out) {
+            (true, Ok(_)) => {}
+            (false, Err(kube::Error::Api(e))) => assert!(
+                e.message.contains("minScale 0 (scale to zero) needs"),
+                "{source} {ty:?}: {}",
+                e.message
+            ),
+            (want, got) => panic!("{source} {ty:?}: admitted should be {want}, got {got:?}"),
+        }
+    }
 }

@@ -96,6 +96,38 @@ pub fn self_hosted_base_url(host_url: &str) -> String {
     }
 }
 
+/// The control plane of a LangSmith API endpoint, as the official clients
+/// derive it (docs/control-plane-api.md "Regions"): `api.smith.langchain.com`
+/// → [`US_BASE_URL`], `{region}.api.smith.langchain.com` →
+/// `https://{region}.api.host.langchain.com`, any other host is a
+/// self-hosted LangSmith: its origin and path without a trailing `/api/v1`,
+/// then [`SELF_HOSTED_PREFIX`] ([`self_hosted_base_url`]). This is how
+/// `LANGSMITH_ENDPOINT`, the variable the platform's own tools read, names a
+/// control plane.
+///
+/// `https://eu.api.smith.langchain.com` → `https://eu.api.host.langchain.com`;
+/// `https://smith.example.com/api/v1` → `https://smith.example.com/api-host`.
+/// A text that is not a URL is returned as given, so that the caller's URL
+/// check reports it.
+pub fn from_langsmith_endpoint(endpoint: &str) -> String {
+    let Ok(url) = Url::parse(endpoint.trim()) else {
+        return endpoint.to_owned();
+    };
+    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    if host == "api.smith.langchain.com" {
+        return US_BASE_URL.to_owned();
+    }
+    if let Some(region) = host.strip_suffix(".api.smith.langchain.com")
+        && !region.is_empty()
+        && !region.contains('.')
+    {
+        return region_base_url(region);
+    }
+    let path = url.path().trim_end_matches('/');
+    let path = path.strip_suffix("/api/v1").unwrap_or(path);
+    self_hosted_base_url(&format!("{}{path}", url.origin().ascii_serialization()))
+}
+
 /// True when `url` names a loopback host (`localhost`, `127.0.0.0/8`, `::1`).
 pub fn is_loopback(url: &Url) -> bool {
     match url.host() {
@@ -154,6 +186,37 @@ pub fn check_base_url(raw: &str, allow_insecure_http: bool, noun: &str) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn langsmith_endpoints_name_their_control_plane() {
+        for (endpoint, base) in [
+            ("https://api.smith.langchain.com", US_BASE_URL),
+            ("https://eu.api.smith.langchain.com/", EU_BASE_URL),
+            (
+                "https://apac.api.smith.langchain.com",
+                "https://apac.api.host.langchain.com",
+            ),
+            (
+                "https://smith.example.com",
+                "https://smith.example.com/api-host",
+            ),
+            (
+                "https://smith.example.com/api/v1",
+                "https://smith.example.com/api-host",
+            ),
+            (
+                "https://smith.example.com:8443/api/v1/",
+                "https://smith.example.com:8443/api-host",
+            ),
+            (
+                "https://smith.example.com/api-host",
+                "https://smith.example.com/api-host",
+            ),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(from_langsmith_endpoint(endpoint), base, "{endpoint}");
+        }
+    }
 
     #[test]
     fn regions_and_self_hosted_urls() {

@@ -845,3 +845,106 @@ async fn agentctl_reads_nulls_as_absent_and_refuses_unknown_fields() {
     );
     assert_eq!(log_len(&emu), before, "nothing sent");
 }
+
+/// agentctl configured as the platform's own tools are (issue "A platform
+/// team installs it…", item 6): a self-hosted LangSmith behind a private CA
+/// on a port other than 443, named by `LANGSMITH_ENDPOINT` (its `/api/v1`
+/// API URL; the control plane is derived under `/api-host`),
+/// `LANGSMITH_WORKSPACE_ID` and `LANGSMITH_API_KEY`; `--ca-bundle` trusts
+/// the CA, and without it nothing reaches the control plane; a bearer token
+/// works in place of the key; a key and a token together are refused.
+#[tokio::test]
+async fn agentctl_reads_the_platforms_variables_a_private_ca_and_a_bearer_token() {
+    use test_support::tls::{TestCa, TlsFront};
+    let emu = emulator(vec![]).await;
+    let upstream: std::net::SocketAddr = emu
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let ca = TestCa::new("agentctl-test-ca").unwrap();
+    let serving = ca.serving(&["127.0.0.1", "localhost"]).unwrap();
+    let front = TlsFront::start(&serving, upstream).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = write(dir.path(), "ca.pem", &ca.cert_pem());
+    let bundle = bundle.to_str().unwrap();
+    let endpoint = format!("{}/api/v1", front.url);
+    let run = |env: Vec<(&'static str, String)>, args: Vec<&'static str>| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"));
+        for (name, _) in std::env::vars() {
+            if name.starts_with("AGENT_") || name.starts_with("LANGSMITH_") {
+                cmd.env_remove(name);
+            }
+        }
+        cmd.envs(env)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .kill_on_drop(true);
+        async move {
+            let out = cmd.output().await.unwrap();
+            Run {
+                code: out.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }
+        }
+    };
+    let platform = |credential: (&'static str, String)| {
+        vec![
+            ("LANGSMITH_ENDPOINT", endpoint.clone()),
+            ("LANGSMITH_WORKSPACE_ID", DEMO_WORKSPACE_ID.to_owned()),
+            ("AGENT_CA_BUNDLE", bundle.to_owned()),
+            credential,
+        ]
+    };
+    let list = vec!["deployments", "list"];
+
+    let before = log_len(&emu);
+    let out = run(platform(("LANGSMITH_API_KEY", KEY.into())), list.clone()).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        routes(&emu, before),
+        ["GET /api-host/v2/deployments"],
+        "one list, under the self-hosted prefix"
+    );
+
+    let before = log_len(&emu);
+    let out = run(platform(("AGENT_BEARER_TOKEN", KEY.into())), list.clone()).await;
+    assert_eq!(out.code, 0, "a bearer token: {out:?}");
+    assert_eq!(log_len(&emu), before + 1);
+
+    // Without the CA bundle the TLS handshake fails: nothing is forwarded.
+    let forwarded = front.forwarded();
+    let mut untrusted = platform(("LANGSMITH_API_KEY", KEY.into()));
+    untrusted.retain(|(name, _)| *name != "AGENT_CA_BUNDLE");
+    let out = run(
+        untrusted,
+        vec!["deployments", "list", "--request-timeout", "5"],
+    )
+    .await;
+    assert_eq!(out.code, 4, "an untrusted certificate: {out:?}");
+    assert!(out.stderr.to_lowercase().contains("certificate"), "{out:?}");
+    assert_eq!(
+        front.forwarded(),
+        forwarded,
+        "no request passed the handshake"
+    );
+
+    let mut both = platform(("AGENT_API_KEY", KEY.into()));
+    both.push(("AGENT_BEARER_TOKEN", KEY.into()));
+    let before = log_len(&emu);
+    let out = run(both, list.clone()).await;
+    assert_eq!(out.code, 2, "a key and a token: {out:?}");
+    assert!(out.stderr.contains("set one of"), "{out:?}");
+    let mut unreadable = platform(("LANGSMITH_API_KEY", KEY.into()));
+    unreadable.push(("AGENT_CA_BUNDLE", "/nonexistent/ca.pem".into()));
+    let out = run(unreadable, list).await;
+    assert_eq!(out.code, 2, "an unreadable CA bundle: {out:?}");
+    assert!(out.stderr.contains("reading the CA bundle"), "{out:?}");
+    assert!(!out.stdout.contains(KEY) && !out.stderr.contains(KEY));
+    assert_eq!(
+        log_len(&emu),
+        before,
+        "nothing sent by a refused configuration"
+    );
+}

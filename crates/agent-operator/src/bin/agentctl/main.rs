@@ -3,8 +3,11 @@
 //!
 //! Control plane commands (configuration from flags or the environment:
 //! `--url`/`AGENT_CONTROL_PLANE_URL` or `--region`/`AGENT_CONTROL_PLANE_REGION`,
-//! `--workspace-id`/`AGENT_WORKSPACE_ID`, `--api-key`/`AGENT_API_KEY`, the key
-//! never printed; see [`plane`]):
+//! `--workspace-id`/`AGENT_WORKSPACE_ID`, `--api-key`/`AGENT_API_KEY` or
+//! `--bearer-token`/`AGENT_BEARER_TOKEN`, the key never printed,
+//! `--ca-bundle`/`AGENT_CA_BUNDLE`; `LANGSMITH_ENDPOINT`,
+//! `LANGSMITH_WORKSPACE_ID` and `LANGSMITH_API_KEY` when those are unset;
+//! see [`plane`]):
 //! - `apply -f FILE [--wait] [--timeout S]` converges the control plane to the
 //!   AgentDeployments of a YAML file without Kubernetes, through the
 //!   operator's reconcile core (`agent_operator::converge`); `diff -f FILE`
@@ -42,7 +45,11 @@ use crate::exit::{CliError, Exit};
 ///
 /// The control plane is --url or --region (AGENT_CONTROL_PLANE_URL,
 /// AGENT_CONTROL_PLANE_REGION), the workspace --workspace-id
-/// (AGENT_WORKSPACE_ID), the key AGENT_API_KEY (or --api-key; never printed).
+/// (AGENT_WORKSPACE_ID), the key AGENT_API_KEY (or --api-key; never printed)
+/// or a token AGENT_BEARER_TOKEN, a private CA --ca-bundle FILE. When unset,
+/// the variables of the platform's own tools are read: LANGSMITH_ENDPOINT
+/// (the control plane is derived from it), LANGSMITH_WORKSPACE_ID,
+/// LANGSMITH_API_KEY.
 #[derive(Debug, Parser)]
 #[command(name = "agentctl", version, about, long_about, after_help = exit::EXIT_CODES_HELP)]
 struct Cli {

@@ -19,11 +19,21 @@ pub fn api_key() -> Option<secrecy::SecretString> {
     API_KEY.get().cloned()
 }
 
-/// Control plane flags. `Debug` never shows the key; `--help` never shows
-/// the value of `AGENT_API_KEY`.
+/// Control plane flags. `Debug` never shows the key or token; `--help`
+/// never shows the value of `AGENT_API_KEY` or `AGENT_BEARER_TOKEN`.
+///
+/// Each setting also falls back to the variable the platform's own tools
+/// read, when neither the flag nor the `AGENT_*` variable is set:
+/// `LANGSMITH_API_KEY`, `LANGSMITH_WORKSPACE_ID`, and `LANGSMITH_ENDPOINT`
+/// (the LangSmith API endpoint, from which the control plane is derived:
+/// [`endpoint::from_langsmith_endpoint`]).
 #[derive(Args, Clone)]
 pub struct ControlPlaneArgs {
     /// Base URL of the control plane (a self-hosted one ends in /api-host).
+    /// Without --url or --region: derived from LANGSMITH_ENDPOINT
+    /// (https://eu.api.smith.langchain.com → the EU control plane,
+    /// https://smith.example.com/api/v1 → https://smith.example.com/api-host),
+    /// else the US region.
     #[arg(
         long,
         env = "AGENT_CONTROL_PLANE_URL",
@@ -37,14 +47,36 @@ pub struct ControlPlaneArgs {
     #[arg(long, env = "AGENT_CONTROL_PLANE_REGION", global = true)]
     pub region: Option<String>,
 
-    /// Workspace id (sent as X-Tenant-Id).
+    /// Workspace id (sent as X-Tenant-Id); LANGSMITH_WORKSPACE_ID is read
+    /// when neither is set.
     #[arg(long, env = "AGENT_WORKSPACE_ID", global = true)]
     pub workspace_id: Option<String>,
 
     /// API key (sent as X-Api-Key; prefer the environment variable: a flag
-    /// is visible to other users of the machine). Never printed.
+    /// is visible to other users of the machine); LANGSMITH_API_KEY is read
+    /// when neither is set. Never printed.
     #[arg(long, env = "AGENT_API_KEY", hide_env_values = true, global = true)]
     pub api_key: Option<String>,
+
+    /// Bearer token, sent as `Authorization: Bearer` instead of an API key
+    /// (prefer the environment variable). Never printed.
+    #[arg(
+        long,
+        env = "AGENT_BEARER_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    pub bearer_token: Option<String>,
+
+    /// PEM file of CA certificates to trust besides the system's, for a
+    /// self-hosted control plane behind a private CA.
+    #[arg(
+        long = "ca-bundle",
+        value_name = "FILE",
+        env = "AGENT_CA_BUNDLE",
+        global = true
+    )]
+    pub ca_bundle: Option<std::path::PathBuf>,
 
     /// Seconds one HTTP attempt may take.
     #[arg(
@@ -63,40 +95,89 @@ impl std::fmt::Debug for ControlPlaneArgs {
             .field("region", &self.region)
             .field("workspace_id", &self.workspace_id)
             .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "[REDACTED]"),
+            )
+            .field("ca_bundle", &self.ca_bundle)
             .field("request_timeout", &self.request_timeout)
             .finish()
     }
 }
 
 impl ControlPlaneArgs {
-    /// A control plane client from `--url`/`--region`, `--workspace-id` and
-    /// `--api-key`. Errors (exit 2, nothing sent): a missing workspace or
-    /// key, or a bad URL (the key is never part of an error).
+    /// A control plane client from `--url`/`--region` (or
+    /// `LANGSMITH_ENDPOINT`), `--workspace-id`, `--api-key` or
+    /// `--bearer-token`, and `--ca-bundle`. Errors (exit 2, nothing sent): a
+    /// missing workspace or credential, both an API key and a bearer token,
+    /// an unreadable or empty CA bundle, or a bad URL (the key is never part
+    /// of an error).
     pub fn client(&self) -> CliResult<ControlPlaneClient> {
-        let base = match (&self.url, &self.region) {
-            (Some(url), _) => url.clone(),
-            (None, region) => endpoint::region_base_url(region.as_deref().unwrap_or("us")),
+        let base = match (&self.url, &self.region, fallback("LANGSMITH_ENDPOINT")) {
+            (Some(url), ..) => url.clone(),
+            (None, Some(region), _) => endpoint::region_base_url(region),
+            (None, None, Some(langsmith)) => endpoint::from_langsmith_endpoint(&langsmith),
+            (None, None, None) => endpoint::region_base_url("us"),
         };
-        let workspace = self
-            .workspace_id
-            .clone()
-            .filter(|w| !w.trim().is_empty())
-            .ok_or_else(|| CliError::usage("set --workspace-id or AGENT_WORKSPACE_ID"))?;
-        let key = self
-            .api_key
-            .as_deref()
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| CliError::usage("set AGENT_API_KEY (or --api-key)"))?;
-        let _ = API_KEY.set(key.to_owned().into());
+        let workspace = non_empty(&self.workspace_id)
+            .or_else(|| fallback("LANGSMITH_WORKSPACE_ID"))
+            .ok_or_else(|| {
+                CliError::usage("set --workspace-id, AGENT_WORKSPACE_ID or LANGSMITH_WORKSPACE_ID")
+            })?;
+        let (key, bearer) = match (non_empty(&self.api_key), non_empty(&self.bearer_token)) {
+            (Some(_), Some(_)) => {
+                return Err(CliError::usage(
+                    "set one of AGENT_API_KEY (--api-key) and AGENT_BEARER_TOKEN (--bearer-token)",
+                ));
+            }
+            (None, Some(token)) => (token, true),
+            (Some(key), None) => (key, false),
+            (None, None) => (
+                fallback("LANGSMITH_API_KEY").ok_or_else(|| {
+                    CliError::usage(
+                        "set AGENT_API_KEY (or --api-key, or LANGSMITH_API_KEY), or AGENT_BEARER_TOKEN",
+                    )
+                })?,
+                false,
+            ),
+        };
+        let _ = API_KEY.set(key.clone().into());
         // No --allowed-hosts here (agent_operator::allowlist): agentctl is
         // run by a user, with the user's own key, against the URL the user
         // names; the list guards the operator, whose requests go where
         // whoever may create a resource points them.
-        let mut config = ClientConfig::new(base, workspace.trim(), key.to_owned().into());
+        let mut config = ClientConfig::new(base, workspace, key.into());
+        config.bearer = bearer;
         config.timeout = std::time::Duration::from_secs(self.request_timeout.max(1));
+        if let Some(path) = &self.ca_bundle {
+            let pem = std::fs::read(path).map_err(|e| {
+                CliError::usage(format!("reading the CA bundle {}: {e}", path.display()))
+            })?;
+            if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+                return Err(CliError::usage(format!(
+                    "the CA bundle {} holds no PEM certificate",
+                    path.display()
+                )));
+            }
+            config.ca_bundle_pem = Some(pem);
+        }
         ControlPlaneClient::new(config).plane("configuring the control plane client")
     }
+}
+
+/// `value` trimmed, unless it is absent or blank.
+fn non_empty(value: &Option<String>) -> Option<String> {
+    value
+        .as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+}
+
+/// The environment variable `name` of the platform's own tools, trimmed,
+/// unless it is unset or blank.
+fn fallback(name: &str) -> Option<String> {
+    non_empty(&std::env::var(name).ok())
 }
 
 /// True when `s` looks like a uuid (8-4-4-4-12 hex digits): a deployment id

@@ -62,7 +62,7 @@ struct RunArgs {
     /// deadline is polled every four times this.
     #[arg(long, env = "MAX_POLL_INTERVAL_SECONDS", default_value_t = 30.0)]
     max_poll_interval_seconds: f64,
-    /// Seconds between drift checks of a steady resource (jittered ±10 %).
+    /// Seconds between drift checks of a steady resource (jittered ±25 %).
     #[arg(long, env = "RESYNC_INTERVAL_SECONDS", default_value_t = 300.0)]
     resync_interval_seconds: f64,
     /// Seconds before re-checking a resource blocked on a missing Secret or

@@ -93,6 +93,105 @@ fn every_operator_flag_is_documented() {
     );
 }
 
+/// The environment variable and default of every flag in the table of
+/// docs/CONFIGURATION.md are those `agent-operator run --help` prints
+/// (issue "A platform team installs it…", item 7: a default quoted in the
+/// docs is the code's default). A default the help does not print (a
+/// computed one such as "the resync interval") is not compared.
+#[test]
+fn configuration_defaults_and_variables_are_the_codes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agent-operator"))
+        .args(["run", "--help"])
+        .output()
+        .expect("running agent-operator run --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    // flag -> (env, default) as the help prints them.
+    let mut from_help: BTreeMap<String, (Option<String>, Option<String>)> = BTreeMap::new();
+    let mut flag = None;
+    for line in help.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("--") {
+            let name = rest.split([' ', '<', ',']).next().unwrap_or_default();
+            flag = Some(name.to_owned());
+            from_help.entry(name.to_owned()).or_default();
+        } else if let Some(f) = &flag {
+            let entry = from_help.get_mut(f).unwrap();
+            if let Some(env) = line.strip_prefix("[env: ") {
+                entry.0 = env.split('=').next().map(str::to_owned);
+            } else if let Some(default) = line.strip_prefix("[default: ") {
+                entry.1 = Some(default.trim_end_matches(']').to_owned());
+            }
+        }
+    }
+    let doc = std::fs::read_to_string(root().join("docs/CONFIGURATION.md")).unwrap();
+    let mut compared = 0;
+    let mut wrong = Vec::new();
+    for row in doc.lines().filter(|l| l.starts_with("| `--")) {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let flag = cells[0].trim_start_matches("| `--");
+        let flag = &flag[..flag.find('`').unwrap()];
+        let Some((env, default)) = from_help.get(flag) else {
+            wrong.push(format!("--{flag}: not a flag of `agent-operator run`"));
+            continue;
+        };
+        let doc_env = cells[1].split('`').nth(1).map(str::to_owned);
+        if &doc_env != env {
+            wrong.push(format!("--{flag}: docs say {doc_env:?}, the help {env:?}"));
+        }
+        if let Some(default) = default {
+            // A list default: comma-separated in the docs, as the
+            // variable takes it; space-separated in the help.
+            let doc_default = cells[2].trim().trim_matches('`').replace(',', " ");
+            if &doc_default != default {
+                wrong.push(format!(
+                    "--{flag}: default {doc_default:?} in the docs, {default:?} in the code"
+                ));
+            }
+            compared += 1;
+        }
+    }
+    assert!(compared >= 15, "only {compared} defaults compared");
+    assert!(
+        wrong.is_empty(),
+        "docs/CONFIGURATION.md:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// Every Helm value a doc sets (`--set`, `--set-json`, `--set-string`) is
+/// a value of the chart's values.yaml, so that a renamed value fails here
+/// rather than in a user's install.
+#[test]
+fn docs_set_only_helm_values_that_exist() {
+    let values: serde_json::Value = yaml_serde::from_str(
+        &std::fs::read_to_string(root().join("deploy/helm/agent-operator/values.yaml")).unwrap(),
+    )
+    .unwrap();
+    let set = Regex::new(r#"--set(?:-json|-string)?[ =]'?"?([A-Za-z0-9_.]+)="#).unwrap();
+    let mut seen = 0;
+    let mut unknown = Vec::new();
+    for (name, text) in markdown_files() {
+        for (block, code) in code_lines(&text) {
+            for c in set.captures_iter(code) {
+                seen += 1;
+                let path = &c[1];
+                let found = path
+                    .split('.')
+                    .try_fold(&values, |v, key| v.get(key))
+                    .is_some();
+                if !found {
+                    unknown.push(format!("{name}, code block {block}: {path}"));
+                }
+            }
+        }
+    }
+    assert!(seen >= 3, "only {seen} --set found");
+    assert!(
+        unknown.is_empty(),
+        "Helm values the chart does not have:\n{}",
+        unknown.join("\n")
+    );
+}
+
 /// Relative links `](path)` of the Markdown files under docs/ and README.md.
 #[test]
 fn relative_links_of_the_docs_resolve() {

@@ -691,3 +691,90 @@ fn the_chart_grants_what_the_overlays_grant() {
     expected.retain(|k| k != "\"Namespace\"");
     assert_eq!(kinds(&default), expected);
 }
+
+/// Every kustomize component of `deploy/components/` on top of the
+/// cluster-wide overlay, as an overlay of a user's repository would use it
+/// (`components: [...]`): built, accepted by the API server (server dry
+/// run, Pod Security silent), and doing what its comment says. A new
+/// component without a check here fails.
+#[test]
+fn every_component_builds_on_the_cluster_wide_overlay_and_applies() {
+    test_support::skip_without!(Envtest);
+    ensure_namespace("agent-operator");
+    let mut components: Vec<String> = std::fs::read_dir(repo().join("deploy/components"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    components.sort();
+    assert!(components.len() >= 6, "{components:?}");
+    let base = kustomize("cluster-wide");
+    let pod_spec = |docs: &[Value]| {
+        find(docs, "Deployment", "agent-operator")["spec"]["template"]["spec"].clone()
+    };
+    let egress =
+        |docs: &[Value]| find(docs, "NetworkPolicy", "agent-operator")["spec"]["egress"].clone();
+    for component in &components {
+        // kustomize takes relative paths only: the overlay lives one level
+        // below the repository's root for the test's duration.
+        let dir = tempfile::Builder::new()
+            .prefix(".component-test-")
+            .tempdir_in(repo())
+            .unwrap();
+        let kustomization = json!({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": ["../deploy/overlays/cluster-wide"],
+            "components": [format!("../deploy/components/{component}")],
+        });
+        std::fs::write(
+            dir.path().join("kustomization.yaml"),
+            kustomization.to_string(),
+        )
+        .unwrap();
+        let mut command = kubectl();
+        command
+            .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
+            .arg(dir.path());
+        let docs = documents(&succeed(command, None).0);
+        apply(&docs, true);
+        let (spec, base_spec) = (pod_spec(&docs), pod_spec(&base));
+        match component.as_str() {
+            "image-pull-secret" => assert_eq!(
+                spec["imagePullSecrets"],
+                json!([{"name": "agent-operator-pull-secret"}])
+            ),
+            "openshift" => {
+                assert!(spec["securityContext"]["runAsUser"].is_null());
+                assert!(spec["securityContext"]["runAsGroup"].is_null());
+                assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+                assert!(!base_spec["securityContext"]["runAsUser"].is_null());
+            }
+            "dns-any-namespace" => {
+                assert!(egress(&docs)[0]["to"].is_null(), "{}", egress(&docs));
+                assert_eq!(egress(&docs)[0]["ports"][0]["port"], 53);
+                assert!(egress(&base)[0]["to"].is_array());
+            }
+            "egress-port-8443" => {
+                let ports: Vec<i64> = egress(&docs)[1]["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["port"].as_i64().unwrap())
+                    .collect();
+                assert_eq!(ports, [443, 6443, 8443]);
+            }
+            "metrics-authorization" => assert!(
+                deployment_args(find(&docs, "Deployment", "agent-operator"))
+                    .iter()
+                    .any(|a| a == "--metrics-authorization")
+            ),
+            "pod-policy" => assert!(
+                docs.iter()
+                    .any(|d| d["kind"] == "ValidatingAdmissionPolicy"),
+                "{}",
+                names(&docs)
+            ),
+            other => panic!("component {other} has no check in this test"),
+        }
+    }
+}

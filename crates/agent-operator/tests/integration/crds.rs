@@ -3,10 +3,17 @@
 
 #[test]
 fn committed_crds_match_the_types() {
-    let dir = test_support::repo_root().join("crds");
+    // crds/, and the Helm chart's copy that `crds.enabled` installs.
+    for dir in ["crds", "deploy/helm/agent-operator/files/crds"] {
+        committed_crds_in(dir);
+    }
+}
+
+fn committed_crds_in(dir_name: &str) {
+    let dir = test_support::repo_root().join(dir_name);
     let files = agent_operator::api::crd_files().expect("CRDs serialize");
     let mut committed_names: Vec<String> = std::fs::read_dir(&dir)
-        .expect("crds/ exists")
+        .unwrap_or_else(|e| panic!("{dir_name}/ exists: {e}"))
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.ends_with(".yaml"))
         .collect();
@@ -15,15 +22,14 @@ fn committed_crds_match_the_types() {
     generated_names.sort();
     assert_eq!(
         committed_names, generated_names,
-        "crds/ holds exactly the generated files"
+        "{dir_name}/ holds exactly the generated files"
     );
     for (name, yaml) in files {
-        let committed = std::fs::read_to_string(dir.join(&name)).unwrap_or_else(|e| {
-            panic!("crds/{name} missing ({e}); run `agent-operator crds --out crds`")
-        });
+        let committed = std::fs::read_to_string(dir.join(&name))
+            .unwrap_or_else(|e| panic!("{dir_name}/{name} missing ({e}); run `make generate`"));
         assert!(
             committed == yaml,
-            "crds/{name} is out of date with the Rust types; run `make generate` and commit"
+            "{dir_name}/{name} is out of date with the Rust types; run `make generate` and commit"
         );
     }
 }

@@ -778,3 +778,111 @@ fn every_component_builds_on_the_cluster_wide_overlay_and_applies() {
         }
     }
 }
+
+/// The chart's values that Helm users expect (issue "A platform team
+/// installs it…", item 2), all at once, rendered and applied to the API
+/// server: `fullnameOverride`, an existing ServiceAccount
+/// (`serviceAccount.create=false`), `extraArgs`, `extraEnv`, the pod
+/// security context without a fixed user (OpenShift), and `crds.enabled`,
+/// whose CRDs are those of crds/ with the `keep` resource policy.
+#[test]
+fn helm_values_users_expect_render_and_apply() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
+    let ns = "helm-values-it";
+    ensure_namespace(ns);
+    let mut command = kubectl();
+    command.args(["-n", ns, "create", "serviceaccount", "existing-sa"]);
+    let _ = run(command, None);
+    let docs = helm_template(
+        ns,
+        &[
+            "--set",
+            "fullnameOverride=ops-agents",
+            "--set",
+            "serviceAccount.create=false",
+            "--set",
+            "serviceAccount.name=existing-sa",
+            "--set",
+            "extraArgs={--verify-concurrency=8,--request-timeout-seconds=60}",
+            "--set-json",
+            r#"extraEnv=[{"name":"RUST_LOG","value":"info,agent_operator=debug"}]"#,
+            "--set",
+            "podSecurityContext.runAsUser=null",
+            "--set",
+            "podSecurityContext.runAsGroup=null",
+            "--set",
+            "crds.enabled=true",
+        ],
+    );
+    apply(&docs, true);
+    assert!(
+        !docs.iter().any(|d| d["kind"] == "ServiceAccount"),
+        "{}",
+        names(&docs)
+    );
+    let deployment = find(&docs, "Deployment", "ops-agents");
+    let spec = &deployment["spec"]["template"]["spec"];
+    assert_eq!(spec["serviceAccountName"], "existing-sa");
+    assert!(spec["securityContext"]["runAsUser"].is_null());
+    assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+    let args = deployment_args(deployment);
+    for arg in ["--verify-concurrency=8", "--request-timeout-seconds=60"] {
+        assert!(args.iter().any(|a| a == arg), "{args:?}");
+    }
+    assert_eq!(
+        env_value(deployment, "RUST_LOG").as_deref(),
+        Some("info,agent_operator=debug")
+    );
+    for binding in docs
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
+    {
+        assert_eq!(binding["subjects"][0]["name"], "existing-sa", "{binding}");
+    }
+    // The chart's CRDs are crds/, with the keep policy and the chart's labels.
+    let crds: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .collect();
+    assert_eq!(crds.len(), 3);
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().unwrap();
+        let file = repo().join("crds").join(format!("{name}.yaml"));
+        let committed = documents(&std::fs::read_to_string(file).unwrap());
+        // Equal as values: the chart writes `1000.0` as `1000`.
+        fn numbers_as_floats(v: &Value) -> Value {
+            match v {
+                Value::Number(n) => json!(n.as_f64()),
+                Value::Array(a) => Value::Array(a.iter().map(numbers_as_floats).collect()),
+                Value::Object(o) => Value::Object(
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), numbers_as_floats(v)))
+                        .collect(),
+                ),
+                other => other.clone(),
+            }
+        }
+        assert!(
+            numbers_as_floats(&crd["spec"]) == numbers_as_floats(&committed[0]["spec"]),
+            "the chart's CRD {name} differs from crds/"
+        );
+        assert_eq!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            "keep"
+        );
+    }
+    // Without crds.enabled the chart has none.
+    assert!(
+        !helm_template(ns, &[])
+            .iter()
+            .any(|d| d["kind"] == "CustomResourceDefinition")
+    );
+    // serviceAccount.create=false needs a name.
+    let mut command = helm();
+    command
+        .args(["template", RELEASE])
+        .arg(chart())
+        .args(["--set", "serviceAccount.create=false"]);
+    assert!(fail(command, None).contains("serviceAccount.name is required"));
+}

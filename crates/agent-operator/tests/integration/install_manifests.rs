@@ -162,7 +162,7 @@ fn ha_values() -> String {
 }
 
 /// Creates `name` unless it exists (tests of this binary share the server).
-fn ensure_namespace(name: &str) {
+pub(crate) fn ensure_namespace(name: &str) {
     let mut command = kubectl();
     command.args([
         "apply",
@@ -190,7 +190,7 @@ async fn restricted_namespace(prefix: &str) -> String {
 /// the API server accepts every object, and unless Pod Security stays silent
 /// (a Deployment that would violate the namespace's `warn: restricted` only
 /// gets a warning).
-fn apply(docs: &[Value], dry_run: bool) -> String {
+pub(crate) fn apply(docs: &[Value], dry_run: bool) -> String {
     let mut command = kubectl();
     command.args([
         "apply",

@@ -29,6 +29,7 @@ mod envtest_smoke;
 mod fault_control_plane;
 mod fault_crash_fleet;
 mod fault_kubernetes;
+mod gitops_examples;
 mod gitops_health;
 mod hostile_input;
 mod image;

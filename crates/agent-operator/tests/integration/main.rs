@@ -23,6 +23,7 @@ mod contract_logs;
 mod contract_retries;
 mod control_plane_status;
 mod crds;
+mod dashboard;
 mod docs;
 mod e2e_lifecycle;
 mod envtest_smoke;

@@ -52,8 +52,9 @@ image: ## the operator's container image without an engine: static musl release 
 	CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target $(MUSL_TARGET) -p agent-operator --bin agent-operator
 	hack/image.sh $(TARGET_DIR)/$(MUSL_TARGET)/release/agent-operator $(IMAGE_TAR)
 
-release: image ## dist/: the image tarball, the CRDs, the rendered install manifests and the Helm chart, naming the image by digest, and SHA256SUMS (hack/release.sh)
-	hack/release.sh $(IMAGE_TAR) $(DIST)
+release: image ## dist/: the image tarball, the CRDs, the rendered install manifests and the Helm chart, naming the image by digest, a static agentctl, and SHA256SUMS (hack/release.sh)
+	CC_x86_64_unknown_linux_musl=musl-gcc cargo build --release --locked --target $(MUSL_TARGET) -p agent-operator --bin agentctl
+	AGENTCTL=$(TARGET_DIR)/$(MUSL_TARGET)/release/agentctl hack/release.sh $(IMAGE_TAR) $(DIST)
 
 push: ## push the image of dist/ to REPOSITORY, check its digest there, write dist/pushed/ naming it (hack/push.sh)
 	@[ -n "$(REPOSITORY)" ] || { echo "usage: make push REPOSITORY=registry.example.com/platform/agent-operator" >&2; exit 2; }

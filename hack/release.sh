@@ -10,14 +10,17 @@
 #   install-ha.yaml                   kustomize `images:` transformer)
 #   agent-operator-<version>.tgz      the Helm chart (helm package) with
 #                                     image.digest set in its values.yaml
+#   agentctl-linux-amd64              agentctl, static (musl), when AGENTCTL
+#                                     names the binary (make release does)
 #   SHA256SUMS                        sha256sum of the files above
 #
-#   hack/release.sh <image tarball> [DIST]
+#   [AGENTCTL=path/to/agentctl] hack/release.sh <image tarball> [DIST]
 #
 # The digest is the image manifest's, as the layout's index.json names it:
 # the one a registry answers for the image after hack/push.sh (or crane push)
-# put it there. kubectl comes from the envtest binaries (hack/envtest/install.sh),
-# helm and crane from hack/tools/install.sh.
+# put it there. helm and kustomize come from hack/tools/install.sh: nothing
+# here needs a kube-apiserver, etcd or kubectl. The image and agentctl are
+# linux/amd64 only (the musl target of make image).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 image=${1:?usage: hack/release.sh <image tarball> [DIST]}
@@ -25,8 +28,7 @@ dist=${2:-$root/dist}
 name=${IMAGE_NAME:-localhost/agent-operator}
 version=$(awk -F'"' '/^version = / {print $2; exit}' "$root/Cargo.toml")
 [ -s "$image" ] || { echo "no image tarball at $image: run make image" >&2; exit 1; }
-tools=$("$root/hack/tools/install.sh" helm | tail -n1)
-kubectl="$("$root/hack/envtest/install.sh" | tail -n1)/kubectl"
+tools=$("$root/hack/tools/install.sh" helm kustomize | tail -n1)
 
 # The manifest digest the layout names (one image manifest).
 digest=$(tar -xOf "$image" ./index.json | python3 -c '
@@ -61,7 +63,7 @@ images:
   - name: $name
     digest: $digest
 EOF
-  "$kubectl" kustomize "$work/$overlay" >"$dist/install-$overlay.yaml"
+  "$tools/kustomize" build "$work/$overlay" >"$dist/install-$overlay.yaml"
 done
 
 mkdir -p "$work/chart"
@@ -79,6 +81,11 @@ for file in "$dist"/install-*.yaml "$work/chart.yaml"; do
   images=$(sed -n 's/^ *image: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$file" | sort -u)
   [ "$images" = "$ref" ] || { echo "$file names $images, not $ref" >&2; exit 1; }
 done
+
+if [ -n "${AGENTCTL:-}" ]; then
+  [ -x "$AGENTCTL" ] || { echo "AGENTCTL=$AGENTCTL is not an executable" >&2; exit 1; }
+  install -m 0755 "$AGENTCTL" "$dist/agentctl-linux-amd64"
+fi
 
 (cd "$dist" && sha256sum -- * >SHA256SUMS)
 echo "wrote $dist, the image $ref:" >&2

@@ -163,6 +163,7 @@ async fn the_release_pushes_to_a_registry_and_installs_by_digest() {
     let chart = format!("agent-operator-{version}.tgz");
     let mut expected = vec![
         "agent-operator-image.oci.tar",
+        "agentctl-linux-amd64",
         chart.as_str(),
         "crds.yaml",
         "image.txt",
@@ -172,6 +173,9 @@ async fn the_release_pushes_to_a_registry_and_installs_by_digest() {
     ];
     expected.sort();
     assert_eq!(listed, expected);
+    // agentctl is the static build: it runs here and says its version.
+    let version_line = succeed(Command::new(dist.join("agentctl-linux-amd64")).arg("--version"));
+    assert!(version_line.contains(version), "{version_line}");
 
     // The digest the release names is its image manifest's.
     let released = std::fs::read_to_string(dist.join("image.txt")).expect("image.txt");

@@ -129,3 +129,100 @@ async fn a_control_plane_over_https_is_trusted_only_with_its_ca_bundle() {
         "the trusted control plane was reached through the HTTPS front"
     );
 }
+
+/// README.md, "Self-hosted LangSmith", as written: the shipped example
+/// `examples/more/control-plane-self-hosted.yaml` (its host, CA and
+/// workspace replaced by the test's) against the emulator behind TLS on a
+/// port other than 443, with the operator allowed exactly that `host:port`
+/// (`extraAllowedHosts` is `--allowed-hosts`). The AgentControlPlane is
+/// Ready through its CA, and an AgentDeployment on it reaches Ready; a plane
+/// on the same host but another port is `HostNotAllowed` and sends nothing.
+#[tokio::test]
+async fn the_self_hosted_quickstart_works_as_written() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::builder("sec-self-hosted")
+        .without_operator()
+        .start()
+        .await;
+    let ca = TestCa::new("self-hosted-test-ca").expect("a CA");
+    let serving = ca.serving(&["127.0.0.1"]).expect("a cert");
+    let upstream: SocketAddr = h
+        .emulator
+        .base_url
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap();
+    let front = TlsFront::start(&serving, upstream)
+        .await
+        .expect("the HTTPS front");
+    let host_port = front.url.trim_start_matches("https://").to_owned();
+    assert!(!host_port.ends_with(":443"), "{host_port}");
+
+    // The example, as shipped, with this test's host, CA and workspace.
+    let example = std::fs::read_to_string(
+        test_support::repo_root().join("examples/more/control-plane-self-hosted.yaml"),
+    )
+    .unwrap();
+    let pem: String = ca
+        .cert_pem()
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    let placeholder = "    -----BEGIN CERTIFICATE-----\n    (the PEM bundle of your internal CA)\n    -----END CERTIFICATE-----\n";
+    assert!(
+        example.contains(placeholder),
+        "the example's CA placeholder moved"
+    );
+    let text = example
+        .replace(placeholder, &pem)
+        .replace("https://langsmith.internal.example.com", &front.url)
+        .replace("namespace: agents", &format!("namespace: {}", h.ns))
+        .replace("3f2b5c9e-1d4a-4e6b-8a7c-0b1d2e3f4a5b", WORKSPACE);
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);
+    apply_json(
+        &secrets,
+        "agent-platform-api-key",
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "agent-platform-api-key"},
+               "stringData": {"api-key": support::API_KEY}}),
+    )
+    .await;
+    let planes: Api<AgentControlPlane> = Api::namespaced(h.client.clone(), &h.ns);
+    for doc in crate::install_manifests::documents(&text) {
+        let name = doc["metadata"]["name"].as_str().unwrap().to_owned();
+        if doc["kind"] == "Secret" {
+            apply_json(&secrets, &name, doc).await;
+        } else {
+            apply_json(&planes, &name, doc).await;
+        }
+    }
+    // The same host on another port is not in the list.
+    let mut other = planes.get("self-hosted").await.unwrap();
+    other.metadata = kube::api::ObjectMeta {
+        name: Some("other-port".into()),
+        ..Default::default()
+    };
+    other.status = None;
+    other.spec.url = Some("https://127.0.0.1:1/api-host".into());
+    planes.create(&Default::default(), &other).await.unwrap();
+
+    let _operator = h.start_operator(&["--allowed-hosts", &host_port]);
+    let (reason, message) = wait_ready_status(&planes, "self-hosted", "True").await;
+    assert_eq!(reason, "Authenticated", "{message}");
+    let (reason, message) = wait_ready_status(&planes, "other-port", "False").await;
+    assert_eq!(reason, "HostNotAllowed", "{message}");
+    assert!(
+        message.contains("--allowed-hosts") && message.contains("extraAllowedHosts"),
+        "the refusal names the flag and the Helm value: {message}"
+    );
+
+    let agd =
+        support::AgentDeploymentManifest::docker("self-hosted-agent", "ghcr.io/acme/agent:1.0.0")
+            .spec("controlPlaneRef", json!({"name": "self-hosted"}))
+            .build();
+    h.apply(agd).await;
+    h.wait_ready("self-hosted-agent", TIMEOUT).await;
+    assert!(
+        front.forwarded() > 0,
+        "every request went through the HTTPS front"
+    );
+}

@@ -464,6 +464,7 @@ const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "--field-selector",
     "--overwrite",
     "--from-literal",
+    "--from-file",
     "--all",
     "--recursive",
     "--output",

@@ -353,6 +353,28 @@ pub fn to_wire(spec: &Map<String, Value>) -> Result<Map<String, Value>, String> 
         .collect()
 }
 
+/// The `resourceSpec` of a wire `resource_spec` (the reverse of
+/// [`to_wire`], for `agentctl export`): keys renamed by [`FIELDS`], values
+/// unchanged, `null` values dropped (the service reads unset keys back as
+/// `null`). Returns the spec and the wire keys the project does not model
+/// (left out, so that the caller can name them).
+pub fn from_wire(wire: &Map<String, Value>) -> (Map<String, Value>, Vec<String>) {
+    let mut spec = Map::new();
+    let mut unmodelled = Vec::new();
+    for (key, value) in wire {
+        if value.is_null() {
+            continue;
+        }
+        match FIELDS.iter().find(|(_, w, ..)| w == key) {
+            Some((crd, ..)) => {
+                spec.insert((*crd).to_owned(), value.clone());
+            }
+            None => unmodelled.push(key.clone()),
+        }
+    }
+    (spec, unmodelled)
+}
+
 fn unknown(key: &str) -> String {
     let hint = FIELDS
         .iter()
@@ -388,6 +410,21 @@ pub fn check(spec: &Map<String, Value>) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wire_keys_map_back_nulls_dropped_unknown_named() {
+        let wire = json!({"min_scale": 1, "cpu": 0.5, "labels": null, "gpu": 1});
+        let (spec, unmodelled) = from_wire(wire.as_object().unwrap());
+        assert_eq!(
+            Value::Object(spec.clone()),
+            json!({"minScale": 1, "cpu": 0.5})
+        );
+        assert_eq!(unmodelled, ["gpu"]);
+        assert_eq!(
+            Value::Object(to_wire(&spec).unwrap()),
+            json!({"min_scale": 1, "cpu": 0.5})
+        );
+    }
 
     #[test]
     fn keys_map_to_the_wire_and_numbers_stay_as_written() {

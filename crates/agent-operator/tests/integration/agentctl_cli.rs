@@ -948,3 +948,78 @@ async fn agentctl_reads_the_platforms_variables_a_private_ca_and_a_bearer_token(
         "nothing sent by a refused configuration"
     );
 }
+
+/// `agentctl export` (issue "Bring an existing workspace under GitOps",
+/// item 2): the deployments of a workspace come out as AgentDeployments that
+/// adopt them by id, without a secret value; applied back (`diff` with the
+/// same values from the environment) they differ in nothing, and nothing is
+/// sent but reads.
+#[tokio::test]
+async fn export_then_diff_is_a_round_trip_without_secret_values() {
+    let emu = emulator(vec![]).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let github = write(
+        dir.path(),
+        "github.yaml",
+        &manifest("exported", "main", SECRET_VALUE),
+    );
+    assert_eq!(apply_wait(&url, github.to_str().unwrap()).await.code, 0);
+    let docker = test_support::repo_root().join("examples/agent-deployment-docker.yaml");
+    assert_eq!(apply_wait(&url, docker.to_str().unwrap()).await.code, 0);
+
+    let out = agentctl(&url, &["export", "-n", "agents"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !out.stdout.contains(SECRET_VALUE),
+        "a secret value was exported"
+    );
+    assert_eq!(
+        out.stdout.matches("kind: AgentDeployment").count(),
+        2,
+        "{out:?}"
+    );
+    assert!(out.stdout.contains("deploymentId:"), "{out:?}");
+    for part in [
+        "kubectl -n agents create secret generic exported-env ",
+        "--from-literal=LOG_LEVEL=...",
+        "--from-literal=OPENAI_API_KEY=...",
+    ] {
+        assert!(out.stdout.contains(part), "{part}: {out:?}");
+    }
+    let exported = write(dir.path(), "exported.yaml", &out.stdout);
+
+    // Applied back with the values the deployments run with: no difference.
+    let before = log_len(&emu);
+    let diff = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(["diff", "--secret-from-env", "-f"])
+        .arg(&exported)
+        .env("AGENT_CONTROL_PLANE_URL", &url)
+        .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
+        .env("AGENT_API_KEY", KEY)
+        .env("OPENAI_API_KEY", SECRET_VALUE)
+        .env("LOG_LEVEL", "info")
+        .env_remove("RUST_LOG")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        diff.status.code(),
+        Some(0),
+        "the export differs from what runs:\n{}{}",
+        String::from_utf8_lossy(&diff.stdout),
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    let sent = routes(&emu, before);
+    assert!(mutations(&sent).is_empty(), "{sent:?}");
+
+    // One by name; an unknown name is refused.
+    let one = agentctl(&url, &["export", "exported"]).await;
+    assert_eq!(
+        one.stdout.matches("kind: AgentDeployment").count(),
+        1,
+        "{one:?}"
+    );
+    let none = agentctl(&url, &["export", "no-such-deployment"]).await;
+    assert_eq!(none.code, 3, "{none:?}");
+}

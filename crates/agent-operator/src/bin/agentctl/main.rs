@@ -26,6 +26,7 @@
 
 mod apply;
 mod exit;
+mod export;
 mod logs;
 mod output;
 mod plane;
@@ -68,6 +69,11 @@ enum Command {
     /// without changes, 1 with.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Diff(apply::DiffArgs),
+    /// Write AgentDeployment YAML for deployments the workspace already has
+    /// (all, by name, or --name-contains), adopting each by id, with its
+    /// secrets as references to a Secret to create (values never written).
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Export(export::ExportArgs),
     /// List, show or delete deployments.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Deployments(resources::DeploymentsArgs),
@@ -129,6 +135,7 @@ async fn main() -> ExitCode {
     let result: Result<ExitCode, CliError> = match cli.command {
         Command::Apply(args) => apply::apply(args).await.map(ExitCode::from),
         Command::Diff(args) => apply::diff(args).await.map(ExitCode::from),
+        Command::Export(args) => export::export(args).await.map(ExitCode::from),
         Command::Deployments(args) => resources::deployments(args).await.map(ExitCode::from),
         Command::Revisions(args) => resources::revisions(args).await.map(ExitCode::from),
         Command::Redeploy(args) => resources::redeploy(args).await.map(ExitCode::from),

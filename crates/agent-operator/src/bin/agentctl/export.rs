@@ -1,0 +1,276 @@
+//! `agentctl export`: AgentDeployment YAML for the deployments a workspace
+//! already has (made in the UI, with the CLI or with Terraform), to bring
+//! them under GitOps (issue "Bring an existing workspace under GitOps",
+//! item 2).
+//!
+//! Each deployment becomes an AgentDeployment that adopts it by id
+//! (`spec.deploymentId`) and says what it runs now, so that applying the
+//! file changes nothing remote (`agentctl diff -f` exits 0, the operator's
+//! first pass sends no PATCH). Secret values are never read into the file:
+//! each environment variable becomes a `secretKeyRef` to one Kubernetes
+//! Secret per deployment, `<name>-env`, whose keys a comment lists with the
+//! command that creates it. Fields the service fills in (`repo_branch`,
+//! `repo_commit_sha`, a `github` deployment's URL) and `resource_spec` keys
+//! the project does not model are left out, the latter named in a comment.
+//! Mapping: docs/control-plane-api.md "Deployment" (wire fields) and the
+//! CRD's field docs (docs/reference.md).
+
+use agent_operator::api::resource_spec;
+use agent_operator::controlplane::ListDeployments;
+use agent_operator::controlplane::types::Deployment;
+use agent_operator::plan::shapes;
+use clap::Args;
+use serde_json::{Map, Value, json};
+
+use crate::exit::{CliError, CliResult, PlaneResult};
+use crate::plane::ControlPlaneArgs;
+
+/// `agentctl export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    plane: ControlPlaneArgs,
+    /// Deployments to export, by name; none: every deployment of the
+    /// workspace (with --name-contains, those whose name contains it).
+    names: Vec<String>,
+    /// Only deployments whose name contains this text.
+    #[arg(long)]
+    name_contains: Option<String>,
+    /// Namespace of the AgentDeployments (and of the Secrets to create).
+    #[arg(long, short = 'n', default_value = "default")]
+    namespace: String,
+    /// Name of the AgentControlPlane the AgentDeployments use.
+    #[arg(long, default_value = "default")]
+    control_plane: String,
+}
+
+/// Prints the AgentDeployments of the selected deployments, as a
+/// multi-document YAML stream, sorted by name. Errors: the client's (exit 3
+/// or 4), a name given that no deployment has (exit 3).
+pub async fn export(args: ExportArgs) -> CliResult<u8> {
+    let cp = args.plane.client()?;
+    let query = ListDeployments {
+        name_contains: args.name_contains.clone(),
+        ..Default::default()
+    };
+    let mut found = cp
+        .list_all_deployments(&query)
+        .await
+        .plane("listing the workspace's deployments")?;
+    found
+        .retain(|d| args.names.is_empty() || args.names.iter().any(|n| *n == d.name || *n == d.id));
+    for wanted in &args.names {
+        if !found.iter().any(|d| d.name == *wanted || d.id == *wanted) {
+            return Err(CliError::new(
+                crate::exit::Exit::Rejected,
+                anyhow::anyhow!("no deployment is named or has the id {wanted}"),
+            ));
+        }
+    }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    for d in &found {
+        print!("{}", document(d, &args.namespace, &args.control_plane));
+    }
+    if found.is_empty() {
+        eprintln!("no deployment matched");
+    }
+    Ok(0)
+}
+
+/// One `---` document: comments (the Secret to create, what was left out),
+/// then the AgentDeployment.
+fn document(d: &Deployment, namespace: &str, control_plane: &str) -> String {
+    let (manifest, secret, left_out) = agent_deployment(d, namespace, control_plane);
+    let mut out = format!("---\n# {} (deployment {})\n", d.name, d.id);
+    if let Some((name, keys)) = secret {
+        out.push_str(&format!(
+            "# Create the Secret {name} first, with the values the deployment runs with (never exported):\n\
+             #   kubectl -n {namespace} create secret generic {name} {}\n",
+            keys.iter()
+                .map(|k| format!("--from-literal={k}=..."))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    if !left_out.is_empty() {
+        out.push_str(&format!(
+            "# Left out (not modelled by the CRD): resource_spec {}\n",
+            left_out.join(", ")
+        ));
+    }
+    out.push_str(&yaml_serde::to_string(&manifest).unwrap_or_default());
+    out
+}
+
+/// A Secret an exported AgentDeployment refers to: its name and keys.
+type SecretToCreate = (String, Vec<String>);
+
+/// The AgentDeployment of `d`, the Secret it refers to if any, and the
+/// `resource_spec` keys left out.
+fn agent_deployment(
+    d: &Deployment,
+    namespace: &str,
+    control_plane: &str,
+) -> (Value, Option<SecretToCreate>, Vec<String>) {
+    let source = d.source.clone().unwrap_or_else(|| "github".into());
+    let github = source == "github";
+    let sc = &d.source_config;
+    let rc = &d.source_revision_config;
+    let mut config = Map::new();
+    let put = |map: &mut Map<String, Value>, key: &str, value: Option<Value>| {
+        if let Some(v) = value.filter(|v| !v.is_null()) {
+            map.insert(key.to_owned(), v);
+        }
+    };
+    let s = |v: &Option<String>| v.clone().map(Value::String);
+    if github {
+        put(&mut config, "integrationId", s(&sc.integration_id));
+        put(&mut config, "repoUrl", s(&sc.repo_url));
+        put(&mut config, "deploymentType", s(&sc.deployment_type));
+        put(
+            &mut config,
+            "buildOnPush",
+            sc.build_on_push.map(Value::Bool),
+        );
+        put(&mut config, "installCommand", s(&sc.install_command));
+        put(&mut config, "buildCommand", s(&sc.build_command));
+    } else {
+        put(&mut config, "customUrl", s(&sc.custom_url));
+    }
+    put(&mut config, "listenerId", s(&sc.listener_id));
+    if let Some(ns) = sc
+        .listener_config
+        .as_ref()
+        .and_then(|l| l.k8s_namespace.clone())
+    {
+        config.insert("listenerConfig".into(), json!({"k8sNamespace": ns}));
+    }
+    let mut left_out = Vec::new();
+    if let Some(Value::Object(wire)) = &sc.resource_spec {
+        let (spec, unmodelled) = resource_spec::from_wire(wire);
+        left_out = unmodelled;
+        if !spec.is_empty() {
+            config.insert("resourceSpec".into(), Value::Object(spec));
+        }
+    }
+    let mut revision = Map::new();
+    if github {
+        // The configured branch, not the commit a read may show in
+        // `repo_ref` (docs/control-plane-api.md "Answer shapes").
+        put(
+            &mut revision,
+            "repoRef",
+            shapes::configured_ref(d).map(|r| Value::String(r.to_owned())),
+        );
+        put(
+            &mut revision,
+            "langgraphConfigPath",
+            s(&rc.langgraph_config_path),
+        );
+    } else {
+        put(&mut revision, "imageUri", s(&rc.image_uri));
+    }
+    let mut spec = json!({
+        "controlPlaneRef": {"name": control_plane},
+        "deploymentId": d.id,
+        "source": source,
+        "sourceConfig": config,
+        "sourceRevisionConfig": revision,
+    });
+    let secret_name = format!("{}-env", d.name);
+    let keys: Vec<String> = d.secrets.iter().map(|s| s.name.clone()).collect();
+    if !keys.is_empty() {
+        spec["secrets"] = keys
+            .iter()
+            .map(|k| json!({"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": k}}}))
+            .collect();
+    }
+    if !d.secret_references.is_empty() {
+        spec["secretReferences"] = d
+            .secret_references
+            .iter()
+            .map(
+                |r| json!({"name": r.name, "secretName": r.secret_name, "secretKey": r.secret_key}),
+            )
+            .collect();
+    }
+    let manifest = json!({
+        "apiVersion": "agentserver.dev/v1alpha1",
+        "kind": "AgentDeployment",
+        "metadata": {"name": d.name, "namespace": namespace},
+        "spec": spec,
+    });
+    let secret = (!keys.is_empty()).then_some((secret_name, keys));
+    (manifest, secret, left_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(v: Value) -> Deployment {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_github_deployment_exports_what_it_runs_and_no_secret_value() {
+        let d = deployment(json!({
+            "id": "0d5a2b1c-3e4f-4a5b-8c6d-7e8f9a0b1c2d", "name": "support-agent",
+            "source": "github",
+            "source_config": {"integration_id": "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b",
+                "repo_url": "https://github.com/acme/agent", "deployment_type": "dev",
+                "build_on_push": false, "repo_branch": "main", "custom_url": "https://x.langgraph.app",
+                "resource_spec": {"min_scale": 1, "labels": null, "gpu_count": 1},
+                "install_command": null},
+            "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json",
+                "repo_commit_sha": "abc123"},
+            "secrets": [{"name": "OPENAI_API_KEY", "value": "sk-very-secret"}],
+        }));
+        let text = document(&d, "agents", "default");
+        assert!(!text.contains("sk-very-secret"), "{text}");
+        assert!(text.contains("--from-literal=OPENAI_API_KEY=..."), "{text}");
+        assert!(text.contains("# Left out (not modelled by the CRD): resource_spec gpu_count"));
+        let (m, _, _) = agent_deployment(&d, "agents", "default");
+        assert_eq!(
+            m["spec"],
+            json!({
+                "controlPlaneRef": {"name": "default"},
+                "deploymentId": "0d5a2b1c-3e4f-4a5b-8c6d-7e8f9a0b1c2d",
+                "source": "github",
+                "sourceConfig": {"integrationId": "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b",
+                    "repoUrl": "https://github.com/acme/agent", "deploymentType": "dev",
+                    "buildOnPush": false, "resourceSpec": {"minScale": 1}},
+                "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"},
+                "secrets": [{"name": "OPENAI_API_KEY",
+                    "valueFrom": {"secretKeyRef": {"name": "support-agent-env", "key": "OPENAI_API_KEY"}}}],
+            })
+        );
+    }
+
+    #[test]
+    fn an_image_keeps_its_url_and_references() {
+        let d = deployment(json!({
+            "id": "1d5a2b1c-3e4f-4a5b-8c6d-7e8f9a0b1c2d", "name": "img", "source": "external_docker",
+            "source_config": {"custom_url": "https://agent.example.com", "listener_id": "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b",
+                "listener_config": {"k8s_namespace": "agents"}},
+            "source_revision_config": {"image_uri": "ghcr.io/acme/agent:1"},
+            "secret_references": [{"name": "TOKEN", "secret_name": "s", "secret_key": "k"}],
+        }));
+        let (m, secret, _) = agent_deployment(&d, "agents", "edge");
+        assert!(secret.is_none());
+        assert_eq!(
+            m["spec"]["sourceConfig"]["customUrl"],
+            "https://agent.example.com"
+        );
+        assert_eq!(
+            m["spec"]["sourceConfig"]["listenerConfig"]["k8sNamespace"],
+            "agents"
+        );
+        assert_eq!(
+            m["spec"]["sourceRevisionConfig"],
+            json!({"imageUri": "ghcr.io/acme/agent:1"})
+        );
+        assert_eq!(m["spec"]["secretReferences"][0]["secretName"], "s");
+        assert_eq!(m["spec"]["controlPlaneRef"]["name"], "edge");
+    }
+}

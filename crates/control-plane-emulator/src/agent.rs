@@ -2,7 +2,8 @@
 //! (`{public_url}/agents/{deployment_id}`), so a deployment URL answers
 //! without running a real `langgraph dev` server.
 //!
-//! Sources: docs/control-plane-api.md "Agent server" (`/ok`, `/info`, `/assistants/search` as a
+//! The answers are the `agent-server-wire` types the product's client
+//! reads. Sources: docs/control-plane-api.md "Agent server" (`/ok`, `/info`, `/assistants/search` as a
 //! bare array with a default assistant per graph, `metadata.created_by =
 //! "system"`, `/runs/stream` as `text/event-stream` starting with a
 //! `metadata` event `{run_id, attempt}`, `updates` data `{node: update}`,
@@ -16,6 +17,7 @@
 
 use std::convert::Infallible;
 
+use agent_server_wire::{Assistant, ServerInfo};
 use axum::Json;
 use axum::Router;
 use axum::extract::State;
@@ -93,18 +95,19 @@ fn target(state: &EmulatorState, ids: &PathIds, headers: &HeaderMap) -> Result<T
         let created = rfc3339(d.created.wall);
         Ok(Target {
             assistant_id: d.assistant_id,
-            assistant: json!({
-                "assistant_id": d.assistant_id.to_string(),
-                "graph_id": GRAPH_ID,
-                "config": {},
-                "context": {},
-                "metadata": {"created_by": "system"},
-                "name": GRAPH_ID,
-                "description": null,
-                "version": 1,
-                "created_at": created,
-                "updated_at": created,
-            }),
+            assistant: serde_json::to_value(Assistant {
+                assistant_id: d.assistant_id.to_string(),
+                graph_id: GRAPH_ID.into(),
+                config: json!({}),
+                context: Some(json!({})),
+                metadata: serde_json::Map::from_iter([("created_by".into(), json!("system"))]),
+                name: Some(GRAPH_ID.into()),
+                description: None,
+                version: Some(1),
+                created_at: Some(created.clone()),
+                updated_at: Some(created),
+            })
+            .unwrap_or_default(),
         })
     })
 }
@@ -124,10 +127,12 @@ async fn info(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     target(&state, &ids, &headers)?;
-    Ok(Json(json!({
-        "version": format!("emulator-{}", env!("CARGO_PKG_VERSION")),
-        "flags": {"assistants": true, "crons": false, "langsmith": false},
-    })))
+    let info = ServerInfo {
+        version: Some(format!("emulator-{}", env!("CARGO_PKG_VERSION"))),
+        flags: json!({"assistants": true, "crons": false, "langsmith": false}),
+        extra: Default::default(),
+    };
+    Ok(Json(serde_json::to_value(info).unwrap_or_default()))
 }
 
 async fn docs(

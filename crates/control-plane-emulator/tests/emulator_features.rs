@@ -570,7 +570,14 @@ fn parse_sse(text: &str) -> Vec<(String, Value)> {
 
 #[tokio::test]
 async fn built_in_agent_server_answers_at_the_custom_url() {
-    let emu = emulator::spawn(config()).await.unwrap();
+    // Steps long enough that the first /ok comes before the revision is
+    // DEPLOYED on a loaded machine (30 ms steps did not, once).
+    let emu = emulator::spawn(EmulatorConfig {
+        step_duration: Duration::from_millis(300),
+        ..config()
+    })
+    .await
+    .unwrap();
     let c = Client::demo(&emu);
     let d = create(&c, github("agent-app", "main")).await;
     let url = d["source_config"]["custom_url"]

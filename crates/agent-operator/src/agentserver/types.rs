@@ -1,146 +1,18 @@
-//! Request and answer shapes of the agent server endpoints the client uses.
+//! Request and answer shapes of the agent server endpoints the client uses:
+//! the wire types of the `agent-server-wire` crate (shared with the
+//! emulator's built-in agent server), and [`RunEvent`], a typed event of a
+//! run stream.
 //!
 //! Source: docs/control-plane-api.md "Agent server" (fields of an assistant, of a search and of a
 //! stateless run; the event names of a run stream; the `/assistants/search`
 //! and `/runs/stream` bodies). Unknown answer
 //! fields are kept in `extra` maps or ignored, so a newer server still decodes.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::Error;
 
-/// Answer of `GET /info` (docs/control-plane-api.md "Agent server": version and flags).
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-pub struct ServerInfo {
-    /// Server version, when given.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Feature flags (e.g. `assistants`, `crons`), as sent.
-    #[serde(default)]
-    pub flags: Value,
-    /// Every other field, as sent.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-/// One assistant: a configured instance of a graph (docs/control-plane-api.md "Agent server").
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-pub struct Assistant {
-    /// Assistant id (a uuid).
-    pub assistant_id: String,
-    /// The graph it runs (a key of `graphs` in `langgraph.json`).
-    pub graph_id: String,
-    /// Name; the default assistant of a graph is named after it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Metadata; the default assistant has `created_by = "system"`.
-    #[serde(default)]
-    pub metadata: Map<String, Value>,
-    /// Run configuration.
-    #[serde(default)]
-    pub config: Value,
-    /// Run context.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<Value>,
-    /// Version number of the assistant.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<i64>,
-    /// Creation time (RFC 3339, as sent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_at: Option<String>,
-    /// Last update time (RFC 3339, as sent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-}
-
-impl Assistant {
-    /// True for the default assistant the server creates for each graph
-    /// (`metadata.created_by == "system"`, docs/control-plane-api.md "Agent server").
-    pub fn is_system_default(&self) -> bool {
-        self.metadata.get("created_by").and_then(Value::as_str) == Some("system")
-    }
-}
-
-/// Body of `POST /assistants/search` (docs/control-plane-api.md "Agent server"). Every field is
-/// optional; the server's default `limit` is 10.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct AssistantSearch {
-    /// Exact match per key.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Map<String, Value>>,
-    /// Only assistants of this graph.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub graph_id: Option<String>,
-    /// Only assistants with this name.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Page size.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u32>,
-    /// Items to skip.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u32>,
-}
-
-/// One page of `POST /assistants/search`: the bare JSON array and the next
-/// offset from the `X-Pagination-Next` header (docs/control-plane-api.md "Agent server").
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AssistantPage {
-    /// The assistants of this page.
-    pub assistants: Vec<Assistant>,
-    /// Offset of the next page; `None` on the last page.
-    pub next_offset: Option<u32>,
-}
-
-/// `stream_mode` of a run: one mode or a list (docs/control-plane-api.md "Agent server"; server
-/// default `["values"]`). Modes include `values`, `updates`, `messages`,
-/// `messages-tuple`, `events`, `debug`, `custom`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum StreamMode {
-    /// One mode, sent as a string.
-    One(String),
-    /// Several modes, sent as a list.
-    Many(Vec<String>),
-}
-
-impl StreamMode {
-    /// One mode when `modes` has exactly one, else the list.
-    pub fn from_list(mut modes: Vec<String>) -> Self {
-        if modes.len() == 1 {
-            StreamMode::One(modes.remove(0))
-        } else {
-            StreamMode::Many(modes)
-        }
-    }
-}
-
-/// Body of `POST /runs/stream`, a stateless run (docs/control-plane-api.md
-/// "Agent server").
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct RunStreamRequest {
-    /// An assistant id (uuid) or a graph name of `langgraph.json`.
-    pub assistant_id: String,
-    /// The graph input (JSON).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input: Option<Value>,
-    /// The stream mode(s); the server default is `values`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stream_mode: Option<StreamMode>,
-    /// Run configuration.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub config: Option<Value>,
-    /// Run metadata.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Value>,
-    /// What the server does when the client disconnects (e.g. `cancel`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub on_disconnect: Option<String>,
-}
+pub use agent_server_wire::*;
 
 /// One event of a run stream, typed by its name (docs/control-plane-api.md "Agent server").
 #[derive(Clone, Debug, PartialEq)]

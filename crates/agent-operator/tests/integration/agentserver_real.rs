@@ -324,3 +324,142 @@ async fn agentctl_searches_and_streams() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-such-graph"), "{err}");
 }
+
+/// The assistant and cron wire types of `agent-server-wire` against the
+/// real server (the issue "Agents as code" builds on them): a create with a
+/// client-chosen id and `if_exists: do_nothing` answers the same assistant
+/// twice; a PATCH makes a new version; `latest` sets the serving one; a
+/// cron created with metadata is found again by it; `end_time: null`
+/// clears its end; each answer decodes into the shared types.
+#[tokio::test]
+async fn assistant_and_cron_wire_types_match_the_real_server() {
+    use agent_operator::agentserver::types::{
+        Assistant, AssistantCreate, AssistantPatch, AssistantVersionChange,
+        AssistantVersionsSearch, Cron, CronCreate, CronPatch, CronSearch, IfExists,
+    };
+    test_support::skip_without!(AgentServer);
+    // The product's client installs the TLS crypto provider reqwest needs.
+    let _ = client();
+    let server = support::langgraph::shared(TEST);
+    let http = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", server.url);
+    let id = uuid::Uuid::new_v4().to_string();
+    let create = AssistantCreate {
+        graph_id: "agent".into(),
+        assistant_id: Some(id.clone()),
+        if_exists: Some(IfExists::DoNothing),
+        name: Some("wire-types".into()),
+        config: Some(json!({"configurable": {"model": "a"}})),
+        metadata: Some(json!({"suite": "wire"}).as_object().unwrap().clone()),
+        ..Default::default()
+    };
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        let resp = http
+            .post(url("/assistants"))
+            .json(&create)
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "{}", resp.status());
+        answers.push(resp.json::<Assistant>().await.expect("an Assistant"));
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "do_nothing answers the first assistant unchanged"
+    );
+    assert_eq!(answers[0].assistant_id, id);
+    assert_eq!(answers[0].version, Some(1));
+
+    let patch = AssistantPatch {
+        config: Some(json!({"configurable": {"model": "b"}})),
+        metadata: Some(json!({"owner": "team-a"}).as_object().unwrap().clone()),
+        ..Default::default()
+    };
+    let patched: Assistant = http
+        .patch(url(&format!("/assistants/{id}")))
+        .json(&patch)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .expect("the patched Assistant");
+    assert_eq!(patched.version, Some(2));
+    assert_eq!(patched.metadata["suite"], "wire", "metadata is merged");
+    assert_eq!(patched.metadata["owner"], "team-a");
+    let versions: Vec<Assistant> = http
+        .post(url(&format!("/assistants/{id}/versions")))
+        .json(&AssistantVersionsSearch::default())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .expect("the versions");
+    assert_eq!(versions.len(), 2, "{versions:?}");
+    let latest: Assistant = http
+        .post(url(&format!("/assistants/{id}/latest")))
+        .json(&AssistantVersionChange { version: 1 })
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .expect("the Assistant at version 1");
+    assert_eq!(latest.version, Some(1));
+    assert_eq!(latest.config["configurable"]["model"], "a");
+
+    let tag = uuid::Uuid::new_v4().to_string();
+    let cron_create = CronCreate {
+        assistant_id: id.clone(),
+        schedule: "0 3 * * *".into(),
+        end_time: Some("2099-01-01T00:00:00Z".into()),
+        input: Some(input()),
+        metadata: Some(json!({"managed-by": tag}).as_object().unwrap().clone()),
+        enabled: Some(false),
+        ..Default::default()
+    };
+    let resp = http
+        .post(url("/runs/crons"))
+        .json(&cron_create)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let cron: Cron = resp.json().await.expect("a Cron");
+    assert_eq!(cron.schedule, "0 3 * * *");
+    assert!(cron.end_time.is_some());
+    let found: Vec<Cron> = http
+        .post(url("/runs/crons/search"))
+        .json(&CronSearch {
+            metadata: Some(json!({"managed-by": tag}).as_object().unwrap().clone()),
+            ..Default::default()
+        })
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .expect("the crons found");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].cron_id, cron.cron_id);
+    let resp = http
+        .patch(url(&format!("/runs/crons/{}", cron.cron_id)))
+        .json(&CronPatch {
+            end_time: Some(None),
+            ..Default::default()
+        })
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let cleared: Cron = resp.json().await.expect("the patched Cron");
+    assert_eq!(cleared.end_time, None, "end_time: null clears it");
+    let resp = http
+        .delete(url(&format!("/runs/crons/{}", cron.cron_id)))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+}

@@ -196,7 +196,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let metrics = Arc::new(Metrics::new());
-        metrics.observe_reconcile("AgentDeployment", None, std::time::Duration::ZERO);
+        metrics.observe_reconcile("AgentDeployment", None, false, std::time::Duration::ZERO);
         let health = Health::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(serve(listener, metrics, health.clone(), async {

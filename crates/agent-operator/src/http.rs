@@ -10,6 +10,9 @@
 //!   replica waiting for the leader lease ([`Health::set_standby`]): a standby
 //!   is healthy and ready to take over, and a Deployment rolling out a new
 //!   replica beside the leader would never finish if standbys were unready.
+//!   A standby that has not read the Lease within
+//!   [`crate::leader::STANDBY_READ_WINDOW`] (its RBAC removed, the API
+//!   server unreachable) could not take over: 503 "lease unreadable".
 //!   It answers 503 while the controllers start and after shutdown began.
 
 use std::future::Future;
@@ -42,7 +45,8 @@ impl Health {
         Self::default()
     }
 
-    /// This replica waits for the leader lease: ready (see the module docs).
+    /// This replica waits for the leader lease: ready while it can read the
+    /// Lease (see the module docs).
     pub fn set_standby(&self) {
         self.0.store(STANDBY, Ordering::SeqCst);
     }
@@ -65,7 +69,8 @@ impl Health {
     /// `(ready, what)`: whether `/readyz` answers 200, and the word it says.
     pub fn state(&self) -> (bool, &'static str) {
         match self.0.load(Ordering::SeqCst) {
-            STANDBY => (true, "standby"),
+            STANDBY if crate::leader::lease_readable() => (true, "standby"),
+            STANDBY => (false, "lease unreadable"),
             SYNCED => (true, "ok"),
             STOPPING => (false, "stopping"),
             _ => (false, "starting"),
@@ -196,7 +201,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let metrics = Arc::new(Metrics::new());
-        metrics.observe_reconcile("AgentDeployment", None, std::time::Duration::ZERO);
+        metrics.observe_reconcile("AgentDeployment", None, false, std::time::Duration::ZERO);
         let health = Health::new();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(serve(listener, metrics, health.clone(), async {
@@ -206,6 +211,13 @@ mod tests {
         assert_eq!(get(addr, "/livez").await.0, 200);
         assert_eq!(get(addr, "/readyz").await.0, 503, "not synced yet");
         health.set_standby();
+        let (status, _, body) = get(addr, "/readyz").await;
+        assert_eq!(
+            (status, body.as_str()),
+            (503, "lease unreadable"),
+            "a standby that never read the Lease could not take over"
+        );
+        crate::leader::lease_read_now();
         let (status, _, body) = get(addr, "/readyz").await;
         assert_eq!((status, body.as_str()), (200, "standby"));
         health.set_starting();

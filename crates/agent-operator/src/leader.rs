@@ -178,11 +178,62 @@ pub fn default_namespace() -> String {
         .unwrap_or_else(|| "default".to_owned())
 }
 
+/// How long after its last successful read of the Lease a standby stays
+/// ready ([`lease_readable`]): five of its reads, one every
+/// [`RETRY_PERIOD`], so one slow or failed read does not flap readiness.
+pub const STANDBY_READ_WINDOW: Duration = Duration::from_secs(10);
+
+/// When this process, waiting for the Lease, last read it successfully.
+static LAST_LEASE_READ: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+pub(crate) fn lease_read_now() {
+    *LAST_LEASE_READ.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
+}
+
+/// True when this process, waiting for the Lease in [`acquire`], read it
+/// successfully within [`STANDBY_READ_WINDOW`]: a standby that cannot read
+/// it (its RBAC removed, the API server unreachable) could not take over,
+/// so `/readyz` says it is not ready. False before the first read.
+pub fn lease_readable() -> bool {
+    LAST_LEASE_READ
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_some_and(|at| at.elapsed() <= STANDBY_READ_WINDOW)
+}
+
+/// Reads the Lease every [`RETRY_PERIOD`] (each read bounded by it) and
+/// notes each success for [`lease_readable`]; never returns.
+async fn probe_lease(leases: Api<Lease>, name: String) {
+    let mut tick = tokio::time::interval(RETRY_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match tokio::time::timeout(RETRY_PERIOD, leases.get_opt(&name)).await {
+            Ok(Ok(_)) => lease_read_now(),
+            Ok(Err(e)) => debug!(error = %e, "cannot read the leader lease"),
+            Err(_) => debug!("reading the leader lease timed out"),
+        }
+    }
+}
+
 /// Waits until this replica holds the Lease (creating the Lease if absent)
 /// and returns the leadership. Lease API errors are logged and retried with
 /// backoff (1 s doubling to 30 s), so this only returns as leader; drop the
 /// future to give up (a Lease acquired meanwhile then simply expires).
+/// Meanwhile the Lease is read every [`RETRY_PERIOD`] for
+/// [`lease_readable`] (the standby's readiness).
 pub async fn acquire(client: kube::Client, config: LeaderConfig) -> Leadership {
+    let probe = probe_lease(
+        Api::namespaced(client.clone(), &config.namespace),
+        config.lease_name.clone(),
+    );
+    tokio::select! {
+        leadership = campaign(client, config) => leadership,
+        () = probe => unreachable!("the lease probe never returns"),
+    }
+}
+
+async fn campaign(client: kube::Client, config: LeaderConfig) -> Leadership {
     let build = || async {
         Arc::new(
             retrying("creating the lease manager", || {

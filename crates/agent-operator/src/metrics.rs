@@ -9,7 +9,7 @@
 //!
 //! | metric | type | labels |
 //! | --- | --- | --- |
-//! | `agent_operator_reconciles_total` | counter | `kind`, `outcome` = `success` \| `error` |
+//! | `agent_operator_reconciles_total` | counter | `kind`, `outcome` = `success` \| `blocked` \| `error` |
 //! | `agent_operator_reconcile_errors_total` | counter | `kind`, `reason` (`Error::reason()`) |
 //! | `agent_operator_reconcile_duration_seconds` | histogram | `kind` |
 //! | `agent_operator_control_plane_requests_total` | counter | `operation`, `status_class` |
@@ -29,8 +29,16 @@
 //!
 //! AgentControlPlanes that share a key share one budget: each of them shows
 //! the same rate, ceiling and pause.
+//!
+//! Counters are created at 0 for every label value known up front (kinds,
+//! outcomes, error reasons, operations and status classes, verification
+//! outcomes) when the registry is made, and the per-AgentControlPlane
+//! `slowdowns` for every cause at the first scrape that shows the plane, so
+//! that `rate()` and `absent()` see each series before its first event.
 
+use std::cell::Cell;
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -55,8 +63,70 @@ const PREFIX: &str = "agent_operator";
 
 /// `outcome` label value of a pass that returned `Ok`.
 pub const OUTCOME_SUCCESS: &str = "success";
+/// `outcome` label value of a pass that returned `Ok` but reported the
+/// object `Stalled` (progress needs a human: a missing Secret, a name
+/// conflict, an invalid spec, a failed revision...).
+pub const OUTCOME_BLOCKED: &str = "blocked";
 /// `outcome` label value of a pass that returned an error.
 pub const OUTCOME_ERROR: &str = "error";
+
+/// Every `outcome` of `agent_operator_reconciles_total`.
+pub const OUTCOMES: [&str; 3] = [OUTCOME_SUCCESS, OUTCOME_BLOCKED, OUTCOME_ERROR];
+
+/// Every `kind` label value: the kinds the operator reconciles.
+pub const KINDS: [&str; 3] = [
+    crate::controller::deployment::runner::DEPLOYMENT_KIND,
+    crate::controller::control_plane::KIND,
+    crate::controller::listener::KIND,
+];
+
+/// Every value of [`crate::controller::Error::reason`] (the `reason` of
+/// `agent_operator_reconcile_errors_total`); a unit test keeps it complete.
+pub const ERROR_REASONS: [&str; 7] = [
+    "KubeError",
+    "ControlPlaneError",
+    "FinalizerError",
+    "DeletionPending",
+    "DeletionBlocked",
+    "InUse",
+    "InvalidObject",
+];
+
+/// Every `outcome` of `agent_operator_verifications_total`: `Verified` and
+/// the failure reasons of `spec.verify`.
+pub const VERIFICATION_OUTCOMES: [&str; 6] = [
+    crate::api::conditions::reason::VERIFIED,
+    crate::api::conditions::reason::AGENT_SERVER_UNREACHABLE,
+    crate::api::conditions::reason::AGENT_SERVER_UNAUTHORIZED,
+    crate::api::conditions::reason::ASSISTANTS_MISSING,
+    crate::api::conditions::reason::ASSISTANT_NOT_FOUND,
+    crate::api::conditions::reason::RUN_FAILED,
+];
+
+tokio::task_local! {
+    /// Whether the status outcome last computed in the current reconcile
+    /// pass was `Stalled` (set by [`note_pass_outcome`]).
+    static PASS_STALLED: Cell<bool>;
+}
+
+/// Runs one reconcile pass and returns its output with whether the last
+/// status outcome it computed ([`note_pass_outcome`]) was `Stalled`: the
+/// `blocked` outcome of `agent_operator_reconciles_total`.
+pub async fn track_pass<T>(pass: impl Future<Output = T>) -> (T, bool) {
+    PASS_STALLED
+        .scope(Cell::new(false), async move {
+            let out = pass.await;
+            (out, PASS_STALLED.with(Cell::get))
+        })
+        .await
+}
+
+/// Notes, for the pass running in [`track_pass`] (no effect outside one),
+/// whether the status outcome it just computed is `Stalled`; the last call
+/// of a pass wins.
+pub fn note_pass_outcome(stalled: bool) {
+    let _ = PASS_STALLED.try_with(|c| c.set(stalled));
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
@@ -499,6 +569,25 @@ impl Metrics {
         registry.register_collector(Box::new(ready_states.clone()));
         let plane_states = Arc::new(PlaneStates::default());
         registry.register_collector(Box::new(plane_states.clone()));
+        for kind in KINDS {
+            for outcome in OUTCOMES {
+                let _ = reconciles.get_or_create(&OutcomeLabels { kind, outcome });
+            }
+            for reason in ERROR_REASONS {
+                let _ = reconcile_errors.get_or_create(&ErrorLabels { kind, reason });
+            }
+        }
+        for operation in crate::controlplane::operation::Operation::ALL {
+            for status_class in crate::controlplane::operation::STATUS_CLASSES {
+                let _ = control_plane.requests.get_or_create(&RequestLabels {
+                    operation: operation.as_str(),
+                    status_class,
+                });
+            }
+        }
+        for outcome in VERIFICATION_OUTCOMES {
+            let _ = verifications.get_or_create(&VerificationLabels { outcome });
+        }
         Self {
             registry,
             reconciles,
@@ -515,14 +604,17 @@ impl Metrics {
 
     /// Records one reconcile pass of `kind` (e.g. `AgentDeployment`) that
     /// took `elapsed`; `error_reason` is `Some(Error::reason())` when the
-    /// pass failed.
+    /// pass failed, and `blocked` is true when it returned `Ok` with the
+    /// object `Stalled` ([`track_pass`]).
     pub fn observe_reconcile(
         &self,
         kind: &'static str,
         error_reason: Option<&'static str>,
+        blocked: bool,
         elapsed: Duration,
     ) {
         let outcome = match error_reason {
+            None if blocked => OUTCOME_BLOCKED,
             None => OUTCOME_SUCCESS,
             Some(reason) => {
                 self.reconcile_errors
@@ -591,10 +683,30 @@ impl Metrics {
             .push(Box::new(samples));
     }
 
+    /// Creates `agent_operator_control_plane_slowdowns_total` at 0 for
+    /// every cause of every AgentControlPlane the plane sources show.
+    fn zero_plane_slowdowns(&self) {
+        let sources = self
+            .plane_states
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for sample in sources.iter().flat_map(|source| source()) {
+            for cause in crate::controlplane::operation::SLOWDOWN_CAUSES {
+                let _ = self.control_plane.slowdowns.get_or_create(&SlowdownLabels {
+                    namespace: sample.plane.namespace.clone(),
+                    control_plane: sample.plane.name.clone(),
+                    cause,
+                });
+            }
+        }
+    }
+
     /// Every metric as OpenMetrics text ([`OPENMETRICS_CONTENT_TYPE`]).
     ///
     /// Errors: only if formatting fails, which writing to a `String` does not.
     pub fn encode(&self) -> Result<String, fmt::Error> {
+        self.zero_plane_slowdowns();
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
@@ -615,11 +727,13 @@ mod tests {
     #[test]
     fn reconciles_are_counted_by_outcome_and_reason() {
         let m = Metrics::new();
-        m.observe_reconcile("AgentDeployment", None, Duration::from_millis(20));
-        m.observe_reconcile("AgentDeployment", None, Duration::from_millis(30));
+        m.observe_reconcile("AgentDeployment", None, false, Duration::from_millis(20));
+        m.observe_reconcile("AgentDeployment", None, false, Duration::from_millis(30));
+        m.observe_reconcile("AgentDeployment", None, true, Duration::from_millis(5));
         m.observe_reconcile(
             "AgentDeployment",
             Some("ControlPlaneError"),
+            false,
             Duration::from_secs(1),
         );
         let text = m.encode().unwrap();
@@ -641,6 +755,13 @@ mod tests {
         assert_eq!(
             sample(
                 &text,
+                r#"agent_operator_reconciles_total{kind="AgentDeployment",outcome="blocked"}"#
+            ),
+            Some(1.0)
+        );
+        assert_eq!(
+            sample(
+                &text,
                 r#"agent_operator_reconcile_errors_total{kind="AgentDeployment",reason="ControlPlaneError"}"#
             ),
             Some(1.0)
@@ -650,7 +771,7 @@ mod tests {
                 &text,
                 r#"agent_operator_reconcile_duration_seconds_count{kind="AgentDeployment"}"#
             ),
-            Some(3.0)
+            Some(4.0)
         );
         assert!(text.ends_with("# EOF\n"), "OpenMetrics terminator");
     }
@@ -736,5 +857,128 @@ mod tests {
             "{text}"
         );
         assert_eq!(sample(&text, "agent_operator_leader "), Some(1.0));
+    }
+
+    #[test]
+    fn every_counter_series_known_at_start_is_zero_before_its_first_event() {
+        let m = Metrics::new();
+        let text = m.encode().unwrap();
+        let zero = |series: String| {
+            assert_eq!(
+                sample(&text, &format!("{series} ")),
+                Some(0.0),
+                "{series}\n{text}"
+            );
+        };
+        for kind in KINDS {
+            for outcome in OUTCOMES {
+                zero(format!(
+                    r#"agent_operator_reconciles_total{{kind="{kind}",outcome="{outcome}"}}"#
+                ));
+            }
+            for reason in ERROR_REASONS {
+                zero(format!(
+                    r#"agent_operator_reconcile_errors_total{{kind="{kind}",reason="{reason}"}}"#
+                ));
+            }
+        }
+        for op in crate::controlplane::operation::Operation::ALL {
+            for class in crate::controlplane::operation::STATUS_CLASSES {
+                zero(format!(
+                    r#"agent_operator_control_plane_requests_total{{operation="{}",status_class="{class}"}}"#,
+                    op.as_str()
+                ));
+            }
+        }
+        for outcome in VERIFICATION_OUTCOMES {
+            zero(format!(
+                r#"agent_operator_verifications_total{{outcome="{outcome}"}}"#
+            ));
+        }
+        assert!(
+            !text.contains("agent_operator_control_plane_slowdowns_total{"),
+            "no AgentControlPlane known yet"
+        );
+        let plane = PlaneLabel {
+            namespace: "tenant".into(),
+            name: "plane".into(),
+        };
+        let shown = plane.clone();
+        m.track_planes(move || {
+            vec![PlaneSample {
+                plane: shown.clone(),
+                rate: None,
+                ceiling: None,
+                pause_seconds: 0.0,
+                running: 0,
+                waiting: 0,
+                deferred: 0,
+                deferred_total: 0,
+            }]
+        });
+        let text = m.encode().unwrap();
+        for cause in crate::controlplane::operation::SLOWDOWN_CAUSES {
+            let series = format!(
+                r#"agent_operator_control_plane_slowdowns_total{{namespace="tenant",control_plane="plane",cause="{cause}"}} "#
+            );
+            assert_eq!(sample(&text, &series), Some(0.0), "{series}\n{text}");
+        }
+        m.request_observer().observe_slowdown(&plane, "429");
+        let text = m.encode().unwrap();
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_control_plane_slowdowns_total{namespace="tenant",control_plane="plane",cause="429"} "#
+            ),
+            Some(1.0),
+            "the zero series is the one that counts"
+        );
+    }
+
+    #[test]
+    fn error_reasons_cover_every_error() {
+        use crate::controller::Error;
+        let errors = [
+            Error::Kube(kube::Error::LinesCodecMaxLineLengthExceeded),
+            Error::ControlPlane {
+                operation: "get deployment",
+                source: crate::controlplane::Error::InvalidEndpoint("x".into()),
+            },
+            Error::Finalizer(Box::new(kube::runtime::finalizer::Error::UnnamedObject)),
+            Error::DeletionPending(String::new()),
+            Error::DeletionBlocked(String::new()),
+            Error::InUse(String::new()),
+            Error::MissingObjectKey("name"),
+        ];
+        let reasons: Vec<_> = errors.iter().map(Error::reason).collect();
+        assert_eq!(reasons, ERROR_REASONS);
+    }
+
+    #[tokio::test]
+    async fn a_pass_is_blocked_when_its_last_outcome_is_stalled() {
+        use crate::plan::status::{Outcome, conditions};
+        let stalled = Outcome::Stalled {
+            reason: "SecretNotFound",
+            message: "Secret s not found".into(),
+        };
+        let ready = Outcome::Ready {
+            reason: "RevisionDeployed",
+            message: String::new(),
+        };
+        let (n, blocked) = track_pass(async {
+            conditions(&[], &stalled, None);
+            1
+        })
+        .await;
+        assert_eq!((n, blocked), (1, true));
+        let (_, blocked) = track_pass(async {
+            conditions(&[], &stalled, None);
+            conditions(&[], &ready, None);
+        })
+        .await;
+        assert!(!blocked, "the last outcome wins");
+        let (_, blocked) = track_pass(async {}).await;
+        assert!(!blocked, "no status computed: not blocked");
+        conditions(&[], &stalled, None); // outside a pass: no effect, no panic
     }
 }

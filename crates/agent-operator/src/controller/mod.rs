@@ -431,7 +431,8 @@ where
 }
 
 /// Wraps a reconcile function so that each pass is timed and counted in
-/// `ctx.metrics` under `kind`.
+/// `ctx.metrics` under `kind` (`blocked` when it reported the object
+/// `Stalled`, [`crate::metrics::track_pass`]).
 pub fn observed<K, F, Fut>(
     kind: &'static str,
     reconcile: F,
@@ -447,10 +448,11 @@ where
     move |obj, ctx| {
         Box::pin(async move {
             let start = std::time::Instant::now();
-            let result = reconcile(obj, ctx.clone()).await;
+            let (result, blocked) = crate::metrics::track_pass(reconcile(obj, ctx.clone())).await;
             ctx.metrics.observe_reconcile(
                 kind,
                 result.as_ref().err().map(Error::reason),
+                blocked,
                 start.elapsed(),
             );
             result

@@ -480,6 +480,7 @@ const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "--create-namespace",
     "--strict",
     "--values",
+    "--api-versions",
     // cargo and the libtest harness
     "--test",
     "--release",

@@ -157,6 +157,12 @@ fn helm_template(namespace: &str, args: &[&str]) -> Vec<Value> {
     documents(&succeed(command, None).0)
 }
 
+/// The API version and kind `helm template --api-versions` names for the
+/// chart to render its ServiceMonitor (as if its CRD were installed).
+pub(crate) const SERVICE_MONITOR_API: &str = "monitoring.coreos.com/v1/ServiceMonitor";
+/// The same for the PrometheusRule.
+const PROMETHEUS_RULE_API: &str = "monitoring.coreos.com/v1/PrometheusRule";
+
 fn ha_values() -> String {
     chart().join("ci/ha-values.yaml").display().to_string()
 }
@@ -551,7 +557,17 @@ async fn helm_template_is_accepted_by_the_kube_apiserver_and_applies() {
     // ServiceMonitor.
     let ha = ha_values();
     let watched = format!(r#"watchNamespaces=["{watched_a}","{watched_b}"]"#);
-    let docs = helm_template(&release_ns, &["-f", &ha, "--set-json", &watched]);
+    let docs = helm_template(
+        &release_ns,
+        &[
+            "-f",
+            &ha,
+            "--set-json",
+            &watched,
+            "--api-versions",
+            SERVICE_MONITOR_API,
+        ],
+    );
     let deployment = find(&docs, "Deployment", "helm-it-agent-operator");
     assert_eq!(deployment["spec"]["replicas"], 2);
     let args = deployment_args(deployment);
@@ -885,4 +901,65 @@ fn helm_values_users_expect_render_and_apply() {
         .arg(chart())
         .args(["--set", "serviceAccount.create=false"]);
     assert!(fail(command, None).contains("serviceAccount.name is required"));
+}
+
+/// The ServiceMonitor and the PrometheusRule are rendered only where their
+/// CRDs exist (`--api-versions` here, the cluster's API on install); the
+/// PrometheusRule carries exactly deploy/prometheus/alerts.yaml; an install
+/// with both enabled on a cluster without the CRDs succeeds and its notes
+/// name the missing CRDs.
+#[tokio::test]
+async fn monitoring_objects_are_rendered_only_where_their_crds_exist() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
+    let shipped = std::fs::read_to_string(repo().join("deploy/prometheus/alerts.yaml")).unwrap();
+    let copy = std::fs::read_to_string(chart().join("files/alerts.yaml")).unwrap();
+    assert_eq!(
+        copy, shipped,
+        "the chart's files/alerts.yaml is a copy of deploy/prometheus/alerts.yaml"
+    );
+    let ha = ha_values();
+    let kinds = |docs: &[Value]| -> Vec<String> {
+        docs.iter()
+            .filter(|d| d["apiVersion"] == "monitoring.coreos.com/v1")
+            .map(|d| d["kind"].as_str().unwrap_or_default().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    let enabled = ["-f", &ha, "--set", "metrics.prometheusRule.enabled=true"];
+    assert!(kinds(&helm_template("monitoring", &enabled)).is_empty());
+    let mut with_crds = enabled.to_vec();
+    with_crds.extend(["--api-versions", SERVICE_MONITOR_API]);
+    assert_eq!(
+        kinds(&helm_template("monitoring", &with_crds)),
+        ["ServiceMonitor"]
+    );
+    with_crds.extend(["--api-versions", PROMETHEUS_RULE_API]);
+    let docs = helm_template("monitoring", &with_crds);
+    assert_eq!(kinds(&docs), ["PrometheusRule", "ServiceMonitor"]);
+    let rule = find(&docs, "PrometheusRule", "helm-it-agent-operator");
+    let alerts: Value = yaml_serde::from_str(&shipped).unwrap();
+    assert_eq!(rule["spec"], alerts, "the shipped alert groups");
+    assert_eq!(rule["metadata"]["labels"]["team"], "platform");
+
+    // helm install (server-side dry run) on this API server, which has no
+    // Prometheus Operator CRDs: accepted, and the notes say what was skipped.
+    let release_ns = common::test_namespace(&common::client().await, "helm-monitoring").await;
+    let mut command = helm();
+    command
+        .args(["install", "monitoring-it"])
+        .arg(chart())
+        .args(["--namespace", &release_ns, "--dry-run=server"])
+        .args(enabled)
+        .arg("--kubeconfig")
+        .arg(common::shared_env().kubeconfig_path());
+    let (out, _) = succeed(command, None);
+    assert!(!out.contains("kind: ServiceMonitor") && !out.contains("kind: PrometheusRule"));
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert!(
+            out.contains(&format!("this cluster has no {kind} CRD")),
+            "the notes name the missing {kind} CRD:\n{out}"
+        );
+    }
 }

@@ -400,3 +400,186 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
     assert!(second.terminate(TIMEOUT).await.success());
     emulator.assert_within_budget(&Budget::default()).await;
 }
+
+/// `kubectl get <kinds> -o name` in `ns` (`None`: cluster-scoped kinds), the
+/// names sorted, leaving out what a kube-controller-manager adds to every
+/// namespace (envtest runs none; a real cluster would).
+fn object_names(
+    env: &TestEnv,
+    kinds: &str,
+    ns: Option<&str>,
+    selector: Option<&str>,
+) -> Vec<String> {
+    let mut command = kubectl(env);
+    command.args(["get", kinds, "-o", "name"]);
+    if let Some(ns) = ns {
+        command.args(["--namespace", ns]);
+    }
+    if let Some(selector) = selector {
+        command.args(["--selector", selector]);
+    }
+    let (out, _) = succeed(command, None);
+    let mut names: Vec<String> = out
+        .lines()
+        .filter(|l| !l.is_empty())
+        .filter(|l| *l != "serviceaccount/default" && *l != "configmap/kube-root-ca.crt")
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names
+}
+
+/// docs/INSTALL.md "Uninstall step by step, and what stays", run on a fresh
+/// API server: the server-side dry run of an overlay after the namespace
+/// step; then a Helm install with leader election and an AgentDeployment,
+/// the documented deletions and `helm uninstall`, after which exactly the
+/// hash key Secret and the Lease are left in the release namespace, nothing
+/// of the release cluster-wide, and the CRDs; deleting those two by hand
+/// leaves the namespace empty.
+#[tokio::test]
+async fn helm_uninstall_leaves_what_install_md_says() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
+    let test = "uninstall";
+    let env = common::own_env(&[]).await;
+    let client = env.client().await.expect("envtest client");
+
+    // The dry run of the namespaced overlay: refused until its namespaces
+    // exist (a dry run creates no Namespace), accepted after.
+    let overlay = test_support::repo_root().join("deploy/overlays/namespaced");
+    let dry_run = || {
+        let mut command = kubectl(&env);
+        command
+            .args(["apply", "--server-side", "--dry-run=server", "-k"])
+            .arg(&overlay);
+        command.output().expect("running kubectl")
+    };
+    let refused = dry_run();
+    assert!(
+        !refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("not found"),
+        "{refused:?}"
+    );
+    for ns in ["agent-operator", "agents"] {
+        let mut command = kubectl(&env);
+        command.args(["create", "namespace", ns]);
+        // agent-operator may exist already (the test RBAC of own_env).
+        let _ = command.output();
+    }
+    let accepted = dry_run();
+    assert!(accepted.status.success(), "{accepted:?}");
+    assert_eq!(
+        object_names(&env, "deployments", Some("agent-operator"), None),
+        Vec::<String>::new(),
+        "the dry run stored nothing"
+    );
+
+    let tenant = common::test_namespace(&client, "uninstall-tenant").await;
+    let emulator = EmulatorProcess::start(test, 0.2, 0.5).await;
+    support::install_control_plane(&client, &tenant, &emulator).await;
+    let ops = "team-ops";
+    let release = "agents";
+    let fullname = "agents-agent-operator";
+    let chart = chart().display().to_string();
+    let watched = format!("watchNamespaces={{{tenant}}}");
+    helm_on(
+        &env,
+        &[
+            "install",
+            release,
+            &chart,
+            "--namespace",
+            ops,
+            "--create-namespace",
+            "--set",
+            "replicaCount=2",
+            "--set",
+            &watched,
+        ],
+    );
+    let hash_key = format!("--hash-key-secret={fullname}-hash-key");
+    let lease = format!("--lease-name={fullname}");
+    let lease_ns = format!("--lease-namespace={ops}");
+    let mut leader = operator(
+        &env,
+        test,
+        ops,
+        fullname,
+        vec![&tenant],
+        &["--leader-elect", &lease, &lease_ns, &hash_key],
+    );
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &tenant);
+    create(&client, &tenant, &github_deployment("to-remove", "main"))
+        .await
+        .expect("creating to-remove");
+    wait_for(&api, "to-remove", TIMEOUT, "Ready", |o| {
+        is_ready_now(o).then_some(())
+    })
+    .await;
+
+    // The documented steps, with the operator still running.
+    let mut command = kubectl(&env);
+    command.args(["delete", "agd,agl,acp", "--all", "-A", "--timeout=60s"]);
+    succeed(command, None);
+    let mut command = kubectl(&env);
+    command.args([
+        "wait",
+        "--for=delete",
+        "agd,agl,acp",
+        "--all",
+        "-A",
+        "--timeout=60s",
+    ]);
+    succeed(command, None);
+    helm_on(&env, &["uninstall", release, "--namespace", ops, "--wait"]);
+    // The Deployment's pods get SIGTERM as it goes.
+    let _ = leader.terminate(TIMEOUT).await;
+
+    let namespaced = "all,secrets,configmaps,serviceaccounts,roles,rolebindings,leases,networkpolicies,poddisruptionbudgets";
+    assert_eq!(
+        object_names(&env, namespaced, Some(ops), None),
+        [
+            format!("lease.coordination.k8s.io/{fullname}"),
+            format!("secret/{fullname}-hash-key"),
+        ],
+        "what helm uninstall leaves in the release namespace"
+    );
+    let instance = format!("app.kubernetes.io/instance={release}");
+    assert_eq!(
+        object_names(
+            &env,
+            "clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings",
+            None,
+            Some(&instance)
+        ),
+        Vec::<String>::new(),
+        "nothing of the release is left cluster-wide"
+    );
+    assert_eq!(
+        object_names(&env, "roles,rolebindings", Some(&tenant), Some(&instance)),
+        Vec::<String>::new(),
+        "nothing of the release is left in the watched namespace"
+    );
+    let crds = object_names(&env, "customresourcedefinitions", None, None);
+    for crd in ["agentcontrolplanes", "agentdeployments", "agentlisteners"] {
+        let name = format!("customresourcedefinition.apiextensions.k8s.io/{crd}.agentserver.dev");
+        assert!(crds.contains(&name), "{name} stays: {crds:?}");
+    }
+    // By hand, as documented.
+    let mut command = kubectl(&env);
+    command.args([
+        "--namespace",
+        ops,
+        "delete",
+        "secret",
+        &format!("{fullname}-hash-key"),
+    ]);
+    succeed(command, None);
+    let mut command = kubectl(&env);
+    command.args(["--namespace", ops, "delete", "lease", fullname]);
+    succeed(command, None);
+    assert_eq!(
+        object_names(&env, namespaced, Some(ops), None),
+        Vec::<String>::new()
+    );
+    emulator.assert_within_budget(&Budget::default()).await;
+}

@@ -100,6 +100,19 @@ async fn probes_and_metrics_reflect_sync_and_reconciles() {
         "no AgentDeployment namespace or name in label values: {unbounded:?}\n{text}"
     );
     assert!(text.ends_with("# EOF\n"), "OpenMetrics text");
+    // Every metric the shipped Grafana dashboard queries is served.
+    // (The Lease renewal age exists with --leader-elect only:
+    // operations_leader.rs reads it.)
+    let missing: Vec<String> = crate::dashboard::dashboard_metrics()
+        .into_iter()
+        .filter(|m| m != "agent_operator_leader_lease_renewal_age_seconds")
+        // OpenMetrics names a counter's family without `_total`.
+        .filter(|m| !text.contains(&format!("# TYPE {} ", m.trim_end_matches("_total"))))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries metrics /metrics does not serve: {missing:?}\n{text}"
+    );
 }
 
 /// A kubeconfig whose API server never answers (a closed loopback port).

@@ -216,11 +216,16 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
 
     // The leader crashes (SIGKILL: the Lease is not released); the standby
     // takes the Lease once it expires and reconciles new objects.
+    let killed = Instant::now();
     leader_proc.kill().await;
     wait_for_holder(&leases, "the standby takes over the Lease", |h| {
         h == Some(follower_name)
     })
     .await;
+    eprintln!(
+        "hand-over after SIGKILL of the leader (6 s Lease): {:.1} s",
+        killed.elapsed().as_secs_f64()
+    );
     apply_json(&api, "after-failover", deployment("after-failover")).await;
     wait_for(
         &api,
@@ -348,4 +353,124 @@ async fn a_leader_whose_lease_is_taken_stops_reconciling() {
         "the replica exits with an error once it lost the Lease: {status:?}"
     );
     assert_eq!(holder(&leases).await.as_deref(), Some("intruder"));
+}
+
+/// A standby is ready only while it can read the Lease: its Lease RBAC
+/// removed (as an uninstall does), `/readyz` answers 503 within
+/// `STANDBY_READ_WINDOW` (10 s) plus a read; granted again, 200 again.
+#[tokio::test]
+async fn a_standby_that_cannot_read_the_lease_is_not_ready() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    test_support::skip_without!(Envtest);
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "ops-unreadable").await;
+    let sa = "lease-reader";
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    apply_json(
+        &accounts,
+        sa,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}}),
+    )
+    .await;
+    let roles: Api<Role> = Api::namespaced(client.clone(), &ns);
+    apply_json(
+        &roles,
+        "leases",
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "leases"},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                       "verbs": ["get", "list", "watch", "create", "update", "patch"]}]
+        }),
+    )
+    .await;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "leases"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "leases"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}]
+    });
+    apply_json(&bindings, "leases", binding.clone()).await;
+    // Held by another replica for 5 minutes: the standby only waits.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let mut held = serde_json::to_value(Lease {
+        spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+            holder_identity: Some("the-leader".to_owned()),
+            lease_duration_seconds: Some(300),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .unwrap();
+    held["apiVersion"] = json!("coordination.k8s.io/v1");
+    held["kind"] = json!("Lease");
+    held["metadata"] = json!({"name": "held"});
+    apply_json(&leases, "held", held).await;
+    let standby = OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name: "ops-unreadable",
+            namespaces: vec![&ns],
+            extra: vec![
+                "--leader-elect",
+                "--lease-name",
+                "held",
+                "--lease-namespace",
+                &ns,
+            ],
+            env: vec![("POD_NAME", "standby")],
+            service_account: Some((&ns, sa)),
+            ..OperatorOptions::default()
+        },
+    );
+    let body = standby.wait_for_status("/readyz", 200, TIMEOUT).await;
+    assert_eq!(body, "standby");
+
+    bindings
+        .delete("leases", &Default::default())
+        .await
+        .expect("deleting the RoleBinding");
+    let removed = Instant::now();
+    let body = standby.wait_for_status("/readyz", 503, TIMEOUT).await;
+    let unready_after = removed.elapsed();
+    eprintln!(
+        "standby unready {:.1} s after its Lease RBAC was removed",
+        unready_after.as_secs_f64()
+    );
+    assert_eq!(body, "lease unreadable");
+    assert!(
+        unready_after < Duration::from_secs(20),
+        "unready within the read window and a read or two: {unready_after:?}"
+    );
+    assert_eq!(
+        standby.get("/livez").await.map(|(s, _)| s),
+        Some(200),
+        "still alive: only readiness says it cannot take over"
+    );
+
+    apply_json(&bindings, "leases", binding).await;
+    let body = standby.wait_for_status("/readyz", 200, TIMEOUT).await;
+    assert_eq!(body, "standby");
+    let text = standby.metrics().await;
+    assert_eq!(metric(&text, "agent_operator_leader", &[]), Some(0.0));
+    assert_eq!(
+        leases
+            .get("held")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .holder_identity
+            .as_deref(),
+        Some("the-leader"),
+        "the standby never took the held Lease"
+    );
 }

@@ -65,6 +65,17 @@ async fn missing_key_stalls_and_fixing_the_secret_recovers() {
         0,
         "no remote call without the value"
     );
+    // The stalled passes are counted as blocked, not as successes.
+    let text = h.operator.as_ref().unwrap().metrics().await;
+    assert!(
+        support::metric(
+            &text,
+            "agent_operator_reconciles_total",
+            &[("kind", "AgentDeployment"), ("outcome", "blocked")]
+        )
+        .is_some_and(|n| n >= 1.0),
+        "a pass stalled on SecretNotFound is counted as blocked:\n{text}"
+    );
 
     // Fixing the Secret is enough: the resource is not edited.
     put_secret(

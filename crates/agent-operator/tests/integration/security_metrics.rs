@@ -143,6 +143,8 @@ fn the_chart_and_the_component_turn_on_the_same_authorization() {
             "metrics.authorization=true",
             "--set",
             "metrics.serviceMonitor.enabled=true",
+            "--api-versions",
+            install_manifests::SERVICE_MONITOR_API,
         ]);
     let chart = documents(&succeed(command, None).0);
     for (ours, theirs) in [

@@ -21,14 +21,16 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
-use super::report::{ReasonTable, reason_for, report_outcome, transient_summary};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::kind::{self, Kind, Report};
+use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::status::Outcome;
-use super::{Context, Error, jittered, object_key, scoped_api};
+use super::{Context, Error, jittered, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::{
     AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus, IN_USE_FINALIZER,
@@ -62,13 +64,21 @@ pub fn probe_outcome(
         }
         Err(e) => e,
     };
-    let Some(reason) = reason_for(&ReasonTable::CONTROL_PLANE, e) else {
-        return Outcome::Progressing {
-            reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message: format!("list deployments at {base_url}: {}", transient_summary(e)),
-        };
-    };
-    let hint = match reason {
+    let operation = format!("list deployments at {base_url}");
+    match error_outcome(&ReasonTable::CONTROL_PLANE, &operation, e) {
+        Outcome::Stalled { reason, message } => Outcome::Stalled {
+            reason,
+            message: message + &hint(reason, spec),
+        },
+        retried => retried,
+    }
+}
+
+/// What to do about a stalled probe with `reason`, appended to its message.
+/// Pure.
+fn hint(reason: &str, spec: &AgentControlPlaneSpec) -> String {
+    let workspace_id = spec.workspace_id.as_str();
+    match reason {
         reason::UNAUTHORIZED => credential_hint(spec),
         reason::WORKSPACE_REQUIRED => format!(
             "; the key is organisation-scoped and the control plane did not accept workspace {workspace_id}: set spec.workspaceId to a workspace id of that organisation (LangSmith Settings > Workspaces)"
@@ -81,10 +91,6 @@ pub fn probe_outcome(
             "; check spec.url (a self-hosted control plane ends in /api-host)".to_owned()
         }
         _ => String::new(),
-    };
-    Outcome::Stalled {
-        reason,
-        message: format!("list deployments at {base_url}: {e}{hint}"),
     }
 }
 
@@ -105,55 +111,64 @@ fn credential_hint(spec: &AgentControlPlaneSpec) -> String {
     }
 }
 
-/// Writes `outcome` to status (only when it changed) and publishes an event
-/// when the `Ready` condition changed ([`report_outcome`]).
-async fn report(
-    api: &Api<AgentControlPlane>,
+/// The report of `outcome`, then `then`.
+fn report(
     obj: &AgentControlPlane,
-    ctx: &Context,
     outcome: &Outcome,
-) -> Result<(), Error> {
-    let previous = obj.status.clone().unwrap_or_default();
-    report_outcome(
-        api,
-        obj,
-        ctx,
-        obj.status.as_ref(),
-        &previous.conditions,
-        outcome,
-        |observed_generation, conditions| AgentControlPlaneStatus {
+    then: Result<Action, Error>,
+) -> Box<Report<AgentControlPlane>> {
+    Report::outcome_with(obj, outcome, then, |observed_generation, conditions| {
+        AgentControlPlaneStatus {
             observed_generation,
             conditions,
-        },
-    )
-    .await
+        }
+    })
 }
 
-/// One reconcile pass: the finalizer helper adds [`IN_USE_FINALIZER`] and
-/// dispatches to [`apply`] (probe and report) or [`cleanup`] (wait until no
-/// AgentDeployment uses the plane any more).
+impl Kind for AgentControlPlane {
+    type Status = AgentControlPlaneStatus;
+    const FINALIZER: Option<&'static str> = Some(IN_USE_FINALIZER);
+
+    fn status(&self) -> Option<&AgentControlPlaneStatus> {
+        self.status.as_ref()
+    }
+
+    fn conditions(status: &AgentControlPlaneStatus) -> &[Condition] {
+        &status.conditions
+    }
+
+    fn apply(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        apply(obj, ctx)
+    }
+
+    fn cleanup(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        cleanup(obj, ctx)
+    }
+
+    /// Drops the plane's cached client.
+    fn forget(ctx: &Context, obj: &Self) {
+        ctx.planes
+            .forget(&obj.namespace().unwrap_or_default(), &obj.name_any());
+    }
+}
+
+/// One reconcile pass ([`kind::reconcile`]): the finalizer helper adds
+/// [`IN_USE_FINALIZER`] and dispatches to [`apply`] (probe and report) or
+/// [`cleanup`] (wait until no AgentDeployment uses the plane any more).
 ///
 /// Errors: Kubernetes API failures, transient control plane failures of the
 /// probe, and [`Error::InUse`] while AgentDeployments still use a plane
 /// being deleted (status is written before each is returned).
-#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    let api: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
-    finalizer(&api, IN_USE_FINALIZER, obj, |event| async {
-        match event {
-            FinalizerEvent::Apply(obj) => apply(&api, &obj, &ctx).await,
-            FinalizerEvent::Cleanup(obj) => cleanup(&api, &obj, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(Box::new(other)),
-    })
+    kind::reconcile(obj, ctx).await
 }
 
 /// The AgentDeployments of `deployments` that name the plane `name` in
@@ -189,68 +204,50 @@ pub fn in_use_message(users: &[String]) -> String {
 /// The deletion pass: the finalizer stays while an AgentDeployment of the
 /// namespace still names this plane (decided on a fresh list, never the
 /// cache), so that their remote deployments can still be deleted with its
-/// client; once none does, the cached client is dropped and the finalizer
-/// removed. Sends nothing to the control plane.
-async fn cleanup(
-    api: &Api<AgentControlPlane>,
-    obj: &AgentControlPlane,
-    ctx: &Context,
-) -> Result<Action, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    let name = obj.name_any();
-    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let listed = deployments
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::Kube)?;
-    let users = users_of(&listed.items, &name);
+/// client; once none does, the finalizer is removed (and the cached client
+/// dropped: [`Kind::forget`]). Sends nothing to the control plane.
+async fn cleanup(obj: &AgentControlPlane, ctx: &Context) -> Box<Report<AgentControlPlane>> {
+    let deployments: Api<AgentDeployment> =
+        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let listed = match deployments.list(&ListParams::default()).await {
+        Ok(listed) => listed,
+        Err(e) => return Report::failed(Error::Kube(e)),
+    };
+    let users = users_of(&listed.items, &obj.name_any());
     if users.is_empty() {
-        ctx.planes.forget(&ns, &name);
-        return Ok(Action::await_change());
+        return Report::end(Action::await_change());
     }
     let message = in_use_message(&users);
-    report(
-        api,
-        obj,
-        ctx,
-        &Outcome::Progressing {
-            reason: reason::IN_USE,
-            message: message.clone(),
-        },
-    )
-    .await?;
-    Err(Error::InUse(message))
+    let outcome = Outcome::Progressing {
+        reason: reason::IN_USE,
+        message: message.clone(),
+    };
+    report(obj, &outcome, Err(Error::InUse(message)))
 }
 
-/// Probe and report: build or reuse the client, list one deployment,
-/// write the outcome.
-async fn apply(
-    api: &Api<AgentControlPlane>,
-    obj: &AgentControlPlane,
-    ctx: &Context,
-) -> Result<Action, Error> {
+/// Probe and report: build or reuse the client, list one deployment, and
+/// report the outcome.
+async fn apply(obj: &AgentControlPlane, ctx: &Context) -> Box<Report<AgentControlPlane>> {
+    let observer = Some(ctx.metrics.request_observer());
+    let timeout = ctx.config.request_timeout;
     let cp = match ctx
         .planes
-        .client_for_plane(
-            &ctx.client,
-            obj,
-            ctx.config.request_timeout,
-            Some(ctx.metrics.request_observer()),
-        )
-        .await?
+        .client_for_plane(&ctx.client, obj, timeout, observer)
+        .await
     {
-        Ok(cp) => cp,
-        Err(blocked) => {
+        Ok(Ok(cp)) => cp,
+        Ok(Err(blocked)) => {
             let outcome = Outcome::Stalled {
                 reason: blocked.reason,
                 message: blocked.message,
             };
-            report(api, obj, ctx, &outcome).await?;
-            ctx.reset_backoff(&object_key(obj));
-            return Ok(Action::requeue(ctx.config.blocked_interval));
+            return report(
+                obj,
+                &outcome,
+                Ok(Action::requeue(ctx.config.blocked_interval)),
+            );
         }
+        Err(e) => return Report::failed(e),
     };
     let probe = cp
         .list_deployments(&ListDeployments {
@@ -260,8 +257,7 @@ async fn apply(
         .await;
     let base_url = cp.base_url().trim_end_matches('/').to_owned();
     let outcome = probe_outcome(&base_url, &obj.spec, probe.as_ref().map(|_| ()));
-    report(api, obj, ctx, &outcome).await?;
-    match probe {
+    let then = match probe {
         Err(e) if e.is_transient() => Err(Error::ControlPlane {
             operation: "list deployments",
             source: e,
@@ -275,14 +271,11 @@ async fn apply(
                 Some(Refusal::WorkspaceRequired | Refusal::DeploymentNotEnabled)
             ) =>
         {
-            ctx.reset_backoff(&object_key(obj));
             Ok(Action::await_change())
         }
-        _ => {
-            ctx.reset_backoff(&object_key(obj));
-            Ok(Action::requeue(jittered(ctx.config.resync_interval)))
-        }
-    }
+        _ => Ok(Action::requeue(jittered(ctx.config.resync_interval))),
+    };
+    report(obj, &outcome, then)
 }
 
 /// AgentControlPlanes in the Secret's namespace whose API key or CA bundle is

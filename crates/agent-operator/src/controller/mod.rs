@@ -8,6 +8,7 @@ pub mod control_plane;
 pub mod deployment;
 pub mod hash_key;
 pub mod integrations;
+pub mod kind;
 pub mod listener;
 pub mod placement;
 pub mod planes;

@@ -16,12 +16,10 @@ use kube::{Api, Resource};
 use serde::Serialize;
 use tracing::warn;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-
-use super::status::{Outcome, conditions};
+use super::status::Outcome;
 use super::{Context, Error};
 use crate::api::FIELD_MANAGER;
-use crate::api::conditions::{READY, find, reason};
+use crate::api::conditions::reason;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::error::Refusal;
 
@@ -205,32 +203,22 @@ where
     Ok(())
 }
 
-/// The status report of a kind whose pass ends in one [`Outcome`]: builds
-/// its status with `build(observedGeneration, conditions)` (the conditions
-/// from `previous` and `outcome`, `lastTransitionTime` kept when the status
-/// of a condition did not change), publishes an event when `Ready` changed
-/// ([`publish_transition`]), and writes the status only when it differs
-/// from `current`. Errors: the Kubernetes API error of the write.
-pub(crate) async fn report_outcome<K, S>(
-    api: &Api<K>,
-    obj: &K,
-    ctx: &Context,
-    current: Option<&S>,
-    previous: &[Condition],
-    outcome: &Outcome,
-    build: impl FnOnce(Option<i64>, Vec<Condition>) -> S,
-) -> Result<(), Error>
-where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    S: Serialize + PartialEq,
-{
-    let generation = obj.meta().generation;
-    let status = build(generation, conditions(previous, outcome, generation));
-    publish_transition(ctx, obj, previous, outcome).await;
-    if current != Some(&status) {
-        apply_status(api, &kube::ResourceExt::name_any(obj), &status).await?;
+/// The outcome of the control plane error `e` of `operation` for a kind or
+/// check whose row is `table`: `Stalled` with the row's reason, or
+/// `Progressing` with `ControlPlaneUnavailable` and a stable summary for an
+/// error retried with backoff ([`transient_summary`]). The one mapping of
+/// errors to outcomes of every controller.
+pub fn error_outcome(table: &ReasonTable, operation: &str, e: &CpError) -> Outcome {
+    match reason_for(table, e) {
+        Some(reason) => Outcome::Stalled {
+            reason,
+            message: format!("{operation}: {e}"),
+        },
+        None => Outcome::Progressing {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message: format!("{operation}: {}", transient_summary(e)),
+        },
     }
-    Ok(())
 }
 
 /// Publishes an event about `obj` ([`core_event`]); a failure is logged,
@@ -316,41 +304,6 @@ pub(crate) fn core_event(
         reporting_component: Some(controller),
         ..CoreEvent::default()
     }
-}
-
-/// Publishes an event when the `Ready` condition changes status, reason or
-/// message:
-/// Normal when it became True, Warning otherwise.
-pub(crate) async fn publish_transition<K>(
-    ctx: &Context,
-    obj: &K,
-    previous: &[Condition],
-    outcome: &Outcome,
-) where
-    K: Resource<DynamicType = ()>,
-{
-    let now_ready = matches!(outcome, Outcome::Ready { .. });
-    let unchanged = find(previous, READY).is_some_and(|c| {
-        (c.status == "True") == now_ready
-            && c.reason == outcome.reason()
-            && c.message == outcome.message()
-    });
-    if unchanged {
-        return;
-    }
-    let type_ = if now_ready {
-        EventType::Normal
-    } else {
-        EventType::Warning
-    };
-    publish(
-        ctx,
-        obj,
-        type_,
-        outcome.reason(),
-        outcome.message().to_owned(),
-    )
-    .await;
 }
 
 /// A summary of a transient error for a condition message, at the time of

@@ -367,7 +367,7 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
     );
     status.deployment_status = None;
     let mut report = Report::end(Action::requeue(std::time::Duration::from_millis(100)));
-    report.status = super::report::changed(obj, status);
+    report.status = crate::controller::kind::changed(obj, status);
     report.events.push((
         EventType::Warning,
         "RemoteDeleted",

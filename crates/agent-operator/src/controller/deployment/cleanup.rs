@@ -12,11 +12,12 @@ use tracing::{debug, info};
 
 use super::deleting;
 use super::obtain::create_pending;
-use super::report::{Flow, Report, changed};
+use super::report::{Flow, Report};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, PAUSED_ANNOTATION,
 };
+use crate::controller::kind::changed;
 use crate::controller::status::{Outcome, conditions};
 use crate::controller::{Context, Error, object_key};
 use crate::controlplane::{ControlPlaneClient, Error as CpError};

@@ -11,8 +11,8 @@
 //!    control plane (finding or creating the deployment: [`obtain`]);
 //! 4. [`follow`]: the latest revision, decided by [`verdict`] (pure);
 //! 5. [`report`]: every step ends with one [`report::Report`] (status,
-//!    annotations, events, requeue) that only [`reconcile`] writes, in one
-//!    order for every path.
+//!    annotations, events, requeue) that only [`reconcile`] writes
+//!    ([`kind::write`]), in the one order of every path and every kind.
 //!
 //! Deletion ([`cleanup`]) DELETEs the remote deployment (404 counts as done)
 //! and keeps the finalizer until GET answers 404, since delete is
@@ -36,65 +36,67 @@ pub mod verify;
 /// The pure decisions of the pass, kept at their old paths too.
 pub use crate::plan::{decide, fight, logtail, verdict};
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
-use kube::{Api, ResourceExt};
 use tracing::debug;
 
 use self::decide::Before;
 use self::pass::Pass;
 use self::report::{Flow, Report};
 use self::verdict::UNUSED;
+use super::kind::{self, Kind};
 use super::{Context, Error, object_key, requeue_after_error};
-use crate::api::deployment::{AgentDeployment, FINALIZER};
+use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER};
 use crate::controlplane::ControlPlaneClient;
 
-/// One reconcile pass: the finalizer helper dispatches to [`apply`] or
-/// [`cleanup::cleanup`], and writes the report they return
-/// ([`report::write`]).
+impl Kind for AgentDeployment {
+    type Status = AgentDeploymentStatus;
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    fn status(&self) -> Option<&AgentDeploymentStatus> {
+        self.status.as_ref()
+    }
+
+    fn conditions(status: &AgentDeploymentStatus) -> &[Condition] {
+        &status.conditions
+    }
+
+    fn apply(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report>> + Send {
+        apply(api, obj, ctx)
+    }
+
+    fn cleanup(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report>> + Send {
+        cleanup::cleanup(api, obj, ctx)
+    }
+
+    /// Forgets the remote delete that was in progress.
+    fn forget(ctx: &Context, obj: &Self) {
+        ctx.deletes.forget(&object_key(obj));
+    }
+}
+
+/// One reconcile pass ([`kind::reconcile`]): the finalizer helper
+/// dispatches to [`apply`] or [`cleanup::cleanup`], and the report they
+/// return is written ([`kind::write`]).
 ///
 /// Errors: Kubernetes API failures and transient control plane failures
 /// (status is written before they are returned); input problems are reported
 /// in status and are not errors.
-#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    let key = object_key(obj.as_ref());
-    let deleted = obj.metadata.deletion_timestamp.is_some();
-    let api: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let result = finalizer(&api, FINALIZER, obj, |event| async {
-        let (obj, report) = match event {
-            FinalizerEvent::Apply(obj) => {
-                let report = apply(&api, &obj, &ctx).await;
-                (obj, report)
-            }
-            FinalizerEvent::Cleanup(obj) => {
-                let report = cleanup::cleanup(&api, &obj, &ctx).await;
-                (obj, report)
-            }
-        };
-        report::write(&api, &ctx, &obj, report).await
-    })
-    .await
-    .map_err(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(Box::new(other)),
-    });
-    match &result {
-        Ok(action) if deleted && *action == Action::await_change() => {
-            ctx.forget(&key);
-            ctx.deletes.forget(&key);
-        }
-        Ok(_) => ctx.reset_backoff(&key),
-        Err(_) => {}
-    }
-    result
+    kind::reconcile(obj, ctx).await
 }
 
 /// Requeue policy for failed passes: the service's `Retry-After` if longer,

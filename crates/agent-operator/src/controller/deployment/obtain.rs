@@ -20,7 +20,6 @@
 //! its deployment through the id annotation.
 
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::info;
@@ -31,8 +30,9 @@ use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
 };
+use crate::controller::jittered;
+use crate::controller::kind::set_annotations;
 use crate::controller::status::Outcome;
-use crate::controller::{Error, jittered};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::plan::adoption;
@@ -45,27 +45,6 @@ pub struct ObtainedDeployment {
     pub created: bool,
     /// Found after an interrupted create, or through the id annotation.
     pub recovered: bool,
-}
-
-/// Sets or removes (`None`) annotations with one JSON merge patch.
-pub async fn set_annotations(
-    api: &kube::Api<AgentDeployment>,
-    obj: &AgentDeployment,
-    annotations: &[(&str, Option<&str>)],
-) -> Result<(), Error> {
-    let map: serde_json::Map<String, serde_json::Value> = annotations
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), serde_json::json!(v)))
-        .collect();
-    let patch = serde_json::json!({"metadata": {"annotations": map}});
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::Kube)?;
-    Ok(())
 }
 
 /// True when the create-pending marker is on the object.

@@ -10,12 +10,13 @@ use secrecy::SecretString;
 use super::decide;
 use super::observe::Observed;
 use super::obtain::create_pending;
-use super::report::{Note, Report, already_reported, apply_error_outcome, changed};
+use super::report::{Note, Report, apply_error_outcome};
 use super::verify;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
     REDEPLOY_ANNOTATION, RejectedRequest,
 };
+use crate::controller::kind::{already_reported, changed};
 use crate::controller::status::{Outcome, conditions};
 use crate::controller::{Context, Error, jittered};
 use crate::controlplane::types::Deployment;

@@ -26,7 +26,7 @@ use kube::{Api, ResourceExt};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::kind::{self, Kind, Report};
+use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::status::Outcome;
@@ -37,7 +37,7 @@ use crate::api::control_plane::{
 };
 use crate::api::deployment::AgentDeployment;
 use crate::controlplane::error::Refusal;
-use crate::controlplane::{Error as CpError, ListDeployments};
+use crate::controlplane::{ControlPlaneClient, Error as CpError, ListDeployments};
 
 /// Reconciles of this kind running at once per namespace (each makes one
 /// small request).
@@ -65,7 +65,7 @@ pub fn probe_outcome(
         Err(e) => e,
     };
     let operation = format!("list deployments at {base_url}");
-    match error_outcome(&ReasonTable::CONTROL_PLANE, &operation, e) {
+    match error_outcome(&AgentControlPlane::REASONS, &operation, e) {
         Outcome::Stalled { reason, message } => Outcome::Stalled {
             reason,
             message: message + &hint(reason, spec),
@@ -137,12 +137,29 @@ impl Kind for AgentControlPlane {
         &status.conditions
     }
 
-    fn apply(
+    const REASONS: ReasonTable = ReasonTable::CONTROL_PLANE;
+    type Observed = ControlPlaneClient;
+    /// Every pass takes the same step: the authentication probe.
+    type Decision = ();
+
+    fn observe(
         _api: &Api<Self>,
         obj: &Self,
         ctx: &Context,
+    ) -> impl Future<Output = Flow<ControlPlaneClient, Self>> + Send {
+        observe(obj, ctx)
+    }
+
+    fn decide(_obj: &Self, _seen: &ControlPlaneClient) {}
+
+    fn act(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        cp: ControlPlaneClient,
+        _decision: (),
     ) -> impl Future<Output = Box<Report<Self>>> + Send {
-        apply(obj, ctx)
+        probe(obj, ctx, cp)
     }
 
     fn cleanup(
@@ -161,7 +178,7 @@ impl Kind for AgentControlPlane {
 }
 
 /// One reconcile pass ([`kind::reconcile`]): the finalizer helper adds
-/// [`IN_USE_FINALIZER`] and dispatches to [`apply`] (probe and report) or
+/// [`IN_USE_FINALIZER`] and dispatches to the probe ([`observe`], [`probe`]) or
 /// [`cleanup`] (wait until no AgentDeployment uses the plane any more).
 ///
 /// Errors: Kubernetes API failures, transient control plane failures of the
@@ -225,30 +242,37 @@ async fn cleanup(obj: &AgentControlPlane, ctx: &Context) -> Box<Report<AgentCont
     report(obj, &outcome, Err(Error::InUse(message)))
 }
 
-/// Probe and report: build or reuse the client, list one deployment, and
-/// report the outcome.
-async fn apply(obj: &AgentControlPlane, ctx: &Context) -> Box<Report<AgentControlPlane>> {
+/// The client of the plane, built or reused; a plane whose client cannot
+/// be built (a missing Secret, an unusable spec) ends the pass.
+async fn observe(
+    obj: &AgentControlPlane,
+    ctx: &Context,
+) -> Flow<ControlPlaneClient, AgentControlPlane> {
     let observer = Some(ctx.metrics.request_observer());
     let timeout = ctx.config.request_timeout;
-    let cp = match ctx
+    match ctx
         .planes
         .client_for_plane(&ctx.client, obj, timeout, observer)
-        .await
+        .await?
     {
-        Ok(Ok(cp)) => cp,
-        Ok(Err(blocked)) => {
+        Ok(cp) => Ok(cp),
+        Err(blocked) => {
             let outcome = Outcome::Stalled {
                 reason: blocked.reason,
                 message: blocked.message,
             };
-            return report(
-                obj,
-                &outcome,
-                Ok(Action::requeue(ctx.config.blocked_interval)),
-            );
+            let then = Ok(Action::requeue(ctx.config.blocked_interval));
+            Err(report(obj, &outcome, then))
         }
-        Err(e) => return Report::failed(e),
-    };
+    }
+}
+
+/// The authentication probe with `cp` (list one deployment) and its report.
+async fn probe(
+    obj: &AgentControlPlane,
+    ctx: &Context,
+    cp: ControlPlaneClient,
+) -> Box<Report<AgentControlPlane>> {
     let probe = cp
         .list_deployments(&ListDeployments {
             limit: Some(1),

@@ -24,7 +24,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::report::{apply_status, publish};
+use super::report::{ReasonTable, apply_status, publish};
 use super::status::{Outcome, conditions};
 use super::{Context, Error, object_key};
 use crate::api::conditions::{READY, find};
@@ -56,13 +56,54 @@ pub trait Kind:
     /// The conditions of `status`.
     fn conditions(status: &Self::Status) -> &[Condition];
 
+    /// The kind's row of the one error-to-reason table.
+    const REASONS: ReasonTable;
+
+    /// What a pass reads before it decides: its inputs from Kubernetes,
+    /// the in-process memory and the clock.
+    type Observed: Send;
+
+    /// The one step a pass decides to take.
+    type Decision: Send;
+
+    /// Reads the inputs of `obj`; `Err`: the pass ends with that report (an
+    /// input is missing, the object is paused or gone).
+    fn observe(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Flow<Self::Observed, Self>> + Send;
+
+    /// The step to take on what was observed. Pure.
+    fn decide(obj: &Self, seen: &Self::Observed) -> Self::Decision;
+
+    /// Takes the step `decision` (at most one remote mutation) and builds
+    /// the pass's report; writes nothing.
+    fn act(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        seen: Self::Observed,
+        decision: Self::Decision,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send;
+
     /// The pass of an object that is not being deleted: observe, decide,
     /// act, ending in one report.
     fn apply(
         api: &Api<Self>,
         obj: &Self,
         ctx: &Context,
-    ) -> impl Future<Output = Box<Report<Self>>> + Send;
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        async move {
+            match Self::observe(api, obj, ctx).await {
+                Ok(seen) => {
+                    let decision = Self::decide(obj, &seen);
+                    Self::act(api, obj, ctx, seen, decision).await
+                }
+                Err(report) => report,
+            }
+        }
+    }
 
     /// The pass of an object being deleted (only with a [`Self::FINALIZER`]):
     /// `Ok(Action::await_change())` lets the finalizer go. Default: nothing

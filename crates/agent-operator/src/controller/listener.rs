@@ -25,7 +25,7 @@ use kube::{Api, ResourceExt};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
-use super::kind::{self, Kind, Report};
+use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::status::Outcome;
@@ -33,6 +33,7 @@ use super::{Context, Error, jittered, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};
+use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::Listener;
 
 /// Reconciles of this kind running at once per namespace (each makes one
@@ -82,12 +83,29 @@ impl Kind for AgentListener {
         &status.conditions
     }
 
-    fn apply(
+    const REASONS: ReasonTable = ReasonTable::LISTENER;
+    type Observed = ControlPlaneClient;
+    /// Every pass takes the same step: one read of the listener.
+    type Decision = ();
+
+    fn observe(
         _api: &Api<Self>,
         obj: &Self,
         ctx: &Context,
+    ) -> impl Future<Output = Flow<ControlPlaneClient, Self>> + Send {
+        observe(obj, ctx)
+    }
+
+    fn decide(_obj: &Self, _seen: &ControlPlaneClient) {}
+
+    fn act(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        cp: ControlPlaneClient,
+        _decision: (),
     ) -> impl Future<Output = Box<Report<Self>>> + Send {
-        apply(obj, ctx)
+        read(obj, ctx, cp)
     }
 }
 
@@ -114,33 +132,40 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
     kind::reconcile(obj, ctx).await
 }
 
-/// Read the listener through its AgentControlPlane's client and mirror it.
-async fn apply(obj: &AgentListener, ctx: &Context) -> Box<Report<AgentListener>> {
+/// The client of the listener's AgentControlPlane; a plane that cannot be
+/// used ends the pass.
+async fn observe(obj: &AgentListener, ctx: &Context) -> Flow<ControlPlaneClient, AgentListener> {
     let ns = obj.namespace().unwrap_or_default();
-    let cp = match ctx
+    let blocked = match ctx
         .plane_client(&ns, &obj.spec.control_plane_ref.name)
-        .await
+        .await?
     {
-        Ok(Ok(cp)) => cp,
-        Ok(Err(blocked)) => {
-            // A plane not checked yet is a wait, not a problem: its check
-            // changes it, which triggers this object again.
-            let outcome = if blocked.reason == reason::CONTROL_PLANE_NOT_CHECKED {
-                Outcome::Progressing {
-                    reason: blocked.reason,
-                    message: blocked.message,
-                }
-            } else {
-                Outcome::Stalled {
-                    reason: blocked.reason,
-                    message: blocked.message,
-                }
-            };
-            let then = Ok(Action::requeue(ctx.config.blocked_interval));
-            return report(obj, AgentListenerStatus::default(), &outcome, then);
-        }
-        Err(e) => return Report::failed(e),
+        Ok(cp) => return Ok(cp),
+        Err(blocked) => blocked,
     };
+    // A plane not checked yet is a wait, not a problem: its check changes
+    // it, which triggers this object again.
+    let outcome = if blocked.reason == reason::CONTROL_PLANE_NOT_CHECKED {
+        Outcome::Progressing {
+            reason: blocked.reason,
+            message: blocked.message,
+        }
+    } else {
+        Outcome::Stalled {
+            reason: blocked.reason,
+            message: blocked.message,
+        }
+    };
+    let then = Ok(Action::requeue(ctx.config.blocked_interval));
+    Err(report(obj, AgentListenerStatus::default(), &outcome, then))
+}
+
+/// Reads the listener with `cp` and mirrors it.
+async fn read(
+    obj: &AgentListener,
+    ctx: &Context,
+    cp: ControlPlaneClient,
+) -> Box<Report<AgentListener>> {
     let id = &obj.spec.listener_id;
     let resync = Ok(Action::requeue(jittered(ctx.config.resync_interval)));
     match cp.get_listener(id).await {
@@ -153,7 +178,7 @@ async fn apply(obj: &AgentListener, ctx: &Context) -> Box<Report<AgentListener>>
         }
         Err(e) => {
             let operation = format!("get listener {id}");
-            let outcome = error_outcome(&ReasonTable::LISTENER, &operation, &e);
+            let outcome = error_outcome(&AgentListener::REASONS, &operation, &e);
             if e.is_transient() {
                 // Keep the last observation while the control plane is away.
                 let previous = obj.status.clone().unwrap_or_default();

@@ -1,6 +1,7 @@
 //! The "report" edge shared by every controller: status writes
 //! (server-side apply with the operator's one field manager), events, the
-//! one classification of control plane errors ([`classify`]) and the one
+//! one classification of the errors of every remote service
+//! ([`Classified`]: the control plane's and the agent server's) and the one
 //! error-to-reason table over it ([`ReasonTable`], [`reason_for`]), with a
 //! row for each kind and each input check.
 //!
@@ -18,6 +19,7 @@ use tracing::warn;
 
 use super::status::Outcome;
 use super::{Context, Error};
+use crate::agentserver::Error as AsError;
 use crate::api::FIELD_MANAGER;
 use crate::api::conditions::reason;
 use crate::controlplane::Error as CpError;
@@ -46,16 +48,63 @@ pub enum ErrorClass {
     Other,
 }
 
-/// The class of a control plane error.
-pub fn classify(e: &CpError) -> ErrorClass {
-    match e {
-        CpError::Unauthorized { .. } => ErrorClass::Unauthorized,
-        CpError::Forbidden { .. } => ErrorClass::Forbidden,
-        CpError::NotFound { .. } => ErrorClass::NotFound,
-        CpError::InvalidEndpoint(_) => ErrorClass::InvalidEndpoint,
-        e if e.is_rejection() => ErrorClass::Rejected,
-        e if e.is_transient() => ErrorClass::Transient,
-        _ => ErrorClass::Other,
+/// An error of a remote service that the one reason table can read: the
+/// control plane client's and the agent server client's errors both
+/// implement it, so that a row of [`ReasonTable`] serves a kind whatever
+/// service it speaks to.
+pub trait Classified {
+    /// The class of the error.
+    fn class(&self) -> ErrorClass;
+
+    /// The refusal a 403 names (docs/control-plane-api.md "Credentials and
+    /// refusals"); `None` by default.
+    fn refusal(&self) -> Option<Refusal> {
+        None
+    }
+
+    /// True for a 409 (a [`ErrorClass::Rejected`] with its own column).
+    fn is_conflict(&self) -> bool {
+        false
+    }
+}
+
+impl Classified for CpError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            CpError::Unauthorized { .. } => ErrorClass::Unauthorized,
+            CpError::Forbidden { .. } => ErrorClass::Forbidden,
+            CpError::NotFound { .. } => ErrorClass::NotFound,
+            CpError::InvalidEndpoint(_) => ErrorClass::InvalidEndpoint,
+            e if e.is_rejection() => ErrorClass::Rejected,
+            e if e.is_transient() => ErrorClass::Transient,
+            _ => ErrorClass::Other,
+        }
+    }
+
+    fn refusal(&self) -> Option<Refusal> {
+        CpError::refusal(self)
+    }
+
+    fn is_conflict(&self) -> bool {
+        matches!(self, CpError::Conflict { .. })
+    }
+}
+
+/// The agent server's errors (docs/control-plane-api.md "Agent server"): an
+/// unknown assistant is the object named that does not exist; a 404 of
+/// anything else means no agent server answers at that URL, which, like a
+/// client configuration that cannot be used, is an unusable endpoint.
+impl Classified for AsError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            AsError::Unauthorized { status: 403, .. } => ErrorClass::Forbidden,
+            AsError::Unauthorized { .. } => ErrorClass::Unauthorized,
+            AsError::AssistantNotFound { .. } => ErrorClass::NotFound,
+            AsError::NotFound { .. } | AsError::InvalidConfig(_) => ErrorClass::InvalidEndpoint,
+            AsError::Rejected { .. } => ErrorClass::Rejected,
+            e if e.is_transient() => ErrorClass::Transient,
+            _ => ErrorClass::Other,
+        }
     }
 }
 
@@ -155,13 +204,30 @@ impl ReasonTable {
         invalid_endpoint: None,
         other: None,
     };
+
+    /// The agent server checks of an AgentDeployment's `spec.verify`
+    /// (`deployment/verify/`): a refused key is `AgentServerUnauthorized`,
+    /// an unknown assistant `AssistantNotFound`, no agent server at the URL
+    /// `AgentServerUnreachable`, and a refused or failed run `RunFailed`.
+    /// Transient errors are retried, and reported as
+    /// `AgentServerUnreachable` meanwhile.
+    pub const VERIFY: Self = Self {
+        unauthorized: reason::AGENT_SERVER_UNAUTHORIZED,
+        forbidden: reason::AGENT_SERVER_UNAUTHORIZED,
+        refusals: false,
+        not_found: reason::ASSISTANT_NOT_FOUND,
+        rejected: reason::RUN_FAILED,
+        conflict: reason::RUN_FAILED,
+        invalid_endpoint: Some(reason::AGENT_SERVER_UNREACHABLE),
+        other: Some(reason::RUN_FAILED),
+    };
 }
 
-/// The condition reason `e` gives in `table` ([`classify`], then the row);
-/// `None` for an error retried with backoff (transient, or a fallback of
-/// `None`). Pure.
-pub fn reason_for(table: &ReasonTable, e: &CpError) -> Option<&'static str> {
-    match classify(e) {
+/// The condition reason `e` gives in `table` ([`Classified::class`], then
+/// the row); `None` for an error retried with backoff (transient, or a
+/// fallback of `None`). Pure.
+pub fn reason_for(table: &ReasonTable, e: &impl Classified) -> Option<&'static str> {
+    match e.class() {
         ErrorClass::Unauthorized => Some(table.unauthorized),
         ErrorClass::Forbidden if table.refusals => Some(match e.refusal() {
             Some(Refusal::WorkspaceRequired) => reason::WORKSPACE_REQUIRED,
@@ -170,7 +236,7 @@ pub fn reason_for(table: &ReasonTable, e: &CpError) -> Option<&'static str> {
         }),
         ErrorClass::Forbidden => Some(table.forbidden),
         ErrorClass::NotFound => Some(table.not_found),
-        ErrorClass::Rejected if matches!(e, CpError::Conflict { .. }) => Some(table.conflict),
+        ErrorClass::Rejected if e.is_conflict() => Some(table.conflict),
         ErrorClass::Rejected => Some(table.rejected),
         ErrorClass::Transient => None,
         ErrorClass::InvalidEndpoint => table.invalid_endpoint,
@@ -464,6 +530,61 @@ mod tests {
         );
     }
 
+    /// The row of the agent server checks reads the agent server's errors
+    /// through the same classes.
+    #[test]
+    fn the_agent_server_row_reads_its_errors_through_the_same_classes() {
+        use crate::agentserver::Error as E;
+        use std::time::Duration;
+        let d = || "x".to_owned();
+        let errors = [
+            E::Unauthorized {
+                status: 401,
+                detail: d(),
+            },
+            E::Unauthorized {
+                status: 403,
+                detail: d(),
+            },
+            E::AssistantNotFound {
+                assistant_id: "agent".into(),
+                status: 422,
+                detail: d(),
+            },
+            E::NotFound { detail: d() },
+            E::InvalidConfig(d()),
+            E::Rejected {
+                status: 400,
+                detail: d(),
+            },
+            E::Timeout(Duration::from_secs(1)),
+            E::Unavailable {
+                status: 503,
+                detail: d(),
+            },
+            E::Decode { message: d() },
+        ];
+        let row: Vec<&str> = errors
+            .iter()
+            .map(|e| reason_for(&ReasonTable::VERIFY, e).unwrap_or("-"))
+            .collect();
+        use reason::*;
+        assert_eq!(
+            row,
+            [
+                AGENT_SERVER_UNAUTHORIZED,
+                AGENT_SERVER_UNAUTHORIZED,
+                ASSISTANT_NOT_FOUND,
+                AGENT_SERVER_UNREACHABLE,
+                AGENT_SERVER_UNREACHABLE,
+                RUN_FAILED,
+                "-",
+                "-",
+                RUN_FAILED
+            ]
+        );
+    }
+
     /// The event of one occurrence: sortable by `lastTimestamp` (and
     /// `firstTimestamp`, `eventTime`: the same instant), counted once, with
     /// the fields events.k8s.io/v1 readers use.
@@ -515,31 +636,32 @@ mod tests {
     fn errors_are_classified_once_for_every_controller() {
         let d = || "x".to_owned();
         assert_eq!(
-            classify(&CpError::Unauthorized { detail: d() }),
+            (CpError::Unauthorized { detail: d() }).class(),
             ErrorClass::Unauthorized
         );
         assert_eq!(
-            classify(&CpError::Forbidden { detail: d() }),
+            (CpError::Forbidden { detail: d() }).class(),
             ErrorClass::Forbidden
         );
         assert_eq!(
-            classify(&CpError::NotFound { detail: d() }),
+            (CpError::NotFound { detail: d() }).class(),
             ErrorClass::NotFound
         );
         assert_eq!(
-            classify(&CpError::BadRequest { detail: d() }),
+            (CpError::BadRequest { detail: d() }).class(),
             ErrorClass::Rejected
         );
         assert_eq!(
-            classify(&CpError::Conflict { detail: d() }),
+            (CpError::Conflict { detail: d() }).class(),
             ErrorClass::Rejected
         );
-        assert_eq!(classify(&CpError::Timeout), ErrorClass::Transient);
+        assert_eq!(CpError::Timeout.class(), ErrorClass::Transient);
         assert_eq!(
-            classify(&CpError::RateLimited {
+            (CpError::RateLimited {
                 status: 429,
                 retry_after: Some(std::time::Duration::from_secs(7)),
-            }),
+            })
+            .class(),
             ErrorClass::Transient
         );
     }

@@ -46,10 +46,12 @@ use kube::runtime::controller::Action;
 use tracing::debug;
 
 use self::decide::Before;
+use self::observe::Observed;
 use self::pass::Pass;
 use self::report::{Flow, Report};
 use self::verdict::UNUSED;
 use super::kind::{self, Kind};
+use super::report::ReasonTable;
 use super::{Context, Error, object_key, requeue_after_error};
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER};
 use crate::controlplane::ControlPlaneClient;
@@ -66,12 +68,32 @@ impl Kind for AgentDeployment {
         &status.conditions
     }
 
-    fn apply(
+    const REASONS: ReasonTable = ReasonTable::DEPLOYMENT;
+    type Observed = Observed;
+    type Decision = Before;
+
+    fn observe(
         api: &Api<Self>,
         obj: &Self,
         ctx: &Context,
+    ) -> impl Future<Output = Flow<Observed>> + Send {
+        observe::observe(api, obj, ctx)
+    }
+
+    /// [`decide::before_remote`] on the object the pass decides on (its
+    /// fresh read when there is one).
+    fn decide(obj: &Self, seen: &Observed) -> Before {
+        decide::before_remote(&seen.known(seen.fresh.as_deref().unwrap_or(obj)))
+    }
+
+    fn act(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        seen: Observed,
+        step: Before,
     ) -> impl Future<Output = Box<Report>> + Send {
-        apply(api, obj, ctx)
+        act_and_follow(api, obj, ctx, seen, step)
     }
 
     fn cleanup(
@@ -119,17 +141,19 @@ pub fn error_policy(obj: Arc<AgentDeployment>, error: &Error, ctx: Arc<Context>)
 const DELETE_REQUEUE_FLOOR: Duration = Duration::from_millis(100);
 
 /// Makes the remote deployment equal to the spec and follows its revision:
-/// observe → decide → act (at most one remote mutation) → follow, ending
-/// with the one report of the pass.
-async fn apply(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context) -> Box<Report> {
-    let seen = match observe::observe(api, obj, ctx).await {
-        Ok(seen) => seen,
-        Err(report) => return report,
-    };
+/// act on `step` (at most one remote mutation) on the object the pass
+/// decided on, then follow, ending with the one report of the pass.
+async fn act_and_follow(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+    seen: Observed,
+    step: Before,
+) -> Box<Report> {
     let fresh = seen.fresh.as_deref();
     let obj = fresh.unwrap_or(obj);
     let mut pass = Pass::new(api, obj, ctx, &seen);
-    let acted = match act(&mut pass, decide::before_remote(&seen.known(obj, ctx))).await {
+    let acted = match act(&mut pass, step).await {
         Ok(acted) => acted,
         Err(report) => return report.on(fresh),
     };

@@ -11,8 +11,8 @@ use kube::runtime::events::EventType;
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
 use crate::controller::Context;
-use crate::controller::kind::{self, already_reported, changed};
-use crate::controller::report::{ReasonTable, error_outcome};
+use crate::controller::kind::{self, Kind, already_reported, changed};
+use crate::controller::report::error_outcome;
 use crate::controller::resolve::Blocked;
 use crate::controller::status::{Outcome, conditions};
 use crate::controlplane::Error as CpError;
@@ -103,16 +103,16 @@ pub fn not_resent_until(outcome: Outcome, retry_at: &str) -> Outcome {
 }
 
 /// The outcome of a control plane error in an apply pass of `obj`: as
-/// [`error_outcome`] with [`ReasonTable::DEPLOYMENT`] (401/403 →
-/// Unauthorized, 409 → NameConflict, other → InvalidSpec, transient →
-/// progressing), except that a refused key (401) is the
+/// [`error_outcome`] with the AgentDeployment's [`Kind::REASONS`]
+/// (`ReasonTable::DEPLOYMENT`: 401/403 → Unauthorized, 409 → NameConflict,
+/// other → InvalidSpec, transient → progressing), except that a refused key (401) is the
 /// AgentControlPlane's problem, not this object's: it waits for its plane
 /// like any blocked object (`ControlPlaneNotReady`), and a plane or key
 /// Secret change retries it. (Its pass may run before the plane's own probe
 /// has marked the plane Stalled.)
 pub fn apply_error_outcome(obj: &AgentDeployment, operation: &str, e: &CpError) -> Outcome {
     if !matches!(e, CpError::Unauthorized { .. }) {
-        return error_outcome(&ReasonTable::DEPLOYMENT, operation, e);
+        return error_outcome(&AgentDeployment::REASONS, operation, e);
     }
     Outcome::Stalled {
         reason: reason::CONTROL_PLANE_NOT_READY,
@@ -127,6 +127,7 @@ pub fn apply_error_outcome(obj: &AgentDeployment, operation: &str, e: &CpError) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::report::ReasonTable;
 
     #[test]
     fn control_plane_errors_map_to_reasons() {

@@ -29,8 +29,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::secrets::ReferencesSecrets;
 use super::status::Outcome;
 use super::{Context, Error, jittered, scoped_api};
+use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
 use crate::api::control_plane::{
     AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus, IN_USE_FINALIZER,
@@ -302,6 +304,19 @@ async fn probe(
     report(obj, &outcome, then)
 }
 
+/// The credential (API key or bearer token) and the CA bundle.
+impl ReferencesSecrets for AgentControlPlane {
+    fn secret_refs(&self) -> Vec<&SecretKeyRef> {
+        [
+            self.spec.credential_ref(),
+            self.spec.ca_bundle_secret_ref.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
 /// AgentControlPlanes in the Secret's namespace whose API key or CA bundle is
 /// in the Secret `secret_name`. Pure.
 pub fn planes_using_secret(
@@ -312,15 +327,7 @@ pub fn planes_using_secret(
     planes
         .iter()
         .filter(|p| p.namespace().as_deref() == secret_namespace)
-        .filter(|p| {
-            p.spec
-                .credential_ref()
-                .is_some_and(|r| r.name == secret_name)
-                || p.spec
-                    .ca_bundle_secret_ref
-                    .as_ref()
-                    .is_some_and(|r| r.name == secret_name)
-        })
+        .filter(|p| p.secret_refs().iter().any(|r| r.name == secret_name))
         .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect()
 }
@@ -355,7 +362,7 @@ pub async fn run(
         let (_, secrets) = ctx.secrets.subscribe(&ctx.client, namespace);
         let (store, own) = own_kind_stream(KIND, planes);
         let controller = Controller::for_stream(own, store);
-        ctx.secrets.register_planes(controller.store());
+        ctx.secrets.register(controller.store());
         let mapper = secret_mapper(controller.store());
         // The operator's one metadata-only Secret watch of this scope: only
         // changes of referenced keys, deletions and new Secrets.

@@ -52,7 +52,9 @@ use self::report::{Flow, Report};
 use self::verdict::UNUSED;
 use super::kind::{self, Kind};
 use super::report::ReasonTable;
+use super::secrets::ReferencesSecrets;
 use super::{Context, Error, object_key, requeue_after_error};
+use crate::api::SecretKeyRef;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER};
 use crate::controlplane::ControlPlaneClient;
 
@@ -107,6 +109,19 @@ impl Kind for AgentDeployment {
     /// Forgets the remote delete that was in progress.
     fn forget(ctx: &Context, obj: &Self) {
         ctx.deletes.forget(&object_key(obj));
+    }
+}
+
+/// The Secret values of `spec.secrets[].valueFrom` and the agent server key
+/// of `spec.verify.apiKeySecretRef`.
+impl ReferencesSecrets for AgentDeployment {
+    fn secret_refs(&self) -> Vec<&SecretKeyRef> {
+        let values = self.spec.secrets.iter();
+        let verify = self.spec.verify.as_ref();
+        values
+            .filter_map(|s| s.value_from.as_ref().map(|f| &f.secret_key_ref))
+            .chain(verify.and_then(|v| v.api_key_secret_ref.as_ref()))
+            .collect()
     }
 }
 

@@ -26,6 +26,7 @@ pub use crate::controller::scaffold::{
     GONE_WITHOUT_BACKOFF_EVERY, Scope, own_kind_stream, relist_at_once, strip_managed_fields,
 };
 use crate::controller::scaffold::{drive, ready_counts, synced_store};
+use crate::controller::secrets::ReferencesSecrets;
 use crate::controller::{Context, Error, observed, scoped_api};
 
 /// `kind` label of the AgentDeployment controller's metrics.
@@ -219,8 +220,8 @@ where
     .reflect(writer)
     .applied_objects()
     .predicate_filter(deployment_trigger_hash, Default::default());
-    ctx.secrets.register_deployments(store.clone());
-    ctx.secrets.register_planes(plane_store.clone());
+    ctx.secrets.register(store.clone());
+    ctx.secrets.register(plane_store.clone());
     let controller = Controller::for_stream(trigger, store.clone());
     let deployment_store = store.clone();
     let secret_store = store.clone();
@@ -412,16 +413,7 @@ fn referencing_secret(
         .iter()
         .filter(|d| d.namespace() == ns)
         .filter(|d| {
-            let direct = d.spec.secrets.iter().any(|s| {
-                s.value_from
-                    .as_ref()
-                    .is_some_and(|f| f.secret_key_ref.name == name)
-            }) || d
-                .spec
-                .verify
-                .as_ref()
-                .and_then(|v| v.api_key_secret_ref.as_ref())
-                .is_some_and(|r| r.name == name);
+            let direct = d.secret_refs().iter().any(|r| r.name == name);
             let of_plane = key_of.contains(&d.spec.control_plane_ref.name);
             (direct && (!first_sight || is_blocked(d))) || (of_plane && is_blocked(d))
         })

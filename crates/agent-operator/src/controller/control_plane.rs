@@ -30,7 +30,6 @@ use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::secrets::ReferencesSecrets;
-use super::status::Outcome;
 use super::{Context, Error, jittered, scoped_api};
 use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
@@ -40,6 +39,7 @@ use crate::api::control_plane::{
 use crate::api::deployment::AgentDeployment;
 use crate::controlplane::error::Refusal;
 use crate::controlplane::{ControlPlaneClient, Error as CpError, ListDeployments};
+use crate::plan::status::Outcome;
 
 /// Reconciles of this kind running at once per namespace (each makes one
 /// small request).

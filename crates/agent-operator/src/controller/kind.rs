@@ -15,19 +15,19 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::plan::verdict::EventType;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::report::{ReasonTable, apply_status, publish};
-use super::status::{Outcome, conditions};
 use super::{Context, Error, object_key};
 use crate::api::conditions::{READY, find};
+use crate::plan::status::{Outcome, conditions};
 use crate::plan::verdict::Note;
 
 /// What differs from one reconciled kind to the next; the rest of a pass

@@ -28,13 +28,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
-use super::status::Outcome;
 use super::{Context, Error, jittered, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::Listener;
+use crate::plan::status::Outcome;
 
 /// Reconciles of this kind running at once per namespace (each makes one
 /// small request).

@@ -10,20 +10,20 @@
 //! status on each attempt, so transient errors get a stable summary.
 //! Source: docs/control-plane-api.md "Errors".
 
+use crate::plan::verdict::EventType;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 use serde::Serialize;
 use tracing::warn;
 
-use super::status::Outcome;
 use super::{Context, Error};
 use crate::agentserver::Error as AsError;
 use crate::api::FIELD_MANAGER;
 use crate::api::conditions::reason;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::error::Refusal;
+use crate::plan::status::Outcome;
 
 /// What a control plane error means for the resource that got it, the same
 /// for every controller (each maps a class to its own condition reason).

@@ -22,6 +22,7 @@
 //! Exit codes: [`exit::EXIT_CODES_HELP`].
 
 mod apply;
+mod desired;
 mod exit;
 mod logs;
 mod output;

@@ -9,7 +9,8 @@
 //! 2. [`decide`] (pure): the one step to take before any request;
 //! 3. [`act`](mod@act) → [`pass::Acted`]: at most one read and one mutation of the
 //!    control plane (finding or creating the deployment: [`obtain`]);
-//! 4. [`follow`]: the latest revision, decided by [`verdict`] (pure);
+//! 4. [`follow`]: the latest revision, decided by
+//!    [`verdict`](crate::plan::verdict) (pure);
 //! 5. [`report`]: every step ends with one [`report::Report`] (status,
 //!    annotations, events, requeue) that only [`reconcile`] writes
 //!    ([`kind::write`]), in the one order of every path and every kind.
@@ -33,9 +34,6 @@ pub mod runner;
 mod sequence_tests;
 pub mod verify;
 
-/// The pure decisions of the pass, kept at their old paths too.
-pub use crate::plan::{decide, fight, logtail, verdict};
-
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,11 +43,9 @@ use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::debug;
 
-use self::decide::Before;
 use self::observe::Observed;
 use self::pass::Pass;
 use self::report::{Flow, Report};
-use self::verdict::UNUSED;
 use super::kind::{self, Kind};
 use super::report::ReasonTable;
 use super::secrets::ReferencesSecrets;
@@ -57,6 +53,7 @@ use super::{Context, Error, object_key, requeue_after_error};
 use crate::api::SecretKeyRef;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER};
 use crate::controlplane::ControlPlaneClient;
+use crate::plan::decide::{self, Before};
 
 impl Kind for AgentDeployment {
     type Status = AgentDeploymentStatus;
@@ -126,7 +123,7 @@ impl ReferencesSecrets for AgentDeployment {
 }
 
 /// One reconcile pass ([`kind::reconcile`]): the finalizer helper
-/// dispatches to [`apply`] or [`cleanup::cleanup`], and the report they
+/// dispatches to [`Kind::apply`] or [`cleanup::cleanup`], and the report they
 /// return is written ([`kind::write`]).
 ///
 /// Errors: Kubernetes API failures and transient control plane failures

@@ -10,18 +10,17 @@ use kube::{Api, ResourceExt};
 use tracing::debug;
 
 use super::report::{Flow, Report};
-use super::{decide, seconds_until};
+use super::seconds_until;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION,
 };
 use crate::api::preflight;
-use crate::controller::status::Outcome;
-use crate::controller::{
-    Context, Error, desired, hash_key, jittered, object_key, placement, resolve,
-};
+use crate::controller::{Context, Error, hash_key, jittered, object_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
+use crate::plan::status::Outcome;
+use crate::plan::{decide, desired};
 
 /// What a pass knows before its first control plane request.
 pub struct Observed {

@@ -4,9 +4,9 @@
 //! events), and what a control plane error means for an AgentDeployment
 //! (docs/control-plane-api.md "Errors").
 
+use crate::plan::verdict::EventType;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
@@ -14,17 +14,15 @@ use crate::controller::Context;
 use crate::controller::kind::{self, Kind, already_reported, changed};
 use crate::controller::report::error_outcome;
 use crate::controller::resolve::Blocked;
-use crate::controller::status::{Outcome, conditions};
 use crate::controlplane::Error as CpError;
-
-pub use crate::plan::verdict::Note;
+use crate::plan::status::{Outcome, conditions};
 
 /// A step's result: `Err` ends the pass with this report
-/// ([`kind::Flow`](crate::controller::kind::Flow)).
+/// ([`kind::Flow`]).
 pub type Flow<T> = kind::Flow<T, AgentDeployment>;
 
 /// The one value of an AgentDeployment pass
-/// ([`kind::Report`](crate::controller::kind::Report)).
+/// ([`kind::Report`]).
 pub type Report = kind::Report<AgentDeployment>;
 
 impl Report {

@@ -1,8 +1,7 @@
 //! Wiring of the AgentDeployment controller on the shared scaffold
 //! ([`crate::controller::scaffold`]): its watches (its own kind, Secrets,
 //! AgentControlPlanes), the trigger hashes and mappers, the fair admission
-//! of passes per control plane, readiness of its stores. (`controller::runner`
-//! is this module, for the binary's `runner::run_with`.)
+//! of passes per control plane, readiness of its stores.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,10 +21,9 @@ use super::{error_policy, reconcile};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
-pub use crate::controller::scaffold::{
-    GONE_WITHOUT_BACKOFF_EVERY, Scope, own_kind_stream, relist_at_once, strip_managed_fields,
+use crate::controller::scaffold::{
+    Scope, drive, ready_counts, relist_at_once, strip_managed_fields, synced_store,
 };
-use crate::controller::scaffold::{drive, ready_counts, synced_store};
 use crate::controller::secrets::ReferencesSecrets;
 use crate::controller::{Context, Error, observed, scoped_api};
 
@@ -342,7 +340,7 @@ pub fn plane_wave_hash(obj: &AgentControlPlane) -> u64 {
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    find(conditions, crate::controller::status::STALLED)
+    find(conditions, crate::plan::status::STALLED)
         .map(|c| c.status.as_str())
         .hash(&mut h);
     h.finish()

@@ -28,8 +28,8 @@ use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, VerificationStatus, VerifyExpect,
 };
 use crate::controller::report::{ReasonTable, reason_for};
-use crate::controller::status::Outcome;
 use crate::controlplane::types::RevisionStatus;
+use crate::plan::status::Outcome;
 use crate::plan::verdict::VERIFICATION_FAILURE_REASONS as FAILURE_REASONS;
 pub use crate::plan::verdict::is_verification_reason;
 

@@ -6,6 +6,8 @@
 
 pub mod control_plane;
 pub mod deployment;
+#[cfg(test)]
+mod fake_api;
 pub mod hash_key;
 pub mod integrations;
 pub mod kind;
@@ -16,6 +18,8 @@ pub mod report;
 pub mod resolve;
 pub mod scaffold;
 pub mod secrets;
+#[cfg(test)]
+mod sequence_tests;
 
 use std::time::Duration;
 

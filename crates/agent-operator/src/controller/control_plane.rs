@@ -24,8 +24,6 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-
 use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
@@ -128,16 +126,8 @@ fn report(
 }
 
 impl Kind for AgentControlPlane {
-    type Status = AgentControlPlaneStatus;
+    crate::kind_status!(AgentControlPlaneStatus);
     const FINALIZER: Option<&'static str> = Some(IN_USE_FINALIZER);
-
-    fn status(&self) -> Option<&AgentControlPlaneStatus> {
-        self.status.as_ref()
-    }
-
-    fn conditions(status: &AgentControlPlaneStatus) -> &[Condition] {
-        &status.conditions
-    }
 
     const REASONS: ReasonTable = ReasonTable::CONTROL_PLANE;
     type Observed = ControlPlaneClient;

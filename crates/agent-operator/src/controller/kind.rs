@@ -122,6 +122,27 @@ pub trait Kind:
     fn forget(_ctx: &Context, _obj: &Self) {}
 }
 
+/// The status items of an `impl Kind` whose object keeps its status in
+/// `status: Option<S>` and its conditions in `S::conditions` (every kind
+/// of the operator): `type Status = S`, [`Kind::status`] and
+/// [`Kind::conditions`].
+#[macro_export]
+macro_rules! kind_status {
+    ($status:ty) => {
+        type Status = $status;
+
+        fn status(&self) -> Option<&$status> {
+            self.status.as_ref()
+        }
+
+        fn conditions(
+            status: &$status,
+        ) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+            &status.conditions
+        }
+    };
+}
+
 /// A step's result: `Err` ends the pass with this report (nothing after it
 /// runs); a Kubernetes error converts into a report that writes nothing.
 pub type Flow<T, K> = Result<T, Box<Report<K>>>;

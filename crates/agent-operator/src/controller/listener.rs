@@ -23,8 +23,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-
 use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
@@ -72,16 +70,8 @@ pub fn mirror(listener: &Listener) -> AgentListenerStatus {
 }
 
 impl Kind for AgentListener {
-    type Status = AgentListenerStatus;
+    crate::kind_status!(AgentListenerStatus);
     const FINALIZER: Option<&'static str> = None;
-
-    fn status(&self) -> Option<&AgentListenerStatus> {
-        self.status.as_ref()
-    }
-
-    fn conditions(status: &AgentListenerStatus) -> &[Condition] {
-        &status.conditions
-    }
 
     const REASONS: ReasonTable = ReasonTable::LISTENER;
     type Observed = ControlPlaneClient;

@@ -62,20 +62,12 @@ pub struct AgentEchoStatus {
 }
 
 impl Kind for AgentEcho {
-    type Status = AgentEchoStatus;
+    agent_operator::kind_status!(AgentEchoStatus);
     const FINALIZER: Option<&'static str> = Some("scaffold.agentserver.dev/cleanup");
     /// Its row of the reason table: the AgentControlPlane's.
     const REASONS: ReasonTable = ReasonTable::CONTROL_PLANE;
     type Observed = ControlPlaneClient;
     type Decision = ();
-
-    fn status(&self) -> Option<&AgentEchoStatus> {
-        self.status.as_ref()
-    }
-
-    fn conditions(status: &AgentEchoStatus) -> &[Condition] {
-        &status.conditions
-    }
 
     fn observe(
         _api: &Api<Self>,

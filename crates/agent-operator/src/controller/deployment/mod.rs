@@ -38,7 +38,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::debug;
@@ -56,16 +55,8 @@ use crate::controlplane::ControlPlaneClient;
 use crate::plan::decide::{self, Before};
 
 impl Kind for AgentDeployment {
-    type Status = AgentDeploymentStatus;
+    crate::kind_status!(AgentDeploymentStatus);
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
-
-    fn status(&self) -> Option<&AgentDeploymentStatus> {
-        self.status.as_ref()
-    }
-
-    fn conditions(status: &AgentDeploymentStatus) -> &[Condition] {
-        &status.conditions
-    }
 
     const REASONS: ReasonTable = ReasonTable::DEPLOYMENT;
     type Observed = Observed;

@@ -162,19 +162,15 @@ mod tests {
         assert!(o.message().contains("name is immutable"));
     }
 
-    /// The messages of refused requests, as the condition shows them: the
-    /// service's location and message without empty parts, and when the
-    /// request may be sent again.
-    #[test]
-    fn refused_requests_say_why_and_when_they_are_sent_again() {
+    /// The refused requests of [`refused_requests_say_why_and_when_they_are_sent_again`].
+    fn refused_cases() -> Vec<(CpError, &'static str, &'static str)> {
         use crate::controlplane::types::ValidationError;
-        let at = "2026-11-26T17:40:00Z";
         let v = |loc: &[&str], msg: &str, kind: &str| ValidationError {
             loc: loc.iter().map(|l| serde_json::json!(l)).collect(),
             msg: msg.into(),
             kind: kind.into(),
         };
-        let cases = [
+        vec![
             (
                 // A 422 whose detail is a string.
                 CpError::from_response(
@@ -221,7 +217,16 @@ mod tests {
                  again until the spec or a Secret it uses changes, or until 2026-11-26T17:40:00Z \
                  (status.rejectedRequest.retryAfterTime)",
             ),
-        ];
+        ]
+    }
+
+    /// The messages of refused requests, as the condition shows them: the
+    /// service's location and message without empty parts, and when the
+    /// request may be sent again.
+    #[test]
+    fn refused_requests_say_why_and_when_they_are_sent_again() {
+        let at = "2026-11-26T17:40:00Z";
+        let cases = refused_cases();
         for (e, want_reason, want) in cases {
             assert!(e.is_rejection(), "{e}");
             let o = not_resent_until(

@@ -37,6 +37,8 @@ lint: ## rustfmt and clippy on every crate (warnings are errors), every doc link
 	cargo fmt --all -- --check
 	cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	# No import cycle between the files of any crate (docs/ARCHITECTURE.md).
+	python3 hack/import-cycles.py
 	# The docstrings are the code's reference, private items included: every
 	# link in them must resolve (links to private items and bare URLs in
 	# clap help texts are fine).

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::SecretKeyRef;
+use super::resource_spec;
 use super::rules;
 
 /// Finalizer that keeps the resource until the remote deployment is deleted.
@@ -438,7 +439,7 @@ pub struct DeploymentSecretReference {
     validation = Rule::new(rules::kept_rule("buildOnPush")).message(rules::kept_message("buildOnPush", "set it to false instead").as_str()),
     validation = Rule::new(rules::kept_rule("installCommand")).message(rules::kept_message("installCommand", "set the command you want instead").as_str()),
     validation = Rule::new(rules::kept_rule("buildCommand")).message(rules::kept_message("buildCommand", "set the command you want instead").as_str()),
-    validation = Rule::new(rules::resource_spec_kept_rule()).message(rules::RESOURCE_SPEC_KEPT_MESSAGE),
+    validation = Rule::new(resource_spec::resource_spec_kept_rule()).message(resource_spec::RESOURCE_SPEC_KEPT_MESSAGE),
 )]
 #[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
 #[x_kube(validation = Rule::new(rules::DEPLOYMENT_TYPE_IMAGE_RULE).message(rules::DEPLOYMENT_TYPE_IMAGE_MESSAGE))]
@@ -899,6 +900,15 @@ pub struct RejectedRequest {
 }
 
 impl AgentDeployment {
+    /// True when the [`CREATE_PENDING_ANNOTATION`] is on the object: a
+    /// create may have been sent and not recorded.
+    pub fn create_pending(&self) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(CREATE_PENDING_ANNOTATION))
+    }
+
     /// The [`PAUSED_ANNOTATION`]: `Ok(true)` for `"true"`, `Ok(false)` for
     /// `"false"` or no annotation.
     ///

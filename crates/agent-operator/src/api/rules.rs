@@ -249,31 +249,6 @@ pub const KEPT_FIELDS: &[(&str, &str)] = &[
     ("buildCommand", "set the command you want instead"),
 ];
 
-/// CEL transition rule over the whole AgentDeployment: once a remote
-/// exists, neither `spec.sourceConfig.resourceSpec` nor any of its keys can
-/// be removed. The operator sends only the keys the spec sets, merged into
-/// the remote object (the service replaces `resource_spec` whole and fills
-/// in its own defaults), so a removed key would keep its last value. Except
-/// while the resource reports `DriftNotConverging`: the service did not keep
-/// what was sent (a key it does not know), and dropping that key is the fix.
-pub fn resource_spec_kept_rule() -> String {
-    let rs = "spec.sourceConfig.resourceSpec";
-    let keys: Vec<String> = super::resource_spec::FIELDS
-        .iter()
-        .map(|(name, ..)| format!("(!has(oldSelf.{rs}.{name}) || has(self.{rs}.{name}))"))
-        .collect();
-    // The one exception: a resource reporting DriftNotConverging, whose
-    // service did not keep what was sent (an unknown key), may drop it.
-    let not_converging = "(has(oldSelf.status.conditions) && oldSelf.status.conditions.exists(c, c.type == 'Ready' && c.reason == 'DriftNotConverging'))";
-    format!(
-        "!({REMOTE_EXISTS}) || !has(oldSelf.{rs}) || {not_converging} || (has(self.{rs}) && {})",
-        keys.join(" && ")
-    )
-}
-
-/// Message of [`resource_spec_kept_rule`].
-pub const RESOURCE_SPEC_KEPT_MESSAGE: &str = "a key of spec.sourceConfig.resourceSpec (or resourceSpec itself) cannot be removed once the remote deployment exists: the operator sends only the keys the spec sets and the control plane keeps the others, so the removal would not take effect; set the key to the value you want instead (a key the control plane did not keep, reported as DriftNotConverging, may be removed)";
-
 /// CEL rule on the spec: no `sourceConfig.deploymentType` with `source:
 /// external_docker`. The control plane refuses it there (400
 /// "'source_config.deployment_type' is not allowed for source

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_operator::controller::deployment::runner;
 use agent_operator::controller::deployment::verify::VerifyConfig;
-use agent_operator::controller::runner::{self, Scope};
+use agent_operator::controller::scaffold::Scope;
 use agent_operator::controller::{Context, OperatorConfig, control_plane, hash_key, listener};
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};

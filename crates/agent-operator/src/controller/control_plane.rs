@@ -21,21 +21,23 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
-use super::report::{ReasonTable, reason_for, report_outcome, transient_summary};
+use super::kind::{self, Flow, Kind, Report};
+use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
-use super::status::Outcome;
-use super::{Context, Error, jittered, object_key, scoped_api};
+use super::secrets::ReferencesSecrets;
+use super::{Context, Error, jittered, scoped_api};
+use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
 use crate::api::control_plane::{
     AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus, IN_USE_FINALIZER,
 };
 use crate::api::deployment::AgentDeployment;
 use crate::controlplane::error::Refusal;
-use crate::controlplane::{Error as CpError, ListDeployments};
+use crate::controlplane::{ControlPlaneClient, Error as CpError, ListDeployments};
+use crate::plan::status::Outcome;
 
 /// Reconciles of this kind running at once per namespace (each makes one
 /// small request).
@@ -62,13 +64,21 @@ pub fn probe_outcome(
         }
         Err(e) => e,
     };
-    let Some(reason) = reason_for(&ReasonTable::CONTROL_PLANE, e) else {
-        return Outcome::Progressing {
-            reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message: format!("list deployments at {base_url}: {}", transient_summary(e)),
-        };
-    };
-    let hint = match reason {
+    let operation = format!("list deployments at {base_url}");
+    match error_outcome(&AgentControlPlane::REASONS, &operation, e) {
+        Outcome::Stalled { reason, message } => Outcome::Stalled {
+            reason,
+            message: message + &hint(reason, spec),
+        },
+        retried => retried,
+    }
+}
+
+/// What to do about a stalled probe with `reason`, appended to its message.
+/// Pure.
+fn hint(reason: &str, spec: &AgentControlPlaneSpec) -> String {
+    let workspace_id = spec.workspace_id.as_str();
+    match reason {
         reason::UNAUTHORIZED => credential_hint(spec),
         reason::WORKSPACE_REQUIRED => format!(
             "; the key is organisation-scoped and the control plane did not accept workspace {workspace_id}: set spec.workspaceId to a workspace id of that organisation (LangSmith Settings > Workspaces)"
@@ -81,10 +91,6 @@ pub fn probe_outcome(
             "; check spec.url (a self-hosted control plane ends in /api-host)".to_owned()
         }
         _ => String::new(),
-    };
-    Outcome::Stalled {
-        reason,
-        message: format!("list deployments at {base_url}: {e}{hint}"),
     }
 }
 
@@ -105,55 +111,73 @@ fn credential_hint(spec: &AgentControlPlaneSpec) -> String {
     }
 }
 
-/// Writes `outcome` to status (only when it changed) and publishes an event
-/// when the `Ready` condition changed ([`report_outcome`]).
-async fn report(
-    api: &Api<AgentControlPlane>,
+/// The report of `outcome`, then `then`.
+fn report(
     obj: &AgentControlPlane,
-    ctx: &Context,
     outcome: &Outcome,
-) -> Result<(), Error> {
-    let previous = obj.status.clone().unwrap_or_default();
-    report_outcome(
-        api,
-        obj,
-        ctx,
-        obj.status.as_ref(),
-        &previous.conditions,
-        outcome,
-        |observed_generation, conditions| AgentControlPlaneStatus {
+    then: Result<Action, Error>,
+) -> Box<Report<AgentControlPlane>> {
+    Report::outcome_with(obj, outcome, then, |observed_generation, conditions| {
+        AgentControlPlaneStatus {
             observed_generation,
             conditions,
-        },
-    )
-    .await
+        }
+    })
 }
 
-/// One reconcile pass: the finalizer helper adds [`IN_USE_FINALIZER`] and
-/// dispatches to [`apply`] (probe and report) or [`cleanup`] (wait until no
-/// AgentDeployment uses the plane any more).
+impl Kind for AgentControlPlane {
+    crate::kind_status!(AgentControlPlaneStatus);
+    const FINALIZER: Option<&'static str> = Some(IN_USE_FINALIZER);
+
+    const REASONS: ReasonTable = ReasonTable::CONTROL_PLANE;
+    type Observed = ControlPlaneClient;
+    /// Every pass takes the same step: the authentication probe.
+    type Decision = ();
+
+    fn observe(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Flow<ControlPlaneClient, Self>> + Send {
+        observe(obj, ctx)
+    }
+
+    fn decide(_obj: &Self, _seen: &ControlPlaneClient) {}
+
+    fn act(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        cp: ControlPlaneClient,
+        _decision: (),
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        probe(obj, ctx, cp)
+    }
+
+    fn cleanup(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        cleanup(obj, ctx)
+    }
+
+    /// Drops the plane's cached client.
+    fn forget(ctx: &Context, obj: &Self) {
+        ctx.planes
+            .forget(&obj.namespace().unwrap_or_default(), &obj.name_any());
+    }
+}
+
+/// One reconcile pass ([`kind::reconcile`]): the finalizer helper adds
+/// [`IN_USE_FINALIZER`] and dispatches to the probe ([`observe`], [`probe`]) or
+/// [`cleanup`] (wait until no AgentDeployment uses the plane any more).
 ///
 /// Errors: Kubernetes API failures, transient control plane failures of the
 /// probe, and [`Error::InUse`] while AgentDeployments still use a plane
 /// being deleted (status is written before each is returned).
-#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    let api: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
-    finalizer(&api, IN_USE_FINALIZER, obj, |event| async {
-        match event {
-            FinalizerEvent::Apply(obj) => apply(&api, &obj, &ctx).await,
-            FinalizerEvent::Cleanup(obj) => cleanup(&api, &obj, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(Box::new(other)),
-    })
+    kind::reconcile(obj, ctx).await
 }
 
 /// The AgentDeployments of `deployments` that name the plane `name` in
@@ -189,69 +213,58 @@ pub fn in_use_message(users: &[String]) -> String {
 /// The deletion pass: the finalizer stays while an AgentDeployment of the
 /// namespace still names this plane (decided on a fresh list, never the
 /// cache), so that their remote deployments can still be deleted with its
-/// client; once none does, the cached client is dropped and the finalizer
-/// removed. Sends nothing to the control plane.
-async fn cleanup(
-    api: &Api<AgentControlPlane>,
-    obj: &AgentControlPlane,
-    ctx: &Context,
-) -> Result<Action, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    let name = obj.name_any();
-    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let listed = deployments
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::Kube)?;
-    let users = users_of(&listed.items, &name);
+/// client; once none does, the finalizer is removed (and the cached client
+/// dropped: [`Kind::forget`]). Sends nothing to the control plane.
+async fn cleanup(obj: &AgentControlPlane, ctx: &Context) -> Box<Report<AgentControlPlane>> {
+    let deployments: Api<AgentDeployment> =
+        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let listed = match deployments.list(&ListParams::default()).await {
+        Ok(listed) => listed,
+        Err(e) => return Report::failed(Error::Kube(e)),
+    };
+    let users = users_of(&listed.items, &obj.name_any());
     if users.is_empty() {
-        ctx.planes.forget(&ns, &name);
-        return Ok(Action::await_change());
+        return Report::end(Action::await_change());
     }
     let message = in_use_message(&users);
-    report(
-        api,
-        obj,
-        ctx,
-        &Outcome::Progressing {
-            reason: reason::IN_USE,
-            message: message.clone(),
-        },
-    )
-    .await?;
-    Err(Error::InUse(message))
+    let outcome = Outcome::Progressing {
+        reason: reason::IN_USE,
+        message: message.clone(),
+    };
+    report(obj, &outcome, Err(Error::InUse(message)))
 }
 
-/// Probe and report: build or reuse the client, list one deployment,
-/// write the outcome.
-async fn apply(
-    api: &Api<AgentControlPlane>,
+/// The client of the plane, built or reused; a plane whose client cannot
+/// be built (a missing Secret, an unusable spec) ends the pass.
+async fn observe(
     obj: &AgentControlPlane,
     ctx: &Context,
-) -> Result<Action, Error> {
-    let cp = match ctx
+) -> Flow<ControlPlaneClient, AgentControlPlane> {
+    let observer = Some(ctx.metrics.request_observer());
+    let timeout = ctx.config.request_timeout;
+    match ctx
         .planes
-        .client_for_plane(
-            &ctx.client,
-            obj,
-            ctx.config.request_timeout,
-            Some(ctx.metrics.request_observer()),
-        )
+        .client_for_plane(&ctx.client, obj, timeout, observer)
         .await?
     {
-        Ok(cp) => cp,
+        Ok(cp) => Ok(cp),
         Err(blocked) => {
             let outcome = Outcome::Stalled {
                 reason: blocked.reason,
                 message: blocked.message,
             };
-            report(api, obj, ctx, &outcome).await?;
-            ctx.reset_backoff(&object_key(obj));
-            return Ok(Action::requeue(ctx.config.blocked_interval));
+            let then = Ok(Action::requeue(ctx.config.blocked_interval));
+            Err(report(obj, &outcome, then))
         }
-    };
+    }
+}
+
+/// The authentication probe with `cp` (list one deployment) and its report.
+async fn probe(
+    obj: &AgentControlPlane,
+    ctx: &Context,
+    cp: ControlPlaneClient,
+) -> Box<Report<AgentControlPlane>> {
     let probe = cp
         .list_deployments(&ListDeployments {
             limit: Some(1),
@@ -260,8 +273,7 @@ async fn apply(
         .await;
     let base_url = cp.base_url().trim_end_matches('/').to_owned();
     let outcome = probe_outcome(&base_url, &obj.spec, probe.as_ref().map(|_| ()));
-    report(api, obj, ctx, &outcome).await?;
-    match probe {
+    let then = match probe {
         Err(e) if e.is_transient() => Err(Error::ControlPlane {
             operation: "list deployments",
             source: e,
@@ -275,13 +287,23 @@ async fn apply(
                 Some(Refusal::WorkspaceRequired | Refusal::DeploymentNotEnabled)
             ) =>
         {
-            ctx.reset_backoff(&object_key(obj));
             Ok(Action::await_change())
         }
-        _ => {
-            ctx.reset_backoff(&object_key(obj));
-            Ok(Action::requeue(jittered(ctx.config.resync_interval)))
-        }
+        _ => Ok(Action::requeue(jittered(ctx.config.resync_interval))),
+    };
+    report(obj, &outcome, then)
+}
+
+/// The credential (API key or bearer token) and the CA bundle.
+impl ReferencesSecrets for AgentControlPlane {
+    fn secret_refs(&self) -> Vec<&SecretKeyRef> {
+        [
+            self.spec.credential_ref(),
+            self.spec.ca_bundle_secret_ref.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 
@@ -295,15 +317,7 @@ pub fn planes_using_secret(
     planes
         .iter()
         .filter(|p| p.namespace().as_deref() == secret_namespace)
-        .filter(|p| {
-            p.spec
-                .credential_ref()
-                .is_some_and(|r| r.name == secret_name)
-                || p.spec
-                    .ca_bundle_secret_ref
-                    .as_ref()
-                    .is_some_and(|r| r.name == secret_name)
-        })
+        .filter(|p| p.secret_refs().iter().any(|r| r.name == secret_name))
         .map(|p| ObjectRef::from_obj(p.as_ref()))
         .collect()
 }
@@ -338,7 +352,7 @@ pub async fn run(
         let (_, secrets) = ctx.secrets.subscribe(&ctx.client, namespace);
         let (store, own) = own_kind_stream(KIND, planes);
         let controller = Controller::for_stream(own, store);
-        ctx.secrets.register_planes(controller.store());
+        ctx.secrets.register(controller.store());
         let mapper = secret_mapper(controller.store());
         // The operator's one metadata-only Secret watch of this scope: only
         // changes of referenced keys, deletions and new Secrets.

@@ -23,15 +23,16 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 
-use super::report::{ReasonTable, reason_for, report_outcome, transient_summary};
+use super::kind::{self, Flow, Kind, Report};
+use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
-use super::status::Outcome;
-use super::{Context, Error, jittered, object_key, scoped_api};
+use super::{Context, Error, jittered, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};
-use crate::controlplane::Error as CpError;
+use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::Listener;
+use crate::plan::status::Outcome;
 
 /// Reconciles of this kind running at once per namespace (each makes one
 /// small request).
@@ -68,104 +69,116 @@ pub fn mirror(listener: &Listener) -> AgentListenerStatus {
     }
 }
 
-/// The outcome of a failed listener read: the AgentListener row of the one
-/// error-to-reason table ([`ReasonTable::LISTENER`]), transient →
-/// progressing (retried). Pure.
-pub fn error_outcome(listener_id: &str, e: &CpError) -> Outcome {
-    match reason_for(&ReasonTable::LISTENER, e) {
-        Some(reason) => Outcome::Stalled {
-            reason,
-            message: format!("get listener {listener_id}: {e}"),
-        },
-        None => Outcome::Progressing {
-            reason: reason::CONTROL_PLANE_UNAVAILABLE,
-            message: format!("get listener {listener_id}: {}", transient_summary(e)),
-        },
+impl Kind for AgentListener {
+    crate::kind_status!(AgentListenerStatus);
+    const FINALIZER: Option<&'static str> = None;
+
+    const REASONS: ReasonTable = ReasonTable::LISTENER;
+    type Observed = ControlPlaneClient;
+    /// Every pass takes the same step: one read of the listener.
+    type Decision = ();
+
+    fn observe(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Flow<ControlPlaneClient, Self>> + Send {
+        observe(obj, ctx)
+    }
+
+    fn decide(_obj: &Self, _seen: &ControlPlaneClient) {}
+
+    fn act(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        cp: ControlPlaneClient,
+        _decision: (),
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        read(obj, ctx, cp)
     }
 }
 
-/// Writes `observed` (mirrored fields) and `outcome` to status, only when it
-/// changed, and publishes an event when `Ready` changed ([`report_outcome`]).
-async fn report(
-    api: &Api<AgentListener>,
+/// The report of `outcome` with the mirrored fields `observed`, then
+/// `then`.
+fn report(
     obj: &AgentListener,
-    ctx: &Context,
     observed: AgentListenerStatus,
     outcome: &Outcome,
-) -> Result<(), Error> {
-    let previous = obj.status.clone().unwrap_or_default();
-    report_outcome(
-        api,
-        obj,
-        ctx,
-        obj.status.as_ref(),
-        &previous.conditions,
-        outcome,
-        |observed_generation, conditions| AgentListenerStatus {
+    then: Result<Action, Error>,
+) -> Box<Report<AgentListener>> {
+    Report::outcome_with(obj, outcome, then, |observed_generation, conditions| {
+        AgentListenerStatus {
             observed_generation,
             conditions,
             ..observed
-        },
-    )
-    .await
+        }
+    })
 }
 
-/// One reconcile pass: read the listener, mirror it, report.
-#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
+/// One reconcile pass ([`kind::reconcile`]): read the listener, mirror it,
+/// report.
 pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    let api: Api<AgentListener> = Api::namespaced(ctx.client.clone(), &ns);
-    let previous = obj.status.clone().unwrap_or_default();
-    let cp = match ctx
+    kind::reconcile(obj, ctx).await
+}
+
+/// The client of the listener's AgentControlPlane; a plane that cannot be
+/// used ends the pass.
+async fn observe(obj: &AgentListener, ctx: &Context) -> Flow<ControlPlaneClient, AgentListener> {
+    let ns = obj.namespace().unwrap_or_default();
+    let blocked = match ctx
         .plane_client(&ns, &obj.spec.control_plane_ref.name)
         .await?
     {
-        Ok(cp) => cp,
-        Err(blocked) => {
-            // A plane not checked yet is a wait, not a problem: its check
-            // changes it, which triggers this object again.
-            let outcome = if blocked.reason == reason::CONTROL_PLANE_NOT_CHECKED {
-                Outcome::Progressing {
-                    reason: blocked.reason,
-                    message: blocked.message,
-                }
-            } else {
-                Outcome::Stalled {
-                    reason: blocked.reason,
-                    message: blocked.message,
-                }
-            };
-            report(&api, &obj, &ctx, AgentListenerStatus::default(), &outcome).await?;
-            ctx.reset_backoff(&object_key(obj.as_ref()));
-            return Ok(Action::requeue(ctx.config.blocked_interval));
+        Ok(cp) => return Ok(cp),
+        Err(blocked) => blocked,
+    };
+    // A plane not checked yet is a wait, not a problem: its check changes
+    // it, which triggers this object again.
+    let outcome = if blocked.reason == reason::CONTROL_PLANE_NOT_CHECKED {
+        Outcome::Progressing {
+            reason: blocked.reason,
+            message: blocked.message,
+        }
+    } else {
+        Outcome::Stalled {
+            reason: blocked.reason,
+            message: blocked.message,
         }
     };
+    let then = Ok(Action::requeue(ctx.config.blocked_interval));
+    Err(report(obj, AgentListenerStatus::default(), &outcome, then))
+}
+
+/// Reads the listener with `cp` and mirrors it.
+async fn read(
+    obj: &AgentListener,
+    ctx: &Context,
+    cp: ControlPlaneClient,
+) -> Box<Report<AgentListener>> {
     let id = &obj.spec.listener_id;
+    let resync = Ok(Action::requeue(jittered(ctx.config.resync_interval)));
     match cp.get_listener(id).await {
         Ok(listener) => {
             let outcome = Outcome::Ready {
                 reason: reason::LISTENER_FOUND,
                 message: ready_message(&listener),
             };
-            report(&api, &obj, &ctx, mirror(&listener), &outcome).await?;
-            ctx.reset_backoff(&object_key(obj.as_ref()));
-            Ok(Action::requeue(jittered(ctx.config.resync_interval)))
+            report(obj, mirror(&listener), &outcome, resync)
         }
         Err(e) => {
-            let outcome = error_outcome(id, &e);
+            let operation = format!("get listener {id}");
+            let outcome = error_outcome(&AgentListener::REASONS, &operation, &e);
             if e.is_transient() {
                 // Keep the last observation while the control plane is away.
-                report(&api, &obj, &ctx, previous, &outcome).await?;
-                Err(Error::ControlPlane {
+                let previous = obj.status.clone().unwrap_or_default();
+                let failed = Err(Error::ControlPlane {
                     operation: "get listener",
                     source: e,
-                })
+                });
+                report(obj, previous, &outcome, failed)
             } else {
-                report(&api, &obj, &ctx, AgentListenerStatus::default(), &outcome).await?;
-                ctx.reset_backoff(&object_key(obj.as_ref()));
-                Ok(Action::requeue(jittered(ctx.config.resync_interval)))
+                report(obj, AgentListenerStatus::default(), &outcome, resync)
             }
         }
     }
@@ -227,6 +240,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controlplane::Error as CpError;
     use crate::controlplane::types::ListenerComputeConfig;
 
     fn listener(namespaces: Option<Vec<&str>>) -> Listener {
@@ -262,11 +276,13 @@ mod tests {
         assert!(ready_message(&listener(Some(vec![]))).ends_with("no namespace"));
     }
 
+    /// The AgentListener row of the one error-to-reason table.
     #[test]
     fn errors_map_to_stalled_reasons_with_the_detail() {
         let detail = "Listeners are not allowed for workspace ws-1";
         let o = error_outcome(
-            "id",
+            &ReasonTable::LISTENER,
+            "get listener id",
             &CpError::Forbidden {
                 detail: detail.into(),
             },
@@ -274,7 +290,8 @@ mod tests {
         assert_eq!(o.reason(), reason::NOT_ENTERPRISE);
         assert!(matches!(&o, Outcome::Stalled { message, .. } if message.contains(detail)));
         let o = error_outcome(
-            "id",
+            &ReasonTable::LISTENER,
+            "get listener id",
             &CpError::NotFound {
                 detail: "Listener ID id not found.".into(),
             },
@@ -284,7 +301,8 @@ mod tests {
             matches!(&o, Outcome::Stalled { message, .. } if message.contains("Listener ID id not found."))
         );
         let o = error_outcome(
-            "id",
+            &ReasonTable::LISTENER,
+            "get listener id",
             &CpError::Server {
                 status: 502,
                 detail: "bad gateway".into(),

@@ -1,13 +1,16 @@
 //! Reconcilers, one module per reconciled kind, and what they share: the
 //! context, the error type with its classification, and the requeue policy.
 //!
-//! Each pass is observe → compute → act → report: the pure middle lives in
-//! [`desired`] and [`status`], the IO edges in [`deployment`] and [`resolve`].
+//! Each pass is observe → decide → act → report ([`kind`]): the pure middle
+//! lives in [`crate::plan`], the IO edges in [`deployment`] and [`resolve`].
 
 pub mod control_plane;
 pub mod deployment;
+#[cfg(test)]
+mod fake_api;
 pub mod hash_key;
 pub mod integrations;
+pub mod kind;
 pub mod listener;
 pub mod placement;
 pub mod planes;
@@ -15,12 +18,8 @@ pub mod report;
 pub mod resolve;
 pub mod scaffold;
 pub mod secrets;
-
-/// The pure core, kept at its old paths too.
-pub use crate::plan::{desired, shapes, status};
-/// The AgentDeployment wiring, under its old path (`runner::run_with`,
-/// `runner::Scope`).
-pub use deployment::runner;
+#[cfg(test)]
+mod sequence_tests;
 
 use std::time::Duration;
 

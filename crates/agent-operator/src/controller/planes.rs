@@ -869,7 +869,7 @@ fn not_checked(namespace: &str, name: &str) -> Blocked {
 fn stalled(plane: &AgentControlPlane) -> Option<String> {
     use crate::api::conditions::{TRUE, find};
     let status = plane.status.as_ref()?;
-    let stalled = find(&status.conditions, crate::controller::status::STALLED)?;
+    let stalled = find(&status.conditions, crate::plan::status::STALLED)?;
     (stalled.status == TRUE && stalled.observed_generation == plane.metadata.generation)
         .then(|| format!("{}: {}", stalled.reason, stalled.message))
 }

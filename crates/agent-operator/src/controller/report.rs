@@ -1,6 +1,7 @@
 //! The "report" edge shared by every controller: status writes
 //! (server-side apply with the operator's one field manager), events, the
-//! one classification of control plane errors ([`classify`]) and the one
+//! one classification of the errors of every remote service
+//! ([`Classified`]: the control plane's and the agent server's) and the one
 //! error-to-reason table over it ([`ReasonTable`], [`reason_for`]), with a
 //! row for each kind and each input check.
 //!
@@ -9,21 +10,20 @@
 //! status on each attempt, so transient errors get a stable summary.
 //! Source: docs/control-plane-api.md "Errors".
 
+use crate::plan::verdict::EventType;
 use k8s_openapi::api::core::v1::Event as CoreEvent;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 use serde::Serialize;
 use tracing::warn;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-
-use super::status::{Outcome, conditions};
 use super::{Context, Error};
+use crate::agentserver::Error as AsError;
 use crate::api::FIELD_MANAGER;
-use crate::api::conditions::{READY, find, reason};
+use crate::api::conditions::reason;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::error::Refusal;
+use crate::plan::status::Outcome;
 
 /// What a control plane error means for the resource that got it, the same
 /// for every controller (each maps a class to its own condition reason).
@@ -48,16 +48,63 @@ pub enum ErrorClass {
     Other,
 }
 
-/// The class of a control plane error.
-pub fn classify(e: &CpError) -> ErrorClass {
-    match e {
-        CpError::Unauthorized { .. } => ErrorClass::Unauthorized,
-        CpError::Forbidden { .. } => ErrorClass::Forbidden,
-        CpError::NotFound { .. } => ErrorClass::NotFound,
-        CpError::InvalidEndpoint(_) => ErrorClass::InvalidEndpoint,
-        e if e.is_rejection() => ErrorClass::Rejected,
-        e if e.is_transient() => ErrorClass::Transient,
-        _ => ErrorClass::Other,
+/// An error of a remote service that the one reason table can read: the
+/// control plane client's and the agent server client's errors both
+/// implement it, so that a row of [`ReasonTable`] serves a kind whatever
+/// service it speaks to.
+pub trait Classified {
+    /// The class of the error.
+    fn class(&self) -> ErrorClass;
+
+    /// The refusal a 403 names (docs/control-plane-api.md "Credentials and
+    /// refusals"); `None` by default.
+    fn refusal(&self) -> Option<Refusal> {
+        None
+    }
+
+    /// True for a 409 (a [`ErrorClass::Rejected`] with its own column).
+    fn is_conflict(&self) -> bool {
+        false
+    }
+}
+
+impl Classified for CpError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            CpError::Unauthorized { .. } => ErrorClass::Unauthorized,
+            CpError::Forbidden { .. } => ErrorClass::Forbidden,
+            CpError::NotFound { .. } => ErrorClass::NotFound,
+            CpError::InvalidEndpoint(_) => ErrorClass::InvalidEndpoint,
+            e if e.is_rejection() => ErrorClass::Rejected,
+            e if e.is_transient() => ErrorClass::Transient,
+            _ => ErrorClass::Other,
+        }
+    }
+
+    fn refusal(&self) -> Option<Refusal> {
+        CpError::refusal(self)
+    }
+
+    fn is_conflict(&self) -> bool {
+        matches!(self, CpError::Conflict { .. })
+    }
+}
+
+/// The agent server's errors (docs/control-plane-api.md "Agent server"): an
+/// unknown assistant is the object named that does not exist; a 404 of
+/// anything else means no agent server answers at that URL, which, like a
+/// client configuration that cannot be used, is an unusable endpoint.
+impl Classified for AsError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            AsError::Unauthorized { status: 403, .. } => ErrorClass::Forbidden,
+            AsError::Unauthorized { .. } => ErrorClass::Unauthorized,
+            AsError::AssistantNotFound { .. } => ErrorClass::NotFound,
+            AsError::NotFound { .. } | AsError::InvalidConfig(_) => ErrorClass::InvalidEndpoint,
+            AsError::Rejected { .. } => ErrorClass::Rejected,
+            e if e.is_transient() => ErrorClass::Transient,
+            _ => ErrorClass::Other,
+        }
     }
 }
 
@@ -157,13 +204,30 @@ impl ReasonTable {
         invalid_endpoint: None,
         other: None,
     };
+
+    /// The agent server checks of an AgentDeployment's `spec.verify`
+    /// (`deployment/verify/`): a refused key is `AgentServerUnauthorized`,
+    /// an unknown assistant `AssistantNotFound`, no agent server at the URL
+    /// `AgentServerUnreachable`, and a refused or failed run `RunFailed`.
+    /// Transient errors are retried, and reported as
+    /// `AgentServerUnreachable` meanwhile.
+    pub const VERIFY: Self = Self {
+        unauthorized: reason::AGENT_SERVER_UNAUTHORIZED,
+        forbidden: reason::AGENT_SERVER_UNAUTHORIZED,
+        refusals: false,
+        not_found: reason::ASSISTANT_NOT_FOUND,
+        rejected: reason::RUN_FAILED,
+        conflict: reason::RUN_FAILED,
+        invalid_endpoint: Some(reason::AGENT_SERVER_UNREACHABLE),
+        other: Some(reason::RUN_FAILED),
+    };
 }
 
-/// The condition reason `e` gives in `table` ([`classify`], then the row);
-/// `None` for an error retried with backoff (transient, or a fallback of
-/// `None`). Pure.
-pub fn reason_for(table: &ReasonTable, e: &CpError) -> Option<&'static str> {
-    match classify(e) {
+/// The condition reason `e` gives in `table` ([`Classified::class`], then
+/// the row); `None` for an error retried with backoff (transient, or a
+/// fallback of `None`). Pure.
+pub fn reason_for(table: &ReasonTable, e: &impl Classified) -> Option<&'static str> {
+    match e.class() {
         ErrorClass::Unauthorized => Some(table.unauthorized),
         ErrorClass::Forbidden if table.refusals => Some(match e.refusal() {
             Some(Refusal::WorkspaceRequired) => reason::WORKSPACE_REQUIRED,
@@ -172,7 +236,7 @@ pub fn reason_for(table: &ReasonTable, e: &CpError) -> Option<&'static str> {
         }),
         ErrorClass::Forbidden => Some(table.forbidden),
         ErrorClass::NotFound => Some(table.not_found),
-        ErrorClass::Rejected if matches!(e, CpError::Conflict { .. }) => Some(table.conflict),
+        ErrorClass::Rejected if e.is_conflict() => Some(table.conflict),
         ErrorClass::Rejected => Some(table.rejected),
         ErrorClass::Transient => None,
         ErrorClass::InvalidEndpoint => table.invalid_endpoint,
@@ -205,32 +269,22 @@ where
     Ok(())
 }
 
-/// The status report of a kind whose pass ends in one [`Outcome`]: builds
-/// its status with `build(observedGeneration, conditions)` (the conditions
-/// from `previous` and `outcome`, `lastTransitionTime` kept when the status
-/// of a condition did not change), publishes an event when `Ready` changed
-/// ([`publish_transition`]), and writes the status only when it differs
-/// from `current`. Errors: the Kubernetes API error of the write.
-pub(crate) async fn report_outcome<K, S>(
-    api: &Api<K>,
-    obj: &K,
-    ctx: &Context,
-    current: Option<&S>,
-    previous: &[Condition],
-    outcome: &Outcome,
-    build: impl FnOnce(Option<i64>, Vec<Condition>) -> S,
-) -> Result<(), Error>
-where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    S: Serialize + PartialEq,
-{
-    let generation = obj.meta().generation;
-    let status = build(generation, conditions(previous, outcome, generation));
-    publish_transition(ctx, obj, previous, outcome).await;
-    if current != Some(&status) {
-        apply_status(api, &kube::ResourceExt::name_any(obj), &status).await?;
+/// The outcome of the control plane error `e` of `operation` for a kind or
+/// check whose row is `table`: `Stalled` with the row's reason, or
+/// `Progressing` with `ControlPlaneUnavailable` and a stable summary for an
+/// error retried with backoff ([`transient_summary`]). The one mapping of
+/// errors to outcomes of every controller.
+pub fn error_outcome(table: &ReasonTable, operation: &str, e: &CpError) -> Outcome {
+    match reason_for(table, e) {
+        Some(reason) => Outcome::Stalled {
+            reason,
+            message: format!("{operation}: {e}"),
+        },
+        None => Outcome::Progressing {
+            reason: reason::CONTROL_PLANE_UNAVAILABLE,
+            message: format!("{operation}: {}", transient_summary(e)),
+        },
     }
-    Ok(())
 }
 
 /// Publishes an event about `obj` ([`core_event`]); a failure is logged,
@@ -316,41 +370,6 @@ pub(crate) fn core_event(
         reporting_component: Some(controller),
         ..CoreEvent::default()
     }
-}
-
-/// Publishes an event when the `Ready` condition changes status, reason or
-/// message:
-/// Normal when it became True, Warning otherwise.
-pub(crate) async fn publish_transition<K>(
-    ctx: &Context,
-    obj: &K,
-    previous: &[Condition],
-    outcome: &Outcome,
-) where
-    K: Resource<DynamicType = ()>,
-{
-    let now_ready = matches!(outcome, Outcome::Ready { .. });
-    let unchanged = find(previous, READY).is_some_and(|c| {
-        (c.status == "True") == now_ready
-            && c.reason == outcome.reason()
-            && c.message == outcome.message()
-    });
-    if unchanged {
-        return;
-    }
-    let type_ = if now_ready {
-        EventType::Normal
-    } else {
-        EventType::Warning
-    };
-    publish(
-        ctx,
-        obj,
-        type_,
-        outcome.reason(),
-        outcome.message().to_owned(),
-    )
-    .await;
 }
 
 /// A summary of a transient error for a condition message, at the time of
@@ -511,6 +530,61 @@ mod tests {
         );
     }
 
+    /// The row of the agent server checks reads the agent server's errors
+    /// through the same classes.
+    #[test]
+    fn the_agent_server_row_reads_its_errors_through_the_same_classes() {
+        use crate::agentserver::Error as E;
+        use std::time::Duration;
+        let d = || "x".to_owned();
+        let errors = [
+            E::Unauthorized {
+                status: 401,
+                detail: d(),
+            },
+            E::Unauthorized {
+                status: 403,
+                detail: d(),
+            },
+            E::AssistantNotFound {
+                assistant_id: "agent".into(),
+                status: 422,
+                detail: d(),
+            },
+            E::NotFound { detail: d() },
+            E::InvalidConfig(d()),
+            E::Rejected {
+                status: 400,
+                detail: d(),
+            },
+            E::Timeout(Duration::from_secs(1)),
+            E::Unavailable {
+                status: 503,
+                detail: d(),
+            },
+            E::Decode { message: d() },
+        ];
+        let row: Vec<&str> = errors
+            .iter()
+            .map(|e| reason_for(&ReasonTable::VERIFY, e).unwrap_or("-"))
+            .collect();
+        use reason::*;
+        assert_eq!(
+            row,
+            [
+                AGENT_SERVER_UNAUTHORIZED,
+                AGENT_SERVER_UNAUTHORIZED,
+                ASSISTANT_NOT_FOUND,
+                AGENT_SERVER_UNREACHABLE,
+                AGENT_SERVER_UNREACHABLE,
+                RUN_FAILED,
+                "-",
+                "-",
+                RUN_FAILED
+            ]
+        );
+    }
+
     /// The event of one occurrence: sortable by `lastTimestamp` (and
     /// `firstTimestamp`, `eventTime`: the same instant), counted once, with
     /// the fields events.k8s.io/v1 readers use.
@@ -562,31 +636,32 @@ mod tests {
     fn errors_are_classified_once_for_every_controller() {
         let d = || "x".to_owned();
         assert_eq!(
-            classify(&CpError::Unauthorized { detail: d() }),
+            (CpError::Unauthorized { detail: d() }).class(),
             ErrorClass::Unauthorized
         );
         assert_eq!(
-            classify(&CpError::Forbidden { detail: d() }),
+            (CpError::Forbidden { detail: d() }).class(),
             ErrorClass::Forbidden
         );
         assert_eq!(
-            classify(&CpError::NotFound { detail: d() }),
+            (CpError::NotFound { detail: d() }).class(),
             ErrorClass::NotFound
         );
         assert_eq!(
-            classify(&CpError::BadRequest { detail: d() }),
+            (CpError::BadRequest { detail: d() }).class(),
             ErrorClass::Rejected
         );
         assert_eq!(
-            classify(&CpError::Conflict { detail: d() }),
+            (CpError::Conflict { detail: d() }).class(),
             ErrorClass::Rejected
         );
-        assert_eq!(classify(&CpError::Timeout), ErrorClass::Transient);
+        assert_eq!(CpError::Timeout.class(), ErrorClass::Transient);
         assert_eq!(
-            classify(&CpError::RateLimited {
+            (CpError::RateLimited {
                 status: 429,
                 retry_after: Some(std::time::Duration::from_secs(7)),
-            }),
+            })
+            .class(),
             ErrorClass::Transient
         );
     }

@@ -6,9 +6,11 @@
 //! [`strip_managed_fields`]), readiness of the stores ([`synced_store`],
 //! [`ready_counts`]) and the common tail of a controller ([`drive`]:
 //! bounded concurrency, graceful shutdown, the shared error policy, each
-//! result logged). The status report and the error-to-reason table are in
-//! [`super::report`] (`report_outcome`, [`super::report::ReasonTable`]);
-//! the per-pass metrics in [`super::observed`].
+//! result logged). The pass itself, generic over the kind (its report, the
+//! one write order, the finalizer wrapper), is [`super::kind`]; the
+//! error-to-reason table is in [`super::report`]
+//! ([`super::report::ReasonTable`]); the per-pass metrics in
+//! [`super::observed`].
 //!
 //! A kind's own module adds only what is its own: its trigger mapping (which
 //! objects a Secret or an AgentControlPlane wakes), its concurrency, its

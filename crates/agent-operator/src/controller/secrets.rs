@@ -40,8 +40,7 @@ use kube::{Api, ResourceExt};
 use tokio::sync::broadcast;
 
 use super::Error;
-use crate::api::control_plane::AgentControlPlane;
-use crate::api::deployment::AgentDeployment;
+use crate::api::SecretKeyRef;
 
 /// Objects per page of the Secret list: a page of Secrets whose
 /// annotations each hold 50 KB stays near 2.5 MB while it is decoded.
@@ -79,12 +78,24 @@ struct Watch {
 /// (namespace, name) of a Secret.
 type SecretId = (String, String);
 
-/// The stores that tell which Secret keys are referenced.
-#[derive(Default)]
-struct Referrers {
-    deployments: Vec<Store<AgentDeployment>>,
-    planes: Vec<Store<AgentControlPlane>>,
+/// A kind whose objects read keys of Secrets of their own namespace. A
+/// store of it registered with [`Secrets::register`] tells the Secret watch
+/// which keys to follow: a new kind that reads Secrets implements this next
+/// to its controller and registers its store.
+pub trait ReferencesSecrets:
+    kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static
+{
+    /// The Secret keys (of the object's namespace) the object reads.
+    fn secret_refs(&self) -> Vec<&SecretKeyRef>;
 }
+
+/// Adds the keys of the Secret `namespace/name` that an object reads.
+type Referrer = Box<dyn Fn(&str, &str, &mut BTreeSet<String>) + Send + Sync>;
+
+/// The registered stores, each as the function that adds the keys its
+/// objects reference.
+#[derive(Default)]
+struct Referrers(Vec<Referrer>);
 
 /// What the operator knows of referenced Secrets, under one lock: shared
 /// by the watch tasks and the passes.
@@ -162,53 +173,33 @@ pub fn strip_secret_metadata(obj: &mut PartialObjectMeta<Secret>) {
     m.finalizers = None;
 }
 
-/// The keys of `namespace/name` that AgentDeployments (`spec.secrets[].valueFrom`,
-/// `spec.verify.apiKeySecretRef`) and AgentControlPlanes (credential, CA
-/// bundle) in `referrers` reference. Pure apart from reading the stores.
+/// The keys of `namespace/name` that the objects of `referrers` reference
+/// ([`ReferencesSecrets`]). Pure apart from reading the stores.
 fn referenced_keys(referrers: &Referrers, namespace: &str, name: &str) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
-    for deployments in &referrers.deployments {
-        for d in deployments.state() {
-            if d.namespace().as_deref() != Some(namespace) {
-                continue;
-            }
-            for s in &d.spec.secrets {
-                if let Some(from) = &s.value_from
-                    && from.secret_key_ref.name == name
-                {
-                    keys.insert(from.secret_key_ref.key.clone());
-                }
-            }
-            if let Some(r) = d
-                .spec
-                .verify
-                .as_ref()
-                .and_then(|v| v.api_key_secret_ref.as_ref())
-                && r.name == name
-            {
+    for add in &referrers.0 {
+        add(namespace, name, &mut keys);
+    }
+    keys
+}
+
+/// The keys of `namespace/name` that the objects of `store` reference.
+fn keys_in_store<K: ReferencesSecrets>(
+    store: &Store<K>,
+    namespace: &str,
+    name: &str,
+    keys: &mut BTreeSet<String>,
+) {
+    for o in store.state() {
+        if o.namespace().as_deref() != Some(namespace) {
+            continue;
+        }
+        for r in o.secret_refs() {
+            if r.name == name {
                 keys.insert(r.key.clone());
             }
         }
     }
-    for planes in &referrers.planes {
-        for p in planes.state() {
-            if p.namespace().as_deref() != Some(namespace) {
-                continue;
-            }
-            for r in [
-                p.spec.credential_ref(),
-                p.spec.ca_bundle_secret_ref.as_ref(),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                if r.name == name {
-                    keys.insert(r.key.clone());
-                }
-            }
-        }
-    }
-    keys
 }
 
 /// SHA-256 over `key=value` of `keys` in `data` (a missing key counts as
@@ -254,16 +245,12 @@ fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 }
 
 impl Secrets {
-    /// Registers a store of AgentDeployments: the Secret keys they
-    /// reference are watched for changes.
-    pub fn register_deployments(&self, deployments: Store<AgentDeployment>) {
-        lock(&self.known).referrers.deployments.push(deployments);
-    }
-
-    /// Registers a store of AgentControlPlanes: the Secret keys they
-    /// reference (credential, CA bundle) are watched for changes.
-    pub fn register_planes(&self, planes: Store<AgentControlPlane>) {
-        lock(&self.known).referrers.planes.push(planes);
+    /// Registers a store of a kind that reads Secrets: the Secret keys its
+    /// objects reference ([`ReferencesSecrets`]) are watched for changes.
+    pub fn register<K: ReferencesSecrets>(&self, store: Store<K>) {
+        let referrer: Referrer =
+            Box::new(move |namespace, name, keys| keys_in_store(&store, namespace, name, keys));
+        lock(&self.known).referrers.0.push(referrer);
     }
 
     /// The metadata store of the Secret watch of `namespace` (`None`: all

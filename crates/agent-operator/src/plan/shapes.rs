@@ -381,8 +381,8 @@ mod tests {
     /// fixtures: (fixture, desired change, memory, fields sent).
     mod fixtures {
         use super::super::*;
-        use crate::controller::desired::{compute_patch, patch_fields, remote_secrets_differ};
         use crate::controlplane::types::{Deployment, SecretValue};
+        use crate::plan::desired::{compute_patch, patch_fields, remote_secrets_differ};
         use serde_json::{Value, json};
 
         fn fixture(name: &str) -> Deployment {

@@ -5,8 +5,6 @@
 //! Sources: docs/control-plane-api.md "Revision" (statuses), "Logs",
 //! "Unused deployments", "Polling".
 
-use kube::runtime::events::EventType;
-
 use super::logtail::FailureLog;
 use super::status::{Outcome, revision_outcome};
 use crate::api::conditions::reason;
@@ -281,6 +279,17 @@ pub fn warning(
 
 /// An event a pass publishes after its writes: type, reason, note.
 pub type Note = (EventType, &'static str, String);
+
+/// The type of an event: Kubernetes' `Normal` or `Warning`. The plan's own,
+/// so that `plan/` imports nothing of Kubernetes; the event written at the
+/// edge (`controller::report::core_event`) carries its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Something went as intended.
+    Normal,
+    /// Something a person may need to look at.
+    Warning,
+}
 
 /// When the follow step looks again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

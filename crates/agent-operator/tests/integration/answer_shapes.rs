@@ -103,7 +103,7 @@ async fn steady_in_shape(test: &str, emulator_args: &[&str]) {
                 status
                     .source_commit
                     .as_deref()
-                    .is_some_and(agent_operator::controller::shapes::is_resolved_commit),
+                    .is_some_and(agent_operator::plan::shapes::is_resolved_commit),
                 "{test}: the resolved commit is recorded as provenance: {:?}",
                 status.source_commit
             );

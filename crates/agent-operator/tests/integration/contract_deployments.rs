@@ -288,7 +288,7 @@ async fn patch_revision_rules() {
     let after = c.patch_deployment(&d.id, &p).await.unwrap();
     assert_ne!(after.latest_revision_id, d.latest_revision_id);
     assert_eq!(
-        agent_operator::controller::shapes::configured_ref(&after),
+        agent_operator::plan::shapes::configured_ref(&after),
         Some("release")
     );
     assert_eq!(

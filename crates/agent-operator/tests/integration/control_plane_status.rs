@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use agent_operator::api::AgentControlPlane;
 use agent_operator::api::conditions::{READY, find};
-use agent_operator::controller::runner::Scope;
-use agent_operator::controller::status::{RECONCILING, STALLED};
+use agent_operator::controller::scaffold::Scope;
 use agent_operator::controller::{Context, control_plane};
 use agent_operator::controlplane::ListDeployments;
+use agent_operator::plan::status::{RECONCILING, STALLED};
 use control_plane_emulator::{
     self as emulator, ApiKey, EmulatorConfig, FaultConfig, RunningEmulator,
 };

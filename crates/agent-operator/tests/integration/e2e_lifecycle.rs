@@ -81,7 +81,7 @@ async fn create_update_delete_reaches_ready_and_cleans_up() {
         .expect("remote deployment exists");
     assert_eq!(remote.name, "support-agent");
     assert_eq!(
-        agent_operator::controller::shapes::configured_ref(&remote),
+        agent_operator::plan::shapes::configured_ref(&remote),
         Some("main")
     );
     assert_eq!(remote.secrets.len(), 2, "both secrets were sent");
@@ -130,7 +130,7 @@ async fn create_update_delete_reaches_ready_and_cleans_up() {
     );
     let remote = cp.get_deployment(&deployment_id).await.unwrap();
     assert_eq!(
-        agent_operator::controller::shapes::configured_ref(&remote),
+        agent_operator::plan::shapes::configured_ref(&remote),
         Some("release-2")
     );
 

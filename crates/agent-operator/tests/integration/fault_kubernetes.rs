@@ -324,7 +324,7 @@ async fn an_apiserver_restart_mid_rollout_is_ridden_out() {
             .and_then(|id| by_id.get(id))
             .expect("a remote deployment");
         assert_eq!(
-            agent_operator::controller::shapes::configured_ref(remote),
+            agent_operator::plan::shapes::configured_ref(remote),
             o.spec.source_revision_config.repo_ref.as_deref(),
             "{}: the remote deployment builds the last repoRef",
             o.name_any()
@@ -783,7 +783,7 @@ async fn a_watch_expired_by_compaction_relists_and_misses_nothing() {
             .and_then(|id| by_id.get(id))
             .expect("a remote deployment");
         assert_eq!(
-            agent_operator::controller::shapes::configured_ref(remote),
+            agent_operator::plan::shapes::configured_ref(remote),
             o.spec.source_revision_config.repo_ref.as_deref(),
             "{}: the change made in the gap reached the remote deployment",
             o.name_any()

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use agent_operator::api::conditions::{READY, find};
 use agent_operator::api::{AgentDeploymentSpec, AgentListener};
-use agent_operator::controller::runner::Scope;
-use agent_operator::controller::status::STALLED;
+use agent_operator::controller::scaffold::Scope;
 use agent_operator::controller::{Context, listener, placement};
 use agent_operator::controlplane::ControlPlaneClient;
+use agent_operator::plan::status::STALLED;
 use control_plane_emulator::{
     self as emulator, ApiKey, EmulatorConfig, ListenerSeed, RunningEmulator,
 };

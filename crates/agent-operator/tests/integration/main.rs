@@ -64,6 +64,7 @@ mod operator_verify;
 mod outbound_requests;
 mod proptest_decoding;
 mod release;
+mod scaffold_kind;
 mod secrets_hash;
 mod security_metrics;
 mod security_network;

@@ -40,7 +40,7 @@ async fn deployment_named_in_spec_is_adopted_and_converged() {
     assert_eq!(status.deployment_id.as_deref(), Some(legacy.id.as_str()));
     let remote = h.cp.get_deployment(&legacy.id).await.unwrap();
     assert_eq!(
-        agent_operator::controller::shapes::configured_ref(&remote),
+        agent_operator::plan::shapes::configured_ref(&remote),
         Some("main"),
         "converged to the spec"
     );
@@ -83,7 +83,7 @@ async fn name_in_use_stalls_and_the_remote_is_left_alone() {
     let remote = h.cp.get_deployment(&theirs.id).await.unwrap();
     assert_eq!(remote.status.as_deref(), Some("READY"));
     assert_eq!(
-        agent_operator::controller::shapes::configured_ref(&remote),
+        agent_operator::plan::shapes::configured_ref(&remote),
         Some("main")
     );
     let counts = h.emulator.requests().await;
@@ -120,7 +120,7 @@ async fn name_conflict_is_resolved_by_setting_the_deployment_id() {
     assert_eq!(condition_status(&h, name, "Stalled").await, "False");
     let remote = h.cp.get_deployment(&theirs.id).await.unwrap();
     assert_eq!(
-        agent_operator::controller::shapes::configured_ref(&remote),
+        agent_operator::plan::shapes::configured_ref(&remote),
         Some("release-2")
     );
     assert_eq!(h.remote_deployments().await.len(), 1);

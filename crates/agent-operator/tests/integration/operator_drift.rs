@@ -69,7 +69,7 @@ async fn changes_made_outside_are_patched_back() {
     .unwrap();
     support::eventually(TIMEOUT, "repo_ref restored to main", || async {
         let d = h.cp.get_deployment(&id).await.ok()?;
-        (agent_operator::controller::shapes::configured_ref(&d) == Some("main")).then_some(())
+        (agent_operator::plan::shapes::configured_ref(&d) == Some("main")).then_some(())
     })
     .await;
     let obj = h

@@ -68,7 +68,7 @@ async fn paused_resource_makes_no_remote_call_until_resumed() {
     );
     let remote = h.cp.get_deployment(&id).await.unwrap();
     assert_eq!(
-        agent_operator::controller::shapes::configured_ref(&remote),
+        agent_operator::plan::shapes::configured_ref(&remote),
         Some("main")
     );
 
@@ -87,7 +87,7 @@ async fn paused_resource_makes_no_remote_call_until_resumed() {
     assert_eq!(obj.metadata.generation, Some(2));
     let remote = h.cp.get_deployment(&id).await.unwrap();
     assert_eq!(
-        agent_operator::controller::shapes::configured_ref(&remote),
+        agent_operator::plan::shapes::configured_ref(&remote),
         Some("release-2")
     );
     let reasons = support::event_reasons(&h.client, &h.ns, name).await;

@@ -55,7 +55,7 @@ async fn references_are_sent_without_values_and_patched() {
     // `secret-references-unechoed` off), so that a change made on it can be
     // seen and restored; with the real shape, where they are not echoed, a
     // change of the spec is still sent (found against `status.unechoedHash`:
-    // `answer_shapes` and the unit table in `controller::shapes`).
+    // `answer_shapes` and the unit table in `plan::shapes`).
     let h = Harness::quick("op-secret-refs")
         .listener(&format!("{WORKSPACE}={LISTENER_ID}:cluster-a:agents"))
         .emulator_flags(&["--without-quirk", "secret-references-unechoed"])

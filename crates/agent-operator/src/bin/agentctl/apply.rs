@@ -4,10 +4,11 @@
 use std::path::PathBuf;
 
 use agent_operator::controlplane::ControlPlaneClient;
-use agent_operator::converge::{self, Action, Desired, Manifest, Plan};
+use agent_operator::converge::{self, Action, Desired, Plan};
 use clap::Args;
 
-use crate::exit::{CliError, CliResult, Exit, OrExit, PlaneResult};
+use crate::desired::read_desired;
+use crate::exit::{CliResult, Exit, PlaneResult};
 use crate::plane::ControlPlaneArgs;
 use crate::wait::WaitArgs;
 
@@ -46,28 +47,6 @@ pub struct DiffArgs {
 
     #[command(flatten)]
     pub plane: ControlPlaneArgs,
-}
-
-/// Reads and checks the file: every AgentDeployment's desired state, before
-/// any request. Errors: exit 2 (unreadable file, bad YAML, a spec the
-/// preflight rules refuse, a missing Secret or listener document).
-pub(crate) fn read_desired(file: &PathBuf, secret_from_env: bool) -> CliResult<Vec<Desired>> {
-    let text = if file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).or_exit(Exit::Usage, "reading stdin")?
-    } else {
-        std::fs::read_to_string(file)
-            .or_exit(Exit::Usage, &format!("reading {}", file.display()))?
-    };
-    let mut manifest =
-        Manifest::parse(&text).map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
-    if secret_from_env {
-        manifest = manifest.with_env_fallback(std::env::vars());
-    }
-    manifest
-        .deployments
-        .iter()
-        .map(|d| converge::desired_state(d, &manifest).map_err(CliError::from))
-        .collect()
 }
 
 /// `agentctl apply`: for each AgentDeployment of the file, [`converge::plan`]
@@ -240,8 +219,8 @@ pub async fn diff(args: DiffArgs) -> CliResult {
                 println!("{object}: would create deployment {}", body.name);
             }
             Plan::Patch { remote, patch } => {
-                let fields = agent_operator::controller::desired::patch_fields(patch).join(", ");
-                let revision = if agent_operator::controller::desired::creates_revision(patch) {
+                let fields = agent_operator::plan::desired::patch_fields(patch).join(", ");
+                let revision = if agent_operator::plan::desired::creates_revision(patch) {
                     "starts a new revision"
                 } else {
                     "no new revision"

@@ -174,7 +174,7 @@ pub async fn logs(args: LogsArgs) -> CliResult {
     let mut secrets = secrets_of(&d);
     match &args.file {
         Some(file) => {
-            for want in crate::apply::read_desired(file, args.secret_from_env)? {
+            for want in crate::desired::read_desired(file, args.secret_from_env)? {
                 secrets.extend(want.body.secrets.iter().map(|s| s.value.clone()));
             }
         }

@@ -25,6 +25,7 @@
 //! Exit codes: [`exit::EXIT_CODES_HELP`].
 
 mod apply;
+mod desired;
 mod exit;
 mod export;
 mod logs;

@@ -4,10 +4,10 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use agent_operator::controller::status::{Outcome, revision_outcome};
 use agent_operator::controlplane::ControlPlaneClient;
 use agent_operator::controlplane::types::{Deployment, Revision};
 use agent_operator::converge::{self, FollowOptions, Followed};
+use agent_operator::plan::status::{Outcome, revision_outcome};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 

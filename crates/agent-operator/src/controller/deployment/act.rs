@@ -4,21 +4,24 @@
 //! to the follow step ([`Acted`]) or ends the pass with a [`Report`].
 //! Sources: docs/control-plane-api.md "Polling", "Requests".
 
+use crate::plan::verdict::EventType;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 
-use super::decide::{self, After};
 use super::obtain::obtain;
 use super::pass::{Acted, Pass, RemoteView};
 use super::report::{Flow, Report};
-use super::{UNUSED, deleting, fight, plane_key, verdict};
+use super::{deleting, plane_key};
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, RemoteDeletionPolicy};
-use crate::controller::shapes::{self, Memory};
-use crate::controller::status::{Outcome, conditions};
-use crate::controller::{Context, desired, integrations, jittered, object_key, placement};
+use crate::controller::{Context, integrations, jittered, object_key, placement};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch, RevisionStatus};
+use crate::plan::decide::{self, After};
+use crate::plan::desired;
+use crate::plan::fight;
+use crate::plan::shapes::{self, Memory};
+use crate::plan::status::{Outcome, conditions};
+use crate::plan::verdict::{self, UNUSED};
 
 impl Pass<'_> {
     /// A revision is in progress and nothing changed: GETs only the revision
@@ -367,7 +370,7 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
     );
     status.deployment_status = None;
     let mut report = Report::end(Action::requeue(std::time::Duration::from_millis(100)));
-    report.status = super::report::changed(obj, status);
+    report.status = crate::controller::kind::changed(obj, status);
     report.events.push((
         EventType::Warning,
         "RemoteDeleted",

@@ -5,21 +5,21 @@
 //! and a pass before the next read is due sends nothing. Like the apply
 //! pass, it returns one [`Report`] that `reconcile` writes.
 
+use crate::plan::verdict::EventType;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
 use super::deleting;
-use super::obtain::create_pending;
-use super::report::{Flow, Report, changed};
+use super::report::{Flow, Report};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, PAUSED_ANNOTATION,
 };
-use crate::controller::status::{Outcome, conditions};
+use crate::controller::kind::changed;
 use crate::controller::{Context, Error, object_key};
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
+use crate::plan::status::{Outcome, conditions};
 
 /// The deletion pass of `obj`.
 pub async fn cleanup(
@@ -68,7 +68,7 @@ pub async fn cleanup(
     // the operator's own last write; the id annotation survives a restore
     // without status.
     let mut fresh = None;
-    if id_of(obj).is_none() && !create_pending(obj) {
+    if id_of(obj).is_none() && !obj.create_pending() {
         match api.get_opt(&obj.name_any()).await {
             Ok(Some(o)) => fresh = Some(o),
             Ok(None) => return Report::end(Action::await_change()),
@@ -93,7 +93,7 @@ fn id_of(o: &AgentDeployment) -> Option<String> {
 /// The DELETE (when due) and the read that tells whether it is done.
 async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     let known_id = id_of(obj);
-    if known_id.is_none() && !create_pending(obj) {
+    if known_id.is_none() && !obj.create_pending() {
         return Ok(Report::end(Action::await_change()));
     }
     let key = object_key(obj);

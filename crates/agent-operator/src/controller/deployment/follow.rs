@@ -7,19 +7,20 @@
 
 use kube::runtime::controller::Action;
 
-use super::logtail::{self, FailureLog};
 use super::pass::{Acted, Pass, RemoteView};
 use super::report::Report;
-use super::verdict::{self, Next};
-use super::{decide, plane_key, seconds_until};
+use super::{plane_key, seconds_until};
 use crate::api::conditions::{READY, find, reason};
 use crate::api::deployment::{
     AgentDeployment, DEFAULT_PROGRESS_DEADLINE_SECONDS, REVISION_HISTORY_LIMIT, RevisionSummary,
 };
 use crate::controller::jittered;
-use crate::controller::shapes;
-use crate::controller::status::Outcome;
 use crate::controlplane::types::{LogOrder, LogQuery, Revision, RevisionStatus};
+use crate::plan::decide;
+use crate::plan::logtail::{self, FailureLog};
+use crate::plan::shapes;
+use crate::plan::status::Outcome;
+use crate::plan::verdict::{self, Next};
 
 /// The revision the follow step knows: its id, status, creation time, and
 /// the revision read by this pass (for the history in status).
@@ -314,7 +315,7 @@ fn time_to_ready(obj: &AgentDeployment) -> Option<f64> {
     if find(conditions, READY).is_some_and(|c| c.status == TRUE) {
         return None;
     }
-    let since = find(conditions, crate::controller::status::RECONCILING)
+    let since = find(conditions, crate::plan::status::RECONCILING)
         .filter(|c| c.status == TRUE)
         .map(|c| c.last_transition_time.0)
         .or_else(|| obj.metadata.creation_timestamp.as_ref().map(|t| t.0))?;

@@ -9,10 +9,11 @@
 //! 2. [`decide`] (pure): the one step to take before any request;
 //! 3. [`act`](mod@act) → [`pass::Acted`]: at most one read and one mutation of the
 //!    control plane (finding or creating the deployment: [`obtain`]);
-//! 4. [`follow`]: the latest revision, decided by [`verdict`] (pure);
+//! 4. [`follow`]: the latest revision, decided by
+//!    [`verdict`](crate::plan::verdict) (pure);
 //! 5. [`report`]: every step ends with one [`report::Report`] (status,
-//!    annotations, events, requeue) that only [`reconcile`] writes, in one
-//!    order for every path.
+//!    annotations, events, requeue) that only [`reconcile`] writes
+//!    ([`kind::write`]), in the one order of every path and every kind.
 //!
 //! Deletion ([`cleanup`]) DELETEs the remote deployment (404 counts as done)
 //! and keeps the finalizer until GET answers 404, since delete is
@@ -33,68 +34,94 @@ pub mod runner;
 mod sequence_tests;
 pub mod verify;
 
-/// The pure decisions of the pass, kept at their old paths too.
-pub use crate::plan::{decide, fight, logtail, verdict};
-
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
-use kube::{Api, ResourceExt};
 use tracing::debug;
 
-use self::decide::Before;
+use self::observe::Observed;
 use self::pass::Pass;
 use self::report::{Flow, Report};
-use self::verdict::UNUSED;
+use super::kind::{self, Kind};
+use super::report::ReasonTable;
+use super::secrets::ReferencesSecrets;
 use super::{Context, Error, object_key, requeue_after_error};
-use crate::api::deployment::{AgentDeployment, FINALIZER};
+use crate::api::SecretKeyRef;
+use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER};
 use crate::controlplane::ControlPlaneClient;
+use crate::plan::decide::{self, Before};
 
-/// One reconcile pass: the finalizer helper dispatches to [`apply`] or
-/// [`cleanup::cleanup`], and writes the report they return
-/// ([`report::write`]).
+impl Kind for AgentDeployment {
+    crate::kind_status!(AgentDeploymentStatus);
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+
+    const REASONS: ReasonTable = ReasonTable::DEPLOYMENT;
+    type Observed = Observed;
+    type Decision = Before;
+
+    fn observe(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Flow<Observed>> + Send {
+        observe::observe(api, obj, ctx)
+    }
+
+    /// [`decide::before_remote`] on the object the pass decides on (its
+    /// fresh read when there is one).
+    fn decide(obj: &Self, seen: &Observed) -> Before {
+        decide::before_remote(&seen.known(seen.fresh.as_deref().unwrap_or(obj)))
+    }
+
+    fn act(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        seen: Observed,
+        step: Before,
+    ) -> impl Future<Output = Box<Report>> + Send {
+        act_and_follow(api, obj, ctx, seen, step)
+    }
+
+    fn cleanup(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report>> + Send {
+        cleanup::cleanup(api, obj, ctx)
+    }
+
+    /// Forgets the remote delete that was in progress.
+    fn forget(ctx: &Context, obj: &Self) {
+        ctx.deletes.forget(&object_key(obj));
+    }
+}
+
+/// The Secret values of `spec.secrets[].valueFrom` and the agent server key
+/// of `spec.verify.apiKeySecretRef`.
+impl ReferencesSecrets for AgentDeployment {
+    fn secret_refs(&self) -> Vec<&SecretKeyRef> {
+        let values = self.spec.secrets.iter();
+        let verify = self.spec.verify.as_ref();
+        values
+            .filter_map(|s| s.value_from.as_ref().map(|f| &f.secret_key_ref))
+            .chain(verify.and_then(|v| v.api_key_secret_ref.as_ref()))
+            .collect()
+    }
+}
+
+/// One reconcile pass ([`kind::reconcile`]): the finalizer helper
+/// dispatches to [`Kind::apply`] or [`cleanup::cleanup`], and the report they
+/// return is written ([`kind::write`]).
 ///
 /// Errors: Kubernetes API failures and transient control plane failures
 /// (status is written before they are returned); input problems are reported
 /// in status and are not errors.
-#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    let key = object_key(obj.as_ref());
-    let deleted = obj.metadata.deletion_timestamp.is_some();
-    let api: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
-    let result = finalizer(&api, FINALIZER, obj, |event| async {
-        let (obj, report) = match event {
-            FinalizerEvent::Apply(obj) => {
-                let report = apply(&api, &obj, &ctx).await;
-                (obj, report)
-            }
-            FinalizerEvent::Cleanup(obj) => {
-                let report = cleanup::cleanup(&api, &obj, &ctx).await;
-                (obj, report)
-            }
-        };
-        report::write(&api, &ctx, &obj, report).await
-    })
-    .await
-    .map_err(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(Box::new(other)),
-    });
-    match &result {
-        Ok(action) if deleted && *action == Action::await_change() => {
-            ctx.forget(&key);
-            ctx.deletes.forget(&key);
-        }
-        Ok(_) => ctx.reset_backoff(&key),
-        Err(_) => {}
-    }
-    result
+    kind::reconcile(obj, ctx).await
 }
 
 /// Requeue policy for failed passes: the service's `Retry-After` if longer,
@@ -117,17 +144,19 @@ pub fn error_policy(obj: Arc<AgentDeployment>, error: &Error, ctx: Arc<Context>)
 const DELETE_REQUEUE_FLOOR: Duration = Duration::from_millis(100);
 
 /// Makes the remote deployment equal to the spec and follows its revision:
-/// observe → decide → act (at most one remote mutation) → follow, ending
-/// with the one report of the pass.
-async fn apply(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context) -> Box<Report> {
-    let seen = match observe::observe(api, obj, ctx).await {
-        Ok(seen) => seen,
-        Err(report) => return report,
-    };
+/// act on `step` (at most one remote mutation) on the object the pass
+/// decided on, then follow, ending with the one report of the pass.
+async fn act_and_follow(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+    seen: Observed,
+    step: Before,
+) -> Box<Report> {
     let fresh = seen.fresh.as_deref();
     let obj = fresh.unwrap_or(obj);
     let mut pass = Pass::new(api, obj, ctx, &seen);
-    let acted = match act(&mut pass, decide::before_remote(&seen.known(obj, ctx))).await {
+    let acted = match act(&mut pass, step).await {
         Ok(acted) => acted,
         Err(report) => return report.on(fresh),
     };

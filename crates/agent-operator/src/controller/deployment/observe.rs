@@ -10,18 +10,17 @@ use kube::{Api, ResourceExt};
 use tracing::debug;
 
 use super::report::{Flow, Report};
-use super::{decide, seconds_until};
+use super::seconds_until;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION,
 };
 use crate::api::preflight;
-use crate::controller::status::Outcome;
-use crate::controller::{
-    Context, Error, desired, hash_key, jittered, object_key, placement, resolve,
-};
+use crate::controller::{Context, Error, hash_key, jittered, object_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
+use crate::plan::status::Outcome;
+use crate::plan::{decide, desired};
 
 /// What a pass knows before its first control plane request.
 pub struct Observed {
@@ -46,30 +45,59 @@ pub struct Observed {
     pub fingerprint: String,
     /// The secret values differ from those last sent.
     pub secrets_changed: bool,
+    /// When the waits of this object end, read from the in-process memory
+    /// and the clock at observation time.
+    pub waits: Waits,
 }
 
-impl Observed {
-    /// The facts [`decide::before_remote`] decides on.
-    pub fn known<'a>(&'a self, obj: &AgentDeployment, ctx: &Context) -> decide::Known<'a> {
-        let previous = &self.previous;
-        decide::Known {
-            generation: obj.metadata.generation,
-            status: previous,
-            fingerprint: &self.fingerprint,
-            secrets_changed: self.secrets_changed,
-            redeploy_requested: self.redeploy.is_some(),
-            first_pass: self.first_pass,
+/// When the waits of an object end, as observed: seconds (negative when
+/// past) until a rejected request may be sent again, until a change of
+/// Secret values may be sent, until a remote delete in progress outside
+/// the operator is read again.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Waits {
+    /// Until `status.rejectedRequest.retryAfterTime`, seconds.
+    pub rejection_due_in: Option<f64>,
+    /// Until the next PATCH carrying only Secret values may go.
+    pub secrets_due_in: Option<std::time::Duration>,
+    /// Until the remote deployment being deleted is read again.
+    pub remote_deleting_due_in: Option<std::time::Duration>,
+}
+
+impl Waits {
+    /// The waits of the object `key` whose status is `previous`, read from
+    /// `ctx` and the clock now.
+    fn observe(ctx: &Context, key: &str, previous: &AgentDeploymentStatus) -> Self {
+        Self {
             rejection_due_in: previous
                 .rejected_request
                 .as_ref()
                 .and_then(|r| seconds_until(&r.retry_after_time)),
-            secrets_due_in: ctx.secrets_due_in(&self.key),
+            secrets_due_in: ctx.secrets_due_in(key),
             remote_deleting_due_in: previous
                 .deployment_id
                 .as_deref()
-                .and_then(|id| ctx.deletes.known(&self.key, id))
+                .and_then(|id| ctx.deletes.known(key, id))
                 .filter(|k| k.accepted)
                 .and_then(|k| k.due_in),
+        }
+    }
+}
+
+impl Observed {
+    /// The facts [`decide::before_remote`] decides on about `obj` (the
+    /// object observed, or its fresh read). Pure.
+    pub fn known<'a>(&'a self, obj: &AgentDeployment) -> decide::Known<'a> {
+        decide::Known {
+            generation: obj.metadata.generation,
+            status: &self.previous,
+            fingerprint: &self.fingerprint,
+            secrets_changed: self.secrets_changed,
+            redeploy_requested: self.redeploy.is_some(),
+            first_pass: self.first_pass,
+            rejection_due_in: self.waits.rejection_due_in,
+            secrets_due_in: self.waits.secrets_due_in,
+            remote_deleting_due_in: self.waits.remote_deleting_due_in,
         }
     }
 }
@@ -302,6 +330,7 @@ fn desired_state(
     let fingerprint = desired::fingerprint(&body, &secrets_hash, &extra);
     let secrets_changed = previous.deployment_id.is_some()
         && previous.secrets_hash.as_deref() != Some(secrets_hash.as_str());
+    let waits = Waits::observe(ctx, &key, &previous);
     Observed {
         fresh: None,
         key,
@@ -313,5 +342,6 @@ fn desired_state(
         redeploy,
         fingerprint,
         secrets_changed,
+        waits,
     }
 }

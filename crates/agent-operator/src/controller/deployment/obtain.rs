@@ -19,23 +19,21 @@
 //! resource restored from a backup without status (Velero's default) finds
 //! its deployment through the id annotation.
 
+use crate::plan::verdict::EventType;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use tracing::info;
 
 use super::pass::Pass;
 use super::report::Flow;
 use crate::api::conditions::reason;
-use crate::api::deployment::{
-    AgentDeployment, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
-};
-use crate::controller::status::Outcome;
-use crate::controller::{Error, jittered};
+use crate::api::deployment::{CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION};
+use crate::controller::jittered;
+use crate::controller::kind::set_annotations;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::plan::adoption;
+use crate::plan::status::Outcome;
 
 /// A deployment found or created by [`obtain`].
 pub struct ObtainedDeployment {
@@ -45,32 +43,6 @@ pub struct ObtainedDeployment {
     pub created: bool,
     /// Found after an interrupted create, or through the id annotation.
     pub recovered: bool,
-}
-
-/// Sets or removes (`None`) annotations with one JSON merge patch.
-pub async fn set_annotations(
-    api: &kube::Api<AgentDeployment>,
-    obj: &AgentDeployment,
-    annotations: &[(&str, Option<&str>)],
-) -> Result<(), Error> {
-    let map: serde_json::Map<String, serde_json::Value> = annotations
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), serde_json::json!(v)))
-        .collect();
-    let patch = serde_json::json!({"metadata": {"annotations": map}});
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::Kube)?;
-    Ok(())
-}
-
-/// True when the create-pending marker is on the object.
-pub fn create_pending(obj: &AgentDeployment) -> bool {
-    obj.annotations().contains_key(CREATE_PENDING_ANNOTATION)
 }
 
 fn found(deployment: Deployment, created: bool, recovered: bool) -> Flow<ObtainedDeployment> {
@@ -155,7 +127,7 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
 /// several matches after an interrupted create, stall.
 async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
     let cp = pass.cp;
-    let pending = create_pending(pass.obj);
+    let pending = pass.obj.create_pending();
     // After an interrupted create, an exact fresh listing (crash safety);
     // otherwise a lookup a fleet of creates can share.
     let plane = super::plane_key(cp);
@@ -216,7 +188,7 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
 /// Marker, POST; the id is recorded by the pass's status write and the
 /// marker replaced by the id annotation after it.
 async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
-    if !create_pending(pass.obj) {
+    if !pass.obj.create_pending() {
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
         set_annotations(
             pass.api,

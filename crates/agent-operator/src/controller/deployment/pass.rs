@@ -2,24 +2,25 @@
 //! status it builds, and the two ways it ends with a [`Report`]:
 //! [`Pass::finish`] (an outcome) and [`Pass::fail`] (a control plane error).
 
+use crate::plan::verdict::EventType;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use secrecy::SecretString;
 
-use super::decide;
 use super::observe::Observed;
-use super::obtain::create_pending;
-use super::report::{Note, Report, already_reported, apply_error_outcome, changed};
+use super::report::{Report, apply_error_outcome};
 use super::verify;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
     REDEPLOY_ANNOTATION, RejectedRequest,
 };
-use crate::controller::status::{Outcome, conditions};
+use crate::controller::kind::{already_reported, changed};
 use crate::controller::{Context, Error, jittered};
 use crate::controlplane::types::Deployment;
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
+use crate::plan::decide;
+use crate::plan::status::{Outcome, conditions};
+use crate::plan::verdict::Note;
 
 /// What the pass knows about the remote deployment for its report.
 pub struct RemoteView {
@@ -110,7 +111,7 @@ impl<'a> Pass<'a> {
         let previous = &seen.previous;
         let mut status = previous.clone();
         status.drift_corrections =
-            super::fight::carried(previous, obj.metadata.generation, seen.redeploy.is_some());
+            crate::plan::fight::carried(previous, obj.metadata.generation, seen.redeploy.is_some());
         status.observed_generation = obj.metadata.generation;
         Self {
             api,
@@ -190,7 +191,7 @@ impl<'a> Pass<'a> {
         if self.status.deployment_id.is_none() && self.previous.deployment_id.is_some() {
             self.status.deployment_id = self.previous.deployment_id.clone();
         }
-        let warn = super::verdict::warning(outcome, |reason, message| {
+        let warn = crate::plan::verdict::warning(outcome, |reason, message| {
             already_reported(self.obj, reason, message)
         });
         let id = self.status.deployment_id.clone();
@@ -199,7 +200,7 @@ impl<'a> Pass<'a> {
         // The marker is replaced by the id annotation only once the id is in
         // status (written first).
         if let Some(id) = id
-            && (create_pending(self.obj)
+            && (self.obj.create_pending()
                 || self.obj.annotations().get(DEPLOYMENT_ID_ANNOTATION) != Some(&id))
         {
             report.annotations = vec![

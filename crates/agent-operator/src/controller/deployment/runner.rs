@@ -1,8 +1,7 @@
 //! Wiring of the AgentDeployment controller on the shared scaffold
 //! ([`crate::controller::scaffold`]): its watches (its own kind, Secrets,
 //! AgentControlPlanes), the trigger hashes and mappers, the fair admission
-//! of passes per control plane, readiness of its stores. (`controller::runner`
-//! is this module, for the binary's `runner::run_with`.)
+//! of passes per control plane, readiness of its stores.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,10 +21,10 @@ use super::{error_policy, reconcile};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
-pub use crate::controller::scaffold::{
-    GONE_WITHOUT_BACKOFF_EVERY, Scope, own_kind_stream, relist_at_once, strip_managed_fields,
+use crate::controller::scaffold::{
+    Scope, drive, ready_counts, relist_at_once, strip_managed_fields, synced_store,
 };
-use crate::controller::scaffold::{drive, ready_counts, synced_store};
+use crate::controller::secrets::ReferencesSecrets;
 use crate::controller::{Context, Error, observed, scoped_api};
 
 /// `kind` label of the AgentDeployment controller's metrics.
@@ -219,8 +218,8 @@ where
     .reflect(writer)
     .applied_objects()
     .predicate_filter(deployment_trigger_hash, Default::default());
-    ctx.secrets.register_deployments(store.clone());
-    ctx.secrets.register_planes(plane_store.clone());
+    ctx.secrets.register(store.clone());
+    ctx.secrets.register(plane_store.clone());
     let controller = Controller::for_stream(trigger, store.clone());
     let deployment_store = store.clone();
     let secret_store = store.clone();
@@ -341,7 +340,7 @@ pub fn plane_wave_hash(obj: &AgentControlPlane) -> u64 {
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    find(conditions, crate::controller::status::STALLED)
+    find(conditions, crate::plan::status::STALLED)
         .map(|c| c.status.as_str())
         .hash(&mut h);
     h.finish()
@@ -412,16 +411,7 @@ fn referencing_secret(
         .iter()
         .filter(|d| d.namespace() == ns)
         .filter(|d| {
-            let direct = d.spec.secrets.iter().any(|s| {
-                s.value_from
-                    .as_ref()
-                    .is_some_and(|f| f.secret_key_ref.name == name)
-            }) || d
-                .spec
-                .verify
-                .as_ref()
-                .and_then(|v| v.api_key_secret_ref.as_ref())
-                .is_some_and(|r| r.name == name);
+            let direct = d.secret_refs().iter().any(|r| r.name == name);
             let of_plane = key_of.contains(&d.spec.control_plane_ref.name);
             (direct && (!first_sight || is_blocked(d))) || (of_plane && is_blocked(d))
         })

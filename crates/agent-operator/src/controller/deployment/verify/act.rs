@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use crate::plan::verdict::EventType;
 use futures::StreamExt;
 use kube::ResourceExt;
-use kube::runtime::events::EventType;
 use secrecy::SecretString;
 use serde_json::Value;
 
@@ -21,8 +21,8 @@ use crate::agentserver::{
 };
 use crate::api::conditions::reason;
 use crate::api::deployment::{VerificationStatus, VerifyRun, VerifySpec};
-use crate::controller::status::Outcome;
 use crate::controller::{Error, resolve};
+use crate::plan::status::Outcome;
 
 /// The result of the checks on the agent server.
 #[derive(Debug, Default)]

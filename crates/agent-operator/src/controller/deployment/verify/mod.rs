@@ -27,8 +27,9 @@ use crate::api::conditions::{FALSE, TRUE, UNKNOWN, VERIFIED, condition, reason};
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, VerificationStatus, VerifyExpect,
 };
-use crate::controller::status::Outcome;
+use crate::controller::report::{ReasonTable, reason_for};
 use crate::controlplane::types::RevisionStatus;
+use crate::plan::status::Outcome;
 use crate::plan::verdict::VERIFICATION_FAILURE_REASONS as FAILURE_REASONS;
 pub use crate::plan::verdict::is_verification_reason;
 
@@ -470,18 +471,11 @@ impl RunJudge {
     }
 }
 
-/// The reason and message of an agent server error (`what`: the call).
+/// The reason and message of an agent server error (`what`: the call):
+/// the row [`ReasonTable::VERIFY`] of the one error-to-reason table, an
+/// error retried with backoff being `AgentServerUnreachable` meanwhile.
 pub fn classify(what: &str, e: &agentserver::Error) -> (&'static str, String) {
-    use agentserver::Error as E;
-    let r = match e {
-        E::Unauthorized { .. } => reason::AGENT_SERVER_UNAUTHORIZED,
-        E::AssistantNotFound { .. } => reason::ASSISTANT_NOT_FOUND,
-        E::InvalidConfig(_) => reason::AGENT_SERVER_UNREACHABLE,
-        e if e.is_transient() => reason::AGENT_SERVER_UNREACHABLE,
-        // A 404 of a search: no agent server at that URL.
-        E::NotFound { .. } => reason::AGENT_SERVER_UNREACHABLE,
-        _ => reason::RUN_FAILED,
-    };
+    let r = reason_for(&ReasonTable::VERIFY, e).unwrap_or(reason::AGENT_SERVER_UNREACHABLE);
     (r, format!("{what}: {e}"))
 }
 

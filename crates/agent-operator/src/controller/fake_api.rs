@@ -1,0 +1,283 @@
+//! The write-sequence tier shared by every kind (the tier of kube-rs
+//! controller-rs `fixtures.rs`): a fake Kubernetes API server that serves
+//! the objects a pass reads and records every write it makes, and a
+//! [`Scenario`] that runs one kind's pass ([`kind::reconcile`]) against it
+//! and the in-process control plane emulator. Each kind's scenarios pin the
+//! exact writes of each pass, in order: the status (with its `Ready`
+//! reason), the annotations (`+` set, `-` removed), the events, the
+//! finalizer.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use control_plane_emulator::{DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig, RunningEmulator};
+use http::{Method, Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{Value, json};
+
+use super::kind::{self, Kind};
+use super::{Context, OperatorConfig};
+
+/// The namespace of every scenario.
+pub const NS: &str = "default";
+/// Where the kinds of the operator live in the API.
+pub const GROUP: &str = "/apis/agentserver.dev/v1alpha1/namespaces/default";
+/// The path of the seeded AgentControlPlane `default`.
+pub const PLANE: &str =
+    "/apis/agentserver.dev/v1alpha1/namespaces/default/agentcontrolplanes/default";
+/// The path of the seeded Secret `key` (the emulator's demo key).
+pub const KEY_SECRET: &str = "/api/v1/namespaces/default/secrets/key";
+
+/// The objects the fake API server holds (by path) and the writes it saw.
+#[derive(Default)]
+pub struct ApiServer {
+    /// The objects, by their path.
+    pub objects: Mutex<BTreeMap<String, Value>>,
+    /// The writes seen since the last [`Scenario::pass_of`], in order.
+    pub writes: Mutex<Vec<String>>,
+}
+
+impl ApiServer {
+    /// Answers one request: GET of an object or of a collection from
+    /// `objects`; a status apply, an annotation merge patch, a finalizer
+    /// JSON patch and an event POST are recorded in `writes` and applied.
+    fn answer(&self, method: &Method, path: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
+        let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        if *method == Method::GET {
+            return self.read(path);
+        }
+        if *method == Method::POST && path.ends_with("/events") {
+            self.write(format!(
+                "event {} {}",
+                parsed["type"].as_str().unwrap_or(""),
+                parsed["reason"].as_str().unwrap_or("")
+            ));
+            return (201, parsed);
+        }
+        if *method != Method::PATCH {
+            self.write(format!("unexpected {method} {path}"));
+            return (405, not_found());
+        }
+        if let Some(object_path) = path.strip_suffix("/status") {
+            return self.patch_status(object_path, &parsed);
+        }
+        if content_type.contains("json-patch") {
+            return self.patch_finalizers(path, &parsed);
+        }
+        self.patch_annotations(path, &parsed)
+    }
+
+    fn write(&self, w: String) {
+        self.writes.lock().unwrap().push(w);
+    }
+
+    /// An object, or the list of the objects right under `path`.
+    fn read(&self, path: &str) -> (u16, Value) {
+        let objects = self.objects.lock().unwrap();
+        if let Some(o) = objects.get(path) {
+            return (200, o.clone());
+        }
+        let prefix = format!("{path}/");
+        let items: Vec<Value> = objects
+            .iter()
+            .filter(|(p, _)| p.strip_prefix(&prefix).is_some_and(|r| !r.contains('/')))
+            .map(|(_, o)| o.clone())
+            .collect();
+        let segments = path.trim_start_matches('/').split('/').count();
+        let collection = segments == if path.starts_with("/apis/") { 6 } else { 5 };
+        if !collection {
+            return (404, not_found());
+        }
+        (
+            200,
+            json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}),
+        )
+    }
+
+    fn patch_status(&self, path: &str, parsed: &Value) -> (u16, Value) {
+        let mut objects = self.objects.lock().unwrap();
+        let Some(o) = objects.get_mut(path) else {
+            return (404, not_found());
+        };
+        o["status"] = parsed["status"].clone();
+        let ready = o["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| c["reason"].as_str().unwrap_or("").to_owned())
+            .unwrap_or_default();
+        self.write(format!("status {ready}"));
+        (200, o.clone())
+    }
+
+    /// The finalizer helper adds its finalizer or removes it.
+    fn patch_finalizers(&self, path: &str, parsed: &Value) -> (u16, Value) {
+        let mut objects = self.objects.lock().unwrap();
+        let Some(o) = objects.get_mut(path) else {
+            return (404, not_found());
+        };
+        let ops = parsed.as_array().cloned().unwrap_or_default();
+        let removes = ops.iter().any(|op| op["op"] == "remove");
+        let added = ops
+            .iter()
+            .find(|op| op["op"] == "add")
+            .map(|op| match &op["value"] {
+                Value::Array(list) => list.clone(),
+                one => vec![one.clone()],
+            })
+            .unwrap_or_default();
+        o["metadata"]["finalizers"] = if removes { json!([]) } else { json!(added) };
+        self.write(format!(
+            "finalizer {}",
+            if removes { "removed" } else { "added" }
+        ));
+        (200, o.clone())
+    }
+
+    fn patch_annotations(&self, path: &str, parsed: &Value) -> (u16, Value) {
+        let mut objects = self.objects.lock().unwrap();
+        let Some(o) = objects.get_mut(path) else {
+            return (404, not_found());
+        };
+        let mut changes = Vec::new();
+        if let Some(map) = parsed["metadata"]["annotations"].as_object() {
+            for (k, v) in map {
+                let short = k.rsplit('/').next().unwrap_or(k);
+                if v.is_null() {
+                    if let Some(a) = o["metadata"]["annotations"].as_object_mut() {
+                        a.remove(k);
+                    }
+                    changes.push(format!("-{short}"));
+                } else {
+                    o["metadata"]["annotations"][k] = v.clone();
+                    changes.push(format!("+{short}"));
+                }
+            }
+        }
+        self.write(format!("annotations {}", changes.join(" ")));
+        (200, o.clone())
+    }
+}
+
+fn not_found() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"})
+}
+
+/// One scenario: the emulator, the fake API server holding the Secret `key`
+/// (the emulator's demo key) and the AgentControlPlane `default` (already
+/// checked: Ready), and the operator's context over it.
+pub struct Scenario {
+    /// The control plane.
+    pub emulator: RunningEmulator,
+    /// The fake API server.
+    pub api: Arc<ApiServer>,
+    /// The operator's context, on a client of the fake API server.
+    pub ctx: Arc<Context>,
+}
+
+impl Scenario {
+    /// A scenario over an emulator started with `config`.
+    pub async fn with(config: EmulatorConfig) -> Self {
+        let emulator = control_plane_emulator::spawn(config)
+            .await
+            .expect("emulator");
+        let api = Arc::new(ApiServer::default());
+        let s = Self {
+            ctx: context(api.clone()),
+            emulator,
+            api,
+        };
+        s.put(
+            KEY_SECRET,
+            json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "key", "namespace": NS, "resourceVersion": "1"},
+                "data": {"api-key": base64_of(DEMO_API_KEY)}}),
+        );
+        s.put(
+            PLANE,
+            json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
+                "metadata": {"name": "default", "namespace": NS, "uid": "u-plane", "generation": 1,
+                    "resourceVersion": "1", "finalizers": [crate::api::control_plane::IN_USE_FINALIZER]},
+                "spec": {"url": s.emulator.base_url(), "workspaceId": DEMO_WORKSPACE_ID,
+                    "apiKeySecretRef": {"name": "key", "key": "api-key"}},
+                // Checked by its own probe: its users may send.
+                "status": {"observedGeneration": 1, "conditions": [{"type": "Ready",
+                    "status": "True", "reason": "Authenticated", "message": "",
+                    "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+        );
+        s
+    }
+
+    /// Stores `object` at `path` (a user's create).
+    pub fn put(&self, path: &str, object: Value) {
+        self.api
+            .objects
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), object);
+    }
+
+    /// Deletes the object at `path` (a user's delete, finalizers done).
+    pub fn remove(&self, path: &str) {
+        self.api.objects.lock().unwrap().remove(path);
+    }
+
+    /// The object at `path` as the API server holds it (what the watch would
+    /// deliver).
+    pub fn object_at<K: serde::de::DeserializeOwned>(&self, path: &str) -> K {
+        let objects = self.api.objects.lock().unwrap();
+        serde_json::from_value(objects[path].clone()).expect("object")
+    }
+
+    /// Changes the stored object at `path` with `f` (a user's edit).
+    pub fn edit_at(&self, path: &str, f: impl FnOnce(&mut Value)) {
+        let mut objects = self.api.objects.lock().unwrap();
+        f(objects.get_mut(path).expect("object"));
+    }
+
+    /// One pass of kind `K` on the object stored at `path`: the writes it
+    /// made, in order.
+    pub async fn pass_of<K: Kind>(&self, path: &str) -> Vec<String> {
+        let _ = kind::reconcile(Arc::new(self.object_at::<K>(path)), self.ctx.clone()).await;
+        std::mem::take(&mut *self.api.writes.lock().unwrap())
+    }
+}
+
+/// The operator's context on a client whose every request `api` answers.
+fn context(api: Arc<ApiServer>) -> Arc<Context> {
+    let service = tower::service_fn(move |req: Request<Body>| {
+        let server = api.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let bytes = body.collect_bytes().await.unwrap_or_default();
+            let content_type = parts
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            let (status, value) =
+                server.answer(&parts.method, parts.uri.path(), &content_type, &bytes);
+            let response = Response::builder()
+                .status(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Body::from(serde_json::to_vec(&value).unwrap_or_default()))
+                .expect("response");
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let client = kube::Client::new(service, NS);
+    let config = OperatorConfig {
+        allowed_hosts: crate::allowlist::HostAllowlist::parse(["127.0.0.1"]).expect("hosts"),
+        // A delete in progress is read again after this (jittered).
+        poll_interval: std::time::Duration::from_millis(100),
+        ..OperatorConfig::default()
+    };
+    Arc::new(Context::new(client, config))
+}
+
+/// `s` in base64 (a Secret's data).
+pub fn base64_of(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s)
+}

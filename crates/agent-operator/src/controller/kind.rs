@@ -1,0 +1,376 @@
+//! The pass of every kind, generic over the kind (kaniop's per-kind
+//! `reconcile` on one shared context; Stackable's steps that return values):
+//! the [`Kind`] trait says what differs per kind, [`Report`] is the one value
+//! a pass returns (status, annotations, events, requeue), [`write`](fn@write)
+//! writes it in one order for every kind and every path (status, then
+//! annotations, then events), and [`reconcile`] wraps a kind's pass in its
+//! finalizer, if it has one, and forgets the in-process memory of an object
+//! once its deletion is done.
+//!
+//! Steps build reports, never write them: only [`reconcile`] calls
+//! [`write`](fn@write). The one write a step may make itself is a marker that must be
+//! stored before the remote call it guards (the AgentDeployment's
+//! create-pending annotation, through [`set_annotations`]).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::plan::verdict::EventType;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::report::{ReasonTable, apply_status, publish};
+use super::{Context, Error, object_key};
+use crate::api::conditions::{READY, find};
+use crate::plan::status::{Outcome, conditions};
+use crate::plan::verdict::Note;
+
+/// What differs from one reconciled kind to the next; the rest of a pass
+/// (the finalizer, the order of the writes, the backoff bookkeeping) is
+/// [`reconcile`]'s.
+pub trait Kind:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// The status subresource of the kind.
+    type Status: Serialize + PartialEq + Clone + Default + std::fmt::Debug + Send + Sync;
+
+    /// The finalizer the kind keeps while it has something to clean up
+    /// (`<group>/<purpose>`); `None`: the kind has no cleanup.
+    const FINALIZER: Option<&'static str>;
+
+    /// The status of `self`, if any.
+    fn status(&self) -> Option<&Self::Status>;
+
+    /// The conditions of `status`.
+    fn conditions(status: &Self::Status) -> &[Condition];
+
+    /// The kind's row of the one error-to-reason table.
+    const REASONS: ReasonTable;
+
+    /// What a pass reads before it decides: its inputs from Kubernetes,
+    /// the in-process memory and the clock.
+    type Observed: Send;
+
+    /// The one step a pass decides to take.
+    type Decision: Send;
+
+    /// Reads the inputs of `obj`; `Err`: the pass ends with that report (an
+    /// input is missing, the object is paused or gone).
+    fn observe(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Flow<Self::Observed, Self>> + Send;
+
+    /// The step to take on what was observed. Pure.
+    fn decide(obj: &Self, seen: &Self::Observed) -> Self::Decision;
+
+    /// Takes the step `decision` (at most one remote mutation) and builds
+    /// the pass's report; writes nothing.
+    fn act(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        seen: Self::Observed,
+        decision: Self::Decision,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send;
+
+    /// The pass of an object that is not being deleted: observe, decide,
+    /// act, ending in one report.
+    fn apply(
+        api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        async move {
+            match Self::observe(api, obj, ctx).await {
+                Ok(seen) => {
+                    let decision = Self::decide(obj, &seen);
+                    Self::act(api, obj, ctx, seen, decision).await
+                }
+                Err(report) => report,
+            }
+        }
+    }
+
+    /// The pass of an object being deleted (only with a [`Self::FINALIZER`]):
+    /// `Ok(Action::await_change())` lets the finalizer go. Default: nothing
+    /// to clean up.
+    fn cleanup(
+        _api: &Api<Self>,
+        _obj: &Self,
+        _ctx: &Context,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        std::future::ready(Report::end(Action::await_change()))
+    }
+
+    /// Forgets what this kind keeps in memory about `obj`, once its deletion
+    /// is done (the per-object backoff and pass state of [`Context`] are
+    /// forgotten for every kind). Default: nothing.
+    fn forget(_ctx: &Context, _obj: &Self) {}
+}
+
+/// The status items of an `impl Kind` whose object keeps its status in
+/// `status: Option<S>` and its conditions in `S::conditions` (every kind
+/// of the operator): `type Status = S`, [`Kind::status`] and
+/// [`Kind::conditions`].
+#[macro_export]
+macro_rules! kind_status {
+    ($status:ty) => {
+        type Status = $status;
+
+        fn status(&self) -> Option<&$status> {
+            self.status.as_ref()
+        }
+
+        fn conditions(
+            status: &$status,
+        ) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+            &status.conditions
+        }
+    };
+}
+
+/// A step's result: `Err` ends the pass with this report (nothing after it
+/// runs); a Kubernetes error converts into a report that writes nothing.
+pub type Flow<T, K> = Result<T, Box<Report<K>>>;
+
+/// Everything one pass writes, and what it returns once written.
+#[derive(Debug)]
+pub struct Report<K: Kind> {
+    /// The object the pass decided on when it read it fresh (the writes and
+    /// events name that one); `None`: the object the pass was given.
+    pub object: Option<Box<K>>,
+    /// The new status, only when it differs from the object's.
+    pub status: Option<Box<K::Status>>,
+    /// Annotations to set, or to remove (`None`), in one merge patch; empty:
+    /// no metadata write.
+    pub annotations: Vec<(&'static str, Option<String>)>,
+    /// Events, published after the writes, in this order.
+    pub events: Vec<Note>,
+    /// The requeue, or the error that `error_policy` backs off from.
+    pub then: Result<Action, Error>,
+}
+
+impl<K: Kind> From<Error> for Box<Report<K>> {
+    fn from(e: Error) -> Self {
+        Report::failed(e)
+    }
+}
+
+impl<K: Kind> Report<K> {
+    /// A pass that writes nothing and requeues with `action`.
+    pub fn end(action: Action) -> Box<Self> {
+        Box::new(Self {
+            object: None,
+            status: None,
+            annotations: Vec::new(),
+            events: Vec::new(),
+            then: Ok(action),
+        })
+    }
+
+    /// A pass that writes nothing and returns `e`.
+    pub fn failed(e: Error) -> Box<Self> {
+        let mut r = Self::end(Action::await_change());
+        r.then = Err(e);
+        r
+    }
+
+    /// The report of a kind whose pass ends in one [`Outcome`]: the status
+    /// `build(observedGeneration, conditions)` (the conditions from the
+    /// object's and `outcome`, `lastTransitionTime` kept when the status of
+    /// a condition did not change) when it differs from the object's, the
+    /// event of a `Ready` change ([`transition_event`]), and `then`.
+    pub fn outcome_with(
+        obj: &K,
+        outcome: &Outcome,
+        then: Result<Action, Error>,
+        build: impl FnOnce(Option<i64>, Vec<Condition>) -> K::Status,
+    ) -> Box<Self> {
+        let previous = obj.status().map(K::conditions).unwrap_or_default();
+        let generation = obj.meta().generation;
+        let status = build(generation, conditions(previous, outcome, generation));
+        let mut r = Self::end(Action::await_change()).then(then);
+        r.status = changed(obj, status);
+        r.events.extend(transition_event(previous, outcome));
+        r
+    }
+
+    /// Returns `then` after the writes instead.
+    pub fn then(mut self: Box<Self>, then: Result<Action, Error>) -> Box<Self> {
+        self.then = then;
+        self
+    }
+
+    /// The writes name `fresh` (a fresh read of the object) when set.
+    pub fn on(mut self: Box<Self>, fresh: Option<&K>) -> Box<Self> {
+        if self.object.is_none() {
+            self.object = fresh.map(|o| Box::new(o.clone()));
+        }
+        self
+    }
+}
+
+/// `status` when it differs from the status of `obj` (a write is due).
+pub fn changed<K: Kind>(obj: &K, status: K::Status) -> Option<Box<K::Status>> {
+    (obj.status() != Some(&status)).then(|| Box::new(status))
+}
+
+/// True when the object already shows `reason` and `message` on its `Ready`
+/// condition (so a Warning event is not repeated on every pass).
+pub fn already_reported<K: Kind>(obj: &K, reason: &str, message: &str) -> bool {
+    obj.status()
+        .and_then(|s| find(K::conditions(s), READY))
+        .is_some_and(|c| c.reason == reason && c.message == message)
+}
+
+/// The event of a change of the `Ready` condition (status, reason or
+/// message) from `previous` to `outcome`: Normal when it became True,
+/// Warning otherwise; `None` when it did not change. Pure.
+pub fn transition_event(previous: &[Condition], outcome: &Outcome) -> Option<Note> {
+    let now_ready = matches!(outcome, Outcome::Ready { .. });
+    let unchanged = find(previous, READY).is_some_and(|c| {
+        (c.status == "True") == now_ready
+            && c.reason == outcome.reason()
+            && c.message == outcome.message()
+    });
+    let type_ = if now_ready {
+        EventType::Normal
+    } else {
+        EventType::Warning
+    };
+    (!unchanged).then(|| (type_, outcome.reason(), outcome.message().to_owned()))
+}
+
+/// Sets or removes (`None`) annotations of `obj` with one JSON merge patch.
+/// Errors: the Kubernetes API error.
+pub async fn set_annotations<K: Kind>(
+    api: &Api<K>,
+    obj: &K,
+    annotations: &[(&str, Option<&str>)],
+) -> Result<(), Error> {
+    let map: serde_json::Map<String, serde_json::Value> = annotations
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), serde_json::json!(v)))
+        .collect();
+    let patch = serde_json::json!({"metadata": {"annotations": map}});
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::Kube)?;
+    Ok(())
+}
+
+/// Writes `report` about `obj` (or the fresh read it names): status, then
+/// annotations, then events; returns its `then`. A failed write returns the
+/// Kubernetes error, and what follows it is not written.
+pub async fn write<K: Kind>(
+    api: &Api<K>,
+    ctx: &Context,
+    obj: &K,
+    report: Box<Report<K>>,
+) -> Result<Action, Error> {
+    let Report {
+        object,
+        status,
+        annotations,
+        events,
+        then,
+    } = *report;
+    let obj = object.as_deref().unwrap_or(obj);
+    if let Some(status) = status {
+        apply_status(api, &obj.name_any(), &*status).await?;
+    }
+    if !annotations.is_empty() {
+        let pairs: Vec<(&str, Option<&str>)> = annotations
+            .iter()
+            .map(|(k, v)| (*k, v.as_deref()))
+            .collect();
+        set_annotations(api, obj, &pairs).await?;
+    }
+    for (type_, reason, note) in events {
+        publish(ctx, obj, type_, reason, note).await;
+    }
+    then
+}
+
+/// One reconcile pass of any kind: the finalizer helper (with a
+/// [`Kind::FINALIZER`]) dispatches to [`Kind::apply`] or [`Kind::cleanup`],
+/// and the report they return is written ([`write`](fn@write)). Once written: a
+/// finished deletion forgets the object's in-process memory (the
+/// [`Context`]'s and [`Kind::forget`]); any other success resets the
+/// object's error backoff.
+///
+/// Errors: Kubernetes API failures and the errors the pass returns (status
+/// is written before they are returned).
+#[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
+pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let key = object_key(obj.as_ref());
+    let deleted = obj.meta().deletion_timestamp.is_some();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let result = match K::FINALIZER {
+        None => {
+            let report = K::apply(&api, &obj, &ctx).await;
+            write(&api, &ctx, &obj, report).await
+        }
+        Some(name) => with_finalizer(&api, name, obj.clone(), &ctx).await,
+    };
+    match &result {
+        Ok(action) if deleted && *action == Action::await_change() => {
+            ctx.forget(&key);
+            K::forget(&ctx, &obj);
+        }
+        Ok(_) => ctx.reset_backoff(&key),
+        Err(_) => {}
+    }
+    result
+}
+
+/// The pass inside kube's finalizer helper: it adds `name` before the first
+/// apply and removes it after a cleanup that returned
+/// `Ok(Action::await_change())`.
+async fn with_finalizer<K: Kind>(
+    api: &Api<K>,
+    name: &str,
+    obj: Arc<K>,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    finalizer(api, name, obj, |event| async {
+        let (obj, report) = match event {
+            FinalizerEvent::Apply(obj) => {
+                let report = K::apply(api, &obj, ctx).await;
+                (obj, report)
+            }
+            FinalizerEvent::Cleanup(obj) => {
+                let report = K::cleanup(api, &obj, ctx).await;
+                (obj, report)
+            }
+        };
+        write(api, ctx, &obj, report).await
+    })
+    .await
+    .map_err(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e)
+        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(Box::new(other)),
+    })
+}

@@ -294,6 +294,14 @@ pub async fn write<K: Kind>(
         then,
     } = *report;
     let obj = object.as_deref().unwrap_or(obj);
+    // The `blocked` outcome of the reconcile metric: the pass leaves the
+    // object `Stalled` (the status it writes, or the one it keeps). Noted
+    // here, the one write of every kind, so that plan/ stays pure.
+    let conditions = status.as_deref().or(obj.status()).map(K::conditions);
+    crate::metrics::note_pass_outcome(conditions.is_some_and(|c| {
+        find(c, crate::plan::status::STALLED)
+            .is_some_and(|s| s.status == crate::api::conditions::TRUE)
+    }));
     if let Some(status) = status {
         apply_status(api, &obj.name_any(), &*status).await?;
     }

@@ -95,16 +95,12 @@ pub fn revision_outcome(revision_id: &str, status: &RevisionStatus) -> Outcome {
 }
 
 /// The three kstatus conditions for an outcome, keeping transition times from
-/// `previous` where a condition's status did not change. Also notes for the
-/// metrics whether the pass computing them ends `Stalled`
-/// ([`crate::metrics::note_pass_outcome`]: the one place every kind's
-/// status goes through, so the `blocked` outcome needs nothing per kind).
+/// `previous` where a condition's status did not change.
 pub fn conditions(
     previous: &[Condition],
     outcome: &Outcome,
     generation: Option<i64>,
 ) -> Vec<Condition> {
-    crate::metrics::note_pass_outcome(matches!(outcome, Outcome::Stalled { .. }));
     let (ready, reconciling, stalled) = match outcome {
         Outcome::Ready { .. } => (TRUE, FALSE, FALSE),
         Outcome::Progressing { .. } => (FALSE, TRUE, FALSE),

@@ -981,4 +981,77 @@ mod tests {
         assert!(!blocked, "no status computed: not blocked");
         conditions(&[], &stalled, None); // outside a pass: no effect, no panic
     }
+
+    /// Every `agent_operator_*` name in `text` (PromQL or series lines).
+    fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+        let mut names = std::collections::BTreeSet::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("agent_operator_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            names.insert(tail[..end].to_owned());
+            rest = &tail[end..];
+        }
+        names
+    }
+
+    /// Every metric name the shipped alert rules and the recorded alert
+    /// series (deploy/prometheus/) use is one this registry exposes, so a
+    /// renamed metric fails here rather than silencing an alert.
+    #[test]
+    fn the_alert_rules_and_recorded_series_name_only_metrics_of_the_registry() {
+        let m = Metrics::new();
+        m.observe_reconcile("AgentDeployment", None, false, Duration::from_millis(1));
+        let observer = m.request_observer();
+        observer.observe("get_deployment", "2xx", Duration::from_millis(1));
+        let plane = PlaneLabel {
+            namespace: "n".into(),
+            name: "p".into(),
+        };
+        observer.observe_token_wait(&plane, Duration::from_millis(1));
+        m.observe_time_to_ready(1.0);
+        m.track_ready("AgentDeployment", ReadyCounts::default);
+        let shown = plane.clone();
+        m.track_planes(move || {
+            vec![PlaneSample {
+                plane: shown.clone(),
+                rate: Some(1.0),
+                ceiling: Some(2.0),
+                pause_seconds: 0.0,
+                running: 0,
+                waiting: 0,
+                deferred: 0,
+                deferred_total: 0,
+            }]
+        });
+        crate::leader::renewed_now();
+        let exposed: std::collections::BTreeSet<String> = m
+            .encode()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .map(str::to_owned)
+            .collect();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus");
+        let mut files = vec![dir.join("alerts.yaml")];
+        let recorded = std::fs::read_dir(dir.join("recorded")).expect("deploy/prometheus/recorded");
+        files.extend(recorded.map(|e| e.unwrap().path()));
+        assert!(files.len() > 1, "recorded series exist");
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let names = metric_names(&text);
+            assert!(!names.is_empty(), "{}", file.display());
+            for name in names {
+                // A histogram is also named by its family (the docs do).
+                assert!(
+                    exposed.contains(&name) || exposed.contains(&format!("{name}_bucket")),
+                    "{} uses {name}, which the registry does not expose: {exposed:?}",
+                    file.display()
+                );
+            }
+        }
+    }
 }

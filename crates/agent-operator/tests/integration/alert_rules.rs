@@ -240,9 +240,10 @@ fn every_alert_has_a_severity_and_points_at_the_docs() {
 
 /// The recorded scenarios (`alert_series.rs`, `make record-alert-series`)
 /// that must be present.
-const RECORDED: [&str; 4] = [
+const RECORDED: [&str; 5] = [
     "healthy-leader",
     "frozen-apiserver",
+    "throttled-control-plane",
     "stalled-resource",
     "lost-leader",
 ];

@@ -2,15 +2,18 @@
 //! (`deploy/prometheus/recorded/*.yaml`, checked by `alert_rules.rs` with
 //! `promtool test rules`), from real runs of the operator binary against a
 //! real kube-apiserver and the emulator: a healthy leader, a frozen
-//! kube-apiserver, a stalled resource and a lost leader.
+//! kube-apiserver, a throttled control plane, a stalled resource and a lost
+//! leader.
 //!
 //! Ignored by default (minutes of runs); `make record-alert-series` runs them
 //! and rewrites the fixtures. Every replica's `/metrics` is scraped every
 //! second, and the samples are written **15 s apart**: time is compressed
 //! 15×, so a rule's `for:` and range windows pass 15 times faster than on a
-//! real Prometheus scraping every 15 s. Counter rates read 15 times lower,
-//! and gauges that measure real time (the lease renewal age) keep their real
-//! values. A failed scrape writes `up 0` for the replica, as Prometheus does.
+//! real Prometheus scraping every 15 s. Counters (and histogram buckets,
+//! counts and sums) are written multiplied by 15, so that their rates over
+//! series time are the real rates; other gauges keep their values, the lease
+//! renewal age its real seconds. A failed scrape writes `up 0` for the
+//! replica, as Prometheus does.
 
 use crate::{common, support};
 
@@ -32,6 +35,8 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 const SCRAPE_EVERY: Duration = Duration::from_secs(1);
 /// Series time between two samples in the fixtures.
 pub(crate) const SAMPLE_SECONDS: u64 = 15;
+/// How many times faster series time runs than real time.
+const COMPRESSION: f64 = SAMPLE_SECONDS as f64;
 /// The `job` label of every recorded series (the one `AgentOperatorDown`
 /// names).
 const JOB: &str = "agent-operator-metrics";
@@ -51,7 +56,16 @@ fn sample(line: &str, instance: &str) -> Option<(String, f64)> {
         return None;
     }
     let (series, value) = line.rsplit_once(' ')?;
-    let value: f64 = value.parse().ok()?;
+    let mut value: f64 = value.parse().ok()?;
+    let name = series.split('{').next().unwrap_or(series);
+    if ["_total", "_count", "_sum", "_bucket"]
+        .iter()
+        .any(|s| name.ends_with(s))
+    {
+        // Counters grow as many times faster as time is compressed, so that
+        // their rates over series time are the real rates.
+        value *= COMPRESSION;
+    }
     let extra = format!("instance=\"{instance}\",job=\"{JOB}\"");
     let key = match series.split_once('{') {
         Some((name, labels)) => {
@@ -121,7 +135,7 @@ impl Recording {
             out,
             "# Recorded by `make record-alert-series` \
              (crates/agent-operator/tests/integration/alert_series.rs): {what}.\n\
-             # Scraped every {} s, written {SAMPLE_SECONDS} s apart (time compressed {}x).\n\
+             # Scraped every {} s, written {SAMPLE_SECONDS} s apart (time compressed {}x, counters multiplied by as much).\n\
              # alert_rules.rs checks with promtool that exactly `firing` fires at the last sample.",
             SCRAPE_EVERY.as_secs(),
             SAMPLE_SECONDS / SCRAPE_EVERY.as_secs(),
@@ -358,5 +372,69 @@ async fn record_a_lost_leader() {
         "lost-leader",
         "a leader whose Lease is taken by another holder: it exits, restarts and stays a standby",
         &["AgentOperatorNoLeader"],
+    );
+}
+
+/// (c) A control plane that allows 0.5 requests per second (429 with
+/// Retry-After beyond) under ten AgentDeployments polled every second:
+/// 25 minutes of series time (100 samples).
+#[tokio::test]
+#[ignore = "records deploy/prometheus/recorded/ (make record-alert-series)"]
+async fn record_a_throttled_control_plane() {
+    test_support::skip_without!(Envtest);
+    let env = common::shared_env();
+    let client = env.client().await;
+    let ns = common::test_namespace(&client, "rec-throttled").await;
+    let emulator = EmulatorProcess::start_with(
+        "rec-throttled",
+        &[
+            "--step-seconds",
+            "0.2",
+            "--delete-seconds",
+            "0.5",
+            "--rate-limit",
+            "0.5",
+            "--rate-limit-burst",
+            "1",
+        ],
+    )
+    .await;
+    install_control_plane(&client, &ns, &emulator).await;
+    let lease = format!("lease-{ns}");
+    let mut extra = support::FAST_POLLING.to_vec();
+    extra.extend([
+        "--leader-elect",
+        "--lease-name",
+        &lease,
+        "--lease-namespace",
+        support::OPERATOR_NAMESPACE,
+    ]);
+    let leader = OperatorProcess::start_with(
+        env.kubeconfig_path(),
+        OperatorOptions {
+            log_name: "rec-throttled",
+            namespaces: vec![&ns],
+            extra,
+            env: vec![("POD_NAME", "replica-a")],
+            ..OperatorOptions::default()
+        },
+    );
+    let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
+    for i in 0..10 {
+        let name = format!("throttled-{i}");
+        apply_json(&api, &name, deployment(&name)).await;
+    }
+    let mut rec = Recording::default();
+    rec.scrape_for(100, &[("replica-a", &leader)]).await;
+    rec.write(
+        "throttled-control-plane",
+        "ten AgentDeployments polled every second on a control plane that allows 0.5 requests per second (429 with Retry-After beyond), for 25 minutes",
+        // The budget's two alerts, and the 4xx share (429 is 4xx, which the
+        // rule's description names as one cause).
+        &[
+            "AgentControlPlaneRejectsRequests",
+            "AgentOperatorControlPlaneThrottled",
+            "AgentOperatorTokenWaitHigh",
+        ],
     );
 }

@@ -32,9 +32,10 @@
 //!
 //! Counters are created at 0 for every label value known up front (kinds,
 //! outcomes, error reasons, operations and status classes, verification
-//! outcomes) when the registry is made, and the per-AgentControlPlane
-//! `slowdowns` for every cause at the first scrape that shows the plane, so
-//! that `rate()` and `absent()` see each series before its first event.
+//! outcomes; the reconcile duration per kind) when the registry is made, and
+//! the per-AgentControlPlane `slowdowns` for every cause and `token_wait` at
+//! the first scrape that shows the plane, so that `rate()` and `absent()`
+//! see each series before its first event.
 
 use std::cell::Cell;
 use std::fmt;
@@ -588,6 +589,9 @@ impl Metrics {
         for outcome in VERIFICATION_OUTCOMES {
             let _ = verifications.get_or_create(&VerificationLabels { outcome });
         }
+        for kind in KINDS {
+            let _ = reconcile_duration.get_or_create(&KindLabels { kind });
+        }
         Self {
             registry,
             reconciles,
@@ -684,7 +688,8 @@ impl Metrics {
     }
 
     /// Creates `agent_operator_control_plane_slowdowns_total` at 0 for
-    /// every cause of every AgentControlPlane the plane sources show.
+    /// every cause, and an empty `agent_operator_control_plane_token_wait_seconds`,
+    /// of every AgentControlPlane the plane sources show.
     fn zero_plane_slowdowns(&self) {
         let sources = self
             .plane_states
@@ -692,6 +697,10 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         for sample in sources.iter().flat_map(|source| source()) {
+            let _ = self
+                .control_plane
+                .token_wait
+                .get_or_create(&PlaneLabels::of(&sample.plane));
             for cause in crate::controlplane::operation::SLOWDOWN_CAUSES {
                 let _ = self.control_plane.slowdowns.get_or_create(&SlowdownLabels {
                     namespace: sample.plane.namespace.clone(),
@@ -895,6 +904,11 @@ mod tests {
                 r#"agent_operator_verifications_total{{outcome="{outcome}"}}"#
             ));
         }
+        for kind in KINDS {
+            zero(format!(
+                r#"agent_operator_reconcile_duration_seconds_count{{kind="{kind}"}}"#
+            ));
+        }
         assert!(
             !text.contains("agent_operator_control_plane_slowdowns_total{"),
             "no AgentControlPlane known yet"
@@ -923,6 +937,14 @@ mod tests {
             );
             assert_eq!(sample(&text, &series), Some(0.0), "{series}\n{text}");
         }
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_control_plane_token_wait_seconds_count{namespace="tenant",control_plane="plane"} "#
+            ),
+            Some(0.0),
+            "{text}"
+        );
         m.request_observer().observe_slowdown(&plane, "429");
         let text = m.encode().unwrap();
         assert_eq!(

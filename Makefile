@@ -83,10 +83,13 @@ bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + r
 faults: setup ## fault suite, full version: SIGKILLs during 100 creates and deletes, control plane faults and a 30 s outage, Kubernetes faults and leader failovers
 	FAULT_FULL=1 AGENT_OPERATOR_REQUIRE_PREREQUISITES=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test -p agent-operator --test integration -- --nocapture fault_crash_fleet:: fault_control_plane:: fault_kubernetes::
 
+record-alert-series: setup ## rerecord deploy/prometheus/recorded/ (the series the alert rules are tested on) from real runs: a healthy leader, a frozen kube-apiserver, a throttled control plane, a stalled resource, a lost leader (minutes)
+	AGENT_OPERATOR_REQUIRE_PREREQUISITES=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test -p agent-operator --test integration -- --ignored --nocapture alert_series::
+
 fuzz: ## fuzz the wire decoders, FUZZ_SECONDS (60) per target (cargo fuzz, nightly; not part of test)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) hack/fuzz.sh $(FUZZ_TARGETS)
 
 demo: ## a real kube-apiserver, the emulator, the operator and examples/ reaching Ready; KEEP=1 keeps them up until Ctrl-C
 	DEMO_KEEP=$(KEEP) hack/demo.sh
 
-.PHONY: help setup generate lint image release push deny test secret-scan bench faults bench-fleet fuzz demo
+.PHONY: help setup generate lint image release push deny test secret-scan bench faults bench-fleet record-alert-series fuzz demo

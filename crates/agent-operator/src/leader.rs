@@ -322,7 +322,7 @@ where
 /// When this process last acquired or renewed the leader lease.
 static LAST_RENEWAL: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
 
-fn renewed_now() {
+pub(crate) fn renewed_now() {
     *LAST_RENEWAL.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
 }
 

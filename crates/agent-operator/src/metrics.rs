@@ -32,9 +32,10 @@
 //!
 //! Counters are created at 0 for every label value known up front (kinds,
 //! outcomes, error reasons, operations and status classes, verification
-//! outcomes) when the registry is made, and the per-AgentControlPlane
-//! `slowdowns` for every cause at the first scrape that shows the plane, so
-//! that `rate()` and `absent()` see each series before its first event.
+//! outcomes; the reconcile duration per kind) when the registry is made, and
+//! the per-AgentControlPlane `slowdowns` for every cause and `token_wait` at
+//! the first scrape that shows the plane, so that `rate()` and `absent()`
+//! see each series before its first event.
 
 use std::cell::Cell;
 use std::fmt;
@@ -586,6 +587,9 @@ impl Metrics {
         for outcome in VERIFICATION_OUTCOMES {
             let _ = verifications.get_or_create(&VerificationLabels { outcome });
         }
+        for kind in KINDS {
+            let _ = reconcile_duration.get_or_create(&KindLabels { kind });
+        }
         Self {
             registry,
             reconciles,
@@ -682,7 +686,8 @@ impl Metrics {
     }
 
     /// Creates `agent_operator_control_plane_slowdowns_total` at 0 for
-    /// every cause of every AgentControlPlane the plane sources show.
+    /// every cause, and an empty `agent_operator_control_plane_token_wait_seconds`,
+    /// of every AgentControlPlane the plane sources show.
     fn zero_plane_slowdowns(&self) {
         let sources = self
             .plane_states
@@ -690,6 +695,10 @@ impl Metrics {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         for sample in sources.iter().flat_map(|source| source()) {
+            let _ = self
+                .control_plane
+                .token_wait
+                .get_or_create(&PlaneLabels::of(&sample.plane));
             for cause in crate::controlplane::operation::SLOWDOWN_CAUSES {
                 let _ = self.control_plane.slowdowns.get_or_create(&SlowdownLabels {
                     namespace: sample.plane.namespace.clone(),
@@ -905,6 +914,11 @@ mod tests {
                 r#"agent_operator_verifications_total{{outcome="{outcome}"}}"#
             ));
         }
+        for kind in KINDS {
+            zero(format!(
+                r#"agent_operator_reconcile_duration_seconds_count{{kind="{kind}"}}"#
+            ));
+        }
         assert!(
             !text.contains("agent_operator_control_plane_slowdowns_total{"),
             "no AgentControlPlane known yet"
@@ -933,6 +947,14 @@ mod tests {
             );
             assert_eq!(sample(&text, &series), Some(0.0), "{series}\n{text}");
         }
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_control_plane_token_wait_seconds_count{namespace="tenant",control_plane="plane"} "#
+            ),
+            Some(0.0),
+            "{text}"
+        );
         m.request_observer().observe_slowdown(&plane, "429");
         let text = m.encode().unwrap();
         assert_eq!(
@@ -983,5 +1005,78 @@ mod tests {
         let (_, blocked) = track_pass(async {}).await;
         assert!(!blocked, "no status written: not blocked");
         note_pass_outcome(true); // outside a pass: no effect, no panic
+    }
+
+    /// Every `agent_operator_*` name in `text` (PromQL or series lines).
+    fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+        let mut names = std::collections::BTreeSet::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("agent_operator_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            names.insert(tail[..end].to_owned());
+            rest = &tail[end..];
+        }
+        names
+    }
+
+    /// Every metric name the shipped alert rules and the recorded alert
+    /// series (deploy/prometheus/) use is one this registry exposes, so a
+    /// renamed metric fails here rather than silencing an alert.
+    #[test]
+    fn the_alert_rules_and_recorded_series_name_only_metrics_of_the_registry() {
+        let m = Metrics::new();
+        m.observe_reconcile("AgentDeployment", None, false, Duration::from_millis(1));
+        let observer = m.request_observer();
+        observer.observe("get_deployment", "2xx", Duration::from_millis(1));
+        let plane = PlaneLabel {
+            namespace: "n".into(),
+            name: "p".into(),
+        };
+        observer.observe_token_wait(&plane, Duration::from_millis(1));
+        m.observe_time_to_ready(1.0);
+        m.track_ready("AgentDeployment", ReadyCounts::default);
+        let shown = plane.clone();
+        m.track_planes(move || {
+            vec![PlaneSample {
+                plane: shown.clone(),
+                rate: Some(1.0),
+                ceiling: Some(2.0),
+                pause_seconds: 0.0,
+                running: 0,
+                waiting: 0,
+                deferred: 0,
+                deferred_total: 0,
+            }]
+        });
+        crate::leader::renewed_now();
+        let exposed: std::collections::BTreeSet<String> = m
+            .encode()
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .map(str::to_owned)
+            .collect();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus");
+        let mut files = vec![dir.join("alerts.yaml")];
+        let recorded = std::fs::read_dir(dir.join("recorded")).expect("deploy/prometheus/recorded");
+        files.extend(recorded.map(|e| e.unwrap().path()));
+        assert!(files.len() > 1, "recorded series exist");
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let names = metric_names(&text);
+            assert!(!names.is_empty(), "{}", file.display());
+            for name in names {
+                // A histogram is also named by its family (the docs do).
+                assert!(
+                    exposed.contains(&name) || exposed.contains(&format!("{name}_bucket")),
+                    "{} uses {name}, which the registry does not expose: {exposed:?}",
+                    file.display()
+                );
+            }
+        }
     }
 }

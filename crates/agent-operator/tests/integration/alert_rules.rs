@@ -7,6 +7,10 @@
 //! rules use is still checked to be documented in docs/METRICS.md, and every
 //! alert to carry a severity and annotations that point at the docs.
 //!
+//! The rules are also run on series recorded from real runs of the
+//! operator (`deploy/prometheus/recorded/`, written by `alert_series.rs`):
+//! exactly the matching alert fires at the end of each scenario.
+//!
 //! promtool comes from `.cache/tools/bin` (`hack/promtool/install.sh`, run by
 //! `make setup`); without it the promtool tests pass over themselves
 //! (`skip_without!(Promtool)`), and fail under `make test`.
@@ -231,5 +235,81 @@ fn every_alert_has_a_severity_and_points_at_the_docs() {
     assert!(
         doc.contains("deploy/prometheus/alerts.yaml"),
         "docs/METRICS.md points at the rule file"
+    );
+}
+
+/// The recorded scenarios (`alert_series.rs`, `make record-alert-series`)
+/// that must be present.
+const RECORDED: [&str; 5] = [
+    "healthy-leader",
+    "frozen-apiserver",
+    "throttled-control-plane",
+    "stalled-resource",
+    "lost-leader",
+];
+
+/// A promtool test file (JSON, which promtool reads as YAML) over the
+/// recorded `fixture`: at its last sample, exactly the alerts `firing`
+/// fire (none at all for an empty list).
+fn recorded_test(fixture: &Value, firing: &[String]) -> String {
+    let samples = fixture["samples"].as_u64().expect("samples");
+    let eval_time = format!("{}s", (samples - 1) * crate::alert_series::SAMPLE_SECONDS);
+    let exp_samples: Vec<Value> = firing
+        .iter()
+        .map(|a| serde_json::json!({"labels": format!("{{alertname=\"{a}\"}}"), "value": 1}))
+        .collect();
+    serde_json::json!({
+        "rule_files": [rules_dir().join("alerts.yaml")],
+        "evaluation_interval": format!("{}s", crate::alert_series::SAMPLE_SECONDS),
+        "tests": [{
+            "interval": format!("{}s", crate::alert_series::SAMPLE_SECONDS),
+            "input_series": fixture["input_series"],
+            "promql_expr_test": [{
+                "expr": "group by (alertname) (ALERTS{alertstate=\"firing\"})",
+                "eval_time": eval_time,
+                "exp_samples": exp_samples,
+            }],
+        }],
+    })
+    .to_string()
+}
+
+fn recorded(name: &str) -> Value {
+    let path = rules_dir().join("recorded").join(format!("{name}.yaml"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (make record-alert-series)", path.display()));
+    yaml_serde::from_str(&text).expect("a recorded fixture")
+}
+
+/// On series recorded from real runs of the operator, exactly the matching
+/// alert fires at the end of each scenario, and none on a healthy leader
+/// over 5 minutes; expecting another alert fails, so the check can fail.
+#[test]
+fn recorded_series_fire_exactly_the_matching_alert() {
+    test_support::skip_without!(Promtool);
+    let dir = tempfile::tempdir().unwrap();
+    for name in RECORDED {
+        let fixture = recorded(name);
+        assert_eq!(fixture["scenario"], name);
+        let firing: Vec<String> =
+            serde_json::from_value(fixture["firing"].clone()).expect("firing");
+        let file = dir.path().join(format!("{name}.json"));
+        std::fs::write(&file, recorded_test(&fixture, &firing)).unwrap();
+        let out = promtool(&["test", "rules"], &file);
+        assert!(out.status.success(), "{name}: {}", text(&out));
+        // The same series with a wrong expectation must fail.
+        let wrong: Vec<String> = if firing.is_empty() {
+            vec!["AgentOperatorNoLeader".to_owned()]
+        } else {
+            Vec::new()
+        };
+        std::fs::write(&file, recorded_test(&fixture, &wrong)).unwrap();
+        let out = promtool(&["test", "rules"], &file);
+        assert!(!out.status.success(), "{name} passes a wrong expectation");
+    }
+    let healthy = recorded("healthy-leader");
+    assert!(
+        healthy["samples"].as_u64().unwrap() * crate::alert_series::SAMPLE_SECONDS >= 300,
+        "the healthy leader covers 5 minutes"
     );
 }

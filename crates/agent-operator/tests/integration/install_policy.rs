@@ -431,7 +431,8 @@ fn object_names(
 
 /// docs/INSTALL.md "Uninstall step by step, and what stays", run on a fresh
 /// API server: the server-side dry run of an overlay after the namespace
-/// step; then a Helm install with leader election and an AgentDeployment,
+/// step; a Helm install whose watchNamespaces do not exist fails and is
+/// cleared by helm uninstall; then a Helm install with leader election and an AgentDeployment,
 /// the documented deletions and `helm uninstall`, after which exactly the
 /// hash key Secret and the Lease are left in the release namespace, nothing
 /// of the release cluster-wide, and the CRDs; deleting those two by hand
@@ -471,6 +472,28 @@ async fn helm_uninstall_leaves_what_install_md_says() {
         object_names(&env, "deployments", Some("agent-operator"), None),
         Vec::<String>::new(),
         "the dry run stored nothing"
+    );
+
+    // watchNamespaces that do not exist yet: the install fails, the release
+    // is left `failed`, and helm uninstall clears it (INSTALL.md).
+    let mut command = helm();
+    command
+        .args(["install", "early", &chart().display().to_string()])
+        .args(["--namespace", "team-early", "--create-namespace"])
+        .args(["--set-json", r#"watchNamespaces=["not-yet"]"#])
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path());
+    let out = command.output().expect("running helm");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains(r#"namespaces "not-yet" not found"#),
+        "{out:?}"
+    );
+    let (status, _) = helm_on(&env, &["status", "early", "--namespace", "team-early"]);
+    assert!(status.contains("STATUS: failed"), "{status}");
+    helm_on(
+        &env,
+        &["uninstall", "early", "--namespace", "team-early", "--wait"],
     );
 
     let tenant = common::test_namespace(&client, "uninstall-tenant").await;

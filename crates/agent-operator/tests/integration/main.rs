@@ -16,6 +16,7 @@ mod agentctl_cli;
 mod agentserver_emulator;
 mod agentserver_real;
 mod alert_rules;
+mod alert_series;
 mod answer_shapes;
 mod contract_deployments;
 mod contract_errors;

@@ -186,6 +186,33 @@ async fn readyz_fails_while_the_watches_cannot_sync_and_sigterm_still_stops() {
     );
 }
 
+/// A standby whose API server does not answer cannot read the Lease, so
+/// could not take over: not ready ("lease unreadable"), though alive.
+#[tokio::test]
+async fn a_standby_without_an_api_server_is_not_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = unreachable_kubeconfig(dir.path());
+    let mut operator = OperatorProcess::start(
+        "ops-standby-unreachable",
+        &kubeconfig,
+        "anywhere",
+        &["--leader-elect", "--shutdown-timeout-seconds", "1"],
+    );
+    operator
+        .wait_for_status("/livez", 200, Duration::from_secs(30))
+        .await;
+    for _ in 0..10 {
+        assert_eq!(
+            operator.get("/readyz").await,
+            Some((503, "lease unreadable".to_owned())),
+            "a standby that cannot read the Lease is not ready"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let status = operator.terminate(TIMEOUT).await;
+    assert!(status.success(), "a standby stops at once: {status:?}");
+}
+
 #[tokio::test]
 async fn several_namespaces_are_watched_and_no_other() {
     test_support::skip_without!(Envtest);

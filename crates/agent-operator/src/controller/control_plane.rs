@@ -128,7 +128,6 @@ fn report(
 impl Kind for AgentControlPlane {
     crate::kind_status!(AgentControlPlaneStatus);
     const FINALIZER: Option<&'static str> = Some(IN_USE_FINALIZER);
-
     const REASONS: ReasonTable = ReasonTable::CONTROL_PLANE;
     type Observed = ControlPlaneClient;
     /// Every pass takes the same step: the authentication probe.

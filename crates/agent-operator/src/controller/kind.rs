@@ -160,8 +160,44 @@ pub struct Report<K: Kind> {
     pub annotations: Vec<(&'static str, Option<String>)>,
     /// Events, published after the writes, in this order.
     pub events: Vec<Note>,
+    /// Changes of the in-process memory ([`Context`]) that this pass's
+    /// writes make true, applied only once they succeeded: a failed write
+    /// leaves the memory as it was, like the object.
+    pub remember: Remember,
     /// The requeue, or the error that `error_policy` backs off from.
     pub then: Result<Action, Error>,
+}
+
+/// One change of the in-process memory.
+type Change = Box<dyn FnOnce(&Context) + Send + Sync>;
+
+/// Changes of the in-process memory carried by a [`Report`], in order.
+#[derive(Default)]
+pub struct Remember(Vec<Change>);
+
+impl Remember {
+    /// Adds `change`, applied after the report's Kubernetes writes.
+    pub fn push(&mut self, change: impl FnOnce(&Context) + Send + Sync + 'static) {
+        self.0.push(Box::new(change));
+    }
+
+    /// Moves the changes of `other` after these.
+    pub fn append(&mut self, other: &mut Remember) {
+        self.0.append(&mut other.0);
+    }
+
+    /// Applies every change to `ctx`, in order.
+    fn apply(self, ctx: &Context) {
+        for change in self.0 {
+            change(ctx);
+        }
+    }
+}
+
+impl std::fmt::Debug for Remember {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Remember({} changes)", self.0.len())
+    }
 }
 
 impl<K: Kind> From<Error> for Box<Report<K>> {
@@ -178,6 +214,7 @@ impl<K: Kind> Report<K> {
             status: None,
             annotations: Vec::new(),
             events: Vec::new(),
+            remember: Remember::default(),
             then: Ok(action),
         })
     }
@@ -278,8 +315,9 @@ pub async fn set_annotations<K: Kind>(
 }
 
 /// Writes `report` about `obj` (or the fresh read it names): status, then
-/// annotations, then events; returns its `then`. A failed write returns the
-/// Kubernetes error, and what follows it is not written.
+/// annotations, then the changes of the in-process memory it carries, then
+/// events; returns its `then`. A failed write returns the Kubernetes error,
+/// and what follows it is neither written nor remembered.
 pub async fn write<K: Kind>(
     api: &Api<K>,
     ctx: &Context,
@@ -291,6 +329,7 @@ pub async fn write<K: Kind>(
         status,
         annotations,
         events,
+        remember,
         then,
     } = *report;
     let obj = object.as_deref().unwrap_or(obj);
@@ -312,6 +351,7 @@ pub async fn write<K: Kind>(
             .collect();
         set_annotations(api, obj, &pairs).await?;
     }
+    remember.apply(ctx);
     for (type_, reason, note) in events {
         publish(ctx, obj, type_, reason, note).await;
     }

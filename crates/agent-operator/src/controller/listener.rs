@@ -72,7 +72,6 @@ pub fn mirror(listener: &Listener) -> AgentListenerStatus {
 impl Kind for AgentListener {
     crate::kind_status!(AgentListenerStatus);
     const FINALIZER: Option<&'static str> = None;
-
     const REASONS: ReasonTable = ReasonTable::LISTENER;
     type Observed = ControlPlaneClient;
     /// Every pass takes the same step: one read of the listener.

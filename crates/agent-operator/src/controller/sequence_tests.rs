@@ -255,3 +255,26 @@ async fn a_listener_on_a_missing_plane_writes_status_then_one_warning() {
         ]
     );
 }
+
+/// A report's changes of the in-process memory are applied only once its
+/// Kubernetes writes succeeded: a failed status write leaves the memory as
+/// it was.
+#[tokio::test]
+async fn memory_changes_follow_the_writes_that_make_them_true() {
+    use super::kind::{Report, write};
+    let s = Scenario::with(EmulatorConfig::default()).await;
+    let api: kube::Api<AgentControlPlane> = kube::Api::namespaced(s.ctx.client.clone(), NS);
+    let plane: AgentControlPlane = s.object_at(PLANE);
+    let report = |key: &'static str| {
+        let mut r =
+            Report::<AgentControlPlane>::end(kube::runtime::controller::Action::await_change());
+        r.status = Some(Box::default());
+        r.remember.push(move |ctx| ctx.secrets_sent(key));
+        r
+    };
+    assert!(write(&api, &s.ctx, &plane, report("written")).await.is_ok());
+    assert!(s.ctx.secrets_due_in("written").is_some());
+    s.remove(PLANE);
+    assert!(write(&api, &s.ctx, &plane, report("failed")).await.is_err());
+    assert!(s.ctx.secrets_due_in("failed").is_none(), "not remembered");
+}

@@ -285,7 +285,10 @@ impl Pass<'_> {
         self.events.push((EventType::Normal, event_reason, note));
         if patch.secrets.is_some() {
             self.status.secrets_hash = Some(secrets_hash.to_owned());
-            self.ctx.secrets_sent(&object_key(self.obj));
+            // The next PATCH of Secret values alone waits its interval,
+            // once this one's status (its secrets hash) is written.
+            let key = object_key(self.obj);
+            self.remember.push(move |ctx| ctx.secrets_sent(&key));
         }
         if desired::creates_revision(&patch) {
             self.served_redeploy();

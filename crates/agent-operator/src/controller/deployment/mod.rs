@@ -57,7 +57,6 @@ use crate::plan::decide::{self, Before};
 impl Kind for AgentDeployment {
     crate::kind_status!(AgentDeploymentStatus);
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
-
     const REASONS: ReasonTable = ReasonTable::DEPLOYMENT;
     type Observed = Observed;
     type Decision = Before;

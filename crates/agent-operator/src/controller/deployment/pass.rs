@@ -14,7 +14,7 @@ use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
     REDEPLOY_ANNOTATION, RejectedRequest,
 };
-use crate::controller::kind::{already_reported, changed};
+use crate::controller::kind::{Remember, already_reported, changed};
 use crate::controller::{Context, Error, jittered};
 use crate::controlplane::types::Deployment;
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
@@ -94,6 +94,9 @@ pub struct Pass<'a> {
     pub(super) secret_values: Vec<SecretString>,
     /// Events of the report, after its Warning if any.
     pub(super) events: Vec<Note>,
+    /// Changes of the in-process memory the report carries (applied after
+    /// its writes).
+    pub(super) remember: Remember,
     /// The revision made outside the operator that this pass's PATCH
     /// replaces (`decide::After::Reapply`): named in its event and in the
     /// condition's message.
@@ -123,6 +126,7 @@ impl<'a> Pass<'a> {
             status,
             secret_values: seen.body.secrets.iter().map(|s| s.value.clone()).collect(),
             events: Vec::new(),
+            remember: Remember::default(),
             reapplied_over: None,
         }
     }
@@ -212,6 +216,7 @@ impl<'a> Pass<'a> {
             .events
             .extend(warn.map(|(reason, message)| (EventType::Warning, reason, message)));
         report.events.append(&mut self.events);
+        report.remember.append(&mut self.remember);
         report
     }
 }

@@ -239,22 +239,6 @@ impl Operator {
         self.child.id().expect("agent-operator is running")
     }
 
-    /// Panics, naming the log, when the process is no longer running (its
-    /// `/proc` entry is gone or a zombie): a gate fails at once instead of
-    /// waiting out its timeout.
-    pub fn assert_running(&self) {
-        let running = self.child.id().is_some_and(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')
-                        .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(false)
-        });
-        assert!(running, "agent-operator exited; see {}", self.log.display());
-    }
-
     /// Polls `/readyz` every 50 ms until it answers 200; the time it took from
     /// `since`. Panics after `timeout` or when the process exits.
     pub async fn wait_ready(&mut self, since: Instant, timeout: Duration) -> Duration {

@@ -278,12 +278,7 @@ impl Bench {
             &kubeconfig,
             None,
             &args,
-            // As the shipped Deployment gives them (downward API): the
-            // hash-key Secret lives in the operator's namespace.
-            &[
-                ("POD_NAME", "agent-operator-bench-0"),
-                ("POD_NAMESPACE", OPERATOR_NAMESPACE),
-            ],
+            &[("POD_NAME", "agent-operator-bench-0")],
         );
         operator
             .wait_ready(Instant::now(), Duration::from_secs(120))
@@ -314,7 +309,6 @@ impl Bench {
             if ready == planes {
                 break;
             }
-            operator.assert_running();
             assert!(
                 Instant::now() < deadline,
                 "{ready}/{planes} AgentControlPlanes Ready after 120 s; see {}",
@@ -401,7 +395,6 @@ impl Bench {
             let mut last_progress = Instant::now();
             loop {
                 tokio::time::sleep(list_interval(setup.n)).await;
-                operator.assert_running();
                 let ready = match ready_by_namespace(&self.client).await {
                     Ok(r) => r,
                     Err(e) => {

@@ -289,23 +289,11 @@ where
     })
 }
 
-/// The annotation client-side `kubectl apply` keeps: the whole last applied
-/// manifest, as JSON.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// Drops what the operator never reads before an object enters a store:
-/// `metadata.managedFields` and the [`LAST_APPLIED`] annotation, often the
-/// largest parts of an object (a copy of the spec, and one entry per field
-/// manager). The operator's own annotations stay.
+/// Drops `metadata.managedFields` before an object enters a store: the
+/// operator never reads them, and they are often the largest part of an
+/// object.
 pub fn strip_managed_fields<K: Resource>(obj: &mut K) {
-    let meta = obj.meta_mut();
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-        if annotations.is_empty() {
-            meta.annotations = None;
-        }
-    }
+    obj.meta_mut().managed_fields = None;
 }
 
 #[cfg(test)]
@@ -316,31 +304,6 @@ mod tests {
 
     fn owned(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn the_store_keeps_no_managed_fields_nor_last_applied_manifest() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-        let mut secret = Secret::default();
-        secret.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        secret.metadata.annotations = Some(
-            [
-                (LAST_APPLIED.to_owned(), "{\"spec\":{}}".to_owned()),
-                ("agentserver.dev/deployment-id".to_owned(), "id".to_owned()),
-            ]
-            .into(),
-        );
-        strip_managed_fields(&mut secret);
-        assert!(secret.metadata.managed_fields.is_none());
-        assert_eq!(
-            secret.metadata.annotations,
-            Some([("agentserver.dev/deployment-id".to_owned(), "id".to_owned())].into())
-        );
-        let mut only_applied = Secret::default();
-        only_applied.metadata.annotations =
-            Some([(LAST_APPLIED.to_owned(), "{}".to_owned())].into());
-        strip_managed_fields(&mut only_applied);
-        assert!(only_applied.metadata.annotations.is_none());
     }
 
     #[test]

@@ -462,6 +462,7 @@ impl Bench {
             if ready {
                 break;
             }
+            operator.assert_running();
             assert!(
                 Instant::now() < deadline,
                 "AgentControlPlane not Ready after 60 s: {:?}; see {}",

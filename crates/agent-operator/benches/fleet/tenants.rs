@@ -278,7 +278,13 @@ impl Bench {
             &kubeconfig,
             None,
             &args,
-            &[("POD_NAME", "agent-operator-bench-0")],
+            // As the shipped Deployment's downward API gives them: its hash
+            // key Secret lives in its own namespace, the only one where the
+            // shipped RBAC lets it create Secrets.
+            &[
+                ("POD_NAME", "agent-operator-bench-0"),
+                ("POD_NAMESPACE", OPERATOR_NAMESPACE),
+            ],
         );
         operator
             .wait_ready(Instant::now(), Duration::from_secs(120))
@@ -309,6 +315,7 @@ impl Bench {
             if ready == planes {
                 break;
             }
+            operator.assert_running();
             assert!(
                 Instant::now() < deadline,
                 "{ready}/{planes} AgentControlPlanes Ready after 120 s; see {}",
@@ -395,6 +402,7 @@ impl Bench {
             let mut last_progress = Instant::now();
             loop {
                 tokio::time::sleep(list_interval(setup.n)).await;
+                operator.assert_running();
                 let ready = match ready_by_namespace(&self.client).await {
                     Ok(r) => r,
                     Err(e) => {

@@ -39,6 +39,8 @@
 
 #[path = "fleet/figures.rs"]
 mod figures;
+#[path = "fleet/kube_side.rs"]
+mod kube_side;
 #[path = "fleet/procs.rs"]
 mod procs;
 #[path = "fleet/tenants.rs"]

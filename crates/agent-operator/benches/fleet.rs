@@ -39,6 +39,8 @@
 
 #[path = "fleet/figures.rs"]
 mod figures;
+#[path = "fleet/kube_side.rs"]
+mod kube_side;
 #[path = "fleet/procs.rs"]
 mod procs;
 #[path = "fleet/tenants.rs"]
@@ -462,6 +464,7 @@ impl Bench {
             if ready {
                 break;
             }
+            operator.assert_running();
             assert!(
                 Instant::now() < deadline,
                 "AgentControlPlane not Ready after 60 s: {:?}; see {}",

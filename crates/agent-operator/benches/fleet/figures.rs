@@ -156,6 +156,13 @@ impl Phase {
         Some(self.time_to_ready?.as_secs_f64() / self.t_min?.as_secs_f64())
     }
 
+    /// The operator's final RSS divided by the resources of the phase, in
+    /// KiB: an upper bound of what one AgentDeployment costs in memory (the
+    /// process's fixed part is not taken out).
+    pub fn rss_kib_per_resource(&self) -> f64 {
+        self.proc_after.rss_mib * 1024.0 / self.n.max(1) as f64
+    }
+
     /// One result line and the table of requests by route.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -187,7 +194,7 @@ impl Phase {
         };
         let _ = writeln!(
             out,
-            "{}: {ready} | requests {} ({:.2} per resource) | 429 {} ({:.2} %) | sent during Retry-After {during} | operator RSS peak {:.1} MiB{} final {:.1} MiB | operator CPU {:.2} s | bench CPU {:.2} s | load {:.2}",
+            "{}: {ready} | requests {} ({:.2} per resource) | 429 {} ({:.2} %) | sent during Retry-After {during} | operator RSS peak {:.1} MiB{} final {:.1} MiB ({:.1} KiB per resource) | operator CPU {:.2} s | bench CPU {:.2} s | load {:.2}",
             self.label,
             self.counts.total,
             self.per_resource(),
@@ -200,6 +207,7 @@ impl Phase {
                 " (since start)"
             },
             self.proc_after.rss_mib,
+            self.rss_kib_per_resource(),
             self.cpu_seconds(),
             self.bench_cpu_seconds,
             self.load,

@@ -239,6 +239,21 @@ impl Operator {
         self.child.id().expect("agent-operator is running")
     }
 
+    /// Panics, with the last lines of its log, once the process has exited:
+    /// a gate must not wait out its timeout for an operator that is gone
+    /// (e.g. one refused its hash key Secret by RBAC).
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+            panic!(
+                "agent-operator exited with {status}; see {}; last lines:\n{tail}",
+                self.log.display()
+            );
+        }
+    }
+
     /// Polls `/readyz` every 50 ms until it answers 200; the time it took from
     /// `since`. Panics after `timeout` or when the process exits.
     pub async fn wait_ready(&mut self, since: Instant, timeout: Duration) -> Duration {
@@ -252,12 +267,7 @@ impl Operator {
             {
                 return since.elapsed();
             }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "agent-operator exited with {status}; see {}",
-                    self.log.display()
-                );
-            }
+            self.assert_running();
             assert!(
                 since.elapsed() < timeout,
                 "/readyz did not answer 200 within {timeout:?}; see {}",

@@ -26,6 +26,7 @@ use test_support::install::{
 use test_support::manifests::AgentDeploymentManifest;
 
 use super::figures::{Counts, Phase};
+use super::kube_side::ApiRequests;
 use super::procs::{self, Emulator, Operator};
 use super::{Bench, apply, name};
 
@@ -278,7 +279,13 @@ impl Bench {
             &kubeconfig,
             None,
             &args,
-            &[("POD_NAME", "agent-operator-bench-0")],
+            // As the shipped Deployment's downward API gives them: its hash
+            // key Secret lives in its own namespace, the only one where the
+            // shipped RBAC lets it create Secrets.
+            &[
+                ("POD_NAME", "agent-operator-bench-0"),
+                ("POD_NAMESPACE", OPERATOR_NAMESPACE),
+            ],
         );
         operator
             .wait_ready(Instant::now(), Duration::from_secs(120))
@@ -309,6 +316,7 @@ impl Bench {
             if ready == planes {
                 break;
             }
+            operator.assert_running();
             assert!(
                 Instant::now() < deadline,
                 "{ready}/{planes} AgentControlPlanes Ready after 120 s; see {}",
@@ -333,6 +341,8 @@ impl Bench {
         let proc_before = self.sample(&operator);
         let bench_before = self.own_cpu();
         let throttled_ws = setup.throttle.map(|_| workspace_id(setup.workspaces - 1));
+        let kube_before = ApiRequests::read(&self.client).await;
+        let mut own_lists = 0.0;
         let t0 = Instant::now();
         if let (Some((retry_after, _)), Some(ws)) = (setup.throttle, &throttled_ws) {
             emulator.throttle(&[(ws, retry_after)]).await;
@@ -395,6 +405,8 @@ impl Bench {
             let mut last_progress = Instant::now();
             loop {
                 tokio::time::sleep(list_interval(setup.n)).await;
+                operator.assert_running();
+                own_lists += 1.0;
                 let ready = match ready_by_namespace(&self.client).await {
                     Ok(r) => r,
                     Err(e) => {
@@ -430,6 +442,11 @@ impl Bench {
         };
         let ((), (), (done, ready)) = tokio::join!(apply_all, lift_throttle, wait);
         let window = t0.elapsed();
+        // The benchmark's own server-side applies (one PATCH each) and fleet
+        // lists are taken out; the /metrics reads are GETs, not counted.
+        let kube = ApiRequests::read(&self.client).await.since(&kube_before);
+        let kube_line = kube.render(setup.n, setup.n as f64, own_lists);
+        eprint!("{kube_line}");
         let after_json = emulator.requests().await;
         let counts = Counts::from_json(&after_json).since(&before);
         let ws_after = workspace_counts(&after_json);

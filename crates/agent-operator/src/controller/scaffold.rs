@@ -289,11 +289,25 @@ where
     })
 }
 
-/// Drops `metadata.managedFields` before an object enters a store: the
-/// operator never reads them, and they are often the largest part of an
-/// object.
+/// The annotation `kubectl apply` (client-side) writes: a second copy of
+/// the whole object as last applied, which the operator never reads.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what the operator never reads before an object enters a store:
+/// `metadata.managedFields` and the [`LAST_APPLIED_ANNOTATION`] (together
+/// often larger than the rest of the object; an annotation map left empty
+/// becomes absent). Every reflector of the operator's own kinds and of
+/// AgentControlPlanes goes through it; the Secret metadata watch has its
+/// own, stricter trim.
 pub fn strip_managed_fields<K: Resource>(obj: &mut K) {
-    obj.meta_mut().managed_fields = None;
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -304,6 +318,31 @@ mod tests {
 
     fn owned(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn stores_keep_no_managed_fields_nor_last_applied_copy() {
+        let mut secret = Secret::default();
+        let meta = &mut secret.metadata;
+        meta.managed_fields = Some(vec![Default::default()]);
+        meta.annotations = Some(
+            [
+                (LAST_APPLIED_ANNOTATION.to_owned(), "{\"big\":1}".to_owned()),
+                ("agentserver.dev/paused".to_owned(), "true".to_owned()),
+            ]
+            .into(),
+        );
+        strip_managed_fields(&mut secret);
+        assert_eq!(secret.metadata.managed_fields, None);
+        assert_eq!(
+            secret.metadata.annotations,
+            Some([("agentserver.dev/paused".to_owned(), "true".to_owned())].into())
+        );
+        let mut only_last_applied = Secret::default();
+        only_last_applied.metadata.annotations =
+            Some([(LAST_APPLIED_ANNOTATION.to_owned(), "{}".to_owned())].into());
+        strip_managed_fields(&mut only_last_applied);
+        assert_eq!(only_last_applied.metadata.annotations, None);
     }
 
     #[test]

@@ -66,9 +66,13 @@ pub async fn cleanup(
     // Giving the remote deployment up (removing the finalizer without a
     // DELETE) is decided on a fresh read, never on a cache that may predate
     // the operator's own last write; the id annotation survives a restore
-    // without status.
+    // without status. So is a DELETE this process has no memory of: a pass
+    // queued before the last one removed the finalizer (and forgot the
+    // object) may hold a cached copy of an object that is already gone.
+    let remembered =
+        id_of(obj).is_some_and(|id| ctx.deletes.known(&object_key(obj), &id).is_some());
     let mut fresh = None;
-    if id_of(obj).is_none() && !obj.create_pending() {
+    if !remembered {
         match api.get_opt(&obj.name_any()).await {
             Ok(Some(o)) => fresh = Some(o),
             Ok(None) => return Report::end(Action::await_change()),

@@ -12,7 +12,7 @@
 //! and keeps the user's resources under `agents/`; here `agents/` is the
 //! project's `examples/`.
 
-use crate::install_manifests::{apply, documents, ensure_namespace, kubectl, succeed};
+use crate::install_manifests::{apply, documents, ensure_namespace, kustomize_overlay};
 
 use serde_json::{Value, json};
 
@@ -33,10 +33,6 @@ fn local(path: &str) -> String {
 /// entries), as its tool would render it.
 fn render(path: &str, images: Value) -> Vec<Value> {
     let root = test_support::repo_root();
-    let dir = tempfile::Builder::new()
-        .prefix(".gitops-test-")
-        .tempdir_in(root)
-        .unwrap();
     let target = root.join(path);
     let resources: Vec<String> = if target.join("kustomization.yaml").exists() {
         vec![format!("../{path}")]
@@ -52,22 +48,12 @@ fn render(path: &str, images: Value) -> Vec<Value> {
         files.sort();
         files
     };
-    let kustomization = json!({
+    kustomize_overlay(json!({
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "resources": resources,
         "images": images,
-    });
-    std::fs::write(
-        dir.path().join("kustomization.yaml"),
-        kustomization.to_string(),
-    )
-    .unwrap();
-    let mut command = kubectl();
-    command
-        .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
-        .arg(dir.path());
-    documents(&succeed(command, None).0)
+    }))
 }
 
 /// Checks what one object renders: applied (dry run), and the operator's

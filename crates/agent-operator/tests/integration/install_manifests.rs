@@ -146,6 +146,27 @@ pub(crate) fn kustomize(overlay: &str) -> Vec<Value> {
     documents(&succeed(command, None).0)
 }
 
+/// What `kubectl kustomize` builds from `kustomization`, an overlay as a
+/// user's repository would write it, its paths relative to a folder one
+/// level below this repository's root (kustomize takes relative paths
+/// only); the folder lives for the build only.
+pub(crate) fn kustomize_overlay(kustomization: Value) -> Vec<Value> {
+    let dir = tempfile::Builder::new()
+        .prefix(".kustomize-test-")
+        .tempdir_in(repo())
+        .unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        kustomization.to_string(),
+    )
+    .unwrap();
+    let mut command = kubectl();
+    command
+        .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
+        .arg(dir.path());
+    documents(&succeed(command, None).0)
+}
+
 /// `helm template helm-it <chart> --namespace <namespace> <args>`.
 fn helm_template(namespace: &str, args: &[&str]) -> Vec<Value> {
     let mut command = helm();
@@ -730,28 +751,12 @@ fn every_component_builds_on_the_cluster_wide_overlay_and_applies() {
     let egress =
         |docs: &[Value]| find(docs, "NetworkPolicy", "agent-operator")["spec"]["egress"].clone();
     for component in &components {
-        // kustomize takes relative paths only: the overlay lives one level
-        // below the repository's root for the test's duration.
-        let dir = tempfile::Builder::new()
-            .prefix(".component-test-")
-            .tempdir_in(repo())
-            .unwrap();
-        let kustomization = json!({
+        let docs = kustomize_overlay(json!({
             "apiVersion": "kustomize.config.k8s.io/v1beta1",
             "kind": "Kustomization",
             "resources": ["../deploy/overlays/cluster-wide"],
             "components": [format!("../deploy/components/{component}")],
-        });
-        std::fs::write(
-            dir.path().join("kustomization.yaml"),
-            kustomization.to_string(),
-        )
-        .unwrap();
-        let mut command = kubectl();
-        command
-            .args(["kustomize", "--load-restrictor", "LoadRestrictionsNone"])
-            .arg(dir.path());
-        let docs = documents(&succeed(command, None).0);
+        }));
         apply(&docs, true);
         let (spec, base_spec) = (pod_spec(&docs), pod_spec(&base));
         match component.as_str() {

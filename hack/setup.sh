@@ -30,6 +30,11 @@ start=$SECONDS
 assets=$("$root/hack/envtest/install.sh" | tail -n1)
 echo "envtest binaries in $assets ($((SECONDS - start)) s)" >&2
 
+# The oldest supported kube-apiserver, for crates/agent-operator/tests/integration/supported_versions.rs.
+start=$SECONDS
+oldest=$("$root/hack/envtest/install.sh" --oldest | tail -n1)
+echo "oldest supported kube-apiserver in $oldest ($((SECONDS - start)) s)" >&2
+
 # kstatus and the Argo CD Lua health check under gopher-lua (crates/agent-operator/tests/integration/gitops_health.rs).
 start=$SECONDS
 health_bin=$("$root/hack/health/install.sh" | tail -n1)

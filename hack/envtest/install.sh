@@ -9,14 +9,28 @@
 # Arguments name the binaries to build (default: all three); `make demo` builds
 # etcd and kube-apiserver first and kubectl while the demo runs.
 #
+# `install.sh --oldest` builds instead the kube-apiserver of the oldest
+# Kubernetes version the project claims (hack/envtest/oldest/go.mod), next to
+# a link to the current etcd: only the supported-versions test uses it.
+#
 # Prints the directory holding the binaries on its last line of stdout.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$here/go.mod")
-[ -n "$version" ] || { echo "cannot read the k8s.io/kubernetes version from $here/go.mod" >&2; exit 1; }
+module=$here
+oldest=
+if [ "${1:-}" = "--oldest" ]; then
+  shift
+  oldest=1
+  module=$here/oldest
+  # etcd first, from the current module, so the oldest directory can link it.
+  current=$("$here/install.sh" etcd | tail -n1)
+  set -- kube-apiserver
+fi
+version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3} $1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2}' "$module/go.mod")
+[ -n "$version" ] || { echo "cannot read the k8s.io/kubernetes version from $module/go.mod" >&2; exit 1; }
 
-if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ] && [ -x "$KUBEBUILDER_ASSETS/etcd" ]; then
+if [ -z "$oldest" ] && [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ] && [ -x "$KUBEBUILDER_ASSETS/etcd" ]; then
   echo "using KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS" >&2
   echo "$KUBEBUILDER_ASSETS"
   exit 0
@@ -34,7 +48,7 @@ build() { # build <name> <package>
   if [ -x "$out/$name" ]; then return 0; fi
   echo "building $name from $pkg ($version), once per machine; this takes minutes" >&2
   local start=$SECONDS
-  (cd "$here" && CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
+  (cd "$module" && CGO_ENABLED=0 go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
   mv "$out/$name.tmp" "$out/$name"
   echo "built $name in $((SECONDS - start)) s" >&2
 }
@@ -48,4 +62,5 @@ for name in "${names[@]}"; do
     *) echo "unknown binary $name (etcd, kube-apiserver or kubectl)" >&2; exit 2 ;;
   esac
 done
+[ -z "$oldest" ] || ln -sfn "$current/etcd" "$out/etcd"
 echo "$out"

@@ -42,16 +42,20 @@ pub enum Prerequisite {
     Image,
     /// The release that `make release` writes ([`release_dir`]).
     Release,
+    /// The kube-apiserver of the oldest supported Kubernetes version
+    /// ([`crate::envtest::oldest_assets_dir`]).
+    OldestKubernetes,
 }
 
 impl Prerequisite {
-    const ALL: [Self; 6] = [
+    const ALL: [Self; 7] = [
         Self::Envtest,
         Self::AgentServer,
         Self::Tools,
         Self::Promtool,
         Self::Image,
         Self::Release,
+        Self::OldestKubernetes,
     ];
 
     /// What the tests that need it are about, for the note.
@@ -63,6 +67,7 @@ impl Prerequisite {
             Self::Promtool => "promtool (the Prometheus alert rules)",
             Self::Image => "the operator's image tarball",
             Self::Release => "the release (dist/)",
+            Self::OldestKubernetes => "the oldest supported kube-apiserver",
         }
     }
 
@@ -91,6 +96,11 @@ impl Prerequisite {
             Self::Release => {
                 "`make release` writes it (after `make image`; `make test` runs both)".to_owned()
             }
+            Self::OldestKubernetes => format!(
+                "`make setup` builds kube-apiserver {} with Go from the module proxy \
+                 (`hack/envtest/install.sh --oldest`) into .cache/envtest/ (about 6 minutes)",
+                crate::envtest::OLDEST_KUBERNETES_VERSION
+            ),
         }
     }
 
@@ -114,6 +124,9 @@ impl Prerequisite {
             Self::Promtool => file(tool("promtool")),
             Self::Image => file(image_tarball()),
             Self::Release => file(release_dir().join("SHA256SUMS")),
+            Self::OldestKubernetes => crate::envtest::oldest_assets_dir()
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
         }
     }
 }

@@ -507,6 +507,8 @@ const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "--watch-cache",
     // setpriv
     "--pdeathsig",
+    // hack/envtest/install.sh: the oldest supported kube-apiserver
+    "--oldest",
 ];
 
 /// The flags each command of a line passes to `agentctl` or

@@ -523,6 +523,19 @@ fn cases() -> Vec<Case> {
     ]
 }
 
+/// The rows of the table that admission refuses: (what, manifest, a text of
+/// the refusal). Also checked on the oldest supported kube-apiserver
+/// (`supported_versions`).
+pub(crate) fn admission_cases() -> Vec<(&'static str, Value, &'static str)> {
+    cases()
+        .into_iter()
+        .filter_map(|case| match case.expect {
+            Expect::Admission(text) => Some((case.what, case.manifest, text)),
+            Expect::Stalled(_) => None,
+        })
+        .collect()
+}
+
 /// Applies `manifest` with strict field validation (as `kubectl apply`).
 async fn try_apply(h: &Harness, manifest: &Value) -> Result<(), String> {
     let name = manifest["metadata"]["name"].as_str().unwrap();

@@ -49,7 +49,7 @@ fn kubectl(env: &TestEnv) -> Command {
 
 /// `path` relative to `from` (both absolute): kustomize refuses absolute
 /// paths in `resources` and `components`.
-fn relative(from: &Path, path: &Path) -> String {
+pub(crate) fn relative(from: &Path, path: &Path) -> String {
     let up = from.components().count() - 1;
     format!(
         "{}{}",
@@ -100,7 +100,7 @@ async fn create(client: &kube::Client, ns: &str, manifest: &Value) -> Result<(),
 /// loads a new policy within a second or so), then checks that it refuses
 /// every hostile spec of `security_policy` and admits the clean self-hosted
 /// one (dry runs: nothing is stored).
-async fn assert_policy_in_force(client: &kube::Client, ns: &str) {
+pub(crate) async fn assert_policy_in_force(client: &kube::Client, ns: &str) {
     let cases = security_policy::hostile();
     let objects = agent_deployments(client, ns);
     let dry_run = PostParams {
@@ -145,7 +145,7 @@ async fn assert_policy_in_force(client: &kube::Client, ns: &str) {
 /// An AgentDeployment's life under the policy, by the operator: `name` is
 /// created (admitted at the first try), becomes Ready, changes (Ready at its
 /// new generation) and is deleted (the operator's finalizer goes: gone).
-async fn create_change_delete(client: &kube::Client, ns: &str, name: &str) {
+pub(crate) async fn create_change_delete(client: &kube::Client, ns: &str, name: &str) {
     create(client, ns, &github_deployment(name, "main"))
         .await
         .unwrap_or_else(|e| panic!("creating {name} under the policy: {e}"));
@@ -172,7 +172,7 @@ async fn create_change_delete(client: &kube::Client, ns: &str, name: &str) {
 
 /// The operator of an install: cluster-wide, or on `watched`, as the
 /// ServiceAccount `sa` of the install's namespace `ns`.
-fn operator(
+pub(crate) fn operator(
     env: &TestEnv,
     log_name: &str,
     ns: &str,

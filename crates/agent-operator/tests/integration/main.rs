@@ -74,5 +74,6 @@ mod security_rbac;
 mod security_tls;
 mod setup_prerequisites;
 mod shipped_manifests;
+mod supported_versions;
 mod tenants;
 mod troubleshooting_advice;

@@ -41,6 +41,13 @@ use process::ManagedProcess;
 /// `hack/envtest/install.sh` builds (pinned in `hack/envtest/go.mod`).
 pub const KUBERNETES_VERSION: &str = "v1.34.4";
 
+/// The oldest Kubernetes version the project claims to support
+/// (docs/VERSIONING.md): its kube-apiserver is built by
+/// `hack/envtest/install.sh --oldest` (pinned in `hack/envtest/oldest/go.mod`)
+/// into [`oldest_assets_dir`], for the test that installs the CRDs and the
+/// pod policy on it.
+pub const OLDEST_KUBERNETES_VERSION: &str = "v1.30.14";
+
 /// Environment variable naming a directory with `kube-apiserver` and `etcd`
 /// (and optionally `kubectl`); the convention of Go's envtest.
 pub const ASSETS_ENV: &str = "KUBEBUILDER_ASSETS";
@@ -117,6 +124,20 @@ pub fn default_assets_dir() -> PathBuf {
         .join(".cache")
         .join("envtest")
         .join(KUBERNETES_VERSION)
+}
+
+/// `<repository root>/.cache/envtest/<OLDEST_KUBERNETES_VERSION>`: the
+/// oldest supported kube-apiserver and a link to the current etcd
+/// (`hack/envtest/install.sh --oldest`).
+///
+/// Errors: [`EnvTestError::AssetsNotFound`] when either binary is missing.
+pub fn oldest_assets_dir() -> Result<PathBuf, EnvTestError> {
+    check_assets(
+        crate::repo_root()
+            .join(".cache")
+            .join("envtest")
+            .join(OLDEST_KUBERNETES_VERSION),
+    )
 }
 
 fn check_assets(dir: PathBuf) -> Result<PathBuf, EnvTestError> {
@@ -748,17 +769,27 @@ async fn wait_for_readyz(
 mod tests {
     use super::*;
 
-    /// The version constant must name what `hack/envtest/install.sh` builds.
-    #[test]
-    fn version_matches_the_install_script_pin() {
-        let go_mod =
-            std::fs::read_to_string(crate::repo_root().join("hack/envtest/go.mod")).unwrap();
-        let pinned = go_mod
+    /// The `k8s.io/kubernetes` version `go_mod` (a path below the root) pins.
+    fn pinned(go_mod: &str) -> Option<String> {
+        std::fs::read_to_string(crate::repo_root().join(go_mod))
+            .unwrap()
             .lines()
             .map(|l| l.trim().trim_start_matches("require").trim())
             .find_map(|l| l.strip_prefix("k8s.io/kubernetes "))
-            .map(|v| v.split_whitespace().next().unwrap_or_default().to_owned());
-        assert_eq!(pinned.as_deref(), Some(KUBERNETES_VERSION));
+            .map(|v| v.split_whitespace().next().unwrap_or_default().to_owned())
+    }
+
+    /// The version constants must name what `hack/envtest/install.sh` builds.
+    #[test]
+    fn version_matches_the_install_script_pin() {
+        assert_eq!(
+            pinned("hack/envtest/go.mod").as_deref(),
+            Some(KUBERNETES_VERSION)
+        );
+        assert_eq!(
+            pinned("hack/envtest/oldest/go.mod").as_deref(),
+            Some(OLDEST_KUBERNETES_VERSION)
+        );
     }
 
     #[test]

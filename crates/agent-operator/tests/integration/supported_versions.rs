@@ -1,0 +1,153 @@
+//! "Supported Kubernetes versions" (docs/VERSIONING.md), backed on the
+//! oldest version claimed: a kube-apiserver of
+//! [`OLDEST_KUBERNETES_VERSION`], built once by
+//! `hack/envtest/install.sh --oldest`, with the current etcd. On it the CRDs
+//! install, every admission row of the hostile-input table is refused with
+//! the same message as on the current version (CEL rules, `messageExpression`,
+//! formats and ranges), the cluster-wide install with the pod policy
+//! (ValidatingAdmissionPolicy v1) applies and refuses every hostile spec,
+//! and the operator, as the installed ServiceAccount, creates, changes and
+//! deletes an AgentDeployment through its finalizer. kubectl is the current
+//! one (1.34), as a platform team's newer client would be.
+
+use std::process::Command;
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+use test_support::envtest::{
+    OLDEST_KUBERNETES_VERSION, TestEnv, TestEnvOptions, oldest_assets_dir,
+};
+
+use crate::install_manifests::succeed;
+use crate::install_policy::{assert_policy_in_force, create_change_delete, operator, relative};
+use crate::security_policy::{LISTENER_OK, SERVICE_ACCOUNT_OK};
+use crate::{common, hostile_input, support};
+use support::{Budget, EmulatorProcess};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The current kubectl (the oldest assets directory has none) on `env`.
+fn kubectl(env: &TestEnv) -> Command {
+    let current = test_support::envtest::assets_dir().expect("the current envtest binaries");
+    let mut command = Command::new(current.join("kubectl"));
+    command
+        .env_remove("KUBECONFIG")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path());
+    command
+}
+
+#[tokio::test]
+async fn the_oldest_supported_kubernetes_takes_the_crds_the_pod_policy_and_the_operator() {
+    test_support::skip_without!(Envtest, OldestKubernetes);
+    let test = "oldest-kubernetes";
+    let env = TestEnv::start(TestEnvOptions {
+        assets_dir: Some(oldest_assets_dir().expect("the oldest kube-apiserver")),
+        ..TestEnvOptions::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("starting kube-apiserver {OLDEST_KUBERNETES_VERSION}: {e}"));
+    let client = env.client().await.expect("envtest client");
+    let version = client.apiserver_version().await.expect("/version");
+    assert_eq!(
+        version.git_version, OLDEST_KUBERNETES_VERSION,
+        "the API server under test"
+    );
+    env.install_crds_from_dir(&common::crds_dir())
+        .await
+        .expect("the CRDs install on the oldest supported version");
+
+    // Every admission row of the hostile-input table, refused as on 1.34.
+    let tenant = common::test_namespace(&client, "oldest-tenant").await;
+    let objects: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &tenant,
+        &kube::api::ApiResource::erase::<agent_operator::api::AgentDeployment>(&()),
+    );
+    let cases = hostile_input::admission_cases();
+    assert!(cases.len() >= 20, "the table has {} rows", cases.len());
+    let mut problems = Vec::new();
+    for (what, manifest, text) in &cases {
+        let name = manifest["metadata"]["name"].as_str().unwrap();
+        let outcome = objects
+            .patch(
+                name,
+                &PatchParams::apply("tests").force().validation_strict(),
+                &Patch::Apply(manifest),
+            )
+            .await;
+        match outcome {
+            Err(kube::Error::Api(status)) if status.message.contains(text) => {}
+            Err(kube::Error::Api(status)) => problems.push(format!(
+                "{what}: refused, but without {text:?}: {} {}",
+                status.code, status.message
+            )),
+            other => problems.push(format!("{what}: not refused: {other:?}")),
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "on {OLDEST_KUBERNETES_VERSION}:\n{}",
+        problems.join("\n")
+    );
+
+    // The cluster-wide install with the pod policy, as install_policy
+    // applies it on the current version.
+    let emulator = EmulatorProcess::start(test, 0.2, 0.5).await;
+    support::install_control_plane(&client, &tenant, &emulator).await;
+    let ops = "platform-agents";
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let deploy = test_support::repo_root().join("deploy");
+    let overlay = format!(
+        r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: {ops}
+resources:
+  - {cluster_wide}
+components:
+  - {policy}
+patches:
+  - target: {{kind: ValidatingAdmissionPolicy, name: agent-operator-pod-policy}}
+    patch: |-
+      - {{op: replace, path: /spec/variables/0/expression, value: "['{SERVICE_ACCOUNT_OK}']"}}
+      - {{op: replace, path: /spec/variables/1/expression, value: "['{LISTENER_OK}']"}}
+"#,
+        cluster_wide = relative(dir.path(), &deploy.join("overlays/cluster-wide")),
+        policy = relative(dir.path(), &deploy.join("components/pod-policy")),
+    );
+    std::fs::write(dir.path().join("kustomization.yaml"), overlay).unwrap();
+    let mut apply = kubectl(&env);
+    apply.args(["apply", "--server-side", "-k"]).arg(dir.path());
+    succeed(apply, None);
+    let mut get = kubectl(&env);
+    get.args([
+        "get",
+        "validatingadmissionpolicies.v1.admissionregistration.k8s.io",
+        "-o",
+        "json",
+    ]);
+    let list: Value = serde_json::from_str(&succeed(get, None).0).expect("a list");
+    assert!(
+        !list["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .is_empty(),
+        "no ValidatingAdmissionPolicy v1 stored"
+    );
+
+    let mut operator = operator(&env, test, ops, "agent-operator", vec![], &[]);
+    assert_policy_in_force(&client, &tenant).await;
+    create_change_delete(&client, &tenant, "oldest-agent").await;
+    let exit = operator.terminate(TIMEOUT).await;
+    assert!(exit.success(), "the operator exited with {exit}");
+    let log = std::fs::read_to_string(support::log_dir().join(format!("{test}-operator.log")))
+        .expect("the operator log");
+    assert!(
+        !log.contains("Forbidden"),
+        "the operator was refused something:\n{log}"
+    );
+    emulator.assert_within_budget(&Budget::default()).await;
+}

@@ -27,4 +27,5 @@ pub mod metrics;
 pub mod metrics_auth;
 pub mod plan;
 pub mod redact;
+pub mod registry;
 pub mod telemetry;

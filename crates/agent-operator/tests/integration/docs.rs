@@ -509,6 +509,8 @@ const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "--pdeathsig",
     // hack/envtest/install.sh: the oldest supported kube-apiserver
     "--oldest",
+    // the official langgraph CLI (docs/control-plane-api.md)
+    "--image-uri",
 ];
 
 /// The flags each command of a line passes to `agentctl` or

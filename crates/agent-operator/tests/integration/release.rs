@@ -75,13 +75,38 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// `crane registry serve` on 127.0.0.1, killed on drop.
-struct Registry {
+pub(crate) struct Registry {
     child: Child,
-    host: String,
+    /// `127.0.0.1:<port>`.
+    pub(crate) host: String,
+    log: std::path::PathBuf,
 }
 
 impl Registry {
-    fn start(dir: &Path) -> Self {
+    /// The requests the registry logged so far (`GET /v2/...`, one line
+    /// each, with the answer's status when it was an error).
+    pub(crate) fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.find(" /v2/").map(|at| (line, at)))
+            .filter_map(|(line, at)| {
+                line[..at]
+                    .rsplit(' ')
+                    .next()
+                    .map(|verb| (verb, &line[at..]))
+            })
+            .map(|(verb, rest)| format!("{verb}{rest}"))
+            .collect()
+    }
+
+    /// Kills the registry (it stops answering; its port is closed).
+    pub(crate) fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub(crate) fn start(dir: &Path) -> Self {
         let log = dir.join("registry.log");
         let file = std::fs::File::create(&log).expect("the registry's log");
         let child = Command::new(tool("crane"))
@@ -93,6 +118,7 @@ impl Registry {
         let mut registry = Registry {
             child,
             host: String::new(),
+            log: log.clone(),
         };
         for _ in 0..100 {
             let text = std::fs::read_to_string(&log).unwrap_or_default();

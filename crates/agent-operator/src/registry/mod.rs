@@ -1,0 +1,541 @@
+//! The image registries of `external_docker` deployments, read through the
+//! OCI distribution API (the `oci-client` crate): which digest a tag names
+//! today, and whether that image offers `linux/amd64`, the only platform the
+//! control plane runs (docs/control-plane-api.md "Images": the official CLI
+//! checks this before it deploys an image).
+//!
+//! A resolution costs one `HEAD` of the manifest (Docker Hub does not count a
+//! `HEAD` as a pull); the manifest itself (and, for a single-platform image,
+//! its config blob) is read only the first time this process sees a digest,
+//! to learn its platforms. `oci-client` asks `GET /v2/` before each request
+//! to a registry that hands out no token (an open one), so a resolution of a
+//! known digest costs 2 requests there and 1 once a token is cached. Each registry host has its own budget
+//! ([`RegistryClient::new`]): a resolution that finds it spent is not sent
+//! and says when to try again ([`Error::Budget`], jittered), so that many
+//! AgentDeployments of one registry never burst against it.
+//!
+//! Plain `http://` is used only for loopback registries (`127.0.0.1`,
+//! `localhost`, `[::1]`), as for control planes.
+
+pub mod docker_config;
+
+use std::collections::HashSet;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use governor::clock::{Clock as _, DefaultClock};
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{Quota, RateLimiter};
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::{
+    IMAGE_MANIFEST_LIST_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_INDEX_MEDIA_TYPE,
+    OCI_IMAGE_MEDIA_TYPE, OciManifest,
+};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use secrecy::ExposeSecret;
+
+use crate::controller::report::{Classified, ErrorClass};
+pub use docker_config::{Credentials, DockerConfigError, credentials_for};
+
+/// The platform the control plane runs (docs/control-plane-api.md "Images").
+pub const REQUIRED_PLATFORM: &str = "linux/amd64";
+
+/// Resolutions per second per registry host, by default.
+pub const DEFAULT_RATE_PER_HOST: u32 = 2;
+
+/// Resolutions a registry host may take at once before the rate applies.
+pub const DEFAULT_BURST_PER_HOST: u32 = 10;
+
+/// Digests whose platforms this process remembers (beyond, it forgets them
+/// all and reads manifests again).
+const CHECKED_DIGESTS: usize = 10_000;
+
+/// What a tag names today.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// `sha256:<hex>` of the manifest (or index) the reference names.
+    pub digest: String,
+    /// The image by digest, `<registry>/<repository>@<digest>`: what a
+    /// pinned deployment sends as `image_uri`.
+    pub pinned: String,
+}
+
+/// Why a resolution failed. Messages name the image and the registry, never
+/// a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The image reference does not parse.
+    #[error("imageUri {image:?} is not an image reference: {detail}")]
+    InvalidReference {
+        /// The reference as given.
+        image: String,
+        /// The parser's words.
+        detail: String,
+    },
+    /// 401, or a token refused: the credentials are wrong or missing.
+    #[error(
+        "registry {registry} refused the credentials for {image} (401 or denied): set spec.imagePullSecretRef to a kubernetes.io/dockerconfigjson Secret that can pull it"
+    )]
+    Unauthorized {
+        /// The registry host.
+        registry: String,
+        /// The image.
+        image: String,
+    },
+    /// The repository or the tag does not exist.
+    #[error("registry {registry} has no image {image} (manifest or repository unknown)")]
+    NotFound {
+        /// The registry host.
+        registry: String,
+        /// The image.
+        image: String,
+    },
+    /// The image offers no `linux/amd64`.
+    #[error(
+        "image {image} ({digest}) offers {offered}, not linux/amd64, the only platform the control plane runs: build it for linux/amd64 (docker buildx --platform linux/amd64)"
+    )]
+    WrongPlatform {
+        /// The image.
+        image: String,
+        /// Its digest.
+        digest: String,
+        /// The platforms it offers (`os/arch`, comma-separated).
+        offered: String,
+    },
+    /// Unreachable, a timeout, 5xx or 429: tried again with backoff.
+    #[error("registry {registry} unavailable for {image}: {detail}")]
+    Unavailable {
+        /// The registry host.
+        registry: String,
+        /// The image.
+        image: String,
+        /// What failed (status or transport error).
+        detail: String,
+    },
+    /// This process's budget for the registry is spent: nothing was sent.
+    #[error("registry {registry}: request budget spent, next resolution in {wait:?}")]
+    Budget {
+        /// The registry host.
+        registry: String,
+        /// When to try again (jittered).
+        wait: Duration,
+    },
+    /// Any other answer the client does not understand.
+    #[error("registry {registry} answered for {image} what the operator cannot use: {detail}")]
+    Other {
+        /// The registry host.
+        registry: String,
+        /// The image.
+        image: String,
+        /// The client's words.
+        detail: String,
+    },
+}
+
+impl Classified for Error {
+    fn class(&self) -> ErrorClass {
+        match self {
+            Error::Unauthorized { .. } => ErrorClass::Unauthorized,
+            Error::NotFound { .. } => ErrorClass::NotFound,
+            Error::InvalidReference { .. } | Error::WrongPlatform { .. } => ErrorClass::Rejected,
+            Error::Unavailable { .. } | Error::Budget { .. } => ErrorClass::Transient,
+            Error::Other { .. } => ErrorClass::Other,
+        }
+    }
+}
+
+type HostLimiter = RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock>;
+
+/// The registry client of the operator: one per process, shared.
+pub struct RegistryClient {
+    https: Client,
+    http: Client,
+    budget: HostLimiter,
+    checked: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for RegistryClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryClient").finish_non_exhaustive()
+    }
+}
+
+impl Default for RegistryClient {
+    fn default() -> Self {
+        Self::new(DEFAULT_RATE_PER_HOST, DEFAULT_BURST_PER_HOST)
+    }
+}
+
+/// Whether `registry` (a host with an optional port) is a loopback host.
+fn is_loopback(registry: &str) -> bool {
+    let host = registry
+        .rsplit_once(':')
+        .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
+        .map_or(registry, |(host, _)| host);
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// The `os/arch` platforms of an image config blob (`{"os", "architecture"}`).
+fn config_platform(config: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(config).ok()?;
+    Some(format!(
+        "{}/{}",
+        value["os"].as_str()?,
+        value["architecture"].as_str()?
+    ))
+}
+
+impl RegistryClient {
+    /// A client allowing each registry host `rate` resolutions per second
+    /// after a burst of `burst` (both at least 1).
+    pub fn new(rate: u32, burst: u32) -> Self {
+        crate::controlplane::client::install_crypto_provider();
+        let quota = Quota::per_second(NonZeroU32::new(rate).unwrap_or(NonZeroU32::MIN))
+            .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
+        let config = |protocol| ClientConfig {
+            protocol,
+            // The operator never pulls an index's image by platform: it reads
+            // the index itself.
+            platform_resolver: None,
+            ..ClientConfig::default()
+        };
+        Self {
+            https: Client::new(config(ClientProtocol::Https)),
+            http: Client::new(config(ClientProtocol::Http)),
+            budget: RateLimiter::keyed(quota),
+            checked: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The digest `image` names today and its pinned form, after checking
+    /// (once per digest and process) that it offers `linux/amd64`.
+    ///
+    /// Errors: see [`Error`]; [`Error::Budget`] sends nothing.
+    pub async fn resolve(
+        &self,
+        image: &str,
+        credentials: Option<&Credentials>,
+    ) -> Result<Resolved, Error> {
+        let reference: Reference = image.parse().map_err(|e| Error::InvalidReference {
+            image: image.to_owned(),
+            detail: format!("{e}"),
+        })?;
+        let registry = reference.registry().to_owned();
+        if let Err(not_until) = self.budget.check_key(&registry) {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            return Err(Error::Budget {
+                registry,
+                wait: crate::controller::jittered(wait.max(Duration::from_millis(100))),
+            });
+        }
+        let client = if is_loopback(&registry) {
+            &self.http
+        } else {
+            &self.https
+        };
+        let auth = match credentials {
+            Some(c) => {
+                RegistryAuth::Basic(c.username.clone(), c.password.expose_secret().to_owned())
+            }
+            None => RegistryAuth::Anonymous,
+        };
+        let fail = |e| classify(e, &registry, image);
+        let digest = client
+            .fetch_manifest_digest(&reference, &auth)
+            .await
+            .map_err(fail)?;
+        let pinned = format!("{registry}/{}@{digest}", reference.repository());
+        if !self.is_checked(&digest) {
+            let by_digest: Reference = pinned.parse().map_err(|e| Error::Other {
+                registry: registry.clone(),
+                image: image.to_owned(),
+                detail: format!("the digest {digest} does not form a reference: {e}"),
+            })?;
+            let platforms = platforms(client, &by_digest, &auth).await.map_err(fail)?;
+            if !platforms.iter().any(|p| p == REQUIRED_PLATFORM) {
+                return Err(Error::WrongPlatform {
+                    image: image.to_owned(),
+                    digest,
+                    offered: if platforms.is_empty() {
+                        "no platform".to_owned()
+                    } else {
+                        platforms.join(", ")
+                    },
+                });
+            }
+            self.remember_checked(&digest);
+        }
+        Ok(Resolved { digest, pinned })
+    }
+
+    fn is_checked(&self, digest: &str) -> bool {
+        self.checked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(digest)
+    }
+
+    fn remember_checked(&self, digest: &str) {
+        let mut checked = self
+            .checked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if checked.len() >= CHECKED_DIGESTS {
+            checked.clear();
+        }
+        checked.insert(digest.to_owned());
+    }
+}
+
+/// The `os/arch` platforms the manifest `reference` (by digest) offers: an
+/// index's entries, or a single image's config.
+async fn platforms(
+    client: &Client,
+    reference: &Reference,
+    auth: &RegistryAuth,
+) -> Result<Vec<String>, OciDistributionError> {
+    let accepted = [
+        OCI_IMAGE_INDEX_MEDIA_TYPE,
+        IMAGE_MANIFEST_LIST_MEDIA_TYPE,
+        OCI_IMAGE_MEDIA_TYPE,
+        IMAGE_MANIFEST_MEDIA_TYPE,
+    ];
+    let (raw, _) = client.pull_manifest_raw(reference, auth, &accepted).await?;
+    let manifest: OciManifest = serde_json::from_slice(&raw)?;
+    match manifest {
+        OciManifest::ImageIndex(index) => Ok(index
+            .manifests
+            .iter()
+            .filter_map(|entry| entry.platform.as_ref())
+            .map(|p| format!("{}/{}", p.os, p.architecture))
+            .collect()),
+        OciManifest::Image(image) => {
+            let mut config = Vec::new();
+            client
+                .pull_blob(reference, &image.config, &mut config)
+                .await?;
+            Ok(config_platform(&config).into_iter().collect())
+        }
+    }
+}
+
+/// The [`Error`] an `oci-client` error is for `image` on `registry`.
+fn classify(e: OciDistributionError, registry: &str, image: &str) -> Error {
+    let registry = registry.to_owned();
+    let image = image.to_owned();
+    let has = |envelope: &oci_client::errors::OciEnvelope, codes: &[OciErrorCode]| {
+        envelope.errors.iter().any(|err| codes.contains(&err.code))
+    };
+    match e {
+        OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::AuthenticationFailure(_) => Error::Unauthorized { registry, image },
+        OciDistributionError::ImageManifestNotFoundError(_) => Error::NotFound { registry, image },
+        OciDistributionError::RegistryError { envelope, .. }
+            if has(
+                &envelope,
+                &[OciErrorCode::Unauthorized, OciErrorCode::Denied],
+            ) =>
+        {
+            Error::Unauthorized { registry, image }
+        }
+        OciDistributionError::RegistryError { envelope, .. }
+            if has(
+                &envelope,
+                &[
+                    OciErrorCode::ManifestUnknown,
+                    OciErrorCode::NameUnknown,
+                    OciErrorCode::NotFound,
+                ],
+            ) =>
+        {
+            Error::NotFound { registry, image }
+        }
+        OciDistributionError::RegistryError { envelope, .. }
+            if has(&envelope, &[OciErrorCode::Toomanyrequests]) =>
+        {
+            Error::Unavailable {
+                registry,
+                image,
+                detail: "429 too many requests".to_owned(),
+            }
+        }
+        OciDistributionError::ServerError { code: 401, .. } => {
+            Error::Unauthorized { registry, image }
+        }
+        OciDistributionError::ServerError { code: 404, .. } => Error::NotFound { registry, image },
+        OciDistributionError::ServerError { code, .. } if code == 429 || code >= 500 => {
+            Error::Unavailable {
+                registry,
+                image,
+                detail: format!("HTTP {code}"),
+            }
+        }
+        OciDistributionError::RequestError(e) => Error::Unavailable {
+            registry,
+            image,
+            detail: transport(&e),
+        },
+        other => Error::Other {
+            registry,
+            image,
+            detail: other.to_string(),
+        },
+    }
+}
+
+/// A transport error in words, without the URL (it may carry a user name).
+fn transport(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        "timed out".to_owned()
+    } else if e.is_connect() {
+        "connection failed".to_owned()
+    } else {
+        "the connection broke".to_owned()
+    }
+}
+
+/// Whether two image references name the same image: the same registry and
+/// repository, and the same digest where both carry one (`repo:tag@digest`
+/// and `repo@digest` are the same image), else the same tag.
+pub fn same_image(a: &str, b: &str) -> bool {
+    let (Ok(a), Ok(b)) = (a.parse::<Reference>(), b.parse::<Reference>()) else {
+        return a == b;
+    };
+    if a.registry() != b.registry() || a.repository() != b.repository() {
+        return false;
+    }
+    match (a.digest(), b.digest()) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => a.tag() == b.tag(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_registries_are_the_only_plain_http_ones() {
+        for (registry, loopback) in [
+            ("127.0.0.1:5000", true),
+            ("localhost", true),
+            ("localhost:8080", true),
+            ("[::1]:5000", true),
+            ("registry.example.com", false),
+            ("registry.example.com:5000", false),
+            ("127.0.0.1.nip.io", false),
+        ] {
+            assert_eq!(is_loopback(registry), loopback, "{registry}");
+        }
+    }
+
+    #[test]
+    fn the_same_image_by_tag_and_by_digest_is_the_same_image() {
+        let d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let e = "sha256:1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let cases = [
+            (
+                format!("ghcr.io/acme/agent:v1@{d}"),
+                format!("ghcr.io/acme/agent@{d}"),
+                true,
+            ),
+            (
+                format!("ghcr.io/acme/agent@{d}"),
+                format!("ghcr.io/acme/agent@{e}"),
+                false,
+            ),
+            (
+                format!("ghcr.io/acme/agent:v1@{d}"),
+                "ghcr.io/acme/agent:v1".to_owned(),
+                false,
+            ),
+            (
+                "ghcr.io/acme/agent:v1".to_owned(),
+                "ghcr.io/acme/agent:v1".to_owned(),
+                true,
+            ),
+            (
+                "ghcr.io/acme/agent:v1".to_owned(),
+                "ghcr.io/acme/agent:v2".to_owned(),
+                false,
+            ),
+            (
+                format!("ghcr.io/acme/agent@{d}"),
+                format!("ghcr.io/acme/other@{d}"),
+                false,
+            ),
+            (
+                "acme/agent:v1".to_owned(),
+                "docker.io/acme/agent:v1".to_owned(),
+                true,
+            ),
+        ];
+        for (a, b, same) in cases {
+            assert_eq!(same_image(&a, &b), same, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn a_config_blob_names_its_platform() {
+        assert_eq!(
+            config_platform(br#"{"os": "linux", "architecture": "arm64", "config": {}}"#),
+            Some("linux/arm64".to_owned())
+        );
+        assert_eq!(config_platform(b"{}"), None);
+        assert_eq!(config_platform(b"not json"), None);
+    }
+
+    #[tokio::test]
+    async fn a_spent_budget_sends_nothing_and_says_when_to_try_again() {
+        // Port 9 (discard) on loopback: a request would fail as unavailable;
+        // the budget answers before any is sent.
+        let client = RegistryClient::new(1, 1);
+        let image = "127.0.0.1:9/acme/agent:v1";
+        let first = client.resolve(image, None).await.unwrap_err();
+        assert!(matches!(first, Error::Unavailable { .. }), "{first:?}");
+        match client.resolve(image, None).await.unwrap_err() {
+            Error::Budget { registry, wait } => {
+                assert_eq!(registry, "127.0.0.1:9");
+                assert!(
+                    wait > Duration::ZERO && wait <= Duration::from_millis(1300),
+                    "{wait:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another host has its own budget.
+        let other = client
+            .resolve("127.0.0.1:7/acme/agent:v1", None)
+            .await
+            .unwrap_err();
+        assert!(matches!(other, Error::Unavailable { .. }), "{other:?}");
+    }
+
+    #[test]
+    fn errors_never_name_a_credential_and_are_classified() {
+        let e = Error::Unauthorized {
+            registry: "ghcr.io".to_owned(),
+            image: "ghcr.io/acme/agent:v1".to_owned(),
+        };
+        assert_eq!(e.class(), ErrorClass::Unauthorized);
+        assert!(e.to_string().contains("imagePullSecretRef"), "{e}");
+        let e = Error::WrongPlatform {
+            image: "i".to_owned(),
+            digest: "sha256:x".to_owned(),
+            offered: "linux/arm64".to_owned(),
+        };
+        assert_eq!(e.class(), ErrorClass::Rejected);
+        assert_eq!(
+            Error::Budget {
+                registry: "r".to_owned(),
+                wait: Duration::from_secs(1)
+            }
+            .class(),
+            ErrorClass::Transient
+        );
+    }
+}

@@ -365,7 +365,20 @@ async fn resource_commands_redeploy_rollback_and_delete() {
     let newest = revisions[0]["id"].as_str().unwrap().to_owned();
     let run = agentctl(&url, &["revisions", "list", "ops-agent"]).await;
     assert!(run.stdout.starts_with("ID"), "{run:?}");
-    assert_eq!(run.stdout.matches("DEPLOYED").count(), 4, "{run:?}");
+    // One serves; the three earlier DEPLOYED revisions read REPLACED, as the
+    // official CLIs list them, each with the commit the platform built.
+    assert_eq!(run.stdout.matches("DEPLOYED").count(), 1, "{run:?}");
+    assert_eq!(run.stdout.matches("REPLACED").count(), 3, "{run:?}");
+    let serving = run.stdout.lines().find(|l| l.starts_with(&newest)).unwrap();
+    assert!(serving.contains("DEPLOYED  *"), "{run:?}");
+    // The emulator builds `agents:<commit>`: each row's COMMIT/DIGEST is
+    // that commit.
+    for line in run.stdout.lines().skip(1) {
+        let commit = line.split("agents:").nth(1).unwrap_or_default();
+        let commit = &commit[..commit.len().min(12)];
+        assert_eq!(commit.len(), 12, "{line}");
+        assert_eq!(line.matches(commit).count(), 2, "{line}");
+    }
     let run = agentctl(&url, &["revisions", "get", "ops-agent", &newest]).await;
     assert!(
         run.stdout.contains("active:") && run.stdout.contains("true"),

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use agent_operator::controlplane::types::{Deployment, Listener, Revision};
+use agent_operator::controlplane::types::{Deployment, Listener, Revision, RevisionStatus};
 use agent_operator::controlplane::{ControlPlaneClient, ListDeployments, ListRevisions};
 use clap::{Args, Subcommand};
 
@@ -72,8 +72,9 @@ pub struct RevisionsArgs {
 
 #[derive(Debug, Subcommand)]
 enum RevisionsCommand {
-    /// List a deployment's revisions, newest first (ACTIVE marks the one
-    /// serving).
+    /// List a deployment's revisions, newest first: SERVING marks the one
+    /// serving, a DEPLOYED revision that no longer serves reads REPLACED,
+    /// COMMIT/DIGEST is the commit the platform built or the image digest.
     List {
         /// Deployment name or id.
         deployment: String,
@@ -329,21 +330,49 @@ async fn delete(cp: &ControlPlaneClient, d: &Deployment, wait: &WaitArgs) -> Cli
     }
 }
 
+/// The status a revision list shows: a `DEPLOYED` revision that no longer
+/// serves reads `REPLACED`, as the official CLIs list it
+/// (docs/control-plane-api.md "Revision").
+fn shown_status(r: &Revision, active: Option<&str>) -> String {
+    if r.status == RevisionStatus::Deployed && active.is_some_and(|a| a != r.id) {
+        "REPLACED".to_owned()
+    } else {
+        r.status.to_string()
+    }
+}
+
+/// What a revision runs: the commit the platform built (`repo_commit_sha`,
+/// its first 12 digits) or the digest its image names (`@sha256:`, its first
+/// 12 hex digits); `-` when neither is known (an image by tag).
+fn provenance(r: &Revision) -> String {
+    let rc = r.source_revision_config.clone().unwrap_or_default();
+    if let Some(sha) = rc.repo_commit_sha.filter(|s| !s.is_empty()) {
+        return sha.chars().take(12).collect();
+    }
+    rc.image_uri
+        .as_deref()
+        .and_then(|image| image.split_once("@sha256:"))
+        .map(|(_, hex)| format!("sha256:{}", hex.chars().take(12).collect::<String>()))
+        .unwrap_or_else(|| "-".to_owned())
+}
+
 fn revision_row(r: &Revision, active: Option<&str>) -> Vec<String> {
     let rc = r.source_revision_config.clone().unwrap_or_default();
     let source = rc
         .image_uri
+        .clone()
         .or(rc.repo_ref)
         .unwrap_or_else(|| "-".to_owned());
     vec![
         r.id.clone(),
-        r.status.to_string(),
+        shown_status(r, active),
         if Some(r.id.as_str()) == active {
             "*"
         } else {
             ""
         }
         .to_owned(),
+        provenance(r),
         source,
         or_dash(r.created_at.as_deref()),
     ]
@@ -366,7 +395,14 @@ pub async fn revisions(args: RevisionsArgs) -> CliResult {
                         .map(|r| revision_row(r, d.active_revision_id.as_deref()))
                         .collect();
                     print_text(&table(
-                        &["ID", "STATUS", "ACTIVE", "REF/IMAGE", "CREATED"],
+                        &[
+                            "ID",
+                            "STATUS",
+                            "SERVING",
+                            "COMMIT/DIGEST",
+                            "REF/IMAGE",
+                            "CREATED",
+                        ],
                         &rows,
                     ));
                 }
@@ -591,4 +627,66 @@ pub async fn integrations(args: IntegrationsArgs) -> CliResult {
         }
     }
     Ok(Exit::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_operator::controlplane::types::SourceRevisionConfig;
+
+    fn revision(id: &str, status: RevisionStatus, rc: SourceRevisionConfig) -> Revision {
+        Revision {
+            id: id.to_owned(),
+            status,
+            created_at: None,
+            updated_at: None,
+            source: None,
+            source_revision_config: Some(rc),
+        }
+    }
+
+    #[test]
+    fn superseded_deployed_revisions_read_replaced_with_their_commit_or_digest() {
+        let sha = "0123456789abcdef0123456789abcdef01234567";
+        let digest = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+        let built = revision(
+            "r1",
+            RevisionStatus::Deployed,
+            SourceRevisionConfig {
+                repo_ref: Some("main".into()),
+                repo_commit_sha: Some(sha.into()),
+                ..SourceRevisionConfig::default()
+            },
+        );
+        let pinned = revision(
+            "r2",
+            RevisionStatus::Deployed,
+            SourceRevisionConfig {
+                image_uri: Some(format!("ghcr.io/acme/agent@{digest}")),
+                ..SourceRevisionConfig::default()
+            },
+        );
+        let by_tag = revision(
+            "r3",
+            RevisionStatus::BuildFailed,
+            SourceRevisionConfig {
+                image_uri: Some("ghcr.io/acme/agent:v3".into()),
+                ..SourceRevisionConfig::default()
+            },
+        );
+        assert_eq!(
+            revision_row(&built, Some("r2"))[1..4],
+            ["REPLACED", "", "0123456789ab"]
+        );
+        assert_eq!(
+            revision_row(&pinned, Some("r2"))[1..4],
+            ["DEPLOYED", "*", "sha256:fedcba987654"]
+        );
+        assert_eq!(
+            revision_row(&by_tag, Some("r2"))[1..4],
+            ["BUILD_FAILED", "", "-"]
+        );
+        // No revision serves yet: nothing is REPLACED.
+        assert_eq!(shown_status(&built, None), "DEPLOYED");
+    }
 }

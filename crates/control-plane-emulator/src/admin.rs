@@ -16,6 +16,11 @@
 //!   the failing step writes to its log, see `emulator::logs`); they apply to
 //!   revisions created afterwards.
 //! - `GET|PUT /_emulator/faults`: the faults ([`FaultConfig`]).
+//! - `POST /_emulator/repos/push` with `{"repo_url": ..., "ref": ...}`: moves
+//!   that ref to a new commit, as a push to the repository would; revisions
+//!   built from it afterwards record it as `repo_commit_sha` (answers
+//!   `{"sha": ...}`). Until then every revision of a ref records the same
+//!   commit; a rollback to an earlier revision keeps that revision's commit.
 //! - `POST /_emulator/deployments/{id}/revisions/{rid}/status` with
 //!   `{"status": "BUILD_FAILED"}`: freezes the revision at that status (any
 //!   string, so unknown statuses can be tested); answers the Revision.
@@ -47,6 +52,7 @@ pub(crate) fn admin_routes() -> Router<EmulatorState> {
             get(get_scenarios).put(put_scenarios),
         )
         .route("/_emulator/faults", get(get_faults).put(put_faults))
+        .route("/_emulator/repos/push", post(push))
         .route(
             "/_emulator/deployments/{deployment_id}/revisions/{revision_id}/status",
             post(force_status),
@@ -99,6 +105,23 @@ async fn put_scenarios(
     state.set_scenarios(rules.clone());
     tracing::info!(rules = rules.len(), "scenario rules replaced");
     Ok(Json(rules))
+}
+
+#[derive(Deserialize)]
+struct Push {
+    repo_url: String,
+    #[serde(rename = "ref")]
+    repo_ref: String,
+}
+
+async fn push(
+    State(state): State<EmulatorState>,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let push: Push = decode(body)?;
+    let sha = state.push(&push.repo_url, &push.repo_ref);
+    tracing::info!(repo_url = %push.repo_url, repo_ref = %push.repo_ref, %sha, "ref moved");
+    Ok(Json(json!({"sha": sha})))
 }
 
 async fn get_faults(State(state): State<EmulatorState>) -> Json<FaultConfig> {

@@ -237,7 +237,8 @@ async fn create_deployment(
             display_name: None,
         };
         let plan = plan_for(&state, &d, &req.source_revision_config);
-        d.add_revision(req.source_revision_config.clone(), plan, *now);
+        let config = at_head(&state, &d, req.source_revision_config.clone());
+        d.add_revision(config, plan, *now);
         let json = shown(&state, &d, now);
         tracing::info!(deployment_id = %id, workspace = %ws, name = %d.name, "deployment created");
         store.insert(d);
@@ -350,6 +351,7 @@ async fn patch_deployment(
         }
         if let Some(config) = new_revision {
             let plan = plan_for(&state, d, &config);
+            let config = at_head(&state, d, config);
             let rid = d.add_revision(config, plan, *now);
             tracing::info!(deployment_id = %id, revision_id = %rid, "revision created by patch");
         }
@@ -460,6 +462,21 @@ async fn get_revision(
 /// `from_revision` is set, else with the latest configuration and the
 /// body's values (an omitted field keeps the previous revision's). Returns
 /// the deployment and the new revision as JSON.
+/// `config` with the commit its `github` ref points at now
+/// ([`EmulatorState::head`]); other sources unchanged.
+fn at_head(
+    state: &EmulatorState,
+    d: &crate::store::StoredDeployment,
+    mut config: control_plane_wire::types::SourceRevisionConfig,
+) -> control_plane_wire::types::SourceRevisionConfig {
+    if d.source == "github" {
+        let url = d.source_config.repo_url.as_deref().unwrap_or_default();
+        let repo_ref = config.repo_ref.as_deref().unwrap_or_default();
+        config.repo_commit_sha = Some(state.head(url, repo_ref));
+    }
+    config
+}
+
 fn new_revision(
     state: &EmulatorState,
     ws: &str,
@@ -480,10 +497,14 @@ fn new_revision(
                 .ok_or_else(|| ApiError::revision_not_found(rid))?
                 .config
                 .clone(),
-            None => match apply_patch(d, patch)? {
-                Some(config) => config,
-                None => d.latest().map(|r| r.config.clone()).unwrap_or_default(),
-            },
+            // A redeploy builds the ref again: its head now.
+            None => {
+                let config = match apply_patch(d, patch)? {
+                    Some(config) => config,
+                    None => d.latest().map(|r| r.config.clone()).unwrap_or_default(),
+                };
+                at_head(state, d, config)
+            }
         };
         let plan = plan_for(state, d, &config);
         let rid = d.add_revision(config, plan, *now);

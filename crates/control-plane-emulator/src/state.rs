@@ -33,6 +33,9 @@ struct Inner {
     /// Seeded listeners with their workspace.
     listeners: Vec<(String, Listener)>,
     store: Mutex<Store>,
+    /// The commit each (repository URL, ref) of a `github` source points at:
+    /// what a revision built from it records as `repo_commit_sha`.
+    heads: Mutex<std::collections::HashMap<(String, String), String>>,
     scenarios: Mutex<Vec<ScenarioRule>>,
     faults: Faults,
     stats: Stats,
@@ -87,6 +90,7 @@ impl EmulatorState {
                 public_url,
                 listeners,
                 store: Mutex::new(Store::default()),
+                heads: Mutex::new(std::collections::HashMap::new()),
                 stats: Stats::default(),
                 shutdown: Shutdown::new(),
             }),
@@ -130,10 +134,30 @@ impl EmulatorState {
     /// configuration. Logged times stay relative to the emulator's start.
     pub fn reset(&self) {
         lock(&self.inner.store).clear();
+        lock(&self.inner.heads).clear();
         self.inner.stats.reset();
         self.inner.faults.clear_limits();
         *lock(&self.inner.scenarios) = self.inner.config.scenarios.clone();
         self.inner.faults.replace(self.inner.config.faults.clone());
+    }
+
+    /// The commit `repo_ref` of `repo_url` points at: a fresh fake sha the
+    /// first time it is asked for, then the same until [`Self::push`] moves it
+    /// (an emulator model of a Git remote; docs/control-plane-api.md
+    /// "Revision": `repo_commit_sha` is set by the service).
+    pub fn head(&self, repo_url: &str, repo_ref: &str) -> String {
+        lock(&self.inner.heads)
+            .entry((repo_url.to_owned(), repo_ref.to_owned()))
+            .or_insert_with(crate::store::fake_commit_sha)
+            .clone()
+    }
+
+    /// Moves `repo_ref` of `repo_url` to a new commit (as a push would) and
+    /// returns it; revisions built afterwards record it.
+    pub fn push(&self, repo_url: &str, repo_ref: &str) -> String {
+        let sha = crate::store::fake_commit_sha();
+        lock(&self.inner.heads).insert((repo_url.to_owned(), repo_ref.to_owned()), sha.clone());
+        sha
     }
 
     /// Request counts as served by `GET /_emulator/requests`:

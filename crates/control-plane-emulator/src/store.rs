@@ -190,7 +190,7 @@ fn fill_nulls(v: &mut Value, keys: &[&str]) {
 }
 
 /// A fresh fake commit sha (40 hex digits) for a `github` revision.
-fn fake_commit_sha() -> String {
+pub(crate) fn fake_commit_sha() -> String {
     rand::random::<[u8; 20]>()
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -229,7 +229,8 @@ impl StoredDeployment {
         }
     }
 
-    /// Adds a revision with `config` and `plan`; every older revision still in
+    /// Adds a revision with `config` and `plan` (a `github` revision records
+    /// `config.repo_commit_sha`, or a fresh commit when it is `None`); every older revision still in
     /// progress at `now` becomes `SKIPPED` (docs/control-plane-api.md "Revision"). Returns the new
     /// revision's id.
     pub fn add_revision(&mut self, mut config: SourceRevisionConfig, plan: Plan, now: Now) -> Uuid {
@@ -238,7 +239,13 @@ impl StoredDeployment {
                 r.frozen = Some((RevisionStatus::Skipped, now));
             }
         }
-        config.repo_commit_sha = (self.source == "github").then(fake_commit_sha);
+        // The caller names the commit (the head of the ref, or an earlier
+        // revision's for a rollback); a fresh one otherwise.
+        if self.source == "github" {
+            config.repo_commit_sha.get_or_insert_with(fake_commit_sha);
+        } else {
+            config.repo_commit_sha = None;
+        }
         let id = Uuid::new_v4();
         self.revisions.push(StoredRevision {
             id,

@@ -680,3 +680,92 @@ async fn agent_server_url_points_custom_urls_elsewhere() {
     assert_eq!(d["source_config"]["custom_url"], "http://127.0.0.1:2024");
     emu.shutdown().await;
 }
+
+/// The commit of a revision (`repo_commit_sha`).
+async fn commit_of(c: &Client, d: &Value, revision: &str) -> String {
+    let (status, rev) = c
+        .get(&format!(
+            "/v2/deployments/{}/revisions/{revision}",
+            d["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{rev}");
+    rev["source_revision_config"]["repo_commit_sha"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_ref_builds_the_same_commit_until_it_is_pushed_and_a_rollback_keeps_its_commit() {
+    let emu = emulator::spawn(config()).await.unwrap();
+    let c = Client::demo(&emu);
+    // Two deployments of one repository and ref build one commit.
+    let staging = create(&c, github("staging", "main")).await;
+    let production = create(&c, github("production", "main")).await;
+    let first = commit_of(
+        &c,
+        &staging,
+        staging["latest_revision_id"].as_str().unwrap(),
+    )
+    .await;
+    assert_eq!(first.len(), 40, "{first}");
+    assert_eq!(
+        commit_of(
+            &c,
+            &production,
+            production["latest_revision_id"].as_str().unwrap()
+        )
+        .await,
+        first
+    );
+    // Another ref, another commit.
+    let other = create(&c, github("other-ref", "release-2")).await;
+    assert_ne!(
+        commit_of(&c, &other, other["latest_revision_id"].as_str().unwrap()).await,
+        first
+    );
+
+    // A push moves the ref: a redeploy builds the new commit.
+    let (status, pushed) = admin(
+        &emu,
+        Method::POST,
+        "/repos/push",
+        Some(json!({"repo_url": "https://github.com/acme/agent", "ref": "main"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{pushed}");
+    let moved = pushed["sha"].as_str().unwrap().to_owned();
+    assert_ne!(moved, first);
+    let id = staging["id"].as_str().unwrap();
+    let (status, rev) = c
+        .send(
+            Method::POST,
+            &format!("/v2/deployments/{id}/revisions"),
+            None,
+        )
+        .await;
+    assert!(status.is_success(), "{rev}");
+    assert_eq!(
+        commit_of(&c, &staging, rev["id"].as_str().unwrap()).await,
+        moved
+    );
+
+    // A rollback to the first revision builds its commit again (an emulator
+    // choice: the facts say only "that revision's configuration").
+    let (status, rev) = c
+        .send(
+            Method::POST,
+            &format!(
+                "/v2/deployments/{id}/revisions/{}/redeploy",
+                staging["latest_revision_id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert!(status.is_success(), "{rev}");
+    // (The answer is the deployment, naming its new latest revision.)
+    let latest = rev["latest_revision_id"].as_str().unwrap();
+    assert_eq!(commit_of(&c, &staging, latest).await, first);
+    emu.shutdown().await;
+}

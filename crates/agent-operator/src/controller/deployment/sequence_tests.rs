@@ -567,56 +567,50 @@ async fn an_unheld_patch_is_sent_once_and_reported_once() {
     assert_eq!(s.step().await, seen(&[], &[GET]), "not sent again");
 }
 
-/// `spec.verify` against the emulator's agent server at the deployment's
-/// URL: the pass that sees the revision DEPLOYED checks that it is the
-/// active one, then searches the assistants.
-#[tokio::test]
-async fn verification_that_passes_writes_status_then_deployed_then_verified() {
+/// The requests of the pass that sees the revision DEPLOYED with
+/// `spec.verify`: the revision, the deployment (is it the active
+/// revision?), the assistant search on the agent server.
+const VERIFYING: [&str; 3] = [
+    GET_REVISION,
+    GET,
+    "POST /agents/{deployment_id}/assistants/search 200",
+];
+
+/// A scenario whose deployment verifies (`spec.verify`, against the
+/// emulator's agent server at the deployment's URL) that it serves `graph`, created and moved on to DEPLOYED: the pass that sees it.
+async fn verified_pass(graph: &str) -> (Scenario, (Vec<String>, Vec<String>)) {
     let s = Scenario::new(QUICK, FOREVER).await;
-    s.edit(|o| o["spec"]["verify"] = json!({"assistants": {"graphId": "agent", "minCount": 1}}));
+    s.edit(|o| o["spec"]["verify"] = json!({"assistants": {"graphId": graph, "minCount": 1}}));
     s.step().await;
     settle().await;
-    assert_eq!(
-        s.step().await,
-        seen(
-            &[
-                "status RevisionDeployed",
-                "event Normal RevisionDeployed",
-                "event Normal Verified",
-            ],
-            &[
-                GET_REVISION,
-                GET,
-                "POST /agents/{deployment_id}/assistants/search 200"
-            ],
-        )
-    );
+    let deployed = s.step().await;
+    (s, deployed)
+}
+
+#[tokio::test]
+async fn verification_that_passes_writes_status_then_deployed_then_verified() {
+    let (s, deployed) = verified_pass("agent").await;
+    let writes = [
+        "status RevisionDeployed",
+        "event Normal RevisionDeployed",
+        "event Normal Verified",
+    ];
+    assert_eq!(deployed, seen(&writes, &VERIFYING));
     assert_eq!(s.step().await, seen(&[], &[GET]), "verified once");
 }
 
 #[tokio::test]
 async fn verification_that_fails_writes_status_then_one_warning_and_backs_off() {
-    let s = Scenario::new(QUICK, FOREVER).await;
-    s.edit(|o| o["spec"]["verify"] = json!({"assistants": {"graphId": "other", "minCount": 1}}));
-    s.step().await;
-    settle().await;
+    let (s, deployed) = verified_pass("other").await;
+    let writes = [
+        "status AssistantsMissing",
+        "event Normal RevisionDeployed",
+        "event Warning VerificationFailed",
+    ];
+    assert_eq!(deployed, seen(&writes, &VERIFYING));
+    let again = s.step().await;
     assert_eq!(
-        s.step().await,
-        seen(
-            &[
-                "status AssistantsMissing",
-                "event Normal RevisionDeployed",
-                "event Warning VerificationFailed",
-            ],
-            &[
-                GET_REVISION,
-                GET,
-                "POST /agents/{deployment_id}/assistants/search 200"
-            ],
-        )
-    );
-    assert_eq!(
-        s.step().await,
+        again,
         seen(&[], &[GET]),
         "not checked again before the backoff"
     );

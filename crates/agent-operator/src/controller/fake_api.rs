@@ -173,6 +173,9 @@ pub struct Scenario {
     pub api: Arc<ApiServer>,
     /// The operator's context, on a client of the fake API server.
     pub ctx: Arc<Context>,
+    /// How many entries of the emulator's request log [`Scenario::requests`]
+    /// has returned.
+    requests_seen: Mutex<usize>,
 }
 
 impl Scenario {
@@ -186,6 +189,7 @@ impl Scenario {
             ctx: context(api.clone()),
             emulator,
             api,
+            requests_seen: Mutex::new(0),
         };
         s.put(
             KEY_SECRET,
@@ -240,6 +244,28 @@ impl Scenario {
     pub async fn pass_of<K: Kind>(&self, path: &str) -> Vec<String> {
         let _ = kind::reconcile(Arc::new(self.object_at::<K>(path)), self.ctx.clone()).await;
         std::mem::take(&mut *self.api.writes.lock().unwrap())
+    }
+
+    /// The control plane (and agent server) requests the emulator logged
+    /// since the last call, in order: `METHOD route-template status`, e.g.
+    /// `GET /v2/deployments/{deployment_id} 200`.
+    pub fn requests(&self) -> Vec<String> {
+        let log = self.emulator.state().request_log();
+        let entries = log["entries"].as_array().cloned().unwrap_or_default();
+        let mut seen = self.requests_seen.lock().unwrap();
+        let new: Vec<String> = entries
+            .iter()
+            .skip(*seen)
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["route"].as_str().unwrap_or(""),
+                    e["status"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        *seen = entries.len();
+        new
     }
 }
 

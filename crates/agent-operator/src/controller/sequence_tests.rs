@@ -278,3 +278,217 @@ async fn memory_changes_follow_the_writes_that_make_them_true() {
     assert!(write(&api, &s.ctx, &plane, report("failed")).await.is_err());
     assert!(s.ctx.secrets_due_in("failed").is_none(), "not remembered");
 }
+
+// Each scenario below also pins the control plane requests of each pass
+// (the emulator's request log): the passes of a kind never send more.
+
+/// One pass of the AgentControlPlane `name`: its writes and its requests.
+async fn plane_step(s: &Scenario, name: &str) -> (Vec<String>, Vec<String>) {
+    s.requests();
+    let writes = plane_pass(s, name).await;
+    (writes, s.requests())
+}
+
+/// One pass of the AgentListener `l`: its writes and its requests.
+async fn listener_step(s: &Scenario, listener_id: &str, plane: &str) -> (Vec<String>, Vec<String>) {
+    s.requests();
+    let writes = listener_pass(s, listener_id, plane).await;
+    (writes, s.requests())
+}
+
+/// `n` times `request`.
+fn times(n: usize, request: &str) -> Vec<String> {
+    vec![request.to_owned(); n]
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|i| i.to_string()).collect()
+}
+
+const PROBE: &str = "GET /v2/deployments 200";
+const GET_LISTENER: &str = "GET /v2/listeners/{listener_id} 200";
+
+#[tokio::test]
+async fn a_plane_deleted_while_unused_removes_its_finalizer_without_a_request() {
+    let s = Scenario::with(EmulatorConfig::default()).await;
+    s.put(&plane_path("p"), plane(&s, "p", "key", true));
+    assert_eq!(
+        plane_step(&s, "p").await,
+        (
+            strings(&["status Authenticated", "event Normal Authenticated"]),
+            strings(&[PROBE])
+        )
+    );
+    s.edit_at(&plane_path("p"), |o| {
+        o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    });
+    assert_eq!(
+        plane_step(&s, "p").await,
+        (strings(&["finalizer removed"]), vec![])
+    );
+}
+
+#[tokio::test]
+async fn a_forbidden_workspace_writes_status_then_one_warning() {
+    let s = Scenario::with(EmulatorConfig::default()).await;
+    probe_answers(&s, 403);
+    s.put(&plane_path("p"), plane(&s, "p", "key", true));
+    assert_eq!(
+        plane_step(&s, "p").await,
+        (
+            strings(&["status Forbidden", "event Warning Forbidden"]),
+            strings(&["GET /v2/deployments 403"])
+        )
+    );
+}
+
+/// The probe is retried inside the pass (4 attempts), the failure reported,
+/// and the next pass after the outage reports the plane Ready again.
+#[tokio::test]
+async fn a_plane_back_from_an_outage_writes_status_then_one_normal_event() {
+    let s = Scenario::with(EmulatorConfig::default()).await;
+    probe_answers(&s, 503);
+    s.put(&plane_path("p"), plane(&s, "p", "key", true));
+    assert_eq!(
+        plane_step(&s, "p").await,
+        (
+            strings(&[
+                "status ControlPlaneUnavailable",
+                "event Warning ControlPlaneUnavailable"
+            ]),
+            times(4, "GET /v2/deployments 503")
+        )
+    );
+    s.emulator
+        .state()
+        .set_faults(FaultConfig::default())
+        .expect("faults");
+    assert_eq!(
+        plane_step(&s, "p").await,
+        (
+            strings(&["status Authenticated", "event Normal Authenticated"]),
+            strings(&[PROBE])
+        )
+    );
+}
+
+/// A transient failure: status and its Warning are written before the
+/// error is returned (then backed off from); the last observation of the
+/// listener is kept; the next pass after the outage is Ready again.
+#[tokio::test]
+async fn an_unavailable_control_plane_keeps_the_listener_observed_then_fails() {
+    let s = listener_scenario(true).await;
+    assert_eq!(
+        listener_step(&s, LISTENER_ID, "default").await,
+        (
+            strings(&["status ListenerFound", "event Normal ListenerFound"]),
+            strings(&[GET_LISTENER])
+        )
+    );
+    s.emulator
+        .state()
+        .set_faults(FaultConfig {
+            reject: vec![RejectRule {
+                route: "GET /v2/listeners/{listener_id}".into(),
+                status: 503,
+                detail: Some("no".into()),
+                raw_body: None,
+            }],
+            ..FaultConfig::default()
+        })
+        .expect("faults");
+    let path = format!("{GROUP}/agentlisteners/l");
+    let obj = std::sync::Arc::new(s.object_at::<AgentListener>(&path));
+    let result = super::kind::reconcile(obj, s.ctx.clone()).await;
+    assert!(
+        matches!(result, Err(super::Error::ControlPlane { .. })),
+        "{result:?}"
+    );
+    assert_eq!(
+        std::mem::take(&mut *s.api.writes.lock().unwrap()),
+        [
+            "status ControlPlaneUnavailable",
+            "event Warning ControlPlaneUnavailable"
+        ]
+    );
+    assert_eq!(
+        s.requests(),
+        times(4, "GET /v2/listeners/{listener_id} 503")
+    );
+    let kept = s.object_at::<AgentListener>(&path).status.expect("status");
+    assert_eq!(kept.compute_id.as_deref(), Some("cluster-a"), "kept");
+    s.emulator
+        .state()
+        .set_faults(FaultConfig::default())
+        .expect("faults");
+    assert_eq!(
+        listener_step(&s, LISTENER_ID, "default").await,
+        (
+            strings(&["status ListenerFound", "event Normal ListenerFound"]),
+            strings(&[GET_LISTENER])
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_listener_id_writes_status_then_one_warning() {
+    let s = listener_scenario(true).await;
+    assert_eq!(
+        listener_step(&s, "not-a-uuid", "default").await,
+        (
+            strings(&["status InvalidSpec", "event Warning InvalidSpec"]),
+            strings(&["GET /v2/listeners/{listener_id} 422"])
+        )
+    );
+    assert_eq!(
+        listener_step(&s, "not-a-uuid", "default").await.0,
+        Vec::<String>::new(),
+        "warned once"
+    );
+}
+
+/// Nothing is sent for a plane before its own probe has judged it; the
+/// wait is reported like every `Ready=False` change of the kind, with a
+/// Warning.
+#[tokio::test]
+async fn a_listener_on_a_plane_not_checked_yet_waits_without_a_request() {
+    let s = listener_scenario(true).await;
+    s.put(&plane_path("p"), plane(&s, "p", "key", true));
+    assert_eq!(
+        listener_step(&s, LISTENER_ID, "p").await,
+        (
+            strings(&[
+                "status ControlPlaneNotChecked",
+                "event Warning ControlPlaneNotChecked"
+            ]),
+            vec![]
+        )
+    );
+}
+
+/// A plane whose key was refused blocks its listeners: no request of theirs.
+#[tokio::test]
+async fn a_listener_on_a_plane_whose_key_is_refused_stalls_without_a_request() {
+    let s = listener_scenario(true).await;
+    s.put(
+        &format!("/api/v1/namespaces/{NS}/secrets/wrong"),
+        json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "wrong", "namespace": NS, "resourceVersion": "1"},
+            "data": {"api-key": base64_of("not-the-key")}}),
+    );
+    s.put(&plane_path("p"), plane(&s, "p", "wrong", true));
+    assert_eq!(
+        plane_pass(&s, "p").await,
+        ["status Unauthorized", "event Warning Unauthorized"]
+    );
+    assert_eq!(
+        listener_step(&s, LISTENER_ID, "p").await,
+        (
+            strings(&[
+                "status ControlPlaneNotReady",
+                "event Warning ControlPlaneNotReady"
+            ]),
+            vec![]
+        )
+    );
+}

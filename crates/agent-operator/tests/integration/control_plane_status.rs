@@ -6,22 +6,19 @@
 //! client cache.
 //!
 //! The controller runs in the test process (`control_plane::run`) on a client
-//! of the shared envtest, watching only the test's namespace.
+//! of the shared envtest, watching only the test's namespace: the in-process
+//! preset of the harness (`HarnessBuilder::start_in_process`).
 
 use crate::{common, support};
+use support::{InProcessController, InProcessHarness};
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_operator::api::AgentControlPlane;
 use agent_operator::api::conditions::{READY, find};
-use agent_operator::controller::scaffold::Scope;
-use agent_operator::controller::{Context, control_plane};
 use agent_operator::controlplane::ListDeployments;
 use agent_operator::plan::status::{RECONCILING, STALLED};
-use control_plane_emulator::{
-    self as emulator, ApiKey, EmulatorConfig, FaultConfig, RunningEmulator,
-};
+use control_plane_emulator::{ApiKey, EmulatorConfig, FaultConfig};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::json;
@@ -34,57 +31,51 @@ const WORKSPACE: &str = "3d1f6a2b-7c4e-4b8a-9d2c-5e6f7a8b9c0d";
 const OTHER_KEY: &str = support::leaks::OTHER_WORKSPACE_KEY;
 const OTHER_WORKSPACE: &str = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
 
-/// One test's namespace, emulator and (optionally) running controller.
-struct Harness {
-    client: kube::Client,
-    ns: String,
-    emulator: RunningEmulator,
-    ctx: Arc<Context>,
-    controller: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for Harness {
-    /// Stops the controller, then scans the namespace's Events and statuses
-    /// for secret values (after a panic too, without panicking again).
-    fn drop(&mut self) {
-        if let Some(task) = &self.controller {
-            task.abort();
-        }
-        support::scan_namespace_on_drop(&self.ns);
-    }
-}
-
-impl Harness {
-    async fn start(prefix: &str, faults: FaultConfig, run_controller: bool) -> Self {
-        let client = common::client().await;
-        let ns = common::test_namespace(&client, prefix).await;
-        let emulator = emulator::spawn(EmulatorConfig {
-            api_keys: vec![
-                ApiKey::new(KEY, WORKSPACE),
-                ApiKey::new(OTHER_KEY, OTHER_WORKSPACE),
-            ],
-            faults,
-            ..EmulatorConfig::default()
-        })
+/// One test's namespace, emulator and (when `run_controller`) the
+/// AgentControlPlane controller: the in-process preset of the harness.
+async fn start(prefix: &str, faults: FaultConfig, run_controller: bool) -> InProcessHarness {
+    let controllers: &[InProcessController] = if run_controller {
+        &[InProcessController::ControlPlane]
+    } else {
+        &[]
+    };
+    support::Harness::builder(prefix)
+        .start_in_process(
+            EmulatorConfig {
+                api_keys: vec![
+                    ApiKey::new(KEY, WORKSPACE),
+                    ApiKey::new(OTHER_KEY, OTHER_WORKSPACE),
+                ],
+                faults,
+                ..EmulatorConfig::default()
+            },
+            controllers,
+        )
         .await
-        .expect("starting the emulator");
-        let ctx = support::in_process_context().await;
-        let controller = run_controller.then(|| {
-            tokio::spawn(control_plane::run(
-                ctx.clone(),
-                Scope::Namespace(ns.clone()),
-                futures::future::pending(),
-            ))
-        });
-        Self {
-            client,
-            ns,
-            emulator,
-            ctx,
-            controller,
-        }
-    }
+}
 
+/// What these tests do with the harness.
+trait Planes {
+    fn planes(&self) -> Api<AgentControlPlane>;
+    async fn secret(&self, name: &str, api_key: &str);
+    async fn plane(&self, name: &str, secret: &str, extra: serde_json::Value);
+    async fn plane_with(
+        &self,
+        name: &str,
+        credential: &str,
+        secret: &str,
+        extra: serde_json::Value,
+    );
+    async fn wait(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Cond) -> bool,
+    ) -> AgentControlPlane;
+    fn count(&self, route: &str, status: &str) -> u64;
+}
+
+impl Planes for InProcessHarness {
     fn planes(&self) -> Api<AgentControlPlane> {
         Api::namespaced(self.client.clone(), &self.ns)
     }
@@ -187,7 +178,7 @@ fn condition(obj: &AgentControlPlane, type_: &str) -> Option<Cond> {
 #[tokio::test(flavor = "multi_thread")]
 async fn ready_after_an_authenticated_call() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("acp-ready", FaultConfig::default(), true).await;
+    let h = start("acp-ready", FaultConfig::default(), true).await;
     h.secret("cp-key", KEY).await;
     h.plane("default", "cp-key", json!({})).await;
 
@@ -214,7 +205,7 @@ async fn ready_after_an_authenticated_call() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bearer_token_secret_authenticates_instead_of_a_key() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("acp-bearer", FaultConfig::default(), true).await;
+    let h = start("acp-bearer", FaultConfig::default(), true).await;
     for (plane, token) in [
         ("bearer", KEY),
         ("bearer-wrong", support::leaks::UNKNOWN_KEY),
@@ -239,7 +230,7 @@ async fn a_bearer_token_secret_authenticates_instead_of_a_key() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_key_is_stalled_unauthorized_without_showing_the_key() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("acp-unauthorized", FaultConfig::default(), true).await;
+    let h = start("acp-unauthorized", FaultConfig::default(), true).await;
     let wrong = support::leaks::UNKNOWN_KEY;
     h.secret("cp-key", wrong).await;
     h.plane("default", "cp-key", json!({})).await;
@@ -267,7 +258,7 @@ async fn a_wrong_key_is_stalled_unauthorized_without_showing_the_key() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_of_another_workspace_is_stalled_forbidden() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("acp-forbidden", FaultConfig::default(), true).await;
+    let h = start("acp-forbidden", FaultConfig::default(), true).await;
     h.secret("cp-key", OTHER_KEY).await;
     h.plane("default", "cp-key", json!({})).await;
 
@@ -290,7 +281,7 @@ async fn a_key_of_another_workspace_is_stalled_forbidden() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_key_secret_is_stalled_until_it_appears() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("acp-missing-secret", FaultConfig::default(), true).await;
+    let h = start("acp-missing-secret", FaultConfig::default(), true).await;
     h.plane("default", "absent-key", json!({})).await;
 
     let obj = h
@@ -321,7 +312,7 @@ async fn a_missing_key_secret_is_stalled_until_it_appears() {
 #[tokio::test(flavor = "multi_thread")]
 async fn rotating_the_key_secret_is_picked_up_without_restart() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("acp-rotation", FaultConfig::default(), true).await;
+    let h = start("acp-rotation", FaultConfig::default(), true).await;
     h.secret("cp-key", support::leaks::REVOKED_KEY).await;
     h.plane("default", "cp-key", json!({})).await;
     h.wait("default", "Unauthorized with the old key", |(_, r, _)| {
@@ -400,7 +391,7 @@ async fn rate_limit_settings_bound_the_shared_client() {
         rate_limit_burst: Some(2),
         ..FaultConfig::default()
     };
-    let h = Harness::start("acp-rate-limit", faults, false).await;
+    let h = start("acp-rate-limit", faults, false).await;
     h.secret("cp-key", KEY).await;
     h.plane(
         "default",

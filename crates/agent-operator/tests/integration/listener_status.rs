@@ -7,22 +7,20 @@
 //! lists and rejects another.
 //!
 //! The controller runs in the test process (`listener::run`) on a client of
-//! the shared envtest, watching only the test's namespace.
+//! the shared envtest, watching only the test's namespace: the in-process
+//! preset of the harness (`HarnessBuilder::start_in_process`).
 
 use crate::{common, support};
+use support::{InProcessController, InProcessHarness};
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_operator::api::conditions::{READY, find};
 use agent_operator::api::{AgentDeploymentSpec, AgentListener};
-use agent_operator::controller::scaffold::Scope;
-use agent_operator::controller::{Context, listener, placement};
+use agent_operator::controller::placement;
 use agent_operator::controlplane::ControlPlaneClient;
 use agent_operator::plan::status::STALLED;
-use control_plane_emulator::{
-    self as emulator, ApiKey, EmulatorConfig, ListenerSeed, RunningEmulator,
-};
+use control_plane_emulator::{ApiKey, EmulatorConfig, ListenerSeed};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::json;
@@ -37,65 +35,43 @@ const PLAIN_WORKSPACE: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 /// The listener seeded in [`ENTERPRISE_WORKSPACE`].
 const LISTENER_ID: &str = "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b";
 
-/// One test's namespace, emulator and running listener controller.
-struct Harness {
-    client: kube::Client,
-    ns: String,
-    emulator: RunningEmulator,
-    ctx: Arc<Context>,
-    controller: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Harness {
-    /// Stops the controller, then scans the namespace's Events and statuses
-    /// for secret values (after a panic too, without panicking again).
-    fn drop(&mut self) {
-        self.controller.abort();
-        support::scan_namespace_on_drop(&self.ns);
-    }
-}
-
-impl Harness {
-    async fn start(prefix: &str) -> Self {
-        let client = common::client().await;
-        let ns = common::test_namespace(&client, prefix).await;
-        let emulator = emulator::spawn(EmulatorConfig {
-            api_keys: vec![
-                ApiKey::new(ENTERPRISE_KEY, ENTERPRISE_WORKSPACE),
-                ApiKey::new(PLAIN_KEY, PLAIN_WORKSPACE),
+/// One test's namespace, emulator and running listener controller, plus
+/// the planes' own controller (a listener waits for its plane's first check
+/// before it sends anything): the in-process preset of the harness.
+async fn start(prefix: &str) -> InProcessHarness {
+    support::Harness::builder(prefix)
+        .start_in_process(
+            EmulatorConfig {
+                api_keys: vec![
+                    ApiKey::new(ENTERPRISE_KEY, ENTERPRISE_WORKSPACE),
+                    ApiKey::new(PLAIN_KEY, PLAIN_WORKSPACE),
+                ],
+                listeners: vec![ListenerSeed {
+                    workspace_id: ENTERPRISE_WORKSPACE.into(),
+                    id: LISTENER_ID.parse().unwrap(),
+                    compute_id: "cluster-a".into(),
+                    k8s_namespaces: Some(vec!["agents".into(), "staging".into()]),
+                }],
+                ..EmulatorConfig::default()
+            },
+            &[
+                InProcessController::ControlPlane,
+                InProcessController::Listener,
             ],
-            listeners: vec![ListenerSeed {
-                workspace_id: ENTERPRISE_WORKSPACE.into(),
-                id: LISTENER_ID.parse().unwrap(),
-                compute_id: "cluster-a".into(),
-                k8s_namespaces: Some(vec!["agents".into(), "staging".into()]),
-            }],
-            ..EmulatorConfig::default()
-        })
+        )
         .await
-        .expect("starting the emulator");
-        let ctx = support::in_process_context().await;
-        // The planes' own controller too: a listener waits for its plane's
-        // first check before it sends anything.
-        tokio::spawn(agent_operator::controller::control_plane::run(
-            ctx.clone(),
-            Scope::Namespace(ns.clone()),
-            futures::future::pending(),
-        ));
-        let controller = tokio::spawn(listener::run(
-            ctx.clone(),
-            Scope::Namespace(ns.clone()),
-            futures::future::pending(),
-        ));
-        Self {
-            client,
-            ns,
-            emulator,
-            ctx,
-            controller,
-        }
-    }
+}
 
+/// What these tests do with the harness.
+trait Listeners {
+    fn listeners(&self) -> Api<AgentListener>;
+    async fn plane(&self, name: &str, workspace: &str, key: &str);
+    async fn listener(&self, name: &str, listener_id: &str, plane: &str);
+    async fn wait_reason(&self, name: &str, reason: &str) -> AgentListener;
+    async fn cp(&self, plane: &str) -> ControlPlaneClient;
+}
+
+impl Listeners for InProcessHarness {
     fn listeners(&self) -> Api<AgentListener> {
         Api::namespaced(self.client.clone(), &self.ns)
     }
@@ -211,7 +187,7 @@ fn placed_spec(listener: &str, k8s_namespace: &str) -> AgentDeploymentSpec {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_enterprise_listener_is_ready_with_its_fields_mirrored() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("agl-ready").await;
+    let h = start("agl-ready").await;
     h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
         .await;
     h.listener("edge", LISTENER_ID, "default").await;
@@ -243,7 +219,7 @@ async fn an_enterprise_listener_is_ready_with_its_fields_mirrored() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_workspace_that_is_not_enterprise_is_stalled_not_enterprise() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("agl-not-enterprise").await;
+    let h = start("agl-not-enterprise").await;
     h.plane("plain", PLAIN_WORKSPACE, PLAIN_KEY).await;
     h.listener("edge", LISTENER_ID, "plain").await;
 
@@ -265,7 +241,7 @@ async fn a_workspace_that_is_not_enterprise_is_stalled_not_enterprise() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_listener_is_stalled_listener_not_found() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("agl-not-found").await;
+    let h = start("agl-not-found").await;
     h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
         .await;
     let unknown = "00000000-1111-4222-8333-444444444444";
@@ -313,7 +289,7 @@ async fn the_listener_id_must_be_a_uuid() {
 #[tokio::test(flavor = "multi_thread")]
 async fn placement_accepts_a_listed_namespace_and_rejects_another() {
     test_support::skip_without!(Envtest);
-    let h = Harness::start("agl-placement").await;
+    let h = start("agl-placement").await;
     h.plane("default", ENTERPRISE_WORKSPACE, ENTERPRISE_KEY)
         .await;
     h.plane("plain", PLAIN_WORKSPACE, PLAIN_KEY).await;

@@ -5,12 +5,23 @@
 //! checks the test's request budget when it is dropped (see
 //! [`super::budget`]), then scans for leaked secret values (see
 //! [`super::leaks`]).
+//!
+//! The in-process preset ([`HarnessBuilder::start_in_process`]) runs the
+//! emulator and the operator's controllers inside the test process, for the
+//! tests that reach into the operator's context (its client cache, its
+//! settings): [`InProcessHarness`], with the same budget check and secret
+//! scan when it is dropped.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_operator::api::AgentDeployment;
+use agent_operator::controller::Context;
+use agent_operator::controller::scaffold::Scope;
+use control_plane_emulator::{EmulatorConfig, RunningEmulator};
 use kube::Api;
 use serde_json::Value;
+use test_support::budget::{RequestLog, budget_message};
 use test_support::envtest::TestEnv;
 
 use super::budget::Budget;
@@ -229,6 +240,117 @@ impl<'e> HarnessBuilder<'e> {
             budget,
             kubeconfig: kubeconfig.to_owned(),
             test: self.test,
+        }
+    }
+}
+
+/// A controller of the operator that the in-process preset runs in the test
+/// process, watching only the test's namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InProcessController {
+    /// `controller::control_plane::run`.
+    ControlPlane,
+    /// `controller::listener::run`.
+    Listener,
+}
+
+/// One test's world in the test process ([`HarnessBuilder::start_in_process`]):
+/// a namespace, an emulator on loopback, the operator's context (acting as
+/// its ServiceAccount) and the controllers asked for. Nothing is installed in
+/// the namespace.
+///
+/// When it is dropped it stops its controllers, checks the emulator's request
+/// log against [`InProcessHarness::budget`] (read in process, not over HTTP:
+/// the emulator may run on the test's own runtime) unless the test is
+/// already failing, then scans the namespace for leaked secret values.
+pub struct InProcessHarness {
+    /// Kubernetes client (cluster-admin).
+    pub client: kube::Client,
+    /// The test's namespace.
+    pub ns: String,
+    /// The emulator, in process.
+    pub emulator: RunningEmulator,
+    /// The operator's context the controllers run on.
+    pub ctx: Arc<Context>,
+    /// The request budget checked when the harness is dropped (default
+    /// [`Budget::default`], or the one of [`HarnessBuilder::budget`]).
+    pub budget: Budget,
+    controllers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for InProcessHarness {
+    fn drop(&mut self) {
+        for task in &self.controllers {
+            task.abort();
+        }
+        if !std::thread::panicking() {
+            let log: RequestLog = serde_json::from_value(self.emulator.state().request_log())
+                .expect("the emulator's request log");
+            let violations: Vec<String> = self
+                .budget
+                .violations(&log.entries)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            assert!(
+                violations.is_empty(),
+                "{}",
+                budget_message(&self.budget, &violations)
+            );
+        }
+        super::scan_namespace_on_drop(&self.ns);
+    }
+}
+
+impl HarnessBuilder<'_> {
+    /// The in-process preset: a fresh namespace named after the test, the
+    /// emulator of `config` in the test process, the operator's context
+    /// ([`super::in_process_context`]) and `controllers` running on it in the
+    /// namespace. The flags of the emulator and the operator process do not
+    /// apply (the test panics if any was set); the budget does.
+    pub async fn start_in_process(
+        self,
+        config: EmulatorConfig,
+        controllers: &[InProcessController],
+    ) -> InProcessHarness {
+        assert!(
+            self.emulator.is_empty()
+                && self.operator.is_empty()
+                && self.step_seconds.is_none()
+                && self.delete_seconds.is_none(),
+            "the in-process preset takes an EmulatorConfig, not process flags"
+        );
+        let env = self
+            .env
+            .unwrap_or_else(|| crate::common::shared_env().env());
+        let client = env.client().await.expect("building an envtest client");
+        let ns = crate::common::test_namespace(&client, &self.test).await;
+        let emulator = control_plane_emulator::spawn(config)
+            .await
+            .expect("starting the emulator");
+        let ctx = super::in_process_context().await;
+        let controllers = controllers
+            .iter()
+            .map(|c| {
+                let (ctx, scope) = (ctx.clone(), Scope::Namespace(ns.clone()));
+                let never = futures::future::pending();
+                match c {
+                    InProcessController::ControlPlane => tokio::spawn(
+                        agent_operator::controller::control_plane::run(ctx, scope, never),
+                    ),
+                    InProcessController::Listener => {
+                        tokio::spawn(agent_operator::controller::listener::run(ctx, scope, never))
+                    }
+                }
+            })
+            .collect();
+        InProcessHarness {
+            client,
+            ns,
+            emulator,
+            ctx,
+            budget: self.budget,
+            controllers,
         }
     }
 }

@@ -28,7 +28,7 @@ mod observe;
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use budget::Budget;
 #[allow(unused_imports)] // each test binary uses a different subset
-pub use harness::{Harness, HarnessBuilder};
+pub use harness::{Harness, HarnessBuilder, InProcessController, InProcessHarness};
 #[allow(unused_imports)] // each test binary uses a different subset
 pub use observe::*;
 

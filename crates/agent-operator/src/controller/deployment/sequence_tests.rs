@@ -1,6 +1,8 @@
 //! Write-sequence tests of the AgentDeployment pass, without a cluster
 //! (the tier of kube-rs controller-rs `fixtures.rs`): one scenario per path
-//! (create, poll, patch, drift, rejection, stall, delete) runs
+//! (create, poll, patch, drift, rejection, stall, delete; then adoption,
+//! crash recovery, name conflict, redeploy, re-create, unheld PATCH and
+//! verification, which also pin the control plane requests) runs
 //! [`super::reconcile`] against the in-process control plane emulator and
 //! the fake Kubernetes API shared by every kind
 //! ([`crate::controller::fake_api`]), which serves the objects the pass
@@ -260,5 +262,356 @@ async fn delete_writes_deleting_then_the_event_and_the_finalizer() {
     assert_eq!(
         s.pass().await,
         ["event Normal Deleted", "finalizer removed"]
+    );
+}
+
+// The paths of issue 29 part 3: each pass pins its Kubernetes writes and the
+// control plane requests it made, both in order.
+
+/// The control plane requests of the AgentDeployment scenarios.
+impl Scenario {
+    /// One pass: its writes and its control plane requests, each in order.
+    async fn step(&self) -> (Vec<String>, Vec<String>) {
+        self.requests();
+        let writes = self.pass().await;
+        (writes, self.requests())
+    }
+
+    /// Creates the deployment `name` of `image` from outside the operator
+    /// (another tool, or a process that died); its id.
+    async fn create_outside(&self, name: &str, image: &str) -> String {
+        crate::controlplane::client::install_crypto_provider();
+        let answer: serde_json::Value = reqwest::Client::new()
+            .post(format!("{}/v2/deployments", self.emulator.base_url()))
+            .header("X-Api-Key", DEMO_API_KEY)
+            .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
+            .json(&json!({"name": name, "source": "external_docker", "source_config": {"resource_spec": {"min_scale": 1}},
+                "source_revision_config": {"image_uri": image}, "secrets": []}))
+            .send()
+            .await
+            .expect("outside create")
+            .json()
+            .await
+            .expect("created deployment");
+        let id = answer["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .to_owned();
+        self.requests();
+        id
+    }
+
+    /// Deletes the remote deployment `id` from outside the operator.
+    async fn delete_outside(&self, id: &str) {
+        let answer = reqwest::Client::new()
+            .delete(format!("{}/v2/deployments/{id}", self.emulator.base_url()))
+            .header("X-Api-Key", DEMO_API_KEY)
+            .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
+            .send()
+            .await
+            .expect("outside delete");
+        assert!(answer.status().is_success(), "{}", answer.status());
+        self.requests();
+    }
+
+    /// Sets the annotation `key` to `value` (a user's or a restore's edit).
+    fn annotate(&self, key: &str, value: &str) {
+        self.edit(|o| o["metadata"]["annotations"][key] = json!(value));
+    }
+}
+
+const IMAGE: &str = "registry.example.com/acme/app:1";
+const GET: &str = "GET /v2/deployments/{deployment_id} 200";
+const GET_REVISION: &str = "GET /v2/deployments/{deployment_id}/revisions/{revision_id} 200";
+const LIST: &str = "GET /v2/deployments 200";
+
+/// What a pass wrote and requested, as the `(writes, requests)` of
+/// [`Scenario::step`].
+fn seen(writes: &[&str], requests: &[&str]) -> (Vec<String>, Vec<String>) {
+    (
+        writes.iter().map(|w| w.to_string()).collect(),
+        requests.iter().map(|r| r.to_string()).collect(),
+    )
+}
+
+#[tokio::test]
+async fn adoption_by_id_reads_the_deployment_once_and_sends_nothing() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    let id = s.create_outside("legacy", IMAGE).await;
+    s.edit(|o| o["spec"]["deploymentId"] = json!(id));
+    assert_eq!(
+        s.step().await,
+        seen(
+            &[
+                "status RevisionInProgress",
+                "annotations -create-pending +deployment-id",
+                "event Normal Adopted",
+            ],
+            &[GET],
+        )
+    );
+    assert_eq!(s.deployment_id(), id);
+    settle().await;
+    assert_eq!(
+        s.step().await,
+        seen(
+            &["status RevisionDeployed", "event Normal RevisionDeployed"],
+            &[GET, GET_REVISION],
+        ),
+        "the adopted deployment is followed, never created or patched"
+    );
+}
+
+/// A restore without status (Velero's default) finds its deployment by the
+/// id annotation, checked against the name: no lookup, no create.
+#[tokio::test]
+async fn adoption_by_the_id_annotation_and_the_name_records_the_id_without_a_create() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    let id = s.create_outside(NAME, IMAGE).await;
+    s.annotate(crate::api::deployment::DEPLOYMENT_ID_ANNOTATION, &id);
+    assert_eq!(
+        s.step().await,
+        seen(
+            &["status RevisionInProgress", "event Normal CreateRecovered"],
+            &[GET],
+        )
+    );
+    assert_eq!(s.deployment_id(), id);
+}
+
+/// The operator died after its POST landed and before it recorded the id:
+/// the marker sends the pass to an exact-name lookup, which finds the
+/// deployment; no second POST.
+#[tokio::test]
+async fn crash_recovery_finds_the_landed_create_by_name_and_records_its_id() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    let id = s.create_outside(NAME, IMAGE).await;
+    s.annotate(
+        crate::api::deployment::CREATE_PENDING_ANNOTATION,
+        "2026-01-01T00:00:00Z",
+    );
+    assert_eq!(
+        s.step().await,
+        seen(
+            &[
+                "status RevisionInProgress",
+                "annotations -create-pending +deployment-id",
+                "event Normal CreateRecovered",
+            ],
+            &[LIST],
+        )
+    );
+    assert_eq!(s.deployment_id(), id);
+    settle().await;
+    assert_eq!(
+        s.step().await,
+        seen(
+            &["status RevisionDeployed", "event Normal RevisionDeployed"],
+            &[GET, GET_REVISION],
+        )
+    );
+}
+
+/// A deployment with our name that this resource did not create (no
+/// marker): no create, one Warning, nothing written again.
+#[tokio::test]
+async fn a_name_taken_by_a_deployment_we_did_not_create_stalls_without_a_create() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    s.create_outside(NAME, IMAGE).await;
+    assert_eq!(
+        s.step().await,
+        seen(
+            &["status NameConflict", "event Warning NameConflict"],
+            &[LIST]
+        )
+    );
+    assert_eq!(
+        s.step().await,
+        seen(&[], &[LIST]),
+        "looked up again, already reported"
+    );
+}
+
+/// The service refuses the create with 409: the marker goes (nothing was
+/// created), one Warning, and the POST is not sent again.
+#[tokio::test]
+async fn a_create_answered_409_stalls_on_the_name_and_is_not_sent_again() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    s.emulator
+        .state()
+        .set_faults(FaultConfig {
+            reject: vec![RejectRule {
+                route: "POST /v2/deployments".into(),
+                status: 409,
+                detail: Some("name taken".into()),
+                raw_body: None,
+            }],
+            ..FaultConfig::default()
+        })
+        .expect("faults");
+    assert_eq!(
+        s.step().await,
+        seen(
+            &[
+                "annotations +create-pending",
+                "status NameConflict",
+                "annotations -create-pending",
+                "event Warning NameConflict",
+            ],
+            &[LIST, "POST /v2/deployments 409"],
+        )
+    );
+    assert_eq!(s.step().await, seen(&[], &[]), "not sent again");
+}
+
+#[tokio::test]
+async fn the_redeploy_annotation_sends_one_redeploy() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    s.step().await;
+    settle().await;
+    s.step().await;
+    s.annotate(
+        crate::api::deployment::REDEPLOY_ANNOTATION,
+        "2026-01-01T00:00:00Z",
+    );
+    assert_eq!(
+        s.step().await,
+        seen(
+            &["status RevisionInProgress", "event Normal Redeployed"],
+            &[GET, "POST /v2/deployments/{deployment_id}/revisions 201"],
+        )
+    );
+    settle().await;
+    assert_eq!(
+        s.step().await,
+        seen(
+            &["status RevisionDeployed", "event Normal RevisionDeployed"],
+            &[GET_REVISION],
+        )
+    );
+    assert_eq!(s.step().await, seen(&[], &[GET]), "redeployed once");
+}
+
+/// A deployment deleted outside: one pass reports it (`RemoteDeleted`,
+/// the id cleared), the next creates it again through the crash-safe create.
+#[tokio::test]
+async fn a_deployment_deleted_outside_is_reported_then_created_again() {
+    let s = Scenario::new(QUICK, QUICK).await;
+    s.step().await;
+    settle().await;
+    s.step().await;
+    let old = s.deployment_id();
+    s.delete_outside(&old).await;
+    settle().await;
+    assert_eq!(
+        s.step().await,
+        seen(
+            &["status Creating", "event Warning RemoteDeleted"],
+            &["GET /v2/deployments/{deployment_id} 404"],
+        )
+    );
+    assert_eq!(
+        s.step().await,
+        seen(
+            &[
+                "annotations +create-pending",
+                "status RevisionInProgress",
+                "annotations -create-pending +deployment-id",
+                "event Normal Created",
+            ],
+            // The id annotation still names the deleted deployment: read
+            // (404) before the name lookup.
+            &[
+                "GET /v2/deployments/{deployment_id} 404",
+                LIST,
+                "POST /v2/deployments 201"
+            ],
+        )
+    );
+    assert_ne!(s.deployment_id(), old);
+}
+
+/// A spec change the service accepts but does not hold (it drops a
+/// `resource_spec` key it does not know): one PATCH, whose answer shows the
+/// change not held; reported once, not sent again. The pass's events keep
+/// the order it makes them in: the verdict's Warning, then the `Patched` of
+/// the request it sent.
+#[tokio::test]
+async fn an_unheld_patch_is_sent_once_and_reported_once() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    s.emulator
+        .state()
+        .set_faults(FaultConfig {
+            ignored_resource_spec_keys: vec!["redis_memory_mb".into()],
+            ..FaultConfig::default()
+        })
+        .expect("faults");
+    s.step().await;
+    settle().await;
+    s.step().await;
+    s.edit(|o| {
+        o["spec"]["sourceConfig"] = json!({"resourceSpec": {"redisMemoryMb": 512}});
+        o["metadata"]["generation"] = json!(2);
+    });
+    assert_eq!(
+        s.step().await,
+        seen(
+            &[
+                "status DriftNotConverging",
+                "event Warning DriftNotConverging",
+                "event Normal Patched",
+            ],
+            &[GET, "PATCH /v2/deployments/{deployment_id} 200"],
+        ),
+    );
+    assert_eq!(s.step().await, seen(&[], &[GET]), "not sent again");
+}
+
+/// The requests of the pass that sees the revision DEPLOYED with
+/// `spec.verify`: the revision, the deployment (is it the active
+/// revision?), the assistant search on the agent server.
+const VERIFYING: [&str; 3] = [
+    GET_REVISION,
+    GET,
+    "POST /agents/{deployment_id}/assistants/search 200",
+];
+
+/// A scenario whose deployment verifies (`spec.verify`, against the
+/// emulator's agent server at the deployment's URL) that it serves `graph`, created and moved on to DEPLOYED: the pass that sees it.
+async fn verified_pass(graph: &str) -> (Scenario, (Vec<String>, Vec<String>)) {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    s.edit(|o| o["spec"]["verify"] = json!({"assistants": {"graphId": graph, "minCount": 1}}));
+    s.step().await;
+    settle().await;
+    let deployed = s.step().await;
+    (s, deployed)
+}
+
+#[tokio::test]
+async fn verification_that_passes_writes_status_then_deployed_then_verified() {
+    let (s, deployed) = verified_pass("agent").await;
+    let writes = [
+        "status RevisionDeployed",
+        "event Normal RevisionDeployed",
+        "event Normal Verified",
+    ];
+    assert_eq!(deployed, seen(&writes, &VERIFYING));
+    assert_eq!(s.step().await, seen(&[], &[GET]), "verified once");
+}
+
+#[tokio::test]
+async fn verification_that_fails_writes_status_then_one_warning_and_backs_off() {
+    let (s, deployed) = verified_pass("other").await;
+    let writes = [
+        "status AssistantsMissing",
+        "event Normal RevisionDeployed",
+        "event Warning VerificationFailed",
+    ];
+    assert_eq!(deployed, seen(&writes, &VERIFYING));
+    let again = s.step().await;
+    assert_eq!(
+        again,
+        seen(&[], &[GET]),
+        "not checked again before the backoff"
     );
 }

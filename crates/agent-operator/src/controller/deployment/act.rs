@@ -12,7 +12,7 @@ use super::pass::{Acted, Pass, RemoteView};
 use super::report::{Flow, Report};
 use super::{deleting, plane_key};
 use crate::api::conditions::reason;
-use crate::api::deployment::{AgentDeployment, RemoteDeletionPolicy};
+use crate::api::deployment::AgentDeployment;
 use crate::controller::{Context, integrations, jittered, object_key, placement};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch, RevisionStatus};
@@ -21,6 +21,7 @@ use crate::plan::desired;
 use crate::plan::fight;
 use crate::plan::shapes::{self, Memory};
 use crate::plan::status::{Outcome, conditions};
+use crate::plan::steps::{self, RemoteGone};
 use crate::plan::verdict::{self, UNUSED};
 
 /// A revision is in progress and nothing changed: GETs only the revision
@@ -297,8 +298,8 @@ async fn send_patch(
     (pass.status.source_commit, pass.status.built_image) = shapes::provenance(&d);
     let again =
         desired::patch_read_back(&pass.ctx.hash_key, body, &d, secrets_hash, Some(&unechoed));
-    if !again.is_empty() {
-        pass.status.unheld_patch = Some(desired::patch_fingerprint(&again, secrets_hash));
+    if let Some(unheld) = steps::unheld(&again, secrets_hash) {
+        pass.status.unheld_patch = Some(unheld);
         let outcome = unheld_outcome(&d.id, &again);
         pass.status.latest_revision_id = d.latest_revision_id.clone();
         pass.status.deployment_id = Some(d.id.clone());
@@ -339,9 +340,8 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
     } else {
         "was deleted outside the operator"
     };
-    if obj.spec.remote_deletion_policy == RemoteDeletionPolicy::Stall
-        || obj.spec.deployment_id.is_some()
-    {
+    let policy = obj.spec.remote_deletion_policy;
+    if steps::remote_deleted(policy, obj.spec.deployment_id.is_some()) == RemoteGone::Stall {
         return Report::stalled(
             obj,
             ctx,

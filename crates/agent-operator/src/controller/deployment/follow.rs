@@ -20,6 +20,7 @@ use crate::plan::decide;
 use crate::plan::logtail::{self, FailureLog};
 use crate::plan::shapes;
 use crate::plan::status::Outcome;
+use crate::plan::steps::{LatestFrom, LatestKnown};
 use crate::plan::verdict::{self, Next};
 
 /// The revision the follow step knows: its id, status, creation time, and
@@ -91,45 +92,38 @@ async fn latest(
     revision: Option<Revision>,
 ) -> Result<Latest, Box<Report>> {
     let (ctx, previous, key) = (pass.ctx, pass.previous, pass.seen.key.as_str());
-    let id = view.latest_revision_id.clone();
-    let started_here = revision.is_none() && id.is_some() && id != previous.latest_revision_id;
-    if let Some(rid) = id.as_deref().filter(|_| started_here) {
+    let known = LatestKnown {
+        latest: view.latest_revision_id.as_deref(),
+        given: revision.as_ref().map(|r| r.id.as_str()),
+        recorded: previous.latest_revision_id.as_deref(),
+        recorded_status: previous.revision_status.as_deref(),
+    };
+    if let Some(rid) = known.started() {
+        // Started by this pass's PATCH or create, or a redeploy's answer.
         ctx.revision_started(key, rid);
-    } else if let Some(rev) = revision
-        .as_ref()
-        .filter(|r| Some(&r.id) != previous.latest_revision_id.as_ref())
-    {
-        // A redeploy answered with the revision it started.
-        ctx.revision_started(key, &rev.id);
     }
-    let known_ended = previous.latest_revision_id == id
-        && previous
-            .revision_status
-            .clone()
-            .map(RevisionStatus::from)
-            .is_some_and(|s| !s.is_in_progress() && s != RevisionStatus::Skipped);
+    let from = known.source();
     let mut latest = Latest {
-        id,
+        id: view.latest_revision_id.clone(),
         status: None,
         created_at: None,
         read: None,
-        started_here,
+        started_here: known.started_here(),
     };
-    let rev = match (&latest.id, revision) {
-        (None, _) => return Ok(latest),
-        (Some(rid), Some(rev)) if &rev.id == rid => rev,
-        (Some(_), _) if known_ended => {
+    let rev = match (from, revision, latest.id.as_deref()) {
+        (LatestFrom::Given, Some(rev), _) => rev,
+        (LatestFrom::KnownEnded, ..) => {
             latest.status = previous.revision_status.clone().map(RevisionStatus::from);
             return Ok(latest);
         }
-        (Some(_), _) if started_here => return Ok(latest),
-        (Some(rid), _) => match pass.cp.get_revision(&view.id, rid).await {
+        (LatestFrom::Read, _, Some(rid)) => match pass.cp.get_revision(&view.id, rid).await {
             Ok(rev) => {
                 ctx.learn_revision(&plane_key(pass.cp), &rev);
                 rev
             }
             Err(e) => return Err(pass.fail("get revision", e)),
         },
+        _ => return Ok(latest),
     };
     latest.created_at = rev.created_at.clone();
     latest.status = Some(rev.status.clone());

@@ -35,7 +35,7 @@ pub(super) async fn poll_revision(pass: &mut Pass<'_>, rid: &str) -> Flow<Acted>
     let id = pass.previous.deployment_id.clone().unwrap_or_default();
     match cp.get_revision(&id, rid).await {
         Ok(rev) if rev.status != RevisionStatus::Skipped => {
-            ctx.learn_revision(&plane_key(cp), &rev);
+            super::follow::remember_revision(pass, &rev);
             let mut view = RemoteView::from_status(pass.previous, &id);
             if rev.status == RevisionStatus::Deployed {
                 view.active_revision_id = Some(rid.to_owned());
@@ -132,7 +132,8 @@ async fn change(
         latest_revision_id: remote.latest_revision_id.as_deref(),
     };
     if !read.remote_deleting {
-        pass.ctx.deletes.forget(&key);
+        let key = key.clone();
+        pass.remember.push(move |ctx| ctx.deletes.forget(&key));
     }
     let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
     match decide::after_read(&read) {
@@ -351,7 +352,6 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
             ),
         );
     }
-    ctx.deletes.forget(&object_key(obj));
     // Forget the old id and secrets hash; the next pass creates a new one.
     let mut status = obj.status.clone().unwrap_or_default();
     status.deployment_id = None;
@@ -370,6 +370,8 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
     );
     status.deployment_status = None;
     let mut report = Report::end(Action::requeue(std::time::Duration::from_millis(100)));
+    let key = object_key(obj);
+    report.remember.push(move |ctx| ctx.deletes.forget(&key));
     report.status = crate::controller::kind::changed(obj, status);
     report.events.push((
         EventType::Warning,

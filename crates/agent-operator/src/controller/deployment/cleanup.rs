@@ -148,9 +148,9 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     }
     match cp.get_deployment(&id).await {
         Err(CpError::NotFound { .. }) => {
-            ctx.deletes.forget(&key);
             info!(deployment_id = %id, "remote deployment deleted");
             let mut report = Report::end(Action::await_change());
+            report.remember.push(move |ctx| ctx.deletes.forget(&key));
             report.events.push((
                 EventType::Normal,
                 "Deleted",

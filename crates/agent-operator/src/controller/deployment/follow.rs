@@ -91,7 +91,7 @@ async fn latest(
     view: &RemoteView,
     revision: Option<Revision>,
 ) -> Result<Latest, Box<Report>> {
-    let (ctx, previous, key) = (pass.ctx, pass.previous, pass.seen.key.as_str());
+    let (previous, key) = (pass.previous, pass.seen.key.as_str());
     let known = LatestKnown {
         latest: view.latest_revision_id.as_deref(),
         given: revision.as_ref().map(|r| r.id.as_str()),
@@ -100,7 +100,9 @@ async fn latest(
     };
     if let Some(rid) = known.started() {
         // Started by this pass's PATCH or create, or a redeploy's answer.
-        ctx.revision_started(key, rid);
+        let (key, rid) = (key.to_owned(), rid.to_owned());
+        pass.remember
+            .push(move |ctx| ctx.revision_started(&key, &rid));
     }
     let from = known.source();
     let mut latest = Latest {
@@ -118,7 +120,7 @@ async fn latest(
         }
         (LatestFrom::Read, _, Some(rid)) => match pass.cp.get_revision(&view.id, rid).await {
             Ok(rev) => {
-                ctx.learn_revision(&plane_key(pass.cp), &rev);
+                remember_revision(pass, &rev);
                 rev
             }
             Err(e) => return Err(pass.fail("get revision", e)),
@@ -129,6 +131,15 @@ async fn latest(
     latest.status = Some(rev.status.clone());
     latest.read = Some(rev);
     Ok(latest)
+}
+
+/// Learns from `rev` how long revisions of the pass's control plane take
+/// ([`crate::controller::Context::learn_revision`]), once the pass's writes
+/// are done.
+pub(super) fn remember_revision(pass: &mut Pass<'_>, rev: &Revision) {
+    let (plane, rev) = (plane_key(pass.cp), rev.clone());
+    pass.remember
+        .push(move |ctx| ctx.learn_revision(&plane, &rev));
 }
 
 /// A failed build or deploy explained by the end of its log, read once,
@@ -206,17 +217,16 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
 /// how long revisions take), a slow poll past the deadline, or the
 /// resync period.
 fn requeue(
-    pass: &Pass<'_>,
+    pass: &mut Pass<'_>,
     outcome: &Outcome,
     overdue: bool,
     verify_wait: Option<std::time::Duration>,
     latest: &Latest,
 ) -> Action {
-    let (ctx, key) = (pass.ctx, pass.seen.key.as_str());
+    let (ctx, key) = (pass.ctx, pass.seen.key.clone());
     match verdict::next(outcome, overdue, verify_wait.is_some()) {
         Next::Verify => {
-            ctx.reset_polls(key);
-            ctx.revision_ended(key);
+            pass.remember.push(move |ctx| ended(ctx, &key));
             Action::requeue(verify_wait.unwrap_or(ctx.config.resync_interval))
         }
         Next::Poll => {
@@ -225,7 +235,9 @@ fn requeue(
                 latest.id.as_deref().unwrap_or(""),
                 latest.status.as_ref().map_or("", |s| s.as_str())
             );
-            let backoff = ctx.poll_delay(key, &state);
+            let (backoff, unchanged) = ctx.next_poll(&key, &state);
+            pass.remember
+                .push(move |ctx| ctx.record_poll(&key, &state, unchanged));
             let expected_left = if latest.started_here {
                 ctx.expected_left(&plane_key(pass.cp), None)
             } else {
@@ -242,11 +254,16 @@ fn requeue(
         }
         Next::Slow => Action::requeue(jittered(ctx.config.max_poll_interval * 4)),
         Next::Resync => {
-            ctx.reset_polls(key);
-            ctx.revision_ended(key);
+            pass.remember.push(move |ctx| ended(ctx, &key));
             Action::requeue(jittered(ctx.config.resync_interval))
         }
     }
+}
+
+/// Forgets the polling of `key`: its revision ended.
+fn ended(ctx: &crate::controller::Context, key: &str) {
+    ctx.reset_polls(key);
+    ctx.revision_ended(key);
 }
 
 /// The tail of the log that explains a failed revision, secret-free

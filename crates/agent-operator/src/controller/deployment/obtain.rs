@@ -212,7 +212,9 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
         }
     };
     info!(deployment_id = %remote.id, "created remote deployment");
-    pass.ctx.names.created(&super::plane_key(pass.cp), &remote);
+    let (plane, made) = (super::plane_key(pass.cp), remote.clone());
+    pass.remember
+        .push(move |ctx| ctx.names.created(&plane, &made));
     pass.events.push((
         EventType::Normal,
         "Created",

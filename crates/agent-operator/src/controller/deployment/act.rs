@@ -156,26 +156,31 @@ async fn change(
         }
         After::Patch { drift } => send_patch(pass, &remote.id, body, patch, drift).await,
         After::Redeploy => redeploy(pass, &remote).await,
-        After::FollowOutside { revision } => {
-            pass.events.push(verdict::followed_outside(&revision));
-            pass.status.unechoed_hash = Some(shapes::unechoed_hash(body));
-            Ok(Acted {
-                view: RemoteView::of(&remote),
-                revision: None,
-            })
+        After::FollowOutside { revision } => Ok(follow_remote(pass, remote, body, Some(revision))),
+        After::Follow => Ok(follow_remote(pass, remote, body, None)),
+    }
+}
+
+/// Nothing to send: the desired state is what the remote holds, or what
+/// was last sent where the read does not tell; a revision made outside the
+/// operator (`outside`) is followed with its event.
+fn follow_remote(
+    pass: &mut Pass<'_>,
+    remote: Deployment,
+    body: &DeploymentCreate,
+    outside: Option<String>,
+) -> Acted {
+    match outside {
+        Some(revision) => pass.events.push(verdict::followed_outside(&revision)),
+        None if pass.previous.observed_generation != pass.obj.metadata.generation => {
+            pass.status.unheld_patch = None;
         }
-        After::Follow => {
-            if pass.previous.observed_generation != pass.obj.metadata.generation {
-                pass.status.unheld_patch = None;
-            }
-            // Nothing to send: the desired state is what the remote
-            // holds, or what was last sent where the read does not tell.
-            pass.status.unechoed_hash = Some(shapes::unechoed_hash(body));
-            Ok(Acted {
-                view: RemoteView::of(&remote),
-                revision: None,
-            })
-        }
+        None => {}
+    }
+    pass.status.unechoed_hash = Some(shapes::unechoed_hash(body));
+    Acted {
+        view: RemoteView::of(&remote),
+        revision: None,
     }
 }
 

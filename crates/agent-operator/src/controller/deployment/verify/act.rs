@@ -194,31 +194,10 @@ async fn verify(
     view: &RemoteView,
     rid: &str,
 ) -> Result<Duration, Error> {
-    let config = &pass.ctx.config;
-    let resync = config.resync_interval;
-    let interval = config.verify.interval.unwrap_or(resync);
     let now = k8s_openapi::jiff::Timestamp::now();
-    let last = pass.previous.verification.as_ref();
-    let since_last_run = last
-        .and_then(|l| l.last_run_time.parse::<k8s_openapi::jiff::Timestamp>().ok())
-        .and_then(|t| Duration::try_from(now.duration_since(t)).ok());
-    let known = VerifyKnown {
-        revision_id: rid,
-        generation: pass.obj.metadata.generation,
-        last,
-        verified_revision_id: pass.previous.verified_revision_id.as_deref(),
-        since_last_run,
-        interval,
-        backoff: config.verify.backoff,
-        cap: resync,
-    };
     let verified_before = pass.previous.verified_revision_id.as_deref() == Some(rid);
-    match verify_step(&known) {
-        VerifyStep::Wait(left) if verified_before && interval > resync => {
-            return Ok(later(left).min(crate::controller::jittered(resync)));
-        }
-        VerifyStep::Wait(left) => return Ok(later(left)),
-        VerifyStep::Verify => {}
+    if let Some(wait) = not_due(pass, rid, now, verified_before) {
+        return Ok(wait);
     }
     let calls = u32::from(spec.assistants.is_some()) + u32::from(spec.run.is_some());
     let _permit = match pass
@@ -254,6 +233,40 @@ async fn verify(
     ))
 }
 
+/// The wait before `rid` is verified again ([`verify_step`]); `None`: it
+/// is due now.
+fn not_due(
+    pass: &Pass<'_>,
+    rid: &str,
+    now: k8s_openapi::jiff::Timestamp,
+    verified_before: bool,
+) -> Option<Duration> {
+    let config = &pass.ctx.config;
+    let resync = config.resync_interval;
+    let interval = config.verify.interval.unwrap_or(resync);
+    let last = pass.previous.verification.as_ref();
+    let since_last_run = last
+        .and_then(|l| l.last_run_time.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .and_then(|t| Duration::try_from(now.duration_since(t)).ok());
+    let known = VerifyKnown {
+        revision_id: rid,
+        generation: pass.obj.metadata.generation,
+        last,
+        verified_revision_id: pass.previous.verified_revision_id.as_deref(),
+        since_last_run,
+        interval,
+        backoff: config.verify.backoff,
+        cap: resync,
+    };
+    match verify_step(&known) {
+        VerifyStep::Wait(left) if verified_before && interval > resync => {
+            Some(later(left).min(crate::controller::jittered(resync)))
+        }
+        VerifyStep::Wait(left) => Some(later(left)),
+        VerifyStep::Verify => None,
+    }
+}
+
 /// Records the attempt on `rid` (`checked`) in status, with its event
 /// when the result is new; returns the delay before the next one.
 fn record_verification(
@@ -287,7 +300,30 @@ fn record_verification(
     pass.ctx
         .metrics
         .observe_verification(failure.as_ref().map_or(reason::VERIFIED, |(r, _)| r));
-    match &failure {
+    note_result(pass, rid, &entry, failure.as_ref(), verified_before);
+    let wait = match failure {
+        None => later(interval).min(if interval > resync {
+            crate::controller::jittered(resync)
+        } else {
+            Duration::MAX
+        }),
+        Some(_) => later(retry_backoff(entry.failures, config.verify.backoff, resync)),
+    };
+    pass.status.verification = Some(entry);
+    wait
+}
+
+/// Status and event of the attempt on `rid` (`entry`, failed with
+/// `failure`): an event only when the result is new.
+fn note_result(
+    pass: &mut Pass<'_>,
+    rid: &str,
+    entry: &VerificationStatus,
+    failure: Option<&(&'static str, String)>,
+    verified_before: bool,
+) {
+    let last = pass.previous.verification.as_ref();
+    match failure {
         None => {
             pass.status.verified_revision_id = Some(rid.to_owned());
             let was_passing = last
@@ -297,7 +333,7 @@ fn record_verification(
                 pass.events.push((
                     EventType::Normal,
                     reason::VERIFIED,
-                    success_message(rid, &entry),
+                    success_message(rid, entry),
                 ));
             }
             tracing::info!(revision = rid, "revision verified on the agent server");
@@ -319,16 +355,6 @@ fn record_verification(
             tracing::info!(revision = rid, reason = r, "verification failed");
         }
     }
-    let wait = match failure {
-        None => later(interval).min(if interval > resync {
-            crate::controller::jittered(resync)
-        } else {
-            Duration::MAX
-        }),
-        Some(_) => later(retry_backoff(entry.failures, config.verify.backoff, resync)),
-    };
-    pass.status.verification = Some(entry);
-    wait
 }
 
 /// The key sent to the agent server: `spec.verify.apiKeySecretRef`, or

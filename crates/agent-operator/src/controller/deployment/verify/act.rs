@@ -451,31 +451,10 @@ async fn attempt(
         Some(read) => read,
         None => return Ok(Attempt::Postponed(pass.ctx.config.verify.backoff)),
     };
-    if active.as_deref() != Some(rid) {
-        return failed(
-            reason::REVISION_NOT_ACTIVE,
-            format!(
-                "the deployment's active_revision_id is {}, not revision {rid} just deployed",
-                active.as_deref().unwrap_or("null")
-            ),
-        );
-    }
-    let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
-        return failed(
-            reason::AGENT_SERVER_UNREACHABLE,
-            "the deployment has no URL (source_config.custom_url)".to_owned(),
-        );
+    let url = match agent_server_url(pass, rid, active, url) {
+        Ok(url) => url,
+        Err((r, message)) => return failed(r, message),
     };
-    // The operator's --allowed-hosts, checked before the client exists:
-    // a URL the control plane (or the spec) points elsewhere gets nothing.
-    let field = if pass.obj.spec.source_config.custom_url.is_some() {
-        "spec.sourceConfig.customUrl"
-    } else {
-        "the deployment URL (source_config.custom_url, chosen by the control plane)"
-    };
-    if let Err(refused) = pass.ctx.config.allowed_hosts.check(&url, field) {
-        return failed(reason::HOST_NOT_ALLOWED, refused.0);
-    }
     let timeout = pass.ctx.config.request_timeout.min(CALL_TIMEOUT_CAP);
     let sends_key = key.is_some();
     let client = match agent_server_client(url, key, timeout) {
@@ -498,6 +477,43 @@ async fn attempt(
         message.push_str(NO_KEY_HINT);
     }
     Ok(Attempt::Done(checked))
+}
+
+/// The URL of the agent server to verify `rid` on: the deployment's, when
+/// `rid` is its active revision and the operator's `--allowed-hosts` let
+/// it; `Err` with the reason and message of the failed attempt otherwise.
+fn agent_server_url(
+    pass: &Pass<'_>,
+    rid: &str,
+    active: Option<String>,
+    url: Option<String>,
+) -> Result<String, (&'static str, String)> {
+    if active.as_deref() != Some(rid) {
+        return Err((
+            reason::REVISION_NOT_ACTIVE,
+            format!(
+                "the deployment's active_revision_id is {}, not revision {rid} just deployed",
+                active.as_deref().unwrap_or("null")
+            ),
+        ));
+    }
+    let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
+        return Err((
+            reason::AGENT_SERVER_UNREACHABLE,
+            "the deployment has no URL (source_config.custom_url)".to_owned(),
+        ));
+    };
+    // The operator's --allowed-hosts, checked before the client exists:
+    // a URL the control plane (or the spec) points elsewhere gets nothing.
+    let field = if pass.obj.spec.source_config.custom_url.is_some() {
+        "spec.sourceConfig.customUrl"
+    } else {
+        "the deployment URL (source_config.custom_url, chosen by the control plane)"
+    };
+    if let Err(refused) = pass.ctx.config.allowed_hosts.check(&url, field) {
+        return Err((reason::HOST_NOT_ALLOWED, refused.0));
+    }
+    Ok(url)
 }
 
 /// `d`, up to 10 % later, never sooner: an early pass would find nothing

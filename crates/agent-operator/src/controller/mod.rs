@@ -316,20 +316,33 @@ impl Context {
     /// while the (revision, status) pair keeps changing, growing by half each
     /// unchanged poll up to `max_poll_interval`.
     pub fn poll_delay(&self, key: &str, revision_state: &str) -> Duration {
-        let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = polls
-            .entry(key.to_owned())
-            .or_insert_with(|| (String::new(), 0));
-        if entry.0 == revision_state {
-            entry.1 = entry.1.saturating_add(1);
-        } else {
-            *entry = (revision_state.to_owned(), 0);
-        }
-        poll_delay(
+        let (delay, unchanged) = self.next_poll(key, revision_state);
+        self.record_poll(key, revision_state, unchanged);
+        delay
+    }
+
+    /// What [`Context::poll_delay`] decides, without recording it: the delay
+    /// and how many polls will have seen `revision_state` unchanged
+    /// (recorded by [`Context::record_poll`] once the pass's writes are done).
+    pub fn next_poll(&self, key: &str, revision_state: &str) -> (Duration, u32) {
+        let polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
+        let unchanged = match polls.get(key) {
+            Some((state, n)) if state == revision_state => n.saturating_add(1),
+            _ => 0,
+        };
+        let delay = poll_delay(
             self.config.poll_interval,
             self.config.max_poll_interval,
-            entry.1,
-        )
+            unchanged,
+        );
+        (delay, unchanged)
+    }
+
+    /// Records that `key` polled `revision_state`, seen `unchanged` times
+    /// in a row before ([`Context::next_poll`]).
+    pub fn record_poll(&self, key: &str, revision_state: &str, unchanged: u32) {
+        let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
+        polls.insert(key.to_owned(), (revision_state.to_owned(), unchanged));
     }
 
     /// The control plane client of the AgentControlPlane `name` in

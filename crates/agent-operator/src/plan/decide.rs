@@ -521,7 +521,7 @@ mod tests {
             drift_corrections: &[],
             latest_revision_id: Some("r"),
         };
-        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let fought = (0..3).fold(Vec::new(), |h, _| {
             fight::remember(&h, &["source_config.build_on_push"], now)
         });
@@ -667,7 +667,7 @@ mod tests {
         let reapply = After::Reapply {
             revision: "r9".into(),
         };
-        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let fought = (0..3).fold(Vec::new(), |h, _| {
             fight::remember(&h, &["source_revision_config"], now)
         });

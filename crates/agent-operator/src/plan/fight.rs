@@ -20,7 +20,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use jiff::{SignedDuration, Timestamp};
 
 use crate::api::deployment::{
     AgentDeploymentStatus, DRIFT_CORRECTIONS_LIMIT, DriftCorrection, REDEPLOY_ANNOTATION,

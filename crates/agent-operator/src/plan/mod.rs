@@ -12,6 +12,8 @@
 //! - [`verdict`]: the outcome, events and requeue once the revision is
 //!   known;
 //! - [`status`]: outcomes → kstatus conditions;
+//! - [`steps`]: the small rules of the pass's steps (name lookup, remote
+//!   delete, read-back, which revision to read, rejections, annotations);
 //! - [`fight`]: the cap on corrections of drift;
 //! - [`logtail`]: the secret-free tail of a failure log;
 //! - [`secrets_hash`]: the keyed hash of the secret values last sent
@@ -27,4 +29,5 @@ pub mod logtail;
 pub mod secrets_hash;
 pub mod shapes;
 pub mod status;
+pub mod steps;
 pub mod verdict;

@@ -12,7 +12,7 @@ use super::pass::{Acted, Pass, RemoteView};
 use super::report::{Flow, Report};
 use super::{deleting, plane_key};
 use crate::api::conditions::reason;
-use crate::api::deployment::{AgentDeployment, RemoteDeletionPolicy};
+use crate::api::deployment::AgentDeployment;
 use crate::controller::{Context, integrations, jittered, object_key, placement};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch, RevisionStatus};
@@ -21,298 +21,302 @@ use crate::plan::desired;
 use crate::plan::fight;
 use crate::plan::shapes::{self, Memory};
 use crate::plan::status::{Outcome, conditions};
+use crate::plan::steps::{self, RemoteGone};
 use crate::plan::verdict::{self, UNUSED};
 
-impl Pass<'_> {
-    /// A revision is in progress and nothing changed: GETs only the revision
-    /// `rid` (when its poll is due); a SKIPPED or missing one sends the pass
-    /// on to read the deployment.
-    pub(super) async fn poll_revision(&mut self, rid: &str) -> Flow<Acted> {
-        let (ctx, cp) = (self.ctx, self.cp);
-        if let Some(wait) = ctx.poll_wait(&self.seen.key, &plane_key(cp), rid) {
-            return Err(Report::end(Action::requeue(wait)));
-        }
-        let id = self.previous.deployment_id.clone().unwrap_or_default();
-        match cp.get_revision(&id, rid).await {
-            Ok(rev) if rev.status != RevisionStatus::Skipped => {
-                ctx.learn_revision(&plane_key(cp), &rev);
-                let mut view = RemoteView::from_status(self.previous, &id);
-                if rev.status == RevisionStatus::Deployed {
-                    view.active_revision_id = Some(rid.to_owned());
-                }
-                Ok(Acted {
-                    view,
-                    revision: Some(rev),
-                })
+/// A revision is in progress and nothing changed: GETs only the revision
+/// `rid` (when its poll is due); a SKIPPED or missing one sends the pass
+/// on to read the deployment.
+pub(super) async fn poll_revision(pass: &mut Pass<'_>, rid: &str) -> Flow<Acted> {
+    let (ctx, cp) = (pass.ctx, pass.cp);
+    if let Some(wait) = ctx.poll_wait(&pass.seen.key, &plane_key(cp), rid) {
+        return Err(Report::end(Action::requeue(wait)));
+    }
+    let id = pass.previous.deployment_id.clone().unwrap_or_default();
+    match cp.get_revision(&id, rid).await {
+        Ok(rev) if rev.status != RevisionStatus::Skipped => {
+            super::follow::remember_revision(pass, &rev);
+            let mut view = RemoteView::from_status(pass.previous, &id);
+            if rev.status == RevisionStatus::Deployed {
+                view.active_revision_id = Some(rid.to_owned());
             }
-            // A SKIPPED revision points at a newer one, a 404 at a
-            // deployment deleted outside: read the deployment.
-            Ok(_) | Err(CpError::NotFound { .. }) => self.read_and_change().await,
-            Err(e) => Err(self.fail("get revision", e)),
+            Ok(Acted {
+                view,
+                revision: Some(rev),
+            })
+        }
+        // A SKIPPED revision points at a newer one, a 404 at a
+        // deployment deleted outside: read the deployment.
+        Ok(_) | Err(CpError::NotFound { .. }) => read_and_change(pass).await,
+        Err(e) => Err(pass.fail("get revision", e)),
+    }
+}
+
+/// No deployment id yet: checks the placement and the integration, then
+/// adopts, recovers or creates the deployment ([`obtain`]).
+pub(super) async fn find_or_create(pass: &mut Pass<'_>) -> Flow<Acted> {
+    let (obj, ctx, cp) = (pass.obj, pass.ctx, pass.cp);
+    let mut body = pass.seen.body.clone();
+    // Placement is checked before the create (listener fields are
+    // immutable afterwards).
+    if let Some(listener_id) = &body.source_config.listener_id
+        && let Err(blocked) =
+            placement::check_listener_namespace(cp, listener_id, &obj.spec).await?
+    {
+        return Err(Report::blocked(obj, ctx, blocked));
+    }
+    // A named integration is resolved, and the repository checked,
+    // before a create (not for an explicit adoption, which creates
+    // nothing): `integration_id` is immutable afterwards.
+    if obj.spec.deployment_id.is_none() {
+        match integrations::resolve(&ctx.integrations, &plane_key(cp), cp, &obj.spec).await? {
+            Ok(Some(id)) => body.source_config.integration_id = Some(id),
+            Ok(None) => {}
+            Err(blocked) => return Err(Report::blocked(obj, ctx, blocked)),
         }
     }
-
-    /// No deployment id yet: checks the placement and the integration, then
-    /// adopts, recovers or creates the deployment ([`obtain`]).
-    pub(super) async fn obtain(&mut self) -> Flow<Acted> {
-        let (obj, ctx, cp) = (self.obj, self.ctx, self.cp);
-        let mut body = self.seen.body.clone();
-        // Placement is checked before the create (listener fields are
-        // immutable afterwards).
-        if let Some(listener_id) = &body.source_config.listener_id
-            && let Err(blocked) =
-                placement::check_listener_namespace(cp, listener_id, &obj.spec).await?
-        {
-            return Err(Report::blocked(obj, ctx, blocked));
-        }
-        // A named integration is resolved, and the repository checked,
-        // before a create (not for an explicit adoption, which creates
-        // nothing): `integration_id` is immutable afterwards.
-        if obj.spec.deployment_id.is_none() {
-            match integrations::resolve(&ctx.integrations, &plane_key(cp), cp, &obj.spec).await? {
-                Ok(Some(id)) => body.source_config.integration_id = Some(id),
-                Ok(None) => {}
-                Err(blocked) => return Err(Report::blocked(obj, ctx, blocked)),
-            }
-        }
-        let obtained = obtain(self, &body).await?;
-        if obtained.created {
-            self.status.secrets_hash = Some(self.seen.secrets_hash.clone());
-            self.status.unechoed_hash = Some(shapes::unechoed_hash(&body));
-            self.served_redeploy();
-            // The create started the first revision.
-            return Ok(Acted {
-                view: RemoteView::of(&obtained.deployment),
-                revision: None,
-            });
-        }
-        // Adopted or recovered: converge it like any other pass.
-        self.status.deployment_id = Some(obtained.deployment.id.clone());
-        self.change(*obtained.deployment, &body, obtained.recovered)
-            .await
-    }
-
-    /// GETs the deployment and makes it equal to the spec (see
-    /// [`Pass::change`]).
-    pub(super) async fn read_and_change(&mut self) -> Flow<Acted> {
-        let id = self.status.deployment_id.clone().unwrap_or_default();
-        let remote = match self.cp.get_deployment(&id).await {
-            Ok(d) => d,
-            Err(CpError::NotFound { .. }) => return Err(remote_deleted(self.obj, self.ctx, &id)),
-            Err(e) => return Err(self.fail("get deployment", e)),
-        };
-        let body = &self.seen.body;
-        self.change(remote, body, false).await
-    }
-
-    /// Decides on the deployment read ([`decide::after_read`]) and sends at
-    /// most one mutation: the PATCH, or the redeploy.
-    async fn change(
-        &mut self,
-        remote: Deployment,
-        body: &DeploymentCreate,
-        obtained_now: bool,
-    ) -> Flow<Acted> {
-        let secrets_hash = self.seen.secrets_hash.as_str();
-        let key = object_key(self.obj);
-        let changed_here = self.previous.secrets_hash.as_deref() != Some(secrets_hash);
-        let patch = self.minimal_patch(&remote, body, changed_here);
-        let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
-        // What `fight::carried` left of the corrections of drift.
-        let corrections = self.status.drift_corrections.clone();
-        let read = decide::Read {
-            patch: &patch,
-            patch_fingerprint: &patch_fingerprint,
-            status: self.previous,
-            generation: self.obj.metadata.generation,
-            secrets_changed_here: changed_here && self.previous.secrets_hash.is_some(),
-            redeploy_requested: self.seen.redeploy.is_some(),
-            obtained_now,
-            remote_deleting: deleting::is_deleting(remote.status.as_deref()),
-            drift_corrections: &corrections,
-            latest_revision_id: remote.latest_revision_id.as_deref(),
-        };
-        if !read.remote_deleting {
-            self.ctx.deletes.forget(&key);
-        }
-        let resync = Action::requeue(jittered(self.ctx.config.resync_interval));
-        match decide::after_read(&read) {
-            After::RemoteDeleting => Err(self.remote_deleting(&remote.id)),
-            After::Fight { fields } => {
-                let outcome = Outcome::Stalled {
-                    reason: reason::DRIFT_FIGHT,
-                    message: fight::message(&remote.id, &fields),
-                };
-                Err(self.finish(&outcome, Ok(resync)))
-            }
-            After::Unheld => {
-                let outcome = unheld_outcome(&remote.id, &patch);
-                self.status.unheld_patch = Some(patch_fingerprint);
-                Err(self.finish(&outcome, Ok(resync)))
-            }
-            After::Reapply { revision } => {
-                self.reapplied_over = Some(revision);
-                self.patch(&remote.id, body, patch, true).await
-            }
-            After::Patch { drift } => self.patch(&remote.id, body, patch, drift).await,
-            After::Redeploy => self.redeploy(&remote).await,
-            After::FollowOutside { revision } => {
-                self.events.push(verdict::followed_outside(&revision));
-                self.status.unechoed_hash = Some(shapes::unechoed_hash(body));
-                Ok(Acted {
-                    view: RemoteView::of(&remote),
-                    revision: None,
-                })
-            }
-            After::Follow => {
-                if self.previous.observed_generation != self.obj.metadata.generation {
-                    self.status.unheld_patch = None;
-                }
-                // Nothing to send: the desired state is what the remote
-                // holds, or what was last sent where the read does not tell.
-                self.status.unechoed_hash = Some(shapes::unechoed_hash(body));
-                Ok(Acted {
-                    view: RemoteView::of(&remote),
-                    revision: None,
-                })
-            }
-        }
-    }
-
-    /// The minimal PATCH from `remote` to `body` ([`desired::compute_patch`]).
-    /// Secret values are sent when they changed here (`changed_here`: the
-    /// referenced Secrets), or on the control plane (the values the service
-    /// returns, compared by keyed hash, only on this read: no extra
-    /// request), paced by [`decide::correct_outside_change`].
-    fn minimal_patch(
-        &mut self,
-        remote: &Deployment,
-        body: &DeploymentCreate,
-        changed_here: bool,
-    ) -> DeploymentPatch {
-        let secrets_hash = self.seen.secrets_hash.as_str();
-        let changed_outside = decide::correct_outside_change(
-            changed_here,
-            desired::remote_secrets_differ(&self.ctx.hash_key, secrets_hash, &remote.secrets),
-            self.previous.unheld_patch.is_some(),
-            self.ctx.secrets_due_in(&object_key(self.obj)).is_some(),
-        );
-        let memory = Memory {
-            send_secrets: changed_here || changed_outside,
-            sent: self.previous.unechoed_hash.as_deref(),
-        };
-        (self.status.source_commit, self.status.built_image) = shapes::provenance(remote);
-        desired::compute_patch(body, remote, &memory)
-    }
-
-    /// The remote deployment `id` is being deleted outside the operator:
-    /// `Reconciling/RemoteDeleted`, read again on the backoff of a delete in
-    /// progress ([`deleting`]).
-    fn remote_deleting(&mut self, id: &str) -> Box<Report> {
-        let outcome = Outcome::Progressing {
-            reason: reason::REMOTE_DELETED,
-            message: format!("remote deployment {id} is being deleted outside the operator"),
-        };
-        let wait = self.ctx.deletes.read(
-            &object_key(self.obj),
-            id,
-            true,
-            self.ctx.config.poll_interval,
-            self.ctx.config.max_poll_interval,
-        );
-        self.finish(&outcome, Ok(Action::requeue(wait)))
-    }
-
-    /// Requests the redeploy of `remote`; its answer is the revision it
-    /// started.
-    async fn redeploy(&mut self, remote: &Deployment) -> Flow<Acted> {
-        let revision = match self.cp.redeploy(&remote.id).await {
-            Ok(revision) => revision,
-            Err(e) => return Err(self.fail("redeploy", e)),
-        };
-        self.events.push((
-            EventType::Normal,
-            "Redeployed",
-            format!(
-                "redeploy requested at {}: new revision {}",
-                self.seen.redeploy.as_deref().unwrap_or_default(),
-                revision.id
-            ),
-        ));
-        self.status.rejected_request = None;
-        self.served_redeploy();
-        let mut view = RemoteView::of(remote);
-        view.latest_revision_id = Some(revision.id.clone());
-        Ok(Acted {
-            view,
-            revision: Some(revision),
-        })
-    }
-
-    /// PATCHes the deployment `id` with `patch` and reads the answer back: a
-    /// value the service drops or normalizes in a way no answer-shape rule
-    /// explains would differ again on the next pass, forever, so it stalls
-    /// with `DriftNotConverging` instead.
-    async fn patch(
-        &mut self,
-        id: &str,
-        body: &DeploymentCreate,
-        patch: DeploymentPatch,
-        drift: bool,
-    ) -> Flow<Acted> {
-        let secrets_hash = self.seen.secrets_hash.as_str();
-        let d = match self.cp.patch_deployment(id, &patch).await {
-            Ok(d) => d,
-            Err(e) => return Err(self.fail("patch deployment", e)),
-        };
-        let fields = desired::patch_fields(&patch);
-        let (event_reason, verb) = if drift {
-            self.status.drift_corrections = fight::remember(
-                &self.status.drift_corrections.clone(),
-                &fields,
-                k8s_openapi::jiff::Timestamp::now(),
-            );
-            ("DriftCorrected", "changed outside the operator; restored")
-        } else {
-            ("Patched", "patched")
-        };
-        let note = match &self.reapplied_over {
-            Some(over) => {
-                verdict::reapplied_note(&fields, &d.id, over, desired::creates_revision(&patch))
-            }
-            None => format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
-        };
-        self.events.push((EventType::Normal, event_reason, note));
-        if patch.secrets.is_some() {
-            self.status.secrets_hash = Some(secrets_hash.to_owned());
-            // The next PATCH of Secret values alone waits its interval,
-            // once this one's status (its secrets hash) is written.
-            let key = object_key(self.obj);
-            self.remember.push(move |ctx| ctx.secrets_sent(&key));
-        }
-        if desired::creates_revision(&patch) {
-            self.served_redeploy();
-        }
-        let unechoed = shapes::unechoed_hash(body);
-        self.status.rejected_request = None;
-        self.status.unechoed_hash = Some(unechoed.clone());
-        (self.status.source_commit, self.status.built_image) = shapes::provenance(&d);
-        let again =
-            desired::patch_read_back(&self.ctx.hash_key, body, &d, secrets_hash, Some(&unechoed));
-        if !again.is_empty() {
-            self.status.unheld_patch = Some(desired::patch_fingerprint(&again, secrets_hash));
-            let outcome = unheld_outcome(&d.id, &again);
-            self.status.latest_revision_id = d.latest_revision_id.clone();
-            self.status.deployment_id = Some(d.id.clone());
-            let resync = Action::requeue(jittered(self.ctx.config.resync_interval));
-            return Err(self.finish(&outcome, Ok(resync)));
-        }
-        self.status.unheld_patch = None;
-        Ok(Acted {
-            view: RemoteView::of(&d),
+    let obtained = obtain(pass, &body).await?;
+    if obtained.created {
+        pass.status.secrets_hash = Some(pass.seen.secrets_hash.clone());
+        pass.status.unechoed_hash = Some(shapes::unechoed_hash(&body));
+        pass.served_redeploy();
+        // The create started the first revision.
+        return Ok(Acted {
+            view: RemoteView::of(&obtained.deployment),
             revision: None,
-        })
+        });
     }
+    // Adopted or recovered: converge it like any other pass.
+    pass.status.deployment_id = Some(obtained.deployment.id.clone());
+    change(pass, *obtained.deployment, &body, obtained.recovered).await
+}
+
+/// GETs the deployment and makes it equal to the spec (see
+/// [`change`]).
+pub(super) async fn read_and_change(pass: &mut Pass<'_>) -> Flow<Acted> {
+    let id = pass.status.deployment_id.clone().unwrap_or_default();
+    let remote = match pass.cp.get_deployment(&id).await {
+        Ok(d) => d,
+        Err(CpError::NotFound { .. }) => return Err(remote_deleted(pass.obj, pass.ctx, &id)),
+        Err(e) => return Err(pass.fail("get deployment", e)),
+    };
+    let body = &pass.seen.body;
+    change(pass, remote, body, false).await
+}
+
+/// Decides on the deployment read ([`decide::after_read`]) and sends at
+/// most one mutation: the PATCH, or the redeploy.
+async fn change(
+    pass: &mut Pass<'_>,
+    remote: Deployment,
+    body: &DeploymentCreate,
+    obtained_now: bool,
+) -> Flow<Acted> {
+    let secrets_hash = pass.seen.secrets_hash.as_str();
+    let key = object_key(pass.obj);
+    let changed_here = pass.previous.secrets_hash.as_deref() != Some(secrets_hash);
+    let patch = minimal_patch(pass, &remote, body, changed_here);
+    let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
+    // What `fight::carried` left of the corrections of drift.
+    let corrections = pass.status.drift_corrections.clone();
+    let read = decide::Read {
+        patch: &patch,
+        patch_fingerprint: &patch_fingerprint,
+        status: pass.previous,
+        generation: pass.obj.metadata.generation,
+        secrets_changed_here: changed_here && pass.previous.secrets_hash.is_some(),
+        redeploy_requested: pass.seen.redeploy.is_some(),
+        obtained_now,
+        remote_deleting: deleting::is_deleting(remote.status.as_deref()),
+        drift_corrections: &corrections,
+        latest_revision_id: remote.latest_revision_id.as_deref(),
+    };
+    if !read.remote_deleting {
+        let key = key.clone();
+        pass.remember.push(move |ctx| ctx.deletes.forget(&key));
+    }
+    let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+    match decide::after_read(&read) {
+        After::RemoteDeleting => Err(remote_deleting(pass, &remote.id)),
+        After::Fight { fields } => {
+            let outcome = Outcome::Stalled {
+                reason: reason::DRIFT_FIGHT,
+                message: fight::message(&remote.id, &fields),
+            };
+            Err(pass.finish(&outcome, Ok(resync)))
+        }
+        After::Unheld => {
+            let outcome = unheld_outcome(&remote.id, &patch);
+            pass.status.unheld_patch = Some(patch_fingerprint);
+            Err(pass.finish(&outcome, Ok(resync)))
+        }
+        After::Reapply { revision } => {
+            pass.reapplied_over = Some(revision);
+            send_patch(pass, &remote.id, body, patch, true).await
+        }
+        After::Patch { drift } => send_patch(pass, &remote.id, body, patch, drift).await,
+        After::Redeploy => redeploy(pass, &remote).await,
+        After::FollowOutside { revision } => Ok(follow_remote(pass, remote, body, Some(revision))),
+        After::Follow => Ok(follow_remote(pass, remote, body, None)),
+    }
+}
+
+/// Nothing to send: the desired state is what the remote holds, or what
+/// was last sent where the read does not tell; a revision made outside the
+/// operator (`outside`) is followed with its event.
+fn follow_remote(
+    pass: &mut Pass<'_>,
+    remote: Deployment,
+    body: &DeploymentCreate,
+    outside: Option<String>,
+) -> Acted {
+    match outside {
+        Some(revision) => pass.events.push(verdict::followed_outside(&revision)),
+        None if pass.previous.observed_generation != pass.obj.metadata.generation => {
+            pass.status.unheld_patch = None;
+        }
+        None => {}
+    }
+    pass.status.unechoed_hash = Some(shapes::unechoed_hash(body));
+    Acted {
+        view: RemoteView::of(&remote),
+        revision: None,
+    }
+}
+
+/// The minimal PATCH from `remote` to `body` ([`desired::compute_patch`]).
+/// Secret values are sent when they changed here (`changed_here`: the
+/// referenced Secrets), or on the control plane (the values the service
+/// returns, compared by keyed hash, only on this read: no extra
+/// request), paced by [`decide::correct_outside_change`].
+fn minimal_patch(
+    pass: &mut Pass<'_>,
+    remote: &Deployment,
+    body: &DeploymentCreate,
+    changed_here: bool,
+) -> DeploymentPatch {
+    let secrets_hash = pass.seen.secrets_hash.as_str();
+    let changed_outside = decide::correct_outside_change(
+        changed_here,
+        desired::remote_secrets_differ(&pass.ctx.hash_key, secrets_hash, &remote.secrets),
+        pass.previous.unheld_patch.is_some(),
+        pass.ctx.secrets_due_in(&object_key(pass.obj)).is_some(),
+    );
+    let memory = Memory {
+        send_secrets: changed_here || changed_outside,
+        sent: pass.previous.unechoed_hash.as_deref(),
+    };
+    (pass.status.source_commit, pass.status.built_image) = shapes::provenance(remote);
+    desired::compute_patch(body, remote, &memory)
+}
+
+/// The remote deployment `id` is being deleted outside the operator:
+/// `Reconciling/RemoteDeleted`, read again on the backoff of a delete in
+/// progress ([`deleting`]).
+fn remote_deleting(pass: &mut Pass<'_>, id: &str) -> Box<Report> {
+    let outcome = Outcome::Progressing {
+        reason: reason::REMOTE_DELETED,
+        message: format!("remote deployment {id} is being deleted outside the operator"),
+    };
+    let wait = pass.ctx.deletes.read(
+        &object_key(pass.obj),
+        id,
+        true,
+        pass.ctx.config.poll_interval,
+        pass.ctx.config.max_poll_interval,
+    );
+    pass.finish(&outcome, Ok(Action::requeue(wait)))
+}
+
+/// Requests the redeploy of `remote`; its answer is the revision it
+/// started.
+async fn redeploy(pass: &mut Pass<'_>, remote: &Deployment) -> Flow<Acted> {
+    let revision = match pass.cp.redeploy(&remote.id).await {
+        Ok(revision) => revision,
+        Err(e) => return Err(pass.fail("redeploy", e)),
+    };
+    pass.events.push((
+        EventType::Normal,
+        "Redeployed",
+        format!(
+            "redeploy requested at {}: new revision {}",
+            pass.seen.redeploy.as_deref().unwrap_or_default(),
+            revision.id
+        ),
+    ));
+    pass.status.rejected_request = None;
+    pass.served_redeploy();
+    let mut view = RemoteView::of(remote);
+    view.latest_revision_id = Some(revision.id.clone());
+    Ok(Acted {
+        view,
+        revision: Some(revision),
+    })
+}
+
+/// PATCHes the deployment `id` with `patch` and reads the answer back: a
+/// value the service drops or normalizes in a way no answer-shape rule
+/// explains would differ again on the next pass, forever, so it stalls
+/// with `DriftNotConverging` instead.
+async fn send_patch(
+    pass: &mut Pass<'_>,
+    id: &str,
+    body: &DeploymentCreate,
+    patch: DeploymentPatch,
+    drift: bool,
+) -> Flow<Acted> {
+    let secrets_hash = pass.seen.secrets_hash.as_str();
+    let d = match pass.cp.patch_deployment(id, &patch).await {
+        Ok(d) => d,
+        Err(e) => return Err(pass.fail("patch deployment", e)),
+    };
+    let fields = desired::patch_fields(&patch);
+    let (event_reason, verb) = if drift {
+        pass.status.drift_corrections = fight::remember(
+            &pass.status.drift_corrections.clone(),
+            &fields,
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        ("DriftCorrected", "changed outside the operator; restored")
+    } else {
+        ("Patched", "patched")
+    };
+    let note = match &pass.reapplied_over {
+        Some(over) => {
+            verdict::reapplied_note(&fields, &d.id, over, desired::creates_revision(&patch))
+        }
+        None => format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
+    };
+    pass.events.push((EventType::Normal, event_reason, note));
+    if patch.secrets.is_some() {
+        pass.status.secrets_hash = Some(secrets_hash.to_owned());
+        // The next PATCH of Secret values alone waits its interval,
+        // once this one's status (its secrets hash) is written.
+        let key = object_key(pass.obj);
+        pass.remember.push(move |ctx| ctx.secrets_sent(&key));
+    }
+    if desired::creates_revision(&patch) {
+        pass.served_redeploy();
+    }
+    let unechoed = shapes::unechoed_hash(body);
+    pass.status.rejected_request = None;
+    pass.status.unechoed_hash = Some(unechoed.clone());
+    (pass.status.source_commit, pass.status.built_image) = shapes::provenance(&d);
+    let again =
+        desired::patch_read_back(&pass.ctx.hash_key, body, &d, secrets_hash, Some(&unechoed));
+    if let Some(unheld) = steps::unheld(&again, secrets_hash) {
+        pass.status.unheld_patch = Some(unheld);
+        let outcome = unheld_outcome(&d.id, &again);
+        pass.status.latest_revision_id = d.latest_revision_id.clone();
+        pass.status.deployment_id = Some(d.id.clone());
+        let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+        return Err(pass.finish(&outcome, Ok(resync)));
+    }
+    pass.status.unheld_patch = None;
+    Ok(Acted {
+        view: RemoteView::of(&d),
+        revision: None,
+    })
 }
 
 /// The outcome of a change the service accepted but does not hold.
@@ -342,9 +346,8 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
     } else {
         "was deleted outside the operator"
     };
-    if obj.spec.remote_deletion_policy == RemoteDeletionPolicy::Stall
-        || obj.spec.deployment_id.is_some()
-    {
+    let policy = obj.spec.remote_deletion_policy;
+    if steps::remote_deleted(policy, obj.spec.deployment_id.is_some()) == RemoteGone::Stall {
         return Report::stalled(
             obj,
             ctx,
@@ -354,7 +357,6 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
             ),
         );
     }
-    ctx.deletes.forget(&object_key(obj));
     // Forget the old id and secrets hash; the next pass creates a new one.
     let mut status = obj.status.clone().unwrap_or_default();
     status.deployment_id = None;
@@ -373,6 +375,8 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
     );
     status.deployment_status = None;
     let mut report = Report::end(Action::requeue(std::time::Duration::from_millis(100)));
+    let key = object_key(obj);
+    report.remember.push(move |ctx| ctx.deletes.forget(&key));
     report.status = crate::controller::kind::changed(obj, status);
     report.events.push((
         EventType::Warning,

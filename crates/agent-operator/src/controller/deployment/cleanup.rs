@@ -38,30 +38,8 @@ pub async fn cleanup(
         }
         return report;
     }
-    match obj.paused() {
-        Ok(true) => {
-            let fix = format!(
-                "remove the annotation (kubectl annotate agd {} {PAUSED_ANNOTATION}-) to let the deletion go on",
-                obj.name_any()
-            );
-            return blocked(
-                obj,
-                ctx,
-                &format!(
-                    "paused by the annotation {PAUSED_ANNOTATION}: nothing is sent, the DELETE included"
-                ),
-                &fix,
-            );
-        }
-        Ok(false) => {}
-        Err(message) => {
-            return blocked(
-                obj,
-                ctx,
-                &message,
-                "fix the annotation's value (\"true\" or \"false\")",
-            );
-        }
+    if let Some(report) = paused(obj, ctx) {
+        return report;
     }
     // Giving the remote deployment up (removing the finalizer without a
     // DELETE) is decided on a fresh read, never on a cache that may predate
@@ -86,6 +64,34 @@ pub async fn cleanup(
         .on(fresh.as_ref())
 }
 
+/// The report of a deletion held by the pause annotation (or a value of it
+/// that does not parse); `None`: the deletion goes on.
+fn paused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
+    match obj.paused() {
+        Ok(true) => {
+            let fix = format!(
+                "remove the annotation (kubectl annotate agd {} {PAUSED_ANNOTATION}-) to let the deletion go on",
+                obj.name_any()
+            );
+            Some(blocked(
+                obj,
+                ctx,
+                &format!(
+                    "paused by the annotation {PAUSED_ANNOTATION}: nothing is sent, the DELETE included"
+                ),
+                &fix,
+            ))
+        }
+        Ok(false) => None,
+        Err(message) => Some(blocked(
+            obj,
+            ctx,
+            &message,
+            "fix the annotation's value (\"true\" or \"false\")",
+        )),
+    }
+}
+
 /// The remote deployment id of `o`: in status, or in the id annotation.
 fn id_of(o: &AgentDeployment) -> Option<String> {
     o.status
@@ -94,18 +100,19 @@ fn id_of(o: &AgentDeployment) -> Option<String> {
         .or_else(|| o.annotations().get(DEPLOYMENT_ID_ANNOTATION).cloned())
 }
 
-/// The DELETE (when due) and the read that tells whether it is done.
-async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
-    let known_id = id_of(obj);
-    if known_id.is_none() && !obj.create_pending() {
-        return Ok(Report::end(Action::await_change()));
-    }
-    let key = object_key(obj);
+/// The step of the delete of `key` (remote id `known_id`) before any
+/// request ([`deleting::before`]).
+fn delete_step(
+    obj: &AgentDeployment,
+    ctx: &Context,
+    key: &str,
+    known_id: Option<&str>,
+) -> deleting::Step {
     // What this process remembers of the delete; after a restart, the status
     // written by the last read tells whether the deployment was deleting.
-    let step = match &known_id {
+    match known_id {
         Some(id) => deleting::before(
-            ctx.deletes.known(&key, id).unwrap_or(deleting::Known {
+            ctx.deletes.known(key, id).unwrap_or(deleting::Known {
                 accepted: deleting::is_deleting(
                     obj.status
                         .as_ref()
@@ -115,7 +122,17 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
             }),
         ),
         None => deleting::Step::Delete,
-    };
+    }
+}
+
+/// The DELETE (when due) and the read that tells whether it is done.
+async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
+    let known_id = id_of(obj);
+    if known_id.is_none() && !obj.create_pending() {
+        return Ok(Report::end(Action::await_change()));
+    }
+    let key = object_key(obj);
+    let step = delete_step(obj, ctx, &key, known_id.as_deref());
     if let (deleting::Step::Wait(wait), Some(id)) = (step, &known_id) {
         debug!(deployment_id = %id, read_in_s = wait.as_secs_f64(), "remote delete in progress");
         return Err(Report::failed(Error::DeletionPending(id.clone())));
@@ -148,9 +165,9 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     }
     match cp.get_deployment(&id).await {
         Err(CpError::NotFound { .. }) => {
-            ctx.deletes.forget(&key);
             info!(deployment_id = %id, "remote deployment deleted");
             let mut report = Report::end(Action::await_change());
+            report.remember.push(move |ctx| ctx.deletes.forget(&key));
             report.events.push((
                 EventType::Normal,
                 "Deleted",

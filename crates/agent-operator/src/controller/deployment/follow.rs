@@ -20,6 +20,7 @@ use crate::plan::decide;
 use crate::plan::logtail::{self, FailureLog};
 use crate::plan::shapes;
 use crate::plan::status::Outcome;
+use crate::plan::steps::{LatestFrom, LatestKnown};
 use crate::plan::verdict::{self, Next};
 
 /// The revision the follow step knows: its id, status, creation time, and
@@ -32,251 +33,259 @@ struct Latest {
     started_here: bool,
 }
 
-impl Pass<'_> {
-    /// Follows the latest revision of `acted` and ends the pass.
-    pub(super) async fn follow(mut self, acted: Acted) -> Box<Report> {
-        let Acted { view, revision } = acted;
-        let latest = match self.latest(&view, revision).await {
-            Ok(l) => l,
-            Err(report) => return report,
-        };
-        let (rid, status) = (latest.id.as_deref(), latest.status.as_ref());
-        let deadline = self
-            .obj
-            .spec
-            .progress_deadline_seconds
-            .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS);
-        let slow_poll = self.ctx.config.max_poll_interval * 4;
-        let age = latest
-            .created_at
-            .as_deref()
-            .and_then(seconds_until)
-            .map(|u| -u);
-        let created_at = latest.created_at.as_deref();
-        let overdue = verdict::overdue(rid, status, created_at, age, deadline, slow_poll.as_secs());
-        let outcome = overdue
-            .clone()
-            .unwrap_or_else(|| verdict::outcome(rid, status));
-        let outcome = match self.reapplied_over.as_deref() {
-            Some(over) => verdict::reapplied(outcome, over),
-            None => outcome,
-        };
-        let (outcome, unused) = verdict::unused(
-            outcome,
-            &view.id,
-            view.deployment_status.as_deref(),
-            self.previous.deployment_status.as_deref(),
-        );
-        self.events.extend(unused);
-        let outcome = self.explain_failure(outcome, &view, &latest).await;
-        // (Its Warning event comes from `finish`, as for every Stalled.)
-        self.record(&view, &latest, &outcome);
-        let (outcome, verify_wait) = match self.verified(outcome, &view, rid).await {
-            Ok(v) => v,
-            Err(e) => return Report::failed(e),
-        };
-        if matches!(outcome, Outcome::Ready { .. })
-            && let Some(seconds) = time_to_ready(self.obj)
-        {
-            self.ctx.metrics.observe_time_to_ready(seconds);
-        }
-        let action = self.requeue(&outcome, overdue.is_some(), verify_wait, &latest);
-        self.finish(&outcome, Ok(action))
+/// Follows the latest revision of `acted` and ends the pass.
+pub(super) async fn follow(pass: &mut Pass<'_>, acted: Acted) -> Box<Report> {
+    let Acted { view, revision } = acted;
+    let latest = match latest(pass, &view, revision).await {
+        Ok(l) => l,
+        Err(report) => return report,
+    };
+    let (rid, status) = (latest.id.as_deref(), latest.status.as_ref());
+    let deadline = pass
+        .obj
+        .spec
+        .progress_deadline_seconds
+        .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS);
+    let slow_poll = pass.ctx.config.max_poll_interval * 4;
+    let age = latest
+        .created_at
+        .as_deref()
+        .and_then(seconds_until)
+        .map(|u| -u);
+    let created_at = latest.created_at.as_deref();
+    let overdue = verdict::overdue(rid, status, created_at, age, deadline, slow_poll.as_secs());
+    let outcome = overdue
+        .clone()
+        .unwrap_or_else(|| verdict::outcome(rid, status));
+    let outcome = match pass.reapplied_over.as_deref() {
+        Some(over) => verdict::reapplied(outcome, over),
+        None => outcome,
+    };
+    let (outcome, unused) = verdict::unused(
+        outcome,
+        &view.id,
+        view.deployment_status.as_deref(),
+        pass.previous.deployment_status.as_deref(),
+    );
+    pass.events.extend(unused);
+    let outcome = explain_failure(pass, outcome, &view, &latest).await;
+    // (Its Warning event comes from `finish`, as for every Stalled.)
+    record(pass, &view, &latest, &outcome);
+    let (outcome, verify_wait) = match super::verify::verified(pass, outcome, &view, rid).await {
+        Ok(v) => v,
+        Err(e) => return Report::failed(e),
+    };
+    if matches!(outcome, Outcome::Ready { .. })
+        && let Some(seconds) = time_to_ready(pass.obj)
+    {
+        pass.ctx.metrics.observe_time_to_ready(seconds);
     }
+    let action = requeue(pass, &outcome, overdue.is_some(), verify_wait, &latest);
+    pass.finish(&outcome, Ok(action))
+}
 
-    /// The latest revision: the one the act step read or started, the one
-    /// status shows ended, or a GET of it.
-    async fn latest(
-        &mut self,
-        view: &RemoteView,
-        revision: Option<Revision>,
-    ) -> Result<Latest, Box<Report>> {
-        let (ctx, previous, key) = (self.ctx, self.previous, self.seen.key.as_str());
-        let id = view.latest_revision_id.clone();
-        let started_here = revision.is_none() && id.is_some() && id != previous.latest_revision_id;
-        if let Some(rid) = id.as_deref().filter(|_| started_here) {
-            ctx.revision_started(key, rid);
-        } else if let Some(rev) = revision
-            .as_ref()
-            .filter(|r| Some(&r.id) != previous.latest_revision_id.as_ref())
-        {
-            // A redeploy answered with the revision it started.
-            ctx.revision_started(key, &rev.id);
-        }
-        let known_ended = previous.latest_revision_id == id
-            && previous
-                .revision_status
-                .clone()
-                .map(RevisionStatus::from)
-                .is_some_and(|s| !s.is_in_progress() && s != RevisionStatus::Skipped);
-        let mut latest = Latest {
-            id,
-            status: None,
-            created_at: None,
-            read: None,
-            started_here,
-        };
-        let rev = match (&latest.id, revision) {
-            (None, _) => return Ok(latest),
-            (Some(rid), Some(rev)) if &rev.id == rid => rev,
-            (Some(_), _) if known_ended => {
-                latest.status = previous.revision_status.clone().map(RevisionStatus::from);
-                return Ok(latest);
-            }
-            (Some(_), _) if started_here => return Ok(latest),
-            (Some(rid), _) => match self.cp.get_revision(&view.id, rid).await {
-                Ok(rev) => {
-                    ctx.learn_revision(&plane_key(self.cp), &rev);
-                    rev
-                }
-                Err(e) => return Err(self.fail("get revision", e)),
-            },
-        };
-        latest.created_at = rev.created_at.clone();
-        latest.status = Some(rev.status.clone());
-        latest.read = Some(rev);
-        Ok(latest)
+/// The latest revision: the one the act step read or started, the one
+/// status shows ended, or a GET of it.
+async fn latest(
+    pass: &mut Pass<'_>,
+    view: &RemoteView,
+    revision: Option<Revision>,
+) -> Result<Latest, Box<Report>> {
+    let (previous, key) = (pass.previous, pass.seen.key.as_str());
+    let known = LatestKnown {
+        latest: view.latest_revision_id.as_deref(),
+        given: revision.as_ref().map(|r| r.id.as_str()),
+        recorded: previous.latest_revision_id.as_deref(),
+        recorded_status: previous.revision_status.as_deref(),
+    };
+    if let Some(rid) = known.started() {
+        // Started by this pass's PATCH or create, or a redeploy's answer.
+        let (key, rid) = (key.to_owned(), rid.to_owned());
+        pass.remember
+            .push(move |ctx| ctx.revision_started(&key, &rid));
     }
+    let from = known.source();
+    let mut latest = Latest {
+        id: view.latest_revision_id.clone(),
+        status: None,
+        created_at: None,
+        read: None,
+        started_here: known.started_here(),
+    };
+    let rev = match (from, revision, latest.id.as_deref()) {
+        (LatestFrom::Given, Some(rev), _) => rev,
+        (LatestFrom::KnownEnded, ..) => {
+            latest.status = previous.revision_status.clone().map(RevisionStatus::from);
+            return Ok(latest);
+        }
+        (LatestFrom::Read, _, Some(rid)) => match pass.cp.get_revision(&view.id, rid).await {
+            Ok(rev) => {
+                remember_revision(pass, &rev);
+                rev
+            }
+            Err(e) => return Err(pass.fail("get revision", e)),
+        },
+        _ => return Ok(latest),
+    };
+    latest.created_at = rev.created_at.clone();
+    latest.status = Some(rev.status.clone());
+    latest.read = Some(rev);
+    Ok(latest)
+}
 
-    /// A failed build or deploy explained by the end of its log, read once,
-    /// by the pass that first sees the failure; later passes keep the
-    /// message.
-    async fn explain_failure(
-        &self,
-        outcome: Outcome,
-        view: &RemoteView,
-        latest: &Latest,
-    ) -> Outcome {
-        let Outcome::Stalled { reason: r, message } = outcome else {
-            return outcome;
-        };
-        if r != reason::REVISION_FAILED {
-            return Outcome::Stalled { reason: r, message };
-        }
-        let (rid, status) = (latest.id.as_deref(), latest.status.as_ref());
-        let shown = Outcome::Stalled {
-            reason: r,
-            message: message.clone(),
-        };
-        let message = match (
-            verdict::failure_log(&shown, self.previous, rid, status),
-            rid,
-        ) {
-            (Some(log), Some(rid)) => {
-                let read = self.log_tail(&view.id, rid, log).await;
-                logtail::explained(&message, log, read)
-            }
-            _ => logtail::kept(
-                &message,
-                find(&self.previous.conditions, READY).map(|c| c.message.as_str()),
-            ),
-        };
-        Outcome::Stalled { reason: r, message }
-    }
+/// Learns from `rev` how long revisions of the pass's control plane take
+/// ([`crate::controller::Context::learn_revision`]), once the pass's writes
+/// are done.
+pub(super) fn remember_revision(pass: &mut Pass<'_>, rev: &Revision) {
+    let (plane, rev) = (plane_key(pass.cp), rev.clone());
+    pass.remember
+        .push(move |ctx| ctx.learn_revision(&plane, &rev));
+}
 
-    /// Puts what the pass knows of the deployment and its revision in status,
-    /// and the event of a change of revision in the report.
-    fn record(&mut self, view: &RemoteView, latest: &Latest, outcome: &Outcome) {
-        let previous = self.previous;
-        let s = &mut self.status;
-        s.deployment_id = Some(view.id.clone());
-        s.latest_revision_id = latest.id.clone();
-        // A revision this pass started is not read (its next poll reads
-        // it): until then the REVISION column shows `CREATING`, the first
-        // status of a new revision, rather than nothing.
-        s.revision_status = latest.status.as_ref().map(|s| s.to_string()).or_else(|| {
-            latest
-                .started_here
-                .then(|| RevisionStatus::Creating.to_string())
-        });
-        s.active_revision_id = view.active_revision_id.clone();
-        s.deployment_status = view.deployment_status.clone();
-        s.url = view.url.clone().or_else(|| previous.url.clone());
-        if verdict::failed(outcome) {
-            s.last_failed_revision_id = latest.id.clone();
-            s.last_failed_revision_status = s.revision_status.clone();
-        }
-        if let Some(rev) = &latest.read {
-            record_revision(&mut s.revisions, rev);
-            if rev.source.as_deref() == Some("github") {
-                (s.source_commit, s.built_image) = shapes::revision_provenance(rev);
-            }
-        }
-        let revision_changed = previous.revision_status != s.revision_status
-            || previous.latest_revision_id != s.latest_revision_id;
-        self.events
-            .extend(verdict::revision_event(outcome, revision_changed));
+/// A failed build or deploy explained by the end of its log, read once,
+/// by the pass that first sees the failure; later passes keep the
+/// message.
+async fn explain_failure(
+    pass: &Pass<'_>,
+    outcome: Outcome,
+    view: &RemoteView,
+    latest: &Latest,
+) -> Outcome {
+    let Outcome::Stalled { reason: r, message } = outcome else {
+        return outcome;
+    };
+    if r != reason::REVISION_FAILED {
+        return Outcome::Stalled { reason: r, message };
     }
+    let (rid, status) = (latest.id.as_deref(), latest.status.as_ref());
+    let shown = Outcome::Stalled {
+        reason: r,
+        message: message.clone(),
+    };
+    let message = match (
+        verdict::failure_log(&shown, pass.previous, rid, status),
+        rid,
+    ) {
+        (Some(log), Some(rid)) => {
+            let read = log_tail(pass, &view.id, rid, log).await;
+            logtail::explained(&message, log, read)
+        }
+        _ => logtail::kept(
+            &message,
+            find(&pass.previous.conditions, READY).map(|c| c.message.as_str()),
+        ),
+    };
+    Outcome::Stalled { reason: r, message }
+}
 
-    /// The requeue ([`verdict::next`]): the verification's delay, the poll
-    /// backoff of a revision in progress (shortened by what is learned of
-    /// how long revisions take), a slow poll past the deadline, or the
-    /// resync period.
-    fn requeue(
-        &self,
-        outcome: &Outcome,
-        overdue: bool,
-        verify_wait: Option<std::time::Duration>,
-        latest: &Latest,
-    ) -> Action {
-        let (ctx, key) = (self.ctx, self.seen.key.as_str());
-        match verdict::next(outcome, overdue, verify_wait.is_some()) {
-            Next::Verify => {
-                ctx.reset_polls(key);
-                ctx.revision_ended(key);
-                Action::requeue(verify_wait.unwrap_or(ctx.config.resync_interval))
-            }
-            Next::Poll => {
-                let state = format!(
-                    "{}/{}",
-                    latest.id.as_deref().unwrap_or(""),
-                    latest.status.as_ref().map_or("", |s| s.as_str())
-                );
-                let backoff = ctx.poll_delay(key, &state);
-                let expected_left = if latest.started_here {
-                    ctx.expected_left(&plane_key(self.cp), None)
-                } else {
-                    latest
-                        .created_at
-                        .as_deref()
-                        .and_then(|t| ctx.expected_left(&plane_key(self.cp), Some(t)))
-                };
-                Action::requeue(decide::next_poll(
-                    backoff,
-                    expected_left,
-                    ctx.config.max_poll_interval,
-                ))
-            }
-            Next::Slow => Action::requeue(jittered(ctx.config.max_poll_interval * 4)),
-            Next::Resync => {
-                ctx.reset_polls(key);
-                ctx.revision_ended(key);
-                Action::requeue(jittered(ctx.config.resync_interval))
-            }
+/// Puts what the pass knows of the deployment and its revision in status,
+/// and the event of a change of revision in the report.
+fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Outcome) {
+    let previous = pass.previous;
+    let s = &mut pass.status;
+    s.deployment_id = Some(view.id.clone());
+    s.latest_revision_id = latest.id.clone();
+    // A revision this pass started is not read (its next poll reads
+    // it): until then the REVISION column shows `CREATING`, the first
+    // status of a new revision, rather than nothing.
+    s.revision_status = latest.status.as_ref().map(|s| s.to_string()).or_else(|| {
+        latest
+            .started_here
+            .then(|| RevisionStatus::Creating.to_string())
+    });
+    s.active_revision_id = view.active_revision_id.clone();
+    s.deployment_status = view.deployment_status.clone();
+    s.url = view.url.clone().or_else(|| previous.url.clone());
+    if verdict::failed(outcome) {
+        s.last_failed_revision_id = latest.id.clone();
+        s.last_failed_revision_status = s.revision_status.clone();
+    }
+    if let Some(rev) = &latest.read {
+        record_revision(&mut s.revisions, rev);
+        if rev.source.as_deref() == Some("github") {
+            (s.source_commit, s.built_image) = shapes::revision_provenance(rev);
         }
     }
+    let revision_changed = previous.revision_status != s.revision_status
+        || previous.latest_revision_id != s.latest_revision_id;
+    pass.events
+        .extend(verdict::revision_event(outcome, revision_changed));
+}
 
-    /// The tail of the log that explains a failed revision, secret-free
-    /// ([`logtail::tail`]); `Err` with the reason when it cannot be read
-    /// (not retried: the message says so).
-    async fn log_tail(
-        &self,
-        id: &str,
-        rid: &str,
-        log: FailureLog,
-    ) -> Result<Option<String>, String> {
-        let query = LogQuery {
-            limit: Some(logtail::TAIL_LINES),
-            order: Some(LogOrder::Desc),
-            ..Default::default()
-        };
-        let page = match log {
-            FailureLog::Build => self.cp.build_logs(id, rid, &query).await,
-            FailureLog::Deploy => self.cp.deploy_logs(id, Some(rid), &query).await,
-        };
-        page.map(|p| logtail::tail(&p.logs, &self.secret_values))
-            .map_err(|e| e.to_string())
+/// The requeue ([`verdict::next`]): the verification's delay, the poll
+/// backoff of a revision in progress (shortened by what is learned of
+/// how long revisions take), a slow poll past the deadline, or the
+/// resync period.
+fn requeue(
+    pass: &mut Pass<'_>,
+    outcome: &Outcome,
+    overdue: bool,
+    verify_wait: Option<std::time::Duration>,
+    latest: &Latest,
+) -> Action {
+    let (ctx, key) = (pass.ctx, pass.seen.key.clone());
+    match verdict::next(outcome, overdue, verify_wait.is_some()) {
+        Next::Verify => {
+            pass.remember.push(move |ctx| ended(ctx, &key));
+            Action::requeue(verify_wait.unwrap_or(ctx.config.resync_interval))
+        }
+        Next::Poll => {
+            let state = format!(
+                "{}/{}",
+                latest.id.as_deref().unwrap_or(""),
+                latest.status.as_ref().map_or("", |s| s.as_str())
+            );
+            let (backoff, unchanged) = ctx.next_poll(&key, &state);
+            pass.remember
+                .push(move |ctx| ctx.record_poll(&key, &state, unchanged));
+            let expected_left = if latest.started_here {
+                ctx.expected_left(&plane_key(pass.cp), None)
+            } else {
+                latest
+                    .created_at
+                    .as_deref()
+                    .and_then(|t| ctx.expected_left(&plane_key(pass.cp), Some(t)))
+            };
+            Action::requeue(decide::next_poll(
+                backoff,
+                expected_left,
+                ctx.config.max_poll_interval,
+            ))
+        }
+        Next::Slow => Action::requeue(jittered(ctx.config.max_poll_interval * 4)),
+        Next::Resync => {
+            pass.remember.push(move |ctx| ended(ctx, &key));
+            Action::requeue(jittered(ctx.config.resync_interval))
+        }
     }
+}
+
+/// Forgets the polling of `key`: its revision ended.
+fn ended(ctx: &crate::controller::Context, key: &str) {
+    ctx.reset_polls(key);
+    ctx.revision_ended(key);
+}
+
+/// The tail of the log that explains a failed revision, secret-free
+/// ([`logtail::tail`]); `Err` with the reason when it cannot be read
+/// (not retried: the message says so).
+async fn log_tail(
+    pass: &Pass<'_>,
+    id: &str,
+    rid: &str,
+    log: FailureLog,
+) -> Result<Option<String>, String> {
+    let query = LogQuery {
+        limit: Some(logtail::TAIL_LINES),
+        order: Some(LogOrder::Desc),
+        ..Default::default()
+    };
+    let page = match log {
+        FailureLog::Build => pass.cp.build_logs(id, rid, &query).await,
+        FailureLog::Deploy => pass.cp.deploy_logs(id, Some(rid), &query).await,
+    };
+    page.map(|p| logtail::tail(&p.logs, &pass.secret_values))
+        .map_err(|e| e.to_string())
 }
 
 /// Puts `rev` at the front of `history` (replacing an older entry with its

@@ -159,7 +159,7 @@ async fn act_and_follow(
         Ok(acted) => acted,
         Err(report) => return report.on(fresh),
     };
-    pass.follow(acted).await.on(fresh)
+    follow::follow(&mut pass, acted).await.on(fresh)
 }
 
 /// The act step chosen by [`decide::before_remote`]: a wait ends the pass
@@ -196,9 +196,9 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
             debug!(check_in_s = delay.as_secs(), "converged before the restart");
             delay
         }
-        Before::PollRevision(rid) => return pass.poll_revision(&rid).await,
-        Before::Obtain => return pass.obtain().await,
-        Before::ReadDeployment => return pass.read_and_change().await,
+        Before::PollRevision(rid) => return act::poll_revision(pass, &rid).await,
+        Before::Obtain => return act::find_or_create(pass).await,
+        Before::ReadDeployment => return act::read_and_change(pass).await,
     };
     Err(Report::end(Action::requeue(wait)))
 }

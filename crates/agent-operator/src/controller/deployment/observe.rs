@@ -174,31 +174,8 @@ async fn inputs(
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    // A spec the control plane would refuse stops here, before any request
-    // (rules the schema cannot express, or an object stored before a rule).
-    if let Err(message) = preflight::check(&obj.remote_name(), &obj.spec) {
-        return Err(Report::stalled(obj, ctx, reason::INVALID_SPEC, message));
-    }
-    // An agent server URL outside the operator's --allowed-hosts: nothing is
-    // created for it (it would be the deployment's URL, and the target of
-    // spec.verify).
-    if let Some(url) = obj
-        .spec
-        .source_config
-        .custom_url
-        .as_deref()
-        .filter(|u| !u.trim().is_empty())
-        && let Err(refused) = ctx
-            .config
-            .allowed_hosts
-            .check(url, "spec.sourceConfig.customUrl")
-    {
-        return Err(Report::stalled(
-            obj,
-            ctx,
-            reason::HOST_NOT_ALLOWED,
-            refused.0,
-        ));
+    if let Some(report) = refused(obj, ctx) {
+        return Err(report);
     }
     // Nothing remote happens while an input is missing.
     let cp = match control_plane(obj, ctx).await {
@@ -227,6 +204,38 @@ async fn inputs(
         }
     }
     Ok((cp, body))
+}
+
+/// The `Stalled` report of a spec refused before any request; `None`:
+/// the spec may be sent.
+fn refused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
+    // A spec the control plane would refuse stops here, before any request
+    // (rules the schema cannot express, or an object stored before a rule).
+    if let Err(message) = preflight::check(&obj.remote_name(), &obj.spec) {
+        return Some(Report::stalled(obj, ctx, reason::INVALID_SPEC, message));
+    }
+    // An agent server URL outside the operator's --allowed-hosts: nothing is
+    // created for it (it would be the deployment's URL, and the target of
+    // spec.verify).
+    if let Some(url) = obj
+        .spec
+        .source_config
+        .custom_url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+        && let Err(refused) = ctx
+            .config
+            .allowed_hosts
+            .check(url, "spec.sourceConfig.customUrl")
+    {
+        return Some(Report::stalled(
+            obj,
+            ctx,
+            reason::HOST_NOT_ALLOWED,
+            refused.0,
+        ));
+    }
+    None
 }
 
 /// How soon an AgentDeployment whose plane has not been checked yet looks

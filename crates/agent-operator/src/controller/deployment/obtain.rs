@@ -34,6 +34,7 @@ use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::plan::adoption;
 use crate::plan::status::Outcome;
+use crate::plan::steps::{self, ByName};
 
 /// A deployment found or created by [`obtain`].
 pub struct ObtainedDeployment {
@@ -142,9 +143,9 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
             return Err(pass.fail("look up deployment by name", e));
         }
     };
-    match (existing.as_slice(), pending) {
-        ([], _) => create(pass, body).await,
-        ([remote], true) => {
+    match (steps::by_name(existing.len(), pending), existing.first()) {
+        (ByName::Create, _) | (_, None) => create(pass, body).await,
+        (ByName::Recovered, Some(remote)) => {
             info!(deployment_id = %remote.id, "resolved an interrupted create by name");
             pass.events.push((
                 EventType::Normal,
@@ -156,7 +157,7 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
             ));
             found(remote.clone(), false, true)
         }
-        ([remote], false) => stall(
+        (ByName::Conflict, Some(remote)) => stall(
             pass,
             reason::NAME_CONFLICT,
             format!(
@@ -164,21 +165,19 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
                 remote.name, remote.id
             ),
         ),
-        (many, true) => stall(
+        (ByName::CreateOutcomeUnknown(many), _) => stall(
             pass,
             reason::CREATE_OUTCOME_UNKNOWN,
             format!(
-                "a create was interrupted and {} remote deployments are named {}; check them on the control plane, delete the duplicates, set spec.deploymentId to the one to keep and remove the annotation {CREATE_PENDING_ANNOTATION}",
-                many.len(),
+                "a create was interrupted and {many} remote deployments are named {}; check them on the control plane, delete the duplicates, set spec.deploymentId to the one to keep and remove the annotation {CREATE_PENDING_ANNOTATION}",
                 body.name
             ),
         ),
-        (many, false) => stall(
+        (ByName::ConflictMany(many), _) => stall(
             pass,
             reason::NAME_CONFLICT,
             format!(
-                "{} remote deployments named {} already exist and none was created by this resource; set spec.deploymentId to adopt one, or choose another spec.name",
-                many.len(),
+                "{many} remote deployments named {} already exist and none was created by this resource; set spec.deploymentId to adopt one, or choose another spec.name",
                 body.name
             ),
         ),
@@ -203,8 +202,7 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
             // An answer from the service (4xx) means nothing was created. No
             // answer, or a 5xx, leaves the outcome unknown: keep the marker so
             // the next pass looks the name up instead of creating again.
-            let nothing_created =
-                matches!(e.status(), Some(s) if (400..500).contains(&s) && s != 429);
+            let nothing_created = steps::nothing_created(e.status());
             let mut report = pass.fail("create deployment", e);
             if nothing_created {
                 // After the status: the marker goes.
@@ -214,7 +212,9 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
         }
     };
     info!(deployment_id = %remote.id, "created remote deployment");
-    pass.ctx.names.created(&super::plane_key(pass.cp), &remote);
+    let (plane, made) = (super::plane_key(pass.cp), remote.clone());
+    pass.remember
+        .push(move |ctx| ctx.names.created(&plane, &made));
     pass.events.push((
         EventType::Normal,
         "Created",

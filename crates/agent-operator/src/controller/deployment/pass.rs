@@ -11,15 +11,14 @@ use super::observe::Observed;
 use super::report::{Report, apply_error_outcome};
 use super::verify;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
-    REDEPLOY_ANNOTATION, RejectedRequest,
+    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, REDEPLOY_ANNOTATION,
 };
 use crate::controller::kind::{Remember, already_reported, changed};
 use crate::controller::{Context, Error, jittered};
 use crate::controlplane::types::Deployment;
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
-use crate::plan::decide;
 use crate::plan::status::{Outcome, conditions};
+use crate::plan::steps;
 use crate::plan::verdict::Note;
 
 /// What the pass knows about the remote deployment for its report.
@@ -155,26 +154,15 @@ impl<'a> Pass<'a> {
         }
         let mut delay = jittered(self.ctx.config.resync_interval);
         if e.is_rejection() {
-            let fingerprint = self.seen.fingerprint.as_str();
-            let attempts = self
-                .previous
-                .rejected_request
-                .as_ref()
-                .filter(|r| r.fingerprint == fingerprint)
-                .map_or(1, |r| r.attempts.saturating_add(1));
-            delay = decide::rejection_backoff(attempts);
-            let retry_at = k8s_openapi::jiff::Timestamp::now()
-                .checked_add(k8s_openapi::jiff::SignedDuration::from_secs(
-                    delay.as_secs() as i64,
-                ))
-                .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now());
-            outcome = super::report::not_resent_until(outcome, &retry_at.to_string());
-            self.status.rejected_request = Some(RejectedRequest {
-                operation: operation.to_owned(),
-                fingerprint: fingerprint.to_owned(),
-                attempts,
-                retry_after_time: retry_at.to_string(),
-            });
+            let (rejected, backoff) = steps::rejection(
+                self.previous.rejected_request.as_ref(),
+                operation,
+                &self.seen.fingerprint,
+                jiff::Timestamp::now(),
+            );
+            delay = backoff;
+            outcome = super::report::not_resent_until(outcome, &rejected.retry_after_time);
+            self.status.rejected_request = Some(rejected);
         }
         self.finish(&outcome, Ok(Action::requeue(delay)))
     }
@@ -192,9 +180,10 @@ impl<'a> Pass<'a> {
         verify::set_condition(&mut self.status, &self.previous.conditions, self.obj);
         // Never apply a status that lacks an id the object already had
         // (server-side apply would remove it) unless the pass decided so.
-        if self.status.deployment_id.is_none() && self.previous.deployment_id.is_some() {
-            self.status.deployment_id = self.previous.deployment_id.clone();
-        }
+        self.status.deployment_id = steps::kept_id(
+            self.status.deployment_id.take(),
+            self.previous.deployment_id.as_deref(),
+        );
         let warn = crate::plan::verdict::warning(outcome, |reason, message| {
             already_reported(self.obj, reason, message)
         });
@@ -203,15 +192,14 @@ impl<'a> Pass<'a> {
         report.status = changed(self.obj, std::mem::take(&mut self.status));
         // The marker is replaced by the id annotation only once the id is in
         // status (written first).
-        if let Some(id) = id
-            && (self.obj.create_pending()
-                || self.obj.annotations().get(DEPLOYMENT_ID_ANNOTATION) != Some(&id))
-        {
-            report.annotations = vec![
-                (CREATE_PENDING_ANNOTATION, None),
-                (DEPLOYMENT_ID_ANNOTATION, Some(id)),
-            ];
-        }
+        report.annotations = steps::id_annotations(
+            id.as_deref(),
+            self.obj.create_pending(),
+            self.obj
+                .annotations()
+                .get(DEPLOYMENT_ID_ANNOTATION)
+                .map(String::as_str),
+        );
         report
             .events
             .extend(warn.map(|(reason, message)| (EventType::Warning, reason, message)));

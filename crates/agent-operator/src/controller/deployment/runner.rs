@@ -204,20 +204,7 @@ where
     ctx.planes
         .register_stores(plane_store.clone(), secret_meta_store);
 
-    // AgentDeployments: the store keeps every object (without managedFields);
-    // a pass is triggered only by what a user controls (see
-    // [`deployment_trigger_hash`]), never by the operator's own status,
-    // annotation or event writes.
-    let (store, writer) = reflector::store::<AgentDeployment>();
-    let trigger = relist_at_once(
-        DEPLOYMENT_KIND,
-        watcher(deployments, watcher::Config::default().any_semantic()),
-    )
-    .default_backoff()
-    .modify(strip_managed_fields)
-    .reflect(writer)
-    .applied_objects()
-    .predicate_filter(deployment_trigger_hash, Default::default());
+    let (store, trigger) = deployment_watch(deployments);
     ctx.secrets.register(store.clone());
     ctx.secrets.register(plane_store.clone());
     let controller = Controller::for_stream(trigger, store.clone());
@@ -242,6 +229,29 @@ where
         ctx,
     );
     (run, deployment_store, plane_store)
+}
+
+/// The watch of AgentDeployments of a controller and its store: the store
+/// keeps every object (without managedFields); a pass is triggered only by
+/// what a user controls (see [`deployment_trigger_hash`]), never by the
+/// operator's own status, annotation or event writes.
+fn deployment_watch(
+    deployments: Api<AgentDeployment>,
+) -> (
+    Store<AgentDeployment>,
+    impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + use<>,
+) {
+    let (store, writer) = reflector::store::<AgentDeployment>();
+    let trigger = relist_at_once(
+        DEPLOYMENT_KIND,
+        watcher(deployments, watcher::Config::default().any_semantic()),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(deployment_trigger_hash, Default::default());
+    (store, trigger)
 }
 
 /// The one watch of AgentControlPlanes of a controller and its store: it

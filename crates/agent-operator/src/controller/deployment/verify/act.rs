@@ -164,307 +164,356 @@ async fn check_run(client: &AgentServerClient, run: &VerifyRun, out: &mut Checke
     }
 }
 
-impl Pass<'_> {
-    /// `spec.verify` on a pass whose latest revision `rid` is DEPLOYED:
-    /// verifies it when due ([`verify_step`]), records the attempt in
-    /// status, and returns the outcome (Ready only when verified) and the
-    /// delay before the next pass. `deployed` is the outcome without
-    /// verification; without `spec.verify` it is returned as is.
-    pub(in crate::controller::deployment) async fn verified(
-        &mut self,
-        deployed: Outcome,
-        view: &RemoteView,
-        rid: Option<&str>,
-    ) -> Result<(Outcome, Option<Duration>), Error> {
-        let Some(spec) = self.obj.spec.verify.clone() else {
-            // Verification was turned off: its record goes too.
-            self.status.verified_revision_id = None;
-            self.status.verification = None;
-            return Ok((deployed, None));
-        };
-        let (Some(rid), Outcome::Ready { .. }) = (rid, &deployed) else {
-            return Ok((deployed, None));
-        };
-        let wait = self.verify(&spec, view, rid).await?;
-        Ok((outcome(rid, deployed, &self.status), Some(wait)))
-    }
+/// `spec.verify` on a pass whose latest revision `rid` is DEPLOYED:
+/// verifies it when due ([`verify_step`]), records the attempt in
+/// status, and returns the outcome (Ready only when verified) and the
+/// delay before the next pass. `deployed` is the outcome without
+/// verification; without `spec.verify` it is returned as is.
+pub(in crate::controller::deployment) async fn verified(
+    pass: &mut Pass<'_>,
+    deployed: Outcome,
+    view: &RemoteView,
+    rid: Option<&str>,
+) -> Result<(Outcome, Option<Duration>), Error> {
+    let Some(spec) = pass.obj.spec.verify.clone() else {
+        // Verification was turned off: its record goes too.
+        pass.status.verified_revision_id = None;
+        pass.status.verification = None;
+        return Ok((deployed, None));
+    };
+    let (Some(rid), Outcome::Ready { .. }) = (rid, &deployed) else {
+        return Ok((deployed, None));
+    };
+    let wait = verify(pass, &spec, view, rid).await?;
+    Ok((outcome(rid, deployed, &pass.status), Some(wait)))
+}
 
-    async fn verify(
-        &mut self,
-        spec: &VerifySpec,
-        view: &RemoteView,
-        rid: &str,
-    ) -> Result<Duration, Error> {
-        let config = &self.ctx.config;
-        let resync = config.resync_interval;
-        let interval = config.verify.interval.unwrap_or(resync);
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let last = self.previous.verification.as_ref();
-        let since_last_run = last
-            .and_then(|l| l.last_run_time.parse::<k8s_openapi::jiff::Timestamp>().ok())
-            .and_then(|t| Duration::try_from(now.duration_since(t)).ok());
-        let known = VerifyKnown {
-            revision_id: rid,
-            generation: self.obj.metadata.generation,
-            last,
-            verified_revision_id: self.previous.verified_revision_id.as_deref(),
-            since_last_run,
-            interval,
-            backoff: config.verify.backoff,
-            cap: resync,
-        };
-        let verified_before = self.previous.verified_revision_id.as_deref() == Some(rid);
-        match verify_step(&known) {
-            VerifyStep::Wait(left) if verified_before && interval > resync => {
-                return Ok(later(left).min(crate::controller::jittered(resync)));
-            }
-            VerifyStep::Wait(left) => return Ok(later(left)),
-            VerifyStep::Verify => {}
-        }
-        let calls = u32::from(spec.assistants.is_some()) + u32::from(spec.run.is_some());
-        let _permit = match self
-            .ctx
-            .verifier
-            .admit(&crate::controller::object_key(self.obj), calls)
-        {
-            Ok(p) => p,
-            Err(Deferred(wait)) => {
-                tracing::debug!(
-                    wait_s = wait.as_secs_f64(),
-                    "verification deferred by its rate limit"
-                );
-                return Ok(later(wait));
-            }
-        };
-        let entry_base = VerificationStatus {
-            revision_id: rid.to_owned(),
-            observed_generation: self.obj.metadata.generation,
-            last_run_time: now.to_string(),
-            ..Default::default()
-        };
-        let checked = match self.attempt(spec, view, rid).await? {
-            Attempt::Postponed(wait) => return Ok(later(wait)),
-            Attempt::Done(c) => c,
-        };
-        Ok(self.record_verification(rid, &entry_base, checked, verified_before))
+async fn verify(
+    pass: &mut Pass<'_>,
+    spec: &VerifySpec,
+    view: &RemoteView,
+    rid: &str,
+) -> Result<Duration, Error> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let verified_before = pass.previous.verified_revision_id.as_deref() == Some(rid);
+    if let Some(wait) = not_due(pass, rid, now, verified_before) {
+        return Ok(wait);
     }
-
-    /// Records the attempt on `rid` (`checked`) in status, with its event
-    /// when the result is new; returns the delay before the next one.
-    fn record_verification(
-        &mut self,
-        rid: &str,
-        base: &VerificationStatus,
-        checked: Checked,
-        verified_before: bool,
-    ) -> Duration {
-        let config = &self.ctx.config;
-        let resync = config.resync_interval;
-        let interval = config.verify.interval.unwrap_or(resync);
-        let last = self.previous.verification.as_ref();
-        let failures_before = last
-            .filter(|l| l.revision_id == rid && l.outcome != reason::VERIFIED)
-            .map_or(0, |l| l.failures);
-        let record = |outcome: &str, failures: u32| VerificationStatus {
-            outcome: outcome.to_owned(),
-            failures,
-            ..base.clone()
-        };
-        let failure = checked.failure;
-        let mut entry = match &failure {
-            None => record(reason::VERIFIED, 0),
-            Some((r, _)) => record(r, failures_before.saturating_add(1)),
-        };
-        entry.last_error = failure.as_ref().map(|(_, m)| bounded(m.clone()));
-        entry.assistant_count = checked.assistant_count;
-        entry.last_run_outcome = checked.run_outcome.map(str::to_owned);
-        entry.last_run_events = checked.run_events;
-        self.ctx
-            .metrics
-            .observe_verification(failure.as_ref().map_or(reason::VERIFIED, |(r, _)| r));
-        match &failure {
-            None => {
-                self.status.verified_revision_id = Some(rid.to_owned());
-                let was_passing = last
-                    .is_some_and(|l| l.revision_id == rid && l.outcome == reason::VERIFIED)
-                    && verified_before;
-                if !was_passing {
-                    self.events.push((
-                        EventType::Normal,
-                        reason::VERIFIED,
-                        success_message(rid, &entry),
-                    ));
-                }
-                tracing::info!(revision = rid, "revision verified on the agent server");
-            }
-            Some((r, message)) => {
-                if verified_before {
-                    // A re-verification failed: the revision is no longer
-                    // known to be good.
-                    self.status.verified_revision_id = None;
-                }
-                let repeated = last.is_some_and(|l| l.revision_id == rid && l.outcome == *r);
-                if !repeated {
-                    self.events.push((
-                        EventType::Warning,
-                        reason::VERIFICATION_FAILED,
-                        bounded(format!("revision {rid}: {r}: {message}")),
-                    ));
-                }
-                tracing::info!(revision = rid, reason = r, "verification failed");
-            }
-        }
-        let wait = match failure {
-            None => later(interval).min(if interval > resync {
-                crate::controller::jittered(resync)
-            } else {
-                Duration::MAX
-            }),
-            Some(_) => later(retry_backoff(entry.failures, config.verify.backoff, resync)),
-        };
-        self.status.verification = Some(entry);
-        wait
-    }
-
-    /// The key sent to the agent server: `spec.verify.apiKeySecretRef`, or
-    /// the control plane's API key where it serves; `Ok(Err)`: the check
-    /// fails with this reason and message.
-    async fn agent_key(
-        &self,
-        spec: &VerifySpec,
-    ) -> Result<Result<Option<SecretString>, (&'static str, String)>, Error> {
-        Ok(Ok(match &spec.api_key_secret_ref {
-            // A bearer token of the control plane is not an API key of the
-            // agent server: then only spec.verify.apiKeySecretRef serves.
-            None if control_plane_key_allowed(&self.obj.spec) && !self.cp.uses_bearer() => {
-                Some(self.cp.api_key().clone())
-            }
-            None => None,
-            Some(r) => {
-                let ns = self
-                    .obj
-                    .namespace()
-                    .ok_or(Error::MissingObjectKey("namespace"))?;
-                match resolve::secret_value(self.ctx, &ns, &r.name, &r.key).await? {
-                    Ok(v) if !v.trim().is_empty() => Some(SecretString::from(v.trim().to_owned())),
-                    Ok(_) => {
-                        return Ok(Err((
-                            reason::SECRET_NOT_FOUND,
-                            format!(
-                                "spec.verify.apiKeySecretRef: Secret {ns}/{} key {:?} is empty",
-                                r.name, r.key
-                            ),
-                        )));
-                    }
-                    Err(blocked) => {
-                        return Ok(Err((
-                            reason::SECRET_NOT_FOUND,
-                            format!("spec.verify.apiKeySecretRef: {}", blocked.message),
-                        )));
-                    }
-                }
-            }
-        }))
-    }
-
-    /// The active revision and the URL of the deployment of `view` (one GET
-    /// when this pass did not read it, also recorded in status); `None`: it
-    /// could not be read, the attempt is postponed.
-    async fn active(&mut self, view: &RemoteView) -> Option<(Option<String>, Option<String>)> {
-        let mut url = view.url.clone().or_else(|| self.status.url.clone());
-        let active = if view.read {
-            view.active_revision_id.clone()
-        } else {
-            match self.cp.get_deployment(&view.id).await {
-                Ok(d) => {
-                    url = d.source_config.custom_url.clone().or(url);
-                    self.status.active_revision_id = d.active_revision_id.clone();
-                    self.status.deployment_status = d.status.clone();
-                    if d.source_config.custom_url.is_some() {
-                        self.status.url = d.source_config.custom_url.clone();
-                    }
-                    d.active_revision_id
-                }
-                Err(e) => {
-                    tracing::info!(error = %e, "verification postponed: the deployment could not be read");
-                    return None;
-                }
-            }
-        };
-        Some((active, url))
-    }
-
-    /// One attempt: the key, the active revision, then the agent server.
-    async fn attempt(
-        &mut self,
-        spec: &VerifySpec,
-        view: &RemoteView,
-        rid: &str,
-    ) -> Result<Attempt, Error> {
-        let failed = |r: &'static str, message: String| {
-            Ok(Attempt::Done(Checked {
-                failure: Some((r, message)),
-                ..Default::default()
-            }))
-        };
-        let key = match self.agent_key(spec).await? {
-            Ok(key) => key,
-            Err((r, message)) => return failed(r, message),
-        };
-        // The agent server serves the active revision: check that it is the
-        // one just deployed (one GET when this pass did not read it).
-        let (active, url) = match self.active(view).await {
-            Some(read) => read,
-            None => return Ok(Attempt::Postponed(self.ctx.config.verify.backoff)),
-        };
-        if active.as_deref() != Some(rid) {
-            return failed(
-                reason::REVISION_NOT_ACTIVE,
-                format!(
-                    "the deployment's active_revision_id is {}, not revision {rid} just deployed",
-                    active.as_deref().unwrap_or("null")
-                ),
+    let calls = u32::from(spec.assistants.is_some()) + u32::from(spec.run.is_some());
+    let _permit = match pass
+        .ctx
+        .verifier
+        .admit(&crate::controller::object_key(pass.obj), calls)
+    {
+        Ok(p) => p,
+        Err(Deferred(wait)) => {
+            tracing::debug!(
+                wait_s = wait.as_secs_f64(),
+                "verification deferred by its rate limit"
             );
+            return Ok(later(wait));
         }
-        let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
-            return failed(
-                reason::AGENT_SERVER_UNREACHABLE,
-                "the deployment has no URL (source_config.custom_url)".to_owned(),
-            );
-        };
-        // The operator's --allowed-hosts, checked before the client exists:
-        // a URL the control plane (or the spec) points elsewhere gets nothing.
-        let field = if self.obj.spec.source_config.custom_url.is_some() {
-            "spec.sourceConfig.customUrl"
+    };
+    let entry_base = VerificationStatus {
+        revision_id: rid.to_owned(),
+        observed_generation: pass.obj.metadata.generation,
+        last_run_time: now.to_string(),
+        ..Default::default()
+    };
+    let checked = match attempt(pass, spec, view, rid).await? {
+        Attempt::Postponed(wait) => return Ok(later(wait)),
+        Attempt::Done(c) => c,
+    };
+    Ok(record_verification(
+        pass,
+        rid,
+        &entry_base,
+        checked,
+        verified_before,
+    ))
+}
+
+/// The wait before `rid` is verified again ([`verify_step`]); `None`: it
+/// is due now.
+fn not_due(
+    pass: &Pass<'_>,
+    rid: &str,
+    now: k8s_openapi::jiff::Timestamp,
+    verified_before: bool,
+) -> Option<Duration> {
+    let config = &pass.ctx.config;
+    let resync = config.resync_interval;
+    let interval = config.verify.interval.unwrap_or(resync);
+    let last = pass.previous.verification.as_ref();
+    let since_last_run = last
+        .and_then(|l| l.last_run_time.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .and_then(|t| Duration::try_from(now.duration_since(t)).ok());
+    let known = VerifyKnown {
+        revision_id: rid,
+        generation: pass.obj.metadata.generation,
+        last,
+        verified_revision_id: pass.previous.verified_revision_id.as_deref(),
+        since_last_run,
+        interval,
+        backoff: config.verify.backoff,
+        cap: resync,
+    };
+    match verify_step(&known) {
+        VerifyStep::Wait(left) if verified_before && interval > resync => {
+            Some(later(left).min(crate::controller::jittered(resync)))
+        }
+        VerifyStep::Wait(left) => Some(later(left)),
+        VerifyStep::Verify => None,
+    }
+}
+
+/// Records the attempt on `rid` (`checked`) in status, with its event
+/// when the result is new; returns the delay before the next one.
+fn record_verification(
+    pass: &mut Pass<'_>,
+    rid: &str,
+    base: &VerificationStatus,
+    checked: Checked,
+    verified_before: bool,
+) -> Duration {
+    let config = &pass.ctx.config;
+    let resync = config.resync_interval;
+    let interval = config.verify.interval.unwrap_or(resync);
+    let last = pass.previous.verification.as_ref();
+    let failures_before = last
+        .filter(|l| l.revision_id == rid && l.outcome != reason::VERIFIED)
+        .map_or(0, |l| l.failures);
+    let record = |outcome: &str, failures: u32| VerificationStatus {
+        outcome: outcome.to_owned(),
+        failures,
+        ..base.clone()
+    };
+    let failure = checked.failure;
+    let mut entry = match &failure {
+        None => record(reason::VERIFIED, 0),
+        Some((r, _)) => record(r, failures_before.saturating_add(1)),
+    };
+    entry.last_error = failure.as_ref().map(|(_, m)| bounded(m.clone()));
+    entry.assistant_count = checked.assistant_count;
+    entry.last_run_outcome = checked.run_outcome.map(str::to_owned);
+    entry.last_run_events = checked.run_events;
+    pass.ctx
+        .metrics
+        .observe_verification(failure.as_ref().map_or(reason::VERIFIED, |(r, _)| r));
+    note_result(pass, rid, &entry, failure.as_ref(), verified_before);
+    let wait = match failure {
+        None => later(interval).min(if interval > resync {
+            crate::controller::jittered(resync)
         } else {
-            "the deployment URL (source_config.custom_url, chosen by the control plane)"
-        };
-        if let Err(refused) = self.ctx.config.allowed_hosts.check(&url, field) {
-            return failed(reason::HOST_NOT_ALLOWED, refused.0);
+            Duration::MAX
+        }),
+        Some(_) => later(retry_backoff(entry.failures, config.verify.backoff, resync)),
+    };
+    pass.status.verification = Some(entry);
+    wait
+}
+
+/// Status and event of the attempt on `rid` (`entry`, failed with
+/// `failure`): an event only when the result is new.
+fn note_result(
+    pass: &mut Pass<'_>,
+    rid: &str,
+    entry: &VerificationStatus,
+    failure: Option<&(&'static str, String)>,
+    verified_before: bool,
+) {
+    let last = pass.previous.verification.as_ref();
+    match failure {
+        None => {
+            pass.status.verified_revision_id = Some(rid.to_owned());
+            let was_passing = last
+                .is_some_and(|l| l.revision_id == rid && l.outcome == reason::VERIFIED)
+                && verified_before;
+            if !was_passing {
+                pass.events.push((
+                    EventType::Normal,
+                    reason::VERIFIED,
+                    success_message(rid, entry),
+                ));
+            }
+            tracing::info!(revision = rid, "revision verified on the agent server");
         }
-        let timeout = self.ctx.config.request_timeout.min(CALL_TIMEOUT_CAP);
-        let sends_key = key.is_some();
-        let client = match agent_server_client(url, key, timeout) {
-            Ok(c) => c,
+        Some((r, message)) => {
+            if verified_before {
+                // A re-verification failed: the revision is no longer
+                // known to be good.
+                pass.status.verified_revision_id = None;
+            }
+            let repeated = last.is_some_and(|l| l.revision_id == rid && l.outcome == *r);
+            if !repeated {
+                pass.events.push((
+                    EventType::Warning,
+                    reason::VERIFICATION_FAILED,
+                    bounded(format!("revision {rid}: {r}: {message}")),
+                ));
+            }
+            tracing::info!(revision = rid, reason = r, "verification failed");
+        }
+    }
+}
+
+/// The key sent to the agent server: `spec.verify.apiKeySecretRef`, or
+/// the control plane's API key where it serves; `Ok(Err)`: the check
+/// fails with this reason and message.
+async fn agent_key(
+    pass: &Pass<'_>,
+    spec: &VerifySpec,
+) -> Result<Result<Option<SecretString>, (&'static str, String)>, Error> {
+    Ok(Ok(match &spec.api_key_secret_ref {
+        // A bearer token of the control plane is not an API key of the
+        // agent server: then only spec.verify.apiKeySecretRef serves.
+        None if control_plane_key_allowed(&pass.obj.spec) && !pass.cp.uses_bearer() => {
+            Some(pass.cp.api_key().clone())
+        }
+        None => None,
+        Some(r) => {
+            let ns = pass
+                .obj
+                .namespace()
+                .ok_or(Error::MissingObjectKey("namespace"))?;
+            match resolve::secret_value(pass.ctx, &ns, &r.name, &r.key).await? {
+                Ok(v) if !v.trim().is_empty() => Some(SecretString::from(v.trim().to_owned())),
+                Ok(_) => {
+                    return Ok(Err((
+                        reason::SECRET_NOT_FOUND,
+                        format!(
+                            "spec.verify.apiKeySecretRef: Secret {ns}/{} key {:?} is empty",
+                            r.name, r.key
+                        ),
+                    )));
+                }
+                Err(blocked) => {
+                    return Ok(Err((
+                        reason::SECRET_NOT_FOUND,
+                        format!("spec.verify.apiKeySecretRef: {}", blocked.message),
+                    )));
+                }
+            }
+        }
+    }))
+}
+
+/// The active revision and the URL of the deployment of `view` (one GET
+/// when this pass did not read it, also recorded in status); `None`: it
+/// could not be read, the attempt is postponed.
+async fn active(
+    pass: &mut Pass<'_>,
+    view: &RemoteView,
+) -> Option<(Option<String>, Option<String>)> {
+    let mut url = view.url.clone().or_else(|| pass.status.url.clone());
+    let active = if view.read {
+        view.active_revision_id.clone()
+    } else {
+        match pass.cp.get_deployment(&view.id).await {
+            Ok(d) => {
+                url = d.source_config.custom_url.clone().or(url);
+                pass.status.active_revision_id = d.active_revision_id.clone();
+                pass.status.deployment_status = d.status.clone();
+                if d.source_config.custom_url.is_some() {
+                    pass.status.url = d.source_config.custom_url.clone();
+                }
+                d.active_revision_id
+            }
             Err(e) => {
-                let (r, message) = classify("agent server client", &e);
-                return failed(r, message);
+                tracing::info!(error = %e, "verification postponed: the deployment could not be read");
+                return None;
             }
-        };
-        tracing::debug!(
-            url = client.base_url(),
-            revision = rid,
-            "verifying on the agent server"
-        );
-        let mut checked = check(&client, spec).await;
-        if let Some((r, message)) = &mut checked.failure
-            && *r == reason::AGENT_SERVER_UNAUTHORIZED
-            && !sends_key
-        {
-            message.push_str(NO_KEY_HINT);
         }
-        Ok(Attempt::Done(checked))
+    };
+    Some((active, url))
+}
+
+/// One attempt: the key, the active revision, then the agent server.
+async fn attempt(
+    pass: &mut Pass<'_>,
+    spec: &VerifySpec,
+    view: &RemoteView,
+    rid: &str,
+) -> Result<Attempt, Error> {
+    let failed = |r: &'static str, message: String| {
+        Ok(Attempt::Done(Checked {
+            failure: Some((r, message)),
+            ..Default::default()
+        }))
+    };
+    let key = match agent_key(pass, spec).await? {
+        Ok(key) => key,
+        Err((r, message)) => return failed(r, message),
+    };
+    // The agent server serves the active revision: check that it is the
+    // one just deployed (one GET when this pass did not read it).
+    let (active, url) = match active(pass, view).await {
+        Some(read) => read,
+        None => return Ok(Attempt::Postponed(pass.ctx.config.verify.backoff)),
+    };
+    let url = match agent_server_url(pass, rid, active, url) {
+        Ok(url) => url,
+        Err((r, message)) => return failed(r, message),
+    };
+    let timeout = pass.ctx.config.request_timeout.min(CALL_TIMEOUT_CAP);
+    let sends_key = key.is_some();
+    let client = match agent_server_client(url, key, timeout) {
+        Ok(c) => c,
+        Err(e) => {
+            let (r, message) = classify("agent server client", &e);
+            return failed(r, message);
+        }
+    };
+    tracing::debug!(
+        url = client.base_url(),
+        revision = rid,
+        "verifying on the agent server"
+    );
+    let mut checked = check(&client, spec).await;
+    if let Some((r, message)) = &mut checked.failure
+        && *r == reason::AGENT_SERVER_UNAUTHORIZED
+        && !sends_key
+    {
+        message.push_str(NO_KEY_HINT);
     }
+    Ok(Attempt::Done(checked))
+}
+
+/// The URL of the agent server to verify `rid` on: the deployment's, when
+/// `rid` is its active revision and the operator's `--allowed-hosts` let
+/// it; `Err` with the reason and message of the failed attempt otherwise.
+fn agent_server_url(
+    pass: &Pass<'_>,
+    rid: &str,
+    active: Option<String>,
+    url: Option<String>,
+) -> Result<String, (&'static str, String)> {
+    if active.as_deref() != Some(rid) {
+        return Err((
+            reason::REVISION_NOT_ACTIVE,
+            format!(
+                "the deployment's active_revision_id is {}, not revision {rid} just deployed",
+                active.as_deref().unwrap_or("null")
+            ),
+        ));
+    }
+    let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
+        return Err((
+            reason::AGENT_SERVER_UNREACHABLE,
+            "the deployment has no URL (source_config.custom_url)".to_owned(),
+        ));
+    };
+    // The operator's --allowed-hosts, checked before the client exists:
+    // a URL the control plane (or the spec) points elsewhere gets nothing.
+    let field = if pass.obj.spec.source_config.custom_url.is_some() {
+        "spec.sourceConfig.customUrl"
+    } else {
+        "the deployment URL (source_config.custom_url, chosen by the control plane)"
+    };
+    if let Err(refused) = pass.ctx.config.allowed_hosts.check(&url, field) {
+        return Err((reason::HOST_NOT_ALLOWED, refused.0));
+    }
+    Ok(url)
 }
 
 /// `d`, up to 10 % later, never sooner: an early pass would find nothing

@@ -493,6 +493,7 @@ fn bounded(mut s: String) -> String {
 }
 
 mod act;
+pub(in crate::controller::deployment) use act::verified;
 pub use act::{Checked, agent_server_client, check};
 
 #[cfg(test)]

@@ -1,17 +1,35 @@
 //! The Kubernetes side of a scenario: kube-apiserver's own
-//! `apiserver_request_total` (its `/metrics`), by verb, resource and
+//! `apiserver_request_total` (its `/metrics`), by verb, group, resource and
 //! subresource, before and after.
+//!
+//! kube-apiserver names the verb of this metric by HTTP method, not by the
+//! RBAC verb: `POST` (create), `PUT` (update), `PATCH` (merge and JSON
+//! patches), `APPLY` (server-side apply, a PATCH of
+//! `application/apply-patch+yaml`), `DELETE`, `DELETECOLLECTION`, `GET`,
+//! `LIST` and `WATCH`. An event the operator creates through core/v1 is a
+//! `POST` of `events` in group `""`; a status write (server-side apply of
+//! the status subresource) an `APPLY` of subresource `status`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// `apiserver_request_total` summed over codes and scopes: (verb, resource,
-/// subresource) → requests.
-#[derive(Clone, Debug, Default)]
-pub struct ApiRequests(pub BTreeMap<(String, String, String), f64>);
+/// (verb, group, resource, subresource).
+pub type Key = (String, String, String, String);
 
-/// Verbs that write.
-const WRITES: [&str; 4] = ["CREATE", "UPDATE", "PATCH", "DELETE"];
+/// `apiserver_request_total` summed over codes and scopes: (verb, group,
+/// resource, subresource) → requests.
+#[derive(Clone, Debug, Default)]
+pub struct ApiRequests(pub BTreeMap<Key, f64>);
+
+/// The verbs of the metric that write.
+const WRITES: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
 
 fn label<'a>(labels: &'a str, name: &str) -> &'a str {
     let key = format!("{name}=\"");
@@ -19,6 +37,16 @@ fn label<'a>(labels: &'a str, name: &str) -> &'a str {
         .split(',')
         .find_map(|l| l.strip_prefix(key.as_str()))
         .map_or("", |v| v.trim_end_matches('"'))
+}
+
+/// A key of [`ApiRequests`] from its parts.
+pub fn key(verb: &str, group: &str, resource: &str, subresource: &str) -> Key {
+    (
+        verb.to_owned(),
+        group.to_owned(),
+        resource.to_owned(),
+        subresource.to_owned(),
+    )
 }
 
 impl ApiRequests {
@@ -50,12 +78,13 @@ impl ApiRequests {
             let Ok(value) = value.trim().parse::<f64>() else {
                 continue;
             };
-            let key = (
-                label(labels, "verb").to_owned(),
-                label(labels, "resource").to_owned(),
-                label(labels, "subresource").to_owned(),
+            let k = key(
+                label(labels, "verb"),
+                label(labels, "group"),
+                label(labels, "resource"),
+                label(labels, "subresource"),
             );
-            *out.entry(key).or_insert(0.0) += value;
+            *out.entry(k).or_insert(0.0) += value;
         }
         Self(out)
     }
@@ -71,47 +100,65 @@ impl ApiRequests {
         )
     }
 
-    /// Writes (create, update, patch, delete), all resources, events included.
+    /// These requests less `own` (the benchmark's, counted client-side).
+    pub fn less(&self, own: &[(Key, f64)]) -> Self {
+        let mut out = self.0.clone();
+        for (k, n) in own {
+            if let Some(v) = out.get_mut(k) {
+                *v = (*v - n).max(0.0);
+            }
+        }
+        out.retain(|_, v| *v > 0.0);
+        Self(out)
+    }
+
+    /// Writes (create, update, patch, apply, delete), all resources, events
+    /// included.
     pub fn writes(&self) -> f64 {
         self.0
             .iter()
-            .filter(|((verb, _, _), _)| WRITES.contains(&verb.as_str()))
+            .filter(|((verb, ..), _)| WRITES.contains(&verb.as_str()))
             .map(|(_, v)| v)
             .sum()
     }
 
-    /// LIST and WATCH calls.
-    pub fn lists_and_watches(&self) -> (f64, f64) {
-        let sum = |verb: &str| -> f64 {
-            self.0
-                .iter()
-                .filter(|((v, _, _), _)| v == verb)
-                .map(|(_, n)| n)
-                .sum()
-        };
-        (sum("LIST"), sum("WATCH"))
+    /// Requests of `verb`, all resources.
+    pub fn of_verb(&self, verb: &str) -> f64 {
+        self.0
+            .iter()
+            .filter(|((v, ..), _)| v == verb)
+            .map(|(_, n)| n)
+            .sum::<f64>()
+            + 0.0 // an empty sum is -0.0
     }
 
-    /// One line (writes per resource after taking out `own_writes` and
-    /// `own_lists` of the benchmark itself), then the writes by resource.
-    pub fn render(&self, n: usize, own_writes: f64, own_lists: f64) -> String {
+    /// One line (the operator's writes per resource, LIST and WATCH calls),
+    /// then the writes by verb and resource.
+    pub fn render(&self, n: usize) -> String {
         let mut out = String::new();
-        let writes = (self.writes() - own_writes).max(0.0);
-        let (lists, watches) = self.lists_and_watches();
+        let writes = self.writes();
         let _ = writeln!(
             out,
-            "    Kubernetes: {writes:.0} operator writes ({:.2} per resource; the benchmark's own {own_writes:.0} taken out) | LIST {:.0} (the benchmark's own {own_lists:.0} taken out) | WATCH {watches:.0}",
+            "    Kubernetes (operator): {writes:.0} writes ({:.2} per resource, events included) | GET {:.0} | LIST {:.0} | WATCH {:.0}",
             writes / n.max(1) as f64,
-            (lists - own_lists).max(0.0),
+            self.of_verb("GET"),
+            self.of_verb("LIST"),
+            self.of_verb("WATCH"),
         );
-        for ((verb, resource, sub), v) in &self.0 {
-            if WRITES.contains(&verb.as_str()) {
-                let what = if sub.is_empty() {
-                    resource.clone()
-                } else {
-                    format!("{resource}/{sub}")
-                };
-                let _ = writeln!(out, "      {verb:<7} {what:<40} {v:>8.0}");
+        for ((verb, group, resource, sub), v) in &self.0 {
+            if WRITES.contains(&verb.as_str()) || verb == "LIST" || verb == "WATCH" {
+                let mut what = resource.clone();
+                if !group.is_empty() {
+                    what = format!("{what}.{group}");
+                }
+                if !sub.is_empty() {
+                    what = format!("{what}/{sub}");
+                }
+                let _ = writeln!(
+                    out,
+                    "      {verb:<7} {what:<44} {v:>8.0} ({:.2} per resource)",
+                    v / n.max(1) as f64
+                );
             }
         }
         out

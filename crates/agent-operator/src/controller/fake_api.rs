@@ -212,6 +212,14 @@ impl Scenario {
         s
     }
 
+    /// A restart of the operator: a fresh context (no in-process memory)
+    /// over the same API server and emulator, with the same hash key (a
+    /// real replica reads it from its Secret).
+    pub fn restart(&mut self) {
+        let key = self.ctx.hash_key.clone();
+        self.ctx = context_with(self.api.clone(), Some(key));
+    }
+
     /// Stores `object` at `path` (a user's create).
     pub fn put(&self, path: &str, object: Value) {
         self.api
@@ -271,6 +279,14 @@ impl Scenario {
 
 /// The operator's context on a client whose every request `api` answers.
 fn context(api: Arc<ApiServer>) -> Arc<Context> {
+    context_with(api, None)
+}
+
+/// [`context`], with `hash_key` instead of a random one when given.
+fn context_with(
+    api: Arc<ApiServer>,
+    hash_key: Option<crate::plan::secrets_hash::HashKey>,
+) -> Arc<Context> {
     let service = tower::service_fn(move |req: Request<Body>| {
         let server = api.clone();
         async move {
@@ -299,7 +315,11 @@ fn context(api: Arc<ApiServer>) -> Arc<Context> {
         poll_interval: std::time::Duration::from_millis(100),
         ..OperatorConfig::default()
     };
-    Arc::new(Context::new(client, config))
+    let mut ctx = Context::new(client, config);
+    if let Some(key) = hash_key {
+        ctx.hash_key = key;
+    }
+    Arc::new(ctx)
 }
 
 /// `s` in base64 (a Secret's data).

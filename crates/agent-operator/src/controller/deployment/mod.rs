@@ -50,7 +50,9 @@ use super::report::ReasonTable;
 use super::secrets::ReferencesSecrets;
 use super::{Context, Error, object_key, requeue_after_error};
 use crate::api::SecretKeyRef;
-use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER};
+use crate::api::deployment::{
+    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, FINALIZER,
+};
 use crate::controlplane::ControlPlaneClient;
 use crate::plan::decide::{self, Before};
 
@@ -194,13 +196,35 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
                 .resync_interval
                 .mul_f64(rand::random_range(0.0..1.0));
             debug!(check_in_s = delay.as_secs(), "converged before the restart");
-            delay
+            // A replica killed between the status write that recorded the
+            // id and the annotation write after it left status without the
+            // annotation: write it now (no request), so that a restore
+            // without status still leads back to the deployment.
+            let mut report = Report::end(Action::requeue(delay));
+            if let Some(id) = missing_id_annotation(pass.obj) {
+                report
+                    .annotations
+                    .push((DEPLOYMENT_ID_ANNOTATION, Some(id)));
+            }
+            return Err(report);
         }
         Before::PollRevision(rid) => return act::poll_revision(pass, &rid).await,
         Before::Obtain => return act::find_or_create(pass).await,
         Before::ReadDeployment => return act::read_and_change(pass).await,
     };
     Err(Report::end(Action::requeue(wait)))
+}
+
+/// The deployment id of `obj`'s status when its id annotation does not
+/// name it (so the annotation is to be written).
+fn missing_id_annotation(obj: &AgentDeployment) -> Option<String> {
+    let id = obj.status.as_ref()?.deployment_id.clone()?;
+    let annotated = obj
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DEPLOYMENT_ID_ANNOTATION));
+    (annotated != Some(&id)).then_some(id)
 }
 
 /// The key of the learned revision duration: the control plane's base URL

@@ -615,3 +615,31 @@ async fn verification_that_fails_writes_status_then_one_warning_and_backs_off() 
         "not checked again before the backoff"
     );
 }
+
+/// A replica killed between the status write that recorded the id and the
+/// annotation write after it: the next replica's first pass finds the
+/// object converged, writes the missing annotation and sends nothing.
+#[tokio::test]
+async fn a_restart_writes_an_id_annotation_a_kill_left_out_without_a_request() {
+    let mut s = Scenario::new(QUICK, FOREVER).await;
+    s.pass().await;
+    settle().await;
+    s.pass().await;
+    let id = s.deployment_id();
+    s.edit(|o| {
+        o["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove(crate::api::deployment::DEPLOYMENT_ID_ANNOTATION);
+    });
+    s.requests();
+    s.restart();
+    assert_eq!(s.step().await, seen(&["annotations +deployment-id"], &[]));
+    assert_eq!(
+        s.object().metadata.annotations.unwrap()[crate::api::deployment::DEPLOYMENT_ID_ANNOTATION],
+        id
+    );
+    // A restart on a complete object writes nothing and sends nothing.
+    s.restart();
+    assert_eq!(s.step().await, seen(&[], &[]));
+}

@@ -18,6 +18,7 @@
 //! | `agent_operator_time_to_ready_seconds` | histogram | none (AgentDeployment) |
 //! | `agent_operator_leader` | gauge | none: 1 while this replica runs the controllers |
 //! | `agent_operator_verifications_total` | counter | `outcome` = `Verified` or a fixed failure reason (`spec.verify`) |
+//! | `agent_operator_revision_outcomes_total` | counter | `outcome` = the end status of each revision the operator followed to its end: `DEPLOYED`, `CREATE_FAILED`, `BUILD_FAILED`, `DEPLOY_FAILED`, `SKIPPED`, `INTERRUPTED`, `OTHER_FAILED` |
 //! | `agent_operator_control_plane_budget_rate` | gauge (at scrape) | `namespace`, `control_plane`: requests per second its budget allows now |
 //! | `agent_operator_control_plane_budget_ceiling` | gauge (at scrape) | `namespace`, `control_plane`: highest rate the budget may reach |
 //! | `agent_operator_control_plane_pause_seconds` | gauge (at scrape) | `namespace`, `control_plane`: seconds left of a `Retry-After` pause |
@@ -101,6 +102,34 @@ pub const VERIFICATION_OUTCOMES: [&str; 6] = [
     crate::api::conditions::reason::ASSISTANT_NOT_FOUND,
     crate::api::conditions::reason::RUN_FAILED,
 ];
+
+/// Every `outcome` of `agent_operator_revision_outcomes_total`: the end
+/// statuses of a revision (docs/control-plane-api.md "Revision"), and
+/// `OTHER_FAILED` for a failed status this client does not know.
+pub const REVISION_OUTCOMES: [&str; 7] = [
+    "DEPLOYED",
+    "CREATE_FAILED",
+    "BUILD_FAILED",
+    "DEPLOY_FAILED",
+    "SKIPPED",
+    "INTERRUPTED",
+    "OTHER_FAILED",
+];
+
+/// The `outcome` label of a revision that ended with `status`; `None` while
+/// it is in progress (and for an unknown status that is not a failure).
+pub fn revision_outcome(
+    status: &crate::controlplane::types::RevisionStatus,
+) -> Option<&'static str> {
+    if status.is_in_progress() {
+        return None;
+    }
+    REVISION_OUTCOMES
+        .iter()
+        .find(|o| **o == status.as_str())
+        .copied()
+        .or(Some("OTHER_FAILED"))
+}
 
 tokio::task_local! {
     /// Whether the status outcome last computed in the current reconcile
@@ -479,6 +508,7 @@ pub struct Metrics {
     ready_states: Arc<ReadyStates>,
     plane_states: Arc<PlaneStates>,
     verifications: Family<VerificationLabels, Counter>,
+    revision_outcomes: Family<VerificationLabels, Counter>,
 }
 
 impl fmt::Debug for Metrics {
@@ -564,6 +594,15 @@ impl Metrics {
             "Verifications of AgentDeployments on their agent server (spec.verify) by outcome (Verified or the failure reason)",
             verifications.clone(),
         );
+        let revision_outcomes = Family::<VerificationLabels, Counter>::default();
+        registry.register(
+            "revision_outcomes",
+            "Revisions the operator followed to their end, by end status (DEPLOYED or a failure)",
+            revision_outcomes.clone(),
+        );
+        for outcome in REVISION_OUTCOMES {
+            let _ = revision_outcomes.get_or_create(&VerificationLabels { outcome });
+        }
         let ready_states = Arc::new(ReadyStates::default());
         registry.register_collector(Box::new(ready_states.clone()));
         let plane_states = Arc::new(PlaneStates::default());
@@ -601,6 +640,7 @@ impl Metrics {
             ready_states,
             plane_states,
             verifications,
+            revision_outcomes,
         }
     }
 
@@ -646,6 +686,16 @@ impl Metrics {
         self.verifications
             .get_or_create(&VerificationLabels { outcome })
             .inc();
+    }
+
+    /// Records one revision the operator followed to its end, with its end
+    /// `status`; an in-progress status records nothing.
+    pub fn observe_revision_outcome(&self, status: &crate::controlplane::types::RevisionStatus) {
+        if let Some(outcome) = revision_outcome(status) {
+            self.revision_outcomes
+                .get_or_create(&VerificationLabels { outcome })
+                .inc();
+        }
     }
 
     /// Records the time, in seconds, an AgentDeployment took from a new
@@ -734,6 +784,39 @@ mod tests {
                 crate::controller::listener::KIND,
             ]
         );
+    }
+
+    #[test]
+    fn revisions_are_counted_by_end_status_from_zero() {
+        use crate::controlplane::types::RevisionStatus;
+        let m = Metrics::new();
+        let text = m.encode().unwrap();
+        for outcome in REVISION_OUTCOMES {
+            let line = format!("agent_operator_revision_outcomes_total{{outcome=\"{outcome}\"}}");
+            assert_eq!(sample(&text, &line), Some(0.0), "{outcome}: {text}");
+        }
+        for status in [
+            RevisionStatus::Deployed,
+            RevisionStatus::Deployed,
+            RevisionStatus::BuildFailed,
+            RevisionStatus::Building,
+            RevisionStatus::Unknown,
+            RevisionStatus::Other("PRUNE_FAILED".into()),
+            RevisionStatus::Other("WARMING_UP".into()),
+        ] {
+            m.observe_revision_outcome(&status);
+        }
+        let text = m.encode().unwrap();
+        let count = |o: &str| {
+            sample(
+                &text,
+                &format!("agent_operator_revision_outcomes_total{{outcome=\"{o}\"}}"),
+            )
+        };
+        assert_eq!(count("DEPLOYED"), Some(2.0));
+        assert_eq!(count("BUILD_FAILED"), Some(1.0));
+        assert_eq!(count("OTHER_FAILED"), Some(1.0));
+        assert_eq!(count("SKIPPED"), Some(0.0));
     }
 
     fn sample(text: &str, prefix: &str) -> Option<f64> {

@@ -208,6 +208,14 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
     }
     let revision_changed = previous.revision_status != s.revision_status
         || previous.latest_revision_id != s.latest_revision_id;
+    // A revision seen ending by this pass counts once in
+    // `agent_operator_revision_outcomes_total`, once the status saying so
+    // is written.
+    if revision_changed && let Some(status) = latest.status.clone().filter(|s| !s.is_in_progress())
+    {
+        pass.remember
+            .push(move |ctx| ctx.metrics.observe_revision_outcome(&status));
+    }
     pass.events
         .extend(verdict::revision_event(outcome, revision_changed));
 }

@@ -523,28 +523,14 @@ impl ClientCache {
         {
             return Ok(Ok(entry.client.clone()));
         }
-        let mut config = ClientConfig::new(
-            base_url.clone(),
-            plane.spec.workspace_id.clone(),
-            credentials.api_key,
-        );
-        config.bearer = plane.spec.uses_bearer_token();
-        config.timeout = request_timeout;
-        config.ca_bundle_pem = credentials.ca_bundle;
-        let buckets = self.budgets_for(
+        let (config, buckets) = self.configure(
             &key,
-            BudgetKey::new(&base_url, config.bearer, config.api_key.expose_secret()),
-            &plane.spec.workspace_id,
-            rate_limit(&plane.spec),
+            plane,
+            base_url,
+            credentials,
+            request_timeout,
+            observer.clone(),
         );
-        config.budget = buckets.first().cloned();
-        config.caps = buckets.iter().skip(1).cloned().collect();
-        config.max_token_wait = Some(MAX_TOKEN_WAIT);
-        config.plane = Some(PlaneLabel {
-            namespace: namespace.clone(),
-            name: name.clone(),
-        });
-        config.observer = observer.clone();
         let client = match ControlPlaneClient::new(config) {
             Ok(c) => c,
             Err(e) => {
@@ -563,6 +549,42 @@ impl ClientCache {
             },
         );
         Ok(Ok(client))
+    }
+
+    /// The configuration of the client of `plane` (cache key `key`) and the
+    /// request budgets it draws from (its own, then the shared caps).
+    fn configure(
+        &self,
+        key: &(String, String),
+        plane: &AgentControlPlane,
+        base_url: String,
+        credentials: Credentials,
+        request_timeout: Duration,
+        observer: Option<Arc<dyn RequestObserver>>,
+    ) -> (ClientConfig, Vec<Budget>) {
+        let mut config = ClientConfig::new(
+            base_url.clone(),
+            plane.spec.workspace_id.clone(),
+            credentials.api_key,
+        );
+        config.bearer = plane.spec.uses_bearer_token();
+        config.timeout = request_timeout;
+        config.ca_bundle_pem = credentials.ca_bundle;
+        let buckets = self.budgets_for(
+            key,
+            BudgetKey::new(&base_url, config.bearer, config.api_key.expose_secret()),
+            &plane.spec.workspace_id,
+            rate_limit(&plane.spec),
+        );
+        config.budget = buckets.first().cloned();
+        config.caps = buckets.iter().skip(1).cloned().collect();
+        config.max_token_wait = Some(MAX_TOKEN_WAIT);
+        config.plane = Some(PlaneLabel {
+            namespace: key.0.clone(),
+            name: key.1.clone(),
+        });
+        config.observer = observer;
+        (config, buckets)
     }
 
     /// Registers the reflector stores of one controller (one per watched

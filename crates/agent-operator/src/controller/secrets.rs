@@ -158,6 +158,71 @@ impl std::fmt::Debug for Secrets {
     }
 }
 
+/// What the Secret watch passes on of one event about `obj` (`initial`:
+/// from the first list; `deleted`: a deletion): the object when a
+/// referenced Secret changed, appeared or went (marked on first sight),
+/// `None` when nothing that a pass reads changed. Reads the Secret's data
+/// only when something references it.
+async fn changed(
+    known: &Mutex<Known>,
+    client: &kube::Client,
+    obj: PartialObjectMeta<Secret>,
+    initial: bool,
+    deleted: bool,
+) -> Option<PartialObjectMeta<Secret>> {
+    let key = (obj.namespace().unwrap_or_default(), obj.name_any());
+    let referenced = {
+        let mut k = lock(known);
+        let stale = k
+            .cache
+            .get(&key)
+            .is_some_and(|c| c.resource_version != obj.resource_version());
+        if deleted || stale {
+            k.cache.remove(&key);
+        }
+        !referenced_keys(&k.referrers, &key.0, &key.1).is_empty()
+    };
+    let mut first_sight = false;
+    let changed = if deleted {
+        lock(known).digests.remove(&key).is_some() || referenced
+    } else if !referenced {
+        // Nothing references it: its data is never read.
+        false
+    } else {
+        let api: Api<Secret> = Api::namespaced(client.clone(), &key.0);
+        match api.get_opt(&key.1).await {
+            Ok(Some(secret)) => match lock(known).remember(&key, &secret, true) {
+                Some((Some(before), now)) => before != now,
+                // First sight: maybe new, unless it is the
+                // first list.
+                Some((None, _)) => {
+                    first_sight = !initial;
+                    !initial
+                }
+                // No longer referenced.
+                None => false,
+            },
+            // Gone meanwhile: its Delete event follows.
+            Ok(None) => false,
+            Err(e) => {
+                tracing::debug!(error = %e, "reading a referenced Secret after a change");
+                true
+            }
+        }
+    };
+    if !changed {
+        return None;
+    }
+    let mut obj = obj;
+    if first_sight {
+        obj.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(FIRST_SIGHT_ANNOTATION.to_owned(), "true".to_owned());
+    }
+    Some(obj)
+}
+
 fn lock(known: &Mutex<Known>) -> std::sync::MutexGuard<'_, Known> {
     known.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -320,54 +385,7 @@ impl Secrets {
                         continue;
                     }
                 };
-                let key = (obj.namespace().unwrap_or_default(), obj.name_any());
-                let referenced = {
-                    let mut k = lock(&known);
-                    let stale = k
-                        .cache
-                        .get(&key)
-                        .is_some_and(|c| c.resource_version != obj.resource_version());
-                    if deleted || stale {
-                        k.cache.remove(&key);
-                    }
-                    !referenced_keys(&k.referrers, &key.0, &key.1).is_empty()
-                };
-                let mut first_sight = false;
-                let changed = if deleted {
-                    lock(&known).digests.remove(&key).is_some() || referenced
-                } else if !referenced {
-                    // Nothing references it: its data is never read.
-                    false
-                } else {
-                    let api: Api<Secret> = Api::namespaced(client.clone(), &key.0);
-                    match api.get_opt(&key.1).await {
-                        Ok(Some(secret)) => match lock(&known).remember(&key, &secret, true) {
-                            Some((Some(before), now)) => before != now,
-                            // First sight: maybe new, unless it is the
-                            // first list.
-                            Some((None, _)) => {
-                                first_sight = !initial;
-                                !initial
-                            }
-                            // No longer referenced.
-                            None => false,
-                        },
-                        // Gone meanwhile: its Delete event follows.
-                        Ok(None) => false,
-                        Err(e) => {
-                            tracing::debug!(error = %e, "reading a referenced Secret after a change");
-                            true
-                        }
-                    }
-                };
-                if changed {
-                    let mut obj = obj;
-                    if first_sight {
-                        obj.metadata
-                            .annotations
-                            .get_or_insert_with(Default::default)
-                            .insert(FIRST_SIGHT_ANNOTATION.to_owned(), "true".to_owned());
-                    }
+                if let Some(obj) = changed(&known, &client, obj, initial, deleted).await {
                     let _ = events.send(obj);
                 }
             }

@@ -33,6 +33,8 @@ struct Inner {
     /// Seeded listeners with their workspace.
     listeners: Vec<(String, Listener)>,
     store: Mutex<Store>,
+    /// Assistants created on the built-in agent servers, by deployment.
+    assistants: Mutex<crate::agent_assistants::Assistants>,
     scenarios: Mutex<Vec<ScenarioRule>>,
     faults: Faults,
     stats: Stats,
@@ -87,10 +89,19 @@ impl EmulatorState {
                 public_url,
                 listeners,
                 store: Mutex::new(Store::default()),
+                assistants: Mutex::new(Default::default()),
                 stats: Stats::default(),
                 shutdown: Shutdown::new(),
             }),
         }
+    }
+
+    /// Runs `f` on the assistants of the built-in agent servers.
+    pub(crate) fn with_assistants<T>(
+        &self,
+        f: impl FnOnce(&mut crate::agent_assistants::Assistants) -> T,
+    ) -> T {
+        f(&mut self.inner.assistants.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The configuration the emulator was started with.

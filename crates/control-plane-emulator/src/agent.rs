@@ -61,7 +61,11 @@ fn not_found() -> ApiError {
 }
 
 /// Finds the deployment, checks the key and that a revision serves.
-pub(crate) fn target(state: &EmulatorState, ids: &PathIds, headers: &HeaderMap) -> Result<Target, ApiError> {
+pub(crate) fn target(
+    state: &EmulatorState,
+    ids: &PathIds,
+    headers: &HeaderMap,
+) -> Result<Target, ApiError> {
     let id = ids.at(0);
     state.with_store(|store, now| {
         let d = store

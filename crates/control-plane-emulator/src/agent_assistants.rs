@@ -98,7 +98,9 @@ fn assistant_not_found(id: Uuid) -> ApiError {
 /// The body as `T`, or a 422 naming the decode error.
 fn decode<T: serde::de::DeserializeOwned>(body: Option<Value>) -> Result<T, ApiError> {
     serde_json::from_value(body.unwrap_or_else(|| json!({}))).map_err(|e| {
-        ApiError::validation(vec![json!({"type": "invalid", "loc": ["body"], "msg": e.to_string()})])
+        ApiError::validation(vec![
+            json!({"type": "invalid", "loc": ["body"], "msg": e.to_string()}),
+        ])
     })
 }
 
@@ -187,7 +189,9 @@ async fn patch(
         return Err(graph_not_found(g));
     }
     state.with_assistants(|all| {
-        let r = all.get_mut(&key).ok_or_else(|| assistant_not_found(key.1))?;
+        let r = all
+            .get_mut(&key)
+            .ok_or_else(|| assistant_not_found(key.1))?;
         let mut a = r
             .versions
             .iter()
@@ -278,7 +282,9 @@ async fn latest(
     let key = (ids.at(0), ids.at(1));
     let change: AssistantVersionChange = decode(body)?;
     state.with_assistants(|all| {
-        let r = all.get_mut(&key).ok_or_else(|| assistant_not_found(key.1))?;
+        let r = all
+            .get_mut(&key)
+            .ok_or_else(|| assistant_not_found(key.1))?;
         if !r.versions.iter().any(|a| a.version == Some(change.version)) {
             return Err(ApiError::not_found(format!(
                 "Assistant '{}' has no version {}",

@@ -101,7 +101,11 @@ impl EmulatorState {
         &self,
         f: impl FnOnce(&mut crate::agent_assistants::Assistants) -> T,
     ) -> T {
-        f(&mut self.inner.assistants.lock().unwrap_or_else(|p| p.into_inner()))
+        f(&mut self
+            .inner
+            .assistants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The configuration the emulator was started with.

@@ -29,7 +29,10 @@ async fn wait_assistant<T>(
         if let Some(v) = check(obj.as_ref()) {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}: {obj:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {obj:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -42,7 +45,10 @@ fn ready(o: Option<&AgentAssistant>) -> Option<(String, i64)> {
         && s.conditions
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True");
-    ok.then(|| (s.assistant_id.clone()?, s.version?)).flatten()
+    if !ok {
+        return None;
+    }
+    Some((s.assistant_id.clone()?, s.version?))
 }
 
 /// Successful requests of the assistant routes (not the search), by route.
@@ -102,7 +108,11 @@ async fn an_assistant_is_created_once_patched_once_per_change_and_deleted() {
     .await;
     assert_eq!(version, 2);
     let updated = assistant_requests(&h).await;
-    assert_eq!(count(&updated, "PATCH"), 1, "exactly one PATCH: {updated:?}");
+    assert_eq!(
+        count(&updated, "PATCH"),
+        1,
+        "exactly one PATCH: {updated:?}"
+    );
     eprintln!(
         "requests for one assistant update (GET + PATCH): {}",
         updated.len() - created.len()

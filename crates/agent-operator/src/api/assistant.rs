@@ -150,7 +150,9 @@ pub struct AgentAssistantStatus {
     /// Id (a UUID) of the assistant on the agent server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assistant_id: Option<String>,
-    /// The version that serves, as the agent server last answered.
+    /// The version that serves, as the agent server last answered: versions
+    /// start at 1 and each PATCH of the assistant adds one (a count of
+    /// update requests plus one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<i64>,
     /// The graph of the assistant, as the agent server last answered.

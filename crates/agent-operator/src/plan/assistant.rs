@@ -213,6 +213,15 @@ mod tests {
         );
     }
 
+    /// What, spec, current assistant, refused request, expected step.
+    type Case<'a> = (
+        &'a str,
+        &'a AgentAssistantSpec,
+        Option<&'a Assistant>,
+        Option<RejectedAssistantRequest>,
+        Step,
+    );
+
     #[test]
     fn decide_table() {
         let plain = spec(json!({}));
@@ -226,13 +235,7 @@ mod tests {
         let renamed = remote(json!({"name": "by hand"}));
         let null_context = remote(json!({"context": null}));
         let patch_of = |p: AssistantPatch| Step::Patch(Box::new(p));
-        let cases: Vec<(
-            &str,
-            &AgentAssistantSpec,
-            Option<&Assistant>,
-            Option<RejectedAssistantRequest>,
-            Step,
-        )> = vec![
+        let cases: Vec<Case<'_>> = vec![
             (
                 "absent: create",
                 &plain,

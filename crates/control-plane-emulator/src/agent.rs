@@ -47,11 +47,12 @@ pub(crate) fn agent_routes() -> Router<EmulatorState> {
         .route("/agents/{deployment_id}/docs", get(docs))
         .route("/agents/{deployment_id}/assistants/search", post(search))
         .route("/agents/{deployment_id}/runs/stream", post(stream))
+        .merge(crate::agent_assistants::routes())
 }
 
 /// What a request to a deployment's agent server may use.
-struct Target {
-    assistant: Value,
+pub(crate) struct Target {
+    pub(crate) assistant: Value,
     assistant_id: Uuid,
 }
 
@@ -60,7 +61,11 @@ fn not_found() -> ApiError {
 }
 
 /// Finds the deployment, checks the key and that a revision serves.
-fn target(state: &EmulatorState, ids: &PathIds, headers: &HeaderMap) -> Result<Target, ApiError> {
+pub(crate) fn target(
+    state: &EmulatorState,
+    ids: &PathIds,
+    headers: &HeaderMap,
+) -> Result<Target, ApiError> {
     let id = ids.at(0);
     state.with_store(|store, now| {
         let d = store
@@ -144,7 +149,7 @@ async fn docs(
     Ok(Html(format!(
         "<!doctype html><title>Agent server (emulated)</title>\
          <h1>Agent server of deployment {}</h1>\
-         <p>Emulated endpoints: GET /ok, GET /info, POST /assistants/search, POST /runs/stream.</p>",
+         <p>Emulated endpoints: GET /ok, GET /info, POST /assistants/search, POST /runs/stream, POST /assistants, GET/PATCH/DELETE /assistants/{{id}}, POST /assistants/{{id}}/versions, POST /assistants/{{id}}/latest.</p>",
         ids.at(0)
     )))
 }
@@ -165,7 +170,18 @@ async fn search(
         .is_none_or(|m| m.iter().all(|(k, v)| a["metadata"].get(k) == Some(v)))
         && body["graph_id"].as_str().is_none_or(|g| g == GRAPH_ID)
         && body["name"].as_str().is_none_or(|n| n == GRAPH_ID);
-    let all: Vec<Value> = if matches { vec![a.clone()] } else { Vec::new() };
+    let mut all: Vec<Value> = if matches { vec![a.clone()] } else { Vec::new() };
+    all.extend(
+        crate::agent_assistants::listed(&state, ids.at(0))
+            .into_iter()
+            .filter(|a| {
+                body["metadata"]
+                    .as_object()
+                    .is_none_or(|m| m.iter().all(|(k, v)| a["metadata"].get(k) == Some(v)))
+                    && body["graph_id"].as_str().is_none_or(|g| a["graph_id"] == g)
+                    && body["name"].as_str().is_none_or(|n| a["name"] == n)
+            }),
+    );
     let limit = body["limit"].as_u64().unwrap_or(10) as usize;
     let offset = body["offset"].as_u64().unwrap_or(0) as usize;
     let page: Vec<Value> = all.iter().skip(offset).take(limit).cloned().collect();

@@ -28,6 +28,7 @@
 
 pub mod admin;
 pub mod agent;
+mod agent_assistants;
 pub mod auth;
 pub mod cli;
 pub mod config;

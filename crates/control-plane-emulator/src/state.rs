@@ -36,6 +36,8 @@ struct Inner {
     /// The commit each (repository URL, ref) of a `github` source points at:
     /// what a revision built from it records as `repo_commit_sha`.
     heads: Mutex<std::collections::HashMap<(String, String), String>>,
+    /// Assistants created on the built-in agent servers, by deployment.
+    assistants: Mutex<crate::agent_assistants::Assistants>,
     scenarios: Mutex<Vec<ScenarioRule>>,
     faults: Faults,
     stats: Stats,
@@ -91,10 +93,23 @@ impl EmulatorState {
                 listeners,
                 store: Mutex::new(Store::default()),
                 heads: Mutex::new(std::collections::HashMap::new()),
+                assistants: Mutex::new(Default::default()),
                 stats: Stats::default(),
                 shutdown: Shutdown::new(),
             }),
         }
+    }
+
+    /// Runs `f` on the assistants of the built-in agent servers.
+    pub(crate) fn with_assistants<T>(
+        &self,
+        f: impl FnOnce(&mut crate::agent_assistants::Assistants) -> T,
+    ) -> T {
+        f(&mut self
+            .inner
+            .assistants
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The configuration the emulator was started with.

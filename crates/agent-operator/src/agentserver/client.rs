@@ -30,7 +30,8 @@ use url::Url;
 use super::error::Error;
 use super::sse::SseParser;
 use super::types::{
-    Assistant, AssistantPage, AssistantSearch, RunEvent, RunStreamRequest, ServerInfo,
+    Assistant, AssistantCreate, AssistantPage, AssistantPatch, AssistantSearch,
+    AssistantVersionChange, RunEvent, RunStreamRequest, ServerInfo,
 };
 
 /// Header carrying the API key (docs/control-plane-api.md "Agent server").
@@ -301,6 +302,70 @@ impl AgentServerClient {
                 }
                 Some(next) => offset = next,
             }
+        }
+    }
+
+    /// `GET /assistants/{id}` (docs/control-plane-api.md "Assistants"):
+    /// the assistant at the version that serves; `None` for a 404.
+    /// Errors: any other [`Error`].
+    pub async fn get_assistant(&self, id: &str) -> Result<Option<Assistant>, Error> {
+        let req = self.http.get(self.url(&format!("assistants/{id}"))?);
+        match self.json(req).await {
+            Ok((a, _)) => Ok(Some(a)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /assistants` (docs/control-plane-api.md "Assistants"): with
+    /// `if_exists: do_nothing` a second create of the same id answers the
+    /// first assistant unchanged. Errors: any [`Error`]; an unknown graph is
+    /// [`Error::NotFound`] naming it.
+    pub async fn create_assistant(&self, body: &AssistantCreate) -> Result<Assistant, Error> {
+        let req = self.http.post(self.url("assistants")?).json(body);
+        Ok(self.json(req).await?.0)
+    }
+
+    /// `PATCH /assistants/{id}` (docs/control-plane-api.md "Assistants"):
+    /// one new version, `metadata` merged. Errors: any [`Error`].
+    pub async fn patch_assistant(
+        &self,
+        id: &str,
+        body: &AssistantPatch,
+    ) -> Result<Assistant, Error> {
+        let req = self
+            .http
+            .patch(self.url(&format!("assistants/{id}"))?)
+            .json(body);
+        Ok(self.json(req).await?.0)
+    }
+
+    /// `POST /assistants/{id}/latest` (docs/control-plane-api.md
+    /// "Assistants"): `version` serves from now on. Errors: any [`Error`];
+    /// an unknown version is [`Error::NotFound`].
+    pub async fn set_latest_assistant_version(
+        &self,
+        id: &str,
+        version: i64,
+    ) -> Result<Assistant, Error> {
+        let req = self
+            .http
+            .post(self.url(&format!("assistants/{id}/latest"))?)
+            .json(&AssistantVersionChange { version });
+        Ok(self.json(req).await?.0)
+    }
+
+    /// `DELETE /assistants/{id}` (docs/control-plane-api.md "Assistants");
+    /// a 404 (already gone) is `Ok`. Errors: any other [`Error`].
+    pub async fn delete_assistant(&self, id: &str) -> Result<(), Error> {
+        let timeout = self.request_timeout;
+        let req = self
+            .http
+            .delete(self.url(&format!("assistants/{id}"))?)
+            .timeout(timeout);
+        match self.send(req, None).await {
+            Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 

@@ -161,6 +161,21 @@ pub mod reason {
     /// differs from the spec in a field the service cannot change (source,
     /// repository, integration, type, listener): `Stalled`, nothing is sent.
     pub const ADOPTION_MISMATCH: &str = "AdoptionMismatch";
+    /// AgentAssistant: the assistant on the agent server is as the spec
+    /// says (`Ready=True`).
+    pub const ASSISTANT_READY: &str = "AssistantReady";
+    /// AgentAssistant: its AgentDeployment does not exist (it waits, no
+    /// request is made).
+    pub const DEPLOYMENT_NOT_FOUND: &str = "DeploymentNotFound";
+    /// AgentAssistant: its AgentDeployment is not Ready with an agent server
+    /// URL yet (it waits, no request is made).
+    pub const WAITING_FOR_DEPLOYMENT: &str = "WaitingForDeployment";
+    /// AgentAssistant: the agent server answered 404 (an unknown graph, or
+    /// version): `Stalled`, not sent again until the spec changes.
+    pub const GRAPH_NOT_FOUND: &str = "GraphNotFound";
+    /// AgentAssistant: the agent server refused the request (400, 409,
+    /// 422): `Stalled`, not sent again until the spec changes.
+    pub const ASSISTANT_REJECTED: &str = "AssistantRejected";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

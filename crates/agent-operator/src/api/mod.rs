@@ -5,6 +5,7 @@
 //! wire types live apart in [`crate::controlplane::types`] and are mapped by
 //! explicit functions in [`crate::controller`].
 
+pub mod assistant;
 pub mod conditions;
 pub mod control_plane;
 pub mod deployment;
@@ -14,6 +15,7 @@ pub mod reference;
 pub mod resource_spec;
 pub mod rules;
 
+pub use assistant::{AgentAssistant, AgentAssistantSpec, AgentAssistantStatus};
 pub use control_plane::{AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus};
 pub use deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeploymentStatus};
 pub use listener::{AgentListener, AgentListenerSpec, AgentListenerStatus};
@@ -36,6 +38,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         AgentControlPlane::crd(),
         AgentListener::crd(),
         AgentDeployment::crd(),
+        AgentAssistant::crd(),
     ]
     .into_iter()
     .map(with_unobserved_status)
@@ -215,7 +218,7 @@ mod explain_tests {
         }
     }
 
-    /// `kubectl explain` shows descriptions to people: none of the three
+    /// `kubectl explain` shows descriptions to people: none of the
     /// CRDs may show Rust paths, intra-doc links or repository paths.
     #[test]
     fn crd_descriptions_read_for_people() {

@@ -9,7 +9,9 @@ use std::time::Duration;
 use agent_operator::controller::deployment::runner;
 use agent_operator::controller::deployment::verify::VerifyConfig;
 use agent_operator::controller::scaffold::Scope;
-use agent_operator::controller::{Context, OperatorConfig, control_plane, hash_key, listener};
+use agent_operator::controller::{
+    Context, OperatorConfig, assistant, control_plane, hash_key, listener,
+};
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};
 use agent_operator::telemetry::{self, LogFormat};
@@ -345,7 +347,8 @@ async fn release(leadership: Option<leader::Leadership>) {
     }
 }
 
-/// The three controllers (AgentDeployment, AgentControlPlane, AgentListener)
+/// The four controllers (AgentDeployment, AgentControlPlane, AgentListener,
+/// AgentAssistant)
 /// of `scope` until `shutdown`; `health` turns synced once the
 /// AgentDeployment watches listed.
 async fn run_controllers<S>(
@@ -358,7 +361,7 @@ async fn run_controllers<S>(
     S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 {
     let synced = health.clone();
-    futures::future::join3(
+    futures::future::join4(
         runner::run_with(
             ctx.clone(),
             scope.clone(),
@@ -367,7 +370,8 @@ async fn run_controllers<S>(
             move || synced.set_synced(),
         ),
         control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
-        listener::run(ctx, scope, shutdown),
+        listener::run(ctx.clone(), scope.clone(), shutdown.clone()),
+        assistant::run(ctx, scope, shutdown),
     )
     .await;
 }

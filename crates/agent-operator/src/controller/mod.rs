@@ -4,6 +4,7 @@
 //! Each pass is observe → decide → act → report ([`kind`]): the pure middle
 //! lives in [`crate::plan`], the IO edges in [`deployment`] and [`resolve`].
 
+pub mod assistant;
 pub mod control_plane;
 pub mod deployment;
 #[cfg(test)]

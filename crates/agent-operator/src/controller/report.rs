@@ -223,6 +223,23 @@ impl ReasonTable {
     };
 }
 
+impl ReasonTable {
+    /// AgentAssistant (`controller/assistant/`): a refused key is
+    /// `AgentServerUnauthorized`, a 404 `GraphNotFound`, a refused request
+    /// `AssistantRejected`, no agent server at the URL
+    /// `AgentServerUnreachable`; anything else is retried.
+    pub const ASSISTANT: Self = Self {
+        unauthorized: reason::AGENT_SERVER_UNAUTHORIZED,
+        forbidden: reason::AGENT_SERVER_UNAUTHORIZED,
+        refusals: false,
+        not_found: reason::GRAPH_NOT_FOUND,
+        rejected: reason::ASSISTANT_REJECTED,
+        conflict: reason::ASSISTANT_REJECTED,
+        invalid_endpoint: Some(reason::AGENT_SERVER_UNREACHABLE),
+        other: None,
+    };
+}
+
 /// The condition reason `e` gives in `table` ([`Classified::class`], then
 /// the row); `None` for an error retried with backoff (transient, or a
 /// fallback of `None`). Pure.

@@ -1,6 +1,7 @@
 //! The pure core of reconciling an AgentDeployment, shared by the operator
 //! (`controller::deployment`) and `agentctl apply` (`converge`): no IO
 //! here, every function a table of cases in the tests.
+//! - [`assistant`]: the AgentAssistant's id, bodies and one step;
 //! - [`adoption`]: the fields the control plane cannot change, compared
 //!   before a remote deployment is adopted;
 //! - [`desired`]: the camelCase spec → the snake_case wire request, the
@@ -22,6 +23,7 @@
 //! Nothing here imports `controller`: the arrow goes one way.
 
 pub mod adoption;
+pub mod assistant;
 pub mod decide;
 pub mod desired;
 pub mod fight;

@@ -125,3 +125,95 @@ async fn client_against_the_built_in_agent_server() {
     assert!(!format!("{e} {e:?}").contains(OTHER_KEY));
     emu.shutdown().await;
 }
+
+/// The emulator's assistants answer as the real server does
+/// (agentserver_real.rs `assistant_and_cron_wire_types_match_the_real_server`
+/// checks these facts on `langgraph dev`), through the operator's client: a
+/// create with a client-chosen id and `if_exists: do_nothing` answers the
+/// same assistant twice; a PATCH makes version 2 and merges `metadata`;
+/// `latest` sets the serving version; an unknown graph is 404 naming it;
+/// DELETE, then GET is absent and a second DELETE is fine.
+#[tokio::test]
+async fn the_built_in_agent_server_keeps_assistants_like_the_real_one() {
+    use agent_operator::agentserver::types::{AssistantCreate, AssistantPatch, IfExists};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let emu = emulator::spawn(EmulatorConfig {
+        step_duration: Duration::from_millis(30),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let d: Value = reqwest::Client::new()
+        .post(format!("{}/v2/deployments", emu.base_url()))
+        .header("X-Api-Key", DEMO_API_KEY)
+        .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
+        .json(&json!({
+            "name": "assistants", "source": "github",
+            "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev", "build_on_push": false},
+            "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json"},
+            "secrets": []
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = d["source_config"]["custom_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let client = AgentServerClient::new(
+        AgentServerConfig::new(url).with_api_key(DEMO_API_KEY.to_owned().into()),
+    )
+    .unwrap();
+    let started = Instant::now();
+    while client.ok().await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(20));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let id = uuid::Uuid::new_v4().to_string();
+    let create = AssistantCreate {
+        graph_id: "agent".into(),
+        assistant_id: Some(id.clone()),
+        if_exists: Some(IfExists::DoNothing),
+        name: Some("wire-types".into()),
+        config: Some(json!({"configurable": {"model": "a"}})),
+        metadata: Some(json!({"suite": "wire"}).as_object().unwrap().clone()),
+        ..Default::default()
+    };
+    let first = client.create_assistant(&create).await.unwrap();
+    let second = client.create_assistant(&create).await.unwrap();
+    assert_eq!(first, second, "do_nothing answers the first one unchanged");
+    assert_eq!(first.version, Some(1));
+    let patched = client
+        .patch_assistant(
+            &id,
+            &AssistantPatch {
+                config: Some(json!({"configurable": {"model": "b"}})),
+                metadata: Some(json!({"owner": "team-a"}).as_object().unwrap().clone()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.version, Some(2));
+    assert_eq!(patched.metadata["suite"], "wire", "metadata is merged");
+    let latest = client.set_latest_assistant_version(&id, 1).await.unwrap();
+    assert_eq!(latest.version, Some(1));
+    assert_eq!(latest.config["configurable"]["model"], "a");
+    let got = client.get_assistant(&id).await.unwrap().unwrap();
+    assert_eq!(got.version, Some(1), "GET answers the serving version");
+    let unknown = AssistantCreate {
+        graph_id: "no-such-graph".into(),
+        assistant_id: Some(uuid::Uuid::new_v4().to_string()),
+        ..create.clone()
+    };
+    match client.create_assistant(&unknown).await {
+        Err(Error::NotFound { detail }) => assert!(detail.contains("no-such-graph"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    client.delete_assistant(&id).await.unwrap();
+    assert_eq!(client.get_assistant(&id).await.unwrap(), None);
+    client.delete_assistant(&id).await.expect("a 404 is gone");
+}

@@ -418,7 +418,12 @@ fn argocd_configmap_snippet_embeds_the_tested_script() {
         &std::fs::read_to_string(root.join("deploy/argocd/argocd-cm.yaml")).unwrap(),
     )
     .unwrap();
-    for kind in ["AgentDeployment", "AgentControlPlane", "AgentListener"] {
+    for kind in [
+        "AgentDeployment",
+        "AgentControlPlane",
+        "AgentListener",
+        "AgentAssistant",
+    ] {
         let key = format!("resource.customizations.health.agentserver.dev_{kind}");
         assert_eq!(
             cm["data"][&key].as_str(),

@@ -583,7 +583,12 @@ async fn helm_uninstall_leaves_what_install_md_says() {
         "nothing of the release is left in the watched namespace"
     );
     let crds = object_names(&env, "customresourcedefinitions", None, None);
-    for crd in ["agentcontrolplanes", "agentdeployments", "agentlisteners"] {
+    for crd in [
+        "agentcontrolplanes",
+        "agentdeployments",
+        "agentlisteners",
+        "agentassistants",
+    ] {
         let name = format!("customresourcedefinition.apiextensions.k8s.io/{crd}.agentserver.dev");
         assert!(crds.contains(&name), "{name} stays: {crds:?}");
     }

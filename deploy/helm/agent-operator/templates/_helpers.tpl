@@ -86,9 +86,14 @@ checks that both stay equal).
 - apiGroups: ["agentserver.dev"]
   resources: ["agentlisteners"]
   verbs: ["get", "list", "watch"]
+# AgentAssistants: their controller (list + watch), the finalizer
+# agentserver.dev/assistant-cleanup (patch).
+- apiGroups: ["agentserver.dev"]
+  resources: ["agentassistants"]
+  verbs: ["get", "list", "watch", "patch"]
 # Statuses: server-side apply on the status subresource, a patch.
 - apiGroups: ["agentserver.dev"]
-  resources: ["agentdeployments/status", "agentcontrolplanes/status", "agentlisteners/status"]
+  resources: ["agentdeployments/status", "agentcontrolplanes/status", "agentlisteners/status", "agentassistants/status"]
   verbs: ["patch"]
 # Secrets referenced by the resources, read only: get (the value), list +
 # watch (metadata only, to notice a change).

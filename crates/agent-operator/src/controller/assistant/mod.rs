@@ -1,0 +1,337 @@
+//! The AgentAssistant controller, on the generic pass ([`super::kind`]):
+//! observe reads the referenced AgentDeployment (Ready with a URL, else
+//! the pass waits without a request), the key its `spec.verify` would send,
+//! and `GET /assistants/{id}`; decide is [`crate::plan::assistant::decide`];
+//! act makes at most one request ([`act`]). Deletion: `DELETE
+//! /assistants/{id}` under `deletionPolicy: Delete`.
+//!
+//! Every agent server request draws from the process-wide budget of agent
+//! server calls that `spec.verify` draws from (`--verify-*` flags), apart
+//! from the control plane budgets. Steady objects are checked for drift on
+//! the jittered resync period.
+//!
+//! Source: docs/control-plane-api.md "Assistants", "Agent server" (the key).
+
+mod act;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use secrecy::SecretString;
+
+use super::kind::{Flow, Kind, Report};
+use super::report::ReasonTable;
+use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::{Context, Error, scoped_api};
+use crate::agentserver::{AgentServerClient, Assistant};
+use crate::api::assistant::{AgentAssistant, AgentAssistantStatus};
+use crate::api::conditions::{READY, TRUE, find, reason};
+use crate::api::deployment::AgentDeployment;
+use crate::plan::assistant::{Known, Step, assistant_id, decide};
+use crate::plan::status::Outcome;
+
+/// The finalizer of an AgentAssistant: kept while the assistant may exist
+/// on an agent server.
+pub const FINALIZER: &str = "agentserver.dev/assistant-cleanup";
+
+/// How long a pass waits for a deployment that is missing or not Ready yet
+/// before looking again (a change of the deployment wakes it sooner).
+pub const WAIT_FOR_DEPLOYMENT: Duration = Duration::from_secs(30);
+
+/// Agent server calls one pass may make (a GET and one mutation).
+const CALLS_PER_PASS: u32 = 2;
+
+/// What a pass observed before it decides.
+pub struct Observed {
+    /// The agent server client of the deployment.
+    client: AgentServerClient,
+    /// The remote id of the deployment.
+    deployment_id: String,
+    /// The assistant id.
+    id: String,
+    /// `GET /assistants/{id}`; `None`: 404.
+    current: Option<Assistant>,
+    /// The budget's permit, held until the pass ends.
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Kind for AgentAssistant {
+    crate::kind_status!(AgentAssistantStatus);
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+    const REASONS: ReasonTable = ReasonTable::ASSISTANT;
+    type Observed = Observed;
+    type Decision = Step;
+
+    fn observe(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Flow<Observed, Self>> + Send {
+        observe(obj, ctx)
+    }
+
+    fn decide(obj: &Self, seen: &Observed) -> Step {
+        decide(&Known {
+            spec: &obj.spec,
+            object_name: &obj.name_any(),
+            generation: obj.metadata.generation,
+            id: &seen.id,
+            current: seen.current.as_ref(),
+            rejected: obj
+                .status
+                .as_ref()
+                .and_then(|s| s.rejected_request.as_ref()),
+        })
+    }
+
+    fn act(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        seen: Observed,
+        decision: Step,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        act::act(obj, ctx, seen, decision)
+    }
+
+    fn cleanup(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        act::cleanup(obj, ctx)
+    }
+}
+
+/// The deployment's agent server, reachable now: its client and remote id.
+pub(crate) struct Server {
+    client: AgentServerClient,
+    deployment_id: String,
+}
+
+/// Why there is no agent server to talk to.
+pub(crate) enum NoServer {
+    /// The AgentDeployment does not exist (or is being deleted).
+    Missing(String),
+    /// It exists but is not Ready with a URL and an id yet.
+    NotReady(String),
+    /// Its URL or key is not usable: the outcome to report.
+    Blocked(Outcome),
+}
+
+/// The agent server of the AgentDeployment `obj` names, as its
+/// `spec.verify` reaches it: the URL in its status (checked against
+/// `--allowed-hosts`), and the key it would send (the AgentControlPlane's
+/// API key where the control plane chose the URL, else
+/// `spec.verify.apiKeySecretRef`, else none). Errors: Kubernetes API
+/// failures.
+pub(crate) async fn server(
+    obj: &AgentAssistant,
+    ctx: &Context,
+) -> Result<Result<Server, NoServer>, Error> {
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let name = &obj.spec.deployment_ref.name;
+    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
+    let dep = match deployments.get_opt(name).await.map_err(Error::Kube)? {
+        Some(d) if d.metadata.deletion_timestamp.is_none() => d,
+        _ => {
+            return Ok(Err(NoServer::Missing(format!(
+                "AgentDeployment {ns}/{name} does not exist"
+            ))));
+        }
+    };
+    let status = dep.status.clone().unwrap_or_default();
+    let ready = find(&status.conditions, READY).is_some_and(|c| c.status == TRUE);
+    let (true, Some(url), Some(deployment_id)) = (ready, status.url, status.deployment_id) else {
+        return Ok(Err(NoServer::NotReady(format!(
+            "waiting for AgentDeployment {name} to be Ready with an agent server URL"
+        ))));
+    };
+    let stalled =
+        |reason, message| Ok(Err(NoServer::Blocked(Outcome::Stalled { reason, message })));
+    let field = format!("the agent server URL of AgentDeployment {name}");
+    if let Err(refused) = ctx.config.allowed_hosts.check(&url, &field) {
+        return stalled(reason::HOST_NOT_ALLOWED, refused.0);
+    }
+    let key = match key(ctx, &ns, &dep).await? {
+        Ok(k) => k,
+        Err(b) => return stalled(b.reason, b.message),
+    };
+    let timeout = ctx
+        .config
+        .request_timeout
+        .min(super::deployment::verify::CALL_TIMEOUT_CAP);
+    match super::deployment::verify::agent_server_client(url, key, timeout) {
+        Ok(client) => Ok(Ok(Server {
+            client,
+            deployment_id,
+        })),
+        Err(e) => stalled(
+            reason::AGENT_SERVER_UNREACHABLE,
+            format!("agent server client: {e}"),
+        ),
+    }
+}
+
+/// The key the deployment's `spec.verify` sends (see [`server`]).
+async fn key(
+    ctx: &Context,
+    ns: &str,
+    dep: &AgentDeployment,
+) -> Result<Result<Option<SecretString>, super::resolve::Blocked>, Error> {
+    let secret_ref = dep
+        .spec
+        .verify
+        .as_ref()
+        .and_then(|v| v.api_key_secret_ref.as_ref());
+    if let Some(r) = secret_ref {
+        return Ok(super::resolve::secret_value(ctx, ns, &r.name, &r.key)
+            .await?
+            .map(|v| Some(SecretString::from(v.trim().to_owned()))));
+    }
+    if !crate::plan::verdict::control_plane_key_allowed(&dep.spec) {
+        return Ok(Ok(None));
+    }
+    Ok(
+        match ctx
+            .plane_client(ns, &dep.spec.control_plane_ref.name)
+            .await?
+        {
+            Ok(cp) if !cp.uses_bearer() => Ok(Some(cp.api_key().clone())),
+            Ok(_) => Ok(None),
+            Err(b) => Err(b),
+        },
+    )
+}
+
+/// The pass's inputs; a deployment that is not there, not Ready, or a
+/// budget that is spent ends the pass without an agent server request.
+async fn observe(obj: &AgentAssistant, ctx: &Context) -> Flow<Observed, AgentAssistant> {
+    let server = match server(obj, ctx).await? {
+        Ok(s) => s,
+        Err(NoServer::Missing(message)) => {
+            return Err(act::report(
+                obj,
+                None,
+                &Outcome::Progressing {
+                    reason: reason::DEPLOYMENT_NOT_FOUND,
+                    message,
+                },
+                Ok(Action::requeue(WAIT_FOR_DEPLOYMENT)),
+            ));
+        }
+        Err(NoServer::NotReady(message)) => {
+            return Err(act::report(
+                obj,
+                None,
+                &Outcome::Progressing {
+                    reason: reason::WAITING_FOR_DEPLOYMENT,
+                    message,
+                },
+                Ok(Action::requeue(WAIT_FOR_DEPLOYMENT)),
+            ));
+        }
+        Err(NoServer::Blocked(outcome)) => {
+            return Err(act::report(
+                obj,
+                None,
+                &outcome,
+                Ok(Action::requeue(super::jittered(ctx.config.resync_interval))),
+            ));
+        }
+    };
+    let permit = match ctx.verifier.admit(&super::object_key(obj), CALLS_PER_PASS) {
+        Ok(p) => p,
+        Err(super::deployment::verify::Deferred(wait)) => {
+            return Err(Report::end(Action::requeue(wait)));
+        }
+    };
+    let id = assistant_id(&obj.spec, obj.uid().as_deref().unwrap_or_default());
+    match server.client.get_assistant(&id).await {
+        Ok(current) => Ok(Observed {
+            client: server.client,
+            deployment_id: server.deployment_id,
+            id,
+            current,
+            _permit: permit,
+        }),
+        Err(e) => Err(act::failed(
+            obj,
+            Some(&server.deployment_id),
+            "GET /assistants/{id}",
+            &e,
+            ctx,
+        )),
+    }
+}
+
+/// Runs the AgentAssistant controllers of `scope` until `shutdown`: a pass
+/// on a new generation, on a change of the referenced AgentDeployment's
+/// Ready condition, URL or remote id, and on the jittered resync period.
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let build = |namespace: Option<&str>| {
+        let (store, own) = own_kind_stream(
+            "AgentAssistant",
+            scoped_api::<AgentAssistant>(&client, namespace),
+        );
+        let deployments = watcher(
+            scoped_api::<AgentDeployment>(&client, namespace),
+            watcher::Config::default().any_semantic(),
+        )
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(
+            server_identity as fn(&AgentDeployment) -> Option<u64>,
+            Default::default(),
+        );
+        let assistants = store.clone();
+        Controller::for_stream(own, store).watches_stream(deployments, move |dep| {
+            let ns = dep.namespace();
+            let name = dep.name_any();
+            assistants
+                .state()
+                .into_iter()
+                .filter(|a| a.namespace() == ns && a.spec.deployment_ref.name == name)
+                .map(|a| ObjectRef::from_obj(a.as_ref()))
+                .collect::<Vec<_>>()
+        })
+    };
+    run_in_scope(
+        ctx.clone(),
+        scope,
+        "AgentAssistant",
+        4,
+        shutdown,
+        build,
+        super::kind::reconcile::<AgentAssistant>,
+    )
+    .await;
+}
+
+/// What of an AgentDeployment its assistants depend on (Ready, URL, remote
+/// id, being deleted), hashed: other status writes wake no assistant.
+fn server_identity(dep: &AgentDeployment) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let status = dep.status.as_ref();
+    status
+        .and_then(|s| find(&s.conditions, READY))
+        .map(|c| c.status.clone())
+        .hash(&mut h);
+    status.and_then(|s| s.url.clone()).hash(&mut h);
+    status.and_then(|s| s.deployment_id.clone()).hash(&mut h);
+    dep.metadata.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
+}

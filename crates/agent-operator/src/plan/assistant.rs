@@ -1,0 +1,359 @@
+//! The pure core of reconciling an `AgentAssistant`: its assistant id (a
+//! UUIDv5 of the object's UID, crash-safe without a marker), the create
+//! and patch bodies, and the one step of a pass ([`decide`]) on what the
+//! agent server answered.
+//!
+//! Source: docs/control-plane-api.md "Assistants" (`POST /assistants` with
+//! a client-chosen `assistant_id` and `if_exists: do_nothing`; a PATCH
+//! makes one new version and merges `metadata`; `POST
+//! /assistants/{id}/latest` sets the version that serves).
+
+use agent_server_wire::{Assistant, AssistantCreate, AssistantPatch, IfExists};
+use serde_json::{Map, Value};
+
+use crate::api::assistant::{AgentAssistantSpec, RejectedAssistantRequest};
+
+/// Namespace of the UUIDv5 assistant ids: the ids of this operator's
+/// assistants are `uuid5(ASSISTANT_ID_NAMESPACE, "<object UID>")`.
+pub const ASSISTANT_ID_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x6a1f_3c52_8e0b_4d7a_9b2e_5f1c_0d3a_7e41);
+
+/// The assistant id of an object: `spec.assistantId` when set (adoption),
+/// else the UUIDv5 of its UID. The same object always gets the same id, so
+/// a create repeated after a crash finds the first one.
+pub fn assistant_id(spec: &AgentAssistantSpec, uid: &str) -> String {
+    match &spec.assistant_id {
+        Some(id) => id.to_ascii_lowercase(),
+        None => uuid::Uuid::new_v5(&ASSISTANT_ID_NAMESPACE, uid.as_bytes()).to_string(),
+    }
+}
+
+/// The name the assistant gets: `spec.name`, else the resource's name.
+fn name(spec: &AgentAssistantSpec, object_name: &str) -> String {
+    spec.name.clone().unwrap_or_else(|| object_name.to_owned())
+}
+
+/// The body of `POST /assistants` for `spec` (`if_exists: do_nothing`).
+pub fn create_body(spec: &AgentAssistantSpec, id: &str, object_name: &str) -> AssistantCreate {
+    AssistantCreate {
+        graph_id: spec.graph_id.clone(),
+        assistant_id: Some(id.to_owned()),
+        config: Some(Value::Object(spec.config.clone().unwrap_or_default())),
+        context: Some(Value::Object(spec.context.clone().unwrap_or_default())),
+        metadata: spec.metadata.clone(),
+        if_exists: Some(IfExists::DoNothing),
+        name: Some(name(spec, object_name)),
+        description: spec.description.clone(),
+    }
+}
+
+/// The fields of `current` that differ from `spec`, as one PATCH body;
+/// `None` when nothing differs. `metadata` differs when a key of the spec
+/// is missing or has another value (the server merges it, so keys it holds
+/// besides are not a difference). An empty or absent `config`/`context`
+/// equals `{}`.
+pub fn patch_body(
+    spec: &AgentAssistantSpec,
+    current: &Assistant,
+    object_name: &str,
+) -> Option<AssistantPatch> {
+    let mut patch = AssistantPatch::default();
+    let mut any = false;
+    if current.graph_id != spec.graph_id {
+        patch.graph_id = Some(spec.graph_id.clone());
+        any = true;
+    }
+    let want_name = name(spec, object_name);
+    if current.name.as_deref() != Some(want_name.as_str()) {
+        patch.name = Some(want_name);
+        any = true;
+    }
+    if let Some(d) = &spec.description
+        && current.description.as_ref() != Some(d)
+    {
+        patch.description = Some(d.clone());
+        any = true;
+    }
+    let want_config = spec.config.clone().unwrap_or_default();
+    if as_object(Some(&current.config)) != want_config {
+        patch.config = Some(Value::Object(want_config));
+        any = true;
+    }
+    let want_context = spec.context.clone().unwrap_or_default();
+    if as_object(current.context.as_ref()) != want_context {
+        patch.context = Some(Value::Object(want_context));
+        any = true;
+    }
+    if let Some(m) = &spec.metadata
+        && m.iter().any(|(k, v)| current.metadata.get(k) != Some(v))
+    {
+        patch.metadata = Some(m.clone());
+        any = true;
+    }
+    any.then_some(patch)
+}
+
+/// `v` as an object; `null`, absent or not an object is `{}`.
+fn as_object(v: Option<&Value>) -> Map<String, Value> {
+    v.and_then(Value::as_object).cloned().unwrap_or_default()
+}
+
+/// The one step of a pass on the agent server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// The assistant does not exist: `POST /assistants`.
+    Create(Box<AssistantCreate>),
+    /// It differs from the spec (a spec change, or drift made outside):
+    /// one `PATCH /assistants/{id}`, one new version.
+    Patch(Box<AssistantPatch>),
+    /// `spec.version` is pinned and another version serves: `POST
+    /// /assistants/{id}/latest`.
+    SetLatest(i64),
+    /// It is as the spec says.
+    Nothing,
+    /// The request this pass would make was refused for this generation:
+    /// it is not sent again until the spec changes.
+    Held(RejectedAssistantRequest),
+}
+
+impl Step {
+    /// The request the step makes, as it is named in status and messages.
+    pub fn request(&self) -> &'static str {
+        match self {
+            Step::Create(_) => "POST /assistants",
+            Step::Patch(_) => "PATCH /assistants/{id}",
+            Step::SetLatest(_) => "POST /assistants/{id}/latest",
+            Step::Nothing | Step::Held(_) => "",
+        }
+    }
+}
+
+/// What [`decide`] knows.
+#[derive(Clone, Debug)]
+pub struct Known<'a> {
+    /// The spec.
+    pub spec: &'a AgentAssistantSpec,
+    /// The resource's name (the default assistant name).
+    pub object_name: &'a str,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The assistant id ([`assistant_id`]).
+    pub id: &'a str,
+    /// `GET /assistants/{id}`: `None` is a 404.
+    pub current: Option<&'a Assistant>,
+    /// `status.rejectedRequest`.
+    pub rejected: Option<&'a RejectedAssistantRequest>,
+}
+
+/// The step of a pass. A step whose request was refused for this
+/// generation is [`Step::Held`]. With `spec.version` pinned, the fields are
+/// not compared (an older version serves on purpose). Pure.
+pub fn decide(k: &Known<'_>) -> Step {
+    let step = match (k.current, k.spec.version) {
+        (None, _) => Step::Create(Box::new(create_body(k.spec, k.id, k.object_name))),
+        (Some(a), Some(pin)) if a.version != Some(pin) => Step::SetLatest(pin),
+        (Some(_), Some(_)) => Step::Nothing,
+        (Some(a), None) => match patch_body(k.spec, a, k.object_name) {
+            Some(p) => Step::Patch(Box::new(p)),
+            None => Step::Nothing,
+        },
+    };
+    match (k.rejected, &step) {
+        (Some(r), Step::Create(_) | Step::Patch(_) | Step::SetLatest(_))
+            if Some(r.generation) == k.generation && r.request == step.request() =>
+        {
+            Step::Held(r.clone())
+        }
+        _ => step,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(extra: Value) -> AgentAssistantSpec {
+        let mut base = json!({"deploymentRef": {"name": "d"}, "graphId": "agent"});
+        base.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn remote(v: Value) -> Assistant {
+        let mut base = json!({"assistant_id": "id", "graph_id": "agent", "name": "a",
+            "description": null, "metadata": {}, "config": {}, "context": {}, "version": 1});
+        base.as_object_mut()
+            .unwrap()
+            .extend(v.as_object().unwrap().clone());
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn rejected(generation: i64, request: &str) -> RejectedAssistantRequest {
+        RejectedAssistantRequest {
+            generation,
+            request: request.into(),
+            reason: "GraphNotFound".into(),
+            message: "404".into(),
+        }
+    }
+
+    #[test]
+    fn the_id_is_stable_per_uid_and_adoption_wins() {
+        let s = spec(json!({}));
+        let a = assistant_id(&s, "0b8e7c9e-1111-4000-8000-000000000001");
+        assert_eq!(a, assistant_id(&s, "0b8e7c9e-1111-4000-8000-000000000001"));
+        assert_ne!(a, assistant_id(&s, "0b8e7c9e-1111-4000-8000-000000000002"));
+        assert_eq!(uuid::Uuid::parse_str(&a).unwrap().get_version_num(), 5);
+        let adopt = spec(json!({"assistantId": "6F1C2A3E-0000-4000-8000-000000000009"}));
+        assert_eq!(
+            assistant_id(&adopt, "x"),
+            "6f1c2a3e-0000-4000-8000-000000000009"
+        );
+    }
+
+    /// What, spec, current assistant, refused request, expected step.
+    type Case<'a> = (
+        &'a str,
+        &'a AgentAssistantSpec,
+        Option<&'a Assistant>,
+        Option<RejectedAssistantRequest>,
+        Step,
+    );
+
+    #[test]
+    fn decide_table() {
+        let plain = spec(json!({}));
+        let changed = spec(json!({"config": {"configurable": {"model": "b"}}}));
+        let pinned = spec(json!({"version": 2}));
+        let meta = spec(json!({"metadata": {"team": "x"}}));
+        let same = remote(json!({}));
+        let other_model = remote(json!({"config": {"configurable": {"model": "a"}}}));
+        let v2 = remote(json!({"version": 2, "config": {"old": true}}));
+        let merged_meta = remote(json!({"metadata": {"team": "x", "created_by": "ui"}}));
+        let renamed = remote(json!({"name": "by hand"}));
+        let null_context = remote(json!({"context": null}));
+        let patch_of = |p: AssistantPatch| Step::Patch(Box::new(p));
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "absent: create",
+                &plain,
+                None,
+                None,
+                Step::Create(Box::new(create_body(&plain, "id", "a"))),
+            ),
+            (
+                "as the spec says: nothing",
+                &plain,
+                Some(&same),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "null context is {}",
+                &plain,
+                Some(&null_context),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "spec change: one patch of the changed field",
+                &changed,
+                Some(&other_model),
+                None,
+                patch_of(AssistantPatch {
+                    config: Some(json!({"configurable": {"model": "b"}})),
+                    ..Default::default()
+                }),
+            ),
+            (
+                "drift outside (name): patched back",
+                &plain,
+                Some(&renamed),
+                None,
+                patch_of(AssistantPatch {
+                    name: Some("a".into()),
+                    ..Default::default()
+                }),
+            ),
+            (
+                "metadata merged by the server: extra keys are no drift",
+                &meta,
+                Some(&merged_meta),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "metadata key missing: patched",
+                &meta,
+                Some(&same),
+                None,
+                patch_of(AssistantPatch {
+                    metadata: meta.metadata.clone(),
+                    ..Default::default()
+                }),
+            ),
+            (
+                "pinned, another version serves: set latest",
+                &pinned,
+                Some(&same),
+                None,
+                Step::SetLatest(2),
+            ),
+            (
+                "pinned and serving: fields not compared",
+                &pinned,
+                Some(&v2),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "create refused at this generation: held",
+                &plain,
+                None,
+                Some(rejected(3, "POST /assistants")),
+                Step::Held(rejected(3, "POST /assistants")),
+            ),
+            (
+                "refused at an older generation: tried again",
+                &plain,
+                None,
+                Some(rejected(2, "POST /assistants")),
+                Step::Create(Box::new(create_body(&plain, "id", "a"))),
+            ),
+            (
+                "another request refused: not held",
+                &changed,
+                Some(&other_model),
+                Some(rejected(3, "POST /assistants")),
+                patch_of(AssistantPatch {
+                    config: Some(json!({"configurable": {"model": "b"}})),
+                    ..Default::default()
+                }),
+            ),
+        ];
+        for (what, s, current, rej, want) in cases {
+            let k = Known {
+                spec: s,
+                object_name: "a",
+                generation: Some(3),
+                id: "id",
+                current,
+                rejected: rej.as_ref(),
+            };
+            assert_eq!(decide(&k), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_create_body_is_idempotent_and_complete() {
+        let s = spec(json!({"name": "n", "description": "d", "metadata": {"k": 1}}));
+        let body = serde_json::to_value(create_body(&s, "id", "obj")).unwrap();
+        assert_eq!(
+            body,
+            json!({"graph_id": "agent", "assistant_id": "id", "config": {}, "context": {},
+                "metadata": {"k": 1}, "if_exists": "do_nothing", "name": "n", "description": "d"})
+        );
+    }
+}

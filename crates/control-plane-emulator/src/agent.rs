@@ -47,7 +47,6 @@ pub(crate) fn agent_routes() -> Router<EmulatorState> {
         .route("/agents/{deployment_id}/docs", get(docs))
         .route("/agents/{deployment_id}/assistants/search", post(search))
         .route("/agents/{deployment_id}/runs/stream", post(stream))
-        .merge(crate::agent_assistants::routes())
 }
 
 /// What a request to a deployment's agent server may use.
@@ -172,7 +171,8 @@ async fn search(
         && body["name"].as_str().is_none_or(|n| n == GRAPH_ID);
     let mut all: Vec<Value> = if matches { vec![a.clone()] } else { Vec::new() };
     all.extend(
-        crate::agent_assistants::listed(&state, ids.at(0))
+        state
+            .with_assistants(|all| crate::agent_store::listed(all, ids.at(0)))
             .into_iter()
             .filter(|a| {
                 body["metadata"]

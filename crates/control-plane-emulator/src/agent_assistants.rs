@@ -10,8 +10,6 @@
 //! Emulator choices: the one graph is `agent`; the deployment's system
 //! assistant cannot be changed here.
 
-use std::collections::HashMap;
-
 use agent_server_wire::{
     Assistant, AssistantCreate, AssistantPatch, AssistantVersionChange, IfExists,
 };
@@ -23,29 +21,10 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::agent::{GRAPH_ID, target};
+use super::agent_store::Record;
 use super::errors::ApiError;
 use super::extract::{OptionalJsonBody, PathIds};
 use super::state::EmulatorState;
-
-/// One assistant: every version, and the one that serves.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Record {
-    versions: Vec<Assistant>,
-    latest: i64,
-}
-
-impl Record {
-    fn serving(&self) -> Assistant {
-        self.versions
-            .iter()
-            .find(|a| a.version == Some(self.latest))
-            .cloned()
-            .unwrap_or_default()
-    }
-}
-
-/// The assistants of every built-in agent server, by (deployment, assistant).
-pub(crate) type Assistants = HashMap<(Uuid, Uuid), Record>;
 
 /// The assistant routes.
 pub(crate) fn routes() -> Router<EmulatorState> {
@@ -63,22 +42,6 @@ pub(crate) fn routes() -> Router<EmulatorState> {
             "/agents/{deployment_id}/assistants/{assistant_id}/latest",
             post(latest),
         )
-}
-
-/// The serving versions of the assistants of deployment `dep` (for
-/// `/assistants/search`).
-pub(crate) fn listed(state: &EmulatorState, dep: Uuid) -> Vec<Value> {
-    state.with_assistants(|all| {
-        let mut list: Vec<Assistant> = all
-            .iter()
-            .filter(|((d, _), _)| *d == dep)
-            .map(|(_, r)| r.serving())
-            .collect();
-        list.sort_by(|a, b| a.created_at.cmp(&b.created_at));
-        list.into_iter()
-            .map(|a| serde_json::to_value(a).unwrap_or_default())
-            .collect()
-    })
 }
 
 fn now() -> String {

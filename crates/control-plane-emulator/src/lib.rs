@@ -29,6 +29,7 @@
 pub mod admin;
 pub mod agent;
 mod agent_assistants;
+mod agent_store;
 pub mod auth;
 pub mod cli;
 pub mod config;
@@ -93,6 +94,7 @@ pub fn router(state: EmulatorState) -> Router {
         .nest("/api-host", api)
         .merge(admin::admin_routes())
         .merge(agent::agent_routes())
+        .merge(agent_assistants::routes())
         .fallback(errors::not_found_fallback)
         .method_not_allowed_fallback(errors::method_not_allowed_fallback)
         .layer(middleware::from_fn_with_state(

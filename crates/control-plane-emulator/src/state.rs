@@ -37,7 +37,7 @@ struct Inner {
     /// what a revision built from it records as `repo_commit_sha`.
     heads: Mutex<std::collections::HashMap<(String, String), String>>,
     /// Assistants created on the built-in agent servers, by deployment.
-    assistants: Mutex<crate::agent_assistants::Assistants>,
+    assistants: Mutex<crate::agent_store::Assistants>,
     scenarios: Mutex<Vec<ScenarioRule>>,
     faults: Faults,
     stats: Stats,
@@ -103,7 +103,7 @@ impl EmulatorState {
     /// Runs `f` on the assistants of the built-in agent servers.
     pub(crate) fn with_assistants<T>(
         &self,
-        f: impl FnOnce(&mut crate::agent_assistants::Assistants) -> T,
+        f: impl FnOnce(&mut crate::agent_store::Assistants) -> T,
     ) -> T {
         f(&mut self
             .inner

@@ -1,0 +1,45 @@
+//! The memory of the built-in agent servers' assistants (the routes are
+//! `agent_assistants`'s): apart from the routes so that the emulator's
+//! state holds it without importing them.
+
+use std::collections::HashMap;
+
+use agent_server_wire::Assistant;
+use uuid::Uuid;
+
+/// One assistant: every version, and the one that serves.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Record {
+    /// Every version, oldest first.
+    pub(crate) versions: Vec<Assistant>,
+    /// The version that serves.
+    pub(crate) latest: i64,
+}
+
+impl Record {
+    /// The version that serves.
+    pub(crate) fn serving(&self) -> Assistant {
+        self.versions
+            .iter()
+            .find(|a| a.version == Some(self.latest))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// The assistants of every built-in agent server, by (deployment, assistant).
+pub(crate) type Assistants = HashMap<(Uuid, Uuid), Record>;
+
+/// The serving versions of the assistants of deployment `dep` in `all`,
+/// oldest first (for `/assistants/search`).
+pub(crate) fn listed(all: &Assistants, dep: Uuid) -> Vec<serde_json::Value> {
+    let mut list: Vec<Assistant> = all
+        .iter()
+        .filter(|((d, _), _)| *d == dep)
+        .map(|(_, r)| r.serving())
+        .collect();
+    list.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+    list.into_iter()
+        .map(|a| serde_json::to_value(a).unwrap_or_default())
+        .collect()
+}

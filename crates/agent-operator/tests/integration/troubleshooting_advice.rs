@@ -8,7 +8,7 @@
 
 use crate::{common, support};
 
-use agent_operator::api::{AgentControlPlane, AgentDeployment};
+use agent_operator::api::{AgentAssistant, AgentControlPlane, AgentDeployment};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -310,6 +310,27 @@ async fn every_piece_of_troubleshooting_advice_is_accepted_by_the_api_server() {
         refused.join("\n")
     );
 
+    // The AgentAssistant advice (GraphNotFound): another graph, another
+    // pinned version.
+    let assistants: Api<AgentAssistant> = Api::namespaced(client.clone(), &ns);
+    apply_json(
+        &assistants,
+        "helper",
+        json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentAssistant",
+               "metadata": {"name": "helper"},
+               "spec": {"deploymentRef": {"name": "x"}, "graphId": "agnet", "version": 3}}),
+    )
+    .await;
+    for change in [
+        json!({"spec": {"graphId": "agent"}}),
+        json!({"spec": {"version": 2}}),
+    ] {
+        assistants
+            .patch("helper", &PatchParams::default(), &Patch::Merge(&change))
+            .await
+            .unwrap_or_else(|e| panic!("AgentAssistant advice {change} refused: {e}"));
+    }
+
     // The AgentControlPlane advice: another workspace id, a touch.
     let planes: Api<AgentControlPlane> = Api::namespaced(client, &ns);
     apply_json(
@@ -359,7 +380,8 @@ fn reasons_with_changing_advice() -> Vec<String> {
 #[test]
 fn the_advice_test_covers_every_row_that_advises_a_change() {
     let covered: Vec<&str> = advice().iter().map(|a| a.reason).collect();
-    let plane_reasons = ["WorkspaceRequired", "DeploymentNotEnabled"];
+    // Applied by the AgentControlPlane and AgentAssistant parts of the test.
+    let plane_reasons = ["WorkspaceRequired", "DeploymentNotEnabled", "GraphNotFound"];
     let missing: Vec<String> = reasons_with_changing_advice()
         .into_iter()
         .filter(|r| !covered.contains(&r.as_str()) && !plane_reasons.contains(&r.as_str()))

@@ -49,7 +49,7 @@ fn kubectl(env: &TestEnv) -> Command {
 
 /// `path` relative to `from` (both absolute): kustomize refuses absolute
 /// paths in `resources` and `components`.
-pub(crate) fn relative(from: &Path, path: &Path) -> String {
+fn relative(from: &Path, path: &Path) -> String {
     let up = from.components().count() - 1;
     format!(
         "{}{}",
@@ -142,6 +142,34 @@ pub(crate) async fn assert_policy_in_force(client: &kube::Client, ns: &str) {
         .expect("the installed policy admits a clean self-hosted spec on its lists");
 }
 
+/// Writes into `dir` the overlay a platform team writes: the cluster-wide
+/// overlay in its own namespace `ops`, the policy component with its lists
+/// (the JSON patch of the component's comment). Nothing else names a
+/// namespace.
+pub(crate) fn write_policy_overlay(dir: &Path, ops: &str) {
+    let deploy = test_support::repo_root().join("deploy");
+    let overlay = format!(
+        r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: {ops}
+resources:
+  - {cluster_wide}
+components:
+  - {policy}
+patches:
+  - target: {{kind: ValidatingAdmissionPolicy, name: agent-operator-pod-policy}}
+    patch: |-
+      - {{op: test, path: /spec/variables/0/name, value: serviceAccountNames}}
+      - {{op: replace, path: /spec/variables/0/expression, value: "['{SERVICE_ACCOUNT_OK}']"}}
+      - {{op: test, path: /spec/variables/1/name, value: listenerIds}}
+      - {{op: replace, path: /spec/variables/1/expression, value: "['{LISTENER_OK}']"}}
+"#,
+        cluster_wide = relative(dir, &deploy.join("overlays/cluster-wide")),
+        policy = relative(dir, &deploy.join("components/pod-policy")),
+    );
+    std::fs::write(dir.join("kustomization.yaml"), overlay).unwrap();
+}
+
 /// An AgentDeployment's life under the policy, by the operator: `name` is
 /// created (admitted at the first try), becomes Ready, changes (Ready at its
 /// new generation) and is deleted (the operator's finalizer goes: gone).
@@ -212,32 +240,9 @@ async fn kustomize_into_another_namespace_with_the_pod_policy_keeps_agent_deploy
     let emulator = EmulatorProcess::start(test, 0.2, 0.5).await;
     support::install_control_plane(&client, &tenant, &emulator).await;
 
-    // The overlay a platform team writes: the cluster-wide overlay in its
-    // own namespace, the policy component with its lists (the JSON patch of
-    // the component's comment). Nothing else names a namespace.
     let ops = "platform-agents";
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let deploy = test_support::repo_root().join("deploy");
-    let overlay = format!(
-        r#"apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: {ops}
-resources:
-  - {cluster_wide}
-components:
-  - {policy}
-patches:
-  - target: {{kind: ValidatingAdmissionPolicy, name: agent-operator-pod-policy}}
-    patch: |-
-      - {{op: test, path: /spec/variables/0/name, value: serviceAccountNames}}
-      - {{op: replace, path: /spec/variables/0/expression, value: "['{SERVICE_ACCOUNT_OK}']"}}
-      - {{op: test, path: /spec/variables/1/name, value: listenerIds}}
-      - {{op: replace, path: /spec/variables/1/expression, value: "['{LISTENER_OK}']"}}
-"#,
-        cluster_wide = relative(dir.path(), &deploy.join("overlays/cluster-wide")),
-        policy = relative(dir.path(), &deploy.join("components/pod-policy")),
-    );
-    std::fs::write(dir.path().join("kustomization.yaml"), overlay).unwrap();
+    write_policy_overlay(dir.path(), ops);
 
     // Every namespace the install names is its own: metadata, the subjects
     // of every binding (the operator's permissions), anything else.

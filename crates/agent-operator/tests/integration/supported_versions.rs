@@ -21,8 +21,9 @@ use test_support::envtest::{
 };
 
 use crate::install_manifests::succeed;
-use crate::install_policy::{assert_policy_in_force, create_change_delete, operator, relative};
-use crate::security_policy::{LISTENER_OK, SERVICE_ACCOUNT_OK};
+use crate::install_policy::{
+    assert_policy_in_force, create_change_delete, operator, write_policy_overlay,
+};
 use crate::{common, hostile_input, support};
 use support::{Budget, EmulatorProcess};
 
@@ -99,25 +100,7 @@ async fn the_oldest_supported_kubernetes_takes_the_crds_the_pod_policy_and_the_o
     support::install_control_plane(&client, &tenant, &emulator).await;
     let ops = "platform-agents";
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let deploy = test_support::repo_root().join("deploy");
-    let overlay = format!(
-        r#"apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: {ops}
-resources:
-  - {cluster_wide}
-components:
-  - {policy}
-patches:
-  - target: {{kind: ValidatingAdmissionPolicy, name: agent-operator-pod-policy}}
-    patch: |-
-      - {{op: replace, path: /spec/variables/0/expression, value: "['{SERVICE_ACCOUNT_OK}']"}}
-      - {{op: replace, path: /spec/variables/1/expression, value: "['{LISTENER_OK}']"}}
-"#,
-        cluster_wide = relative(dir.path(), &deploy.join("overlays/cluster-wide")),
-        policy = relative(dir.path(), &deploy.join("components/pod-policy")),
-    );
-    std::fs::write(dir.path().join("kustomization.yaml"), overlay).unwrap();
+    write_policy_overlay(dir.path(), ops);
     let mut apply = kubectl(&env);
     apply.args(["apply", "--server-side", "-k"]).arg(dir.path());
     succeed(apply, None);

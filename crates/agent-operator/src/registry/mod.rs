@@ -14,8 +14,8 @@
 //! and says when to try again ([`Error::Budget`], jittered), so that many
 //! AgentDeployments of one registry never burst against it.
 //!
-//! Plain `http://` is used only for loopback registries (`127.0.0.1`,
-//! `localhost`, `[::1]`), as for control planes.
+//! Plain `http://` is used only for loopback registries (`localhost`,
+//! `127.0.0.0/8`, `::1`), by the control planes' own rule.
 
 pub mod docker_config;
 
@@ -169,13 +169,11 @@ impl Default for RegistryClient {
     }
 }
 
-/// Whether `registry` (a host with an optional port) is a loopback host.
+/// Whether `registry` (a host with an optional port) is a loopback host, by
+/// the control planes' rule ([`crate::controlplane::endpoint::is_loopback`]).
 fn is_loopback(registry: &str) -> bool {
-    let host = registry
-        .rsplit_once(':')
-        .filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()))
-        .map_or(registry, |(host, _)| host);
-    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+    url::Url::parse(&format!("http://{registry}/"))
+        .is_ok_and(|u| crate::controlplane::endpoint::is_loopback(&u))
 }
 
 /// The `os/arch` platforms of an image config blob (`{"os", "architecture"}`).

@@ -198,14 +198,23 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
             debug!(check_in_s = delay.as_secs(), "converged before the restart");
             // A replica killed between the status write that recorded the
             // id and the annotation write after it left status without the
-            // annotation: write it now (no request), so that a restore
-            // without status still leads back to the deployment.
+            // annotation: write it now (no request), by the rule every
+            // report follows, so that a restore without status still leads
+            // back to the deployment.
             let mut report = Report::end(Action::requeue(delay));
-            if let Some(id) = missing_id_annotation(pass.obj) {
-                report
+            report.annotations = crate::plan::steps::id_annotations(
+                pass.obj
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.deployment_id.as_deref()),
+                pass.obj.create_pending(),
+                pass.obj
+                    .metadata
                     .annotations
-                    .push((DEPLOYMENT_ID_ANNOTATION, Some(id)));
-            }
+                    .as_ref()
+                    .and_then(|a| a.get(DEPLOYMENT_ID_ANNOTATION))
+                    .map(String::as_str),
+            );
             return Err(report);
         }
         Before::PollRevision(rid) => return act::poll_revision(pass, &rid).await,
@@ -213,18 +222,6 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
         Before::ReadDeployment => return act::read_and_change(pass).await,
     };
     Err(Report::end(Action::requeue(wait)))
-}
-
-/// The deployment id of `obj`'s status when its id annotation does not
-/// name it (so the annotation is to be written).
-fn missing_id_annotation(obj: &AgentDeployment) -> Option<String> {
-    let id = obj.status.as_ref()?.deployment_id.clone()?;
-    let annotated = obj
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(DEPLOYMENT_ID_ANNOTATION));
-    (annotated != Some(&id)).then_some(id)
 }
 
 /// The key of the learned revision duration: the control plane's base URL

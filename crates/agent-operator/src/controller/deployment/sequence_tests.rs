@@ -634,7 +634,10 @@ async fn a_restart_writes_an_id_annotation_a_kill_left_out_without_a_request() {
     });
     s.requests();
     s.restart();
-    assert_eq!(s.step().await, seen(&["annotations +deployment-id"], &[]));
+    assert_eq!(
+        s.step().await,
+        seen(&["annotations -create-pending +deployment-id"], &[])
+    );
     assert_eq!(
         s.object().metadata.annotations.unwrap()[crate::api::deployment::DEPLOYMENT_ID_ANNOTATION],
         id

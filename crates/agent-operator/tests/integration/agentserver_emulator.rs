@@ -19,6 +19,31 @@ use serde_json::{Value, json};
 const OTHER_KEY: &str = "other-org-key";
 const OTHER_WORKSPACE: &str = "00000000-0000-4000-8000-0000000000bb";
 
+/// Creates the `github` deployment `name` on `emu`; the URL of its
+/// built-in agent server (`source_config.custom_url`).
+async fn agent_server_url(emu: &emulator::RunningEmulator, name: &str) -> String {
+    let d: Value = reqwest::Client::new()
+        .post(format!("{}/v2/deployments", emu.base_url()))
+        .header("X-Api-Key", DEMO_API_KEY)
+        .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
+        .json(&json!({
+            "name": name, "source": "github",
+            "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev", "build_on_push": false},
+            "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json"},
+            "secrets": []
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    d["source_config"]["custom_url"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
 #[tokio::test]
 async fn client_against_the_built_in_agent_server() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -32,27 +57,7 @@ async fn client_against_the_built_in_agent_server() {
     })
     .await
     .unwrap();
-    let http = reqwest::Client::new();
-    let d: Value = http
-        .post(format!("{}/v2/deployments", emu.base_url()))
-        .header("X-Api-Key", DEMO_API_KEY)
-        .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
-        .json(&json!({
-            "name": "agent-app", "source": "github",
-            "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev", "build_on_push": false},
-            "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json"},
-            "secrets": []
-        }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let url = d["source_config"]["custom_url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let url = agent_server_url(&emu, "agent-app").await;
     let with_key = |key: &str| {
         AgentServerClient::new(
             AgentServerConfig::new(url.clone()).with_api_key(key.to_owned().into()),
@@ -143,26 +148,7 @@ async fn the_built_in_agent_server_keeps_assistants_like_the_real_one() {
     })
     .await
     .unwrap();
-    let d: Value = reqwest::Client::new()
-        .post(format!("{}/v2/deployments", emu.base_url()))
-        .header("X-Api-Key", DEMO_API_KEY)
-        .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
-        .json(&json!({
-            "name": "assistants", "source": "github",
-            "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev", "build_on_push": false},
-            "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json"},
-            "secrets": []
-        }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let url = d["source_config"]["custom_url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let url = agent_server_url(&emu, "assistants").await;
     let client = AgentServerClient::new(
         AgentServerConfig::new(url).with_api_key(DEMO_API_KEY.to_owned().into()),
     )

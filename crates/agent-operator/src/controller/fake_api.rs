@@ -40,8 +40,9 @@ pub struct ApiServer {
 
 impl ApiServer {
     /// Answers one request: GET of an object or of a collection from
-    /// `objects`; a status apply, an annotation merge patch, a finalizer
-    /// JSON patch and an event POST are recorded in `writes` and applied.
+    /// `objects`; a status apply, a metadata merge patch (annotations, and
+    /// finalizers with a resourceVersion precondition), a finalizer JSON
+    /// patch and an event POST are recorded in `writes` and applied.
     fn answer(&self, method: &Method, path: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
         let parsed: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         if *method == Method::GET {
@@ -101,6 +102,7 @@ impl ApiServer {
             return (404, not_found());
         };
         o["status"] = parsed["status"].clone();
+        bump(o);
         let ready = o["status"]["conditions"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
@@ -127,6 +129,7 @@ impl ApiServer {
             })
             .unwrap_or_default();
         o["metadata"]["finalizers"] = if removes { json!([]) } else { json!(added) };
+        bump(o);
         self.write(format!(
             "finalizer {}",
             if removes { "removed" } else { "added" }
@@ -134,12 +137,27 @@ impl ApiServer {
         (200, o.clone())
     }
 
+    /// A JSON merge patch of the metadata: annotations set (`+`) or
+    /// removed (`-`), and the finalizers, written whole with the
+    /// resourceVersion they were read at (409 when it moved on).
     fn patch_annotations(&self, path: &str, parsed: &Value) -> (u16, Value) {
         let mut objects = self.objects.lock().unwrap();
         let Some(o) = objects.get_mut(path) else {
             return (404, not_found());
         };
+        let expected = &parsed["metadata"]["resourceVersion"];
+        if !expected.is_null() && *expected != o["metadata"]["resourceVersion"] {
+            self.write("conflict".into());
+            return (409, conflict());
+        }
+        bump(o);
         let mut changes = Vec::new();
+        let mut what = "annotations";
+        if let Some(finalizers) = parsed["metadata"].get("finalizers") {
+            o["metadata"]["finalizers"] = finalizers.clone();
+            changes.push("+finalizer".to_owned());
+            what = "metadata";
+        }
         if let Some(map) = parsed["metadata"]["annotations"].as_object() {
             for (k, v) in map {
                 let short = k.rsplit('/').next().unwrap_or(k);
@@ -154,9 +172,22 @@ impl ApiServer {
                 }
             }
         }
-        self.write(format!("annotations {}", changes.join(" ")));
+        self.write(format!("{what} {}", changes.join(" ")));
         (200, o.clone())
     }
+}
+
+/// The object's resourceVersion moves on with every write.
+fn bump(o: &mut Value) {
+    let rv: u64 = o["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    o["metadata"]["resourceVersion"] = json!((rv + 1).to_string());
+}
+
+fn conflict() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409, "message": "the object has been modified"})
 }
 
 fn not_found() -> Value {

@@ -10,7 +10,8 @@
 //! Steps build reports, never write them: only [`reconcile`] calls
 //! [`write`](fn@write). The one write a step may make itself is a marker that must be
 //! stored before the remote call it guards (the AgentDeployment's
-//! create-pending annotation, through [`set_annotations`]).
+//! create-pending annotation, with its finalizer when the object has none
+//! yet, through [`set_metadata`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -114,6 +115,16 @@ pub trait Kind:
         _ctx: &Context,
     ) -> impl Future<Output = Box<Report<Self>>> + Send {
         std::future::ready(Report::end(Action::await_change()))
+    }
+
+    /// True when the pass of `obj`, which lacks its [`Self::FINALIZER`] and
+    /// is not being deleted, adds it itself, in the metadata write it makes
+    /// before its first remote mutation ([`set_metadata`]), instead of
+    /// [`reconcile`] adding it alone before the pass (a write, and a pass,
+    /// of their own). Only for an object with nothing to clean up until
+    /// that write. Default: false.
+    fn finalizer_with_first_write(&self) -> bool {
+        false
     }
 
     /// Forgets what this kind keeps in memory about `obj`, once its deletion
@@ -299,11 +310,43 @@ pub async fn set_annotations<K: Kind>(
     obj: &K,
     annotations: &[(&str, Option<&str>)],
 ) -> Result<(), Error> {
+    set_metadata(api, obj, None, annotations).await
+}
+
+/// Sets or removes (`None`) annotations of `obj` and, with `finalizer` that
+/// `obj` lacks, adds it, all in one JSON merge patch. With the finalizer
+/// the patch carries the resourceVersion of `obj` and its whole list of
+/// finalizers, so it applies only to the object as read (the API server
+/// answers 409 Conflict otherwise, and the pass is retried on a fresh
+/// read): another controller's finalizer added meanwhile is never lost.
+/// Errors: the Kubernetes API error.
+pub async fn set_metadata<K: Kind>(
+    api: &Api<K>,
+    obj: &K,
+    finalizer: Option<&str>,
+    annotations: &[(&str, Option<&str>)],
+) -> Result<(), Error> {
     let map: serde_json::Map<String, serde_json::Value> = annotations
         .iter()
         .map(|(k, v)| ((*k).to_owned(), serde_json::json!(v)))
         .collect();
-    let patch = serde_json::json!({"metadata": {"annotations": map}});
+    let mut metadata = serde_json::Map::new();
+    if !map.is_empty() {
+        metadata.insert("annotations".into(), map.into());
+    }
+    if let Some(name) = finalizer.filter(|f| !has_finalizer(obj, f)) {
+        let mut finalizers = obj.finalizers().to_vec();
+        finalizers.push(name.to_owned());
+        metadata.insert("finalizers".into(), serde_json::json!(finalizers));
+        metadata.insert(
+            "resourceVersion".into(),
+            serde_json::json!(obj.resource_version()),
+        );
+    }
+    if metadata.is_empty() {
+        return Ok(());
+    }
+    let patch = serde_json::json!({ "metadata": metadata });
     api.patch(
         &obj.name_any(),
         &PatchParams::default(),
@@ -312,6 +355,11 @@ pub async fn set_annotations<K: Kind>(
     .await
     .map_err(Error::Kube)?;
     Ok(())
+}
+
+/// True when `obj` carries the finalizer `name`.
+pub fn has_finalizer<K: Kind>(obj: &K, name: &str) -> bool {
+    obj.finalizers().iter().any(|f| f == name)
 }
 
 /// Writes `report` about `obj` (or the fresh read it names): status, then
@@ -394,14 +442,23 @@ pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action
 }
 
 /// The pass inside kube's finalizer helper: it adds `name` before the first
-/// apply and removes it after a cleanup that returned
-/// `Ok(Action::await_change())`.
+/// apply (in a write of its own, the pass ending there: the write starts
+/// the next one) and removes it after a cleanup that succeeded. An object
+/// whose kind adds the finalizer itself
+/// ([`Kind::finalizer_with_first_write`]) goes straight to its pass.
 async fn with_finalizer<K: Kind>(
     api: &Api<K>,
     name: &str,
     obj: Arc<K>,
     ctx: &Context,
 ) -> Result<Action, Error> {
+    if obj.meta().deletion_timestamp.is_none()
+        && !has_finalizer(obj.as_ref(), name)
+        && obj.finalizer_with_first_write()
+    {
+        let report = K::apply(api, &obj, ctx).await;
+        return write(api, ctx, &obj, report).await;
+    }
     finalizer(api, name, obj, |event| async {
         let (obj, report) = match event {
             FinalizerEvent::Apply(obj) => {

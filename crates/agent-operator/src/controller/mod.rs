@@ -116,6 +116,9 @@ pub struct Context {
     /// The remote deletes in progress of this process's AgentDeployments
     /// ([`deployment::deleting`]).
     pub deletes: deployment::deleting::Deletes,
+    /// The statuses AgentDeployment passes kept unwritten after a create
+    /// ([`deployment::unshown`]).
+    pub unshown: deployment::unshown::Unshown,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -159,6 +162,7 @@ impl Context {
             secrets_sent: Default::default(),
             hash_key: hash_key::HashKey::random(),
             deletes: Default::default(),
+            unshown: Default::default(),
         }
     }
 

@@ -176,9 +176,11 @@ pub fn kept_id(decided: Option<String>, previous: Option<&str>) -> Option<String
     decided.or_else(|| previous.map(str::to_owned))
 }
 
-/// The annotation changes of a report: once the id is in status (written
-/// first), the create-pending marker is replaced by the id annotation; an
-/// object that already names `id` and has no marker keeps its annotations.
+/// The annotation changes of a report: once the id is known (in the status
+/// the report writes, or in the status kept unwritten after a create:
+/// [`status_unshown`]), the create-pending marker is replaced by the id
+/// annotation; an object that already names `id` and has no marker keeps
+/// its annotations.
 pub fn id_annotations(
     id: Option<&str>,
     create_pending: bool,
@@ -191,6 +193,60 @@ pub fn id_annotations(
         ],
         _ => Vec::new(),
     }
+}
+
+/// True when an AgentDeployment without its finalizer gets it in the
+/// metadata write that sets the create-pending marker, before the POST it
+/// guards, instead of in a write of its own: the object names no
+/// deployment (no `status.deploymentId`, no `spec.deploymentId`, no id
+/// annotation, no marker), so nothing remote is to be cleaned up until
+/// that create. Otherwise the finalizer is added alone, before any request
+/// of the pass.
+pub fn finalizer_with_marker(
+    recorded_id: bool,
+    adopts: bool,
+    annotated_id: bool,
+    create_pending: bool,
+) -> bool {
+    !(recorded_id || adopts || annotated_id || create_pending)
+}
+
+/// True when a pass takes the status it kept in memory, unwritten
+/// ([`status_unshown`]), as the status last written: the object records no
+/// id in status, has no create-pending marker, and its id annotation
+/// names the deployment that status names (the annotation write that
+/// replaced the marker, after the create, is the durable record). A
+/// restart loses the memory: the id annotation then leads back to the
+/// deployment, as after a restore without status.
+pub fn unwritten_status_holds(
+    recorded_id: Option<&str>,
+    annotated_id: Option<&str>,
+    create_pending: bool,
+    kept_id: Option<&str>,
+) -> bool {
+    recorded_id.is_none() && !create_pending && kept_id.is_some() && annotated_id == kept_id
+}
+
+/// How many poll intervals a revision started by a create may stay in
+/// progress before its in-progress status is written ([`status_unshown`]).
+pub const UNSHOWN_POLLS: u32 = 5;
+
+/// True when a pass keeps its status in memory instead of writing it: no
+/// status with the deployment's id was written since the create
+/// (`unwritten`), the pass's outcome is the revision in progress
+/// (`in_progress`, `Reconciling/RevisionInProgress`), and the revision is
+/// younger than [`UNSHOWN_POLLS`] × `poll_interval` (`age_s`, seconds;
+/// `None`: started by this pass). A quick deploy then costs one status
+/// write, `Ready`; a longer one shows `Progressing` from its first poll
+/// after that. Any other outcome (Ready, a failure, a retry) is written.
+pub fn status_unshown(
+    unwritten: bool,
+    in_progress: bool,
+    age_s: Option<f64>,
+    poll_interval: Duration,
+) -> bool {
+    let window = (poll_interval * UNSHOWN_POLLS).as_secs_f64();
+    unwritten && in_progress && age_s.is_none_or(|age| age < window)
 }
 
 #[cfg(test)]
@@ -399,6 +455,75 @@ mod tests {
                 id_annotations(id, pending, annotated),
                 want,
                 "{id:?} {pending} {annotated:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_an_object_that_names_no_deployment_defers_its_finalizer_to_the_marker() {
+        let cases = [
+            ((false, false, false, false), true),
+            ((true, false, false, false), false),
+            ((false, true, false, false), false),
+            ((false, false, true, false), false),
+            ((false, false, false, true), false),
+            ((true, true, true, true), false),
+        ];
+        for ((recorded, adopts, annotated, pending), want) in cases {
+            assert_eq!(
+                finalizer_with_marker(recorded, adopts, annotated, pending),
+                want,
+                "{recorded} {adopts} {annotated} {pending}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unwritten_status_holds_only_beside_its_id_annotation() {
+        let cases = [
+            ((None, Some("d1"), false, Some("d1")), true),
+            // A status that records an id is the one to read.
+            ((Some("d1"), Some("d1"), false, Some("d1")), false),
+            // The cache predates the annotation write, or a create is pending.
+            ((None, None, true, Some("d1")), false),
+            ((None, Some("d1"), true, Some("d1")), false),
+            // The annotation names another deployment, or nothing is kept.
+            ((None, Some("d2"), false, Some("d1")), false),
+            ((None, Some("d1"), false, None), false),
+            ((None, None, false, None), false),
+        ];
+        for ((recorded, annotated, pending, kept), want) in cases {
+            assert_eq!(
+                unwritten_status_holds(recorded, annotated, pending, kept),
+                want,
+                "{recorded:?} {annotated:?} {pending} {kept:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_quick_revision_after_a_create_shows_no_in_progress_status() {
+        let poll = Duration::from_secs(2);
+        let cases = [
+            // Started by this pass (the create), or polled young: kept.
+            ((true, true, None), true),
+            ((true, true, Some(0.5)), true),
+            ((true, true, Some(9.9)), true),
+            // In progress for five poll intervals: shown.
+            ((true, true, Some(10.0)), false),
+            ((true, true, Some(60.0)), false),
+            // Ready, a failure or a retry: written.
+            ((true, false, Some(1.0)), false),
+            ((true, false, None), false),
+            // A status was written since the create: every change is.
+            ((false, true, None), false),
+            ((false, true, Some(1.0)), false),
+        ];
+        for ((unwritten, in_progress, age), want) in cases {
+            assert_eq!(
+                status_unshown(unwritten, in_progress, age, poll),
+                want,
+                "{unwritten} {in_progress} {age:?}"
             );
         }
     }

@@ -77,6 +77,7 @@ pub(super) async fn find_or_create(pass: &mut Pass<'_>) -> Flow<Acted> {
     }
     let obtained = obtain(pass, &body).await?;
     if obtained.created {
+        pass.created = true;
         pass.status.secrets_hash = Some(pass.seen.secrets_hash.clone());
         pass.status.unechoed_hash = Some(shapes::unechoed_hash(&body));
         pass.served_redeploy();

@@ -52,6 +52,7 @@ pub(super) async fn follow(pass: &mut Pass<'_>, acted: Acted) -> Box<Report> {
         .as_deref()
         .and_then(seconds_until)
         .map(|u| -u);
+    pass.revision_age = age;
     let created_at = latest.created_at.as_deref();
     let overdue = verdict::overdue(rid, status, created_at, age, deadline, slow_poll.as_secs());
     let outcome = overdue

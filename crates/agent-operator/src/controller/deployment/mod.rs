@@ -32,6 +32,7 @@ pub mod report;
 pub mod runner;
 #[cfg(test)]
 mod sequence_tests;
+pub mod unshown;
 pub mod verify;
 
 use std::future::Future;
@@ -55,6 +56,8 @@ use crate::api::deployment::{
 };
 use crate::controlplane::ControlPlaneClient;
 use crate::plan::decide::{self, Before};
+use crate::plan::steps;
+use kube::ResourceExt;
 
 impl Kind for AgentDeployment {
     crate::kind_status!(AgentDeploymentStatus);
@@ -95,9 +98,18 @@ impl Kind for AgentDeployment {
         cleanup::cleanup(api, obj, ctx)
     }
 
-    /// Forgets the remote delete that was in progress.
+    /// Forgets the remote delete that was in progress, and a status kept
+    /// unwritten.
     fn forget(ctx: &Context, obj: &Self) {
-        ctx.deletes.forget(&object_key(obj));
+        let key = object_key(obj);
+        ctx.deletes.forget(&key);
+        ctx.unshown.forget(&key);
+    }
+
+    /// An object that names no deployment yet gets its finalizer with the
+    /// create-pending marker ([`steps::finalizer_with_marker`]).
+    fn finalizer_with_first_write(&self) -> bool {
+        finalizer_with_marker(self)
     }
 }
 
@@ -156,6 +168,14 @@ async fn act_and_follow(
 ) -> Box<Report> {
     let fresh = seen.fresh.as_deref();
     let obj = fresh.unwrap_or(obj);
+    // An object that names a deployment gets its finalizer before any
+    // request; one that names none gets it with the create-pending marker.
+    if !kind::has_finalizer(obj, FINALIZER)
+        && !finalizer_with_marker(obj)
+        && let Err(e) = kind::set_metadata(api, obj, Some(FINALIZER), &[]).await
+    {
+        return Report::failed(e).on(fresh);
+    }
     let mut pass = Pass::new(api, obj, ctx, &seen);
     let acted = match act(&mut pass, step).await {
         Ok(acted) => acted,
@@ -222,6 +242,19 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
         Before::ReadDeployment => return act::read_and_change(pass).await,
     };
     Err(Report::end(Action::requeue(wait)))
+}
+
+/// True when `obj` names no deployment, so it gets its finalizer with the
+/// create-pending marker ([`steps::finalizer_with_marker`]).
+fn finalizer_with_marker(obj: &AgentDeployment) -> bool {
+    steps::finalizer_with_marker(
+        obj.status
+            .as_ref()
+            .is_some_and(|s| s.deployment_id.is_some()),
+        obj.spec.deployment_id.is_some(),
+        obj.annotations().contains_key(DEPLOYMENT_ID_ANNOTATION),
+        obj.create_pending(),
+    )
 }
 
 /// The key of the learned revision duration: the control plane's base URL

@@ -13,14 +13,15 @@ use super::report::{Flow, Report};
 use super::seconds_until;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, PAUSED_ANNOTATION, REDEPLOY_ANNOTATION,
+    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, PAUSED_ANNOTATION,
+    REDEPLOY_ANNOTATION,
 };
 use crate::api::preflight;
 use crate::controller::{Context, Error, hash_key, jittered, object_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
 use crate::plan::status::Outcome;
-use crate::plan::{decide, desired};
+use crate::plan::{decide, desired, steps};
 
 /// What a pass knows before its first control plane request.
 pub struct Observed {
@@ -33,8 +34,12 @@ pub struct Observed {
     pub first_pass: bool,
     /// The control plane of `spec.controlPlaneRef`.
     pub cp: ControlPlaneClient,
-    /// The status as last written (the old secrets-hash format rewritten).
+    /// The status as last written (the old secrets-hash format rewritten),
+    /// or the one kept unwritten after the create ([`Self::unwritten`]).
     pub previous: AgentDeploymentStatus,
+    /// `previous` is the status a create pass kept in memory, unwritten
+    /// ([`super::unshown`]): no status with the id was written yet.
+    pub unwritten: bool,
     /// The desired deployment (secret values resolved, the listener id set).
     pub body: DeploymentCreate,
     /// Keyed hash of the secret values ([`hash_key`]).
@@ -141,26 +146,56 @@ pub async fn observe(
     // A decision to create, recover or declare a conflict is made on a
     // fresh read of the object, never on a cache that may predate the
     // operator's own last write (its create-pending marker or recorded id).
+    let kept = ctx.unshown.get(&key);
     let mut fresh = None;
-    if obj
-        .status
-        .as_ref()
-        .and_then(|s| s.deployment_id.as_ref())
-        .is_none()
-    {
+    let (mut previous, mut unwritten) = last_status(obj, kept.as_ref());
+    if previous.deployment_id.is_none() {
         match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
-            Some(o) if o.metadata.deletion_timestamp.is_none() => fresh = Some(Box::new(o)),
+            Some(o) if o.metadata.deletion_timestamp.is_none() => {
+                (previous, unwritten) = last_status(&o, kept.as_ref());
+                fresh = Some(Box::new(o));
+            }
             _ => return Err(Report::end(Action::await_change())),
         }
     }
     let o = fresh.as_deref().unwrap_or(obj);
-    match inputs(api, o, ctx).await {
+    let has_id = previous.deployment_id.is_some();
+    match inputs(api, o, ctx, has_id).await {
         Ok((cp, body)) => {
-            let mut seen = desired_state(o, ctx, key, first_pass, cp, body);
+            let mut seen = desired_state(o, ctx, key, first_pass, cp, body, previous);
             seen.fresh = fresh;
+            seen.unwritten = unwritten;
             Ok(seen)
         }
         Err(r) => Err(r.on(fresh.as_deref())),
+    }
+}
+
+/// The status a pass of `obj` takes as last written: the one kept
+/// unwritten after its create (`kept`) while it holds
+/// ([`steps::unwritten_status_holds`]; then `true`), else the object's.
+fn last_status(
+    obj: &AgentDeployment,
+    kept: Option<&AgentDeploymentStatus>,
+) -> (AgentDeploymentStatus, bool) {
+    let recorded = obj.status.as_ref().and_then(|s| s.deployment_id.as_deref());
+    let annotated = obj
+        .annotations()
+        .get(DEPLOYMENT_ID_ANNOTATION)
+        .map(String::as_str);
+    let kept_id = kept.and_then(|s| s.deployment_id.as_deref());
+    match kept {
+        Some(k)
+            if steps::unwritten_status_holds(
+                recorded,
+                annotated,
+                obj.create_pending(),
+                kept_id,
+            ) =>
+        {
+            (k.clone(), true)
+        }
+        _ => (obj.status.clone().unwrap_or_default(), false),
     }
 }
 
@@ -170,6 +205,7 @@ async fn inputs(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
     ctx: &Context,
+    has_id: bool,
 ) -> Flow<(ControlPlaneClient, DeploymentCreate)> {
     let ns = obj
         .namespace()
@@ -189,10 +225,6 @@ async fn inputs(
         }
     };
     let mut body = desired::create_body(&obj.remote_name(), &obj.spec, secrets);
-    let has_id = obj
-        .status
-        .as_ref()
-        .is_some_and(|s| s.deployment_id.is_some());
     if !has_id {
         // The listener is part of the desired state (and of its
         // fingerprint); its namespace is checked on the control plane only
@@ -301,8 +333,8 @@ fn desired_state(
     first_pass: bool,
     cp: ControlPlaneClient,
     body: DeploymentCreate,
+    mut previous: AgentDeploymentStatus,
 ) -> Observed {
-    let mut previous = obj.status.clone().unwrap_or_default();
     let secrets_hash = ctx.hash_key.secrets_hash(&body.secrets);
     match previous.secrets_hash.as_deref() {
         // The old salted format, still matching: taken as unchanged, and
@@ -346,6 +378,7 @@ fn desired_state(
         first_pass,
         cp,
         previous,
+        unwritten: false,
         body,
         secrets_hash,
         redeploy,

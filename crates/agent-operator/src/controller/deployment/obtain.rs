@@ -6,11 +6,15 @@
 //! (docs/control-plane-api.md "Requests"), so a create that may have happened is never repeated
 //! blindly. Following the pattern of external-resource operators (Crossplane's
 //! `external-create-pending`), the operator:
-//! 1. persists the [`CREATE_PENDING_ANNOTATION`] on the object (the only
-//!    write before a remote call),
+//! 1. persists the [`CREATE_PENDING_ANNOTATION`] on the object, with the
+//!    finalizer when the object has none yet, in one metadata write (the
+//!    only write before a remote call),
 //! 2. POSTs the deployment,
-//! 3. writes `status.deploymentId` (the pass's one status write),
-//! 4. replaces the marker with the [`DEPLOYMENT_ID_ANNOTATION`].
+//! 3. replaces the marker with the [`DEPLOYMENT_ID_ANNOTATION`] (the
+//!    durable record of the id); the status that records
+//!    `status.deploymentId` is written in the same pass only when the
+//!    revision is worth showing, else by the pass that sees it Ready
+//!    ([`crate::plan::steps::status_unshown`]).
 //!
 //! If it dies between 1 and 3, the next pass sees the marker without an id
 //! and resolves it by exact-name lookup (list with `name_contains`, then an
@@ -27,9 +31,9 @@ use tracing::info;
 use super::pass::Pass;
 use super::report::Flow;
 use crate::api::conditions::reason;
-use crate::api::deployment::{CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION};
+use crate::api::deployment::{CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION, FINALIZER};
 use crate::controller::jittered;
-use crate::controller::kind::set_annotations;
+use crate::controller::kind::set_metadata;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::plan::adoption;
@@ -184,14 +188,21 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
     }
 }
 
-/// Marker, POST; the id is recorded by the pass's status write and the
-/// marker replaced by the id annotation after it.
+/// Marker (with the finalizer, when the object has none yet), POST; the
+/// marker is replaced by the id annotation, the pass's durable record of
+/// the id, and the status is written when a user reads something from it
+/// ([`steps::status_unshown`]).
 async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
     if !pass.obj.create_pending() {
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
-        set_annotations(
+        // An object that names no deployment gets its finalizer here
+        // (`Kind::finalizer_with_first_write`); any other got it before
+        // the pass's first request.
+        let finalizer = super::finalizer_with_marker(pass.obj).then_some(FINALIZER);
+        set_metadata(
             pass.api,
             pass.obj,
+            finalizer,
             &[(CREATE_PENDING_ANNOTATION, Some(&now))],
         )
         .await?;
@@ -215,10 +226,7 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
     let (plane, made) = (super::plane_key(pass.cp), remote.clone());
     pass.remember
         .push(move |ctx| ctx.names.created(&plane, &made));
-    pass.events.push((
-        EventType::Normal,
-        "Created",
-        format!("created remote deployment {} ({})", remote.id, remote.name),
-    ));
+    // No event of its own: the outcome of the revision it started is the
+    // deployment's one event (`RevisionDeployed`, or a Warning).
     found(remote, true, false)
 }

@@ -100,6 +100,11 @@ pub struct Pass<'a> {
     /// replaces (`decide::After::Reapply`): named in its event and in the
     /// condition's message.
     pub(super) reapplied_over: Option<String>,
+    /// This pass created the remote deployment.
+    pub(super) created: bool,
+    /// Seconds since the latest revision was created, when the follow
+    /// step read it (`None`: started by this pass, or not read).
+    pub(super) revision_age: Option<f64>,
 }
 
 impl<'a> Pass<'a> {
@@ -127,6 +132,8 @@ impl<'a> Pass<'a> {
             events: Vec::new(),
             remember: Remember::default(),
             reapplied_over: None,
+            created: false,
+            revision_age: None,
         }
     }
 
@@ -167,9 +174,11 @@ impl<'a> Pass<'a> {
         self.finish(&outcome, Ok(Action::requeue(delay)))
     }
 
-    /// Ends the pass with `outcome`: the status (when changed), the id
-    /// annotation in place of the create-pending marker once the id is in
-    /// status, the Warning of a new problem, then the pass's events.
+    /// Ends the pass with `outcome`: the status (when changed; kept in
+    /// memory instead while a revision a create started is young:
+    /// [`steps::status_unshown`]), the id annotation in place of the
+    /// create-pending marker once the id is known, the Warning of a new
+    /// problem, then the pass's events.
     pub(super) fn finish(&mut self, outcome: &Outcome, then: Result<Action, Error>) -> Box<Report> {
         self.status.observed_generation = self.obj.metadata.generation;
         self.status.conditions = conditions(
@@ -189,9 +198,31 @@ impl<'a> Pass<'a> {
         });
         let id = self.status.deployment_id.clone();
         let mut report = Report::end(Action::await_change()).then(then);
-        report.status = changed(self.obj, std::mem::take(&mut self.status));
-        // The marker is replaced by the id annotation only once the id is in
-        // status (written first).
+        let status = std::mem::take(&mut self.status);
+        let in_progress = matches!(
+            outcome,
+            Outcome::Progressing { reason, .. } if *reason == crate::api::conditions::reason::REVISION_IN_PROGRESS
+        );
+        let unwritten = self.created || self.seen.unwritten;
+        let key = self.seen.key.clone();
+        if steps::status_unshown(
+            unwritten,
+            in_progress && id.is_some(),
+            self.revision_age,
+            self.ctx.config.poll_interval,
+        ) {
+            // The id annotation written below is the durable record.
+            report
+                .remember
+                .push(move |ctx| ctx.unshown.keep(&key, status));
+        } else {
+            if unwritten {
+                report.remember.push(move |ctx| ctx.unshown.forget(&key));
+            }
+            report.status = changed(self.obj, status);
+        }
+        // The marker is replaced by the id annotation only once the id is
+        // known: in the status written first, or kept in memory.
         report.annotations = steps::id_annotations(
             id.as_deref(),
             self.obj.create_pending(),

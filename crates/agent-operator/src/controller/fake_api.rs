@@ -344,6 +344,8 @@ fn context_with(
         allowed_hosts: crate::allowlist::HostAllowlist::parse(["127.0.0.1"]).expect("hosts"),
         // A delete in progress is read again after this (jittered).
         poll_interval: std::time::Duration::from_millis(100),
+        // A revision a create started shows no status for this long.
+        max_poll_interval: std::time::Duration::from_millis(500),
         ..OperatorConfig::default()
     };
     let mut ctx = Context::new(client, config);

@@ -281,6 +281,13 @@ impl Context {
     }
 
     /// How long revisions of `plane` are expected to take: the learned
+    /// duration plus 10 %; `None` while nothing is learned.
+    pub fn expected_duration(&self, plane: &str) -> Option<Duration> {
+        self.expected_seconds(plane)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+    }
+
+    /// How long revisions of `plane` are expected to take: the learned
     /// duration plus 10 %, seconds; `None` while nothing is learned.
     fn expected_seconds(&self, plane: &str) -> Option<f64> {
         self.revision_seconds

@@ -227,26 +227,25 @@ pub fn unwritten_status_holds(
     recorded_id.is_none() && !create_pending && kept_id.is_some() && annotated_id == kept_id
 }
 
-/// How many poll intervals a revision started by a create may stay in
-/// progress before its in-progress status is written ([`status_unshown`]).
-pub const UNSHOWN_POLLS: u32 = 5;
-
 /// True when a pass keeps its status in memory instead of writing it: no
 /// status with the deployment's id was written since the create
 /// (`unwritten`), the pass's outcome is the revision in progress
-/// (`in_progress`, `Reconciling/RevisionInProgress`), and the revision is
-/// younger than [`UNSHOWN_POLLS`] × `poll_interval` (`age_s`, seconds;
-/// `None`: started by this pass). A quick deploy then costs one status
-/// write, `Ready`; a longer one shows `Progressing` from its first poll
-/// after that. Any other outcome (Ready, a failure, a retry) is written.
+/// (`in_progress`, `Reconciling/RevisionInProgress`), less than `window`
+/// (the longest poll interval) passed since the create (`elapsed`), and
+/// revisions of the control plane are not known to take longer than that
+/// (`expected`: their learned duration; `None` while nothing is learned).
+/// A quick deploy then costs one status write, `Ready`; a revision known
+/// to be long shows `Progressing` at once, and any other one at the latest
+/// `window` after the create. Any other outcome (Ready, a failure, a
+/// retry) is written.
 pub fn status_unshown(
     unwritten: bool,
     in_progress: bool,
-    age_s: Option<f64>,
-    poll_interval: Duration,
+    elapsed: Duration,
+    expected: Option<Duration>,
+    window: Duration,
 ) -> bool {
-    let window = (poll_interval * UNSHOWN_POLLS).as_secs_f64();
-    unwritten && in_progress && age_s.is_none_or(|age| age < window)
+    unwritten && in_progress && elapsed < window && expected.is_none_or(|e| e <= window)
 }
 
 #[cfg(test)]
@@ -503,27 +502,28 @@ mod tests {
 
     #[test]
     fn a_quick_revision_after_a_create_shows_no_in_progress_status() {
-        let poll = Duration::from_secs(2);
+        let secs = Duration::from_secs;
+        let window = secs(30);
         let cases = [
-            // Started by this pass (the create), or polled young: kept.
-            ((true, true, None), true),
-            ((true, true, Some(0.5)), true),
-            ((true, true, Some(9.9)), true),
-            // In progress for five poll intervals: shown.
-            ((true, true, Some(10.0)), false),
-            ((true, true, Some(60.0)), false),
+            // Just created, or polled young, nothing or little learned: kept.
+            ((true, true, secs(0), None), true),
+            ((true, true, secs(0), Some(secs(11))), true),
+            ((true, true, secs(29), Some(secs(30))), true),
+            // The window passed: shown.
+            ((true, true, secs(30), None), false),
+            ((true, true, secs(31), Some(secs(11))), false),
+            // Revisions of the plane are known to be long: shown at once.
+            ((true, true, secs(0), Some(secs(31))), false),
             // Ready, a failure or a retry: written.
-            ((true, false, Some(1.0)), false),
-            ((true, false, None), false),
+            ((true, false, secs(1), None), false),
             // A status was written since the create: every change is.
-            ((false, true, None), false),
-            ((false, true, Some(1.0)), false),
+            ((false, true, secs(0), None), false),
         ];
-        for ((unwritten, in_progress, age), want) in cases {
+        for ((unwritten, in_progress, elapsed, expected), want) in cases {
             assert_eq!(
-                status_unshown(unwritten, in_progress, age, poll),
+                status_unshown(unwritten, in_progress, elapsed, expected, window),
                 want,
-                "{unwritten} {in_progress} {age:?}"
+                "{unwritten} {in_progress} {elapsed:?} {expected:?}"
             );
         }
     }

@@ -183,6 +183,18 @@ pub fn revision_event(outcome: &Outcome, revision_changed: bool) -> Option<Note>
     }
 }
 
+/// The event of the first revision of a deployment this resource created,
+/// which is the create's one event (the create publishes none of its own):
+/// `event` with its note naming the deployment `id` (`name`) first.
+pub fn of_created(event: Note, id: &str, name: &str) -> Note {
+    let (type_, reason, note) = event;
+    (
+        type_,
+        reason,
+        format!("created remote deployment {id} ({name}); {note}"),
+    )
+}
+
 /// Reason of the Normal event of a revision made outside the operator that
 /// it follows (see [`followed_outside`]).
 pub const OUT_OF_BAND_REVISION: &str = "OutOfBandRevision";
@@ -409,6 +421,13 @@ mod tests {
             Some("RevisionFailed")
         );
         assert!(revision_event(&outcome(Some("r1"), None), true).is_none());
+        let first = revision_event(&ready(), true).map(|e| of_created(e, "d1", "app"));
+        let (type_, reason, note) = first.expect("an event");
+        assert_eq!((type_, reason), (EventType::Normal, "RevisionDeployed"));
+        assert!(
+            note.starts_with("created remote deployment d1 (app); revision "),
+            "{note}"
+        );
     }
 
     #[test]

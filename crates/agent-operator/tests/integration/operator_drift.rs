@@ -250,7 +250,9 @@ async fn deployment_deleted_outside_is_created_again() {
     assert_eq!(remote[0].id, new);
     assert_eq!(remote[0].name, name);
     assert_eq!(h.emulator.requests().await.count(route::CREATE), 2);
-    support::wait_for_event(&h.client, &h.ns, name, "Created", TIMEOUT).await;
+    // The create has no event of its own: the new deployment's first
+    // RevisionDeployed names it.
+    support::wait_for_created_event(&h.client, &h.ns, name, &new, TIMEOUT).await;
 }
 
 #[tokio::test]

@@ -286,6 +286,34 @@ pub async fn wait_for_event(
     .await
 }
 
+/// Waits until the event of the first revision of the remote deployment
+/// `id`, created by the AgentDeployment `name`, exists (the create has no
+/// event of its own: the first `RevisionDeployed` names the deployment),
+/// and returns it.
+pub async fn wait_for_created_event(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    id: &str,
+    timeout: Duration,
+) -> Event {
+    let created = format!("created remote deployment {id} ");
+    eventually(
+        timeout,
+        &format!("a RevisionDeployed event naming {id} about {name}"),
+        || async {
+            events_about(client, namespace, name)
+                .await
+                .into_iter()
+                .find(|e| {
+                    e.reason.as_deref() == Some("RevisionDeployed")
+                        && note_of(e).starts_with(&created)
+                })
+        },
+    )
+    .await
+}
+
 /// Waits until the AgentDeployment `name` no longer exists.
 pub async fn wait_until_gone(api: &Api<AgentDeployment>, name: &str, timeout: Duration) {
     eventually(timeout, &format!("{name} to be gone"), || async {

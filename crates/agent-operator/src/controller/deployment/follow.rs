@@ -52,7 +52,6 @@ pub(super) async fn follow(pass: &mut Pass<'_>, acted: Acted) -> Box<Report> {
         .as_deref()
         .and_then(seconds_until)
         .map(|u| -u);
-    pass.revision_age = age;
     let created_at = latest.created_at.as_deref();
     let overdue = verdict::overdue(rid, status, created_at, age, deadline, slow_poll.as_secs());
     let outcome = overdue
@@ -217,8 +216,18 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
         pass.remember
             .push(move |ctx| ctx.metrics.observe_revision_outcome(&status));
     }
+    // The first status after this resource's create (kept unwritten
+    // until now): its event names the deployment created.
+    let first = pass.created || pass.seen.unwritten;
+    let name = &pass.seen.body.name;
     pass.events
-        .extend(verdict::revision_event(outcome, revision_changed));
+        .extend(verdict::revision_event(outcome, revision_changed).map(|e| {
+            if first {
+                verdict::of_created(e, &view.id, name)
+            } else {
+                e
+            }
+        }));
 }
 
 /// The requeue ([`verdict::next`]): the verification's delay, the poll

@@ -102,9 +102,6 @@ pub struct Pass<'a> {
     pub(super) reapplied_over: Option<String>,
     /// This pass created the remote deployment.
     pub(super) created: bool,
-    /// Seconds since the latest revision was created, when the follow
-    /// step read it (`None`: started by this pass, or not read).
-    pub(super) revision_age: Option<f64>,
 }
 
 impl<'a> Pass<'a> {
@@ -133,7 +130,6 @@ impl<'a> Pass<'a> {
             remember: Remember::default(),
             reapplied_over: None,
             created: false,
-            revision_age: None,
         }
     }
 
@@ -205,11 +201,17 @@ impl<'a> Pass<'a> {
         );
         let unwritten = self.created || self.seen.unwritten;
         let key = self.seen.key.clone();
+        let elapsed = if self.seen.unwritten {
+            self.ctx.unshown.elapsed(&key)
+        } else {
+            std::time::Duration::ZERO
+        };
         if steps::status_unshown(
             unwritten,
             in_progress && id.is_some(),
-            self.revision_age,
-            self.ctx.config.poll_interval,
+            elapsed,
+            self.ctx.expected_duration(&super::plane_key(self.cp)),
+            self.ctx.config.max_poll_interval,
         ) {
             // The id annotation written below is the durable record.
             report

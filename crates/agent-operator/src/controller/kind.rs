@@ -118,11 +118,11 @@ pub trait Kind:
     }
 
     /// True when the pass of `obj`, which lacks its [`Self::FINALIZER`] and
-    /// is not being deleted, adds it itself, in the metadata write it makes
-    /// before its first remote mutation ([`set_metadata`]), instead of
-    /// [`reconcile`] adding it alone before the pass (a write, and a pass,
-    /// of their own). Only for an object with nothing to clean up until
-    /// that write. Default: false.
+    /// is not being deleted, adds it itself ([`set_metadata`]) before its
+    /// first remote mutation (for an object with nothing to clean up yet,
+    /// in the metadata write that precedes that mutation), instead of
+    /// [`reconcile`] adding it alone and ending the pass, to be triggered
+    /// again by that write. Default: false.
     fn finalizer_with_first_write(&self) -> bool {
         false
     }

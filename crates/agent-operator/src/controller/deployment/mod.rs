@@ -106,10 +106,13 @@ impl Kind for AgentDeployment {
         ctx.unshown.forget(&key);
     }
 
-    /// An object that names no deployment yet gets its finalizer with the
-    /// create-pending marker ([`steps::finalizer_with_marker`]).
+    /// The pass adds the finalizer itself: with the create-pending marker
+    /// for an object that names no deployment yet
+    /// ([`steps::finalizer_with_marker`]), alone at the start of its pass
+    /// for any other ([`observe::observe`]). No pass waits for the write of
+    /// the finalizer to trigger the next one.
     fn finalizer_with_first_write(&self) -> bool {
-        finalizer_with_marker(self)
+        true
     }
 }
 
@@ -167,15 +170,15 @@ async fn act_and_follow(
     step: Before,
 ) -> Box<Report> {
     let fresh = seen.fresh.as_deref();
-    let obj = fresh.unwrap_or(obj);
-    // An object that names a deployment gets its finalizer before any
-    // request; one that names none gets it with the create-pending marker.
-    if !kind::has_finalizer(obj, FINALIZER)
-        && !finalizer_with_marker(obj)
-        && let Err(e) = kind::set_metadata(api, obj, Some(FINALIZER), &[]).await
+    // The fresh read names a deployment the cached object did not (its
+    // finalizer was left to the create-pending marker): the finalizer
+    // goes first, before any request.
+    if let Some(obj) = fresh
+        && let Err(e) = add_finalizer_alone(api, obj).await
     {
         return Report::failed(e).on(fresh);
     }
+    let obj = fresh.unwrap_or(obj);
     let mut pass = Pass::new(api, obj, ctx, &seen);
     let acted = match act(&mut pass, step).await {
         Ok(acted) => acted,
@@ -242,6 +245,20 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
         Before::ReadDeployment => return act::read_and_change(pass).await,
     };
     Err(Report::end(Action::requeue(wait)))
+}
+
+/// Adds the finalizer to `obj` alone, when it lacks it and names a
+/// deployment (one that names none gets it with the create-pending
+/// marker). Errors: the Kubernetes API error (409 when `obj` is not the
+/// object as stored).
+pub(crate) async fn add_finalizer_alone(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+) -> Result<(), Error> {
+    if kind::has_finalizer(obj, FINALIZER) || finalizer_with_marker(obj) {
+        return Ok(());
+    }
+    kind::set_metadata(api, obj, Some(FINALIZER), &[]).await
 }
 
 /// True when `obj` names no deployment, so it gets its finalizer with the

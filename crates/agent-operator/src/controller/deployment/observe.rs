@@ -122,6 +122,9 @@ pub async fn observe(
     ctx: &Context,
 ) -> Flow<Observed> {
     let key = object_key(obj);
+    // Before anything else, paused or not: an object that names a
+    // deployment keeps it through its finalizer.
+    super::add_finalizer_alone(api, obj).await?;
     let first_pass = ctx.first_pass(&key);
     match obj.paused() {
         Ok(true) => {

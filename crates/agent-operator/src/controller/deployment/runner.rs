@@ -312,10 +312,10 @@ fn plane_mapper(
 }
 
 /// Hash of what may require a pass of an AgentDeployment: its generation
-/// (the spec), whether it is being deleted, whether it carries the finalizer
-/// (the finalizer helper adds it and waits for the change), and the
-/// annotations a user sets to pause it or request a redeploy. Status,
-/// the create-pending marker and other metadata written by the operator are
+/// (the spec), whether it is being deleted, and the annotations a user sets
+/// to pause it or request a redeploy. Status, the finalizer (the pass adds
+/// it itself and goes on: `Kind::finalizer_with_first_write`), the
+/// create-pending marker and other metadata written by the operator are
 /// left out, so its own writes never trigger a pass (and so never a remote
 /// call) by themselves.
 pub fn deployment_trigger_hash(obj: &AgentDeployment) -> Option<u64> {
@@ -323,10 +323,6 @@ pub fn deployment_trigger_hash(obj: &AgentDeployment) -> Option<u64> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     obj.metadata.generation.hash(&mut h);
     obj.metadata.deletion_timestamp.is_some().hash(&mut h);
-    obj.finalizers()
-        .iter()
-        .any(|f| f == crate::api::deployment::FINALIZER)
-        .hash(&mut h);
     for key in [
         crate::api::deployment::PAUSED_ANNOTATION,
         crate::api::deployment::REDEPLOY_ANNOTATION,

@@ -454,6 +454,35 @@ async fn adoption_by_id_reads_the_deployment_once_and_sends_nothing() {
     );
 }
 
+/// An object that names a deployment (here `spec.deploymentId`) and lacks
+/// the finalizer gets it alone, before the pass's first request, and the
+/// pass goes on (no pass waits for that write).
+#[tokio::test]
+async fn an_adoption_without_the_finalizer_gets_it_alone_before_its_first_request() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    let id = s.create_outside("legacy", IMAGE).await;
+    s.edit(|o| {
+        o["spec"]["deploymentId"] = json!(id);
+        o["metadata"]["finalizers"] = json!([]);
+    });
+    assert_eq!(
+        s.step().await,
+        seen(
+            &[
+                "metadata +finalizer",
+                "status RevisionInProgress",
+                "annotations -create-pending +deployment-id",
+                "event Normal Adopted",
+            ],
+            &[GET],
+        )
+    );
+    assert_eq!(
+        s.object().metadata.finalizers,
+        Some(vec![FINALIZER.to_owned()])
+    );
+}
+
 /// A restore without status (Velero's default) finds its deployment by the
 /// id annotation, checked against the name: no lookup, no create.
 #[tokio::test]

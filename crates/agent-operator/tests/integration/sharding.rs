@@ -1,6 +1,7 @@
 //! Sharding (`--shard`, docs/INSTALL.md "Sharding"): two operator
 //! processes, leader-elected as the shipped shape, split the objects of one
-//! namespace by the label `sharding.fluxcd.io/key`. Each workspace (its
+//! namespace by the label `sharding.fluxcd.io/key`, beside an unsharded one
+//! that takes the objects without it. Each workspace (its
 //! AgentControlPlane) belongs to one shard, so its request budget is kept by
 //! one process.
 
@@ -28,35 +29,37 @@ const LIMIT: f64 = 4.0;
 /// AgentDeployments per shard.
 const PER_SHARD: usize = 10;
 
-/// Starts the operator of shard `key` on `ns`: leader-elected on the Lease
-/// `<lease>-<key>` as the pod `shard-<key>-0`, logging to
-/// `<test>-<key>-operator.log`.
+/// Starts the operator of shard `key` (`None`: the unsharded one, `main`)
+/// on `ns`: leader-elected on the Lease `<lease>-<key>` (`<lease>`) as the
+/// pod `shard-<key>-0`, logging to `<log>-operator.log`.
 fn shard_operator(
-    env_kubeconfig: &std::path::Path,
+    kubeconfig: &std::path::Path,
     log: &str,
     ns: &str,
     lease: &str,
-    key: &str,
+    key: Option<&str>,
 ) -> OperatorProcess {
-    let pod = format!("shard-{key}-0");
+    let pod = format!("shard-{}-0", key.unwrap_or("main"));
+    let mut extra = vec![
+        support::FAST_POLLING[0],
+        support::FAST_POLLING[1],
+        support::FAST_POLLING[2],
+        support::FAST_POLLING[3],
+        "--leader-elect",
+        "--lease-name",
+        lease,
+        "--lease-namespace",
+        common::OPERATOR_NAMESPACE,
+    ];
+    if let Some(key) = key {
+        extra.extend(["--shard", key]);
+    }
     OperatorProcess::start_with(
-        env_kubeconfig,
+        kubeconfig,
         OperatorOptions {
             log_name: log,
             namespaces: vec![ns],
-            extra: vec![
-                support::FAST_POLLING[0],
-                support::FAST_POLLING[1],
-                support::FAST_POLLING[2],
-                support::FAST_POLLING[3],
-                "--shard",
-                key,
-                "--leader-elect",
-                "--lease-name",
-                lease,
-                "--lease-namespace",
-                common::OPERATOR_NAMESPACE,
-            ],
+            extra,
             env: vec![("POD_NAME", pod.as_str())],
             ..OperatorOptions::default()
         },
@@ -68,7 +71,9 @@ fn shard_operator(
 /// own objects only and its log names no object of the other; each shard
 /// holds a Lease of its own; neither workspace saw a 429 (its limit is
 /// spent by one process); an AgentDeployment whose control plane is in the
-/// other shard is blocked and sends nothing.
+/// other shard is blocked and sends nothing. The unsharded operator beside
+/// them takes only the unlabelled object (and refuses its plane, shard a's)
+/// on a Lease of the base name.
 #[tokio::test]
 async fn two_shards_split_a_fleet_without_overlap() {
     test_support::skip_without!(Envtest);
@@ -134,8 +139,11 @@ async fn two_shards_split_a_fleet_without_overlap() {
     let kubeconfig = h.kubeconfig.clone();
     let log_a = format!("{test}-a");
     let log_b = format!("{test}-b");
-    let shard_a = shard_operator(&kubeconfig, &log_a, ns, &lease, "a");
-    let shard_b = shard_operator(&kubeconfig, &log_b, ns, &lease, "b");
+    let log_main = format!("{test}-main");
+    let shard_a = shard_operator(&kubeconfig, &log_a, ns, &lease, Some("a"));
+    let shard_b = shard_operator(&kubeconfig, &log_b, ns, &lease, Some("b"));
+    // The unsharded operator beside them: it sees only unlabelled objects.
+    let main = shard_operator(&kubeconfig, &log_main, ns, &lease, None);
 
     let started = Instant::now();
     for i in 0..PER_SHARD {
@@ -152,6 +160,11 @@ async fn two_shards_split_a_fleet_without_overlap() {
     cross["metadata"]["labels"] = json!({SHARD_LABEL: "a"});
     cross["spec"]["controlPlaneRef"] = json!({"name": "plane-b"});
     support::apply_json(&h.api, "cross-a", cross).await;
+    // An unlabelled object on shard a's plane: the unsharded operator's,
+    // refused by it for the same reason.
+    let mut plain = github_deployment("plain-00", "main");
+    plain["spec"]["controlPlaneRef"] = json!({"name": "default"});
+    support::apply_json(&h.api, "plain-00", plain).await;
 
     support::eventually(
         Duration::from_secs(240),
@@ -185,6 +198,16 @@ async fn two_shards_split_a_fleet_without_overlap() {
         cross.1.contains("plane-b") && cross.1.contains("shard \"b\""),
         "the reason names the plane and its shard: {cross:?}"
     );
+    let plain = support::eventually(Duration::from_secs(60), "plain-00 blocked", || async {
+        let obj: AgentDeployment = h.api.get("plain-00").await.ok()?;
+        let (status, _, message) = support::ready(&obj)?;
+        (status == "False" && message.contains("shard")).then_some(message)
+    })
+    .await;
+    assert!(
+        plain.contains("shard \"a\"") && plain.contains("the unsharded operator"),
+        "{plain}"
+    );
 
     // Each shard's store holds its own objects only: 10 Ready (and the
     // blocked cross-a for shard a).
@@ -213,30 +236,39 @@ async fn two_shards_split_a_fleet_without_overlap() {
         std::fs::read_to_string(test_support::log_path(name, "operator"))
             .unwrap_or_else(|e| panic!("reading the log of {name}: {e}"))
     };
-    let (a_log, b_log) = (read(&log_a), read(&log_b));
+    let (a_log, b_log, main_log) = (read(&log_a), read(&log_b), read(&log_main));
     assert!(
-        a_log.contains("fleet-a-") && b_log.contains("fleet-b-"),
-        "each shard logged its own passes"
+        a_log.contains("fleet-a-") && b_log.contains("fleet-b-") && main_log.contains("plain-00"),
+        "each operator logged its own passes"
     );
     assert!(
-        !a_log.contains("fleet-b-"),
-        "shard a touched shard b's objects"
+        !a_log.contains("fleet-b-") && !a_log.contains("plain-00"),
+        "shard a touched others' objects"
     );
     assert!(
-        !b_log.contains("fleet-a-") && !b_log.contains("cross-a"),
-        "shard b touched shard a's objects"
+        !b_log.contains("fleet-a-") && !b_log.contains("cross-a") && !b_log.contains("plain-00"),
+        "shard b touched others' objects"
     );
-    // One leader per shard, each on its own Lease.
+    assert!(
+        !main_log.contains("fleet-") && !main_log.contains("cross-a"),
+        "the unsharded operator touched labelled objects"
+    );
+    // One leader per shard, each on its own Lease (the unsharded one on
+    // the base name).
     let leases: Api<Lease> = Api::namespaced(h.client.clone(), common::OPERATOR_NAMESPACE);
-    for key in ["a", "b"] {
+    for (name, holder) in [
+        (format!("{lease}-a"), "shard-a-0"),
+        (format!("{lease}-b"), "shard-b-0"),
+        (lease.clone(), "shard-main-0"),
+    ] {
         let held = leases
-            .get(&format!("{lease}-{key}"))
+            .get(&name)
             .await
-            .unwrap_or_else(|e| panic!("the Lease of shard {key}: {e}"));
+            .unwrap_or_else(|e| panic!("the Lease {name}: {e}"));
         assert_eq!(
             held.spec.and_then(|s| s.holder_identity).as_deref(),
-            Some(format!("shard-{key}-0").as_str()),
-            "shard {key}'s Lease"
+            Some(holder),
+            "the Lease {name}"
         );
     }
 
@@ -271,7 +303,7 @@ async fn two_shards_split_a_fleet_without_overlap() {
             .filter(|e| e.route == "POST /v2/deployments")
             .count(),
         2 * PER_SHARD,
-        "one create per AgentDeployment, none for cross-a"
+        "one create per AgentDeployment, none for cross-a nor plain-00"
     );
-    drop((shard_a, shard_b));
+    drop((shard_a, shard_b, main));
 }

@@ -75,6 +75,7 @@ mod security_policy;
 mod security_rbac;
 mod security_tls;
 mod setup_prerequisites;
+mod sharding;
 mod shipped_manifests;
 mod supported_versions;
 mod tenants;

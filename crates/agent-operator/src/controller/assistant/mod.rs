@@ -285,10 +285,13 @@ pub async fn run(
         let (store, own) = own_kind_stream(
             "AgentAssistant",
             scoped_api::<AgentAssistant>(&client, namespace),
+            &ctx.config.shard,
         );
         let deployments = watcher(
             scoped_api::<AgentDeployment>(&client, namespace),
-            watcher::Config::default().any_semantic(),
+            ctx.config
+                .shard
+                .watch(watcher::Config::default().any_semantic()),
         )
         .default_backoff()
         .applied_objects()

@@ -423,6 +423,7 @@ fn argocd_configmap_snippet_embeds_the_tested_script() {
         "AgentControlPlane",
         "AgentListener",
         "AgentAssistant",
+        "AgentCron",
     ] {
         let key = format!("resource.customizations.health.agentserver.dev_{kind}");
         assert_eq!(

@@ -346,3 +346,73 @@ async fn a_refused_schedule_is_stalled_once_and_orphan_leaves_the_cron() {
     let log = cron_requests(&h).await;
     assert_eq!(exactly(&log, DELETE, ""), 0, "no DELETE: {log:?}");
 }
+
+#[tokio::test]
+async fn admission_refuses_what_the_agent_server_or_the_operator_cannot_take() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-cron-admission")
+        .without_operator()
+        .start()
+        .await;
+    let api: Api<AgentCron> = Api::namespaced(h.client.clone(), &h.ns);
+    let pp = kube::api::PatchParams::apply("tests").force();
+    let refused = |spec: Value, why: &'static str| {
+        let api = api.clone();
+        let pp = pp.clone();
+        async move {
+            let r = api
+                .patch("c", &pp, &kube::api::Patch::Apply(&cron("c", spec.clone())))
+                .await;
+            assert!(r.is_err(), "{why}: {spec} was accepted");
+            r.unwrap_err().to_string()
+        }
+    };
+    let both = refused(
+        json!({"graphId": "agent", "assistantRef": {"name": "a"}}),
+        "both targets",
+    )
+    .await;
+    assert!(
+        both.contains("exactly one of assistantRef and graphId"),
+        "{both}"
+    );
+    refused(json!({}), "no target").await;
+    refused(
+        json!({"graphId": "agent", "schedule": "* * * *"}),
+        "four fields",
+    )
+    .await;
+    refused(json!({"graphId": "agent", "schedule": "@daily"}), "a macro").await;
+    refused(
+        json!({"graphId": "agent", "timezone": "Europe Paris"}),
+        "a bad zone",
+    )
+    .await;
+    refused(
+        json!({"graphId": "agent", "webhook": "http://hooks.example.com/x"}),
+        "a plain-http webhook",
+    )
+    .await;
+    refused(
+        json!({"graphId": "agent", "endTime": "tomorrow"}),
+        "not a time",
+    )
+    .await;
+
+    support::apply_json(&api, "c", cron("c", json!({"graphId": "agent"}))).await;
+    let moved = refused(json!({"graphId": "other"}), "another graph").await;
+    assert!(moved.contains("cannot be changed"), "{moved}");
+    refused(
+        json!({"assistantRef": {"name": "a"}}),
+        "from a graph to an assistant",
+    )
+    .await;
+    let mut other_dep = cron("c", json!({"graphId": "agent"}));
+    other_dep["spec"]["deploymentRef"]["name"] = json!("elsewhere");
+    assert!(
+        api.patch("c", &pp, &kube::api::Patch::Apply(&other_dep))
+            .await
+            .is_err(),
+        "deploymentRef cannot be changed"
+    );
+}

@@ -5,8 +5,11 @@
 //! leaves the cron; a cron that landed with the object's UID tag before
 //! the operator knew its id is adopted by the search, never created twice;
 //! a schedule the server refuses (422) is `Stalled` once and not sent
-//! again until the spec changes. The requests are counted in the
-//! emulator's request log, and the harness's budget guard holds.
+//! again until the spec changes; admission refuses what cannot work. The
+//! requests are counted in the emulator's request log, and the harness's
+//! budget guard holds. On the real `langgraph dev`: a `* * * * *` cron
+//! really runs within two minutes, `suspend` and a passed `endTime` disable
+//! it (`end_time` never sent), and it is deleted with the resource.
 
 use crate::support;
 
@@ -414,5 +417,108 @@ async fn admission_refuses_what_the_agent_server_or_the_operator_cannot_take() {
             .await
             .is_err(),
         "deploymentRef cannot be changed"
+    );
+}
+
+/// The threads of the real agent server at `url` whose metadata carries
+/// `uid`'s tag (each run of a stateless cron is one; kept with
+/// `onRunCompleted: Keep`).
+async fn runs_of(url: &str, uid: &str) -> Vec<Value> {
+    reqwest::Client::new()
+        .post(format!("{url}/threads/search"))
+        .json(&json!({"metadata": {UID_METADATA_KEY: uid}, "limit": 100}))
+        .send()
+        .await
+        .expect("searching threads")
+        .json()
+        .await
+        .expect("a list of threads")
+}
+
+#[tokio::test]
+async fn on_the_real_agent_server_a_cron_runs_each_minute_is_suspended_ended_and_deleted() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(AgentServer);
+    // A server of its own: its crons fire each minute and must not run
+    // beside other tests' assertions.
+    let server = support::langgraph::start("operator_cron_real");
+    let h = Harness::quick("op-cron-real")
+        .agent_server_url(&server.url)
+        .start()
+        .await;
+    h.apply(github_deployment("agent", "main")).await;
+    h.wait_ready("agent", TIMEOUT).await;
+    let api: Api<AgentCron> = Api::namespaced(h.client.clone(), &h.ns);
+    let manifest = |suspend: bool| {
+        cron(
+            "every-minute",
+            json!({"graphId": "agent", "schedule": "* * * * *", "onRunCompleted": "Keep",
+                "suspend": suspend,
+                "input": {"messages": [{"role": "user", "content": "tick"}]}}),
+        )
+    };
+    support::apply_json(&api, "every-minute", manifest(false)).await;
+    let (id, reason) = wait_cron(&api, "every-minute", "Ready", ready).await;
+    assert_eq!(reason, "CronReady");
+    let uid = api.get("every-minute").await.unwrap().metadata.uid.unwrap();
+    let on_server = tagged(&server.url, &uid).await;
+    assert_eq!(on_server.len(), 1, "{on_server:?}");
+    assert_eq!(on_server[0].cron_id, id);
+    assert_eq!(on_server[0].end_time, None);
+
+    // A `* * * * *` cron really runs within two minutes.
+    let deadline = Instant::now() + Duration::from_secs(130);
+    let runs = loop {
+        let runs = runs_of(&server.url, &uid).await;
+        if !runs.is_empty() {
+            break runs;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no run of cron {id} within two minutes; log {}",
+            server.log.display()
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    };
+    eprintln!("runs of the cron seen: {}", runs.len());
+
+    // Suspended: enabled false on the server.
+    support::apply_json(&api, "every-minute", manifest(true)).await;
+    wait_cron(&api, "every-minute", "CronSuspended", |o| {
+        ready(o).filter(|(_, r)| r == "CronSuspended")
+    })
+    .await;
+    let c = &tagged(&server.url, &uid).await[0];
+    assert!(!c.enabled, "{c:?}");
+
+    // Resumed with an endTime 15 s ahead: enabled now, disabled by the
+    // operator when it passes (its pass is requeued for then), and
+    // `end_time` never reaches the server.
+    let end = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(15);
+    let mut ending = manifest(false);
+    ending["spec"]["endTime"] = json!(end.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+    support::apply_json(&api, "every-minute", ending).await;
+    wait_cron(&api, "every-minute", "CronReady before endTime", |o| {
+        ready(o).filter(|(_, r)| r == "CronReady")
+    })
+    .await;
+    assert!(tagged(&server.url, &uid).await[0].enabled);
+    wait_cron(&api, "every-minute", "CronCompleted after endTime", |o| {
+        ready(o).filter(|(_, r)| r == "CronCompleted")
+    })
+    .await;
+    assert!(jiff::Timestamp::now() >= end, "not before endTime");
+    let c = &tagged(&server.url, &uid).await[0];
+    assert!(!c.enabled, "disabled at endTime: {c:?}");
+    assert_eq!(c.end_time, None, "end_time never sent: {c:?}");
+
+    // Deleted with the resource.
+    api.delete("every-minute", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    wait_cron(&api, "every-minute", "gone", |o| o.is_none().then_some(())).await;
+    assert!(
+        tagged(&server.url, &uid).await.is_empty(),
+        "deleted on the server"
     );
 }

@@ -152,7 +152,7 @@ pub struct AgentCronSpec {
     /// After this time (RFC 3339) the operator disables the cron
     /// (`enabled: false`) and reports `CronCompleted`. It is never sent to
     /// the agent server as `end_time` (the pinned server's scheduler
-    /// breaks on it; docs/control-plane-api.md).
+    /// breaks on it; the project's API notes, section "Agent server").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time: Option<Time>,
     /// What happens to the thread of each run once it ends: `Delete`

@@ -9,7 +9,7 @@
 //! exactly one operator whatever mix of shards runs, and no object is
 //! reconciled by two. Every kind the operator reconciles is sharded the
 //! same way (AgentDeployment, AgentControlPlane, AgentListener,
-//! AgentAssistant): a control plane's request budget lives in one process,
+//! AgentAssistant, AgentCron): a control plane's request budget lives in one process,
 //! so a workspace's AgentControlPlane and everything that uses it carry the
 //! same key (docs/INSTALL.md, "Sharding"); an object whose control plane is
 //! in another shard is blocked ([`Shard::foreign_plane`]). Secrets are not

@@ -10,7 +10,7 @@ use agent_operator::controller::deployment::runner;
 use agent_operator::controller::deployment::verify::VerifyConfig;
 use agent_operator::controller::scaffold::Scope;
 use agent_operator::controller::{
-    Context, OperatorConfig, assistant, control_plane, hash_key, listener,
+    Context, OperatorConfig, assistant, control_plane, cron, hash_key, listener,
 };
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};
@@ -371,7 +371,7 @@ async fn run_controllers<S>(
     S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 {
     let synced = health.clone();
-    futures::future::join4(
+    futures::future::join5(
         runner::run_with(
             ctx.clone(),
             scope.clone(),
@@ -381,7 +381,8 @@ async fn run_controllers<S>(
         ),
         control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
         listener::run(ctx.clone(), scope.clone(), shutdown.clone()),
-        assistant::run(ctx, scope, shutdown),
+        assistant::run(ctx.clone(), scope.clone(), shutdown.clone()),
+        cron::run(ctx, scope, shutdown),
     )
     .await;
 }

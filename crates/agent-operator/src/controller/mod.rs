@@ -6,6 +6,7 @@
 
 pub mod assistant;
 pub mod control_plane;
+pub mod cron;
 pub mod deployment;
 #[cfg(test)]
 mod fake_api;

@@ -46,6 +46,7 @@ mod operator_adoption;
 mod operator_assistant;
 mod operator_control_plane;
 mod operator_crash_safety;
+mod operator_cron;
 mod operator_deletion;
 mod operator_deletion_order;
 mod operator_drift;

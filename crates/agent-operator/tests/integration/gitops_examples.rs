@@ -18,8 +18,8 @@
 //! kustomize `patches` (docs/GITOPS.md, "A self-hosted control plane"); the
 //! operator runs as the rendered Deployment says (its arguments, its
 //! environment, its ServiceAccount and RBAC), since no kubelet runs here;
-//! and every AgentControlPlane, AgentDeployment and AgentAssistant of
-//! `agents/` reaches Ready against the emulator behind TLS on a port other
+//! and every AgentControlPlane, AgentDeployment, AgentAssistant and
+//! AgentCron of `agents/` reaches Ready against the emulator behind TLS on a port other
 //! than 443.
 
 use crate::install_manifests::{apply, documents, ensure_namespace, kustomize_overlay, succeed};
@@ -375,7 +375,12 @@ async fn runs_to_ready(test: &str, stages: impl Fn(&SelfHosted) -> Vec<Vec<Value
         .filter_map(|d| d["kind"].as_str())
         .filter(|k| k.starts_with("Agent"))
         .collect();
-    for kind in ["AgentControlPlane", "AgentDeployment", "AgentAssistant"] {
+    for kind in [
+        "AgentControlPlane",
+        "AgentDeployment",
+        "AgentAssistant",
+        "AgentCron",
+    ] {
         assert!(kinds.contains(&kind), "agents/ has no {kind}: {kinds:?}");
     }
     let mut ready = kubectl_on(&env);
@@ -384,7 +389,7 @@ async fn runs_to_ready(test: &str, stages: impl Fn(&SelfHosted) -> Vec<Vec<Value
         "-n",
         "default",
         "--for=condition=Ready",
-        "agentcontrolplanes,agentdeployments,agentassistants",
+        "agentcontrolplanes,agentdeployments,agentassistants,agentcrons",
         "--all",
         &format!("--timeout={READY_TIMEOUT}"),
     ]);

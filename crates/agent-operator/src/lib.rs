@@ -28,4 +28,5 @@ pub mod metrics_auth;
 pub mod plan;
 pub mod redact;
 pub mod registry;
+pub mod shard;
 pub mod telemetry;

@@ -133,7 +133,7 @@ async fn info(
     target(&state, &ids, &headers)?;
     let info = ServerInfo {
         version: Some(format!("emulator-{}", env!("CARGO_PKG_VERSION"))),
-        flags: json!({"assistants": true, "crons": false, "langsmith": false}),
+        flags: json!({"assistants": true, "crons": true, "langsmith": false}),
         extra: Default::default(),
     };
     Ok(Json(serde_json::to_value(info).unwrap_or_default()))
@@ -148,7 +148,7 @@ async fn docs(
     Ok(Html(format!(
         "<!doctype html><title>Agent server (emulated)</title>\
          <h1>Agent server of deployment {}</h1>\
-         <p>Emulated endpoints: GET /ok, GET /info, POST /assistants/search, POST /runs/stream, POST /assistants, GET/PATCH/DELETE /assistants/{{id}}, POST /assistants/{{id}}/versions, POST /assistants/{{id}}/latest.</p>",
+         <p>Emulated endpoints: GET /ok, GET /info, POST /assistants/search, POST /runs/stream, POST /assistants, GET/PATCH/DELETE /assistants/{{id}}, POST /assistants/{{id}}/versions, POST /assistants/{{id}}/latest, POST /runs/crons, POST /runs/crons/search, PATCH/DELETE /runs/crons/{{id}}.</p>",
         ids.at(0)
     )))
 }

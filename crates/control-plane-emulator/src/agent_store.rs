@@ -43,3 +43,6 @@ pub(crate) fn listed(all: &Assistants, dep: Uuid) -> Vec<serde_json::Value> {
         .map(|a| serde_json::to_value(a).unwrap_or_default())
         .collect()
 }
+
+/// The crons of every built-in agent server, by (deployment, cron id).
+pub(crate) type Crons = HashMap<(Uuid, Uuid), agent_server_wire::Cron>;

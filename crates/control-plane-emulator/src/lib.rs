@@ -13,7 +13,7 @@
 //!   `X-Api-Key` + `X-Tenant-Id`: `/v2/deployments[/{id}[/revisions[/{rid}]]]`,
 //!   `/v2/listeners[/{id}]`, `/v1/integrations/github/install`,
 //!   `/v1/integrations/github/{id}/repos`;
-//! - agent servers: `/agents/{deployment_id}/{ok,info,docs,assistants/search,runs/stream}`;
+//! - agent servers: `/agents/{deployment_id}/{ok,info,docs,assistants[/...],runs/stream,runs/crons[/...]}`;
 //! - admin (no key): `/_emulator/...`.
 //!
 //! ```no_run
@@ -29,6 +29,7 @@
 pub mod admin;
 pub mod agent;
 mod agent_assistants;
+mod agent_crons;
 mod agent_store;
 pub mod auth;
 pub mod cli;
@@ -95,6 +96,7 @@ pub fn router(state: EmulatorState) -> Router {
         .merge(admin::admin_routes())
         .merge(agent::agent_routes())
         .merge(agent_assistants::routes())
+        .merge(agent_crons::routes())
         .fallback(errors::not_found_fallback)
         .method_not_allowed_fallback(errors::method_not_allowed_fallback)
         .layer(middleware::from_fn_with_state(

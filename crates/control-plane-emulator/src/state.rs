@@ -38,6 +38,8 @@ struct Inner {
     heads: Mutex<std::collections::HashMap<(String, String), String>>,
     /// Assistants created on the built-in agent servers, by deployment.
     assistants: Mutex<crate::agent_store::Assistants>,
+    /// Crons created on the built-in agent servers, by deployment.
+    crons: Mutex<crate::agent_store::Crons>,
     scenarios: Mutex<Vec<ScenarioRule>>,
     faults: Faults,
     stats: Stats,
@@ -94,6 +96,7 @@ impl EmulatorState {
                 store: Mutex::new(Store::default()),
                 heads: Mutex::new(std::collections::HashMap::new()),
                 assistants: Mutex::new(Default::default()),
+                crons: Mutex::new(Default::default()),
                 stats: Stats::default(),
                 shutdown: Shutdown::new(),
             }),
@@ -110,6 +113,11 @@ impl EmulatorState {
             .assistants
             .lock()
             .unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Runs `f` on the crons of the built-in agent servers.
+    pub(crate) fn with_crons<T>(&self, f: impl FnOnce(&mut crate::agent_store::Crons) -> T) -> T {
+        f(&mut self.inner.crons.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The configuration the emulator was started with.

@@ -163,6 +163,14 @@ impl Phase {
         self.proc_after.rss_mib * 1024.0 / self.n.max(1) as f64
     }
 
+    /// What the phase's resources added to the operator's memory, in KiB
+    /// per resource: (final RSS − RSS at the start of the phase) ÷ N, the
+    /// start being the operator with its control planes and nothing else
+    /// in S5 and S6 (the figure the memory target of issue 30 is about).
+    pub fn rss_kib_per_resource_over_start(&self) -> f64 {
+        (self.proc_after.rss_mib - self.proc_before.rss_mib) * 1024.0 / self.n.max(1) as f64
+    }
+
     /// One result line and the table of requests by route.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -194,7 +202,7 @@ impl Phase {
         };
         let _ = writeln!(
             out,
-            "{}: {ready} | requests {} ({:.2} per resource) | 429 {} ({:.2} %) | sent during Retry-After {during} | operator RSS peak {:.1} MiB{} final {:.1} MiB ({:.1} KiB per resource) | operator CPU {:.2} s | bench CPU {:.2} s | load {:.2}",
+            "{}: {ready} | requests {} ({:.2} per resource) | 429 {} ({:.2} %) | sent during Retry-After {during} | operator RSS peak {:.1} MiB{} final {:.1} MiB ({:.1} KiB per resource; {:.1} KiB per resource over the {:.1} MiB at the start) | operator CPU {:.2} s | bench CPU {:.2} s | load {:.2}",
             self.label,
             self.counts.total,
             self.per_resource(),
@@ -208,6 +216,8 @@ impl Phase {
             },
             self.proc_after.rss_mib,
             self.rss_kib_per_resource(),
+            self.rss_kib_per_resource_over_start(),
+            self.proc_before.rss_mib,
             self.cpu_seconds(),
             self.bench_cpu_seconds,
             self.load,

@@ -31,7 +31,8 @@ use super::error::Error;
 use super::sse::SseParser;
 use super::types::{
     Assistant, AssistantCreate, AssistantPage, AssistantPatch, AssistantSearch,
-    AssistantVersionChange, RunEvent, RunStreamRequest, ServerInfo,
+    AssistantVersionChange, Cron, CronCreate, CronPatch, CronSearch, RunEvent, RunStreamRequest,
+    ServerInfo,
 };
 
 /// Header carrying the API key (docs/control-plane-api.md "Agent server").
@@ -362,6 +363,48 @@ impl AgentServerClient {
         let req = self
             .http
             .delete(self.url(&format!("assistants/{id}"))?)
+            .timeout(timeout);
+        match self.send(req, None).await {
+            Ok(_) | Err(Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `POST /runs/crons/search` (docs/control-plane-api.md "Crons"): the
+    /// crons matching `search` (exact `metadata` pairs), one page. Errors:
+    /// any [`Error`].
+    pub async fn search_crons(&self, search: &CronSearch) -> Result<Vec<Cron>, Error> {
+        let req = self.http.post(self.url("runs/crons/search")?).json(search);
+        Ok(self.json(req).await?.0)
+    }
+
+    /// `POST /runs/crons` (docs/control-plane-api.md "Crons"): a new cron
+    /// with a server-chosen `cron_id` (no idempotency key: each call makes
+    /// one). Errors: any [`Error`]; a bad schedule is [`Error::Rejected`]
+    /// (422), an unknown graph or assistant [`Error::NotFound`].
+    pub async fn create_cron(&self, body: &CronCreate) -> Result<Cron, Error> {
+        let req = self.http.post(self.url("runs/crons")?).json(body);
+        Ok(self.json(req).await?.0)
+    }
+
+    /// `PATCH /runs/crons/{id}` (docs/control-plane-api.md "Crons"): the
+    /// fields given, `metadata` merged. Errors: any [`Error`]; a cron that
+    /// is gone is [`Error::NotFound`].
+    pub async fn patch_cron(&self, id: &str, body: &CronPatch) -> Result<Cron, Error> {
+        let req = self
+            .http
+            .patch(self.url(&format!("runs/crons/{id}"))?)
+            .json(body);
+        Ok(self.json(req).await?.0)
+    }
+
+    /// `DELETE /runs/crons/{id}` (docs/control-plane-api.md "Crons"); a
+    /// 404 (already gone) is `Ok`. Errors: any other [`Error`].
+    pub async fn delete_cron(&self, id: &str) -> Result<(), Error> {
+        let timeout = self.request_timeout;
+        let req = self
+            .http
+            .delete(self.url(&format!("runs/crons/{id}"))?)
             .timeout(timeout);
         match self.send(req, None).await {
             Ok(_) | Err(Error::NotFound { .. }) => Ok(()),

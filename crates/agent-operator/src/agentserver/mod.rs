@@ -21,5 +21,6 @@ pub use client::{AgentServerClient, AgentServerConfig, RunStream};
 pub use error::Error;
 pub use sse::{SseEvent, SseParser};
 pub use types::{
-    Assistant, AssistantPage, AssistantSearch, RunEvent, RunStreamRequest, ServerInfo, StreamMode,
+    Assistant, AssistantPage, AssistantSearch, Cron, RunEvent, RunStreamRequest, ServerInfo,
+    StreamMode,
 };

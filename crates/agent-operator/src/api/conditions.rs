@@ -176,6 +176,28 @@ pub mod reason {
     /// AgentAssistant: the agent server refused the request (400, 409,
     /// 422): `Stalled`, not sent again until the spec changes.
     pub const ASSISTANT_REJECTED: &str = "AssistantRejected";
+    /// AgentCron: the cron on the agent server is as the spec says and
+    /// runs (`Ready=True`).
+    pub const CRON_READY: &str = "CronReady";
+    /// AgentCron: the cron is as the spec says, disabled by `spec.suspend`
+    /// (`Ready=True`).
+    pub const CRON_SUSPENDED: &str = "CronSuspended";
+    /// AgentCron: `spec.endTime` has passed; the operator disabled the cron
+    /// (`Ready=True`; nothing runs any more).
+    pub const CRON_COMPLETED: &str = "CronCompleted";
+    /// AgentCron: its `assistantRef` names an AgentAssistant that does not
+    /// exist or has no `assistantId` yet (it waits, no request is made).
+    pub const WAITING_FOR_ASSISTANT: &str = "WaitingForAssistant";
+    /// AgentCron: the agent server refused the request (400, 409, 422, e.g.
+    /// `Invalid cron schedule`): `Stalled`, not sent again until the spec
+    /// changes.
+    pub const CRON_REJECTED: &str = "CronRejected";
+    /// AgentCron: a second cron carried the object's UID tag and was
+    /// deleted (`Reconciling`; the next pass looks again).
+    pub const DUPLICATE_CRON_DELETED: &str = "DuplicateCronDeleted";
+    /// AgentCron: the cron found by the search was gone when the PATCH
+    /// reached it (deleted outside meanwhile); the next pass looks again.
+    pub const CRON_VANISHED: &str = "CronVanished";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

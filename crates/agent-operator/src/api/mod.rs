@@ -8,6 +8,7 @@
 pub mod assistant;
 pub mod conditions;
 pub mod control_plane;
+pub mod cron;
 pub mod deployment;
 pub mod listener;
 pub mod preflight;
@@ -17,6 +18,7 @@ pub mod rules;
 
 pub use assistant::{AgentAssistant, AgentAssistantSpec, AgentAssistantStatus};
 pub use control_plane::{AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus};
+pub use cron::{AgentCron, AgentCronSpec, AgentCronStatus};
 pub use deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeploymentStatus};
 pub use listener::{AgentListener, AgentListenerSpec, AgentListenerStatus};
 
@@ -39,6 +41,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         AgentListener::crd(),
         AgentDeployment::crd(),
         AgentAssistant::crd(),
+        AgentCron::crd(),
     ]
     .into_iter()
     .map(with_unobserved_status)

@@ -10,7 +10,7 @@ use agent_operator::controller::deployment::runner;
 use agent_operator::controller::deployment::verify::VerifyConfig;
 use agent_operator::controller::scaffold::Scope;
 use agent_operator::controller::{
-    Context, OperatorConfig, assistant, control_plane, hash_key, listener,
+    Context, OperatorConfig, assistant, control_plane, cron, hash_key, listener,
 };
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};
@@ -106,7 +106,17 @@ struct RunArgs {
     /// several replicas exactly one reconciles.
     #[arg(long, env = "LEADER_ELECT")]
     leader_elect: bool,
-    /// Name of the leader Lease (coordination.k8s.io/v1).
+    /// Reconcile only the AgentDeployments, AgentControlPlanes,
+    /// AgentListeners and AgentAssistants labelled
+    /// `sharding.fluxcd.io/key=<KEY>` (the Flux convention), and elect the
+    /// leader on the Lease `<lease-name>-<KEY>`. Without it the operator
+    /// reconciles the objects without that label. A DNS label (lowercase
+    /// letters, digits, '-'). A control plane and every object using it
+    /// carry the same key (docs/INSTALL.md, "Sharding").
+    #[arg(long, env = "SHARD")]
+    shard: Option<String>,
+    /// Name of the leader Lease (coordination.k8s.io/v1); with --shard, the
+    /// shard's key is appended (`<name>-<key>`).
     #[arg(long, env = "LEASE_NAME", default_value = leader::DEFAULT_LEASE_NAME)]
     lease_name: String,
     /// Namespace of the leader Lease. Default: `POD_NAMESPACE`, else `default`.
@@ -361,7 +371,7 @@ async fn run_controllers<S>(
     S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 {
     let synced = health.clone();
-    futures::future::join4(
+    futures::future::join5(
         runner::run_with(
             ctx.clone(),
             scope.clone(),
@@ -371,7 +381,8 @@ async fn run_controllers<S>(
         ),
         control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
         listener::run(ctx.clone(), scope.clone(), shutdown.clone()),
-        assistant::run(ctx, scope, shutdown),
+        assistant::run(ctx.clone(), scope.clone(), shutdown.clone()),
+        cron::run(ctx, scope, shutdown),
     )
     .await;
 }
@@ -402,18 +413,29 @@ impl RunArgs {
             },
             allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(&self.allowed_hosts)
                 .map_err(|e| anyhow::anyhow!("--allowed-hosts: {e}"))?,
+            shard: self.shard()?,
             ..OperatorConfig::default()
         })
     }
 
-    /// The leader election settings with `--leader-elect`, else `None`.
-    /// Errors: a lease duration out of range ([`LeaderConfig::new`]).
+    /// The objects this operator reconciles (`--shard`). Errors: a key that
+    /// is not a DNS label.
+    fn shard(&self) -> anyhow::Result<agent_operator::shard::Shard> {
+        agent_operator::shard::Shard::new(self.shard.as_deref())
+            .map_err(|e| anyhow::anyhow!("--shard: {e}"))
+    }
+
+    /// The leader election settings with `--leader-elect`, else `None`; a
+    /// shard's Lease is named after its key
+    /// ([`agent_operator::shard::Shard::lease_name`]). Errors: a lease
+    /// duration out of range ([`LeaderConfig::new`]), an invalid `--shard`.
     fn election(&self) -> anyhow::Result<Option<LeaderConfig>> {
+        let lease_name = self.shard()?.lease_name(&self.lease_name);
         Ok(self
             .leader_elect
             .then(|| {
                 LeaderConfig::new(
-                    self.lease_name.clone(),
+                    lease_name,
                     self.lease_namespace
                         .clone()
                         .unwrap_or_else(leader::default_namespace),

@@ -349,7 +349,7 @@ pub async fn run(
     let build = |namespace: Option<&str>| {
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
         let (_, secrets) = ctx.secrets.subscribe(&ctx.client, namespace);
-        let (store, own) = own_kind_stream(KIND, planes);
+        let (store, own) = own_kind_stream(KIND, planes, &ctx.config.shard);
         let controller = Controller::for_stream(own, store);
         ctx.secrets.register(controller.store());
         let mapper = secret_mapper(controller.store());

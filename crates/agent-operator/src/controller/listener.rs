@@ -219,10 +219,11 @@ pub async fn run(
     let build = |namespace: Option<&str>| {
         let listeners: Api<AgentListener> = scoped_api(&ctx.client, namespace);
         let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
-        let (store, own) = own_kind_stream(KIND, listeners);
+        let shard = &ctx.config.shard;
+        let (store, own) = own_kind_stream(KIND, listeners, shard);
         let controller = Controller::for_stream(own, store);
         let mapper = plane_mapper(controller.store());
-        controller.watches(planes, watcher::Config::default(), mapper)
+        controller.watches(planes, shard.watch(watcher::Config::default()), mapper)
     };
     run_in_scope(
         ctx.clone(),

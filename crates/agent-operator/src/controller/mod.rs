@@ -6,6 +6,7 @@
 
 pub mod assistant;
 pub mod control_plane;
+pub mod cron;
 pub mod deployment;
 #[cfg(test)]
 mod fake_api;
@@ -48,6 +49,11 @@ pub struct OperatorConfig {
     /// The hosts requests may go to (`--allowed-hosts`): control planes and
     /// agent servers. Default [`crate::allowlist::DEFAULT_ALLOWED_HOSTS`].
     pub allowed_hosts: crate::allowlist::HostAllowlist,
+    /// Which objects this operator reconciles (`--shard`; default: the
+    /// objects without the shard label). Every watch of the operator's kinds
+    /// is restricted to it, and an AgentControlPlane of another shard is
+    /// never used ([`crate::shard`]).
+    pub shard: crate::shard::Shard,
 }
 
 impl Default for OperatorConfig {
@@ -61,6 +67,7 @@ impl Default for OperatorConfig {
             max_backoff: Duration::from_secs(300),
             verify: Default::default(),
             allowed_hosts: Default::default(),
+            shard: Default::default(),
         }
     }
 }
@@ -143,6 +150,7 @@ impl Context {
         let verifier = deployment::verify::Limits::new(&config.verify);
         let planes = planes::ClientCache::default();
         planes.set_allowed_hosts(config.allowed_hosts.clone());
+        planes.set_shard(config.shard.clone());
         Self {
             reporter,
             client,

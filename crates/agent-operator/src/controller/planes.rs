@@ -201,6 +201,9 @@ pub struct ClientCache {
     /// [`crate::allowlist::DEFAULT_ALLOWED_HOSTS`]): a client is never built
     /// for another.
     allowed_hosts: Mutex<crate::allowlist::HostAllowlist>,
+    /// This operator's shard (`--shard`): an AgentControlPlane of another
+    /// shard, read by name, is never used (its budget is another process's).
+    shard: Mutex<crate::shard::Shard>,
     /// The admission gate of each AgentControlPlane, by (namespace, name).
     gates: Mutex<HashMap<(String, String), Arc<PlaneGate>>>,
     /// Reconcile permits one AgentControlPlane's passes may hold at once
@@ -444,6 +447,19 @@ impl ClientCache {
                 message: format!("AgentControlPlane {namespace}/{name} not found"),
             }));
         };
+        let foreign = self
+            .shard
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .foreign_plane(plane.labels());
+        if let Some(why) = foreign {
+            // Its budget is kept by another process: using it here would
+            // let two shards spend one workspace's limit.
+            return Ok(Err(Blocked {
+                reason: reason::CONTROL_PLANE_NOT_READY,
+                message: format!("AgentControlPlane {namespace}/{name} is not usable here: {why}"),
+            }));
+        }
         if let Some(refused) = self.host_refused(&plane) {
             return Ok(Err(refused));
         }
@@ -733,6 +749,12 @@ impl ClientCache {
     /// afterwards.
     pub fn set_host_ceiling(&self, limit: RateLimit) {
         *self.host_ceiling.lock().unwrap_or_else(|p| p.into_inner()) = Some(limit);
+    }
+
+    /// Sets this operator's shard (`--shard`); applies to the
+    /// AgentControlPlanes read afterwards.
+    pub fn set_shard(&self, shard: crate::shard::Shard) {
+        *self.shard.lock().unwrap_or_else(|p| p.into_inner()) = shard;
     }
 
     /// Sets how many reconcile permits one AgentControlPlane's passes may

@@ -238,6 +238,22 @@ impl ReasonTable {
         invalid_endpoint: Some(reason::AGENT_SERVER_UNREACHABLE),
         other: None,
     };
+
+    /// AgentCron (`controller/cron/`): a refused key is
+    /// `AgentServerUnauthorized`, a 404 (an unknown graph or assistant)
+    /// `GraphNotFound`, a refused request (a bad schedule or time zone)
+    /// `CronRejected`, no agent server at the URL `AgentServerUnreachable`;
+    /// anything else is retried.
+    pub const CRON: Self = Self {
+        unauthorized: reason::AGENT_SERVER_UNAUTHORIZED,
+        forbidden: reason::AGENT_SERVER_UNAUTHORIZED,
+        refusals: false,
+        not_found: reason::GRAPH_NOT_FOUND,
+        rejected: reason::CRON_REJECTED,
+        conflict: reason::CRON_REJECTED,
+        invalid_endpoint: Some(reason::AGENT_SERVER_UNREACHABLE),
+        other: None,
+    };
 }
 
 /// The condition reason `e` gives in `table` ([`Classified::class`], then

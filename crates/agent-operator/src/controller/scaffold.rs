@@ -82,10 +82,12 @@ impl Scope {
 /// which would each cost a control plane request (the brief: "our own writes
 /// must never cause a remote call by themselves"). Secrets and other kinds
 /// trigger through `watches`, and steady objects are re-checked by the
-/// controller's own requeue.
+/// controller's own requeue. Only the objects of `shard` are watched
+/// ([`crate::shard::Shard::watch`]).
 pub fn own_kind_stream<K>(
     kind: &'static str,
     api: Api<K>,
+    shard: &crate::shard::Shard,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -97,7 +99,7 @@ where
     let (store, writer) = reflector::store::<K>();
     let stream = relist_at_once(
         kind,
-        watcher(api, watcher::Config::default().any_semantic()),
+        watcher(api, shard.watch(watcher::Config::default().any_semantic())),
     )
     .default_backoff()
     .modify(strip_managed_fields)

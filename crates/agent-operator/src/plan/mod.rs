@@ -2,6 +2,8 @@
 //! (`controller::deployment`) and `agentctl apply` (`converge`): no IO
 //! here, every function a table of cases in the tests.
 //! - [`assistant`]: the AgentAssistant's id, bodies and one step;
+//! - [`cron`]: the AgentCron's bodies (UID tag, never `end_time`) and
+//!   one step;
 //! - [`adoption`]: the fields the control plane cannot change, compared
 //!   before a remote deployment is adopted;
 //! - [`desired`]: the camelCase spec → the snake_case wire request, the
@@ -24,6 +26,7 @@
 
 pub mod adoption;
 pub mod assistant;
+pub mod cron;
 pub mod decide;
 pub mod desired;
 pub mod fight;

@@ -1,6 +1,7 @@
-//! GitOps health, proven with the real libraries: the three kinds are put in
+//! GitOps health, proven with the real libraries: the kinds are put in
 //! every state a user meets (new, creating, revision in progress, Ready,
-//! revision failed, invalid spec, waiting for a Secret, paused, deleting) by
+//! revision failed, invalid spec, waiting for a Secret, paused, deleting;
+//! an AgentCron Ready, refused, past its endTime, waiting) by
 //! the real operator against the real API server; each object is read back
 //! as the API server serves it, and `hack/health` (built from the Go module
 //! proxy by `hack/health/install.sh`) computes:
@@ -19,7 +20,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agent_operator::api::{AgentControlPlane, AgentDeployment, AgentListener};
+use agent_operator::api::{AgentControlPlane, AgentCron, AgentDeployment, AgentListener};
 use kube::Api;
 use kube::api::{ApiResource, DeleteParams, DynamicObject};
 use serde_json::{Value, json};
@@ -207,6 +208,74 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
         kstatus: "Current",
         argocd: "Healthy",
     });
+
+    // AgentCron on the Ready deployment's agent server: Ready, a schedule
+    // the server refuses (422), an endTime that has passed; and one whose
+    // deployment does not exist.
+    let crons: Api<AgentCron> = Api::namespaced(client.clone(), &ns);
+    for (name, deployment, extra) in [
+        ("ticks", "ready", json!({})),
+        ("refused", "ready", json!({"schedule": "61 * * * *"})),
+        ("ended", "ready", json!({"endTime": "2026-01-01T00:00:00Z"})),
+        ("orphaned", "nowhere", json!({})),
+    ] {
+        let mut spec = json!({"deploymentRef": {"name": deployment}, "graphId": "agent",
+            "schedule": "*/5 * * * *"});
+        spec.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        support::apply_json(
+            &crons,
+            name,
+            json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentCron",
+                   "metadata": {"name": name}, "spec": spec}),
+        )
+        .await;
+    }
+    for (state, name, status, reason, kstatus, argocd) in [
+        (
+            "AgentCron Ready",
+            "ticks",
+            ("Ready", "True"),
+            "CronReady",
+            "Current",
+            "Healthy",
+        ),
+        (
+            "AgentCron schedule refused (422)",
+            "refused",
+            ("Stalled", "True"),
+            "CronRejected",
+            "Failed",
+            "Degraded",
+        ),
+        (
+            "AgentCron endTime passed (disabled by the operator)",
+            "ended",
+            ("Ready", "True"),
+            "CronCompleted",
+            "Current",
+            "Healthy",
+        ),
+        (
+            "AgentCron waiting for its deployment",
+            "orphaned",
+            ("Reconciling", "True"),
+            "DeploymentNotFound",
+            "InProgress",
+            "Progressing",
+        ),
+    ] {
+        rows.push(Row {
+            state,
+            object: wait_raw::<AgentCron>(&client, &ns, name, reason, |v| {
+                observed(v) && has(v, status.0, status.1, reason)
+            })
+            .await,
+            kstatus,
+            argocd,
+        });
+    }
     rows.push(Row {
         state: "AgentDeployment revision failed (BUILD_FAILED)",
         object: wait_raw::<AgentDeployment>(&client, &ns, "failed", "RevisionFailed", |v| {
@@ -423,6 +492,7 @@ fn argocd_configmap_snippet_embeds_the_tested_script() {
         "AgentControlPlane",
         "AgentListener",
         "AgentAssistant",
+        "AgentCron",
     ] {
         let key = format!("resource.customizations.health.agentserver.dev_{kind}");
         assert_eq!(

@@ -319,6 +319,34 @@ fn assert_restricted(deployment: &Value, restricted: &str, unrestricted: &str, w
     }
 }
 
+/// Two releases of the chart as two shards (docs/INSTALL.md, "Sharding"):
+/// each passes its `sharding.key` as `--shard` and elects on a Lease of its
+/// own (`<fullname>`, to which the operator appends the key); without a key
+/// no `--shard` is passed (the objects without the label).
+#[test]
+fn helm_sharding_key_is_passed_as_the_shard_flag() {
+    test_support::skip_without!(Tools);
+    let shard_args = |key: Option<&str>| {
+        let set = key.map(|k| format!("sharding.key={k}"));
+        let mut args = vec!["--set", "fullnameOverride=op"];
+        if let Some(set) = &set {
+            args.extend(["--set", set.as_str()]);
+        }
+        let docs = helm_template("shards", &args);
+        let deployment = docs
+            .iter()
+            .find(|d| d["kind"] == "Deployment")
+            .expect("a Deployment");
+        deployment_args(deployment)
+            .into_iter()
+            .filter(|a| a.starts_with("--shard") || a.starts_with("--lease-name"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(shard_args(None), ["--lease-name=op"]);
+    assert_eq!(shard_args(Some("a")), ["--shard=a", "--lease-name=op"]);
+    assert_eq!(shard_args(Some("b")), ["--shard=b", "--lease-name=op"]);
+}
+
 fn deployment_args(deployment: &Value) -> Vec<String> {
     serde_json::from_value(deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone())
         .expect("container args")
@@ -473,7 +501,7 @@ fn helm_lint_is_clean_and_the_schema_refuses_bad_values() {
     }
     // values.schema.json: a wrong type, an unknown value, a key that does not
     // exist (a typo), a namespace that is not a DNS label.
-    let bad: [(&[&str], &str); 6] = [
+    let bad: [(&[&str], &str); 7] = [
         (&["--set-json", r#"replicaCount="two""#], "replicaCount"),
         (
             &["--set-json", r#"extraAllowedHosts=["https://x.example/"]"#],
@@ -486,6 +514,7 @@ fn helm_lint_is_clean_and_the_schema_refuses_bad_values() {
             &["--set-json", r#"watchNamespaces=["Team_A"]"#],
             "watchNamespaces",
         ),
+        (&["--set", "sharding.key=Shard_1"], "sharding"),
     ];
     for (args, field) in bad {
         let mut command = helm();

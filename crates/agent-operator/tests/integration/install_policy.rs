@@ -593,6 +593,7 @@ async fn helm_uninstall_leaves_what_install_md_says() {
         "agentdeployments",
         "agentlisteners",
         "agentassistants",
+        "agentcrons",
     ] {
         let name = format!("customresourcedefinition.apiextensions.k8s.io/{crd}.agentserver.dev");
         assert!(crds.contains(&name), "{name} stays: {crds:?}");

@@ -67,6 +67,10 @@ async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
         github_deployment("good", "main"),
         github_deployment("broken", "broken"),
         missing,
+        json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentCron",
+            "metadata": {"name": "digest"},
+            "spec": {"deploymentRef": {"name": "good"}, "graphId": "agent",
+                "schedule": "30 7 * * 1-5"}}),
     ]});
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("agents.json");
@@ -162,12 +166,23 @@ async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
     for name in [
         "agentdeployment.agentserver.dev/good",
         "agentcontrolplane.agentserver.dev/default",
+        "agentcron.agentserver.dev/digest",
     ] {
         assert!(
             agents.contains(name),
             "kubectl get agents lists {name}:\n{agents}"
         );
     }
+    let crons = ok(&ns, &["get", "agc"]);
+    assert!(
+        crons
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .contains("SCHEDULE"),
+        "{crons}"
+    );
+    assert!(row(&crons, "digest").contains(&"good"), "{crons}");
     let planes = ok(&ns, &["get", "acp"]);
     assert_eq!(
         &row(&planes, "default")[1..3],

@@ -142,7 +142,11 @@ fn report(
 async fn run(ctx: Arc<Context>, scope: Scope) {
     let client = ctx.client.clone();
     let build = |namespace: Option<&str>| {
-        let (store, own) = own_kind_stream("AgentEcho", scoped_api(&client, namespace));
+        let (store, own) = own_kind_stream(
+            "AgentEcho",
+            scoped_api(&client, namespace),
+            &ctx.config.shard,
+        );
         Controller::for_stream(own, store)
     };
     let shutdown = futures::future::pending();

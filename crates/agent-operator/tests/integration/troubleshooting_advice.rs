@@ -8,7 +8,7 @@
 
 use crate::{common, support};
 
-use agent_operator::api::{AgentAssistant, AgentControlPlane, AgentDeployment};
+use agent_operator::api::{AgentAssistant, AgentControlPlane, AgentCron, AgentDeployment};
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -331,6 +331,32 @@ async fn every_piece_of_troubleshooting_advice_is_accepted_by_the_api_server() {
             .unwrap_or_else(|e| panic!("AgentAssistant advice {change} refused: {e}"));
     }
 
+    // The AgentCron advice (CronSuspended, CronCompleted, CronRejected):
+    // resume, a later endTime or none, another schedule or time zone.
+    let crons: Api<AgentCron> = Api::namespaced(client.clone(), &ns);
+    apply_json(
+        &crons,
+        "nightly",
+        json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentCron",
+               "metadata": {"name": "nightly"},
+               "spec": {"deploymentRef": {"name": "x"}, "graphId": "agent",
+                        "schedule": "61 * * * *", "suspend": true,
+                        "endTime": "2026-01-01T00:00:00Z"}}),
+    )
+    .await;
+    for change in [
+        json!({"spec": {"suspend": false}}),
+        json!({"spec": {"endTime": "2099-01-01T00:00:00Z"}}),
+        json!({"spec": {"endTime": null}}),
+        json!({"spec": {"schedule": "1 * * * *"}}),
+        json!({"spec": {"timezone": "Europe/Paris"}}),
+    ] {
+        crons
+            .patch("nightly", &PatchParams::default(), &Patch::Merge(&change))
+            .await
+            .unwrap_or_else(|e| panic!("AgentCron advice {change} refused: {e}"));
+    }
+
     // The AgentControlPlane advice: another workspace id, a touch.
     let planes: Api<AgentControlPlane> = Api::namespaced(client, &ns);
     apply_json(
@@ -380,8 +406,16 @@ fn reasons_with_changing_advice() -> Vec<String> {
 #[test]
 fn the_advice_test_covers_every_row_that_advises_a_change() {
     let covered: Vec<&str> = advice().iter().map(|a| a.reason).collect();
-    // Applied by the AgentControlPlane and AgentAssistant parts of the test.
-    let plane_reasons = ["WorkspaceRequired", "DeploymentNotEnabled", "GraphNotFound"];
+    // Applied by the AgentControlPlane, AgentAssistant and AgentCron parts
+    // of the test.
+    let plane_reasons = [
+        "WorkspaceRequired",
+        "DeploymentNotEnabled",
+        "GraphNotFound",
+        "CronSuspended",
+        "CronCompleted",
+        "CronRejected",
+    ];
     let missing: Vec<String> = reasons_with_changing_advice()
         .into_iter()
         .filter(|r| !covered.contains(&r.as_str()) && !plane_reasons.contains(&r.as_str()))

@@ -91,9 +91,14 @@ checks that both stay equal).
 - apiGroups: ["agentserver.dev"]
   resources: ["agentassistants"]
   verbs: ["get", "list", "watch", "patch"]
+# AgentCrons: their controller (list + watch), the finalizer
+# agentserver.dev/cron-cleanup (patch).
+- apiGroups: ["agentserver.dev"]
+  resources: ["agentcrons"]
+  verbs: ["get", "list", "watch", "patch"]
 # Statuses: server-side apply on the status subresource, a patch.
 - apiGroups: ["agentserver.dev"]
-  resources: ["agentdeployments/status", "agentcontrolplanes/status", "agentlisteners/status", "agentassistants/status"]
+  resources: ["agentdeployments/status", "agentcontrolplanes/status", "agentlisteners/status", "agentassistants/status", "agentcrons/status"]
   verbs: ["patch"]
 # Secrets referenced by the resources, read only: get (the value), list +
 # watch (metadata only, to notice a change).

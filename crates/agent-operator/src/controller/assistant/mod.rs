@@ -44,7 +44,7 @@ pub const FINALIZER: &str = "agentserver.dev/assistant-cleanup";
 pub const WAIT_FOR_DEPLOYMENT: Duration = Duration::from_secs(30);
 
 /// Agent server calls one pass may make (a GET and one mutation).
-const CALLS_PER_PASS: u32 = 2;
+pub(crate) const CALLS_PER_PASS: u32 = 2;
 
 /// What a pass observed before it decides.
 pub struct Observed {
@@ -110,8 +110,10 @@ impl Kind for AgentAssistant {
 
 /// The deployment's agent server, reachable now: its client and remote id.
 pub(crate) struct Server {
-    client: AgentServerClient,
-    deployment_id: String,
+    /// The client, with the key the deployment's `spec.verify` sends.
+    pub(crate) client: AgentServerClient,
+    /// The deployment's remote id.
+    pub(crate) deployment_id: String,
 }
 
 /// Why there is no agent server to talk to.
@@ -137,8 +139,17 @@ pub(crate) async fn server(
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let name = &obj.spec.deployment_ref.name;
-    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
+    server_of(ctx, &ns, &obj.spec.deployment_ref.name).await
+}
+
+/// The agent server of the AgentDeployment `ns/name` (see [`server`]); the
+/// AgentCron's passes use it too. Errors: Kubernetes API failures.
+pub(crate) async fn server_of(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+) -> Result<Result<Server, NoServer>, Error> {
+    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), ns);
     let dep = match deployments.get_opt(name).await.map_err(Error::Kube)? {
         Some(d) if d.metadata.deletion_timestamp.is_none() => d,
         _ => {
@@ -160,7 +171,7 @@ pub(crate) async fn server(
     if let Err(refused) = ctx.config.allowed_hosts.check(&url, &field) {
         return stalled(reason::HOST_NOT_ALLOWED, refused.0);
     }
-    let key = match key(ctx, &ns, &dep).await? {
+    let key = match key(ctx, ns, &dep).await? {
         Ok(k) => k,
         Err(b) => return stalled(b.reason, b.message),
     };
@@ -285,10 +296,13 @@ pub async fn run(
         let (store, own) = own_kind_stream(
             "AgentAssistant",
             scoped_api::<AgentAssistant>(&client, namespace),
+            &ctx.config.shard,
         );
         let deployments = watcher(
             scoped_api::<AgentDeployment>(&client, namespace),
-            watcher::Config::default().any_semantic(),
+            ctx.config
+                .shard
+                .watch(watcher::Config::default().any_semantic()),
         )
         .default_backoff()
         .applied_objects()
@@ -322,7 +336,7 @@ pub async fn run(
 
 /// What of an AgentDeployment its assistants depend on (Ready, URL, remote
 /// id, being deleted), hashed: other status writes wake no assistant.
-fn server_identity(dep: &AgentDeployment) -> Option<u64> {
+pub(crate) fn server_identity(dep: &AgentDeployment) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let status = dep.status.as_ref();

@@ -194,7 +194,8 @@ where
     let deployments: Api<AgentDeployment> = scoped_api(&client, namespace);
     let planes: Api<AgentControlPlane> = scoped_api(&client, namespace);
 
-    let (plane_store, plane_trigger) = plane_watch(planes);
+    let shard = &ctx.config.shard;
+    let (plane_store, plane_trigger) = plane_watch(planes, shard);
 
     // Secrets: the operator's one metadata-only watch of this scope, shared
     // with the AgentControlPlane controller; only events that can change a
@@ -204,7 +205,7 @@ where
     ctx.planes
         .register_stores(plane_store.clone(), secret_meta_store);
 
-    let (store, trigger) = deployment_watch(deployments);
+    let (store, trigger) = deployment_watch(deployments, shard);
     ctx.secrets.register(store.clone());
     ctx.secrets.register(plane_store.clone());
     let controller = Controller::for_stream(trigger, store.clone());
@@ -234,9 +235,11 @@ where
 /// The watch of AgentDeployments of a controller and its store: the store
 /// keeps every object (without managedFields); a pass is triggered only by
 /// what a user controls (see [`deployment_trigger_hash`]), never by the
-/// operator's own status, annotation or event writes.
+/// operator's own status, annotation or event writes. Only the objects of
+/// `shard` are watched.
 fn deployment_watch(
     deployments: Api<AgentDeployment>,
+    shard: &crate::shard::Shard,
 ) -> (
     Store<AgentDeployment>,
     impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + use<>,
@@ -244,7 +247,10 @@ fn deployment_watch(
     let (store, writer) = reflector::store::<AgentDeployment>();
     let trigger = relist_at_once(
         DEPLOYMENT_KIND,
-        watcher(deployments, watcher::Config::default().any_semantic()),
+        watcher(
+            deployments,
+            shard.watch(watcher::Config::default().any_semantic()),
+        ),
     )
     .default_backoff()
     .modify(strip_managed_fields)
@@ -260,9 +266,11 @@ fn deployment_watch(
 /// when its spec or readiness changes, or when it is deleted (not on its
 /// other status writes). A deleted object has left the store once `reflect`
 /// saw its deletion, so its hash differs from its last one and the deletion
-/// passes the filter.
+/// passes the filter. Only the AgentControlPlanes of `shard` are watched
+/// (a workspace belongs to one shard).
 fn plane_watch(
     planes: Api<AgentControlPlane>,
+    shard: &crate::shard::Shard,
 ) -> (
     Store<AgentControlPlane>,
     impl futures::Stream<Item = Result<AgentControlPlane, watcher::Error>> + Send + 'static,
@@ -271,7 +279,7 @@ fn plane_watch(
     let present = plane_store.clone();
     let trigger = relist_at_once(
         CONTROL_PLANE_KIND,
-        watcher(planes, watcher::Config::default()),
+        watcher(planes, shard.watch(watcher::Config::default())),
     )
     .default_backoff()
     .modify(strip_managed_fields)

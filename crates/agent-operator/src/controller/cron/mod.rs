@@ -1,0 +1,306 @@
+//! The AgentCron controller, on the generic pass ([`super::kind`]):
+//! observe reads the referenced AgentDeployment (Ready with a URL, else the
+//! pass waits without a request), the AgentAssistant of `assistantRef`
+//! (with an `assistantId`, else it waits), and `POST /runs/crons/search`
+//! by the object's UID tag; decide is [`crate::plan::cron::decide`]; act
+//! makes at most one request ([`act`]). Deletion: `DELETE
+//! /runs/crons/{id}` under `deletionPolicy: Delete`.
+//!
+//! The search by the UID tag on every pass is what makes a create
+//! crash-safe (the server has no idempotency key): a cron whose create
+//! answer was lost is found and adopted by the next pass instead of being
+//! created again. Every agent server request draws from the process-wide
+//! budget of agent server calls that `spec.verify` and the AgentAssistants
+//! draw from.
+//!
+//! Source: docs/control-plane-api.md "Crons", "Agent server" (the key, the
+//! cron facts, `end_time` on the pinned server).
+
+mod act;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+
+use super::assistant::{CALLS_PER_PASS, NoServer, Server, server_identity, server_of};
+use super::kind::{Flow, Kind, Report};
+use super::report::ReasonTable;
+use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::{Context, Error, scoped_api};
+use crate::agentserver::{AgentServerClient, Cron};
+use crate::api::assistant::AgentAssistant;
+use crate::api::conditions::reason;
+use crate::api::cron::{AgentCron, AgentCronStatus};
+use crate::api::deployment::AgentDeployment;
+use crate::plan::cron::{Known, Step, decide};
+use crate::plan::status::Outcome;
+
+/// The finalizer of an AgentCron: kept while the cron may exist on an
+/// agent server.
+pub const FINALIZER: &str = "agentserver.dev/cron-cleanup";
+
+/// How long a pass waits for a deployment or assistant that is missing or
+/// not ready yet before looking again (a change of either wakes it sooner).
+pub const WAIT_FOR_INPUTS: Duration = Duration::from_secs(30);
+
+/// What a pass observed before it decides.
+pub struct Observed {
+    /// The agent server client of the deployment.
+    client: AgentServerClient,
+    /// The remote id of the deployment.
+    deployment_id: String,
+    /// The assistant id (of `assistantRef`) or the graph id.
+    assistant: String,
+    /// The crons carrying the object's UID tag.
+    found: Vec<Cron>,
+    /// When the pass observed (for `endTime`).
+    now: Timestamp,
+    /// The budget's permit, held until the pass ends.
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Kind for AgentCron {
+    crate::kind_status!(AgentCronStatus);
+    const FINALIZER: Option<&'static str> = Some(FINALIZER);
+    const REASONS: ReasonTable = ReasonTable::CRON;
+    type Observed = Observed;
+    type Decision = Step;
+
+    fn observe(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Flow<Observed, Self>> + Send {
+        observe(obj, ctx)
+    }
+
+    fn decide(obj: &Self, seen: &Observed) -> Step {
+        let status = obj.status.clone().unwrap_or_default();
+        // What status remembers is of the agent server that held the cron:
+        // a deployment re-created under a new id is a new, empty server.
+        let same_server = status.deployment_id.as_deref() == Some(seen.deployment_id.as_str());
+        decide(&Known {
+            spec: &obj.spec,
+            uid: obj.metadata.uid.as_deref().unwrap_or_default(),
+            generation: obj.metadata.generation,
+            now: seen.now,
+            assistant: &seen.assistant,
+            found: &seen.found,
+            known_id: status.cron_id.as_deref().filter(|_| same_server),
+            applied_hash: status.applied_hash.as_deref().filter(|_| same_server),
+            rejected: obj
+                .status
+                .as_ref()
+                .and_then(|s| s.rejected_request.as_ref()),
+        })
+    }
+
+    fn act(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+        seen: Observed,
+        decision: Step,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        act::act(obj, ctx, seen, decision)
+    }
+
+    fn cleanup(
+        _api: &Api<Self>,
+        obj: &Self,
+        ctx: &Context,
+    ) -> impl Future<Output = Box<Report<Self>>> + Send {
+        act::cleanup(obj, ctx)
+    }
+}
+
+/// The progressing report of a pass that waits for an input, with no
+/// request.
+fn waiting(obj: &AgentCron, reason: &'static str, message: String) -> Box<Report<AgentCron>> {
+    act::report(
+        obj,
+        None,
+        &Outcome::Progressing { reason, message },
+        Ok(Action::requeue(WAIT_FOR_INPUTS)),
+    )
+}
+
+/// The deployment's agent server, or the report of why there is none.
+async fn reachable(obj: &AgentCron, ctx: &Context) -> Flow<Server, AgentCron> {
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    match server_of(ctx, &ns, &obj.spec.deployment_ref.name).await? {
+        Ok(s) => Ok(s),
+        Err(NoServer::Missing(message)) => Err(waiting(obj, reason::DEPLOYMENT_NOT_FOUND, message)),
+        Err(NoServer::NotReady(message)) => {
+            Err(waiting(obj, reason::WAITING_FOR_DEPLOYMENT, message))
+        }
+        Err(NoServer::Blocked(outcome)) => Err(act::report(
+            obj,
+            None,
+            &outcome,
+            Ok(Action::requeue(super::jittered(ctx.config.resync_interval))),
+        )),
+    }
+}
+
+/// The id the cron runs: the AgentAssistant's `assistantId`, or the graph
+/// id; `Err`: the pass waits for the assistant.
+async fn assistant(obj: &AgentCron, ctx: &Context) -> Flow<String, AgentCron> {
+    let Some(r) = &obj.spec.assistant_ref else {
+        return Ok(obj.spec.graph_id.clone().unwrap_or_default());
+    };
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let api: Api<AgentAssistant> = Api::namespaced(ctx.client.clone(), &ns);
+    let found = api.get_opt(&r.name).await.map_err(Error::Kube)?;
+    match found
+        .as_ref()
+        .and_then(|a| a.status.as_ref())
+        .and_then(|s| s.assistant_id.clone())
+    {
+        Some(id) => Ok(id),
+        None => Err(waiting(
+            obj,
+            reason::WAITING_FOR_ASSISTANT,
+            format!(
+                "waiting for AgentAssistant {} to have an assistantId",
+                r.name
+            ),
+        )),
+    }
+}
+
+/// The pass's inputs; a deployment or assistant that is not ready, or a
+/// budget that is spent, ends the pass without an agent server request.
+async fn observe(obj: &AgentCron, ctx: &Context) -> Flow<Observed, AgentCron> {
+    let server = reachable(obj, ctx).await?;
+    let assistant = assistant(obj, ctx).await?;
+    let permit = match ctx.verifier.admit(&super::object_key(obj), CALLS_PER_PASS) {
+        Ok(p) => p,
+        Err(super::deployment::verify::Deferred(wait)) => {
+            return Err(Report::end(Action::requeue(wait)));
+        }
+    };
+    let uid = obj.metadata.uid.as_deref().unwrap_or_default();
+    match server
+        .client
+        .search_crons(&crate::plan::cron::search(uid))
+        .await
+    {
+        Ok(found) => Ok(Observed {
+            client: server.client,
+            deployment_id: server.deployment_id,
+            assistant,
+            found,
+            now: Timestamp::now(),
+            _permit: permit,
+        }),
+        Err(e) => Err(act::failed(
+            obj,
+            Some(&server.deployment_id),
+            "POST /runs/crons/search",
+            &e,
+            ctx,
+        )),
+    }
+}
+
+/// Runs the AgentCron controllers of `scope` until `shutdown`: a pass on
+/// a new generation, on a change of the referenced AgentDeployment's Ready
+/// condition, URL or remote id, on a change of an AgentAssistant's
+/// `assistantId`, and on the jittered resync period (or at `endTime`).
+pub async fn run(
+    ctx: Arc<Context>,
+    scope: Scope,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let build = |namespace: Option<&str>| {
+        let shard = &ctx.config.shard;
+        let (store, own) = own_kind_stream(
+            "AgentCron",
+            scoped_api::<AgentCron>(&client, namespace),
+            shard,
+        );
+        let deployments = watcher(
+            scoped_api::<AgentDeployment>(&client, namespace),
+            shard.watch(watcher::Config::default().any_semantic()),
+        )
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(
+            server_identity as fn(&AgentDeployment) -> Option<u64>,
+            Default::default(),
+        );
+        let assistants = watcher(
+            scoped_api::<AgentAssistant>(&client, namespace),
+            shard.watch(watcher::Config::default().any_semantic()),
+        )
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(
+            assistant_identity as fn(&AgentAssistant) -> Option<u64>,
+            Default::default(),
+        );
+        let by_deployment = store.clone();
+        let by_assistant = store.clone();
+        Controller::for_stream(own, store)
+            .watches_stream(deployments, move |dep| {
+                let ns = dep.namespace();
+                let name = dep.name_any();
+                by_deployment
+                    .state()
+                    .into_iter()
+                    .filter(|c| c.namespace() == ns && c.spec.deployment_ref.name == name)
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect::<Vec<_>>()
+            })
+            .watches_stream(assistants, move |a| {
+                let ns = a.namespace();
+                let name = a.name_any();
+                by_assistant
+                    .state()
+                    .into_iter()
+                    .filter(|c| {
+                        c.namespace() == ns
+                            && c.spec
+                                .assistant_ref
+                                .as_ref()
+                                .is_some_and(|r| r.name == name)
+                    })
+                    .map(|c| ObjectRef::from_obj(c.as_ref()))
+                    .collect::<Vec<_>>()
+            })
+    };
+    run_in_scope(
+        ctx.clone(),
+        scope,
+        "AgentCron",
+        4,
+        shutdown,
+        build,
+        super::kind::reconcile::<AgentCron>,
+    )
+    .await;
+}
+
+/// What of an AgentAssistant its crons depend on (its `assistantId`),
+/// hashed: other status writes wake no cron.
+fn assistant_identity(a: &AgentAssistant) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    a.status
+        .as_ref()
+        .and_then(|s| s.assistant_id.clone())
+        .hash(&mut h);
+    Some(h.finish())
+}

@@ -1,0 +1,492 @@
+//! The pure core of reconciling an `AgentCron`: the create and patch
+//! bodies (with the UID tag in `metadata`, never `end_time`), the digest of
+//! what was sent, and the one step of a pass ([`decide`]) on the crons the
+//! UID tag finds.
+//!
+//! Source: docs/control-plane-api.md "Agent server" (`POST /runs/crons` has
+//! no idempotency key; `POST /runs/crons/search` matches exact metadata
+//! pairs; `PATCH` merges `metadata`; `end_time` breaks the pinned server's
+//! scheduler), "Crons" (what the controller sends).
+
+use agent_server_wire::{Cron, CronCreate, CronPatch, CronSearch};
+use jiff::Timestamp;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::api::assistant::RejectedAssistantRequest;
+use crate::api::cron::{AgentCronSpec, UID_METADATA_KEY};
+
+/// Most crons one search asks for: one is expected; more are duplicates,
+/// deleted one per pass.
+pub const SEARCH_LIMIT: u32 = 20;
+
+/// The search that finds the object's cron: its UID tag.
+pub fn search(uid: &str) -> CronSearch {
+    CronSearch {
+        metadata: Some(tag(uid)),
+        limit: Some(SEARCH_LIMIT),
+        ..Default::default()
+    }
+}
+
+/// `{agentserver.dev/uid: uid}`.
+fn tag(uid: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(UID_METADATA_KEY.to_owned(), Value::String(uid.to_owned()));
+    m
+}
+
+/// Whether `spec.endTime` has passed at `now`.
+pub fn ended(spec: &AgentCronSpec, now: Timestamp) -> bool {
+    spec.end_time.as_ref().is_some_and(|t| t.0 <= now)
+}
+
+/// Whether the cron should run: not suspended and not ended.
+pub fn want_enabled(spec: &AgentCronSpec, now: Timestamp) -> bool {
+    !spec.suspend && !ended(spec, now)
+}
+
+/// The cron's metadata: the spec's, with the UID tag (which wins).
+fn metadata(spec: &AgentCronSpec, uid: &str) -> Map<String, Value> {
+    let mut m = spec.metadata.clone().unwrap_or_default();
+    m.extend(tag(uid));
+    m
+}
+
+/// The body of `POST /runs/crons`: `assistant` is the AgentAssistant's id
+/// or the graph id. Never carries `end_time`.
+pub fn create_body(spec: &AgentCronSpec, uid: &str, assistant: &str, now: Timestamp) -> CronCreate {
+    let p = patch_body(spec, uid, now);
+    CronCreate {
+        assistant_id: assistant.to_owned(),
+        schedule: spec.schedule.clone(),
+        timezone: p.timezone,
+        end_time: None,
+        input: p.input,
+        metadata: p.metadata,
+        config: p.config,
+        context: p.context,
+        webhook: p.webhook,
+        on_run_completed: p.on_run_completed,
+        enabled: p.enabled,
+    }
+}
+
+/// The whole desired state as one `PATCH /runs/crons/{id}` body (every
+/// field the spec sets, `enabled` from `suspend` and `endTime`). Never
+/// carries `end_time`.
+pub fn patch_body(spec: &AgentCronSpec, uid: &str, now: Timestamp) -> CronPatch {
+    CronPatch {
+        schedule: Some(spec.schedule.clone()),
+        timezone: spec.timezone.clone(),
+        end_time: None,
+        input: spec.input.clone(),
+        metadata: Some(metadata(spec, uid)),
+        config: spec.config.clone().map(Value::Object),
+        context: spec.context.clone().map(Value::Object),
+        webhook: spec.webhook.clone(),
+        on_run_completed: Some(spec.on_run_completed.wire().to_owned()),
+        enabled: Some(want_enabled(spec, now)),
+    }
+}
+
+/// Digest (hex SHA-256, 16 bytes) of a body: what `status.appliedHash`
+/// records of the last create or PATCH.
+pub fn digest(body: &CronPatch) -> String {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    Sha256::digest(&bytes)[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The one step of a pass on the agent server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// No cron carries the UID tag: `POST /runs/crons`.
+    Create(Box<CronCreate>),
+    /// The cron differs from the spec (a spec change, or `schedule`,
+    /// `enabled` or a metadata key changed outside): one `PATCH
+    /// /runs/crons/{id}` with the whole desired state.
+    Patch(String, Box<CronPatch>),
+    /// More than one cron carries the UID tag (made outside, or by an
+    /// operator older than the tag search): `DELETE /runs/crons/{id}` of
+    /// one that is not kept.
+    DeleteDuplicate(String),
+    /// The cron is as the spec says (or there is none and `endTime` has
+    /// passed: nothing to create).
+    Nothing,
+    /// The request this pass would make was refused for this generation:
+    /// not sent again until the spec changes.
+    Held(RejectedAssistantRequest),
+}
+
+impl Step {
+    /// The request the step makes, as it is named in status and messages.
+    pub fn request(&self) -> &'static str {
+        match self {
+            Step::Create(_) => "POST /runs/crons",
+            Step::Patch(..) => "PATCH /runs/crons/{id}",
+            Step::DeleteDuplicate(_) => "DELETE /runs/crons/{id}",
+            Step::Nothing | Step::Held(_) => "",
+        }
+    }
+}
+
+/// What [`decide`] knows.
+#[derive(Clone, Debug)]
+pub struct Known<'a> {
+    /// The spec.
+    pub spec: &'a AgentCronSpec,
+    /// The object's UID (the metadata tag).
+    pub uid: &'a str,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// Now (for `endTime`).
+    pub now: Timestamp,
+    /// The assistant id (from the AgentAssistant) or graph id to create
+    /// the cron with.
+    pub assistant: &'a str,
+    /// The crons `POST /runs/crons/search` found by the UID tag.
+    pub found: &'a [Cron],
+    /// `status.cronId`.
+    pub known_id: Option<&'a str>,
+    /// `status.appliedHash`.
+    pub applied_hash: Option<&'a str>,
+    /// `status.rejectedRequest`.
+    pub rejected: Option<&'a RejectedAssistantRequest>,
+}
+
+/// The cron kept among those found: the one `status.cronId` names, else
+/// the oldest (by `created_at`, then id). `None` when none was found.
+pub fn kept<'a>(found: &'a [Cron], known_id: Option<&str>) -> Option<&'a Cron> {
+    found
+        .iter()
+        .find(|c| Some(c.cron_id.as_str()) == known_id)
+        .or_else(|| {
+            found
+                .iter()
+                .min_by(|a, b| (&a.created_at, &a.cron_id).cmp(&(&b.created_at, &b.cron_id)))
+        })
+}
+
+/// Whether `cron` differs from `want` where the server's answer shows it:
+/// `schedule`, `enabled`, and each metadata key of `want` (the server
+/// merges metadata, so keys it holds besides are no difference).
+fn drifted(cron: &Cron, want: &CronPatch) -> bool {
+    want.schedule.as_deref() != Some(cron.schedule.as_str())
+        || want.enabled != Some(cron.enabled)
+        || want
+            .metadata
+            .iter()
+            .flatten()
+            .any(|(k, v)| cron.metadata.get(k) != Some(v))
+}
+
+/// The step of a pass. Duplicates go first (one per pass), then the
+/// create or the PATCH; a step whose request was refused for this
+/// generation is [`Step::Held`]. Pure.
+pub fn decide(k: &Known<'_>) -> Step {
+    let want = patch_body(k.spec, k.uid, k.now);
+    let step = match kept(k.found, k.known_id) {
+        None if ended(k.spec, k.now) => Step::Nothing,
+        None => Step::Create(Box::new(create_body(k.spec, k.uid, k.assistant, k.now))),
+        Some(keep) => {
+            if let Some(extra) = k.found.iter().find(|c| c.cron_id != keep.cron_id) {
+                Step::DeleteDuplicate(extra.cron_id.clone())
+            } else if k.applied_hash != Some(digest(&want).as_str()) || drifted(keep, &want) {
+                Step::Patch(keep.cron_id.clone(), Box::new(want))
+            } else {
+                Step::Nothing
+            }
+        }
+    };
+    match (k.rejected, &step) {
+        (Some(r), Step::Create(_) | Step::Patch(..))
+            if Some(r.generation) == k.generation && r.request == step.request() =>
+        {
+            Step::Held(r.clone())
+        }
+        _ => step,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const UID: &str = "0b8e7c9e-1111-4000-8000-000000000001";
+
+    fn spec(extra: Value) -> AgentCronSpec {
+        let mut base =
+            json!({"deploymentRef": {"name": "d"}, "graphId": "agent", "schedule": "* * * * *"});
+        base.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn now() -> Timestamp {
+        "2026-11-27T05:00:00Z".parse().unwrap()
+    }
+
+    fn remote(id: &str, created: &str, v: Value) -> Cron {
+        let mut base = json!({"cron_id": id, "schedule": "* * * * *", "enabled": true,
+            "metadata": {UID_METADATA_KEY: UID}, "created_at": created});
+        base.as_object_mut()
+            .unwrap()
+            .extend(v.as_object().unwrap().clone());
+        serde_json::from_value(base).unwrap()
+    }
+
+    fn rejected(generation: i64, request: &str) -> RejectedAssistantRequest {
+        RejectedAssistantRequest {
+            generation,
+            request: request.into(),
+            reason: "CronRejected".into(),
+            message: "422 Invalid cron schedule".into(),
+        }
+    }
+
+    #[test]
+    fn the_bodies_carry_the_uid_tag_and_never_end_time() {
+        let s = spec(
+            json!({"endTime": "2026-11-28T00:00:00Z", "metadata": {"team": "x",
+            UID_METADATA_KEY: "forged"}, "timezone": "Europe/Paris"}),
+        );
+        let body = serde_json::to_value(create_body(&s, UID, "agent", now())).unwrap();
+        assert_eq!(
+            body["metadata"],
+            json!({"team": "x", UID_METADATA_KEY: UID})
+        );
+        assert!(body.get("end_time").is_none(), "{body}");
+        assert_eq!(body["enabled"], true);
+        assert_eq!(body["timezone"], "Europe/Paris");
+        assert_eq!(body["on_run_completed"], "delete");
+        let patch = serde_json::to_value(patch_body(&s, UID, now())).unwrap();
+        assert!(patch.get("end_time").is_none(), "{patch}");
+        assert_eq!(
+            serde_json::to_value(search(UID)).unwrap(),
+            json!({"metadata": {UID_METADATA_KEY: UID}, "limit": SEARCH_LIMIT})
+        );
+    }
+
+    #[test]
+    fn suspend_and_end_time_disable_it() {
+        let later = spec(json!({"endTime": "2026-11-27T06:00:00Z"}));
+        let past = spec(json!({"endTime": "2026-11-27T05:00:00Z"}));
+        let suspended = spec(json!({"suspend": true}));
+        assert!(want_enabled(&later, now()));
+        assert!(!want_enabled(&past, now()), "endTime at now has passed");
+        assert!(!want_enabled(&suspended, now()));
+    }
+
+    /// What, spec, crons found, status.cronId, applied hash, refused
+    /// request, expected step.
+    type Case<'a> = (
+        &'a str,
+        &'a AgentCronSpec,
+        Vec<Cron>,
+        Option<&'a str>,
+        Option<String>,
+        Option<RejectedAssistantRequest>,
+        Step,
+    );
+
+    #[test]
+    fn decide_table() {
+        let plain = spec(json!({}));
+        let hourly = spec(json!({"schedule": "0 * * * *"}));
+        let suspended = spec(json!({"suspend": true}));
+        let ended = spec(json!({"endTime": "2026-11-27T04:00:00Z"}));
+        let meta = spec(json!({"metadata": {"team": "x"}}));
+        let h = |s: &AgentCronSpec| Some(digest(&patch_body(s, UID, now())));
+        let same = remote("c1", "2026-11-27T01:00:00Z", json!({}));
+        let older = remote("c0", "2026-11-27T00:00:00Z", json!({}));
+        let disabled = remote("c1", "2026-11-27T01:00:00Z", json!({"enabled": false}));
+        let other_schedule = remote(
+            "c1",
+            "2026-11-27T01:00:00Z",
+            json!({"schedule": "5 * * * *"}),
+        );
+        let merged_meta = remote(
+            "c1",
+            "2026-11-27T01:00:00Z",
+            json!({"metadata": {UID_METADATA_KEY: UID, "team": "x", "by": "ui"}}),
+        );
+        let create =
+            |s: &AgentCronSpec| Step::Create(Box::new(create_body(s, UID, "agent", now())));
+        let patch =
+            |s: &AgentCronSpec| Step::Patch("c1".into(), Box::new(patch_body(s, UID, now())));
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "none found: create",
+                &plain,
+                vec![],
+                None,
+                None,
+                None,
+                create(&plain),
+            ),
+            (
+                "none found although an id is known (the server lost it): create",
+                &plain,
+                vec![],
+                Some("c1"),
+                h(&plain),
+                None,
+                create(&plain),
+            ),
+            (
+                "a create whose answer was lost: the tagged cron is adopted (patched to record it)",
+                &plain,
+                vec![same.clone()],
+                None,
+                None,
+                None,
+                patch(&plain),
+            ),
+            (
+                "as the spec says: nothing",
+                &plain,
+                vec![same.clone()],
+                Some("c1"),
+                h(&plain),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "spec change: one patch",
+                &hourly,
+                vec![same.clone()],
+                Some("c1"),
+                h(&plain),
+                None,
+                patch(&hourly),
+            ),
+            (
+                "schedule changed outside: patched back",
+                &plain,
+                vec![other_schedule],
+                Some("c1"),
+                h(&plain),
+                None,
+                patch(&plain),
+            ),
+            (
+                "disabled outside: enabled again",
+                &plain,
+                vec![disabled.clone()],
+                Some("c1"),
+                h(&plain),
+                None,
+                patch(&plain),
+            ),
+            (
+                "suspend: patched to enabled false",
+                &suspended,
+                vec![same.clone()],
+                Some("c1"),
+                h(&plain),
+                None,
+                patch(&suspended),
+            ),
+            (
+                "suspended and disabled: nothing",
+                &suspended,
+                vec![disabled.clone()],
+                Some("c1"),
+                h(&suspended),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "endTime passed: disabled by a patch",
+                &ended,
+                vec![same.clone()],
+                Some("c1"),
+                h(&plain),
+                None,
+                patch(&ended),
+            ),
+            (
+                "endTime passed and no cron: nothing created",
+                &ended,
+                vec![],
+                None,
+                None,
+                None,
+                Step::Nothing,
+            ),
+            (
+                "metadata merged by the server: extra keys are no drift",
+                &meta,
+                vec![merged_meta],
+                Some("c1"),
+                h(&meta),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "a duplicate tagged cron: deleted first, the known one kept",
+                &plain,
+                vec![older.clone(), same.clone()],
+                Some("c1"),
+                h(&plain),
+                None,
+                Step::DeleteDuplicate("c0".into()),
+            ),
+            (
+                "duplicates and no known id: the oldest kept",
+                &plain,
+                vec![same.clone(), older],
+                None,
+                None,
+                None,
+                Step::DeleteDuplicate("c1".into()),
+            ),
+            (
+                "create refused at this generation: held",
+                &plain,
+                vec![],
+                None,
+                None,
+                Some(rejected(3, "POST /runs/crons")),
+                Step::Held(rejected(3, "POST /runs/crons")),
+            ),
+            (
+                "refused at an older generation: tried again",
+                &plain,
+                vec![],
+                None,
+                None,
+                Some(rejected(2, "POST /runs/crons")),
+                create(&plain),
+            ),
+            (
+                "patch refused at this generation: held",
+                &hourly,
+                vec![same],
+                Some("c1"),
+                h(&plain),
+                Some(rejected(3, "PATCH /runs/crons/{id}")),
+                Step::Held(rejected(3, "PATCH /runs/crons/{id}")),
+            ),
+        ];
+        for (what, s, found, known_id, hash, rej, want) in cases {
+            let k = Known {
+                spec: s,
+                uid: UID,
+                generation: Some(3),
+                now: now(),
+                assistant: "agent",
+                found: &found,
+                known_id,
+                applied_hash: hash.as_deref(),
+                rejected: rej.as_ref(),
+            };
+            assert_eq!(decide(&k), want, "{what}");
+        }
+    }
+}

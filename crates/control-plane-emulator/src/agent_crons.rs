@@ -1,0 +1,312 @@
+//! Crons on the built-in agent server: `POST /runs/crons`, `POST
+//! /runs/crons/search`, `PATCH` and `DELETE /runs/crons/{id}`, kept in
+//! memory per deployment, with the `agent-server-wire` types.
+//!
+//! Source: docs/control-plane-api.md "Agent server" (facts kept for crons:
+//! no idempotency key, the server chooses `cron_id`; search matches
+//! `assistant_id`, `enabled` and exact `metadata` pairs; PATCH merges
+//! `metadata` and `end_time: null` clears it; DELETE answers 204, then 404;
+//! a bad schedule is 422 `Invalid cron schedule: ...`; an unknown graph is
+//! 404 `Graph 'x' not found. Expected one of: [...]`). Emulator choices:
+//! nothing runs; `next_run_date` is the next whole minute after the create
+//! or the last PATCH.
+
+use agent_server_wire::{Cron, CronCreate, CronPatch, CronSearch};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{patch, post};
+use axum::{Json, Router};
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::agent::{GRAPH_ID, target};
+use super::errors::ApiError;
+use super::extract::{OptionalJsonBody, PathIds};
+use super::state::EmulatorState;
+
+/// The cron routes.
+pub(crate) fn routes() -> Router<EmulatorState> {
+    Router::new()
+        .route("/agents/{deployment_id}/runs/crons", post(create))
+        .route("/agents/{deployment_id}/runs/crons/search", post(search))
+        .route(
+            "/agents/{deployment_id}/runs/crons/{cron_id}",
+            patch(update).delete(delete),
+        )
+}
+
+fn now() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now()
+}
+
+/// The next whole minute after `t`, as RFC 3339.
+fn next_minute(t: chrono::DateTime<chrono::Utc>) -> String {
+    use chrono::{DurationRound, TimeDelta};
+    let m = TimeDelta::minutes(1);
+    super::store::rfc3339(t.duration_trunc(m).unwrap_or(t) + m)
+}
+
+/// The body as `T`, or a 422 naming the decode error.
+fn decode<T: serde::de::DeserializeOwned>(body: Option<Value>) -> Result<T, ApiError> {
+    serde_json::from_value(body.unwrap_or_else(|| json!({}))).map_err(|e| {
+        ApiError::validation(vec![
+            json!({"type": "invalid", "loc": ["body"], "msg": e.to_string()}),
+        ])
+    })
+}
+
+/// Ranges of the five fields (minute, hour, day of month, month, day of
+/// week); names (`JAN`, `MON`) are accepted in the last two.
+const FIELDS: [(u32, u32, bool); 5] = [
+    (0, 59, false),
+    (0, 23, false),
+    (1, 31, false),
+    (1, 12, true),
+    (0, 7, true),
+];
+
+/// Whether `schedule` is five valid cron fields.
+fn valid_schedule(schedule: &str) -> bool {
+    let fields: Vec<&str> = schedule.split_whitespace().collect();
+    fields.len() == 5
+        && fields
+            .iter()
+            .zip(FIELDS)
+            .all(|(f, (lo, hi, names))| valid_field(f, lo, hi, names))
+}
+
+fn valid_field(field: &str, lo: u32, hi: u32, names: bool) -> bool {
+    let value = |v: &str| match v.parse::<u32>() {
+        Ok(n) => (lo..=hi).contains(&n),
+        Err(_) => names && v.len() == 3 && v.chars().all(|c| c.is_ascii_alphabetic()),
+    };
+    field.split(',').all(|part| {
+        let (range, step) = match part.split_once('/') {
+            Some((r, s)) => (r, Some(s)),
+            None => (part, None),
+        };
+        let step_ok = step.is_none_or(|s| s.parse::<u32>().is_ok_and(|n| n > 0));
+        let range_ok = range == "*"
+            || match range.split_once('-') {
+                Some((a, b)) => value(a) && value(b),
+                None => value(range),
+            };
+        step_ok && range_ok
+    })
+}
+
+fn invalid_schedule(schedule: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        format!("Invalid cron schedule: {schedule:?}"),
+    )
+}
+
+fn cron_not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("Cron '{id}' not found"))
+}
+
+fn as_json(c: &Cron) -> Json<Value> {
+    Json(serde_json::to_value(c).unwrap_or_default())
+}
+
+/// The run settings a cron keeps in `payload`.
+fn set_payload(payload: &mut Map<String, Value>, key: &str, value: Option<Value>) {
+    if let Some(v) = value {
+        payload.insert(key.to_owned(), v);
+    }
+}
+
+async fn create(
+    State(state): State<EmulatorState>,
+    ids: PathIds,
+    headers: HeaderMap,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<Value>, ApiError> {
+    let t = target(&state, &ids, &headers)?;
+    let dep = ids.at(0);
+    let body: CronCreate = decode(body)?;
+    let system = t.assistant["assistant_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let assistant_id = if body.assistant_id == GRAPH_ID {
+        system
+    } else {
+        match Uuid::parse_str(&body.assistant_id) {
+            Ok(u)
+                if u.to_string() == system
+                    || state.with_assistants(|all| all.contains_key(&(dep, u))) =>
+            {
+                u.to_string()
+            }
+            Ok(_) => {
+                return Err(ApiError::not_found(format!(
+                    "Assistant '{}' not found",
+                    body.assistant_id
+                )));
+            }
+            Err(_) => {
+                return Err(ApiError::not_found(format!(
+                    "Graph '{}' not found. Expected one of: ['{GRAPH_ID}']",
+                    body.assistant_id
+                )));
+            }
+        }
+    };
+    if !valid_schedule(&body.schedule) {
+        return Err(invalid_schedule(&body.schedule));
+    }
+    let at = now();
+    let mut payload = Map::new();
+    payload.insert("assistant_id".into(), json!(assistant_id));
+    set_payload(&mut payload, "input", body.input);
+    set_payload(&mut payload, "config", body.config);
+    set_payload(&mut payload, "context", body.context);
+    set_payload(&mut payload, "webhook", body.webhook.map(Value::String));
+    set_payload(&mut payload, "timezone", body.timezone.map(Value::String));
+    set_payload(
+        &mut payload,
+        "on_run_completed",
+        body.on_run_completed.map(Value::String),
+    );
+    let id = Uuid::new_v4();
+    let cron = Cron {
+        cron_id: id.to_string(),
+        assistant_id: Some(assistant_id),
+        thread_id: None,
+        schedule: body.schedule,
+        end_time: body.end_time,
+        enabled: body.enabled.unwrap_or(true),
+        metadata: body.metadata.unwrap_or_default(),
+        payload,
+        next_run_date: Some(next_minute(at)),
+        created_at: Some(super::store::rfc3339(at)),
+        updated_at: Some(super::store::rfc3339(at)),
+        extra: Map::new(),
+    };
+    state.with_crons(|all| all.insert((dep, id), cron.clone()));
+    Ok(as_json(&cron))
+}
+
+async fn search(
+    State(state): State<EmulatorState>,
+    ids: PathIds,
+    headers: HeaderMap,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<Value>, ApiError> {
+    target(&state, &ids, &headers)?;
+    let dep = ids.at(0);
+    let q: CronSearch = decode(body)?;
+    let mut list: Vec<Cron> = state.with_crons(|all| {
+        all.iter()
+            .filter(|((d, _), _)| *d == dep)
+            .map(|(_, c)| c.clone())
+            .filter(|c| {
+                q.assistant_id
+                    .as_ref()
+                    .is_none_or(|a| c.assistant_id.as_ref() == Some(a))
+                    && q.enabled.is_none_or(|e| c.enabled == e)
+                    && q.metadata
+                        .as_ref()
+                        .is_none_or(|m| m.iter().all(|(k, v)| c.metadata.get(k) == Some(v)))
+            })
+            .collect()
+    });
+    list.sort_by(|a, b| (&a.created_at, &a.cron_id).cmp(&(&b.created_at, &b.cron_id)));
+    let page = list
+        .into_iter()
+        .skip(q.offset.unwrap_or(0) as usize)
+        .take(q.limit.unwrap_or(10) as usize)
+        .map(|c| serde_json::to_value(c).unwrap_or_default())
+        .collect();
+    Ok(Json(Value::Array(page)))
+}
+
+async fn update(
+    State(state): State<EmulatorState>,
+    ids: PathIds,
+    headers: HeaderMap,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<Value>, ApiError> {
+    target(&state, &ids, &headers)?;
+    let key = (ids.at(0), ids.at(1));
+    let body: CronPatch = decode(body)?;
+    if let Some(s) = body.schedule.as_deref().filter(|s| !valid_schedule(s)) {
+        return Err(invalid_schedule(s));
+    }
+    state.with_crons(|all| {
+        let c = all
+            .get_mut(&key)
+            .ok_or_else(|| cron_not_found(&key.1.to_string()))?;
+        let at = now();
+        if let Some(s) = body.schedule {
+            c.schedule = s;
+        }
+        if let Some(e) = body.end_time {
+            c.end_time = e;
+        }
+        if let Some(m) = body.metadata {
+            c.metadata.extend(m);
+        }
+        if let Some(e) = body.enabled {
+            c.enabled = e;
+        }
+        set_payload(&mut c.payload, "input", body.input);
+        set_payload(&mut c.payload, "config", body.config);
+        set_payload(&mut c.payload, "context", body.context);
+        set_payload(&mut c.payload, "webhook", body.webhook.map(Value::String));
+        set_payload(&mut c.payload, "timezone", body.timezone.map(Value::String));
+        set_payload(
+            &mut c.payload,
+            "on_run_completed",
+            body.on_run_completed.map(Value::String),
+        );
+        c.next_run_date = Some(next_minute(at));
+        c.updated_at = Some(super::store::rfc3339(at));
+        Ok(as_json(c))
+    })
+}
+
+async fn delete(
+    State(state): State<EmulatorState>,
+    ids: PathIds,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    target(&state, &ids, &headers)?;
+    let key = (ids.at(0), ids.at(1));
+    state.with_crons(|all| {
+        all.remove(&key)
+            .map(|_| StatusCode::NO_CONTENT.into_response())
+            .ok_or_else(|| cron_not_found(&key.1.to_string()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_are_checked_field_by_field() {
+        for ok in [
+            "* * * * *",
+            "*/5 0-6 1,15 JAN-MAR MON-FRI",
+            "0 3 * * 7",
+            "59 23 31 12 0",
+        ] {
+            assert!(valid_schedule(ok), "{ok}");
+        }
+        for bad in [
+            "61 * * * *",
+            "* 24 * * *",
+            "* * 0 * *",
+            "* * * 13 *",
+            "*/0 * * * *",
+            "* * * *",
+            "* * * * * *",
+        ] {
+            assert!(!valid_schedule(bad), "{bad}");
+        }
+    }
+}

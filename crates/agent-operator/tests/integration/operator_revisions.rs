@@ -191,9 +191,17 @@ async fn interrupted_revision_stalls_with_its_own_reason() {
 #[tokio::test]
 async fn unknown_revision_status_keeps_polling_and_recovers() {
     test_support::skip_without!(Envtest);
-    // Slower steps: UNKNOWN lasts three of them.
+    // Slower steps: UNKNOWN lasts three of them. A revision in progress is
+    // shown once it is older than the longest poll interval (BEHAVIOUR.md,
+    // "Kubernetes writes"): 1 s here, so that UNKNOWN is shown.
     let h = Harness::quick("op-rev-unknown")
-        .step_seconds(0.6)
+        .step_seconds(1.0)
+        .operator_flags(&[
+            "--poll-interval-seconds",
+            "0.5",
+            "--max-poll-interval-seconds",
+            "1",
+        ])
         .scenarios(&SCENARIOS)
         .resync_seconds(0.5)
         .start()

@@ -22,11 +22,12 @@
 //! AgentCron of `agents/` reaches Ready against the emulator behind TLS on a port other
 //! than 443.
 
-use crate::install_manifests::{apply, documents, ensure_namespace, kustomize_overlay, succeed};
+use crate::install_manifests::{
+    apply, documents, ensure_namespace, kubectl_on, kustomize_overlay, list, succeed,
+};
 use crate::support::{self, Budget, EmulatorProcess, OperatorOptions, OperatorProcess};
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -242,16 +243,6 @@ fn host_port(url: &str) -> String {
     rest.split('/').next().unwrap().to_owned()
 }
 
-/// kubectl on `env`.
-fn kubectl_on(env: &TestEnv) -> Command {
-    let mut command = Command::new(env.kubectl_path().expect("kubectl in the envtest assets"));
-    command
-        .env_remove("KUBECONFIG")
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path());
-    command
-}
-
 /// `kubectl apply --server-side` of `docs` on `env`, for real.
 fn apply_on(env: &TestEnv, docs: &[Value]) {
     let mut command = kubectl_on(env);
@@ -262,8 +253,7 @@ fn apply_on(env: &TestEnv, docs: &[Value]) {
         "-f",
         "-",
     ]);
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string();
-    succeed(command, Some(&list));
+    succeed(command, Some(&list(docs)));
 }
 
 /// The operator as the rendered Deployment of `docs` runs it: its

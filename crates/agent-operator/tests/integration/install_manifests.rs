@@ -56,6 +56,19 @@ pub(crate) fn helm() -> Command {
     command
 }
 
+/// The current kubectl (built with the current envtest binaries) on `env`,
+/// a kube-apiserver a test started for itself (the oldest version's assets
+/// directory has no kubectl).
+pub(crate) fn kubectl_on(env: &test_support::envtest::TestEnv) -> Command {
+    let current = test_support::envtest::assets_dir().expect("the current envtest binaries");
+    let mut command = Command::new(current.join("kubectl"));
+    command
+        .env_remove("KUBECONFIG")
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig_path());
+    command
+}
+
 /// kubectl with the shared environment's kubeconfig.
 pub(crate) fn kubectl() -> Command {
     common::shared_env()
@@ -120,7 +133,7 @@ pub(crate) fn documents(yaml: &str) -> Vec<Value> {
 }
 
 /// The documents as one JSON `v1/List`, which `kubectl apply -f -` expands.
-fn list(docs: &[Value]) -> String {
+pub(crate) fn list(docs: &[Value]) -> String {
     json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string()
 }
 

@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agent_operator::api::AgentAssistant;
 use kube::Api;
@@ -23,18 +23,7 @@ async fn wait_assistant<T>(
     what: &str,
     check: impl Fn(Option<&AgentAssistant>) -> Option<T>,
 ) -> T {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let obj = api.get_opt(name).await.expect("reading the AgentAssistant");
-        if let Some(v) = check(obj.as_ref()) {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {obj:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    support::wait_object(api, name, TIMEOUT, what, check).await
 }
 
 /// `(assistantId, version)` once Ready=True at the current generation.

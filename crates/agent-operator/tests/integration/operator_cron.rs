@@ -32,18 +32,7 @@ async fn wait_cron<T>(
     what: &str,
     check: impl Fn(Option<&AgentCron>) -> Option<T>,
 ) -> T {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let obj = api.get_opt(name).await.expect("reading the AgentCron");
-        if let Some(v) = check(obj.as_ref()) {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}: {obj:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    support::wait_object(api, name, TIMEOUT, what, check).await
 }
 
 /// `(cronId, Ready reason)` once Ready=True at the current generation.

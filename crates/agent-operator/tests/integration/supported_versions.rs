@@ -10,7 +10,6 @@
 //! deletes an AgentDeployment through its finalizer. kubectl is the current
 //! one (1.34), as a platform team's newer client would be.
 
-use std::process::Command;
 use std::time::Duration;
 
 use kube::Api;
@@ -20,7 +19,7 @@ use test_support::envtest::{
     OLDEST_KUBERNETES_VERSION, TestEnv, TestEnvOptions, oldest_assets_dir,
 };
 
-use crate::install_manifests::succeed;
+use crate::install_manifests::{kubectl_on, succeed};
 use crate::install_policy::{
     assert_policy_in_force, create_change_delete, operator, write_policy_overlay,
 };
@@ -28,17 +27,6 @@ use crate::{common, hostile_input, support};
 use support::{Budget, EmulatorProcess};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The current kubectl (the oldest assets directory has none) on `env`.
-fn kubectl(env: &TestEnv) -> Command {
-    let current = test_support::envtest::assets_dir().expect("the current envtest binaries");
-    let mut command = Command::new(current.join("kubectl"));
-    command
-        .env_remove("KUBECONFIG")
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path());
-    command
-}
 
 #[tokio::test]
 async fn the_oldest_supported_kubernetes_takes_the_crds_the_pod_policy_and_the_operator() {
@@ -101,10 +89,10 @@ async fn the_oldest_supported_kubernetes_takes_the_crds_the_pod_policy_and_the_o
     let ops = "platform-agents";
     let dir = tempfile::tempdir().expect("a temporary directory");
     write_policy_overlay(dir.path(), ops);
-    let mut apply = kubectl(&env);
+    let mut apply = kubectl_on(&env);
     apply.args(["apply", "--server-side", "-k"]).arg(dir.path());
     succeed(apply, None);
-    let mut get = kubectl(&env);
+    let mut get = kubectl_on(&env);
     get.args([
         "get",
         "validatingadmissionpolicies.v1.admissionregistration.k8s.io",

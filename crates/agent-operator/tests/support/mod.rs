@@ -515,6 +515,37 @@ pub async fn wait_for<T>(
     }
 }
 
+/// Polls the object `name` of `api` (`None` while it does not exist) every
+/// 250 ms until `check` returns `Some`, or panics after `timeout` with the
+/// last read: the wait of the kinds whose tests also wait for an object to
+/// be gone (AgentAssistant, AgentCron).
+pub async fn wait_object<K, T>(
+    api: &Api<K>,
+    name: &str,
+    timeout: Duration,
+    what: &str,
+    check: impl Fn(Option<&K>) -> Option<T>,
+) -> T
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        let obj = api
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("reading the {} {name}: {e}", K::kind(&())));
+        if let Some(v) = check(obj.as_ref()) {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {obj:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The `Ready` condition as (status, reason, message), if present.
 pub fn ready(obj: &AgentDeployment) -> Option<(String, String, String)> {
     let c = agent_operator::api::conditions::find(
@@ -535,7 +566,7 @@ pub fn is_ready_now(obj: &AgentDeployment) -> bool {
 /// `tests`.
 pub async fn apply_json<K>(api: &Api<K>, name: &str, value: serde_json::Value) -> K
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     api.patch(
         name,

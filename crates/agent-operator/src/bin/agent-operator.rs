@@ -141,14 +141,16 @@ struct RunArgs {
     /// failure, capped at the resync interval.
     #[arg(long, env = "VERIFY_BACKOFF_SECONDS", default_value_t = 30.0)]
     verify_backoff_seconds: f64,
-    /// Agent server calls per second of all verifications together (a token
-    /// bucket; apart from every control plane budget). 0: no rate limit.
+    /// Calls per second to each agent server: one token bucket per
+    /// deployment, shared by its verification, AgentAssistants and
+    /// AgentCrons, apart from every control plane budget. 0: no rate limit.
     #[arg(long, env = "VERIFY_REQUESTS_PER_SECOND", default_value_t = 2.0)]
     verify_requests_per_second: f64,
-    /// Burst of the verification token bucket (calls).
+    /// Burst of each agent server's token bucket (calls).
     #[arg(long, env = "VERIFY_BURST", default_value_t = 10)]
     verify_burst: u32,
-    /// Verifications running at once (each makes up to two agent server calls).
+    /// Passes calling agent servers at once, process-wide (a verification,
+    /// an AgentAssistant's or an AgentCron's: each makes up to two calls).
     #[arg(long, env = "VERIFY_CONCURRENCY", default_value_t = 4)]
     verify_concurrency: usize,
     /// Hosts the operator may send requests to: control planes (an

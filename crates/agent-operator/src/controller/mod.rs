@@ -113,8 +113,9 @@ pub struct Context {
     /// Per object: when its last PATCH that carried secret values was sent
     /// (see [`Context::secrets_due_in`]).
     pub secrets_sent: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
-    /// The process-wide rate and concurrency bound of agent server calls
-    /// (`spec.verify`), apart from every control plane budget.
+    /// The bounds of agent server calls (`spec.verify`, AgentAssistants,
+    /// AgentCrons): a rate per agent server and a process-wide concurrency
+    /// cap, apart from every control plane budget.
     pub verifier: deployment::verify::Limits,
     /// The key of `status.secretsHash` ([`hash_key`]): a random one until
     /// the operator sets the one of its Secret ([`hash_key::load_or_create`])

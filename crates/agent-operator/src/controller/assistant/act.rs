@@ -246,7 +246,8 @@ pub(super) async fn cleanup(obj: &AgentAssistant, ctx: &Context) -> Box<Report<A
         return done();
     }
     if let Err(crate::controller::deployment::verify::Deferred(wait)) =
-        ctx.verifier.admit(&object_key(obj), CALLS_PER_PASS)
+        ctx.verifier
+            .admit(&object_key(obj), &server.deployment_id, CALLS_PER_PASS)
     {
         return Report::end(Action::requeue(wait));
     }

@@ -5,9 +5,10 @@
 //! act makes at most one request ([`act`]). Deletion: `DELETE
 //! /assistants/{id}` under `deletionPolicy: Delete`.
 //!
-//! Every agent server request draws from the process-wide budget of agent
-//! server calls that `spec.verify` draws from (`--verify-*` flags), apart
-//! from the control plane budgets. Steady objects are checked for drift on
+//! Every agent server request draws from the budget of its agent server
+//! (one token bucket per deployment, which its `spec.verify` and AgentCrons
+//! draw from too; `--verify-*` flags), apart from the control plane
+//! budgets. Steady objects are checked for drift on
 //! the jittered resync period.
 //!
 //! Source: docs/control-plane-api.md "Assistants", "Agent server" (the key).
@@ -258,7 +259,11 @@ async fn observe(obj: &AgentAssistant, ctx: &Context) -> Flow<Observed, AgentAss
             ));
         }
     };
-    let permit = match ctx.verifier.admit(&super::object_key(obj), CALLS_PER_PASS) {
+    let permit = match ctx.verifier.admit(
+        &super::object_key(obj),
+        &server.deployment_id,
+        CALLS_PER_PASS,
+    ) {
         Ok(p) => p,
         Err(super::deployment::verify::Deferred(wait)) => {
             return Err(Report::end(Action::requeue(wait)));

@@ -336,7 +336,8 @@ pub(super) async fn cleanup(obj: &AgentCron, ctx: &Context) -> Box<Report<AgentC
         return done();
     }
     if let Err(crate::controller::deployment::verify::Deferred(wait)) =
-        ctx.verifier.admit(&object_key(obj), CALLS_PER_PASS)
+        ctx.verifier
+            .admit(&object_key(obj), &server.deployment_id, CALLS_PER_PASS)
     {
         return Report::end(Action::requeue(wait));
     }

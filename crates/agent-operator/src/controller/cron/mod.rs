@@ -9,9 +9,9 @@
 //! The search by the UID tag on every pass is what makes a create
 //! crash-safe (the server has no idempotency key): a cron whose create
 //! answer was lost is found and adopted by the next pass instead of being
-//! created again. Every agent server request draws from the process-wide
-//! budget of agent server calls that `spec.verify` and the AgentAssistants
-//! draw from.
+//! created again. Every agent server request draws from the budget of its
+//! agent server, which the deployment's `spec.verify` and AgentAssistants
+//! draw from too ([`super::deployment::verify::Limits`]).
 //!
 //! Source: docs/control-plane-api.md "Crons", "Agent server" (the key, the
 //! cron facts, `end_time` on the pinned server).
@@ -184,7 +184,11 @@ async fn assistant(obj: &AgentCron, ctx: &Context) -> Flow<String, AgentCron> {
 async fn observe(obj: &AgentCron, ctx: &Context) -> Flow<Observed, AgentCron> {
     let server = reachable(obj, ctx).await?;
     let assistant = assistant(obj, ctx).await?;
-    let permit = match ctx.verifier.admit(&super::object_key(obj), CALLS_PER_PASS) {
+    let permit = match ctx.verifier.admit(
+        &super::object_key(obj),
+        &server.deployment_id,
+        CALLS_PER_PASS,
+    ) {
         Ok(p) => p,
         Err(super::deployment::verify::Deferred(wait)) => {
             return Err(Report::end(Action::requeue(wait)));

@@ -200,20 +200,21 @@ async fn verify(
         return Ok(wait);
     }
     let calls = u32::from(spec.assistants.is_some()) + u32::from(spec.run.is_some());
-    let _permit = match pass
-        .ctx
-        .verifier
-        .admit(&crate::controller::object_key(pass.obj), calls)
-    {
-        Ok(p) => p,
-        Err(Deferred(wait)) => {
-            tracing::debug!(
-                wait_s = wait.as_secs_f64(),
-                "verification deferred by its rate limit"
-            );
-            return Ok(later(wait));
-        }
-    };
+    let _permit =
+        match pass
+            .ctx
+            .verifier
+            .admit(&crate::controller::object_key(pass.obj), &view.id, calls)
+        {
+            Ok(p) => p,
+            Err(Deferred(wait)) => {
+                tracing::debug!(
+                    wait_s = wait.as_secs_f64(),
+                    "verification deferred by its rate limit"
+                );
+                return Ok(later(wait));
+            }
+        };
     let entry_base = VerificationStatus {
         revision_id: rid.to_owned(),
         observed_generation: pass.obj.metadata.generation,

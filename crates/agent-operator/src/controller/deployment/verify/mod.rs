@@ -42,11 +42,13 @@ pub struct VerifyConfig {
     /// First retry delay after a failed verification; doubles per failure,
     /// capped at the resync interval. Default 30 s.
     pub backoff: Duration,
-    /// Agent server calls per second, process-wide (token bucket). Default 2.
+    /// Calls per second to each agent server (a token bucket per
+    /// deployment, shared by its verification, AgentAssistants and
+    /// AgentCrons). Default 2.
     pub requests_per_second: f64,
-    /// Burst of that bucket. Default 10.
+    /// Burst of each bucket, in calls. Default 10.
     pub burst: u32,
-    /// Verifications running at once, process-wide. Default 4.
+    /// Passes calling agent servers at once, process-wide. Default 4.
     pub concurrency: usize,
 }
 
@@ -83,36 +85,46 @@ pub const MAX_RUN_EVENTS: u32 = 10_000;
 /// Most bytes of a failure message kept in status.
 const MAX_MESSAGE_BYTES: usize = 600;
 
-/// The process-wide bound of agent server calls: a token bucket (`governor`)
-/// and a cap on verifications at once. Verification calls draw from no
-/// control plane budget.
+/// The bounds of agent server calls: one token bucket (`governor`) per
+/// agent server, that is per deployment (its verification, its
+/// AgentAssistants and its AgentCrons draw from the same bucket), and a
+/// process-wide cap on passes calling agent servers at once. These calls
+/// draw from no control plane budget.
 ///
-/// Nothing waits here (a reconcile worker is never held): a verification
-/// that does not fit is deferred. Each deferred pass of an object costs it a
-/// drift check on the control plane, so deferrals are spread over the
-/// backlog: with `n` objects waiting, a deferred one comes back after the
-/// bucket's own wait plus a uniform share of `n` verifications' worth of
-/// tokens, and the retries stay near the verification rate instead of a
-/// fleet retrying every second.
+/// Nothing waits here (a reconcile worker is never held): a pass that does
+/// not fit is deferred. Deferrals are spread over the backlog: with `n`
+/// objects of one agent server waiting, a deferred one comes back after the
+/// bucket's own wait plus a uniform share of `n` passes' worth of tokens, so
+/// that the retries stay near the server's rate instead of a fleet retrying
+/// every second. Waiting for a free slot spreads over every object waiting.
+///
+/// Source: docs/control-plane-api.md "Agent server" (each deployment has
+/// its own agent server; the rate limits of agent servers are not
+/// documented).
 #[derive(Debug)]
 pub struct Limits {
-    rate: Option<governor::DefaultDirectRateLimiter>,
+    rate: Option<governor::DefaultKeyedRateLimiter<String>>,
     /// Seconds of tokens one call takes (`1 / requests per second`).
     call_seconds: f64,
     slots: Arc<tokio::sync::Semaphore>,
-    /// Objects deferred and not yet admitted, with when they were last
-    /// deferred (entries older than [`PENDING_TTL`] are dropped).
-    pending: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// Objects deferred and not yet admitted, with their agent server and
+    /// when they were last deferred (entries older than [`PENDING_TTL`] are
+    /// dropped).
+    pending: std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>,
 }
 
 /// How long a deferred object counts in the backlog without coming back.
 const PENDING_TTL: Duration = Duration::from_secs(600);
 
-/// The wait of a verification deferred for want of a free slot (per
-/// verification of the backlog).
+/// The wait of a pass deferred for want of a free slot (per object of the
+/// backlog).
 const SLOT_WAIT: Duration = Duration::from_secs(2);
 
-/// Why a verification may not start now.
+/// Buckets kept before those of agent servers not called lately are
+/// dropped (a full bucket is the same as none).
+const BUCKETS_KEPT: usize = 1024;
+
+/// Why a pass may not call its agent server now: try again after this.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Deferred(pub Duration);
 
@@ -124,7 +136,7 @@ impl Limits {
             .then(|| Duration::try_from_secs_f64(1.0 / config.requests_per_second).ok())
             .flatten();
         let rate = period.and_then(governor::Quota::with_period).map(|q| {
-            governor::RateLimiter::direct(
+            governor::RateLimiter::keyed(
                 q.allow_burst(NonZeroU32::new(config.burst.max(1)).unwrap_or(NonZeroU32::MIN)),
             )
         });
@@ -136,32 +148,38 @@ impl Limits {
         }
     }
 
-    /// A slot for one verification of object `key` making `calls` agent
-    /// server calls, or how long to wait before trying again (see
-    /// [`Limits`]).
+    /// A slot for one pass of object `key` making `calls` calls to the
+    /// agent server `server` (the remote id of its deployment), or how long
+    /// to wait before trying again (see [`Limits`]).
     pub fn admit(
         &self,
         key: &str,
+        server: &str,
         calls: u32,
     ) -> Result<tokio::sync::OwnedSemaphorePermit, Deferred> {
         let calls = calls.max(1);
         let Ok(permit) = self.slots.clone().try_acquire_owned() else {
-            return Err(self.defer(key, SLOT_WAIT, SLOT_WAIT));
+            return Err(self.defer(key, server, SLOT_WAIT, SLOT_WAIT, false));
         };
         if let Some(rate) = &self.rate {
+            if rate.len() > BUCKETS_KEPT {
+                rate.retain_recent();
+            }
+            let server_key = server.to_owned();
             let n = NonZeroU32::new(calls).unwrap_or(NonZeroU32::MIN);
             let share = Duration::from_secs_f64(self.call_seconds * f64::from(calls));
-            match rate.check_n(n) {
+            match rate.check_key_n(&server_key, n) {
                 Ok(Ok(())) => {}
                 Ok(Err(not_until)) => {
                     let clock = governor::clock::DefaultClock::default();
                     let wait = not_until.wait_time_from(clock.now());
-                    return Err(self.defer(key, wait.max(Duration::from_millis(100)), share));
+                    let base = wait.max(Duration::from_millis(100));
+                    return Err(self.defer(key, server, base, share, true));
                 }
                 // More calls than the burst: let it through one at a time.
                 Err(_) => {
-                    if rate.check().is_err() {
-                        return Err(self.defer(key, share, share));
+                    if rate.check_key(&server_key).is_err() {
+                        return Err(self.defer(key, server, share, share, true));
                     }
                 }
             }
@@ -173,14 +191,27 @@ impl Limits {
         Ok(permit)
     }
 
-    /// Records `key` as deferred and returns `base` plus a uniform share of
-    /// the backlog (`share` per other object waiting).
-    fn defer(&self, key: &str, base: Duration, share: Duration) -> Deferred {
+    /// Records `key` (of agent server `server`) as deferred and returns
+    /// `base` plus a uniform share of the backlog (`share` per other object
+    /// waiting: of the same server when `same_server`, else of all).
+    fn defer(
+        &self,
+        key: &str,
+        server: &str,
+        base: Duration,
+        share: Duration,
+        same_server: bool,
+    ) -> Deferred {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let now = std::time::Instant::now();
-        pending.retain(|_, at| now.duration_since(*at) < PENDING_TTL);
-        pending.insert(key.to_owned(), now);
-        let others = pending.len().saturating_sub(1) as f64;
+        pending.retain(|_, (_, at)| now.duration_since(*at) < PENDING_TTL);
+        pending.insert(key.to_owned(), (server.to_owned(), now));
+        let waiting = if same_server {
+            pending.values().filter(|(s, _)| s == server).count()
+        } else {
+            pending.len()
+        };
+        let others = waiting.saturating_sub(1) as f64;
         Deferred(base + share.mul_f64(rand::random_range(0.0..=others)))
     }
 

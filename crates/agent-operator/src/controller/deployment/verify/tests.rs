@@ -378,11 +378,11 @@ fn the_limits_defer_instead_of_waiting() {
         ..Default::default()
     });
     let first = limits
-        .admit("a", 2)
+        .admit("a", "server-1", 2)
         .expect("the burst admits one verification");
-    assert!(limits.admit("b", 1).is_err(), "one at a time");
+    assert!(limits.admit("b", "server-1", 1).is_err(), "one at a time");
     drop(first);
-    let Err(Deferred(wait)) = limits.admit("b", 2) else {
+    let Err(Deferred(wait)) = limits.admit("b", "server-1", 2) else {
         panic!("the bucket is empty");
     };
     assert!(wait > Duration::ZERO && wait <= S(3), "{wait:?}");
@@ -392,7 +392,7 @@ fn the_limits_defer_instead_of_waiting() {
         ..Default::default()
     });
     for _ in 0..50 {
-        drop(unlimited.admit("a", 2).expect("no rate limit"));
+        drop(unlimited.admit("a", "server-1", 2).expect("no rate limit"));
     }
     assert_eq!(unlimited.backlog(), 0);
 }
@@ -410,7 +410,7 @@ fn deferrals_spread_over_the_backlog() {
     });
     let mut waits = Vec::new();
     for i in 0..20 {
-        if let Err(Deferred(w)) = limits.admit(&format!("obj-{i}"), 2) {
+        if let Err(Deferred(w)) = limits.admit(&format!("obj-{i}"), "server-1", 2) {
             waits.push(w);
         }
     }
@@ -421,8 +421,42 @@ fn deferrals_spread_over_the_backlog() {
     assert!(waits.iter().all(|w| *w <= S(2 + 2 * 19)), "{waits:?}");
     // An admitted object leaves the backlog.
     let again = Limits::new(&VerifyConfig::default());
-    drop(again.admit("x", 2).unwrap());
+    drop(again.admit("x", "server-1", 2).unwrap());
     assert_eq!(again.backlog(), 0);
+}
+
+#[test]
+fn each_agent_server_has_its_own_bucket() {
+    // A burst of 2 calls per server: the first server's bucket is spent by
+    // one pass, and another server's passes are admitted all the same; a
+    // server's backlog counts its own objects only.
+    let limits = Limits::new(&VerifyConfig {
+        requests_per_second: 1.0,
+        burst: 2,
+        concurrency: 100,
+        ..Default::default()
+    });
+    drop(limits.admit("a-0", "server-a", 2).expect("a's burst"));
+    for i in 1..=10 {
+        let Err(Deferred(w)) = limits.admit(&format!("a-{i}"), "server-a", 2) else {
+            panic!("server-a's bucket is spent");
+        };
+        assert!(w <= S(2 + 2 * 10), "{w:?}");
+    }
+    for server in ["server-b", "server-c", "server-d"] {
+        drop(
+            limits
+                .admit(&format!("{server}-obj"), server, 2)
+                .expect("a bucket of its own"),
+        );
+    }
+    assert_eq!(limits.backlog(), 10, "only server-a's objects wait");
+    // server-b's next pass waits for server-b's tokens, spread over its own
+    // backlog (itself), not over server-a's ten.
+    let Err(Deferred(w)) = limits.admit("b-1", "server-b", 2) else {
+        panic!("server-b's bucket is spent");
+    };
+    assert!(w <= S(3), "spread over server-b's backlog only: {w:?}");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The operator-level allowlist of the hosts it sends requests to: control
 //! planes (an AgentControlPlane's `url` or `region`) and agent servers (an
 //! AgentDeployment's `sourceConfig.customUrl`, and the deployment URL that
-//! `spec.verify` calls).
+//! `spec.verify` calls), and the one host it makes an agent server send to
+//! (an AgentCron's `spec.webhook`, where each run's output is posted).
 //!
 //! Whoever may create an AgentControlPlane or an AgentDeployment picks these
 //! URLs; without a list the operator would send requests to any HTTPS host

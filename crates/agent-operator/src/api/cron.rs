@@ -145,7 +145,9 @@ pub struct AgentCronSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_object_schema")]
     pub metadata: Option<Map<String, Value>>,
-    /// URL the agent server calls when a run ends; HTTPS only.
+    /// URL the agent server calls when a run ends; HTTPS only, and its host
+    /// on the operator's `--allowed-hosts` (else `Stalled`,
+    /// `HostNotAllowed`, before any request).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^https://[^\s/?#]+([/?#]\S*)?$"), length(max = 2048))]
     pub webhook: Option<String>,

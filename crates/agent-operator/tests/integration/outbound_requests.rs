@@ -324,3 +324,66 @@ async fn urls_and_rates_are_bounded_at_admission() {
         .await
         .expect("a plain spec is admitted");
 }
+
+/// An AgentCron whose `spec.webhook` names a host outside the list (the
+/// agent server would post each run's output there) is
+/// `Stalled`/`HostNotAllowed` and the agent server gets no cron request;
+/// a webhook on the list is created.
+#[tokio::test]
+async fn a_cron_webhook_outside_the_allowed_hosts_is_refused_before_any_request() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("out-webhook").start().await;
+    h.apply(github_deployment("agent", "main")).await;
+    h.wait_ready("agent", TIMEOUT).await;
+    let api: Api<agent_operator::api::AgentCron> = Api::namespaced(h.client.clone(), &h.ns);
+    let cron = |webhook: &str| {
+        json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentCron",
+            "metadata": {"name": "hooked"},
+            "spec": {"deploymentRef": {"name": "agent"}, "graphId": "agent",
+                "schedule": "*/5 * * * *", "webhook": webhook}})
+    };
+    apply_json(&api, "hooked", cron("https://hooks.example.com/runs")).await;
+    let message = support::wait_object(&api, "hooked", TIMEOUT, "Stalled HostNotAllowed", |o| {
+        let c =
+            o?.status.as_ref()?.conditions.iter().find(|c| {
+                c.type_ == "Stalled" && c.status == "True" && c.reason == "HostNotAllowed"
+            })?;
+        Some(c.message.clone())
+    })
+    .await;
+    assert_names_field_host_and_flag(&message, "spec.webhook", "hooks.example.com");
+    tokio::time::sleep(QUIET).await;
+    let crons = |log: &test_support::budget::RequestLog| {
+        log.entries
+            .iter()
+            .filter(|r| r.route.contains("/runs/crons"))
+            .count()
+    };
+    assert_eq!(
+        crons(&h.emulator.request_log().await),
+        0,
+        "no cron request while the webhook is refused"
+    );
+    // A webhook on the list (the harness allows 127.0.0.1): created once.
+    apply_json(&api, "hooked", cron("https://127.0.0.1:9/runs")).await;
+    support::wait_object(&api, "hooked", TIMEOUT, "Ready", |o| {
+        let s = o?.status.as_ref()?;
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    let log = h.emulator.request_log().await;
+    let creates = log
+        .entries
+        .iter()
+        .filter(|r| r.route == "POST /agents/{deployment_id}/runs/crons")
+        .count();
+    assert_eq!(creates, 1, "{:?}", log.entries);
+    assert!(
+        crons(&log) <= 4,
+        "search, create, read back: {:?}",
+        log.entries
+    );
+}

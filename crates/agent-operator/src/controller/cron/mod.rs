@@ -131,6 +131,27 @@ fn waiting(obj: &AgentCron, reason: &'static str, message: String) -> Box<Report
     )
 }
 
+/// `spec.webhook`, when set, names a host of the operator's
+/// `--allowed-hosts` (the agent server would send each run's output there);
+/// else the pass is `Stalled`, `HostNotAllowed`, before any request.
+fn webhook_allowed(obj: &AgentCron, ctx: &Context) -> Flow<(), AgentCron> {
+    let Some(hook) = &obj.spec.webhook else {
+        return Ok(());
+    };
+    match ctx.config.allowed_hosts.check(hook, "spec.webhook") {
+        Ok(()) => Ok(()),
+        Err(refused) => Err(act::report(
+            obj,
+            None,
+            &Outcome::Stalled {
+                reason: reason::HOST_NOT_ALLOWED,
+                message: refused.0,
+            },
+            Ok(Action::requeue(super::jittered(ctx.config.resync_interval))),
+        )),
+    }
+}
+
 /// The deployment's agent server, or the report of why there is none.
 async fn reachable(obj: &AgentCron, ctx: &Context) -> Flow<Server, AgentCron> {
     let ns = obj
@@ -182,6 +203,7 @@ async fn assistant(obj: &AgentCron, ctx: &Context) -> Flow<String, AgentCron> {
 /// The pass's inputs; a deployment or assistant that is not ready, or a
 /// budget that is spent, ends the pass without an agent server request.
 async fn observe(obj: &AgentCron, ctx: &Context) -> Flow<Observed, AgentCron> {
+    webhook_allowed(obj, ctx)?;
     let server = reachable(obj, ctx).await?;
     let assistant = assistant(obj, ctx).await?;
     let permit = match ctx.verifier.admit(

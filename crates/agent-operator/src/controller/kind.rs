@@ -25,10 +25,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::report::conditions;
 use super::report::{ReasonTable, apply_status, publish};
 use super::{Context, Error, object_key};
 use crate::api::conditions::{READY, find};
-use crate::plan::status::{Outcome, conditions};
+use crate::plan::status::Outcome;
 use crate::plan::verdict::Note;
 
 /// What differs from one reconciled kind to the next; the rest of a pass

@@ -25,6 +25,24 @@ use crate::controlplane::Error as CpError;
 use crate::controlplane::error::Refusal;
 use crate::plan::status::Outcome;
 
+/// The three kstatus conditions for `outcome` ([`Outcome::kstatus`]),
+/// keeping transition times from `previous` where a condition's status
+/// did not change (a new transition is stamped now).
+pub fn conditions(
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    outcome: &Outcome,
+    generation: Option<i64>,
+) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    let (reason, message) = (outcome.reason(), outcome.message());
+    outcome
+        .kstatus()
+        .iter()
+        .map(|(type_, status)| {
+            crate::api::conditions::condition(previous, type_, status, reason, message, generation)
+        })
+        .collect()
+}
+
 /// What a control plane error means for the resource that got it, the same
 /// for every controller (each maps a class to its own condition reason).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,9 +5,7 @@
 //! is in progress) and `Stalled` (progress needs a human). Source of the
 //! revision semantics: docs/control-plane-api.md "Revision".
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-
-use crate::api::conditions::{FALSE, READY, TRUE, condition, reason};
+use crate::api::conditions::{FALSE, READY, TRUE, reason};
 use crate::controlplane::types::RevisionStatus;
 
 /// Condition type: a change or a revision is in progress.
@@ -94,64 +92,58 @@ pub fn revision_outcome(revision_id: &str, status: &RevisionStatus) -> Outcome {
     }
 }
 
-/// The three kstatus conditions for an outcome, keeping transition times from
-/// `previous` where a condition's status did not change.
-pub fn conditions(
-    previous: &[Condition],
-    outcome: &Outcome,
-    generation: Option<i64>,
-) -> Vec<Condition> {
-    let (ready, reconciling, stalled) = match outcome {
-        Outcome::Ready { .. } => (TRUE, FALSE, FALSE),
-        Outcome::Progressing { .. } => (FALSE, TRUE, FALSE),
-        Outcome::Stalled { .. } => (FALSE, FALSE, TRUE),
-        Outcome::Paused { .. } => (FALSE, FALSE, FALSE),
-    };
-    let (reason, message) = (outcome.reason(), outcome.message());
-    vec![
-        condition(previous, READY, ready, reason, message, generation),
-        condition(
-            previous,
-            RECONCILING,
-            reconciling,
-            reason,
-            message,
-            generation,
-        ),
-        condition(previous, STALLED, stalled, reason, message, generation),
-    ]
+impl Outcome {
+    /// The status of each of the three kstatus conditions for this
+    /// outcome, as `(type, status)`: `Ready`, `Reconciling`, `Stalled`
+    /// (`Paused`: all three `False`). The conditions themselves, with their
+    /// transition times, are built by the report edge
+    /// (`controller::report::conditions`).
+    pub fn kstatus(&self) -> [(&'static str, &'static str); 3] {
+        let (ready, reconciling, stalled) = match self {
+            Outcome::Ready { .. } => (TRUE, FALSE, FALSE),
+            Outcome::Progressing { .. } => (FALSE, TRUE, FALSE),
+            Outcome::Stalled { .. } => (FALSE, FALSE, TRUE),
+            Outcome::Paused { .. } => (FALSE, FALSE, FALSE),
+        };
+        [
+            (READY, ready),
+            (RECONCILING, reconciling),
+            (STALLED, stalled),
+        ]
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::conditions::find;
+
+    fn status_of(outcome: &Outcome, type_: &str) -> &'static str {
+        outcome
+            .kstatus()
+            .iter()
+            .find(|(t, _)| *t == type_)
+            .map(|(_, s)| *s)
+            .unwrap()
+    }
 
     #[test]
     fn deployed_is_ready_failed_is_stalled_in_progress_is_reconciling() {
-        let ready = conditions(
-            &[],
-            &revision_outcome("r1", &RevisionStatus::Deployed),
-            Some(3),
-        );
-        assert_eq!(find(&ready, READY).unwrap().status, TRUE);
-        assert_eq!(find(&ready, READY).unwrap().observed_generation, Some(3));
+        let ready = revision_outcome("r1", &RevisionStatus::Deployed);
+        assert_eq!(status_of(&ready, READY), TRUE);
+        assert_eq!(status_of(&ready, STALLED), FALSE);
         let failed = revision_outcome("r1", &RevisionStatus::BuildFailed);
         assert_eq!(failed.reason(), reason::REVISION_FAILED);
-        let c = conditions(&ready, &failed, Some(3));
-        assert_eq!(find(&c, STALLED).unwrap().status, TRUE);
-        assert_eq!(find(&c, READY).unwrap().status, FALSE);
-        assert!(find(&c, READY).unwrap().message.contains("BUILD_FAILED"));
-        let c = conditions(&[], &revision_outcome("r2", &RevisionStatus::Unknown), None);
-        assert_eq!(find(&c, RECONCILING).unwrap().status, TRUE);
-        let c = conditions(
-            &[],
-            &revision_outcome("r2", &RevisionStatus::Interrupted),
-            None,
-        );
-        assert_eq!(
-            find(&c, STALLED).unwrap().reason,
-            reason::REVISION_INTERRUPTED
-        );
+        assert_eq!(status_of(&failed, STALLED), TRUE);
+        assert_eq!(status_of(&failed, READY), FALSE);
+        assert!(failed.message().contains("BUILD_FAILED"));
+        let unknown = revision_outcome("r2", &RevisionStatus::Unknown);
+        assert_eq!(status_of(&unknown, RECONCILING), TRUE);
+        let interrupted = revision_outcome("r2", &RevisionStatus::Interrupted);
+        assert_eq!(interrupted.reason(), reason::REVISION_INTERRUPTED);
+        assert_eq!(status_of(&interrupted, STALLED), TRUE);
+        let paused = Outcome::Paused {
+            message: "paused".into(),
+        };
+        assert!(paused.kstatus().iter().all(|(_, s)| *s == FALSE));
     }
 }

@@ -13,6 +13,7 @@ use super::report::{Flow, Report};
 use super::{deleting, plane_key};
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeployment;
+use crate::controller::report::conditions;
 use crate::controller::{Context, integrations, jittered, object_key, placement};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch, RevisionStatus};
@@ -20,7 +21,7 @@ use crate::plan::decide::{self, After};
 use crate::plan::desired;
 use crate::plan::fight;
 use crate::plan::shapes::{self, Memory};
-use crate::plan::status::{Outcome, conditions};
+use crate::plan::status::Outcome;
 use crate::plan::steps::{self, RemoteGone};
 use crate::plan::verdict::{self, UNUSED};
 

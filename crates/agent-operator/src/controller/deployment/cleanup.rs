@@ -17,9 +17,10 @@ use crate::api::deployment::{
     AgentDeployment, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, PAUSED_ANNOTATION,
 };
 use crate::controller::kind::changed;
+use crate::controller::report::conditions;
 use crate::controller::{Context, Error, object_key};
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
-use crate::plan::status::{Outcome, conditions};
+use crate::plan::status::Outcome;
 
 /// The deletion pass of `obj`.
 pub async fn cleanup(

@@ -14,10 +14,11 @@ use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, REDEPLOY_ANNOTATION,
 };
 use crate::controller::kind::{Remember, already_reported, changed};
+use crate::controller::report::conditions;
 use crate::controller::{Context, Error, jittered};
 use crate::controlplane::types::Deployment;
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
-use crate::plan::status::{Outcome, conditions};
+use crate::plan::status::Outcome;
 use crate::plan::steps;
 use crate::plan::verdict::Note;
 

@@ -12,10 +12,11 @@ use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
 use crate::controller::Context;
 use crate::controller::kind::{self, Kind, already_reported, changed};
+use crate::controller::report::conditions;
 use crate::controller::report::error_outcome;
 use crate::controller::resolve::Blocked;
 use crate::controlplane::Error as CpError;
-use crate::plan::status::{Outcome, conditions};
+use crate::plan::status::Outcome;
 
 /// A step's result: `Err` ends the pass with this report
 /// ([`kind::Flow`]).

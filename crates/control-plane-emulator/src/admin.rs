@@ -24,6 +24,10 @@
 //! - `POST /_emulator/deployments/{id}/revisions/{rid}/status` with
 //!   `{"status": "BUILD_FAILED"}`: freezes the revision at that status (any
 //!   string, so unknown statuses can be tested); answers the Revision.
+//! - `POST /_emulator/deployments/{id}/preview` with `{"is_preview": true}`:
+//!   makes the deployment a preview, as the platform's pull-request previews
+//!   are (shown with `is_preview: true`; its name no longer counts as taken,
+//!   so the parent's name can be created beside it); answers the deployment.
 
 use axum::Json;
 use axum::Router;
@@ -60,6 +64,10 @@ pub(crate) fn admin_routes() -> Router<EmulatorState> {
         .route(
             "/_emulator/deployments/{deployment_id}/status",
             post(force_deployment_status),
+        )
+        .route(
+            "/_emulator/deployments/{deployment_id}/preview",
+            post(mark_preview),
         )
 }
 
@@ -169,6 +177,30 @@ async fn force_deployment_status(
             .map(|s| s.trim().to_owned())
             .filter(|s| !s.is_empty());
         tracing::info!(deployment_id = %id, status = d.status(), "deployment status forced");
+        Ok(Json(d.json(now)))
+    })
+}
+
+/// `POST /_emulator/deployments/{id}/preview` `{"is_preview": true}`: see
+/// the module documentation. Answers the deployment.
+async fn mark_preview(
+    State(state): State<EmulatorState>,
+    ids: PathIds,
+    JsonBody(body): JsonBody,
+) -> Result<Json<Value>, ApiError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Preview {
+        is_preview: bool,
+    }
+    let Preview { is_preview } = decode(body)?;
+    let id = ids.at(0);
+    state.with_store(|store, now| {
+        let d = store
+            .get_any_mut(&id)
+            .ok_or_else(|| ApiError::deployment_not_found(&id))?;
+        d.preview = is_preview;
+        tracing::info!(deployment_id = %id, is_preview, "deployment preview flag set");
         Ok(Json(d.json(now)))
     })
 }

@@ -234,6 +234,7 @@ async fn create_deployment(
             deleted: None,
             assistant_id: Uuid::new_v4(),
             forced_status: None,
+            preview: false,
             display_name: None,
         };
         let plan = plan_for(&state, &d, &req.source_revision_config);

@@ -157,6 +157,10 @@ pub(crate) struct StoredDeployment {
     /// A deployment status set by the admin API (`UNUSED`,
     /// `AWAITING_FINAL_DELETE`, ...), shown instead of the computed one.
     pub forced_status: Option<String>,
+    /// A preview deployment (set by the admin API, as the platform's
+    /// pull-request previews are made outside this API): shown with
+    /// `is_preview: true`, and its name does not count as taken.
+    pub preview: bool,
     /// `display_name`, set by PATCH only (not accepted on create; cannot be
     /// cleared once set: docs/control-plane-api.md, "Answer shapes").
     pub display_name: Option<String>,
@@ -267,6 +271,7 @@ impl StoredDeployment {
             tenant_id: Some(self.tenant_id.clone()),
             name: self.name.clone(),
             display_name: self.display_name.clone(),
+            is_preview: Some(self.preview),
             source: Some(self.source.clone()),
             source_config: self.source_config.clone(),
             source_revision_config: latest.map(|r| r.config.clone()).unwrap_or_default(),
@@ -376,7 +381,7 @@ impl Store {
     pub fn name_taken(&self, tenant: &str, name: &str) -> bool {
         self.deployments
             .values()
-            .any(|d| d.tenant_id == tenant && d.name == name)
+            .any(|d| d.tenant_id == tenant && d.name == name && !d.preview)
     }
 
     /// Marks a deployment deleted at `now` (no-op if it already is).
@@ -452,6 +457,7 @@ mod tests {
             deleted: None,
             assistant_id: Uuid::new_v4(),
             forced_status: None,
+            preview: false,
             display_name: None,
         };
         let builds = source == "github";

@@ -268,6 +268,11 @@ pub struct Deployment {
     /// The name shown in the UI, set by PATCH only (null until then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
+    /// True for a preview deployment the platform made for a pull request
+    /// (it may share its parent's name); lookups by name skip it, as the
+    /// official CLI does (docs/control-plane-api.md "Listing").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_preview: Option<bool>,
     /// Source kind.
     #[serde(default)]
     pub source: Option<String>,
@@ -306,6 +311,14 @@ pub struct Deployment {
     /// Last update time, RFC 3339.
     #[serde(default)]
     pub updated_at: Option<String>,
+}
+
+impl Deployment {
+    /// True when the service marks this deployment a preview
+    /// ([`Deployment::is_preview`]).
+    pub fn preview(&self) -> bool {
+        self.is_preview == Some(true)
+    }
 }
 
 /// Status of a revision (docs/control-plane-api.md "Revision": 13 values).

@@ -854,9 +854,11 @@ impl ControlPlaneClient {
         .await
     }
 
-    /// Every deployment named exactly `name`: lists with the exact `name`
-    /// filter and `name_contains` (as the Go CLI does), and keeps the
-    /// deployments whose name equals `name`. One request on a service with
+    /// Every deployment named exactly `name`, previews excepted: lists with
+    /// the exact `name` filter and `name_contains` (as the Go CLI does), and
+    /// keeps the deployments whose name equals `name` and that the service
+    /// does not mark `is_preview` (a pull-request preview may share its
+    /// parent's name; the Go CLI skips them too). One request on a service with
     /// the exact filter; a service that ignores it answers the
     /// `name_contains` matches, paged to the end (docs/control-plane-api.md,
     /// "Requests as the official clients send them"). Errors: those of
@@ -869,7 +871,10 @@ impl ControlPlaneClient {
                 ..Default::default()
             })
             .await?;
-        Ok(found.into_iter().filter(|d| d.name == name).collect())
+        Ok(found
+            .into_iter()
+            .filter(|d| d.name == name && !d.preview())
+            .collect())
     }
 
     /// Exact-name lookup: the first of [`Self::deployments_named`].

@@ -354,6 +354,7 @@ mod tests {
             id: "d".into(),
             tenant_id: None,
             display_name: None,
+            is_preview: None,
             name: create.name.clone(),
             source: Some(create.source.clone()),
             source_config: wire::SourceConfig {

@@ -190,3 +190,44 @@ async fn a_remote_that_differs_in_immutable_fields_is_not_adopted() {
     );
     assert_eq!(h.remote_deployments().await.len(), 1, "nothing created");
 }
+
+/// A pull-request preview of the platform may carry its parent's name
+/// (`is_preview: true`): a lookup by name skips it, as the official CLI
+/// does, so the resource creates its own deployment instead of adopting the
+/// preview or stalling on a name conflict, and never touches the preview.
+#[tokio::test]
+async fn a_preview_with_the_same_name_is_neither_adopted_nor_a_conflict() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-preview-name").start().await;
+    let preview =
+        h.cp.create_deployment(&github_create_body("shop-agent", "pr-12"))
+            .await
+            .unwrap();
+    h.emulator.mark_preview(&preview.id).await;
+    let found = h.cp.deployments_named("shop-agent").await.unwrap();
+    assert!(found.is_empty(), "lookups skip previews: {found:?}");
+
+    h.apply(github_deployment("shop-agent", "main")).await;
+    let obj = h.wait_ready("shop-agent", TIMEOUT).await;
+    let id = obj.status.unwrap().deployment_id.unwrap();
+    assert_ne!(id, preview.id, "the preview is not adopted");
+    let all = h.remote_deployments().await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    let kept = h.cp.get_deployment(&preview.id).await.unwrap();
+    assert_eq!(kept.is_preview, Some(true));
+    assert_eq!(
+        h.revisions(&preview.id).await.len(),
+        1,
+        "the preview is left alone"
+    );
+    assert_eq!(
+        h.emulator.requests().await.count(route::CREATE),
+        2,
+        "the preview's create and the resource's"
+    );
+    assert_eq!(
+        h.requests_about(&preview.id).await,
+        2,
+        "only this test's own reads of the preview"
+    );
+}

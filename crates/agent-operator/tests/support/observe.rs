@@ -87,6 +87,18 @@ impl EmulatorProcess {
         .await;
     }
 
+    /// Makes deployment `id` a preview (`is_preview: true`), as the
+    /// platform's pull-request previews are.
+    pub async fn mark_preview(&self, id: &str) {
+        self.admin_send(
+            admin_http()
+                .post(self.admin_url(&format!("deployments/{id}/preview")))
+                .json(&json!({ "is_preview": true })),
+            "mark preview",
+        )
+        .await;
+    }
+
     /// Freezes revision `rid` of deployment `id` at `status`.
     pub async fn force_revision_status(&self, id: &str, rid: &str, status: &str) {
         self.admin_send(

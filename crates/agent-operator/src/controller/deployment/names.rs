@@ -105,7 +105,11 @@ impl NameIndexes {
             // instead of sending their own.
             let started = Instant::now();
             let all = cp.list_all_deployments(&Default::default()).await?;
-            idx.names = all.into_iter().map(|d| d.name).collect();
+            idx.names = all
+                .into_iter()
+                .filter(|d| !d.preview())
+                .map(|d| d.name)
+                .collect();
             idx.listed_at = Some(started);
             // Names created before this listing began are in it.
             index

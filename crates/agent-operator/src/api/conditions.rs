@@ -170,6 +170,11 @@ pub mod reason {
     /// AgentAssistant: its AgentDeployment is not Ready with an agent server
     /// URL yet (it waits, no request is made).
     pub const WAITING_FOR_DEPLOYMENT: &str = "WaitingForDeployment";
+    /// AgentAssistant, AgentCron: its AgentDeployment is paused (annotation
+    /// `agentserver.dev/paused: "true"`): a cron is disabled on the agent
+    /// server (`enabled: false`, `Ready=True`), an assistant waits with no
+    /// request (`Reconciling`); both go on when it is unpaused.
+    pub const DEPLOYMENT_PAUSED: &str = "DeploymentPaused";
     /// AgentAssistant: the agent server answered 404 (an unknown graph, or
     /// version): `Stalled`, not sent again until the spec changes.
     pub const GRAPH_NOT_FOUND: &str = "GraphNotFound";
@@ -186,7 +191,9 @@ pub mod reason {
     /// (`Ready=True`; nothing runs any more).
     pub const CRON_COMPLETED: &str = "CronCompleted";
     /// AgentCron: its `assistantRef` names an AgentAssistant that does not
-    /// exist or has no `assistantId` yet (it waits, no request is made).
+    /// exist or is not Ready on the deployment's current agent server yet
+    /// (it waits, no request is made), or the server did not know the
+    /// assistant yet (404 on the create; looked at again, not held).
     pub const WAITING_FOR_ASSISTANT: &str = "WaitingForAssistant";
     /// AgentCron: the agent server refused the request (400, 409, 422, e.g.
     /// `Invalid cron schedule`): `Stalled`, not sent again until the spec

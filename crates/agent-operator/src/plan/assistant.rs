@@ -51,7 +51,9 @@ pub fn create_body(spec: &AgentAssistantSpec, id: &str, object_name: &str) -> As
 /// `None` when nothing differs. `metadata` differs when a key of the spec
 /// is missing or has another value (the server merges it, so keys it holds
 /// besides are not a difference). An empty or absent `config`/`context`
-/// equals `{}`.
+/// equals `{}`, and the two are compared as the server holds them (it
+/// mirrors `config.configurable` and `context` into each other, so a spec
+/// that sets one is not drift from a server that shows both).
 pub fn patch_body(
     spec: &AgentAssistantSpec,
     current: &Assistant,
@@ -75,13 +77,15 @@ pub fn patch_body(
         any = true;
     }
     let want_config = spec.config.clone().unwrap_or_default();
-    if as_object(Some(&current.config)) != want_config {
-        patch.config = Some(Value::Object(want_config));
-        any = true;
-    }
     let want_context = spec.context.clone().unwrap_or_default();
-    if as_object(current.context.as_ref()) != want_context {
-        patch.context = Some(Value::Object(want_context));
+    let held = served(
+        as_object(Some(&current.config)),
+        as_object(current.context.as_ref()),
+    );
+    if held != served(want_config.clone(), want_context.clone()) {
+        let (config, context) = sent(want_config, want_context);
+        patch.config = Some(Value::Object(config));
+        patch.context = context.map(Value::Object);
         any = true;
     }
     if let Some(m) = &spec.metadata
@@ -91,6 +95,59 @@ pub fn patch_body(
         any = true;
     }
     any.then_some(patch)
+}
+
+/// `config` and `context` as the agent server holds them: it keeps
+/// `config.configurable` and `context` equal (a non-empty `configurable`
+/// becomes the `context`, else a non-empty `context` becomes the
+/// `configurable`), and an empty `configurable` is no `configurable`. Two
+/// pairs that serve alike compare equal in this form. Source:
+/// docs/control-plane-api.md "Assistants" (config and context).
+fn served(
+    mut config: Map<String, Value>,
+    mut context: Map<String, Value>,
+) -> (Map<String, Value>, Map<String, Value>) {
+    let configurable = config
+        .get("configurable")
+        .and_then(Value::as_object)
+        .filter(|c| !c.is_empty())
+        .cloned();
+    if config
+        .get("configurable")
+        .is_some_and(|c| c.as_object().is_some_and(Map::is_empty))
+    {
+        config.remove("configurable");
+    }
+    match configurable {
+        Some(c) => context = c,
+        None if !context.is_empty() => {
+            config.insert("configurable".to_owned(), Value::Object(context.clone()));
+        }
+        None => {}
+    }
+    (config, context)
+}
+
+/// The `config` and `context` a PATCH sends so that the server holds the
+/// spec's: never both a non-empty `configurable` and a `context` (the
+/// server refuses that with a 400), and never an empty `config` (the
+/// server keeps the old one for `{}`: `{"configurable": {}}` replaces it).
+fn sent(
+    config: Map<String, Value>,
+    context: Map<String, Value>,
+) -> (Map<String, Value>, Option<Map<String, Value>>) {
+    let has_configurable = config
+        .get("configurable")
+        .and_then(Value::as_object)
+        .is_some_and(|c| !c.is_empty());
+    if has_configurable {
+        return (config, None);
+    }
+    let mut config = config;
+    if config.is_empty() {
+        config.insert("configurable".to_owned(), Value::Object(Map::new()));
+    }
+    (config, Some(context))
 }
 
 /// `v` as an object; `null`, absent or not an object is `{}`.
@@ -234,6 +291,12 @@ mod tests {
         let merged_meta = remote(json!({"metadata": {"team": "x", "created_by": "ui"}}));
         let renamed = remote(json!({"name": "by hand"}));
         let null_context = remote(json!({"context": null}));
+        let configurable = spec(json!({"config": {"configurable": {"model": "a"}}}));
+        let context_only = spec(json!({"context": {"model": "a"}}));
+        let other_context = spec(json!({"context": {"model": "b"}}));
+        // What the real server holds for either of these: both mirrored.
+        let mirrored =
+            remote(json!({"config": {"configurable": {"model": "a"}}, "context": {"model": "a"}}));
         let patch_of = |p: AssistantPatch| Step::Patch(Box::new(p));
         let cases: Vec<Case<'_>> = vec![
             (
@@ -264,6 +327,42 @@ mod tests {
                 None,
                 patch_of(AssistantPatch {
                     config: Some(json!({"configurable": {"model": "b"}})),
+                    ..Default::default()
+                }),
+            ),
+            (
+                "configurable mirrored into context by the server: nothing",
+                &configurable,
+                Some(&mirrored),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "context mirrored into configurable by the server: nothing",
+                &context_only,
+                Some(&mirrored),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "configurable removed from the spec: {configurable: {}} replaces it",
+                &plain,
+                Some(&mirrored),
+                None,
+                patch_of(AssistantPatch {
+                    config: Some(json!({"configurable": {}})),
+                    context: Some(json!({})),
+                    ..Default::default()
+                }),
+            ),
+            (
+                "context changed: sent alone, never beside a configurable",
+                &other_context,
+                Some(&mirrored),
+                None,
+                patch_of(AssistantPatch {
+                    config: Some(json!({"configurable": {}})),
+                    context: Some(json!({"model": "b"})),
                     ..Default::default()
                 }),
             ),

@@ -41,9 +41,10 @@ pub fn ended(spec: &AgentCronSpec, now: Timestamp) -> bool {
     spec.end_time.as_ref().is_some_and(|t| t.0 <= now)
 }
 
-/// Whether the cron should run: not suspended and not ended.
-pub fn want_enabled(spec: &AgentCronSpec, now: Timestamp) -> bool {
-    !spec.suspend && !ended(spec, now)
+/// Whether the cron should run: not suspended, not ended, and its
+/// AgentDeployment not `paused`.
+pub fn want_enabled(spec: &AgentCronSpec, now: Timestamp, paused: bool) -> bool {
+    !spec.suspend && !ended(spec, now) && !paused
 }
 
 /// The cron's metadata: the spec's, with the UID tag (which wins).
@@ -54,9 +55,16 @@ fn metadata(spec: &AgentCronSpec, uid: &str) -> Map<String, Value> {
 }
 
 /// The body of `POST /runs/crons`: `assistant` is the AgentAssistant's id
-/// or the graph id. Never carries `end_time`.
-pub fn create_body(spec: &AgentCronSpec, uid: &str, assistant: &str, now: Timestamp) -> CronCreate {
-    let p = patch_body(spec, uid, now);
+/// or the graph id; `paused`: the AgentDeployment is paused (the cron is
+/// created disabled). Never carries `end_time`.
+pub fn create_body(
+    spec: &AgentCronSpec,
+    uid: &str,
+    assistant: &str,
+    now: Timestamp,
+    paused: bool,
+) -> CronCreate {
+    let p = patch_body(spec, uid, now, paused);
     CronCreate {
         assistant_id: assistant.to_owned(),
         schedule: spec.schedule.clone(),
@@ -73,9 +81,9 @@ pub fn create_body(spec: &AgentCronSpec, uid: &str, assistant: &str, now: Timest
 }
 
 /// The whole desired state as one `PATCH /runs/crons/{id}` body (every
-/// field the spec sets, `enabled` from `suspend` and `endTime`). Never
-/// carries `end_time`.
-pub fn patch_body(spec: &AgentCronSpec, uid: &str, now: Timestamp) -> CronPatch {
+/// field the spec sets, `enabled` from `suspend`, `endTime` and whether the
+/// AgentDeployment is `paused`). Never carries `end_time`.
+pub fn patch_body(spec: &AgentCronSpec, uid: &str, now: Timestamp, paused: bool) -> CronPatch {
     CronPatch {
         schedule: Some(spec.schedule.clone()),
         timezone: spec.timezone.clone(),
@@ -86,7 +94,7 @@ pub fn patch_body(spec: &AgentCronSpec, uid: &str, now: Timestamp) -> CronPatch 
         context: spec.context.clone().map(Value::Object),
         webhook: spec.webhook.clone(),
         on_run_completed: Some(spec.on_run_completed.wire().to_owned()),
-        enabled: Some(want_enabled(spec, now)),
+        enabled: Some(want_enabled(spec, now, paused)),
     }
 }
 
@@ -144,6 +152,8 @@ pub struct Known<'a> {
     pub generation: Option<i64>,
     /// Now (for `endTime`).
     pub now: Timestamp,
+    /// The AgentDeployment is paused: the cron is disabled.
+    pub paused: bool,
     /// The assistant id (from the AgentAssistant) or graph id to create
     /// the cron with.
     pub assistant: &'a str,
@@ -187,10 +197,16 @@ fn drifted(cron: &Cron, want: &CronPatch) -> bool {
 /// create or the PATCH; a step whose request was refused for this
 /// generation is [`Step::Held`]. Pure.
 pub fn decide(k: &Known<'_>) -> Step {
-    let want = patch_body(k.spec, k.uid, k.now);
+    let want = patch_body(k.spec, k.uid, k.now, k.paused);
     let step = match kept(k.found, k.known_id) {
         None if ended(k.spec, k.now) => Step::Nothing,
-        None => Step::Create(Box::new(create_body(k.spec, k.uid, k.assistant, k.now))),
+        None => Step::Create(Box::new(create_body(
+            k.spec,
+            k.uid,
+            k.assistant,
+            k.now,
+            k.paused,
+        ))),
         Some(keep) => {
             if let Some(extra) = k.found.iter().find(|c| c.cron_id != keep.cron_id) {
                 Step::DeleteDuplicate(extra.cron_id.clone())
@@ -255,7 +271,7 @@ mod tests {
             json!({"endTime": "2026-11-28T00:00:00Z", "metadata": {"team": "x",
             UID_METADATA_KEY: "forged"}, "timezone": "Europe/Paris"}),
         );
-        let body = serde_json::to_value(create_body(&s, UID, "agent", now())).unwrap();
+        let body = serde_json::to_value(create_body(&s, UID, "agent", now(), false)).unwrap();
         assert_eq!(
             body["metadata"],
             json!({"team": "x", UID_METADATA_KEY: UID})
@@ -264,7 +280,7 @@ mod tests {
         assert_eq!(body["enabled"], true);
         assert_eq!(body["timezone"], "Europe/Paris");
         assert_eq!(body["on_run_completed"], "delete");
-        let patch = serde_json::to_value(patch_body(&s, UID, now())).unwrap();
+        let patch = serde_json::to_value(patch_body(&s, UID, now(), false)).unwrap();
         assert!(patch.get("end_time").is_none(), "{patch}");
         assert_eq!(
             serde_json::to_value(search(UID)).unwrap(),
@@ -277,9 +293,13 @@ mod tests {
         let later = spec(json!({"endTime": "2026-11-27T06:00:00Z"}));
         let past = spec(json!({"endTime": "2026-11-27T05:00:00Z"}));
         let suspended = spec(json!({"suspend": true}));
-        assert!(want_enabled(&later, now()));
-        assert!(!want_enabled(&past, now()), "endTime at now has passed");
-        assert!(!want_enabled(&suspended, now()));
+        assert!(want_enabled(&later, now(), false));
+        assert!(
+            !want_enabled(&past, now(), false),
+            "endTime at now has passed"
+        );
+        assert!(!want_enabled(&suspended, now(), false));
+        assert!(!want_enabled(&later, now(), true), "a paused deployment");
     }
 
     /// What, spec, crons found, status.cronId, applied hash, refused
@@ -301,7 +321,7 @@ mod tests {
         let suspended = spec(json!({"suspend": true}));
         let ended = spec(json!({"endTime": "2026-11-27T04:00:00Z"}));
         let meta = spec(json!({"metadata": {"team": "x"}}));
-        let h = |s: &AgentCronSpec| Some(digest(&patch_body(s, UID, now())));
+        let h = |s: &AgentCronSpec| Some(digest(&patch_body(s, UID, now(), false)));
         let same = remote("c1", "2026-11-27T01:00:00Z", json!({}));
         let older = remote("c0", "2026-11-27T00:00:00Z", json!({}));
         let disabled = remote("c1", "2026-11-27T01:00:00Z", json!({"enabled": false}));
@@ -316,9 +336,10 @@ mod tests {
             json!({"metadata": {UID_METADATA_KEY: UID, "team": "x", "by": "ui"}}),
         );
         let create =
-            |s: &AgentCronSpec| Step::Create(Box::new(create_body(s, UID, "agent", now())));
-        let patch =
-            |s: &AgentCronSpec| Step::Patch("c1".into(), Box::new(patch_body(s, UID, now())));
+            |s: &AgentCronSpec| Step::Create(Box::new(create_body(s, UID, "agent", now(), false)));
+        let patch = |s: &AgentCronSpec| {
+            Step::Patch("c1".into(), Box::new(patch_body(s, UID, now(), false)))
+        };
         let cases: Vec<Case<'_>> = vec![
             (
                 "none found: create",
@@ -480,6 +501,7 @@ mod tests {
                 uid: UID,
                 generation: Some(3),
                 now: now(),
+                paused: false,
                 assistant: "agent",
                 found: &found,
                 known_id,
@@ -488,5 +510,48 @@ mod tests {
             };
             assert_eq!(decide(&k), want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_paused_deployment_disables_the_cron_and_unpausing_enables_it_again() {
+        let plain = spec(json!({}));
+        let enabled = remote("c1", "2026-11-27T01:00:00Z", json!({}));
+        let disabled = remote("c1", "2026-11-27T01:00:00Z", json!({"enabled": false}));
+        let sent = |paused| Some(digest(&patch_body(&plain, UID, now(), paused)));
+        let step = |paused, found: Vec<Cron>, hash: Option<String>| {
+            decide(&Known {
+                spec: &plain,
+                uid: UID,
+                generation: Some(1),
+                now: now(),
+                paused,
+                assistant: "agent",
+                found: &found,
+                known_id: found.first().map(|c| c.cron_id.as_str()),
+                applied_hash: hash.as_deref(),
+                rejected: None,
+            })
+        };
+        let Step::Patch(_, off) = step(true, vec![enabled.clone()], sent(false)) else {
+            panic!("paused: one PATCH");
+        };
+        assert_eq!(off.enabled, Some(false));
+        assert_eq!(
+            step(true, vec![disabled.clone()], sent(true)),
+            Step::Nothing,
+            "paused and disabled: nothing"
+        );
+        let Step::Patch(_, on) = step(false, vec![disabled], sent(true)) else {
+            panic!("unpaused: one PATCH");
+        };
+        assert_eq!(on.enabled, Some(true));
+        let Step::Create(created) = step(true, vec![], None) else {
+            panic!("none yet: created");
+        };
+        assert_eq!(
+            created.enabled,
+            Some(false),
+            "created disabled while paused"
+        );
     }
 }

@@ -43,6 +43,7 @@ mod operations_http;
 mod operations_leader;
 mod operator_admission;
 mod operator_adoption;
+mod operator_agents_lifecycle;
 mod operator_assistant;
 mod operator_control_plane;
 mod operator_crash_safety;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use agent_operator::api::AgentAssistant;
 use kube::Api;
 use kube::api::DeleteParams;
-use serde_json::json;
+use serde_json::{Value, json};
 use support::{Harness, github_deployment};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -114,4 +114,163 @@ async fn an_assistant_is_created_once_patched_once_per_change_and_deleted() {
     let all = assistant_requests(&h).await;
     assert_eq!(count(&all, "DELETE"), 1, "one DELETE: {all:?}");
     assert_eq!(count(&all, "POST"), 1, "still one create: {all:?}");
+}
+
+/// `GET /assistants/{id}` on the real agent server at `url`: the HTTP
+/// status and the body (the test's own request, not the operator's).
+async fn remote_assistant(url: &str, id: &str) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .get(format!("{url}/assistants/{id}"))
+        .send()
+        .await
+        .expect("GET /assistants/{id}");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+/// The versions of the assistant `id` on the real agent server at `url`
+/// (`POST /assistants/{id}/versions`), newest first.
+async fn versions(url: &str, id: &str) -> Vec<i64> {
+    let list: Vec<Value> = reqwest::Client::new()
+        .post(format!("{url}/assistants/{id}/versions"))
+        .json(&json!({"limit": 100}))
+        .send()
+        .await
+        .expect("POST /assistants/{id}/versions")
+        .json()
+        .await
+        .expect("a list of versions");
+    list.iter().filter_map(|v| v["version"].as_i64()).collect()
+}
+
+fn on_real(name: &str, spec: Value) -> Value {
+    let mut s = json!({"deploymentRef": {"name": "agent"}, "graphId": "agent"});
+    s.as_object_mut()
+        .unwrap()
+        .extend(spec.as_object().unwrap().clone());
+    json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentAssistant",
+        "metadata": {"name": name}, "spec": s})
+}
+
+#[tokio::test]
+async fn on_the_real_agent_server_an_assistant_is_created_updated_pinned_corrected_deleted_and_orphaned()
+ {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(AgentServer);
+    let server = support::langgraph::start("operator_assistant_real");
+    let url = server.url.clone();
+    // A 2 s resync: the drift check of the steady assistant comes soon.
+    let h = Harness::quick("op-assistant-real")
+        .agent_server_url(&url)
+        .resync_seconds(2.0)
+        .start()
+        .await;
+    h.apply(github_deployment("agent", "main")).await;
+    h.wait_ready("agent", TIMEOUT).await;
+    let api: Api<AgentAssistant> = Api::namespaced(h.client.clone(), &h.ns);
+    let spec = |model: &str| {
+        json!({"name": "helper", "description": "answers tickets",
+            "config": {"configurable": {"model": model}}, "metadata": {"team": "support"}})
+    };
+
+    // Created: version 1, with the fields of the spec.
+    support::apply_json(&api, "helper", on_real("helper", spec("a"))).await;
+    let (id, version) = wait_assistant(&api, "helper", "Ready", ready).await;
+    assert_eq!(version, 1);
+    let (status, a) = remote_assistant(&url, &id).await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(a["graph_id"], "agent");
+    assert_eq!(a["name"], "helper");
+    assert_eq!(a["description"], "answers tickets");
+    assert_eq!(a["config"]["configurable"]["model"], "a", "{a}");
+    assert_eq!(a["metadata"]["team"], "support", "{a}");
+    // Steady: several drift checks later, no new version (what the real
+    // server answers equals what was sent).
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(versions(&url, &id).await, vec![1], "no PATCH while steady");
+
+    // Updated: one PATCH, one new version.
+    support::apply_json(&api, "helper", on_real("helper", spec("b"))).await;
+    wait_assistant(&api, "helper", "version 2", |o| {
+        ready(o).filter(|(_, v)| *v == 2)
+    })
+    .await;
+    assert_eq!(
+        remote_assistant(&url, &id).await.1["config"]["configurable"]["model"],
+        "b"
+    );
+    assert_eq!(
+        versions(&url, &id).await,
+        vec![2, 1],
+        "exactly one new version"
+    );
+
+    // Drift made outside (as the UI or the SDK would): a PATCH by hand is
+    // version 3; the next drift check patches it back (version 4).
+    let by_hand = reqwest::Client::new()
+        .patch(format!("{url}/assistants/{id}"))
+        .json(&json!({"name": "renamed by hand", "config": {"configurable": {"model": "x"}}}))
+        .send()
+        .await
+        .expect("PATCH by hand");
+    assert!(by_hand.status().is_success(), "{by_hand:?}");
+    wait_assistant(&api, "helper", "the drift corrected (version 4)", |o| {
+        ready(o).filter(|(_, v)| *v == 4)
+    })
+    .await;
+    let (_, a) = remote_assistant(&url, &id).await;
+    assert_eq!(a["name"], "helper", "{a}");
+    assert_eq!(a["config"]["configurable"]["model"], "b", "{a}");
+    assert_eq!(
+        versions(&url, &id).await,
+        vec![4, 3, 2, 1],
+        "one PATCH back"
+    );
+
+    // Pinned to version 1: `/latest`, the old version serves again, no new
+    // version.
+    let mut pinned = spec("b");
+    pinned["version"] = json!(1);
+    support::apply_json(&api, "helper", on_real("helper", pinned)).await;
+    wait_assistant(&api, "helper", "version 1 pinned", |o| {
+        ready(o).filter(|(_, v)| *v == 1)
+    })
+    .await;
+    let (_, a) = remote_assistant(&url, &id).await;
+    assert_eq!(a["version"], 1, "{a}");
+    assert_eq!(
+        a["config"]["configurable"]["model"], "a",
+        "version 1 serves: {a}"
+    );
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        versions(&url, &id).await,
+        vec![4, 3, 2, 1],
+        "the pin makes no version and is not patched away"
+    );
+    assert_eq!(remote_assistant(&url, &id).await.1["version"], 1);
+
+    // Deleted with the resource: GET 404.
+    api.delete("helper", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    wait_assistant(&api, "helper", "gone", |o| o.is_none().then_some(())).await;
+    let (status, a) = remote_assistant(&url, &id).await;
+    assert_eq!(status, 404, "deleted on the server: {a}");
+
+    // `deletionPolicy: Orphan`: the resource goes, the assistant stays.
+    support::apply_json(
+        &api,
+        "kept",
+        on_real("kept", json!({"deletionPolicy": "Orphan"})),
+    )
+    .await;
+    let (kept, _) = wait_assistant(&api, "kept", "Ready", ready).await;
+    api.delete("kept", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    wait_assistant(&api, "kept", "gone", |o| o.is_none().then_some(())).await;
+    let (status, a) = remote_assistant(&url, &kept).await;
+    assert_eq!(status, 200, "orphaned, still on the server: {a}");
+    assert_eq!(a["name"], "kept");
 }

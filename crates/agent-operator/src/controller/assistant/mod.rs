@@ -32,7 +32,7 @@ use super::{Context, Error, scoped_api};
 use crate::agentserver::{AgentServerClient, Assistant};
 use crate::api::assistant::{AgentAssistant, AgentAssistantStatus};
 use crate::api::conditions::{READY, TRUE, find, reason};
-use crate::api::deployment::AgentDeployment;
+use crate::api::deployment::{AgentDeployment, PAUSED_ANNOTATION};
 use crate::plan::assistant::{Known, Step, assistant_id, decide};
 use crate::plan::status::Outcome;
 
@@ -115,6 +115,9 @@ pub(crate) struct Server {
     pub(crate) client: AgentServerClient,
     /// The deployment's remote id.
     pub(crate) deployment_id: String,
+    /// The deployment is paused (its annotation `agentserver.dev/paused` is
+    /// `"true"`): its crons are disabled, its assistants wait.
+    pub(crate) paused: bool,
 }
 
 /// Why there is no agent server to talk to.
@@ -160,7 +163,10 @@ pub(crate) async fn server_of(
         }
     };
     let status = dep.status.clone().unwrap_or_default();
-    let ready = find(&status.conditions, READY).is_some_and(|c| c.status == TRUE);
+    // A paused deployment reports `Ready=False` (`Paused`) and keeps its URL
+    // and id: its agent server still serves and is still reached.
+    let paused = dep.paused() == Ok(true);
+    let ready = paused || find(&status.conditions, READY).is_some_and(|c| c.status == TRUE);
     let (true, Some(url), Some(deployment_id)) = (ready, status.url, status.deployment_id) else {
         return Ok(Err(NoServer::NotReady(format!(
             "waiting for AgentDeployment {name} to be Ready with an agent server URL"
@@ -184,6 +190,7 @@ pub(crate) async fn server_of(
         Ok(client) => Ok(Ok(Server {
             client,
             deployment_id,
+            paused,
         })),
         Err(e) => stalled(
             reason::AGENT_SERVER_UNREACHABLE,
@@ -259,6 +266,23 @@ async fn observe(obj: &AgentAssistant, ctx: &Context) -> Flow<Observed, AgentAss
             ));
         }
     };
+    if server.paused {
+        // An assistant has nothing to pause: it waits, with no request,
+        // until its deployment is unpaused (which wakes it).
+        return Err(act::report(
+            obj,
+            None,
+            &Outcome::Progressing {
+                reason: reason::DEPLOYMENT_PAUSED,
+                message: format!(
+                    "AgentDeployment {} is paused (annotation {PAUSED_ANNOTATION}); \
+                     the assistant waits for it, no request is made",
+                    obj.spec.deployment_ref.name
+                ),
+            },
+            Ok(Action::await_change()),
+        ));
+    }
     let permit = match ctx.verifier.admit(
         &super::object_key(obj),
         &server.deployment_id,
@@ -339,8 +363,9 @@ pub async fn run(
     .await;
 }
 
-/// What of an AgentDeployment its assistants depend on (Ready, URL, remote
-/// id, being deleted), hashed: other status writes wake no assistant.
+/// What of an AgentDeployment its assistants and crons depend on (Ready,
+/// URL, remote id, paused, being deleted), hashed: other status writes wake
+/// none of them.
 pub(crate) fn server_identity(dep: &AgentDeployment) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -352,5 +377,6 @@ pub(crate) fn server_identity(dep: &AgentDeployment) -> Option<u64> {
     status.and_then(|s| s.url.clone()).hash(&mut h);
     status.and_then(|s| s.deployment_id.clone()).hash(&mut h);
     dep.metadata.deletion_timestamp.is_some().hash(&mut h);
+    (dep.paused() == Ok(true)).hash(&mut h);
     Some(h.finish())
 }

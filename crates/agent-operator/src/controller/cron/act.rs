@@ -11,6 +11,7 @@ use crate::agentserver::{Cron, Error as AsError};
 use crate::api::assistant::RejectedAssistantRequest;
 use crate::api::conditions::reason;
 use crate::api::cron::{AgentCron, AgentCronStatus, CronDeletionPolicy};
+use crate::api::deployment::PAUSED_ANNOTATION;
 use crate::controller::assistant::{CALLS_PER_PASS, NoServer, server_of};
 use crate::controller::kind::{Kind, Report};
 use crate::controller::report::reason_for;
@@ -77,7 +78,7 @@ pub(super) async fn act(
         }
         Step::Create(body) => (
             seen.client.create_cron(&body).await,
-            digest(&patch_body(&obj.spec, uid, seen.now)),
+            digest(&patch_body(&obj.spec, uid, seen.now, seen.paused)),
         ),
         Step::Patch(id, body) => (seen.client.patch_cron(&id, &body).await, digest(&body)),
     };
@@ -108,6 +109,15 @@ fn ready(
         (
             reason::CRON_COMPLETED,
             format!("endTime has passed: cron {id} is disabled{what}"),
+        )
+    } else if seen.paused {
+        (
+            reason::DEPLOYMENT_PAUSED,
+            format!(
+                "AgentDeployment {} is paused (annotation {PAUSED_ANNOTATION}): cron {id} is \
+                 disabled (enabled: false) until it is unpaused{what}",
+                obj.spec.deployment_ref.name
+            ),
         )
     } else if obj.spec.suspend {
         (
@@ -214,6 +224,21 @@ pub(super) fn failed(
             deployment_id,
             &outcome,
             Ok(Action::requeue(RETRY_TRANSIENT)),
+        );
+    }
+    if not_found && create && obj.spec.assistant_ref.is_some() {
+        // The AgentAssistant was Ready on this server when the pass began:
+        // a 404 is a server that does not hold it (yet), e.g. a deployment
+        // moved to a new agent server whose assistant pass has not run.
+        let outcome = Outcome::Progressing {
+            reason: reason::WAITING_FOR_ASSISTANT,
+            message: format!("{message} (waiting for the assistant on this agent server)"),
+        };
+        return report(
+            obj,
+            deployment_id,
+            &outcome,
+            Ok(Action::requeue(WAIT_FOR_INPUTS)),
         );
     }
     let reason = match e {

@@ -35,7 +35,7 @@ use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::{Context, Error, scoped_api};
 use crate::agentserver::{AgentServerClient, Cron};
 use crate::api::assistant::AgentAssistant;
-use crate::api::conditions::reason;
+use crate::api::conditions::{READY, TRUE, find, reason};
 use crate::api::cron::{AgentCron, AgentCronStatus};
 use crate::api::deployment::AgentDeployment;
 use crate::plan::cron::{Known, Step, decide};
@@ -61,6 +61,8 @@ pub struct Observed {
     found: Vec<Cron>,
     /// When the pass observed (for `endTime`).
     now: Timestamp,
+    /// The AgentDeployment is paused: the cron is disabled.
+    paused: bool,
     /// The budget's permit, held until the pass ends.
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
@@ -90,6 +92,7 @@ impl Kind for AgentCron {
             uid: obj.metadata.uid.as_deref().unwrap_or_default(),
             generation: obj.metadata.generation,
             now: seen.now,
+            paused: seen.paused,
             assistant: &seen.assistant,
             found: &seen.found,
             known_id: status.cron_id.as_deref().filter(|_| same_server),
@@ -172,9 +175,11 @@ async fn reachable(obj: &AgentCron, ctx: &Context) -> Flow<Server, AgentCron> {
     }
 }
 
-/// The id the cron runs: the AgentAssistant's `assistantId`, or the graph
-/// id; `Err`: the pass waits for the assistant.
-async fn assistant(obj: &AgentCron, ctx: &Context) -> Flow<String, AgentCron> {
+/// The id the cron runs: the AgentAssistant's `assistantId` once it is
+/// Ready on the agent server of `deployment_id` (a re-created or moved
+/// deployment is a new server, where the assistant is created again first),
+/// or the graph id; `Err`: the pass waits for the assistant.
+async fn assistant(obj: &AgentCron, ctx: &Context, deployment_id: &str) -> Flow<String, AgentCron> {
     let Some(r) = &obj.spec.assistant_ref else {
         return Ok(obj.spec.graph_id.clone().unwrap_or_default());
     };
@@ -183,17 +188,22 @@ async fn assistant(obj: &AgentCron, ctx: &Context) -> Flow<String, AgentCron> {
         .ok_or(Error::MissingObjectKey("namespace"))?;
     let api: Api<AgentAssistant> = Api::namespaced(ctx.client.clone(), &ns);
     let found = api.get_opt(&r.name).await.map_err(Error::Kube)?;
-    match found
-        .as_ref()
-        .and_then(|a| a.status.as_ref())
+    let status = found.as_ref().and_then(|a| a.status.as_ref());
+    let on_this_server = status.is_some_and(|s| {
+        s.deployment_id.as_deref() == Some(deployment_id)
+            && find(&s.conditions, READY).is_some_and(|c| c.status == TRUE)
+    });
+    match status
         .and_then(|s| s.assistant_id.clone())
+        .filter(|_| on_this_server)
     {
         Some(id) => Ok(id),
         None => Err(waiting(
             obj,
             reason::WAITING_FOR_ASSISTANT,
             format!(
-                "waiting for AgentAssistant {} to have an assistantId",
+                "waiting for AgentAssistant {} to be Ready on the agent server of \
+                 deployment {deployment_id}",
                 r.name
             ),
         )),
@@ -205,7 +215,7 @@ async fn assistant(obj: &AgentCron, ctx: &Context) -> Flow<String, AgentCron> {
 async fn observe(obj: &AgentCron, ctx: &Context) -> Flow<Observed, AgentCron> {
     webhook_allowed(obj, ctx)?;
     let server = reachable(obj, ctx).await?;
-    let assistant = assistant(obj, ctx).await?;
+    let assistant = assistant(obj, ctx, &server.deployment_id).await?;
     let permit = match ctx.verifier.admit(
         &super::object_key(obj),
         &server.deployment_id,
@@ -228,6 +238,7 @@ async fn observe(obj: &AgentCron, ctx: &Context) -> Flow<Observed, AgentCron> {
             assistant,
             found,
             now: Timestamp::now(),
+            paused: server.paused,
             _permit: permit,
         }),
         Err(e) => Err(act::failed(
@@ -319,14 +330,18 @@ pub async fn run(
     .await;
 }
 
-/// What of an AgentAssistant its crons depend on (its `assistantId`),
-/// hashed: other status writes wake no cron.
+/// What of an AgentAssistant its crons depend on (its `assistantId`, its
+/// Ready condition, the deployment id it is Ready on), hashed: other status
+/// writes wake no cron.
 fn assistant_identity(a: &AgentAssistant) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    a.status
-        .as_ref()
-        .and_then(|s| s.assistant_id.clone())
+    let status = a.status.as_ref();
+    status.and_then(|s| s.assistant_id.clone()).hash(&mut h);
+    status.and_then(|s| s.deployment_id.clone()).hash(&mut h);
+    status
+        .and_then(|s| find(&s.conditions, READY))
+        .map(|c| c.status.clone())
         .hash(&mut h);
     Some(h.finish())
 }

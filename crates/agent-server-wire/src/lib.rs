@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 
 /// Answer of `GET /info` (docs/control-plane-api.md "Agent server": version and flags).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ServerInfo {
     /// Server version, when given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,6 +32,7 @@ pub struct ServerInfo {
 
 /// One assistant: a configured instance of a graph (docs/control-plane-api.md "Agent server").
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Assistant {
     /// Assistant id (a uuid).
     pub assistant_id: String,
@@ -73,6 +75,7 @@ impl Assistant {
 /// Body of `POST /assistants/search` (docs/control-plane-api.md "Agent server"). Every field is
 /// optional; the server's default `limit` is 10.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AssistantSearch {
     /// Exact match per key.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -94,6 +97,7 @@ pub struct AssistantSearch {
 /// One page of `POST /assistants/search`: the bare JSON array and the next
 /// offset from the `X-Pagination-Next` header (docs/control-plane-api.md "Agent server").
 #[derive(Clone, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AssistantPage {
     /// The assistants of this page.
     pub assistants: Vec<Assistant>,
@@ -105,6 +109,7 @@ pub struct AssistantPage {
 /// default `["values"]`). Modes include `values`, `updates`, `messages`,
 /// `messages-tuple`, `events`, `debug`, `custom`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum StreamMode {
     /// One mode, sent as a string.
@@ -127,6 +132,7 @@ impl StreamMode {
 /// Body of `POST /runs/stream`, a stateless run (docs/control-plane-api.md
 /// "Agent server").
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunStreamRequest {
     /// An assistant id (uuid) or a graph name of `langgraph.json`.
     pub assistant_id: String,
@@ -150,6 +156,7 @@ pub struct RunStreamRequest {
 /// What `POST /assistants` does when the client-chosen `assistant_id`
 /// exists (docs/control-plane-api.md "Agent server").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum IfExists {
     /// Answer 409 (the server's default).
@@ -163,6 +170,7 @@ pub enum IfExists {
 /// required, the rest optional; `name` defaults to `Untitled` on the
 /// server).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AssistantCreate {
     /// The graph it runs (a key of `graphs` in `langgraph.json`).
     pub graph_id: String,
@@ -193,6 +201,7 @@ pub struct AssistantCreate {
 /// every field optional; `metadata` is merged into the current one; each
 /// PATCH makes a new `version`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AssistantPatch {
     /// Another graph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -217,6 +226,7 @@ pub struct AssistantPatch {
 /// Body of `POST /assistants/{assistant_id}/versions` (schema
 /// `AssistantVersionsSearchRequest`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AssistantVersionsSearch {
     /// Exact match per key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -232,6 +242,7 @@ pub struct AssistantVersionsSearch {
 /// Body of `POST /assistants/{assistant_id}/latest` (schema
 /// `AssistantVersionChange`): the version that serves from now on.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AssistantVersionChange {
     /// The version number.
     pub version: i64,
@@ -240,6 +251,7 @@ pub struct AssistantVersionChange {
 /// One cron: a scheduled run (schema `Cron`; docs/control-plane-api.md
 /// "Agent server").
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Cron {
     /// Cron id (a uuid the server chooses: a create has no idempotency key).
     pub cron_id: String,
@@ -252,6 +264,18 @@ pub struct Cron {
     pub thread_id: Option<String>,
     /// The schedule: five cron fields.
     pub schedule: String,
+    /// The IANA time zone of `schedule`, or `null` (UTC). Answered by the
+    /// pinned server although its `Cron` schema does not list it.
+    #[serde(default)]
+    pub timezone: Option<String>,
+    /// `delete` or `keep` the thread of each run (the server answers
+    /// `delete` when the create did not say). Answered by the pinned server
+    /// although its `Cron` schema does not list it.
+    #[serde(default)]
+    pub on_run_completed: Option<String>,
+    /// The user who made it (`""` on a server without authentication).
+    #[serde(default)]
+    pub user_id: Option<String>,
     /// When it stops (RFC 3339), or `null`.
     #[serde(default)]
     pub end_time: Option<String>,
@@ -261,7 +285,9 @@ pub struct Cron {
     /// Metadata (also carried by each run's thread of a stateless cron).
     #[serde(default)]
     pub metadata: Map<String, Value>,
-    /// The run's settings as created (`input`, `config`, `context`, ...).
+    /// The run's settings: `assistant_id`, `schedule`, `config` (whose
+    /// `configurable.cron_id` the server adds) and the create's other fields
+    /// as sent (`input`, `context`, `metadata`, ...), updated by each PATCH.
     #[serde(default)]
     pub payload: Map<String, Value>,
     /// Next run (RFC 3339), or `null`.
@@ -281,6 +307,7 @@ pub struct Cron {
 /// Body of `POST /runs/crons` (schema `CronCreate`; `assistant_id` and
 /// `schedule` required).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CronCreate {
     /// An assistant id (uuid) or a graph name.
     pub assistant_id: String,
@@ -320,6 +347,7 @@ pub struct CronCreate {
 /// optional; `metadata` is merged; `end_time` `Some(None)` is sent as
 /// `null` and clears it, `None` leaves it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CronPatch {
     /// New schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -329,6 +357,7 @@ pub struct CronPatch {
     pub timezone: Option<String>,
     /// `Some(None)`: clear it; `Some(Some(t))`: set it.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     pub end_time: Option<Option<String>>,
     /// New input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -356,6 +385,7 @@ pub struct CronPatch {
 /// Body of `POST /runs/crons/search` (schema `CronSearch`): every field
 /// optional; `metadata` matches exact key/value pairs.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CronSearch {
     /// Only crons of this assistant.
     #[serde(default, skip_serializing_if = "Option::is_none")]

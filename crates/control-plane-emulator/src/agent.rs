@@ -19,15 +19,14 @@ use std::convert::Infallible;
 
 use agent_server_wire::{Assistant, ServerInfo};
 use axum::Json;
-use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{get, post};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::agent_route::{AgentRoute, route};
 use super::auth::header;
 use super::errors::ApiError;
 use super::extract::{JsonBody, OptionalJsonBody, PathIds};
@@ -39,14 +38,15 @@ use super::workspace::same_workspace;
 /// The graph every built-in agent server serves.
 pub const GRAPH_ID: &str = "agent";
 
-/// The agent server routes.
-pub(crate) fn agent_routes() -> Router<EmulatorState> {
-    Router::new()
-        .route("/agents/{deployment_id}/ok", get(ok))
-        .route("/agents/{deployment_id}/info", get(info))
-        .route("/agents/{deployment_id}/docs", get(docs))
-        .route("/agents/{deployment_id}/assistants/search", post(search))
-        .route("/agents/{deployment_id}/runs/stream", post(stream))
+/// The agent server's own routes (health, info, docs, search, runs).
+pub(crate) fn agent_routes() -> Vec<AgentRoute> {
+    vec![
+        route(Method::GET, "/ok", ok),
+        route(Method::GET, "/info", info),
+        route(Method::GET, "/docs", docs),
+        route(Method::POST, "/assistants/search", search),
+        route(Method::POST, "/runs/stream", stream),
+    ]
 }
 
 /// What a request to a deployment's agent server may use.

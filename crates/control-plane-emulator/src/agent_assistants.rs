@@ -8,40 +8,41 @@
 //! unchanged; each PATCH makes a new `version` and merges `metadata`; an
 //! unknown graph is 404 `Graph 'x' not found. Expected one of: [...]`).
 //! Emulator choices: the one graph is `agent`; the deployment's system
-//! assistant cannot be changed here.
+//! assistant cannot be changed here. The answers and the error details are
+//! the pinned server's (`contract_agent_server`, a test of agent-operator,
+//! sends the same requests to both and compares them).
 
 use agent_server_wire::{
     Assistant, AssistantCreate, AssistantPatch, AssistantVersionChange, IfExists,
 };
+use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::agent::{GRAPH_ID, target};
+use super::agent_route::{AgentRoute, route};
 use super::agent_store::Record;
 use super::errors::ApiError;
 use super::extract::{OptionalJsonBody, PathIds};
 use super::state::EmulatorState;
 
 /// The assistant routes.
-pub(crate) fn routes() -> Router<EmulatorState> {
-    Router::new()
-        .route("/agents/{deployment_id}/assistants", post(create))
-        .route(
-            "/agents/{deployment_id}/assistants/{assistant_id}",
-            axum::routing::get(get).patch(patch).delete(delete),
-        )
-        .route(
-            "/agents/{deployment_id}/assistants/{assistant_id}/versions",
-            post(versions),
-        )
-        .route(
-            "/agents/{deployment_id}/assistants/{assistant_id}/latest",
-            post(latest),
-        )
+pub(crate) fn routes() -> Vec<AgentRoute> {
+    vec![
+        route(Method::POST, "/assistants", create),
+        route(Method::GET, "/assistants/{assistant_id}", get),
+        route(Method::PATCH, "/assistants/{assistant_id}", patch),
+        route(Method::DELETE, "/assistants/{assistant_id}", delete),
+        route(
+            Method::POST,
+            "/assistants/{assistant_id}/versions",
+            versions,
+        ),
+        route(Method::POST, "/assistants/{assistant_id}/latest", latest),
+    ]
 }
 
 fn now() -> String {
@@ -54,8 +55,10 @@ fn graph_not_found(graph: &str) -> ApiError {
     ))
 }
 
+/// The real server's 404 of `PATCH`, `/versions` and `/latest` for an
+/// unknown assistant (`GET` answers `Not Found`, `DELETE` another wording).
 fn assistant_not_found(id: Uuid) -> ApiError {
-    ApiError::not_found(format!("Assistant '{id}' not found"))
+    ApiError::not_found(format!("Assistant {id} not found"))
 }
 
 /// The body as `T`, or a 422 naming the decode error.
@@ -65,6 +68,78 @@ fn decode<T: serde::de::DeserializeOwned>(body: Option<Value>) -> Result<T, ApiE
             json!({"type": "invalid", "loc": ["body"], "msg": e.to_string()}),
         ])
     })
+}
+
+/// The real server's 400 when `config.configurable` and `context` are both
+/// non-empty.
+const CONFIGURABLE_AND_CONTEXT: &str = "Cannot specify both configurable and context. Prefer \
+     setting context alone. Context was introduced in LangGraph 0.6.0 and is the long term \
+     planned replacement for configurable.";
+
+/// A non-empty JSON object.
+fn filled(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_object).is_some_and(|o| !o.is_empty())
+}
+
+/// `config` and `context` of a new assistant as the real server keeps them:
+/// `config.configurable` and `context` mirror each other (a non-empty
+/// `context` becomes `config.configurable`, a non-empty
+/// `config.configurable` becomes `context`); both non-empty is a 400.
+fn mirrored_create(
+    config: Option<Value>,
+    context: Option<Value>,
+) -> Result<(Value, Value), ApiError> {
+    let mut config = config.unwrap_or_else(|| json!({}));
+    let mut context = context.unwrap_or_else(|| json!({}));
+    let configurable = config.get("configurable").cloned();
+    match (filled(configurable.as_ref()), filled(Some(&context))) {
+        (true, true) => return Err(ApiError::bad_request(CONFIGURABLE_AND_CONTEXT)),
+        (false, true) => config["configurable"] = context.clone(),
+        (true, false) => context = configurable.unwrap_or_default(),
+        (false, false) => {}
+    }
+    Ok((config, context))
+}
+
+/// `a`'s `config` and `context` after a PATCH carrying `config` and
+/// `context`, as the real server does it: an empty `config` is ignored; a
+/// non-empty `context` replaces `context` and makes the config `{the PATCH's
+/// config, configurable: context}`; an empty one clears `context` alone; a
+/// `config` alone replaces it and, when its `configurable` is non-empty,
+/// `context` too; both non-empty is a 400.
+fn mirrored_patch(
+    a: &mut Assistant,
+    config: Option<Value>,
+    context: Option<Value>,
+) -> Result<(), ApiError> {
+    let config = config.filter(|c| filled(Some(c)));
+    let configurable = config.as_ref().and_then(|c| c.get("configurable")).cloned();
+    if filled(configurable.as_ref()) && filled(context.as_ref()) {
+        return Err(ApiError::bad_request(CONFIGURABLE_AND_CONTEXT));
+    }
+    match context {
+        Some(ctx) if filled(Some(&ctx)) => {
+            let mut c = config.unwrap_or_else(|| json!({}));
+            c["configurable"] = ctx.clone();
+            a.config = c;
+            a.context = Some(ctx);
+        }
+        Some(ctx) => {
+            a.context = Some(ctx);
+            if let Some(c) = config {
+                a.config = c;
+            }
+        }
+        None => {
+            if let Some(c) = config {
+                if filled(configurable.as_ref()) {
+                    a.context = configurable;
+                }
+                a.config = c;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn as_json(a: &Assistant) -> Json<Value> {
@@ -87,17 +162,20 @@ async fn create(
         None => Uuid::new_v4(),
         Some(Ok(id)) => id,
         Some(Err(_)) => {
-            return Err(ApiError::validation(vec![json!({"type": "uuid_parsing",
-                "loc": ["body", "assistant_id"], "msg": "Input should be a valid UUID"})]));
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid assistant ID: must be a UUID",
+            ));
         }
     };
     state.with_assistants(|all| {
+        let (config, context) = mirrored_create(body.config.clone(), body.context.clone())?;
         if let Some(r) = all.get(&(dep, id)) {
             return match body.if_exists {
                 Some(IfExists::DoNothing) => Ok(as_json(&r.serving())),
                 _ => Err(ApiError::new(
                     StatusCode::CONFLICT,
-                    format!("Assistant '{id}' already exists"),
+                    format!("Assistant {id} already exists"),
                 )),
             };
         }
@@ -108,8 +186,8 @@ async fn create(
             name: Some(body.name.unwrap_or_else(|| "Untitled".into())),
             description: body.description,
             metadata: body.metadata.unwrap_or_default(),
-            config: body.config.unwrap_or_else(|| json!({})),
-            context: Some(body.context.unwrap_or_else(|| json!({}))),
+            config,
+            context: Some(context),
             version: Some(1),
             created_at: Some(at.clone()),
             updated_at: Some(at),
@@ -117,6 +195,7 @@ async fn create(
         all.insert(
             (dep, id),
             Record {
+                context: a.context.clone(),
                 versions: vec![a.clone()],
                 latest: 1,
             },
@@ -135,7 +214,7 @@ async fn get(
     state.with_assistants(|all| {
         all.get(&key)
             .map(|r| as_json(&r.serving()))
-            .ok_or_else(|| assistant_not_found(key.1))
+            .ok_or_else(|| ApiError::not_found("Not Found"))
     })
 }
 
@@ -155,22 +234,20 @@ async fn patch(
         let r = all
             .get_mut(&key)
             .ok_or_else(|| assistant_not_found(key.1))?;
-        let mut a = r
+        // The new version starts from the one that serves (after a
+        // `/latest`, an older one) and is numbered after the newest.
+        let mut a = r.serving();
+        let version = r
             .versions
             .iter()
-            .max_by_key(|a| a.version)
-            .cloned()
-            .unwrap_or_default();
-        let version = a.version.unwrap_or_default() + 1;
+            .filter_map(|a| a.version)
+            .max()
+            .unwrap_or_default()
+            + 1;
         if let Some(g) = body.graph_id {
             a.graph_id = g;
         }
-        if let Some(c) = body.config {
-            a.config = c;
-        }
-        if let Some(c) = body.context {
-            a.context = Some(c);
-        }
+        mirrored_patch(&mut a, body.config, body.context)?;
         if let Some(m) = body.metadata {
             let merged: &mut Map<String, Value> = &mut a.metadata;
             merged.extend(m);
@@ -183,6 +260,7 @@ async fn patch(
         }
         a.version = Some(version);
         a.updated_at = Some(now());
+        r.context = a.context.clone();
         r.versions.push(a.clone());
         r.latest = version;
         Ok(as_json(&a))
@@ -193,13 +271,13 @@ async fn delete(
     State(state): State<EmulatorState>,
     ids: PathIds,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     target(&state, &ids, &headers)?;
     let key = (ids.at(0), ids.at(1));
     state.with_assistants(|all| {
         all.remove(&key)
-            .map(|_| Json(json!({})))
-            .ok_or_else(|| assistant_not_found(key.1))
+            .map(|_| StatusCode::NO_CONTENT.into_response())
+            .ok_or_else(|| ApiError::not_found(format!("Assistant with ID {} not found", key.1)))
     })
 }
 
@@ -229,7 +307,14 @@ async fn versions(
             .into_iter()
             .skip(search.offset.unwrap_or(0) as usize)
             .take(search.limit.unwrap_or(10) as usize)
-            .map(|a| serde_json::to_value(a).unwrap_or_default())
+            .map(|a| {
+                // A version carries no `updated_at` (a version is never updated).
+                let mut v = serde_json::to_value(a).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("updated_at");
+                }
+                v
+            })
             .collect();
         Ok(Json(Value::Array(page)))
     })
@@ -250,8 +335,8 @@ async fn latest(
             .ok_or_else(|| assistant_not_found(key.1))?;
         if !r.versions.iter().any(|a| a.version == Some(change.version)) {
             return Err(ApiError::not_found(format!(
-                "Assistant '{}' has no version {}",
-                key.1, change.version
+                "Version {} not found for assistant {}",
+                change.version, key.1
             )));
         }
         r.latest = change.version;

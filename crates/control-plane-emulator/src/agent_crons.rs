@@ -9,31 +9,32 @@
 //! a bad schedule is 422 `Invalid cron schedule: ...`; an unknown graph is
 //! 404 `Graph 'x' not found. Expected one of: [...]`). Emulator choices:
 //! nothing runs; `next_run_date` is the next whole minute after the create
-//! or the last PATCH.
+//! or the last PATCH; the time zone is not checked. The answers and the
+//! error details are the pinned server's (`contract_agent_server`, a test of
+//! agent-operator, sends the same requests to both and compares them).
 
 use agent_server_wire::{Cron, CronCreate, CronPatch, CronSearch};
+use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{patch, post};
-use axum::{Json, Router};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::agent::{GRAPH_ID, target};
+use super::agent_route::{AgentRoute, route};
 use super::errors::ApiError;
 use super::extract::{OptionalJsonBody, PathIds};
 use super::state::EmulatorState;
 
 /// The cron routes.
-pub(crate) fn routes() -> Router<EmulatorState> {
-    Router::new()
-        .route("/agents/{deployment_id}/runs/crons", post(create))
-        .route("/agents/{deployment_id}/runs/crons/search", post(search))
-        .route(
-            "/agents/{deployment_id}/runs/crons/{cron_id}",
-            patch(update).delete(delete),
-        )
+pub(crate) fn routes() -> Vec<AgentRoute> {
+    vec![
+        route(Method::POST, "/runs/crons", create),
+        route(Method::POST, "/runs/crons/search", search),
+        route(Method::PATCH, "/runs/crons/{cron_id}", update),
+        route(Method::DELETE, "/runs/crons/{cron_id}", delete),
+    ]
 }
 
 fn now() -> chrono::DateTime<chrono::Utc> {
@@ -96,10 +97,15 @@ fn valid_field(field: &str, lo: u32, hi: u32, names: bool) -> bool {
     })
 }
 
+/// The real server's 422 for a schedule it cannot parse, word for word.
 fn invalid_schedule(schedule: &str) -> ApiError {
     ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
-        format!("Invalid cron schedule: {schedule:?}"),
+        format!(
+            "Invalid cron schedule: '{schedule}'. Reason: Invalid cron schedule. Ensure the \
+             schedule uses the standard cron format (minute hour day_of_month month \
+             day_of_week). Example: '*/5 * * * *' for every 5 minutes."
+        ),
     )
 }
 
@@ -116,6 +122,20 @@ fn set_payload(payload: &mut Map<String, Value>, key: &str, value: Option<Value>
     if let Some(v) = value {
         payload.insert(key.to_owned(), v);
     }
+}
+
+/// `config` with `configurable.cron_id` set, as the real server keeps it in
+/// a cron's payload.
+fn config_with_cron_id(config: Option<Value>, id: &str) -> Value {
+    let mut config = match config {
+        Some(Value::Object(o)) => o,
+        _ => Map::new(),
+    };
+    let configurable = config.entry("configurable").or_insert_with(|| json!({}));
+    if let Some(c) = configurable.as_object_mut() {
+        c.insert("cron_id".into(), json!(id));
+    }
+    Value::Object(config)
 }
 
 async fn create(
@@ -149,7 +169,7 @@ async fn create(
             }
             Err(_) => {
                 return Err(ApiError::not_found(format!(
-                    "Graph '{}' not found. Expected one of: ['{GRAPH_ID}']",
+                    "Assistant '{}' not found",
                     body.assistant_id
                 )));
             }
@@ -159,24 +179,41 @@ async fn create(
         return Err(invalid_schedule(&body.schedule));
     }
     let at = now();
+    let id = Uuid::new_v4();
     let mut payload = Map::new();
     payload.insert("assistant_id".into(), json!(assistant_id));
-    set_payload(&mut payload, "input", body.input);
-    set_payload(&mut payload, "config", body.config);
-    set_payload(&mut payload, "context", body.context);
-    set_payload(&mut payload, "webhook", body.webhook.map(Value::String));
-    set_payload(&mut payload, "timezone", body.timezone.map(Value::String));
+    payload.insert("schedule".into(), json!(body.schedule));
+    set_payload(
+        &mut payload,
+        "timezone",
+        body.timezone.clone().map(Value::String),
+    );
     set_payload(
         &mut payload,
         "on_run_completed",
-        body.on_run_completed.map(Value::String),
+        body.on_run_completed.clone().map(Value::String),
     );
-    let id = Uuid::new_v4();
+    set_payload(&mut payload, "input", body.input);
+    set_payload(
+        &mut payload,
+        "metadata",
+        body.metadata.clone().map(Value::Object),
+    );
+    set_payload(&mut payload, "context", body.context);
+    payload.insert(
+        "config".into(),
+        config_with_cron_id(body.config, &id.to_string()),
+    );
+    set_payload(&mut payload, "webhook", body.webhook.map(Value::String));
+    set_payload(&mut payload, "enabled", body.enabled.map(Value::Bool));
     let cron = Cron {
         cron_id: id.to_string(),
         assistant_id: Some(assistant_id),
         thread_id: None,
         schedule: body.schedule,
+        timezone: body.timezone,
+        on_run_completed: Some(body.on_run_completed.unwrap_or_else(|| "delete".into())),
+        user_id: Some(String::new()),
         end_time: body.end_time,
         enabled: body.enabled.unwrap_or(true),
         metadata: body.metadata.unwrap_or_default(),
@@ -233,36 +270,54 @@ async fn update(
     target(&state, &ids, &headers)?;
     let key = (ids.at(0), ids.at(1));
     let body: CronPatch = decode(body)?;
-    if let Some(s) = body.schedule.as_deref().filter(|s| !valid_schedule(s)) {
-        return Err(invalid_schedule(s));
-    }
     state.with_crons(|all| {
         let c = all
             .get_mut(&key)
             .ok_or_else(|| cron_not_found(&key.1.to_string()))?;
+        if let Some(s) = body.schedule.as_deref().filter(|s| !valid_schedule(s)) {
+            return Err(invalid_schedule(s));
+        }
         let at = now();
+        set_payload(
+            &mut c.payload,
+            "schedule",
+            body.schedule.clone().map(Value::String),
+        );
         if let Some(s) = body.schedule {
             c.schedule = s;
         }
         if let Some(e) = body.end_time {
             c.end_time = e;
         }
+        // The payload keeps the PATCH's metadata; the cron's own is merged.
+        set_payload(
+            &mut c.payload,
+            "metadata",
+            body.metadata.clone().map(Value::Object),
+        );
         if let Some(m) = body.metadata {
             c.metadata.extend(m);
         }
+        set_payload(&mut c.payload, "enabled", body.enabled.map(Value::Bool));
         if let Some(e) = body.enabled {
             c.enabled = e;
         }
+        if let Some(t) = body.timezone {
+            c.payload.insert("timezone".into(), json!(t));
+            c.timezone = Some(t);
+        }
+        if let Some(o) = body.on_run_completed {
+            c.payload.insert("on_run_completed".into(), json!(o));
+            c.on_run_completed = Some(o);
+        }
         set_payload(&mut c.payload, "input", body.input);
-        set_payload(&mut c.payload, "config", body.config);
+        if let Some(config) = body.config {
+            let id = c.cron_id.clone();
+            c.payload
+                .insert("config".into(), config_with_cron_id(Some(config), &id));
+        }
         set_payload(&mut c.payload, "context", body.context);
         set_payload(&mut c.payload, "webhook", body.webhook.map(Value::String));
-        set_payload(&mut c.payload, "timezone", body.timezone.map(Value::String));
-        set_payload(
-            &mut c.payload,
-            "on_run_completed",
-            body.on_run_completed.map(Value::String),
-        );
         c.next_run_date = Some(next_minute(at));
         c.updated_at = Some(super::store::rfc3339(at));
         Ok(as_json(c))
@@ -279,7 +334,7 @@ async fn delete(
     state.with_crons(|all| {
         all.remove(&key)
             .map(|_| StatusCode::NO_CONTENT.into_response())
-            .ok_or_else(|| cron_not_found(&key.1.to_string()))
+            .ok_or_else(|| ApiError::not_found("Not Found"))
     })
 }
 

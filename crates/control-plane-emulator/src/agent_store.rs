@@ -7,23 +7,30 @@ use std::collections::HashMap;
 use agent_server_wire::Assistant;
 use uuid::Uuid;
 
-/// One assistant: every version, and the one that serves.
+/// One assistant: every version, the one that serves, and its `context`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Record {
     /// Every version, oldest first.
     pub(crate) versions: Vec<Assistant>,
     /// The version that serves.
     pub(crate) latest: i64,
+    /// The assistant's `context`: the last one a create or PATCH set. The
+    /// pinned server keeps it with the assistant, not with a version, so
+    /// `/latest` does not bring an older version's context back.
+    pub(crate) context: Option<serde_json::Value>,
 }
 
 impl Record {
-    /// The version that serves.
+    /// The version that serves, with the assistant's `context`.
     pub(crate) fn serving(&self) -> Assistant {
-        self.versions
+        let mut a = self
+            .versions
             .iter()
             .find(|a| a.version == Some(self.latest))
             .cloned()
-            .unwrap_or_default()
+            .unwrap_or_default();
+        a.context = self.context.clone();
+        a
     }
 }
 

@@ -30,6 +30,7 @@ pub mod admin;
 pub mod agent;
 mod agent_assistants;
 mod agent_crons;
+mod agent_route;
 mod agent_store;
 pub mod auth;
 pub mod cli;
@@ -74,6 +75,27 @@ pub use timeline::Outcome;
 /// aborts the server task.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// Every route of the built-in agent server, in routing order.
+fn agent_server() -> Vec<agent_route::AgentRoute> {
+    let mut all = agent::agent_routes();
+    all.extend(agent_assistants::routes());
+    all.extend(agent_crons::routes());
+    all
+}
+
+/// The routes the built-in agent server serves, as (method, path under a
+/// deployment's agent server URL, with the real server's parameter names:
+/// `/assistants/{assistant_id}`), read from the routes [`router`] mounts
+/// under `/agents/{deployment_id}`, so that the list is what is served. A
+/// contract test compares it with the real server's `/openapi.json`
+/// (docs/control-plane-api.md "Agent server").
+pub fn agent_server_routes() -> Vec<(http::Method, &'static str)> {
+    agent_server()
+        .into_iter()
+        .map(|r| (r.method, r.path))
+        .collect()
+}
+
 /// The whole emulator as an axum router: control plane routes (root and
 /// `/api-host`), agent servers, admin routes, FastAPI-style 404/405, the
 /// body limit (413) and request counting. Each middleware gets only its
@@ -94,9 +116,7 @@ pub fn router(state: EmulatorState) -> Router {
         .merge(api.clone())
         .nest("/api-host", api)
         .merge(admin::admin_routes())
-        .merge(agent::agent_routes())
-        .merge(agent_assistants::routes())
-        .merge(agent_crons::routes())
+        .merge(agent_route::router(agent_server()))
         .fallback(errors::not_found_fallback)
         .method_not_allowed_fallback(errors::method_not_allowed_fallback)
         .layer(middleware::from_fn_with_state(

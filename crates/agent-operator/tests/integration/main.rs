@@ -18,6 +18,7 @@ mod agentserver_real;
 mod alert_rules;
 mod alert_series;
 mod answer_shapes;
+mod contract_agent_server;
 mod contract_deployments;
 mod contract_errors;
 mod contract_logs;

@@ -31,6 +31,10 @@ pub(crate) fn routes() -> Router<EmulatorState> {
         .route("/agents/{deployment_id}/runs/crons", post(create))
         .route("/agents/{deployment_id}/runs/crons/search", post(search))
         .route(
+            "/agents/{deployment_id}/threads/search",
+            post(search_threads),
+        )
+        .route(
             "/agents/{deployment_id}/runs/crons/{cron_id}",
             patch(update).delete(delete),
         )
@@ -188,6 +192,20 @@ async fn create(
     };
     state.with_crons(|all| all.insert((dep, id), cron.clone()));
     Ok(as_json(&cron))
+}
+
+/// `POST /threads/search`: the emulator's crons never run, so no thread
+/// carries a cron's metadata; the body is checked like the real server's
+/// (`ThreadSearchRequest`) and the answer is an empty list.
+async fn search_threads(
+    State(state): State<EmulatorState>,
+    ids: PathIds,
+    headers: HeaderMap,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<Value>, ApiError> {
+    target(&state, &ids, &headers)?;
+    let _: agent_server_wire::ThreadSearch = decode(body)?;
+    Ok(Json(json!([])))
 }
 
 async fn search(

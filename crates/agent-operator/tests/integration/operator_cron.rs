@@ -8,8 +8,9 @@
 //! again until the spec changes; admission refuses what cannot work. The
 //! requests are counted in the emulator's request log, and the harness's
 //! budget guard holds. On the real `langgraph dev`: a `* * * * *` cron
-//! really runs within two minutes, `suspend` and a passed `endTime` disable
-//! it (`end_time` never sent), and it is deleted with the resource.
+//! really runs within two minutes (shown in `status.lastRun` by the next
+//! drift check), `suspend` and a passed `endTime` disable it (`end_time`
+//! never sent), and it is deleted with the resource.
 
 use crate::support;
 
@@ -431,8 +432,10 @@ async fn on_the_real_agent_server_a_cron_runs_each_minute_is_suspended_ended_and
     // A server of its own: its crons fire each minute and must not run
     // beside other tests' assertions.
     let server = support::langgraph::start("operator_cron_real");
+    // A 5 s resync: the drift check that reads the last run comes soon.
     let h = Harness::quick("op-cron-real")
         .agent_server_url(&server.url)
+        .resync_seconds(5.0)
         .start()
         .await;
     h.apply(github_deployment("agent", "main")).await;
@@ -470,6 +473,26 @@ async fn on_the_real_agent_server_a_cron_runs_each_minute_is_suspended_ended_and
         tokio::time::sleep(Duration::from_secs(3)).await;
     };
     eprintln!("runs of the cron seen: {}", runs.len());
+    // The drift check shows the newest run (its thread) in status.
+    let last = wait_cron(&api, "every-minute", "status.lastRun", |o| {
+        o?.status.as_ref()?.last_run.clone()
+    })
+    .await;
+    let threads: Vec<String> = runs_of(&server.url, &uid)
+        .await
+        .iter()
+        .filter_map(|t| t["thread_id"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        threads.contains(&last.thread_id),
+        "lastRun {last:?} is a run of the cron: {threads:?}"
+    );
+    assert!(last.time.is_some(), "{last:?}");
+    assert!(
+        matches!(last.status.as_deref(), Some("idle" | "busy")),
+        "{last:?}"
+    );
+    eprintln!("status.lastRun: {last:?}");
 
     // Suspended: enabled false on the server.
     support::apply_json(&api, "every-minute", manifest(true)).await;

@@ -328,6 +328,33 @@ async fn a_refused_schedule_is_stalled_once_and_orphan_leaves_the_cron() {
     let (id, _) = wait_cron(&api, "bad", "Ready", ready).await;
     let uid = api.get("bad").await.unwrap().metadata.uid.unwrap();
 
+    // The last run is read only by the passes that change nothing (the
+    // drift checks of the 1 s resync), one read each: never by the pass
+    // that created the cron.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let log = h.emulator.request_log().await;
+    let routes: Vec<&str> = log.entries.iter().map(|r| r.route.as_str()).collect();
+    let n = |route: &str| routes.iter().filter(|r| **r == route).count();
+    let reads = n("POST /agents/{deployment_id}/threads/search");
+    let searches = n("POST /agents/{deployment_id}/runs/crons/search");
+    let creates = n(CREATE);
+    assert!(reads >= 1, "the drift checks read the last run: {routes:?}");
+    assert!(
+        reads <= searches - creates,
+        "one read per pass that changed nothing: {reads} reads, {searches} passes, {creates} creates"
+    );
+    let last_create = routes.iter().rposition(|r| *r == CREATE).unwrap();
+    assert_ne!(
+        routes.get(last_create + 1),
+        Some(&"POST /agents/{deployment_id}/threads/search"),
+        "not in the pass that created: {routes:?}"
+    );
+    assert_eq!(
+        api.get("bad").await.unwrap().status.unwrap().last_run,
+        None,
+        "the emulator's crons never run"
+    );
+
     // Orphan: the resource goes, the cron stays.
     api.delete("bad", &DeleteParams::default())
         .await

@@ -404,6 +404,52 @@ pub struct CronSearch {
     pub offset: Option<u32>,
 }
 
+/// Body of `POST /threads/search` (schema `ThreadSearchRequest`): every
+/// field optional; `metadata` matches exact key/value pairs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ThreadSearch {
+    /// Exact match per key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+    /// Page size (the server's default is 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Items to skip.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u32>,
+    /// `thread_id`, `status`, `created_at`, `updated_at` or
+    /// `state_updated_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort_by: Option<String>,
+    /// `asc` or `desc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sort_order: Option<String>,
+    /// The fields each thread is answered with (all when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<Vec<String>>,
+}
+
+/// One thread, as `POST /threads/search` answers it (schema `Thread`; the
+/// fields a search with `select` keeps). Each run of a stateless cron is a
+/// thread whose metadata carries the cron's.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Thread {
+    /// Thread id.
+    pub thread_id: String,
+    /// Creation time (RFC 3339): when the run began.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Last update time (RFC 3339).
+    #[serde(default)]
+    pub updated_at: Option<String>,
+    /// `idle` (its run ended), `busy` (running), `interrupted` or `error`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Metadata.
+    #[serde(default)]
+    pub metadata: Map<String, Value>,
+}
+
 /// `Option<Option<T>>` as absent / `null` / a value (serde's default reads
 /// `null` as absent).
 mod nullable {

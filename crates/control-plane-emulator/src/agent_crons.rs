@@ -32,6 +32,7 @@ pub(crate) fn routes() -> Vec<AgentRoute> {
     vec![
         route(Method::POST, "/runs/crons", create),
         route(Method::POST, "/runs/crons/search", search),
+        route(Method::POST, "/threads/search", search_threads),
         route(Method::PATCH, "/runs/crons/{cron_id}", update),
         route(Method::DELETE, "/runs/crons/{cron_id}", delete),
     ]
@@ -225,6 +226,20 @@ async fn create(
     };
     state.with_crons(|all| all.insert((dep, id), cron.clone()));
     Ok(as_json(&cron))
+}
+
+/// `POST /threads/search`: the emulator's crons never run, so no thread
+/// carries a cron's metadata; the body is checked like the real server's
+/// (`ThreadSearchRequest`) and the answer is an empty list.
+async fn search_threads(
+    State(state): State<EmulatorState>,
+    ids: PathIds,
+    headers: HeaderMap,
+    OptionalJsonBody(body): OptionalJsonBody,
+) -> Result<Json<Value>, ApiError> {
+    target(&state, &ids, &headers)?;
+    let _: agent_server_wire::ThreadSearch = decode(body)?;
+    Ok(Json(json!([])))
 }
 
 async fn search(

@@ -32,7 +32,7 @@ use super::sse::SseParser;
 use super::types::{
     Assistant, AssistantCreate, AssistantPage, AssistantPatch, AssistantSearch,
     AssistantVersionChange, Cron, CronCreate, CronPatch, CronSearch, RunEvent, RunStreamRequest,
-    ServerInfo,
+    ServerInfo, Thread, ThreadSearch,
 };
 
 /// Header carrying the API key (docs/control-plane-api.md "Agent server").
@@ -375,6 +375,14 @@ impl AgentServerClient {
     /// any [`Error`].
     pub async fn search_crons(&self, search: &CronSearch) -> Result<Vec<Cron>, Error> {
         let req = self.http.post(self.url("runs/crons/search")?).json(search);
+        Ok(self.json(req).await?.0)
+    }
+
+    /// `POST /threads/search` (docs/control-plane-api.md "Crons", the last
+    /// run): the threads matching `search` (exact `metadata` pairs), one
+    /// page. Errors: any [`Error`].
+    pub async fn search_threads(&self, search: &ThreadSearch) -> Result<Vec<Thread>, Error> {
+        let req = self.http.post(self.url("threads/search")?).json(search);
         Ok(self.json(req).await?.0)
     }
 

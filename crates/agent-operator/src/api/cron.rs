@@ -95,6 +95,7 @@ pub struct AssistantRef {
     printcolumn = r#"{"name":"Schedule","type":"string","jsonPath":".spec.schedule"}"#,
     printcolumn = r#"{"name":"Suspend","type":"boolean","jsonPath":".spec.suspend"}"#,
     printcolumn = r#"{"name":"Next-Run","type":"string","description":"Next run, as the agent server last answered","jsonPath":".status.nextRunDate"}"#,
+    printcolumn = r#"{"name":"Last-Run","type":"string","description":"Start of the newest run the agent server shows (read on the drift check)","jsonPath":".status.lastRun.time"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"Cron-ID","type":"string","priority":1,"jsonPath":".status.cronId"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
@@ -186,6 +187,22 @@ fn free_value_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
+/// The newest run of a cron, as the agent server shows it (`POST
+/// /threads/search`; docs/control-plane-api.md "Crons").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CronLastRun {
+    /// The run's thread id.
+    pub thread_id: String,
+    /// The thread's status: `idle` (the run ended), `busy` (running),
+    /// `interrupted` or `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// When the run began (the thread's `created_at`, RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+}
+
 /// Observed state of an `AgentCron`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -217,6 +234,13 @@ pub struct AgentCronStatus {
     /// changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected_request: Option<RejectedAssistantRequest>,
+    /// The newest run the agent server shows: the newest thread whose
+    /// metadata carries the cron's UID tag (each run of a stateless cron is
+    /// one), read on a pass that changes nothing (the drift check), never
+    /// polled. With `onRunCompleted: Delete` (the default) a run's thread
+    /// is deleted once it ends, so only a run in progress shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<CronLastRun>,
     /// kstatus conditions: `Ready` (the cron is as the spec says; reason
     /// `CronReady`, `CronSuspended` or `CronCompleted` after `endTime`),
     /// `Reconciling` (waiting for the deployment or the assistant, or the

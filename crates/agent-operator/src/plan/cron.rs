@@ -8,7 +8,7 @@
 //! pairs; `PATCH` merges `metadata`; `end_time` breaks the pinned server's
 //! scheduler), "Crons" (what the controller sends).
 
-use agent_server_wire::{Cron, CronCreate, CronPatch, CronSearch};
+use agent_server_wire::{Cron, CronCreate, CronPatch, CronSearch, ThreadSearch};
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -26,6 +26,23 @@ pub fn search(uid: &str) -> CronSearch {
         metadata: Some(tag(uid)),
         limit: Some(SEARCH_LIMIT),
         ..Default::default()
+    }
+}
+
+/// The search of the cron's newest run: the newest thread carrying the
+/// UID tag (`limit: 1`, by `created_at` descending, four fields).
+pub fn last_run_search(uid: &str) -> ThreadSearch {
+    ThreadSearch {
+        metadata: Some(tag(uid)),
+        limit: Some(1),
+        offset: None,
+        sort_by: Some("created_at".to_owned()),
+        sort_order: Some("desc".to_owned()),
+        select: Some(
+            ["thread_id", "created_at", "updated_at", "status"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
     }
 }
 
@@ -285,6 +302,11 @@ mod tests {
         assert_eq!(
             serde_json::to_value(search(UID)).unwrap(),
             json!({"metadata": {UID_METADATA_KEY: UID}, "limit": SEARCH_LIMIT})
+        );
+        assert_eq!(
+            serde_json::to_value(last_run_search(UID)).unwrap(),
+            json!({"metadata": {UID_METADATA_KEY: UID}, "limit": 1, "sort_by": "created_at",
+                "sort_order": "desc", "select": ["thread_id", "created_at", "updated_at", "status"]})
         );
     }
 

@@ -49,6 +49,7 @@ mod operator_assistant;
 mod operator_control_plane;
 mod operator_crash_safety;
 mod operator_cron;
+mod operator_cron_crash;
 mod operator_deletion;
 mod operator_deletion_order;
 mod operator_drift;

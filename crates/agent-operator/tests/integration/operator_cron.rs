@@ -8,8 +8,9 @@
 //! again until the spec changes; admission refuses what cannot work. The
 //! requests are counted in the emulator's request log, and the harness's
 //! budget guard holds. On the real `langgraph dev`: a `* * * * *` cron
-//! really runs within two minutes, `suspend` and a passed `endTime` disable
-//! it (`end_time` never sent), and it is deleted with the resource.
+//! really runs within two minutes (shown in `status.lastRun` by the next
+//! drift check), `suspend` and a passed `endTime` disable it (`end_time`
+//! never sent), and it is deleted with the resource.
 
 use crate::support;
 
@@ -327,6 +328,33 @@ async fn a_refused_schedule_is_stalled_once_and_orphan_leaves_the_cron() {
     let (id, _) = wait_cron(&api, "bad", "Ready", ready).await;
     let uid = api.get("bad").await.unwrap().metadata.uid.unwrap();
 
+    // The last run is read only by the passes that change nothing (the
+    // drift checks of the 1 s resync), one read each: never by the pass
+    // that created the cron.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let log = h.emulator.request_log().await;
+    let routes: Vec<&str> = log.entries.iter().map(|r| r.route.as_str()).collect();
+    let n = |route: &str| routes.iter().filter(|r| **r == route).count();
+    let reads = n("POST /agents/{deployment_id}/threads/search");
+    let searches = n("POST /agents/{deployment_id}/runs/crons/search");
+    let creates = n(CREATE);
+    assert!(reads >= 1, "the drift checks read the last run: {routes:?}");
+    assert!(
+        reads <= searches - creates,
+        "one read per pass that changed nothing: {reads} reads, {searches} passes, {creates} creates"
+    );
+    let last_create = routes.iter().rposition(|r| *r == CREATE).unwrap();
+    assert_ne!(
+        routes.get(last_create + 1),
+        Some(&"POST /agents/{deployment_id}/threads/search"),
+        "not in the pass that created: {routes:?}"
+    );
+    assert_eq!(
+        api.get("bad").await.unwrap().status.unwrap().last_run,
+        None,
+        "the emulator's crons never run"
+    );
+
     // Orphan: the resource goes, the cron stays.
     api.delete("bad", &DeleteParams::default())
         .await
@@ -431,8 +459,10 @@ async fn on_the_real_agent_server_a_cron_runs_each_minute_is_suspended_ended_and
     // A server of its own: its crons fire each minute and must not run
     // beside other tests' assertions.
     let server = support::langgraph::start("operator_cron_real");
+    // A 5 s resync: the drift check that reads the last run comes soon.
     let h = Harness::quick("op-cron-real")
         .agent_server_url(&server.url)
+        .resync_seconds(5.0)
         .start()
         .await;
     h.apply(github_deployment("agent", "main")).await;
@@ -470,6 +500,26 @@ async fn on_the_real_agent_server_a_cron_runs_each_minute_is_suspended_ended_and
         tokio::time::sleep(Duration::from_secs(3)).await;
     };
     eprintln!("runs of the cron seen: {}", runs.len());
+    // The drift check shows the newest run (its thread) in status.
+    let last = wait_cron(&api, "every-minute", "status.lastRun", |o| {
+        o?.status.as_ref()?.last_run.clone()
+    })
+    .await;
+    let threads: Vec<String> = runs_of(&server.url, &uid)
+        .await
+        .iter()
+        .filter_map(|t| t["thread_id"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        threads.contains(&last.thread_id),
+        "lastRun {last:?} is a run of the cron: {threads:?}"
+    );
+    assert!(last.time.is_some(), "{last:?}");
+    assert!(
+        matches!(last.status.as_deref(), Some("idle" | "busy")),
+        "{last:?}"
+    );
+    eprintln!("status.lastRun: {last:?}");
 
     // Suspended: enabled false on the server.
     support::apply_json(&api, "every-minute", manifest(true)).await;

@@ -10,7 +10,7 @@ use super::{Observed, WAIT_FOR_INPUTS};
 use crate::agentserver::{Cron, Error as AsError};
 use crate::api::assistant::RejectedAssistantRequest;
 use crate::api::conditions::reason;
-use crate::api::cron::{AgentCron, AgentCronStatus, CronDeletionPolicy};
+use crate::api::cron::{AgentCron, AgentCronStatus, CronDeletionPolicy, CronLastRun};
 use crate::api::deployment::PAUSED_ANNOTATION;
 use crate::controller::assistant::{CALLS_PER_PASS, NoServer, server_of};
 use crate::controller::kind::{Kind, Report};
@@ -43,7 +43,13 @@ pub(super) async fn act(
     let (answer, hash) = match step {
         Step::Nothing => {
             let cron = kept(&seen.found, known).cloned();
-            return ready(obj, ctx, &seen, cron.as_ref(), None, request);
+            // The pass's one request left: the newest run (the drift check
+            // changes nothing else), kept as it was when the read fails.
+            let last = match &cron {
+                Some(_) => last_run(&seen, uid).await,
+                None => None,
+            };
+            return ready(obj, ctx, &seen, cron.as_ref(), None, last, request);
         }
         Step::Held(r) => {
             let outcome = Outcome::Stalled {
@@ -83,20 +89,43 @@ pub(super) async fn act(
         Step::Patch(id, body) => (seen.client.patch_cron(&id, &body).await, digest(&body)),
     };
     match answer {
-        Ok(c) => ready(obj, ctx, &seen, Some(&c), Some(hash), request),
+        Ok(c) => ready(obj, ctx, &seen, Some(&c), Some(hash), None, request),
         Err(e) => failed(obj, Some(&seen.deployment_id), request, &e, ctx),
+    }
+}
+
+/// The newest run the agent server shows for the cron tagged `uid`: its
+/// newest thread (`POST /threads/search`); `None` when it shows none or the
+/// read failed (logged, not retried).
+async fn last_run(seen: &Observed, uid: &str) -> Option<CronLastRun> {
+    match seen
+        .client
+        .search_threads(&crate::plan::cron::last_run_search(uid))
+        .await
+    {
+        Ok(threads) => threads.into_iter().next().map(|t| CronLastRun {
+            thread_id: t.thread_id,
+            status: t.status,
+            time: t.created_at,
+        }),
+        Err(e) => {
+            tracing::debug!(error = %e, "reading the newest run of a cron");
+            None
+        }
     }
 }
 
 /// The report of a cron that is as the spec says (`cron` is `None` only
 /// when `endTime` passed before it was created). `hash`: the digest of
-/// what this pass sent.
+/// what this pass sent; `last_run`: the newest run read by this pass (else
+/// status keeps the one it had).
 fn ready(
     obj: &AgentCron,
     ctx: &Context,
     seen: &Observed,
     cron: Option<&Cron>,
     hash: Option<String>,
+    last_run: Option<CronLastRun>,
     request: &str,
 ) -> Box<Report<AgentCron>> {
     let what = if request.is_empty() {
@@ -152,6 +181,9 @@ fn ready(
         s.deployment_id = Some(deployment_id);
         if hash.is_some() {
             s.applied_hash = hash;
+        }
+        if last_run.is_some() {
+            s.last_run = last_run;
         }
         s.rejected_request = None;
     })

@@ -7,7 +7,8 @@
 //! project uses, and the facts kept for assistants and crons); the
 //! authority for the shapes is the running server's `/openapi.json` (the
 //! schemas `Assistant`, `AssistantCreate`, `AssistantPatch`, `Cron`,
-//! `CronCreate`, `CronPatch`, `CronSearch` of the pinned `langgraph-api`),
+//! `CronCreate`, `CronPatch`, `CronSearch`, `ThreadSearchRequest`, `Thread`
+//! of the pinned `langgraph-api`),
 //! which a test of agent-operator checks these types against. Unknown answer
 //! fields are ignored or kept in `extra`, so a newer server still decodes.
 //! Snake_case on the wire, as the server names its fields.
@@ -407,6 +408,7 @@ pub struct CronSearch {
 /// Body of `POST /threads/search` (schema `ThreadSearchRequest`): every
 /// field optional; `metadata` matches exact key/value pairs.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ThreadSearch {
     /// Exact match per key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -433,6 +435,7 @@ pub struct ThreadSearch {
 /// fields a search with `select` keeps). Each run of a stateless cron is a
 /// thread whose metadata carries the cron's.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Thread {
     /// Thread id.
     pub thread_id: String,

@@ -51,11 +51,11 @@ const USED: &[(&str, &str)] = &[
     ("POST", "/runs/crons/search"),
     ("PATCH", "/runs/crons/{cron_id}"),
     ("DELETE", "/runs/crons/{cron_id}"),
+    ("POST", "/threads/search"),
 ];
 
-/// Fields of a request schema the wire types (and so the emulator, which
-/// decodes with them and ignores the rest) do not model: (schema, field,
-/// why).
+/// Fields of a schema the wire types (and so the emulator, which decodes
+/// with them and ignores the rest) do not model: (schema, field, why).
 const NOT_MODELLED: &[(&str, &str, &str)] = &[
     (
         "AssistantSearchRequest",
@@ -148,6 +148,56 @@ const NOT_MODELLED: &[(&str, &str, &str)] = &[
         "durability",
         "settings of the runs, which the emulator does not run",
     ),
+    (
+        "ThreadSearchRequest",
+        "extract",
+        "the operator searches by the cron's metadata tag only (AgentCron status.lastRun)",
+    ),
+    (
+        "ThreadSearchRequest",
+        "ids",
+        "the operator searches by the cron's metadata tag only (AgentCron status.lastRun)",
+    ),
+    (
+        "ThreadSearchRequest",
+        "status",
+        "the operator searches by the cron's metadata tag only (AgentCron status.lastRun)",
+    ),
+    (
+        "ThreadSearchRequest",
+        "values",
+        "the operator searches by the cron's metadata tag only (AgentCron status.lastRun)",
+    ),
+    (
+        "Thread",
+        "config",
+        "the operator selects thread_id, status, created_at, updated_at and metadata",
+    ),
+    (
+        "Thread",
+        "extracted",
+        "the operator selects thread_id, status, created_at, updated_at and metadata",
+    ),
+    (
+        "Thread",
+        "interrupts",
+        "the operator selects thread_id, status, created_at, updated_at and metadata",
+    ),
+    (
+        "Thread",
+        "state_updated_at",
+        "the operator selects thread_id, status, created_at, updated_at and metadata",
+    ),
+    (
+        "Thread",
+        "ttl",
+        "the operator selects thread_id, status, created_at, updated_at and metadata",
+    ),
+    (
+        "Thread",
+        "values",
+        "the operator selects thread_id, status, created_at, updated_at and metadata",
+    ),
 ];
 
 /// Fields the real server answers that its schema does not list (shown by
@@ -201,6 +251,8 @@ fn wire_schemas() -> Vec<(&'static str, Value)> {
         ("CronCreate", s::<wire::CronCreate>()),
         ("CronPatch", s::<wire::CronPatch>()),
         ("CronSearch", s::<wire::CronSearch>()),
+        ("ThreadSearchRequest", s::<wire::ThreadSearch>()),
+        ("Thread", s::<wire::Thread>()),
     ]
 }
 

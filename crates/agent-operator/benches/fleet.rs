@@ -33,7 +33,10 @@
 //! second per workspace (429 with Retry-After beyond). The binaries are those
 //! cargo built for the bench (`target/release`), or `--bin-dir`; the
 //! kube-apiserver and etcd come from `KUBEBUILDER_ASSETS`
-//! (`hack/envtest/install.sh`). Logs: `target/bench-logs/`.
+//! (`hack/envtest/install.sh`). Logs: `target/bench-logs/`. With
+//! `FLEET_REQUEST_LOG=<file>`, S5 and S6 write the emulator's request log
+//! of the run there (JSON: route, deployment id, workspace, status, arrival),
+//! e.g. to count the revision reads of each deployment.
 //!
 //! Under `cargo test` (no `--bench` argument) it does nothing.
 

@@ -129,6 +129,20 @@ impl Emulator {
             .expect("decoding /_emulator/requests")
     }
 
+    /// The body of `GET /_emulator/requests/log`: the last requests, one
+    /// entry each (route, deployment id, workspace, status, arrival in ms).
+    pub async fn request_log(&self) -> serde_json::Value {
+        self.http
+            .get(format!("{}/_emulator/requests/log", self.base_url))
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .expect("GET /_emulator/requests/log")
+            .json()
+            .await
+            .expect("decoding /_emulator/requests/log")
+    }
+
     /// Sets the emulator's `throttled_workspaces` fault (every request of
     /// those workspaces answered 429 with `Retry-After`), keeping its other
     /// faults: `GET`, then `PUT /_emulator/faults`.

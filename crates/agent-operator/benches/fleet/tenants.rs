@@ -460,6 +460,13 @@ impl Bench {
             ]);
         eprint!("{}", kube.render(setup.n));
         let after_json = emulator.requests().await;
+        // `FLEET_REQUEST_LOG=<file>`: the emulator's request log of the
+        // run, for a look at requests per deployment (e.g. how many polls
+        // each revision cost).
+        if let Some(path) = std::env::var_os("FLEET_REQUEST_LOG") {
+            let log = emulator.request_log().await;
+            std::fs::write(&path, log.to_string()).expect("writing FLEET_REQUEST_LOG");
+        }
         let counts = Counts::from_json(&after_json).since(&before);
         let ws_after = workspace_counts(&after_json);
         let time_to_ready = done

@@ -58,8 +58,14 @@ for _ in $(seq 1200); do [ -e "$logs/kubectl.status" ] && break; sleep 0.5; done
 [ "$(cat "$logs/kubectl.status" 2>/dev/null)" = 0 ] || { echo "demo: building kubectl failed; the end of $logs/build.log:" >&2; tail -n 30 "$logs/build.log" >&2; exit 1; }
 kubectl wait --for=condition=Ready agentdeployments --all --timeout=60s >/dev/null
 step "$t" "demo: kubectl (built meanwhile): kubectl wait --for=condition=Ready"
+# The AgentAssistant and the AgentCron of examples/ wait for their
+# AgentDeployment (echo-agent), the cron for its assistant too.
+t=$EPOCHREALTIME
+kubectl wait --for=condition=Ready agentassistants,agentcrons --all --timeout=60s >/dev/null ||
+  { kubectl get agentassistants,agentcrons -o wide >&2; echo "demo: the end of $logs/operator.log:" >&2; tail -n 20 "$logs/operator.log" >&2; exit 1; }
+step "$t" "demo: the AgentAssistant and the AgentCron Ready (kubectl wait)"
 echo
-kubectl get agentcontrolplanes,agentdeployments -o wide
+kubectl get agents -o wide   # every kind of the category agents
 echo
 echo "== the deployments on the control plane"
 curl -s -H 'X-Api-Key: demo-api-key' -H 'X-Tenant-Id: 00000000-0000-4000-8000-000000000001' \
@@ -72,11 +78,20 @@ curl -s -N -H 'X-Api-Key: demo-api-key' -H 'Content-Type: application/json' "$ur
   -d '{"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": "hello"}]}, "stream_mode": "updates"}'
 echo
 echo
+url=$(kubectl get agentdeployment echo-agent -o jsonpath='{.status.url}')
+assistant=$(kubectl get agentassistant echo-support -o jsonpath='{.status.assistantId}')
+echo "== the AgentAssistant echo-support and the AgentCron echo-morning-digest on echo-agent's agent server"
+curl -s -H 'X-Api-Key: demo-api-key' "$url/assistants/$assistant" | python3 -m json.tool |
+  grep -E '^    "(assistant_id|graph_id|name|version)"' || true
+curl -s -H 'X-Api-Key: demo-api-key' -H 'Content-Type: application/json' "$url/runs/crons/search" \
+  -d "{\"assistant_id\": \"$assistant\"}" | python3 -m json.tool |
+  grep -E '^        "(cron_id|schedule|timezone|enabled|next_run_date)"' || true
+echo
 # The commands to look around, with the envtest kubectl (first on PATH here).
 look_around() {
   cat <<EOF
   export KUBECONFIG=$KUBECONFIG PATH=$(dirname "$(command -v kubectl)"):\$PATH
-  kubectl get agents                     # the AgentControlPlanes and AgentDeployments
+  kubectl get agents                     # every kind: control planes, deployments, assistants, crons
   kubectl get agd -w                     # watch them, and in another terminal change one:
   kubectl patch agd support-agent --type merge -p '{"spec":{"sourceRevisionConfig":{"repoRef":"v2"}}}'
   kubectl edit agd support-agent         # any field; the operator converges it

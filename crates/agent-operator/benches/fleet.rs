@@ -21,6 +21,8 @@
 //!   (default 2,000) AgentDeployments, 1,000 unrelated 50 KB Secrets, one
 //!   workspace throttled for `--throttle-seconds` (fleet/tenants.rs).
 //! - `s6`: N (default 10,000) AgentDeployments over 8 workspaces, same shape.
+//! - `agents`: N (default 200) AgentDeployments with 2 AgentAssistants and 1
+//!   AgentCron each, all applied at once (fleet/agents.rs).
 //! - `baseline`: the documented client flow (docs/control-plane-api.md
 //!   "Polling") done one resource after the
 //!   other with the control plane client (create, read the newest revision,
@@ -40,6 +42,8 @@
 //!
 //! Under `cargo test` (no `--bench` argument) it does nothing.
 
+#[path = "fleet/agents.rs"]
+mod agents;
 #[path = "fleet/figures.rs"]
 mod figures;
 #[path = "fleet/kube_side.rs"]
@@ -90,6 +94,7 @@ enum Scenario {
     S4,
     S5,
     S6,
+    Agents,
     Baseline,
     All,
 }
@@ -108,13 +113,13 @@ enum Variant {
 #[derive(Debug, Parser)]
 #[command(name = "fleet")]
 struct Args {
-    /// Scenarios to run, in this order: baseline s1 s2 s3 s4 s5 s6 (all:
-    /// every one).
+    /// Scenarios to run, in this order: baseline s1 s2 s3 s4 s5 s6 agents
+    /// (all: every one).
     #[arg(value_enum, default_values_t = [Scenario::S1, Scenario::S2])]
     scenarios: Vec<Scenario>,
     /// Resources per fleet. Default: 500 for s1/s2/s4 (2,000 when s4 runs
-    /// after s3), 2,000 for s3 and s5, 10,000 for s6, 10 for the baseline
-    /// sample.
+    /// after s3), 2,000 for s3 and s5, 10,000 for s6, 200 for agents, 10
+    /// for the baseline sample.
     #[arg(long)]
     count: Option<usize>,
     /// Length of the S3 steady-state window, in minutes.
@@ -227,6 +232,8 @@ struct Bench {
     baseline: Option<(usize, f64, f64)>,
     /// The S5 and S6 runs.
     tenant_runs: Vec<(Scenario, TenantRun)>,
+    /// The failures of the `agents` run's gate.
+    agents_failures: Vec<String>,
 }
 
 /// Relative margin on times and memory beyond which a figure fails the run
@@ -1122,6 +1129,7 @@ async fn run(args: Args) -> Vec<String> {
         phases: Vec::new(),
         baseline: None,
         tenant_runs: Vec::new(),
+        agents_failures: Vec::new(),
         args,
     };
     let count = bench.args.count;
@@ -1187,5 +1195,11 @@ async fn run(args: Args) -> Vec<String> {
         println!("{}", run.render());
         bench.tenant_runs.push((Scenario::S6, run));
     }
-    bench.summary()
+    if bench.args.has(Scenario::Agents) {
+        let (_, gate) = bench.agents(count.unwrap_or(200)).await;
+        bench.agents_failures = gate.failures;
+    }
+    let mut failures = bench.summary();
+    failures.extend(bench.agents_failures.iter().cloned());
+    failures
 }

@@ -533,9 +533,14 @@ async fn on_the_real_agent_server_a_cron_runs_each_minute_is_suspended_ended_and
     // Resumed with an endTime 15 s ahead: enabled now, disabled by the
     // operator when it passes (its pass is requeued for then), and
     // `end_time` never reaches the server.
-    let end = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(15);
+    // Whole seconds, as written in the spec: the operator acts at the time
+    // written, not at a fraction of a second after it.
+    let written = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(15))
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let end: jiff::Timestamp = written.parse().expect("an RFC 3339 time");
     let mut ending = manifest(false);
-    ending["spec"]["endTime"] = json!(end.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+    ending["spec"]["endTime"] = json!(written);
     support::apply_json(&api, "every-minute", ending).await;
     wait_cron(&api, "every-minute", "CronReady before endTime", |o| {
         ready(o).filter(|(_, r)| r == "CronReady")
@@ -560,4 +565,79 @@ async fn on_the_real_agent_server_a_cron_runs_each_minute_is_suspended_ended_and
         tagged(&server.url, &uid).await.is_empty(),
         "deleted on the server"
     );
+}
+
+/// On the real agent server: a spec change is one PATCH of the same cron,
+/// a schedule changed outside (the SDK, the UI) is patched back on the next
+/// drift check, and `deletionPolicy: Orphan` leaves the cron on the server
+/// when the resource goes. One cron on the server throughout.
+#[tokio::test]
+async fn on_the_real_agent_server_a_cron_is_updated_corrected_after_drift_and_orphaned() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(AgentServer);
+    let server = support::langgraph::start("operator_cron_real_drift");
+    // A 2 s resync: the drift check comes soon.
+    let h = Harness::quick("op-cron-real-drift")
+        .agent_server_url(&server.url)
+        .resync_seconds(2.0)
+        .start()
+        .await;
+    h.apply(github_deployment("agent", "main")).await;
+    h.wait_ready("agent", TIMEOUT).await;
+    let api: Api<AgentCron> = Api::namespaced(h.client.clone(), &h.ns);
+    let manifest = |schedule: &str| {
+        cron(
+            "nightly",
+            json!({"graphId": "agent", "schedule": schedule, "deletionPolicy": "Orphan",
+                "metadata": {"team": "support"}}),
+        )
+    };
+    support::apply_json(&api, "nightly", manifest("0 3 * * *")).await;
+    let (id, _) = wait_cron(&api, "nightly", "Ready", ready).await;
+    let uid = api.get("nightly").await.unwrap().metadata.uid.unwrap();
+    let schedule_on_server = || async {
+        let found = tagged(&server.url, &uid).await;
+        assert_eq!(found.len(), 1, "one cron on the server: {found:?}");
+        assert_eq!(found[0].cron_id, id, "the same cron: {found:?}");
+        found[0].schedule.clone()
+    };
+    assert_eq!(schedule_on_server().await, "0 3 * * *");
+
+    // A spec change: the same cron, patched.
+    support::apply_json(&api, "nightly", manifest("0 4 * * *")).await;
+    wait_cron(&api, "nightly", "Ready at generation 2", |o| {
+        ready(o).filter(|_| o.and_then(|o| o.metadata.generation) == Some(2))
+    })
+    .await;
+    assert_eq!(schedule_on_server().await, "0 4 * * *");
+
+    // Changed outside: patched back by a drift check.
+    let answer = reqwest::Client::new()
+        .patch(format!(
+            "{}/runs/crons/{id}",
+            server.url.trim_end_matches('/')
+        ))
+        .json(&json!({"schedule": "0 5 * * *"}))
+        .send()
+        .await
+        .expect("patching the cron outside the operator");
+    assert!(answer.status().is_success(), "{}", answer.status());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if schedule_on_server().await == "0 4 * * *" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the schedule changed outside was not patched back within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // Orphan: the resource goes, the cron stays, untouched.
+    api.delete("nightly", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    wait_cron(&api, "nightly", "gone", |o| o.is_none().then_some(())).await;
+    assert_eq!(schedule_on_server().await, "0 4 * * *");
 }

@@ -460,6 +460,38 @@ async fn with_finalizer<K: Kind>(
         let report = K::apply(api, &obj, ctx).await;
         return write(api, ctx, &obj, report).await;
     }
+    let result = match finalizer_pass(api, name, obj.clone(), ctx).await {
+        // kube's helper adds the finalizer with a JSON patch that first
+        // tests the finalizer list it read: a 422 without causes is that
+        // test failing, because the cached object predates a write of the
+        // list (this pass's own finalizer, added by the pass just before,
+        // when another change woke this one first). The pass goes on with
+        // a fresh read instead of failing into the error backoff.
+        Err(kube::runtime::finalizer::Error::AddFinalizer(kube::Error::Api(status)))
+            if stale_finalizer_list(&status) =>
+        {
+            match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
+                Some(fresh) => finalizer_pass(api, name, Arc::new(fresh), ctx).await,
+                None => return Ok(Action::await_change()),
+            }
+        }
+        other => other,
+    };
+    result.map_err(|e| match e {
+        kube::runtime::finalizer::Error::ApplyFailed(e)
+        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
+        other => Error::Finalizer(Box::new(other)),
+    })
+}
+
+/// One pass through kube's finalizer helper: [`Kind::apply`] or
+/// [`Kind::cleanup`], and the write of its report.
+async fn finalizer_pass<K: Kind>(
+    api: &Api<K>,
+    name: &str,
+    obj: Arc<K>,
+    ctx: &Context,
+) -> Result<Action, kube::runtime::finalizer::Error<Error>> {
     finalizer(api, name, obj, |event| async {
         let (obj, report) = match event {
             FinalizerEvent::Apply(obj) => {
@@ -474,9 +506,36 @@ async fn with_finalizer<K: Kind>(
         write(api, ctx, &obj, report).await
     })
     .await
-    .map_err(|e| match e {
-        kube::runtime::finalizer::Error::ApplyFailed(e)
-        | kube::runtime::finalizer::Error::CleanupFailed(e) => e,
-        other => Error::Finalizer(Box::new(other)),
-    })
+}
+
+/// True for the answer to a JSON patch whose `test` operation failed: 422
+/// without field causes (a schema or CEL refusal names its fields).
+fn stale_finalizer_list(status: &kube::core::Status) -> bool {
+    status.code == 422 && status.details.as_ref().is_none_or(|d| d.causes.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stale_finalizer_list;
+
+    fn status(v: serde_json::Value) -> kube::core::Status {
+        serde_json::from_value(v).expect("a Status")
+    }
+
+    #[test]
+    fn only_a_failed_patch_test_counts_as_a_stale_finalizer_list() {
+        // What kube-apiserver answered in the agents fleet bench.
+        let failed_test = status(serde_json::json!({"status": "Failure", "code": 422,
+            "reason": "Invalid", "message": "the server rejected our request",
+            "details": {"causes": []}}));
+        assert!(stale_finalizer_list(&failed_test));
+        let no_details = status(serde_json::json!({"code": 422, "reason": "Invalid"}));
+        assert!(stale_finalizer_list(&no_details));
+        // A schema or CEL refusal names its fields: a real error.
+        let invalid = status(serde_json::json!({"code": 422, "reason": "Invalid",
+            "details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec.schedule"}]}}));
+        assert!(!stale_finalizer_list(&invalid));
+        let conflict = status(serde_json::json!({"code": 409, "reason": "Conflict"}));
+        assert!(!stale_finalizer_list(&conflict));
+    }
 }

@@ -21,7 +21,7 @@ const OTHER_WORKSPACE: &str = "00000000-0000-4000-8000-0000000000bb";
 
 /// Creates the `github` deployment `name` on `emu`; the URL of its
 /// built-in agent server (`source_config.custom_url`).
-async fn agent_server_url(emu: &emulator::RunningEmulator, name: &str) -> String {
+pub(crate) async fn agent_server_url(emu: &emulator::RunningEmulator, name: &str) -> String {
     let d: Value = reqwest::Client::new()
         .post(format!("{}/v2/deployments", emu.base_url()))
         .header("X-Api-Key", DEMO_API_KEY)

@@ -30,7 +30,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use agent_server_wire as wire;
-use control_plane_emulator::{self as emulator, DEMO_API_KEY, DEMO_WORKSPACE_ID, EmulatorConfig};
+use control_plane_emulator::{self as emulator, DEMO_API_KEY, EmulatorConfig};
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
@@ -689,26 +689,7 @@ async fn exchange(server: &Server) -> Vec<(String, u16, Value)> {
 /// The emulator's agent server URL for a new deployment, once it answers.
 async fn emulator_agent_server(emu: &emulator::RunningEmulator) -> String {
     let http = reqwest::Client::new();
-    let d: Value = http
-        .post(format!("{}/v2/deployments", emu.base_url()))
-        .header("X-Api-Key", DEMO_API_KEY)
-        .header("X-Tenant-Id", DEMO_WORKSPACE_ID)
-        .json(&json!({
-            "name": "contract", "source": "github",
-            "source_config": {"repo_url": "https://github.com/acme/agent", "deployment_type": "dev", "build_on_push": false},
-            "source_revision_config": {"repo_ref": "main", "langgraph_config_path": "langgraph.json"},
-            "secrets": []
-        }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let url = d["source_config"]["custom_url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let url = crate::agentserver_emulator::agent_server_url(emu, "contract").await;
     let started = Instant::now();
     loop {
         let ok = http

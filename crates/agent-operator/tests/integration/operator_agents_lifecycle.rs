@@ -9,14 +9,13 @@
 //! their own deletion then sends nothing (no remote object can be left).
 //! Each test's request budget is checked by the harness.
 
+use crate::operator_cron::tagged;
 use crate::support;
 
 use std::time::Duration;
 
-use agent_operator::api::cron::UID_METADATA_KEY;
 use agent_operator::api::deployment::PAUSED_ANNOTATION;
 use agent_operator::api::{AgentAssistant, AgentCron, AgentDeployment};
-use agent_server_wire::Cron;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -66,20 +65,6 @@ fn cron(deployment: &str, target: Value) -> Value {
         .extend(target.as_object().unwrap().clone());
     json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentCron",
         "metadata": {"name": "nightly"}, "spec": spec})
-}
-
-/// The crons on the agent server at `url` carrying `uid`'s tag.
-async fn tagged(url: &str, uid: &str) -> Vec<Cron> {
-    reqwest::Client::new()
-        .post(format!("{}/runs/crons/search", url.trim_end_matches('/')))
-        .header("X-Api-Key", support::API_KEY)
-        .json(&json!({"metadata": {UID_METADATA_KEY: uid}}))
-        .send()
-        .await
-        .expect("searching crons")
-        .json()
-        .await
-        .expect("a list of crons")
 }
 
 /// The HTTP status of `GET /assistants/{id}` on the agent server at `url`.

@@ -73,7 +73,7 @@ fn exactly(log: &[(String, String)], route: &str, status: &str) -> usize {
 
 /// The crons on the agent server at `url` carrying `uid`'s tag (the test's
 /// own search, through the same route).
-async fn tagged(url: &str, uid: &str) -> Vec<Cron> {
+pub(crate) async fn tagged(url: &str, uid: &str) -> Vec<Cron> {
     reqwest::Client::new()
         .post(format!("{}/runs/crons/search", url.trim_end_matches('/')))
         .header("X-Api-Key", support::API_KEY)

@@ -1,8 +1,9 @@
 //! The input of `agentctl apply -f` and `agentctl diff -f`: one YAML file of
 //! one or more documents, as `kubectl apply -f` takes it.
 //!
-//! Read: `AgentDeployment` and `AgentListener` documents (`apiVersion:
-//! agentserver.dev/v1alpha1`), and `v1` `Secret` documents (`data`, base64,
+//! Read: `AgentDeployment`, `AgentListener`, `AgentAssistant` and
+//! `AgentCron` documents (`apiVersion: agentserver.dev/v1alpha1`), and `v1`
+//! `Secret` documents (`data`, base64,
 //! or `stringData`) that resolve `spec.secrets[].valueFrom.secretKeyRef` of
 //! the deployments in the same file. `AgentControlPlane` documents are
 //! skipped (the control plane comes from agentctl's flags); any other kind
@@ -17,6 +18,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Secret;
 use serde::Deserialize;
 
+use crate::api::assistant::AgentAssistant;
+use crate::api::cron::AgentCron;
 use crate::api::deployment::AgentDeployment;
 use crate::api::listener::AgentListener;
 use crate::controller::resolve::{self, Blocked};
@@ -33,6 +36,12 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 pub struct Manifest {
     /// The `AgentDeployment` documents, in file order.
     pub deployments: Vec<AgentDeployment>,
+    /// The `AgentAssistant` documents, in file order (applied after the
+    /// deployments: [`super::agents`]).
+    pub assistants: Vec<AgentAssistant>,
+    /// The `AgentCron` documents, in file order (applied after the
+    /// assistants).
+    pub crons: Vec<AgentCron>,
     /// `Secret` documents by (namespace, name).
     secrets: BTreeMap<(String, String), Secret>,
     /// `AgentListener` documents by (namespace, name).
@@ -87,10 +96,14 @@ impl Manifest {
     /// `apiVersion`/`kind`, a field of the wrong shape or unknown to the
     /// kind (named by its path), a document without
     /// `metadata.name`, two objects with the same kind, namespace and name,
-    /// and a file without any `AgentDeployment`.
+    /// and a file without any `AgentDeployment`. The rules of the
+    /// `AgentAssistant` and `AgentCron` documents are checked apart
+    /// (`converge::agents::check`).
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut m = Manifest::default();
         let mut seen_deployments = std::collections::BTreeSet::new();
+        let mut seen_assistants = std::collections::BTreeSet::new();
+        let mut seen_crons = std::collections::BTreeSet::new();
         for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
             let n = i + 1;
             let value = yaml_serde::Value::deserialize(doc)
@@ -130,6 +143,22 @@ impl Manifest {
                         return Err(format!("{what}: listed twice"));
                     }
                 }
+                (API_VERSION, "AgentAssistant") => {
+                    let a: AgentAssistant = strict(&what, json)?;
+                    let key = (namespace_of(&a.metadata.namespace), name);
+                    if !seen_assistants.insert(key) {
+                        return Err(format!("{what}: listed twice"));
+                    }
+                    m.assistants.push(a);
+                }
+                (API_VERSION, "AgentCron") => {
+                    let c: AgentCron = strict(&what, json)?;
+                    let key = (namespace_of(&c.metadata.namespace), name);
+                    if !seen_crons.insert(key) {
+                        return Err(format!("{what}: listed twice"));
+                    }
+                    m.crons.push(c);
+                }
                 (API_VERSION, "AgentControlPlane") => {}
                 ("v1", "Secret") => {
                     let s: Secret = serde_json::from_value(json).map_err(shape)?;
@@ -141,7 +170,8 @@ impl Manifest {
                 _ => {
                     return Err(format!(
                         "{what}: apiVersion {api_version:?} kind {kind:?} is not read by agentctl \
-                         (it reads {API_VERSION} AgentDeployment and AgentListener, and v1 Secret)"
+                         (it reads {API_VERSION} AgentDeployment, AgentListener, AgentAssistant \
+                         and AgentCron, and v1 Secret)"
                     ));
                 }
             }

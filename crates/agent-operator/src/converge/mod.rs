@@ -37,6 +37,7 @@
 //! reads (GETs only) and decides; [`execute`] sends at most one mutation
 //! (create or PATCH); [`follow`] polls the latest revision until it ends.
 
+pub mod agents;
 pub mod manifest;
 pub mod strict;
 
@@ -82,6 +83,16 @@ pub enum Error {
     /// offer).
     #[error("{0}")]
     Blocked(String),
+    /// An agent server request failed (an `AgentAssistant` or `AgentCron`
+    /// of the file, [`agents`]).
+    #[error("{operation}: {source}")]
+    AgentServer {
+        /// What was being done, e.g. `create cron`.
+        operation: &'static str,
+        /// The client's error (never holds the key).
+        #[source]
+        source: crate::agentserver::Error,
+    },
 }
 
 fn cp(operation: &'static str) -> impl FnOnce(CpError) -> Error {

@@ -1036,3 +1036,263 @@ async fn export_then_diff_is_a_round_trip_without_secret_values() {
     let none = agentctl(&url, &["export", "no-such-deployment"]).await;
     assert_eq!(none.code, 3, "{none:?}");
 }
+
+/// An AgentAssistant and two AgentCrons (one running the assistant, one a
+/// graph) on the deployment of the same file.
+fn agents(name: &str, model: &str, topic: &str) -> String {
+    format!(
+        r#"---
+apiVersion: agentserver.dev/v1alpha1
+kind: AgentAssistant
+metadata: {{name: {name}-helper, namespace: default}}
+spec:
+  deploymentRef: {{name: {name}}}
+  graphId: agent
+  config: {{configurable: {{model: {model}}}}}
+---
+apiVersion: agentserver.dev/v1alpha1
+kind: AgentCron
+metadata: {{name: {name}-nightly, namespace: default}}
+spec:
+  deploymentRef: {{name: {name}}}
+  assistantRef: {{name: {name}-helper}}
+  schedule: "0 3 * * *"
+  input: {{messages: [{{role: user, content: {topic}}}]}}
+---
+apiVersion: agentserver.dev/v1alpha1
+kind: AgentCron
+metadata: {{name: {name}-often, namespace: default}}
+spec:
+  deploymentRef: {{name: {name}}}
+  graphId: agent
+  schedule: "*/5 * * * *"
+  timezone: Europe/Paris
+"#
+    )
+}
+
+/// The writes of the request log from entry `from` on: control plane and
+/// agent server routes that are neither GETs nor searches.
+fn writes(emu: &RunningEmulator, from: usize) -> Vec<String> {
+    routes(emu, from)
+        .into_iter()
+        .filter(|r| !r.starts_with("GET ") && !r.ends_with("/search"))
+        .collect()
+}
+
+fn count(routes: &[String], suffix: &str) -> usize {
+    routes.iter().filter(|r| r.ends_with(suffix)).count()
+}
+
+/// One file holding a deployment, an assistant and two crons: `apply`
+/// takes them in dependency order (the agent server objects only once the
+/// deployment is DEPLOYED), a second `apply` sends no write, `diff` tells
+/// a change before `apply` makes it with one PATCH per object (a cron's
+/// `input`, which the cron's answer does not show, included), and a
+/// duplicate cron carrying the file's tag is deleted.
+#[tokio::test]
+async fn apply_and_diff_take_assistants_and_crons_in_dependency_order() {
+    let emu = emulator(vec![]).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let text = manifest("agents-app", "main", SECRET_VALUE) + &agents("agents-app", "m1", "news");
+    let file = write(dir.path(), "all.yaml", &text);
+    let file = file.to_str().unwrap();
+
+    let run = agentctl(&url, &["diff", "-f", file]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "agentassistant/agents-app-helper not read: deployment agents-app does not exist yet"
+        ),
+        "{run:?}"
+    );
+    // Without --wait the deployment's revision has not deployed: its agent
+    // server objects wait (exit 1), and the create is the only write.
+    let run = agentctl(&url, &["apply", "-f", file]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentcron/agents-app-often not applied: revision")
+            && run.stdout.contains("apply with --wait"),
+        "{run:?}"
+    );
+    assert_eq!(writes(&emu, 0), ["POST /v2/deployments"]);
+
+    let before = log_len(&emu);
+    let run = apply_wait(&url, file).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    for line in [
+        "agentassistant/agents-app-helper created: assistant ",
+        "agentcron/agents-app-nightly created: cron ",
+        "agentcron/agents-app-often created: cron ",
+    ] {
+        assert!(run.stdout.contains(line), "{line}\n{run:?}");
+    }
+    let sent = writes(&emu, before);
+    assert_eq!(count(&sent, "/assistants"), 1, "{sent:?}");
+    assert_eq!(count(&sent, "/runs/crons"), 2, "{sent:?}");
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    // Dependency order: the assistant before the cron that runs it.
+    let order = routes(&emu, before);
+    let first = |suffix: &str| {
+        order
+            .iter()
+            .position(|r| r.starts_with("POST ") && r.ends_with(suffix))
+            .unwrap_or_else(|| panic!("{suffix} in {order:?}"))
+    };
+    assert!(first("/assistants") < first("/runs/crons"), "{order:?}");
+
+    // Unchanged: reads only, and diff agrees.
+    let before = log_len(&emu);
+    let run = apply_wait(&url, file).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentassistant/agents-app-helper unchanged")
+            && run
+                .stdout
+                .contains("agentcron/agents-app-nightly unchanged"),
+        "{run:?}"
+    );
+    let run = agentctl(&url, &["diff", "-f", file]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = agentctl(&url, &["get", "-f", file]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.stdout.matches(", as the file says").count(),
+        4,
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("is DEPLOYED"), "{run:?}");
+    assert_eq!(writes(&emu, before), Vec::<String>::new());
+
+    // A new model and a new input: diff shows both, apply sends one PATCH
+    // each, and the next apply none.
+    let changed =
+        manifest("agents-app", "main", SECRET_VALUE) + &agents("agents-app", "m2", "sport");
+    let file2 = write(dir.path(), "changed.yaml", &changed);
+    let file2 = file2.to_str().unwrap();
+    let before = log_len(&emu);
+    let run = agentctl(&url, &["diff", "-f", file2]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentassistant/agents-app-helper: would patch assistant")
+            && run.stdout.contains("\"model\": \"m2\"")
+            && run
+                .stdout
+                .contains("agentcron/agents-app-nightly: would patch cron")
+            && run.stdout.contains("sport")
+            && run
+                .stdout
+                .contains("agentcron/agents-app-often: no changes"),
+        "{run:?}"
+    );
+    let run = agentctl(&url, &["get", "-f", file2]).await;
+    assert!(
+        run.stdout
+            .contains("agentassistant/agents-app-helper: assistant ")
+            && run.stdout.contains("version 1, differs from the file"),
+        "{run:?}"
+    );
+    assert_eq!(writes(&emu, before), Vec::<String>::new());
+    let run = apply_wait(&url, file2).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentassistant/agents-app-helper patched"),
+        "{run:?}"
+    );
+    let sent = writes(&emu, before);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent.iter().all(|r| r.starts_with("PATCH ")), "{sent:?}");
+    let before = log_len(&emu);
+    assert_eq!(apply_wait(&url, file2).await.code, 0);
+    assert_eq!(writes(&emu, before), Vec::<String>::new());
+
+    // A second cron carrying the file's tag (a create whose answer was
+    // lost, or a copy made outside): apply keeps the oldest and deletes it.
+    let run = agentctl(&url, &["deployments", "get", "agents-app", "-o", "json"]).await;
+    let d: Value = serde_json::from_str(&run.stdout).unwrap();
+    let server = d["source_config"]["custom_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    agent_operator::controlplane::client::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let found: Value = http
+        .post(format!("{server}/runs/crons/search"))
+        .header("x-api-key", KEY)
+        .json(&serde_json::json!({"limit": 20}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let often = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["schedule"] == "*/5 * * * *")
+        .unwrap()
+        .clone();
+    let copy = serde_json::json!({"assistant_id": "agent", "schedule": "*/5 * * * *",
+        "metadata": often["metadata"].clone()});
+    let made = http
+        .post(format!("{server}/runs/crons"))
+        .header("x-api-key", KEY)
+        .json(&copy)
+        .send()
+        .await
+        .unwrap();
+    assert!(made.status().is_success(), "{made:?}");
+    let before = log_len(&emu);
+    let run = apply_wait(&url, file2).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("agentcron/agents-app-often: deleted duplicate cron"),
+        "{run:?}"
+    );
+    let sent = writes(&emu, before);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].starts_with("DELETE "), "{sent:?}");
+    emu.shutdown().await;
+}
+
+/// A file whose agent server documents the API server would refuse, or
+/// whose references are not in the file, is refused before any request.
+#[tokio::test]
+async fn agent_documents_are_checked_before_any_request() {
+    let emu = emulator(vec![]).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let good = manifest("checked-app", "main", SECRET_VALUE) + &agents("checked-app", "m1", "x");
+    for (from, to, want) in [
+        (
+            "\"0 3 * * *\"",
+            "\"every night\"",
+            "spec.schedule \"every night\" is not five cron fields",
+        ),
+        (
+            "assistantRef: {name: checked-app-helper}",
+            "assistantRef: {name: gone}",
+            "AgentAssistant default/gone is not in the file",
+        ),
+        ("kind: AgentCron", "kind: AgentCronJob", "AgentCronJob"),
+        (
+            "  graphId: agent\n  config",
+            "  graphId: agent\n  colour: red\n  config",
+            "unknown field",
+        ),
+    ] {
+        let file = write(dir.path(), "bad.yaml", &good.replacen(from, to, 1));
+        let run = agentctl(&url, &["apply", "-f", file.to_str().unwrap()]).await;
+        assert_eq!(run.code, 2, "{to}\n{run:?}");
+        assert!(run.stderr.contains(want), "{want}\n{run:?}");
+    }
+    assert_eq!(log_len(&emu), 0);
+    emu.shutdown().await;
+}

@@ -7,7 +7,8 @@ use agent_operator::controlplane::ControlPlaneClient;
 use agent_operator::converge::{self, Action, Desired, Plan};
 use clap::Args;
 
-use crate::desired::read_desired;
+use crate::agents::{Deployed, Mode};
+use crate::desired::read_manifest;
 use crate::exit::{CliResult, Exit, PlaneResult};
 use crate::plane::ControlPlaneArgs;
 use crate::wait::WaitArgs;
@@ -15,8 +16,9 @@ use crate::wait::WaitArgs;
 /// `apply` flags.
 #[derive(Args, Debug)]
 pub struct ApplyArgs {
-    /// YAML file of AgentDeployment documents and the Secret (and
-    /// AgentListener) documents they reference; `-` reads stdin.
+    /// YAML file of AgentDeployment documents, the Secret (and
+    /// AgentListener) documents they reference, and AgentAssistant and
+    /// AgentCron documents on those deployments; `-` reads stdin.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
 
@@ -51,23 +53,46 @@ pub struct DiffArgs {
 
 /// `agentctl apply`: for each AgentDeployment of the file, [`converge::plan`]
 /// then [`converge::execute`] (at most one create or PATCH; none when
-/// unchanged), then with `--wait` follows the latest revision.
+/// unchanged), then with `--wait` follows the latest revision; then the
+/// file's AgentAssistants and AgentCrons on the agent servers of the
+/// deployments that converged ([`crate::agents`]).
 ///
-/// Returns the worst exit code of the deployments (see `exit`).
+/// Returns the worst exit code of the objects (see `exit`).
 pub async fn apply(args: ApplyArgs) -> CliResult {
-    let wanted = read_desired(&args.file, args.secret_from_env)?;
+    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env)?;
     let cp = args.plane.client()?;
     let mut worst = Exit::Success;
+    let mut deployed: Vec<Deployed> = Vec::with_capacity(wanted.len());
     for want in &wanted {
-        let code = apply_one(&cp, want, &args.wait).await?;
+        let (code, id) = apply_one(&cp, want, &args.wait).await?;
         worst = worst.max(code);
+        deployed.push(match code {
+            Exit::Success => Ok(id),
+            _ => Err(format!("deployment {} did not converge", want.remote_name)),
+        });
     }
-    Ok(worst)
+    let agents = crate::agents::converge(&cp, &manifest, &wanted, &deployed, Mode::Apply).await?;
+    Ok(worst.max(agents))
 }
 
-async fn apply_one(cp: &ControlPlaneClient, want: &Desired, wait: &WaitArgs) -> CliResult {
+/// One deployment: its exit code and its remote id.
+async fn apply_one(
+    cp: &ControlPlaneClient,
+    want: &Desired,
+    wait: &WaitArgs,
+) -> CliResult<(Exit, String)> {
     let plan = converge::plan(cp, want).await?;
     let applied = converge::execute(cp, want, plan).await?;
+    let id = applied.deployment.id.clone();
+    Ok((applied_one(cp, want, wait, applied).await?, id))
+}
+
+async fn applied_one(
+    cp: &ControlPlaneClient,
+    want: &Desired,
+    wait: &WaitArgs,
+    applied: converge::Applied,
+) -> CliResult {
     // The service reads secrets back as [] before the first revision
     // (docs/control-plane-api.md, "Answer shapes"): the log lines printed
     // below are redacted with the values sent as well as those read.
@@ -208,12 +233,23 @@ async fn verify_after(cp: &ControlPlaneClient, want: &Desired, id: &str, ended: 
 /// Exit 0 when nothing would change, 1 when something would (like
 /// `kubectl diff`); only reads are sent.
 pub async fn diff(args: DiffArgs) -> CliResult {
-    let wanted = read_desired(&args.file, args.secret_from_env)?;
+    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env)?;
     let cp = args.plane.client()?;
     let mut code = Exit::Success;
+    let mut deployed: Vec<Deployed> = Vec::with_capacity(wanted.len());
     for want in &wanted {
         let plan = converge::plan(&cp, want).await?;
         let object = &want.object;
+        deployed.push(match &plan {
+            Plan::Create { body } => Err(format!(
+                "deployment {} does not exist yet (its agent server objects are created once it \
+                 is DEPLOYED)",
+                body.name
+            )),
+            Plan::Patch { remote, .. }
+            | Plan::Mismatch { remote, .. }
+            | Plan::Unchanged { remote } => Ok(remote.id.clone()),
+        });
         match &plan {
             Plan::Create { body } => {
                 println!("{object}: would create deployment {}", body.name);
@@ -247,5 +283,68 @@ pub async fn diff(args: DiffArgs) -> CliResult {
             code = Exit::Failed;
         }
     }
-    Ok(code)
+    let agents = crate::agents::converge(&cp, &manifest, &wanted, &deployed, Mode::Diff).await?;
+    Ok(code.max(agents))
+}
+
+/// `get` flags.
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// YAML file, as for `apply`; `-` reads stdin.
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// As for `apply`: a Secret not in the file is read from the
+    /// environment variable named like the key.
+    #[arg(long)]
+    pub secret_from_env: bool,
+
+    #[command(flatten)]
+    pub plane: ControlPlaneArgs,
+}
+
+/// `agentctl get -f`: one line per object of the file with what the
+/// control plane and the agent servers hold for it (deployment id, latest
+/// revision and its status; assistant id and version; cron id, schedule
+/// and next run), and whether it is as the file says. Reads only; exit 0
+/// (see `diff` for the exit code of a difference).
+pub async fn get(args: GetArgs) -> CliResult {
+    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env)?;
+    let cp = args.plane.client()?;
+    let mut deployed: Vec<Deployed> = Vec::with_capacity(wanted.len());
+    for want in &wanted {
+        let plan = converge::plan(&cp, want).await?;
+        let object = &want.object;
+        let (remote, same) = match &plan {
+            Plan::Create { body } => {
+                println!("{object}: deployment {} does not exist", body.name);
+                deployed.push(Err(format!("deployment {} does not exist", body.name)));
+                continue;
+            }
+            Plan::Patch { remote, .. } | Plan::Mismatch { remote, .. } => (remote, false),
+            Plan::Unchanged { remote } => (remote, true),
+        };
+        let revision = match &remote.latest_revision_id {
+            Some(rid) => {
+                let r = cp
+                    .get_revision(&remote.id, rid)
+                    .await
+                    .plane("reading the latest revision")?;
+                format!("revision {rid} is {}", r.status)
+            }
+            None => "no revision".to_owned(),
+        };
+        let sync = if same {
+            "as the file says"
+        } else {
+            "differs from the file (agentctl diff shows how)"
+        };
+        println!(
+            "{object}: deployment {} ({}), {revision}, {sync}",
+            remote.name, remote.id
+        );
+        deployed.push(Ok(remote.id.clone()));
+    }
+    crate::agents::converge(&cp, &manifest, &wanted, &deployed, Mode::Get).await?;
+    Ok(Exit::Success)
 }

@@ -12,6 +12,13 @@ use crate::exit::{CliError, CliResult, Exit, OrExit};
 /// any request. Errors: exit 2 (unreadable file, bad YAML, a spec the
 /// preflight rules refuse, a missing Secret or listener document).
 pub fn read_desired(file: &PathBuf, secret_from_env: bool) -> CliResult<Vec<Desired>> {
+    read_manifest(file, secret_from_env).map(|(_, wanted)| wanted)
+}
+
+/// [`read_desired`], with the parsed file (its AgentAssistant and AgentCron
+/// documents, checked: `converge::agents::check`). Errors: as
+/// [`read_desired`].
+pub fn read_manifest(file: &PathBuf, secret_from_env: bool) -> CliResult<(Manifest, Vec<Desired>)> {
     let text = if file.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin()).or_exit(Exit::Usage, "reading stdin")?
     } else {
@@ -20,12 +27,15 @@ pub fn read_desired(file: &PathBuf, secret_from_env: bool) -> CliResult<Vec<Desi
     };
     let mut manifest =
         Manifest::parse(&text).map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
+    converge::agents::check(&manifest)
+        .map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
     if secret_from_env {
         manifest = manifest.with_env_fallback(std::env::vars());
     }
-    manifest
+    let wanted = manifest
         .deployments
         .iter()
         .map(|d| converge::desired_state(d, &manifest).map_err(CliError::from))
-        .collect()
+        .collect::<CliResult<Vec<_>>>()?;
+    Ok((manifest, wanted))
 }

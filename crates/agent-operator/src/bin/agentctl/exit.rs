@@ -103,6 +103,10 @@ impl From<converge::Error> for CliError {
             converge::Error::Invalid(_) => Exit::Usage,
             converge::Error::ControlPlane { source, .. } => Self::plane_exit(source),
             converge::Error::Blocked(_) => Exit::Rejected,
+            converge::Error::AgentServer { source, .. } if source.is_transient() => {
+                Exit::Unavailable
+            }
+            converge::Error::AgentServer { .. } => Exit::Rejected,
         };
         Self::new(exit, e)
     }

@@ -10,8 +10,10 @@
 //! see [`plane`]):
 //! - `apply -f FILE [--wait] [--timeout S]` converges the control plane to the
 //!   AgentDeployments of a YAML file without Kubernetes, through the
-//!   operator's reconcile core (`agent_operator::converge`); `diff -f FILE`
-//!   prints what it would send (see [`apply`]);
+//!   operator's reconcile core (`agent_operator::converge`), then the
+//!   file's AgentAssistants and AgentCrons on their deployment's agent
+//!   server (see [`agents`]); `diff -f FILE` prints what it would send,
+//!   `get -f FILE` what is there (see [`apply`]);
 //! - `deployments list|get|delete [--wait]`, `revisions list|get|wait`,
 //!   `redeploy`, `rollback --to REVISION`, `logs [--build] [--revision R]
 //!   [--follow]` (see [`logs`]), `listeners list|get`,
@@ -24,6 +26,7 @@
 //!
 //! Exit codes: [`exit::EXIT_CODES_HELP`].
 
+mod agents;
 mod apply;
 mod desired;
 mod exit;
@@ -63,13 +66,20 @@ struct Cli {
 enum Command {
     /// Converge the control plane to the AgentDeployments of a YAML file
     /// (no Kubernetes needed): create or patch, then with --wait follow the
-    /// latest revision. A second apply without changes sends no mutation.
+    /// latest revision; then the file's AgentAssistants and AgentCrons on
+    /// the agent servers of the deployments that are DEPLOYED. A second
+    /// apply without changes sends no mutation.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Apply(apply::ApplyArgs),
     /// Show what `apply -f` would send (secret values never shown); exit 0
     /// without changes, 1 with.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Diff(apply::DiffArgs),
+    /// Show what the control plane and the agent servers hold for each
+    /// object of a YAML file, and whether it is as the file says (reads
+    /// only).
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Get(apply::GetArgs),
     /// Write AgentDeployment YAML for deployments the workspace already has
     /// (all, by name, or --name-contains), adopting each by id, with its
     /// secrets as references to a Secret to create (values never written).
@@ -136,6 +146,7 @@ async fn main() -> ExitCode {
     let result: Result<ExitCode, CliError> = match cli.command {
         Command::Apply(args) => apply::apply(args).await.map(ExitCode::from),
         Command::Diff(args) => apply::diff(args).await.map(ExitCode::from),
+        Command::Get(args) => apply::get(args).await.map(ExitCode::from),
         Command::Export(args) => export::export(args).await.map(ExitCode::from),
         Command::Deployments(args) => resources::deployments(args).await.map(ExitCode::from),
         Command::Revisions(args) => resources::revisions(args).await.map(ExitCode::from),

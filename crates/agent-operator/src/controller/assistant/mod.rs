@@ -58,7 +58,7 @@ pub struct Observed {
     /// `GET /assistants/{id}`; `None`: 404.
     current: Option<Assistant>,
     /// The budget's permit, held until the pass ends.
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    _permit: super::deployment::verify::Permit,
 }
 
 impl Kind for AgentAssistant {

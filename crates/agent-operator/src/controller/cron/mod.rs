@@ -64,7 +64,7 @@ pub struct Observed {
     /// The AgentDeployment is paused: the cron is disabled.
     paused: bool,
     /// The budget's permit, held until the pass ends.
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    _permit: super::deployment::verify::Permit,
 }
 
 impl Kind for AgentCron {

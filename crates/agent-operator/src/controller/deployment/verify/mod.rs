@@ -96,7 +96,12 @@ const MAX_MESSAGE_BYTES: usize = 600;
 /// objects of one agent server waiting, a deferred one comes back after the
 /// bucket's own wait plus a uniform share of `n` passes' worth of tokens, so
 /// that the retries stay near the server's rate instead of a fleet retrying
-/// every second. Waiting for a free slot spreads over every object waiting.
+/// every second. A pass deferred for want of a free slot comes back after
+/// about one pass's hold of a slot (measured: [`Permit`]), plus a uniform
+/// share of the backlog at the slots' own pace (`hold / concurrency` per
+/// object waiting, process-wide), so that a burst of short passes
+/// (AgentAssistants, AgentCrons: tens of milliseconds each) drains at the
+/// slots' speed instead of seconds per object waiting.
 ///
 /// Source: docs/control-plane-api.md "Agent server" (each deployment has
 /// its own agent server; the rate limits of agent servers are not
@@ -107,6 +112,11 @@ pub struct Limits {
     /// Seconds of tokens one call takes (`1 / requests per second`).
     call_seconds: f64,
     slots: Arc<tokio::sync::Semaphore>,
+    /// `--verify-concurrency` (at least 1).
+    concurrency: u32,
+    /// How long a pass holds a slot, microseconds: a moving average of the
+    /// last passes' holds (0 until the first permit is released).
+    held_micros: Arc<std::sync::atomic::AtomicU64>,
     /// Objects deferred and not yet admitted, with their agent server and
     /// when they were last deferred (entries older than [`PENDING_TTL`] are
     /// dropped).
@@ -116,9 +126,38 @@ pub struct Limits {
 /// How long a deferred object counts in the backlog without coming back.
 const PENDING_TTL: Duration = Duration::from_secs(600);
 
-/// The wait of a pass deferred for want of a free slot (per object of the
-/// backlog).
+/// The wait of a pass deferred for want of a free slot before any hold was
+/// measured, and the most a measured hold counts for.
 const SLOT_WAIT: Duration = Duration::from_secs(2);
+
+/// The least a measured hold counts for (a retry sooner than this would
+/// only spin).
+const SLOT_WAIT_MIN: Duration = Duration::from_millis(20);
+
+/// A slot for one pass calling an agent server (see [`Limits::admit`]);
+/// held until the pass's calls are done. Dropping it frees the slot and
+/// adds its hold time to the moving average that paces deferred passes.
+#[derive(Debug)]
+pub struct Permit {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    since: std::time::Instant,
+    held_micros: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let us = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        // Exponential moving average, weight 1/8 for the newest hold.
+        let _ = self.held_micros.fetch_update(Relaxed, Relaxed, |old| {
+            Some(if old == 0 {
+                us.max(1)
+            } else {
+                (old - old / 8).saturating_add(us / 8).max(1)
+            })
+        });
+    }
+}
 
 /// Buckets kept before those of agent servers not called lately are
 /// dropped (a full bucket is the same as none).
@@ -144,6 +183,8 @@ impl Limits {
             rate,
             call_seconds: period.map_or(0.0, |p| p.as_secs_f64()),
             slots: Arc::new(tokio::sync::Semaphore::new(config.concurrency.max(1))),
+            concurrency: u32::try_from(config.concurrency.max(1)).unwrap_or(u32::MAX),
+            held_micros: Default::default(),
             pending: Default::default(),
         }
     }
@@ -151,15 +192,16 @@ impl Limits {
     /// A slot for one pass of object `key` making `calls` calls to the
     /// agent server `server` (the remote id of its deployment), or how long
     /// to wait before trying again (see [`Limits`]).
-    pub fn admit(
-        &self,
-        key: &str,
-        server: &str,
-        calls: u32,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, Deferred> {
+    pub fn admit(&self, key: &str, server: &str, calls: u32) -> Result<Permit, Deferred> {
         let calls = calls.max(1);
-        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
-            return Err(self.defer(key, server, SLOT_WAIT, SLOT_WAIT, false));
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+            let hold = self.hold();
+            return Err(self.defer(key, server, hold, hold / self.concurrency, false));
+        };
+        let permit = Permit {
+            _slot: slot,
+            since: std::time::Instant::now(),
+            held_micros: self.held_micros.clone(),
         };
         if let Some(rate) = &self.rate {
             if rate.len() > BUCKETS_KEPT {
@@ -213,6 +255,16 @@ impl Limits {
         };
         let others = waiting.saturating_sub(1) as f64;
         Deferred(base + share.mul_f64(rand::random_range(0.0..=others)))
+    }
+
+    /// How long a pass holds a slot: the moving average of the holds
+    /// measured, within [`SLOT_WAIT_MIN`]..=[`SLOT_WAIT`]; [`SLOT_WAIT`]
+    /// before any.
+    pub fn hold(&self) -> Duration {
+        match self.held_micros.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => SLOT_WAIT,
+            us => Duration::from_micros(us).clamp(SLOT_WAIT_MIN, SLOT_WAIT),
+        }
     }
 
     /// Objects deferred and not yet admitted.

@@ -502,3 +502,43 @@ fn the_control_plane_key_goes_only_to_a_url_the_control_plane_chose() {
         "a URL from the spec"
     );
 }
+
+#[test]
+fn a_slot_deferral_follows_the_measured_hold_of_a_slot() {
+    // One slot, no rate limit. Before any pass has released a slot, a
+    // deferred pass comes back after SLOT_WAIT; once passes are seen to
+    // hold a slot for tens of milliseconds (an AgentAssistant's GET and
+    // POST), a burst of deferred passes comes back at that pace, spread
+    // over the backlog, instead of seconds per object waiting.
+    let limits = Limits::new(&VerifyConfig {
+        requests_per_second: 0.0,
+        concurrency: 1,
+        ..Default::default()
+    });
+    let first = limits.admit("a", "server-1", 2).expect("a free slot");
+    let Err(Deferred(w)) = limits.admit("b", "server-1", 2) else {
+        panic!("the only slot is held");
+    };
+    assert!(w >= S(2), "nothing measured yet: {w:?}");
+    std::thread::sleep(Duration::from_millis(30));
+    drop(first);
+    let hold = limits.hold();
+    assert!(hold >= Duration::from_millis(20) && hold < S(1), "{hold:?}");
+    let held = limits.admit("a", "server-1", 2).expect("free again");
+    let mut waits = Vec::new();
+    for i in 0..20 {
+        let Err(Deferred(w)) = limits.admit(&format!("obj-{i}"), "server-2", 2) else {
+            panic!("the only slot is held");
+        };
+        waits.push(w);
+    }
+    drop(held);
+    let backlog = limits.backlog() as u32;
+    assert!(
+        waits
+            .iter()
+            .all(|w| *w >= hold && *w <= hold * (backlog + 1)),
+        "{hold:?} {waits:?}"
+    );
+    assert!(waits.iter().any(|w| *w < S(2)), "{waits:?}");
+}

@@ -35,6 +35,15 @@ pub enum Outcome {
         /// Human-readable message.
         message: String,
     },
+    /// `spec.expiry` passed: the remote deployment was deleted (or
+    /// orphaned); nothing more happens while the object exists. A terminal
+    /// state, not a failure: `Ready`, `Reconciling` and `Stalled` are all
+    /// `False` (kstatus reads it as `Current`; the Argo CD health script as
+    /// `Suspended`), with reason `Expired`.
+    Expired {
+        /// Human-readable message.
+        message: String,
+    },
     /// Cannot progress until a human acts (fix a spec, create a Secret, ...).
     Stalled {
         /// Reason, e.g. `SecretNotFound`.
@@ -52,6 +61,7 @@ impl Outcome {
             | Outcome::Progressing { reason, .. }
             | Outcome::Stalled { reason, .. } => reason,
             Outcome::Paused { .. } => reason::PAUSED,
+            Outcome::Expired { .. } => reason::EXPIRED,
         }
     }
 
@@ -61,7 +71,8 @@ impl Outcome {
             Outcome::Ready { message, .. }
             | Outcome::Progressing { message, .. }
             | Outcome::Stalled { message, .. }
-            | Outcome::Paused { message } => message,
+            | Outcome::Paused { message }
+            | Outcome::Expired { message } => message,
         }
     }
 }
@@ -103,7 +114,7 @@ impl Outcome {
             Outcome::Ready { .. } => (TRUE, FALSE, FALSE),
             Outcome::Progressing { .. } => (FALSE, TRUE, FALSE),
             Outcome::Stalled { .. } => (FALSE, FALSE, TRUE),
-            Outcome::Paused { .. } => (FALSE, FALSE, FALSE),
+            Outcome::Paused { .. } | Outcome::Expired { .. } => (FALSE, FALSE, FALSE),
         };
         [
             (READY, ready),
@@ -145,5 +156,10 @@ mod tests {
             message: "paused".into(),
         };
         assert!(paused.kstatus().iter().all(|(_, s)| *s == FALSE));
+        let expired = Outcome::Expired {
+            message: "expired".into(),
+        };
+        assert_eq!(expired.reason(), reason::EXPIRED);
+        assert!(expired.kstatus().iter().all(|(_, s)| *s == FALSE));
     }
 }

@@ -34,6 +34,7 @@ mod fault_crash_fleet;
 mod fault_kubernetes;
 mod gitops_examples;
 mod gitops_health;
+mod gitops_previews;
 mod hostile_input;
 mod image;
 mod install_manifests;

@@ -53,7 +53,8 @@ pub mod reason {
     /// The remote deployment was deleted outside the operator.
     pub const REMOTE_DELETED: &str = "RemoteDeleted";
     /// `spec.expiry` passed: the remote deployment was deleted (or
-    /// orphaned) and is never created again while the object exists.
+    /// orphaned) and is never created again while the object exists
+    /// (`Stalled=True`, a terminal state).
     pub const EXPIRED: &str = "Expired";
     /// The AgentControlPlane's `spec.previews.maxLive` previews are live:
     /// this one waits, with no request, until one expires or is deleted.

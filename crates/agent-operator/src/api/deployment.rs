@@ -545,8 +545,8 @@ pub struct AgentDeploymentSpec {
     /// of `at`, `afterCreationSeconds` after the object's creation and
     /// `idleSeconds` after the creation of its latest revision. Then the
     /// operator deletes the remote deployment once (per `deletionPolicy`:
-    /// `Orphan` leaves it running) and reports `Ready=False` with reason
-    /// `Expired`; it never creates it again while the object exists, so a
+    /// `Orphan` leaves it running) and reports `Stalled=True` (`Ready=False`)
+    /// with reason `Expired`, a terminal state; it never creates it again while the object exists, so a
     /// GitOps tool that keeps applying the object does not bring it back.
     /// Delete and re-create the object to start a new one. The operator
     /// wakes up at the expiry instant (no polling). An AgentDeployment with

@@ -35,15 +35,6 @@ pub enum Outcome {
         /// Human-readable message.
         message: String,
     },
-    /// `spec.expiry` passed: the remote deployment was deleted (or
-    /// orphaned); nothing more happens while the object exists. A terminal
-    /// state, not a failure: `Ready`, `Reconciling` and `Stalled` are all
-    /// `False` (kstatus reads it as `Current`; the Argo CD health script as
-    /// `Suspended`), with reason `Expired`.
-    Expired {
-        /// Human-readable message.
-        message: String,
-    },
     /// Cannot progress until a human acts (fix a spec, create a Secret, ...).
     Stalled {
         /// Reason, e.g. `SecretNotFound`.
@@ -61,7 +52,6 @@ impl Outcome {
             | Outcome::Progressing { reason, .. }
             | Outcome::Stalled { reason, .. } => reason,
             Outcome::Paused { .. } => reason::PAUSED,
-            Outcome::Expired { .. } => reason::EXPIRED,
         }
     }
 
@@ -71,9 +61,20 @@ impl Outcome {
             Outcome::Ready { message, .. }
             | Outcome::Progressing { message, .. }
             | Outcome::Stalled { message, .. }
-            | Outcome::Paused { message }
-            | Outcome::Expired { message } => message,
+            | Outcome::Paused { message } => message,
         }
+    }
+}
+
+/// The outcome of an expired preview (`spec.expiry`): `Stalled` with
+/// reason `Expired`, a terminal state: kstatus reads it as `Failed` and the
+/// Argo CD health script as `Degraded` (the preview no longer serves, and
+/// only a person brings it back, by re-creating the object), never as in
+/// progress, so that a wait ends.
+pub fn expired(message: String) -> Outcome {
+    Outcome::Stalled {
+        reason: reason::EXPIRED,
+        message,
     }
 }
 
@@ -114,7 +115,7 @@ impl Outcome {
             Outcome::Ready { .. } => (TRUE, FALSE, FALSE),
             Outcome::Progressing { .. } => (FALSE, TRUE, FALSE),
             Outcome::Stalled { .. } => (FALSE, FALSE, TRUE),
-            Outcome::Paused { .. } | Outcome::Expired { .. } => (FALSE, FALSE, FALSE),
+            Outcome::Paused { .. } => (FALSE, FALSE, FALSE),
         };
         [
             (READY, ready),
@@ -156,10 +157,14 @@ mod tests {
             message: "paused".into(),
         };
         assert!(paused.kstatus().iter().all(|(_, s)| *s == FALSE));
-        let expired = Outcome::Expired {
-            message: "expired".into(),
-        };
+    }
+
+    #[test]
+    fn an_expired_preview_is_stalled_not_ready() {
+        let expired = expired("expired at 2026-01-01T00:00:00Z".into());
         assert_eq!(expired.reason(), reason::EXPIRED);
-        assert!(expired.kstatus().iter().all(|(_, s)| *s == FALSE));
+        assert_eq!(status_of(&expired, STALLED), TRUE);
+        assert_eq!(status_of(&expired, READY), FALSE);
+        assert_eq!(status_of(&expired, RECONCILING), FALSE);
     }
 }

@@ -229,7 +229,7 @@ pub fn reapplied(outcome: Outcome, over: &str) -> Outcome {
             reason,
             message: note(message),
         },
-        quiet @ (Outcome::Paused { .. } | Outcome::Expired { .. }) => quiet,
+        paused @ Outcome::Paused { .. } => paused,
     }
 }
 

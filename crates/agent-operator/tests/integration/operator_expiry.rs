@@ -49,14 +49,19 @@ async fn requests_since(h: &Harness, mark: usize) -> Vec<String> {
         .collect()
 }
 
-/// Checks the kstatus conditions of an expired object: all three `False`,
+/// Checks the kstatus conditions of an expired object: `Stalled=True`,
+/// `Ready` and `Reconciling` `False` (a terminal state, never in progress),
 /// reason `Expired`, for its generation, and `status.expiredAt` set.
 fn assert_expired_status(obj: &AgentDeployment) {
-    for type_ in ["Ready", "Reconciling", "Stalled"] {
+    for (type_, status) in [
+        ("Ready", "False"),
+        ("Reconciling", "False"),
+        ("Stalled", "True"),
+    ] {
         let c = condition(obj, type_).unwrap_or_else(|| panic!("{type_} condition"));
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
-            ("False", "Expired"),
+            (status, "Expired"),
             "{type_}: {c:?}"
         );
         assert_eq!(c.observed_generation, obj.metadata.generation);

@@ -102,11 +102,9 @@ fn expired_outcome(obj: &AgentDeployment, when: &str, deleted: Option<&str>) -> 
         }
         (None, None) => "no remote deployment was held".to_owned(),
     };
-    Outcome::Expired {
-        message: format!(
-            "expired at {when} (spec.expiry); {what}. Nothing is created or sent again while this object exists: delete and re-create it for a new deployment"
-        ),
-    }
+    crate::plan::status::expired(format!(
+        "expired at {when} (spec.expiry); {what}. Nothing is created or sent again while this object exists: delete and re-create it for a new deployment"
+    ))
 }
 
 /// The expiry step of a pass: `Ok` goes on (no expiry, not yet, or a
@@ -193,7 +191,7 @@ fn already_expired(obj: &AgentDeployment) -> Box<Report> {
             .map(|c| c.message.clone())
     });
     let outcome = match kept {
-        Some(message) => Outcome::Expired { message },
+        Some(message) => crate::plan::status::expired(message),
         None => outcome,
     };
     Report::outcome(obj, &outcome, Action::await_change())

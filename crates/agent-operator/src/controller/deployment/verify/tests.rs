@@ -181,7 +181,6 @@ fn ready_requires_verified() {
             Outcome::Ready { .. } => "Ready",
             Outcome::Progressing { .. } => "Progressing",
             Outcome::Stalled { .. } => "Stalled",
-            Outcome::Expired { .. } => "Expired",
             Outcome::Paused { .. } => "Paused",
         };
         assert_eq!((got_kind, o.reason()), (kind, want_reason), "{what}");

@@ -53,15 +53,16 @@ fn step_of(obj: &AgentDeployment) -> Step {
 }
 
 /// How soon a pass of `obj` must run again for its expiry: `None` when it
-/// has none to wait for (none set, or already expired).
+/// has none to wait for (none set, already expired, or due: the pass that
+/// starts now expires it, or, when it cannot yet (a create to recover
+/// first), its own requeue stands, so that nothing loops on the instant).
 pub fn wake_in(obj: &AgentDeployment) -> Option<Duration> {
     if obj.metadata.deletion_timestamp.is_some() {
         return None;
     }
     match step_of(obj) {
         Step::Live(left) => Some(left + WAKE_MARGIN),
-        Step::Due => Some(WAKE_MARGIN),
-        Step::None | Step::Expired => None,
+        Step::Due | Step::None | Step::Expired => None,
     }
 }
 

@@ -258,3 +258,48 @@ async fn the_preview_cap_holds_the_next_one_until_one_expires_or_is_deleted() {
     assert_eq!(names(h.remote_deployments().await), ["main-agent", "pr-3"]);
     assert_eq!(h.emulator.requests().await.count(route::CREATE), 4);
 }
+
+#[tokio::test]
+async fn a_new_revision_pushes_an_idle_expiry_back() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-expiry-idle").start().await;
+    let name = "pr-19";
+    let manifest = preview(name, json!({"idleSeconds": 10}));
+    h.converge(manifest.clone(), TIMEOUT).await;
+    let first = h
+        .api
+        .get(name)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .latest_revision_id;
+
+    // A push: a new revision 4 s later.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let pushed = jiff::Timestamp::now();
+    let mut again = manifest;
+    again["spec"]["sourceRevisionConfig"]["repoRef"] = "feature".into();
+    h.apply(again).await;
+    let ready = h.wait_ready_past(name, first.as_deref(), TIMEOUT).await;
+    assert_eq!(ready.status.as_ref().unwrap().revisions.len(), 2);
+
+    let obj = wait_expired(&h, name, TIMEOUT).await;
+    assert_expired_status(&obj);
+    let expired_at: jiff::Timestamp = obj
+        .status
+        .as_ref()
+        .unwrap()
+        .expired_at
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let idle = expired_at.duration_since(pushed).as_secs_f64();
+    assert!(
+        (9.0..16.0).contains(&idle),
+        "expired {idle:.1} s after the new revision (idleSeconds 10)"
+    );
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::DELETE), 1, "{counts:?}");
+}

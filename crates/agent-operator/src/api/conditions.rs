@@ -52,6 +52,13 @@ pub mod reason {
     pub const PAUSED: &str = "Paused";
     /// The remote deployment was deleted outside the operator.
     pub const REMOTE_DELETED: &str = "RemoteDeleted";
+    /// `spec.expiry` passed: the remote deployment was deleted (or
+    /// orphaned) and is never created again while the object exists
+    /// (`Stalled=True`, a terminal state).
+    pub const EXPIRED: &str = "Expired";
+    /// The AgentControlPlane's `spec.previews.maxLive` previews are live:
+    /// this one waits, with no request, until one expires or is deleted.
+    pub const PREVIEW_LIMIT_REACHED: &str = "PreviewLimitReached";
     /// The deployment named in `spec.deploymentId` does not exist.
     pub const ADOPTION_FAILED: &str = "AdoptionFailed";
     /// A create was interrupted and its outcome cannot be determined.

@@ -115,6 +115,27 @@ pub struct AgentControlPlaneSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1000))]
     pub burst: Option<u32>,
+    /// Preview environments on this control plane: AgentDeployments with
+    /// `spec.expiry`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previews: Option<Previews>,
+}
+
+/// `spec.previews` of an AgentControlPlane.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Previews {
+    /// Most live previews at once, a number of previews (0 to 1000):
+    /// AgentDeployments of this namespace with `spec.expiry` that name this
+    /// control plane and hold a remote deployment (not yet expired; one
+    /// being deleted still counts). One more waits before its create, with
+    /// no request, as `Reconciling` with reason `PreviewLimitReached`, and
+    /// goes on when one expires or is deleted (it looks again every blocked
+    /// interval, 60 seconds by default). Counted on a fresh list from the API
+    /// server, never a cache. Unset: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub max_live: Option<u32>,
 }
 
 impl AgentControlPlaneSpec {

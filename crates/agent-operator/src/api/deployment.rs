@@ -541,6 +541,44 @@ pub struct AgentDeploymentSpec {
     /// `Verified=True`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifySpec>,
+    /// When this deployment expires (a preview environment): the earliest
+    /// of `at`, `afterCreationSeconds` after the object's creation and
+    /// `idleSeconds` after the creation of its latest revision. Then the
+    /// operator deletes the remote deployment once (per `deletionPolicy`:
+    /// `Orphan` leaves it running) and reports `Stalled=True` (`Ready=False`)
+    /// with reason `Expired`, a terminal state; it never creates it again while the object exists, so a
+    /// GitOps tool that keeps applying the object does not bring it back.
+    /// Delete and re-create the object to start a new one. The operator
+    /// wakes up at the expiry instant (no polling). An AgentDeployment with
+    /// an expiry counts against `spec.previews.maxLive` of its
+    /// AgentControlPlane while it holds a remote deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<Expiry>,
+}
+
+/// `spec.expiry`: when a preview deployment expires; at least one field,
+/// the earliest wins.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.at) || has(self.afterCreationSeconds) || has(self.idleSeconds)").message("expiry needs at, afterCreationSeconds or idleSeconds"))]
+pub struct Expiry {
+    /// An absolute time (RFC 3339 `date-time`, e.g.
+    /// `2026-12-01T18:00:00Z`), checked at admission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub at: Option<String>,
+    /// Seconds after the object's `metadata.creationTimestamp` (1 to
+    /// 31536000, a year).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 31_536_000))]
+    pub after_creation_seconds: Option<u32>,
+    /// Seconds without a new revision: after the creation time of the
+    /// latest revision in `status.revisions` (the object's creation while
+    /// there is none), 1 to 31536000. A new revision (a spec change, a
+    /// redeploy) pushes the expiry back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 31_536_000))]
+    pub idle_seconds: Option<u32>,
 }
 
 /// `spec.verify`: what the operator checks on the deployment's agent server
@@ -837,6 +875,16 @@ pub struct AgentDeploymentStatus {
     /// The last verification attempt (`spec.verify`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationStatus>,
+    /// When `spec.expiry` makes this deployment expire (RFC 3339), as last
+    /// computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// When the operator expired this deployment (RFC 3339): the remote
+    /// deployment was deleted (or, with `deletionPolicy: Orphan`, left
+    /// running), and no request is made for this object again. Cleared
+    /// only by deleting the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_at: Option<String>,
     /// kstatus conditions (`Ready`, `Reconciling`, `Stalled`, and `Verified`
     /// when `spec.verify` is set).
     #[serde(default)]

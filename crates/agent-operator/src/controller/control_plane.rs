@@ -393,6 +393,7 @@ mod tests {
                 }),
                 requests_per_second: None,
                 burst: None,
+                previews: None,
             },
         );
         p.metadata.namespace = Some(ns.into());

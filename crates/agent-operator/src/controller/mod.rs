@@ -127,6 +127,10 @@ pub struct Context {
     /// The statuses AgentDeployment passes kept unwritten after a create
     /// ([`deployment::unshown`]).
     pub unshown: deployment::unshown::Unshown,
+    /// Held from the count of live previews to the end of the pass that
+    /// creates one, so that two passes cannot both take the last place
+    /// under `spec.previews.maxLive` ([`deployment::previews`]).
+    pub previews: tokio::sync::Mutex<()>,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -172,6 +176,7 @@ impl Context {
             hash_key: hash_key::HashKey::random(),
             deletes: Default::default(),
             unshown: Default::default(),
+            previews: Default::default(),
         }
     }
 

@@ -935,6 +935,7 @@ mod tests {
             ca_bundle_secret_ref: None,
             requests_per_second: rps,
             burst,
+            previews: None,
         }
     }
 

@@ -11,6 +11,8 @@
 //!   (docs/control-plane-api.md "Deployment", "Requests");
 //! - [`shapes`]: how the service's answers differ from an echo of the
 //!   request;
+//! - [`expiry`]: when a preview expires, what its expiry does, and the
+//!   cap on live previews;
 //! - [`decide`]: the one step a pass takes before and after its read;
 //! - [`verdict`]: the outcome, events and requeue once the revision is
 //!   known;
@@ -29,6 +31,7 @@ pub mod assistant;
 pub mod cron;
 pub mod decide;
 pub mod desired;
+pub mod expiry;
 pub mod fight;
 pub mod logtail;
 pub mod secrets_hash;

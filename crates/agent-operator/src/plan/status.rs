@@ -66,6 +66,18 @@ impl Outcome {
     }
 }
 
+/// The outcome of an expired preview (`spec.expiry`): `Stalled` with
+/// reason `Expired`, a terminal state: kstatus reads it as `Failed` and the
+/// Argo CD health script as `Degraded` (the preview no longer serves, and
+/// only a person brings it back, by re-creating the object), never as in
+/// progress, so that a wait ends.
+pub fn expired(message: String) -> Outcome {
+    Outcome::Stalled {
+        reason: reason::EXPIRED,
+        message,
+    }
+}
+
 /// The outcome of following a revision with the given status.
 pub fn revision_outcome(revision_id: &str, status: &RevisionStatus) -> Outcome {
     match status {
@@ -145,5 +157,14 @@ mod tests {
             message: "paused".into(),
         };
         assert!(paused.kstatus().iter().all(|(_, s)| *s == FALSE));
+    }
+
+    #[test]
+    fn an_expired_preview_is_stalled_not_ready() {
+        let expired = expired("expired at 2026-01-01T00:00:00Z".into());
+        assert_eq!(expired.reason(), reason::EXPIRED);
+        assert_eq!(status_of(&expired, STALLED), TRUE);
+        assert_eq!(status_of(&expired, READY), FALSE);
+        assert_eq!(status_of(&expired, RECONCILING), FALSE);
     }
 }

@@ -68,6 +68,7 @@ fn every_field_is_described_for_kubectl_explain() {
                     "attempts",
                     "assistants",
                     "Assistants",
+                    "previews",
                     "events",
                     "Events",
                 ]

@@ -315,3 +315,38 @@ async fn scale_to_zero_is_admitted_only_with_a_type_that_scales_to_zero() {
         }
     }
 }
+
+#[tokio::test]
+async fn an_expiry_needs_a_part_and_a_time_that_parses() {
+    test_support::skip_without!(Envtest);
+    let client = common::shared_env().client().await;
+    let ns = common::test_namespace(&client, "op-admission-expiry").await;
+    let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
+    let dry = PatchParams::apply("tests").force().dry_run();
+    let cases = [
+        (json!({"at": "2026-12-01T18:00:00Z"}), None),
+        (json!({"afterCreationSeconds": 60, "idleSeconds": 30}), None),
+        (
+            json!({}),
+            Some("expiry needs at, afterCreationSeconds or idleSeconds"),
+        ),
+        (json!({"at": "next week"}), Some("spec.expiry.at")),
+        (json!({"idleSeconds": 0}), Some("spec.expiry.idleSeconds")),
+        (
+            json!({"afterCreationSeconds": 31_536_001}),
+            Some("spec.expiry.afterCreationSeconds"),
+        ),
+    ];
+    for (expiry, refusal) in cases {
+        let mut m = AgentDeploymentManifest::github("preview", "main").build();
+        m["spec"]["expiry"] = expiry.clone();
+        let out = api.patch("preview", &dry, &Patch::Apply(&m)).await;
+        match (refusal, out) {
+            (None, Ok(_)) => {}
+            (Some(want), Err(kube::Error::Api(e))) => {
+                assert!(e.message.contains(want), "{expiry}: {}", e.message)
+            }
+            (want, got) => panic!("{expiry}: refusal {want:?} expected, got {got:?}"),
+        }
+    }
+}

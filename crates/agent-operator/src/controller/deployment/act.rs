@@ -78,6 +78,9 @@ fn unshown_until(pass: &Pass<'_>, wait: std::time::Duration) -> Box<Report> {
 /// adopts, recovers or creates the deployment ([`obtain`]).
 pub(super) async fn find_or_create(pass: &mut Pass<'_>) -> Flow<Acted> {
     let (obj, ctx, cp) = (pass.obj, pass.ctx, pass.cp);
+    // A preview over its control plane's cap waits, before any request;
+    // the admission holds until this pass recorded its create.
+    let _admitted = super::previews::admit(obj, ctx).await?;
     let mut body = pass.seen.body.clone();
     // Placement is checked before the create (listener fields are
     // immutable afterwards).

@@ -28,6 +28,11 @@ pub async fn cleanup(
     obj: &AgentDeployment,
     ctx: &Context,
 ) -> Box<Report> {
+    // An expired preview's remote deployment was deleted once (or
+    // orphaned) at its expiry: nothing is sent again.
+    if obj.status.as_ref().is_some_and(|s| s.expired_at.is_some()) {
+        return Report::end(Action::await_change());
+    }
     if obj.spec.deletion_policy == DeletionPolicy::Orphan {
         let mut report = Report::end(Action::await_change());
         if let Some(id) = obj.status.as_ref().and_then(|s| s.deployment_id.as_deref()) {

@@ -23,11 +23,13 @@
 mod act;
 pub mod cleanup;
 pub mod deleting;
+pub mod expire;
 mod follow;
 pub mod names;
 pub mod observe;
 mod obtain;
 pub mod pass;
+pub mod previews;
 pub mod report;
 pub mod runner;
 #[cfg(test)]
@@ -136,8 +138,14 @@ impl ReferencesSecrets for AgentDeployment {
 /// Errors: Kubernetes API failures and transient control plane failures
 /// (status is written before they are returned); input problems are reported
 /// in status and are not errors.
+///
+/// An object with `spec.expiry` runs again at its expiry instant at the
+/// latest ([`expire::wake_in`]), without polling before.
 pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<Action, Error> {
-    kind::reconcile(obj, ctx).await
+    let wake = expire::wake_in(&obj);
+    kind::reconcile(obj, ctx)
+        .await
+        .map(|action| expire::sooner(action, wake))
 }
 
 /// Requeue policy for failed passes: the service's `Retry-After` if longer,

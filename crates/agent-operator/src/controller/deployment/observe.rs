@@ -146,6 +146,8 @@ pub async fn observe(
             ));
         }
     }
+    // An expired preview makes no request; one due expires now.
+    super::expire::check(api, obj, ctx).await?;
     // A decision to create, recover or declare a conflict is made on a
     // fresh read of the object, never on a cache that may predate the
     // operator's own last write (its create-pending marker or recorded id).

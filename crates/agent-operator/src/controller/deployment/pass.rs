@@ -118,6 +118,7 @@ impl<'a> Pass<'a> {
         status.drift_corrections =
             crate::plan::fight::carried(previous, obj.metadata.generation, seen.redeploy.is_some());
         status.observed_generation = obj.metadata.generation;
+        status.expires_at = super::expire::expires_at(obj, Some(previous)).map(|t| t.to_string());
         Self {
             api,
             obj,

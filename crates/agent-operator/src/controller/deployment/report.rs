@@ -66,7 +66,7 @@ impl Report {
 }
 
 /// The status of `obj` with `outcome` in its conditions.
-fn outcome_status(obj: &AgentDeployment, outcome: &Outcome) -> AgentDeploymentStatus {
+pub(super) fn outcome_status(obj: &AgentDeployment, outcome: &Outcome) -> AgentDeploymentStatus {
     let mut status = obj.status.clone().unwrap_or_default();
     if status.observed_generation != obj.metadata.generation {
         // A new generation ends any drift fight (`super::fight`).

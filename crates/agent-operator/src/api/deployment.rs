@@ -51,6 +51,21 @@ pub enum DeletionPolicy {
     Orphan,
 }
 
+/// Whether the operator may change the remote deployment
+/// (`spec.managementPolicy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ManagementPolicy {
+    /// Create, adopt and converge the remote deployment to the spec.
+    #[default]
+    Manage,
+    /// Adopt an existing remote deployment (by `spec.deploymentId` or by
+    /// name) and only read it: no create, PATCH, redeploy or DELETE is ever
+    /// sent (deleting the resource leaves the remote deployment, like
+    /// `deletionPolicy: Orphan`); the differences from the spec are listed
+    /// in `status.drift` and the `Drifted` condition.
+    Observe,
+}
+
 /// What happens when the remote deployment was deleted outside the operator.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RemoteDeletionPolicy {
@@ -523,6 +538,17 @@ pub struct AgentDeploymentSpec {
     /// `Orphan` leaves it running.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+    /// `Manage` (default) creates, adopts and converges the remote
+    /// deployment. `Observe` adopts an existing one (by `deploymentId`, or
+    /// by name) and never changes it: no create, PATCH, redeploy or DELETE,
+    /// not even when this resource is deleted (the remote deployment is
+    /// left, like `deletionPolicy: Orphan`). The differences from the spec
+    /// are listed in `status.drift` (secret values only as `differs`) and
+    /// in the `Drifted` condition; with nothing to adopt the resource is
+    /// `Stalled` (`NothingToObserve`). Switching to `Manage` converges the
+    /// deployment with one PATCH.
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
     /// `Recreate` (default) creates the remote deployment again when it was
     /// deleted outside the operator; `Stall` stops and reports it.
     #[serde(default)]
@@ -711,6 +737,21 @@ pub struct DriftCorrection {
     pub time: String,
 }
 
+/// One field of `status.drift`: the remote deployment differs from the
+/// spec there (`spec.managementPolicy: Observe`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftField {
+    /// The field as the control plane names it, e.g.
+    /// `source_revision_config.image_uri` or `secrets`.
+    pub field: String,
+    /// The value the spec asks for (JSON), or `differs` for secret values.
+    pub desired: String,
+    /// The value the control plane holds (JSON; `null` when unset), or
+    /// `differs` for secret values.
+    pub remote: String,
+}
+
 /// One revision in `status.revisions` (the project's API notes, section
 /// "Revision").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -829,6 +870,12 @@ pub struct AgentDeploymentStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub drift_corrections: Vec<DriftCorrection>,
+    /// `spec.managementPolicy: Observe`: each field of the remote deployment
+    /// that differs from the spec, as of the last read (empty when it
+    /// equals the spec, and under `Manage`). Secret values are never shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub drift: Vec<DriftField>,
     /// Id of the revision the last successful verification checked
     /// (`spec.verify`); equal to `latestRevisionId` while that revision is
     /// verified.

@@ -54,6 +54,7 @@ mod operator_deletion;
 mod operator_deletion_order;
 mod operator_drift;
 mod operator_integrations;
+mod operator_observe;
 mod operator_out_of_band;
 mod operator_patches;
 mod operator_pause_events;

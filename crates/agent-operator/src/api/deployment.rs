@@ -484,6 +484,15 @@ pub struct AgentDeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-z0-9-]+$"), length(min = 1, max = 63))]
     pub name: Option<String>,
+    /// The name the LangSmith UI shows for the deployment (wire
+    /// `display_name`), at least one character. The control plane does not
+    /// take it on create: the operator sets it with a PATCH right after the
+    /// create, and on every change; a value changed outside is set back
+    /// like any other field. It cannot be cleared: removing it from the
+    /// spec leaves the remote value as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub display_name: Option<String>,
     /// Source kind: `github` or `external_docker`.
     pub source: Source,
     /// How the platform builds and runs the deployment (wire
@@ -803,6 +812,12 @@ pub struct AgentDeploymentStatus {
     /// The deployment URL (`source_config.custom_url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The remote deployment's `display_name` as last read or set (the
+    /// name the UI shows); while it differs from `spec.displayName`, each
+    /// pass reads the deployment, so that the PATCH that sets it follows
+    /// the create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
     /// Id of the last revision that failed or was interrupted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_revision_id: Option<String>,

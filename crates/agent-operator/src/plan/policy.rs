@@ -178,6 +178,13 @@ pub fn drift(
     if patch.secrets.is_some() {
         out.push(field("secrets", DIFFERS.into(), DIFFERS.into()));
     }
+    if patch.display_name.is_some() {
+        out.push(field(
+            "display_name",
+            json(&desired.display_name),
+            json(&remote.display_name),
+        ));
+    }
     if let Some(refs) = &patch.secret_references {
         out.push(field(
             "secret_references",

@@ -52,6 +52,7 @@ mod operator_cron;
 mod operator_cron_crash;
 mod operator_deletion;
 mod operator_deletion_order;
+mod operator_display_name;
 mod operator_drift;
 mod operator_integrations;
 mod operator_observe;

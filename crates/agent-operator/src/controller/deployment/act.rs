@@ -143,6 +143,7 @@ async fn change(
     // Under Observe nothing was sent: no value "changed here".
     let changed_here = !observe && pass.previous.secrets_hash.as_deref() != Some(secrets_hash);
     let patch = minimal_patch(pass, &remote, body, changed_here, observe);
+    pass.status.display_name = remote.display_name.clone();
     let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
     // What `fight::carried` left of the corrections of drift.
     let corrections = pass.status.drift_corrections.clone();
@@ -341,6 +342,7 @@ async fn send_patch(
         pass.served_redeploy();
     }
     let unechoed = shapes::unechoed_hash(body);
+    pass.status.display_name = d.display_name.clone();
     pass.status.rejected_request = None;
     pass.status.unechoed_hash = Some(unechoed.clone());
     (pass.status.source_commit, pass.status.built_image) = shapes::provenance(&d);

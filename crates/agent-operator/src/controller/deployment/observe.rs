@@ -103,6 +103,8 @@ impl Observed {
             rejection_due_in: self.waits.rejection_due_in,
             secrets_due_in: self.waits.secrets_due_in,
             remote_deleting_due_in: self.waits.remote_deleting_due_in,
+            display_name_due: obj.spec.display_name.is_some()
+                && obj.spec.display_name != self.previous.display_name,
         }
     }
 }

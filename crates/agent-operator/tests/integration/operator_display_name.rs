@@ -73,3 +73,38 @@ async fn display_name_follows_the_create_changes_in_place_and_is_never_cleared()
     assert_eq!(counts.count(route::CREATE), 1, "{counts:?}");
     assert_eq!(h.revisions(&id).await.len(), 1);
 }
+
+/// A display name changed outside (in the UI) is set back by the drift
+/// check, with one PATCH and no revision.
+#[tokio::test]
+async fn display_name_changed_outside_is_set_back() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-display-drift")
+        .resync_seconds(1.0)
+        .start()
+        .await;
+    let name = "ui-agent";
+    let mut manifest = github_deployment(name, "main");
+    manifest["spec"]["displayName"] = "Support agent".into();
+    h.apply(manifest).await;
+    let id = ready_named(&h, name, 1, "Support agent").await;
+    h.cp.patch_deployment(
+        &id,
+        &agent_operator::controlplane::types::DeploymentPatch {
+            display_name: Some("Renamed in the UI".into()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    support::wait_for_event(&h.client, &h.ns, name, "DriftCorrected", TIMEOUT).await;
+    let remote = h.cp.get_deployment(&id).await.unwrap();
+    assert_eq!(remote.display_name.as_deref(), Some("Support agent"));
+    let counts = h.emulator.requests().await;
+    assert_eq!(
+        counts.count(route::PATCH),
+        3,
+        "the operator's first, the outside one, the correction: {counts:?}"
+    );
+    assert_eq!(h.revisions(&id).await.len(), 1);
+}

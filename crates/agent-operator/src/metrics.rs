@@ -26,6 +26,7 @@
 //! | `agent_operator_control_plane_slowdowns_total` | counter | `namespace`, `control_plane`, `cause` = `429` \| `503` \| `502` \| `504` \| `timeout` |
 //! | `agent_operator_reconcile_queue` | gauge (at scrape) | `namespace`, `control_plane`, `state` = `running` \| `waiting` \| `deferred` |
 //! | `agent_operator_deferred_passes_total` | counter (at scrape) | `namespace`, `control_plane`: passes put off while the budget was short |
+//! | `agent_operator_drifted_deployments` | gauge (at scrape) | `namespace`, `control_plane`: AgentDeployments under `managementPolicy: Observe` whose remote deployment differs from the spec (`Drifted=True`); 0 for a control plane whose observed ones all match |
 //! | `agent_operator_leader_lease_renewal_age_seconds` | gauge (at scrape) | none: seconds since the leader lease was last acquired or renewed |
 //!
 //! AgentControlPlanes that share a key share one budget: each of them shows
@@ -353,6 +354,62 @@ pub struct PlaneSample {
 
 type PlaneSource = Box<dyn Fn() -> Vec<PlaneSample> + Send + Sync>;
 
+/// The drift of the observed AgentDeployments of one AgentControlPlane at
+/// scrape time (see [`Metrics::track_drift`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriftSample {
+    /// Namespace and name of the AgentControlPlane.
+    pub plane: PlaneLabel,
+    /// Its AgentDeployments under `managementPolicy: Observe` with
+    /// `Drifted=True`.
+    pub drifted: i64,
+}
+
+type DriftSource = Box<dyn Fn() -> Vec<DriftSample> + Send + Sync>;
+
+/// Computes `agent_operator_drifted_deployments` at scrape time from the
+/// registered sources (the AgentDeployment stores); the samples of every
+/// source for the same plane are summed.
+#[derive(Default)]
+struct DriftStates {
+    sources: Mutex<Vec<DriftSource>>,
+}
+
+impl fmt::Debug for DriftStates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DriftStates").finish_non_exhaustive()
+    }
+}
+
+impl Collector for DriftStates {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let family = Family::<PlaneLabels, Gauge>::default();
+        let mut any = false;
+        for source in self
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            for s in source() {
+                any = true;
+                family
+                    .get_or_create(&PlaneLabels::of(&s.plane))
+                    .inc_by(s.drifted);
+            }
+        }
+        if any {
+            family.encode(encoder.encode_descriptor(
+                "drifted_deployments",
+                "AgentDeployments under managementPolicy Observe whose remote deployment differs from the spec (Drifted=True)",
+                None,
+                family.metric_type(),
+            )?)?;
+        }
+        Ok(())
+    }
+}
+
 /// Computes the per-AgentControlPlane gauges at scrape time from the
 /// registered sources (the client cache), and the lease renewal age.
 #[derive(Default)]
@@ -507,6 +564,7 @@ pub struct Metrics {
     leader: Gauge,
     ready_states: Arc<ReadyStates>,
     plane_states: Arc<PlaneStates>,
+    drift_states: Arc<DriftStates>,
     verifications: Family<VerificationLabels, Counter>,
     revision_outcomes: Family<VerificationLabels, Counter>,
 }
@@ -607,6 +665,8 @@ impl Metrics {
         registry.register_collector(Box::new(ready_states.clone()));
         let plane_states = Arc::new(PlaneStates::default());
         registry.register_collector(Box::new(plane_states.clone()));
+        let drift_states = Arc::new(DriftStates::default());
+        registry.register_collector(Box::new(drift_states.clone()));
         for kind in KINDS {
             for outcome in OUTCOMES {
                 let _ = reconciles.get_or_create(&OutcomeLabels { kind, outcome });
@@ -639,6 +699,7 @@ impl Metrics {
             leader,
             ready_states,
             plane_states,
+            drift_states,
             verifications,
             revision_outcomes,
         }
@@ -729,6 +790,18 @@ impl Metrics {
     /// called on every scrape (keep it cheap).
     pub fn track_planes(&self, samples: impl Fn() -> Vec<PlaneSample> + Send + Sync + 'static) {
         self.plane_states
+            .sources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Box::new(samples));
+    }
+
+    /// Adds a source of `agent_operator_drifted_deployments`: `samples` is
+    /// called on every scrape (keep it cheap, e.g. a walk over a reflector
+    /// store); it lists each AgentControlPlane with at least one
+    /// AgentDeployment under `managementPolicy: Observe`.
+    pub fn track_drift(&self, samples: impl Fn() -> Vec<DriftSample> + Send + Sync + 'static) {
+        self.drift_states
             .sources
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -1161,5 +1234,55 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn drifted_deployments_are_summed_by_control_plane() {
+        let m = Metrics::new();
+        assert!(
+            !m.encode().unwrap().contains("drifted_deployments"),
+            "no series without an observed AgentDeployment"
+        );
+        let plane = |name: &str| PlaneLabel {
+            namespace: "tenant".into(),
+            name: name.into(),
+        };
+        let (a, b) = (plane("a"), plane("b"));
+        m.track_drift(move || {
+            vec![
+                DriftSample {
+                    plane: a.clone(),
+                    drifted: 2,
+                },
+                DriftSample {
+                    plane: b.clone(),
+                    drifted: 0,
+                },
+            ]
+        });
+        let a = plane("a");
+        m.track_drift(move || {
+            vec![DriftSample {
+                plane: a.clone(),
+                drifted: 1,
+            }]
+        });
+        let text = m.encode().unwrap();
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_drifted_deployments{namespace="tenant",control_plane="a"}"#
+            ),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                r#"agent_operator_drifted_deployments{namespace="tenant",control_plane="b"}"#
+            ),
+            Some(0.0),
+            "{text}"
+        );
     }
 }

@@ -96,6 +96,7 @@ fn body(i: usize) -> DeploymentCreate {
         },
         secrets: vec![SecretValue::new("LOG_LEVEL", "info")],
         secret_references: Vec::new(),
+        display_name: None,
     }
 }
 

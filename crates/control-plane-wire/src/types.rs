@@ -200,6 +200,11 @@ pub struct DeploymentCreate {
     /// field never sees it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_references: Vec<SecretReference>,
+    /// The name shown in the UI, as desired. Never sent on create (the
+    /// service does not take it there: docs/control-plane-api.md "Answer
+    /// shapes", `display_name`); a PATCH sets it once the deployment exists.
+    #[serde(skip)]
+    pub display_name: Option<String>,
 }
 
 /// Body of `PATCH /v2/deployments/{id}`: every field optional, partial nested
@@ -221,6 +226,11 @@ pub struct DeploymentPatch {
     /// not documented: this project assumes it does, like `secrets`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_references: Option<Vec<SecretReference>>,
+    /// New name shown in the UI (at least one character; it cannot be
+    /// cleared). Does not create a revision (docs/control-plane-api.md
+    /// "Answer shapes", `display_name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
 }
 
 impl DeploymentCreate {
@@ -252,6 +262,7 @@ impl DeploymentPatch {
             && self.source_revision_config.is_none()
             && self.secrets.is_none()
             && self.secret_references.is_none()
+            && self.display_name.is_none()
     }
 }
 

@@ -15,6 +15,11 @@ pub const READY: &str = "Ready";
 /// the agent server; `Ready` requires it.
 pub const VERIFIED: &str = "Verified";
 
+/// Condition type of an AgentDeployment under `spec.managementPolicy:
+/// Observe`: True when the remote deployment differs from the spec (the
+/// fields are in `status.drift`), False when it equals it.
+pub const DRIFTED: &str = "Drifted";
+
 /// Condition status strings.
 pub const TRUE: &str = "True";
 /// Condition status `False`.
@@ -212,6 +217,16 @@ pub mod reason {
     /// AgentCron: the cron found by the search was gone when the PATCH
     /// reached it (deleted outside meanwhile); the next pass looks again.
     pub const CRON_VANISHED: &str = "CronVanished";
+    /// `spec.managementPolicy: Observe`: no remote deployment has the id of
+    /// `spec.deploymentId`, or none is named like the resource; nothing is
+    /// created (`Stalled`).
+    pub const NOTHING_TO_OBSERVE: &str = "NothingToObserve";
+    /// `Drifted=True`: the remote deployment differs from the spec in the
+    /// fields of `status.drift` (`spec.managementPolicy: Observe`).
+    pub const REMOTE_DIFFERS: &str = "RemoteDiffers";
+    /// `Drifted=False`: the remote deployment equals the spec, as far as a
+    /// read tells (`spec.managementPolicy: Observe`).
+    pub const NO_DRIFT: &str = "NoDrift";
 }
 
 /// Builds a condition, keeping `lastTransitionTime` from `previous` when the

@@ -51,6 +51,21 @@ pub enum DeletionPolicy {
     Orphan,
 }
 
+/// Whether the operator may change the remote deployment
+/// (`spec.managementPolicy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ManagementPolicy {
+    /// Create, adopt and converge the remote deployment to the spec.
+    #[default]
+    Manage,
+    /// Adopt an existing remote deployment (by `spec.deploymentId` or by
+    /// name) and only read it: no create, PATCH, redeploy or DELETE is ever
+    /// sent (deleting the resource leaves the remote deployment, like
+    /// `deletionPolicy: Orphan`); the differences from the spec are listed
+    /// in `status.drift` and the `Drifted` condition.
+    Observe,
+}
+
 /// What happens when the remote deployment was deleted outside the operator.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RemoteDeletionPolicy {
@@ -469,6 +484,15 @@ pub struct AgentDeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-z0-9-]+$"), length(min = 1, max = 63))]
     pub name: Option<String>,
+    /// The name the LangSmith UI shows for the deployment (wire
+    /// `display_name`), at least one character. The control plane does not
+    /// take it on create: the operator sets it with a PATCH right after the
+    /// create, and on every change; a value changed outside is set back
+    /// like any other field. It cannot be cleared: removing it from the
+    /// spec leaves the remote value as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub display_name: Option<String>,
     /// Source kind: `github` or `external_docker`.
     pub source: Source,
     /// How the platform builds and runs the deployment (wire
@@ -523,6 +547,17 @@ pub struct AgentDeploymentSpec {
     /// `Orphan` leaves it running.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+    /// `Manage` (default) creates, adopts and converges the remote
+    /// deployment. `Observe` adopts an existing one (by `deploymentId`, or
+    /// by name) and never changes it: no create, PATCH, redeploy or DELETE,
+    /// not even when this resource is deleted (the remote deployment is
+    /// left, like `deletionPolicy: Orphan`). The differences from the spec
+    /// are listed in `status.drift` (secret values only as `differs`) and
+    /// in the `Drifted` condition; with nothing to adopt the resource is
+    /// `Stalled` (`NothingToObserve`). Switching to `Manage` converges the
+    /// deployment with one PATCH.
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
     /// `Recreate` (default) creates the remote deployment again when it was
     /// deleted outside the operator; `Stall` stops and reports it.
     #[serde(default)]
@@ -749,6 +784,21 @@ pub struct DriftCorrection {
     pub time: String,
 }
 
+/// One field of `status.drift`: the remote deployment differs from the
+/// spec there (`spec.managementPolicy: Observe`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftField {
+    /// The field as the control plane names it, e.g.
+    /// `source_revision_config.image_uri` or `secrets`.
+    pub field: String,
+    /// The value the spec asks for (JSON), or `differs` for secret values.
+    pub desired: String,
+    /// The value the control plane holds (JSON; `null` when unset), or
+    /// `differs` for secret values.
+    pub remote: String,
+}
+
 /// One revision in `status.revisions` (the project's API notes, section
 /// "Revision").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -800,6 +850,12 @@ pub struct AgentDeploymentStatus {
     /// The deployment URL (`source_config.custom_url`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// The remote deployment's `display_name` as last read or set (the
+    /// name the UI shows); while it differs from `spec.displayName`, each
+    /// pass reads the deployment, so that the PATCH that sets it follows
+    /// the create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
     /// Id of the last revision that failed or was interrupted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failed_revision_id: Option<String>,
@@ -867,6 +923,12 @@ pub struct AgentDeploymentStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub drift_corrections: Vec<DriftCorrection>,
+    /// `spec.managementPolicy: Observe`: each field of the remote deployment
+    /// that differs from the spec, as of the last read (empty when it
+    /// equals the spec, and under `Manage`). Secret values are never shown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub drift: Vec<DriftField>,
     /// Id of the revision the last successful verification checked
     /// (`spec.verify`); equal to `latestRevisionId` while that revision is
     /// verified.

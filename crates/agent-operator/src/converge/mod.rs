@@ -181,6 +181,25 @@ pub fn desired_state(obj: &AgentDeployment, manifest: &Manifest) -> Result<Desir
 }
 
 impl Desired {
+    /// Why `plan` is not sent: the spec says `managementPolicy: Observe`
+    /// and the plan creates or patches (the operator never changes an
+    /// observed deployment, nor does `apply`); `None` otherwise.
+    pub fn refused_under_observe(&self, plan: &Plan) -> Option<String> {
+        let observe =
+            self.spec.management_policy == crate::api::deployment::ManagementPolicy::Observe;
+        let what = match plan {
+            Plan::Create { .. } => "create the deployment",
+            Plan::Patch { .. } => "patch the deployment",
+            Plan::Mismatch { .. } | Plan::Unchanged { .. } => return None,
+        };
+        observe.then(|| {
+            format!(
+                "{}: spec.managementPolicy is Observe: nothing is sent (it would {what}); `agentctl diff` shows the difference, set it to Manage to converge",
+                self.object
+            )
+        })
+    }
+
     /// `spec.verify`, if set.
     pub fn verify(&self) -> Option<&crate::api::deployment::VerifySpec> {
         self.spec.verify.as_ref()
@@ -419,6 +438,9 @@ pub async fn execute(
     want: &Desired,
     plan: Plan,
 ) -> Result<Applied, Error> {
+    if let Some(refused) = want.refused_under_observe(&plan) {
+        return Err(Error::Blocked(refused));
+    }
     match plan {
         Plan::Create { body } => {
             let d = client
@@ -637,6 +659,23 @@ spec:
             .unwrap()
         );
         assert!(!format!("{want:?}").contains("s3cret-value"));
+    }
+
+    #[test]
+    fn observe_refuses_a_create_or_a_patch() {
+        let mut m = manifest("");
+        m.deployments[0].spec.management_policy = crate::api::deployment::ManagementPolicy::Observe;
+        let want = desired_state(&m.deployments[0], &m).unwrap();
+        let create = Plan::Create {
+            body: Box::new(want.body.clone()),
+        };
+        let refused = want.refused_under_observe(&create).expect("refused");
+        assert!(
+            refused.contains("agentdeployment/agent") && refused.contains("Observe"),
+            "{refused}"
+        );
+        let manage = desired_state(&manifest("").deployments[0], &manifest("")).unwrap();
+        assert_eq!(manage.refused_under_observe(&create), None);
     }
 
     #[test]

@@ -151,6 +151,7 @@ mod tests {
             source_revision_config: Default::default(),
             secrets: vec![],
             secret_references: vec![],
+            display_name: None,
         }
     }
 

@@ -75,6 +75,11 @@ pub struct Known<'a> {
     /// operator, and its next read is due in this time (the backoff of
     /// `deleting::Deletes`); `None`: not deleting, or due now.
     pub remote_deleting_due_in: Option<Duration>,
+    /// `spec.displayName` is set and differs from the remote's as last
+    /// read or set (`status.displayName`): the deployment is read, and the
+    /// PATCH that sets it follows (right after a create, which cannot
+    /// carry it).
+    pub display_name_due: bool,
 }
 
 /// The step a pass takes before any control plane request.
@@ -164,6 +169,9 @@ pub fn before_remote(k: &Known<'_>) -> Before {
     // Nothing can change a deployment being deleted: no read before due.
     if let Some(due) = k.remote_deleting_due_in {
         return Before::WaitRemoteDeleting(due);
+    }
+    if k.display_name_due {
+        return Before::ReadDeployment;
     }
     let same_generation = k.status.observed_generation == k.generation;
     // A change of Secret values alone waits for its interval; meanwhile the
@@ -351,6 +359,7 @@ mod tests {
             rejection_due_in: None,
             secrets_due_in: None,
             remote_deleting_due_in: None,
+            display_name_due: false,
         }
     }
 
@@ -462,6 +471,23 @@ mod tests {
                     ..known(&building)
                 },
                 Before::WaitRemoteDeleting(Duration::from_secs(8)),
+            ),
+            (
+                "a display name not set yet while the create's revision builds: read",
+                Known {
+                    display_name_due: true,
+                    ..known(&building)
+                },
+                Before::ReadDeployment,
+            ),
+            (
+                "a display name not set yet, rejected and not due: wait",
+                Known {
+                    display_name_due: true,
+                    rejection_due_in: Some(30.0),
+                    ..known(&rejected)
+                },
+                Before::WaitRejected(Duration::from_secs(30)),
             ),
             (
                 "rejected, same fingerprint, not due: wait",

@@ -81,6 +81,7 @@ pub fn create_body(
         source_revision_config: source_revision_config(&spec.source_revision_config),
         secrets,
         secret_references: secret_references(&spec.secret_references),
+        display_name: spec.display_name.clone(),
     }
 }
 
@@ -128,6 +129,8 @@ fn differs<T: PartialEq>(desired: &Option<T>, current: &Option<T>) -> bool {
 ///   remote's as a set, or, when the service returns none, when the desired
 ///   state changed since last sent; an empty list is sent to remove the
 ///   remote's last references.
+/// - `display_name`: when the spec sets one and the remote's differs (never
+///   cleared: a spec without it sends nothing).
 pub fn compute_patch(
     desired: &DeploymentCreate,
     remote: &wire::Deployment,
@@ -192,6 +195,10 @@ pub fn compute_patch(
         let mut refs = desired.secret_references.clone();
         refs.sort();
         patch.secret_references = Some(refs);
+    }
+    // Set when the spec has one and it differs; never cleared.
+    if differs(&desired.display_name, &remote.display_name) {
+        patch.display_name = desired.display_name.clone();
     }
     patch
 }
@@ -276,10 +283,14 @@ pub fn fingerprint(body: &DeploymentCreate, secrets_hash: &str, extra: &[&str]) 
         ..body.clone()
     })
     .unwrap_or_default();
+    // The display name is not in the create body: added when set, so that
+    // the fingerprints of other resources stay what they were.
+    let display = body.display_name.as_deref().map(str::as_bytes);
     digest(
         [without_secrets.as_slice(), secrets_hash.as_bytes()]
             .into_iter()
-            .chain(extra.iter().map(|e| e.as_bytes())),
+            .chain(extra.iter().map(|e| e.as_bytes()))
+            .chain(display),
     )
 }
 
@@ -324,6 +335,9 @@ pub fn patch_fields(patch: &DeploymentPatch) -> Vec<&'static str> {
     }
     if patch.secret_references.is_some() {
         fields.push("secret_references");
+    }
+    if patch.display_name.is_some() {
+        fields.push("display_name");
     }
     fields
 }
@@ -400,6 +414,37 @@ mod tests {
     fn unchanged_remote_needs_no_patch() {
         let body = create_body("a", &spec(), vec![SecretValue::new("A", "b")]);
         assert!(compute_patch(&body, &remote_of(&body), &Memory::secrets(false)).is_empty());
+    }
+
+    /// `spec.displayName`: never in the create body, sent by PATCH when it
+    /// differs (no revision), never cleared.
+    #[test]
+    fn display_name_is_patched_never_created_never_cleared() {
+        let mut named = spec();
+        named.display_name = Some("Support agent".into());
+        let body = create_body("a", &named, vec![]);
+        let sent = serde_json::to_value(body.as_sent()).unwrap();
+        assert!(sent.get("display_name").is_none(), "{sent}");
+        let mut remote = remote_of(&body);
+        let patch = compute_patch(&body, &remote, &Memory::secrets(false));
+        assert_eq!(patch.display_name.as_deref(), Some("Support agent"));
+        assert_eq!(patch_fields(&patch), ["display_name"]);
+        assert!(!creates_revision(&patch));
+        let wire = serde_json::to_value(&patch).unwrap();
+        assert_eq!(wire, json!({"display_name": "Support agent"}));
+        remote.display_name = Some("Support agent".into());
+        assert!(compute_patch(&body, &remote, &Memory::secrets(false)).is_empty());
+        remote.display_name = Some("Renamed in the UI".into());
+        assert_eq!(
+            compute_patch(&body, &remote, &Memory::secrets(false)).display_name,
+            Some("Support agent".into()),
+            "set back like any field"
+        );
+        // Removed from the spec: the remote value stays.
+        let plain = create_body("a", &spec(), vec![]);
+        assert!(compute_patch(&plain, &remote, &Memory::secrets(false)).is_empty());
+        // A new display name is a new desired state.
+        assert_ne!(fingerprint(&body, "h", &[]), fingerprint(&plain, "h", &[]));
     }
 
     #[test]

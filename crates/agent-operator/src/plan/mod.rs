@@ -20,6 +20,8 @@
 //! - [`steps`]: the small rules of the pass's steps (name lookup, remote
 //!   delete, read-back, which revision to read, rejections, annotations);
 //! - [`fight`]: the cap on corrections of drift;
+//! - [`policy`]: `spec.managementPolicy` (`Observe`: read only, drift
+//!   listed);
 //! - [`logtail`]: the secret-free tail of a failure log;
 //! - [`secrets_hash`]: the keyed hash of the secret values last sent
 //!   (`status.secretsHash`).
@@ -34,6 +36,7 @@ pub mod desired;
 pub mod expiry;
 pub mod fight;
 pub mod logtail;
+pub mod policy;
 pub mod secrets_hash;
 pub mod shapes;
 pub mod status;

@@ -90,6 +90,15 @@ pub const ANSWER_SHAPES: &[FieldShape] = &[
                  deployment_cloud_acceptance_test.go)",
     },
     FieldShape {
+        field: "display_name",
+        echo: Echo::AsWritten,
+        rule: "not taken on create (sent by PATCH once the deployment exists); null \
+               until set; compared when the spec sets it; never cleared (a spec without \
+               it sends nothing).",
+        source: "Answer shapes: display_name (provider deployment_resource.go, \
+                 deployment_regression_test.go)",
+    },
+    FieldShape {
         field: "secret_references",
         echo: Echo::Unechoed,
         rule: "[] or null is unknown; compared as a set only when the service returns \

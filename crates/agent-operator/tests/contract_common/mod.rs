@@ -261,6 +261,7 @@ pub fn github(name: &str) -> DeploymentCreate {
         },
         secrets: vec![SecretValue::new("OPENAI_API_KEY", "sk-test-value")],
         secret_references: Vec::new(),
+        display_name: None,
     }
 }
 

@@ -12,7 +12,7 @@ use super::pass::{Acted, Pass, RemoteView};
 use super::report::{Flow, Report};
 use super::{deleting, plane_key};
 use crate::api::conditions::reason;
-use crate::api::deployment::AgentDeployment;
+use crate::api::deployment::{AgentDeployment, ManagementPolicy};
 use crate::controller::report::conditions;
 use crate::controller::{Context, integrations, jittered, object_key, placement};
 use crate::controlplane::Error as CpError;
@@ -20,6 +20,7 @@ use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch, 
 use crate::plan::decide::{self, After};
 use crate::plan::desired;
 use crate::plan::fight;
+use crate::plan::policy;
 use crate::plan::shapes::{self, Memory};
 use crate::plan::status::Outcome;
 use crate::plan::steps::{self, RemoteGone};
@@ -140,8 +141,12 @@ async fn change(
 ) -> Flow<Acted> {
     let secrets_hash = pass.seen.secrets_hash.as_str();
     let key = object_key(pass.obj);
-    let changed_here = pass.previous.secrets_hash.as_deref() != Some(secrets_hash);
-    let patch = minimal_patch(pass, &remote, body, changed_here);
+    let policy = pass.obj.spec.management_policy;
+    let observe = policy == ManagementPolicy::Observe;
+    // Under Observe nothing was sent: no value "changed here".
+    let changed_here = !observe && pass.previous.secrets_hash.as_deref() != Some(secrets_hash);
+    let patch = minimal_patch(pass, &remote, body, changed_here, observe);
+    pass.status.display_name = remote.display_name.clone();
     let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);
     // What `fight::carried` left of the corrections of drift.
     let corrections = pass.status.drift_corrections.clone();
@@ -161,8 +166,12 @@ async fn change(
         let key = key.clone();
         pass.remember.push(move |ctx| ctx.deletes.forget(&key));
     }
+    if observe {
+        // What Manage would send, listed instead of sent.
+        pass.status.drift = policy::drift(body, &remote, &patch);
+    }
     let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
-    match decide::after_read(&read) {
+    match policy::after(policy, decide::after_read(&read)) {
         After::RemoteDeleting => Err(remote_deleting(pass, &remote.id)),
         After::Fight { fields } => {
             let outcome = Outcome::Stalled {
@@ -203,7 +212,10 @@ fn follow_remote(
         }
         None => {}
     }
-    pass.status.unechoed_hash = Some(shapes::unechoed_hash(body));
+    // Under Observe nothing was sent: the digest of what was sent stays.
+    if pass.obj.spec.management_policy == ManagementPolicy::Manage {
+        pass.status.unechoed_hash = Some(shapes::unechoed_hash(body));
+    }
     Acted {
         view: RemoteView::of(&remote),
         revision: None,
@@ -214,22 +226,30 @@ fn follow_remote(
 /// Secret values are sent when they changed here (`changed_here`: the
 /// referenced Secrets), or on the control plane (the values the service
 /// returns, compared by keyed hash, only on this read: no extra
-/// request), paced by [`decide::correct_outside_change`].
+/// request), paced by [`decide::correct_outside_change`]; under `Observe`
+/// (`observe`, nothing is sent) only when the returned values differ.
 fn minimal_patch(
     pass: &mut Pass<'_>,
     remote: &Deployment,
     body: &DeploymentCreate,
     changed_here: bool,
+    observe: bool,
 ) -> DeploymentPatch {
     let secrets_hash = pass.seen.secrets_hash.as_str();
+    let differs = desired::remote_secrets_differ(&pass.ctx.hash_key, secrets_hash, &remote.secrets);
     let changed_outside = decide::correct_outside_change(
         changed_here,
-        desired::remote_secrets_differ(&pass.ctx.hash_key, secrets_hash, &remote.secrets),
+        differs,
         pass.previous.unheld_patch.is_some(),
         pass.ctx.secrets_due_in(&object_key(pass.obj)).is_some(),
     );
     let memory = Memory {
-        send_secrets: changed_here || changed_outside,
+        // Under Observe: whether the values the service returns differ.
+        send_secrets: if observe {
+            differs
+        } else {
+            changed_here || changed_outside
+        },
         sent: pass.previous.unechoed_hash.as_deref(),
     };
     (pass.status.source_commit, pass.status.built_image) = shapes::provenance(remote);
@@ -325,6 +345,7 @@ async fn send_patch(
         pass.served_redeploy();
     }
     let unechoed = shapes::unechoed_hash(body);
+    pass.status.display_name = d.display_name.clone();
     pass.status.rejected_request = None;
     pass.status.unechoed_hash = Some(unechoed.clone());
     (pass.status.source_commit, pass.status.built_image) = shapes::provenance(&d);
@@ -373,7 +394,10 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
         "was deleted outside the operator"
     };
     let policy = obj.spec.remote_deletion_policy;
-    if steps::remote_deleted(policy, obj.spec.deployment_id.is_some()) == RemoteGone::Stall {
+    // Observe never creates: the resource stops, whatever the policy.
+    if obj.spec.management_policy == ManagementPolicy::Observe
+        || steps::remote_deleted(policy, obj.spec.deployment_id.is_some()) == RemoteGone::Stall
+    {
         return Report::stalled(
             obj,
             ctx,

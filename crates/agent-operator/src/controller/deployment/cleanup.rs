@@ -14,7 +14,7 @@ use super::deleting;
 use super::report::{Flow, Report};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
-    AgentDeployment, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, PAUSED_ANNOTATION,
+    AgentDeployment, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, ManagementPolicy, PAUSED_ANNOTATION,
 };
 use crate::controller::kind::changed;
 use crate::controller::report::conditions;
@@ -33,13 +33,19 @@ pub async fn cleanup(
     if obj.status.as_ref().is_some_and(|s| s.expired_at.is_some()) {
         return Report::end(Action::await_change());
     }
-    if obj.spec.deletion_policy == DeletionPolicy::Orphan {
+    let observe = obj.spec.management_policy == ManagementPolicy::Observe;
+    if obj.spec.deletion_policy == DeletionPolicy::Orphan || observe {
         let mut report = Report::end(Action::await_change());
         if let Some(id) = obj.status.as_ref().and_then(|s| s.deployment_id.as_deref()) {
+            let why = if observe {
+                "managementPolicy: Observe"
+            } else {
+                "deletionPolicy: Orphan"
+            };
             report.events.push((
                 EventType::Normal,
                 "Orphaned",
-                format!("left remote deployment {id} running (deletionPolicy: Orphan)"),
+                format!("left remote deployment {id} running ({why})"),
             ));
         }
         return report;

@@ -58,6 +58,7 @@ use crate::api::deployment::{
 };
 use crate::controlplane::ControlPlaneClient;
 use crate::plan::decide::{self, Before};
+use crate::plan::policy;
 use crate::plan::steps;
 use kube::ResourceExt;
 
@@ -77,9 +78,16 @@ impl Kind for AgentDeployment {
     }
 
     /// [`decide::before_remote`] on the object the pass decides on (its
-    /// fresh read when there is one).
+    /// fresh read when there is one), under its management policy
+    /// ([`policy::before`]).
     fn decide(obj: &Self, seen: &Observed) -> Before {
-        decide::before_remote(&seen.known(seen.fresh.as_deref().unwrap_or(obj)))
+        let obj = seen.fresh.as_deref().unwrap_or(obj);
+        let step = decide::before_remote(&seen.known(obj));
+        policy::before(
+            obj.spec.management_policy,
+            step,
+            seen.previous.deployment_id.is_some(),
+        )
     }
 
     fn act(

@@ -170,6 +170,7 @@ mod tests {
             },
             secrets: Vec::new(),
             secret_references: Vec::new(),
+            display_name: None,
         }
     }
 

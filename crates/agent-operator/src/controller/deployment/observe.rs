@@ -13,8 +13,8 @@ use super::report::{Flow, Report};
 use super::seconds_until;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, PAUSED_ANNOTATION,
-    REDEPLOY_ANNOTATION,
+    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, ManagementPolicy,
+    PAUSED_ANNOTATION, REDEPLOY_ANNOTATION,
 };
 use crate::api::preflight;
 use crate::controller::{Context, Error, hash_key, jittered, object_key, placement, resolve};
@@ -103,6 +103,8 @@ impl Observed {
             rejection_due_in: self.waits.rejection_due_in,
             secrets_due_in: self.waits.secrets_due_in,
             remote_deleting_due_in: self.waits.remote_deleting_due_in,
+            display_name_due: obj.spec.display_name.is_some()
+                && obj.spec.display_name != self.previous.display_name,
         }
     }
 }
@@ -374,7 +376,10 @@ fn desired_state(
         extra.push(r.name.as_str());
     }
     let fingerprint = desired::fingerprint(&body, &secrets_hash, &extra);
-    let secrets_changed = previous.deployment_id.is_some()
+    // Under Observe nothing is sent: the values are compared with the ones
+    // the control plane returns, on each read.
+    let secrets_changed = obj.spec.management_policy == ManagementPolicy::Manage
+        && previous.deployment_id.is_some()
         && previous.secrets_hash.as_deref() != Some(secrets_hash.as_str());
     let waits = Waits::observe(ctx, &key, &previous);
     Observed {

@@ -31,14 +31,18 @@ use tracing::info;
 use super::pass::Pass;
 use super::report::Flow;
 use crate::api::conditions::reason;
-use crate::api::deployment::{CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION, FINALIZER};
+use crate::api::deployment::{
+    CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION, FINALIZER, ManagementPolicy,
+};
 use crate::controller::jittered;
 use crate::controller::kind::set_metadata;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::plan::adoption;
+use crate::plan::policy;
 use crate::plan::status::Outcome;
 use crate::plan::steps::{self, ByName};
+use crate::plan::verdict::Note;
 
 /// A deployment found or created by [`obtain`].
 pub struct ObtainedDeployment {
@@ -70,6 +74,7 @@ fn stall(pass: &mut Pass<'_>, reason: &'static str, message: String) -> Flow<Obt
 pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
     let obj = pass.obj;
     let cp = pass.cp;
+    let observe = obj.spec.management_policy == ManagementPolicy::Observe;
     // Adoption of an explicitly named deployment.
     if let Some(id) = &obj.spec.deployment_id {
         return match cp.get_deployment(id).await {
@@ -84,16 +89,16 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
                         adoption::mismatch_message(&remote.name, id, &differ),
                     );
                 }
-                pass.events.push((
-                    EventType::Normal,
-                    "Adopted",
-                    format!(
-                        "adopted remote deployment {id} ({}); converging it to the spec",
-                        remote.name
-                    ),
-                ));
+                pass.events.push(adopted(id, &remote.name, observe));
                 found(remote, false, false)
             }
+            Err(CpError::NotFound { .. }) if observe => stall(
+                pass,
+                reason::NOTHING_TO_OBSERVE,
+                format!(
+                    "spec.deploymentId {id} does not exist on the control plane; nothing is created while spec.managementPolicy is Observe"
+                ),
+            ),
             Err(CpError::NotFound { .. }) => stall(
                 pass,
                 reason::ADOPTION_FAILED,
@@ -124,7 +129,67 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
         }
     }
 
+    if observe {
+        return observe_by_name(pass, body).await;
+    }
     by_name(pass, body).await
+}
+
+/// The event of an adoption of `id` (`name`): converged to the spec, or
+/// only observed.
+fn adopted(id: &str, name: &str, observe: bool) -> Note {
+    let then = if observe {
+        "observing it (managementPolicy: Observe): nothing is changed, differences are listed in status.drift"
+    } else {
+        "converging it to the spec"
+    };
+    (
+        EventType::Normal,
+        "Adopted",
+        format!("adopted remote deployment {id} ({name}); {then}"),
+    )
+}
+
+/// `spec.managementPolicy: Observe` without a deployment id: adopts the
+/// one deployment with the resource's name ([`policy::by_name`]); never
+/// creates one.
+async fn observe_by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
+    let cp = pass.cp;
+    let plane = super::plane_key(cp);
+    let existing = match pass.ctx.names.lookup(&plane, cp, &body.name).await {
+        Ok(found) => found,
+        Err(e) => return Err(pass.fail("look up deployment by name", e)),
+    };
+    match (policy::by_name(existing.len()), existing.first()) {
+        (policy::ByName::Adopt, Some(remote)) => {
+            let differ = adoption::mismatches(body, remote, true);
+            if !differ.is_empty() {
+                return stall(
+                    pass,
+                    reason::ADOPTION_MISMATCH,
+                    adoption::mismatch_message(&remote.name, &remote.id, &differ),
+                );
+            }
+            pass.events.push(adopted(&remote.id, &remote.name, true));
+            found(remote.clone(), false, false)
+        }
+        (policy::ByName::Ambiguous(many), _) => stall(
+            pass,
+            reason::NAME_CONFLICT,
+            format!(
+                "{many} remote deployments are named {}; set spec.deploymentId to the one to observe",
+                body.name
+            ),
+        ),
+        _ => stall(
+            pass,
+            reason::NOTHING_TO_OBSERVE,
+            format!(
+                "no remote deployment is named {}; nothing is created while spec.managementPolicy is Observe (set spec.deploymentId or spec.name to the deployment to observe, or set it to Manage to create one)",
+                body.name
+            ),
+        ),
+    }
 }
 
 /// Finds the deployment by its name (after an interrupted create, the one

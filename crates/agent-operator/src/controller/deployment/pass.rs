@@ -191,6 +191,7 @@ impl<'a> Pass<'a> {
             self.status.deployment_id.take(),
             self.previous.deployment_id.as_deref(),
         );
+        set_drifted(&mut self.status, &self.previous.conditions, self.obj);
         let warn = crate::plan::verdict::warning(outcome, |reason, message| {
             already_reported(self.obj, reason, message)
         });
@@ -242,4 +243,33 @@ impl<'a> Pass<'a> {
         report.remember.append(&mut self.remember);
         report
     }
+}
+
+/// The `Drifted` condition and `status.drift` of `obj`: under
+/// `spec.managementPolicy: Observe`, once a deployment is known, from the
+/// drift of its last read ([`crate::plan::policy::drifted`]); under
+/// `Manage`, neither.
+fn set_drifted(
+    status: &mut AgentDeploymentStatus,
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    obj: &AgentDeployment,
+) {
+    use crate::api::conditions::{DRIFTED, condition};
+    status.conditions.retain(|c| c.type_ != DRIFTED);
+    let id = match (obj.spec.management_policy, status.deployment_id.as_deref()) {
+        (crate::api::deployment::ManagementPolicy::Observe, Some(id)) => id.to_owned(),
+        _ => {
+            status.drift.clear();
+            return;
+        }
+    };
+    let (s, reason, message) = crate::plan::policy::drifted(&status.drift, &id);
+    status.conditions.push(condition(
+        previous,
+        DRIFTED,
+        s,
+        reason,
+        message,
+        obj.metadata.generation,
+    ));
 }

@@ -92,6 +92,8 @@ pub async fn run_with(
                 find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.as_str())
             })
         });
+        let d = deployments.clone();
+        ctx.metrics.track_drift(move || drift_samples(&d));
         let p = planes.clone();
         ctx.metrics.track_ready(CONTROL_PLANE_KIND, move || {
             ready_counts(&p, |o: &AgentControlPlane| {
@@ -109,6 +111,34 @@ pub async fn run_with(
     });
     join_all(controllers).await;
     readiness.abort();
+}
+
+/// `agent_operator_drifted_deployments` of one store: per AgentControlPlane
+/// with an AgentDeployment under `managementPolicy: Observe`, how many of
+/// those report `Drifted=True`.
+fn drift_samples(store: &Store<AgentDeployment>) -> Vec<crate::metrics::DriftSample> {
+    use crate::api::conditions::{DRIFTED, TRUE};
+    use crate::api::deployment::ManagementPolicy;
+    let mut by_plane = std::collections::BTreeMap::new();
+    for o in store.state() {
+        if o.spec.management_policy != ManagementPolicy::Observe {
+            continue;
+        }
+        let plane = crate::controlplane::PlaneLabel {
+            namespace: o.namespace().unwrap_or_default(),
+            name: o.spec.control_plane_ref.name.clone(),
+        };
+        let drifted = o
+            .status
+            .as_ref()
+            .and_then(|s| find(&s.conditions, DRIFTED))
+            .is_some_and(|c| c.status == TRUE);
+        *by_plane.entry(plane).or_insert(0) += i64::from(drifted);
+    }
+    by_plane
+        .into_iter()
+        .map(|(plane, drifted)| crate::metrics::DriftSample { plane, drifted })
+        .collect()
 }
 
 /// A plane whose budget allows the next request only later than this puts

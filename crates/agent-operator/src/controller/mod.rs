@@ -127,6 +127,9 @@ pub struct Context {
     /// The statuses AgentDeployment passes kept unwritten after a create
     /// ([`deployment::unshown`]).
     pub unshown: deployment::unshown::Unshown,
+    /// The image registries of `spec.imagePolicy` (one budget per registry
+    /// host, shared by every AgentDeployment).
+    pub registry: crate::registry::RegistryClient,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -172,6 +175,7 @@ impl Context {
             hash_key: hash_key::HashKey::random(),
             deletes: Default::default(),
             unshown: Default::default(),
+            registry: Default::default(),
         }
     }
 
@@ -543,6 +547,10 @@ pub enum Error {
     /// The object lacks a namespace or name (should not happen for namespaced kinds).
     #[error("object has no {0}")]
     MissingObjectKey(&'static str),
+    /// The image registry could not be reached, answered 5xx or 429, or its
+    /// budget is spent (`spec.imagePolicy`); retried with backoff.
+    #[error("image registry: {0}")]
+    Registry(#[source] crate::registry::Error),
 }
 
 impl Error {
@@ -556,6 +564,7 @@ impl Error {
             Error::DeletionBlocked(_) => "DeletionBlocked",
             Error::InUse(_) => "InUse",
             Error::MissingObjectKey(_) => "InvalidObject",
+            Error::Registry(_) => "RegistryUnavailable",
         }
     }
 
@@ -563,6 +572,7 @@ impl Error {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Error::ControlPlane { source, .. } => source.retry_after(),
+            Error::Registry(crate::registry::Error::Budget { wait, .. }) => Some(*wait),
             _ => None,
         }
     }

@@ -30,6 +30,7 @@ pub mod cron;
 pub mod decide;
 pub mod desired;
 pub mod fight;
+pub mod image;
 pub mod logtail;
 pub mod secrets_hash;
 pub mod shapes;

@@ -395,6 +395,15 @@ fn transport(e: &reqwest::Error) -> String {
     }
 }
 
+/// The registry host (and port) of `image`, as credentials are looked up
+/// for it ([`credentials_for`]); `None` when it does not parse.
+pub fn registry_of(image: &str) -> Option<String> {
+    image
+        .parse::<Reference>()
+        .ok()
+        .map(|r| r.registry().to_owned())
+}
+
 /// Whether two image references name the same image: the same registry and
 /// repository, and the same digest where both carry one (`repo:tag@digest`
 /// and `repo@digest` are the same image), else the same tag.

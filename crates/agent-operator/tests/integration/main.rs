@@ -53,6 +53,7 @@ mod operator_cron_crash;
 mod operator_deletion;
 mod operator_deletion_order;
 mod operator_drift;
+mod operator_image_policy;
 mod operator_integrations;
 mod operator_out_of_band;
 mod operator_patches;

@@ -35,6 +35,7 @@ mod sequence_tests;
 pub mod unshown;
 pub mod verify;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,11 +53,12 @@ use super::secrets::ReferencesSecrets;
 use super::{Context, Error, object_key, requeue_after_error};
 use crate::api::SecretKeyRef;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, FINALIZER,
+    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, FINALIZER, ImagePolicy,
 };
 use crate::controlplane::ControlPlaneClient;
 use crate::plan::decide::{self, Before};
 use crate::plan::steps;
+use crate::registry::docker_config::DOCKER_CONFIG_KEY;
 use kube::ResourceExt;
 
 impl Kind for AgentDeployment {
@@ -116,15 +118,29 @@ impl Kind for AgentDeployment {
     }
 }
 
-/// The Secret values of `spec.secrets[].valueFrom` and the agent server key
-/// of `spec.verify.apiKeySecretRef`.
+/// The Secret values of `spec.secrets[].valueFrom`, the agent server key
+/// of `spec.verify.apiKeySecretRef`, and the `.dockerconfigjson` of
+/// `spec.imagePullSecretRef` while an image policy resolves the tag.
 impl ReferencesSecrets for AgentDeployment {
-    fn secret_refs(&self) -> Vec<&SecretKeyRef> {
+    fn secret_refs(&self) -> Vec<Cow<'_, SecretKeyRef>> {
         let values = self.spec.secrets.iter();
         let verify = self.spec.verify.as_ref();
+        let pull = self
+            .spec
+            .image_pull_secret_ref
+            .as_ref()
+            .filter(|_| self.spec.image_policy() != ImagePolicy::Never)
+            .map(|r| {
+                Cow::Owned(SecretKeyRef {
+                    name: r.name.clone(),
+                    key: DOCKER_CONFIG_KEY.to_owned(),
+                })
+            });
         values
             .filter_map(|s| s.value_from.as_ref().map(|f| &f.secret_key_ref))
             .chain(verify.and_then(|v| v.api_key_secret_ref.as_ref()))
+            .map(Cow::Borrowed)
+            .chain(pull)
             .collect()
     }
 }

@@ -793,6 +793,15 @@ pub struct RevisionSummary {
     /// The image it runs (`external_docker`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_uri: Option<String>,
+    /// The commit the platform built it from (`github`; the revision's
+    /// read-only `source_revision_config.repo_commit_sha`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_sha: Option<String>,
+    /// The digest (`sha256:<hex>`) of the image it runs, when its
+    /// `imageUri` names one (`external_docker`: by digest, or pinned by
+    /// `spec.imagePolicy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
 }
 
 /// Observed state of an `AgentDeployment`.

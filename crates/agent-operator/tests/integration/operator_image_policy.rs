@@ -59,6 +59,11 @@ async fn a_moved_tag_changes_nothing_under_pin_and_makes_one_revision_under_foll
         assert_eq!(resolved.image_uri, image, "{name}");
         assert_eq!(resolved.pinned, by_digest(&first), "{name}");
         assert_eq!(
+            status.revisions[0].image_digest.as_deref(),
+            Some(first.as_str()),
+            "{name}: status.revisions names the digest deployed"
+        );
+        assert_eq!(
             remote_image(&h, name).await.as_deref(),
             Some(by_digest(&first).as_str()),
             "{name}: the image is sent by digest"

@@ -303,3 +303,51 @@ fn seconds_until(rfc3339: &str) -> Option<f64> {
     let now = k8s_openapi::jiff::Timestamp::now();
     Some(t.duration_since(now).as_secs_f64())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Secret watch triggers a pass on a change of the image pull
+    /// Secret only while an image policy reads it.
+    #[test]
+    fn the_image_pull_secret_is_referenced_while_a_policy_resolves_the_tag() {
+        let with = |policy: Option<&str>| -> AgentDeployment {
+            let mut spec = serde_json::json!({
+                "source": "external_docker",
+                "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:v1"},
+                "imagePullSecretRef": {"name": "regcred"},
+                "secrets": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "env", "key": "a"}}}]
+            });
+            if let Some(p) = policy {
+                spec["imagePolicy"] = serde_json::json!(p);
+            }
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+                "metadata": {"name": "a", "namespace": "n"},
+                "spec": spec
+            }))
+            .unwrap()
+        };
+        for (policy, want) in [
+            (None, vec![("env", "a")]),
+            (Some("Never"), vec![("env", "a")]),
+            (
+                Some("Pin"),
+                vec![("env", "a"), ("regcred", DOCKER_CONFIG_KEY)],
+            ),
+            (
+                Some("Follow"),
+                vec![("env", "a"), ("regcred", DOCKER_CONFIG_KEY)],
+            ),
+        ] {
+            let obj = with(policy);
+            let refs = obj.secret_refs();
+            let got: Vec<(&str, &str)> = refs
+                .iter()
+                .map(|r| (r.name.as_str(), r.key.as_str()))
+                .collect();
+            assert_eq!(got, want, "{policy:?}");
+        }
+    }
+}

@@ -151,6 +151,24 @@ pub mod reason {
     /// `--allowed-hosts`: nothing is sent there (`Stalled`; see
     /// [`crate::allowlist`]).
     pub const HOST_NOT_ALLOWED: &str = "HostNotAllowed";
+    /// The image of `spec.imagePolicy` `Pin` or `Follow` offers no
+    /// `linux/amd64`, the only platform the control plane runs: `Stalled`,
+    /// nothing is sent to the control plane.
+    pub const IMAGE_PLATFORM_UNSUPPORTED: &str = "ImagePlatformUnsupported";
+    /// The registry has no such image (tag or repository unknown), or the
+    /// reference does not parse: `Stalled`, nothing is sent.
+    pub const IMAGE_NOT_FOUND: &str = "ImageNotFound";
+    /// The registry refused the credentials of `spec.imagePullSecretRef` (or
+    /// their absence), or that Secret's `.dockerconfigjson` is unusable:
+    /// `Stalled`, nothing is sent.
+    pub const REGISTRY_UNAUTHORIZED: &str = "RegistryUnauthorized";
+    /// The registry of the image could not be reached (or answered 5xx or
+    /// 429, or this operator's budget for it is spent): retried with
+    /// backoff, nothing is sent to the control plane meanwhile.
+    pub const REGISTRY_UNAVAILABLE: &str = "RegistryUnavailable";
+    /// Event of `spec.imagePolicy: Follow`: the tag now names another
+    /// digest (both named); the new one is deployed as one new revision.
+    pub const IMAGE_TAG_MOVED: &str = "ImageTagMoved";
     /// An annotation the operator reads has a value it does not accept
     /// (`agentserver.dev/paused` takes only `"true"` or `"false"`): nothing
     /// is sent to the control plane until it is fixed (`Stalled`).

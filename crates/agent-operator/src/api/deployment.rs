@@ -76,6 +76,36 @@ pub enum RemoteDeletionPolicy {
     Stall,
 }
 
+/// `spec.imagePolicy`: whether the tag of an `external_docker` image is
+/// resolved to the digest it names before it is sent (the project's API
+/// notes, section "Images").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ImagePolicy {
+    /// `imageUri` is sent as written (the default): a tag moved in the
+    /// registry changes what the next revision runs.
+    #[default]
+    Never,
+    /// The tag is resolved once per generation of the spec and
+    /// `<registry>/<repository>@sha256:...` is sent; a tag moved later
+    /// changes nothing until the spec changes.
+    Pin,
+    /// As `Pin`, and the tag is resolved again on the drift period (the
+    /// resync interval): a moved tag becomes one new revision and a
+    /// `ImageTagMoved` event naming both digests.
+    Follow,
+}
+
+impl ImagePolicy {
+    /// The policy's name as written in the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImagePolicy::Never => "Never",
+            ImagePolicy::Pin => "Pin",
+            ImagePolicy::Follow => "Follow",
+        }
+    }
+}
+
 /// Source kind of a deployment (wire `source`; the project's API notes,
 /// section "Deployment"): `github` (built by the platform from a
 /// repository) or `external_docker` (a prebuilt image).
@@ -472,6 +502,7 @@ pub struct DeploymentSecretReference {
 #[x_kube(validation = Rule::new("!has(self.secretReferences) || size(self.secretReferences) == 0 || (has(self.sourceConfig) && (has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)))").message("secretReferences need a self-hosted data plane: set sourceConfig.listenerId or listenerRef (the Secrets live in that cluster)"))]
 #[x_kube(validation = Rule::new("!has(self.secretReferences) || !has(self.secrets) || self.secretReferences.all(r, self.secrets.all(s, s.name != r.name))").message("a name in secretReferences is also in secrets; each environment variable comes from one place"))]
 #[x_kube(validation = Rule::new("self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)").message("source github needs sourceRevisionConfig.langgraphConfigPath"))]
+#[x_kube(validation = Rule::new("self.source == 'external_docker' || ((!has(self.imagePolicy) || self.imagePolicy == 'Never') && !has(self.imagePullSecretRef))").message("imagePolicy and imagePullSecretRef are only for source external_docker"))]
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.listenerId) && has(self.sourceConfig.listenerRef))").message("set at most one of sourceConfig.listenerId and sourceConfig.listenerRef"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentDeploymentSpec {
@@ -589,6 +620,36 @@ pub struct AgentDeploymentSpec {
     /// AgentControlPlane while it holds a remote deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiry: Option<Expiry>,
+    /// `Never` (default: `imageUri` is sent as written), `Pin` (its tag is
+    /// resolved through the registry once per generation and the image is
+    /// sent by digest) or `Follow` (as `Pin`, and resolved again every resync
+    /// interval: a moved tag makes one new revision). Source
+    /// `external_docker` only. Before anything is sent, the image must offer
+    /// `linux/amd64` (else `Stalled`, `ImagePlatformUnsupported`); a registry
+    /// that cannot be reached is retried with backoff and nothing is sent to
+    /// the control plane meanwhile. The digest is kept in
+    /// `status.resolvedImage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_policy: Option<ImagePolicy>,
+    /// A `kubernetes.io/dockerconfigjson` Secret (same namespace) whose
+    /// `.dockerconfigjson` holds the credentials of the image's registry,
+    /// used by `imagePolicy` `Pin` and `Follow` to resolve the tag (no
+    /// entry for the registry: anonymous). The operator only reads the
+    /// registry's manifests; the control plane pulls with its own
+    /// credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_secret_ref: Option<LocalObjectRef>,
+}
+
+impl AgentDeploymentSpec {
+    /// The image policy in effect: `spec.imagePolicy` for an
+    /// `external_docker` deployment, `Never` otherwise.
+    pub fn image_policy(&self) -> ImagePolicy {
+        match self.source {
+            Source::ExternalDocker => self.image_policy.unwrap_or_default(),
+            Source::Github => ImagePolicy::Never,
+        }
+    }
 }
 
 /// `spec.expiry`: when a preview deployment expires; at least one field,
@@ -820,6 +881,15 @@ pub struct RevisionSummary {
     /// The image it runs (`external_docker`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_uri: Option<String>,
+    /// The commit the platform built it from (`github`; the revision's
+    /// read-only `source_revision_config.repo_commit_sha`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_sha: Option<String>,
+    /// The digest (`sha256:<hex>`) of the image it runs, when its
+    /// `imageUri` names one (`external_docker`: by digest, or pinned by
+    /// `spec.imagePolicy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
 }
 
 /// Observed state of an `AgentDeployment`.
@@ -889,6 +959,13 @@ pub struct AgentDeploymentStatus {
     /// `github` deployment (provenance, never compared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub built_image: Option<String>,
+    /// The digest the image tag named when `spec.imagePolicy` (`Pin` or
+    /// `Follow`) last resolved it: what is sent as `imageUri` for that
+    /// generation, so that neither a later pass nor a restarted operator
+    /// sends another image until the spec changes (`Pin`) or the tag moves
+    /// (`Follow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_image: Option<ResolvedImage>,
     /// The last value of the redeploy annotation that was acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_redeploy_requested_at: Option<String>,
@@ -990,6 +1067,23 @@ pub struct VerificationStatus {
     /// What failed, in words (the server's `detail` where it sent one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+}
+
+/// `status.resolvedImage`: a tag resolved to its digest by the image
+/// policy (docs/control-plane-api.md "Images").
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedImage {
+    /// `metadata.generation` of the spec it was resolved for.
+    pub generation: i64,
+    /// `spec.sourceRevisionConfig.imageUri` as written (the tag).
+    pub image_uri: String,
+    /// `sha256:<hex>` the tag named.
+    pub digest: String,
+    /// `<registry>/<repository>@<digest>`: the `imageUri` sent.
+    pub pinned: String,
+    /// When the registry was asked (RFC 3339).
+    pub resolved_at: String,
 }
 
 /// A definite rejection of a create, patch or redeploy, kept in status so

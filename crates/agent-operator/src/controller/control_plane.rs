@@ -295,13 +295,14 @@ async fn probe(
 
 /// The credential (API key or bearer token) and the CA bundle.
 impl ReferencesSecrets for AgentControlPlane {
-    fn secret_refs(&self) -> Vec<&SecretKeyRef> {
+    fn secret_refs(&self) -> Vec<std::borrow::Cow<'_, SecretKeyRef>> {
         [
             self.spec.credential_ref(),
             self.spec.ca_bundle_secret_ref.as_ref(),
         ]
         .into_iter()
         .flatten()
+        .map(std::borrow::Cow::Borrowed)
         .collect()
     }
 }

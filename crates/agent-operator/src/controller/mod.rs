@@ -131,6 +131,9 @@ pub struct Context {
     /// creates one, so that two passes cannot both take the last place
     /// under `spec.previews.maxLive` ([`deployment::previews`]).
     pub previews: tokio::sync::Mutex<()>,
+    /// The image registries of `spec.imagePolicy` (one budget per registry
+    /// host, shared by every AgentDeployment).
+    pub registry: crate::registry::RegistryClient,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -177,6 +180,7 @@ impl Context {
             deletes: Default::default(),
             unshown: Default::default(),
             previews: Default::default(),
+            registry: Default::default(),
         }
     }
 
@@ -548,6 +552,10 @@ pub enum Error {
     /// The object lacks a namespace or name (should not happen for namespaced kinds).
     #[error("object has no {0}")]
     MissingObjectKey(&'static str),
+    /// The image registry could not be reached, answered 5xx or 429, or its
+    /// budget is spent (`spec.imagePolicy`); retried with backoff.
+    #[error("image registry: {0}")]
+    Registry(#[source] crate::registry::Error),
 }
 
 impl Error {
@@ -561,6 +569,7 @@ impl Error {
             Error::DeletionBlocked(_) => "DeletionBlocked",
             Error::InUse(_) => "InUse",
             Error::MissingObjectKey(_) => "InvalidObject",
+            Error::Registry(_) => "RegistryUnavailable",
         }
     }
 
@@ -568,6 +577,7 @@ impl Error {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             Error::ControlPlane { source, .. } => source.retry_after(),
+            Error::Registry(crate::registry::Error::Budget { wait, .. }) => Some(*wait),
             _ => None,
         }
     }

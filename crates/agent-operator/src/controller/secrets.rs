@@ -85,8 +85,10 @@ type SecretId = (String, String);
 pub trait ReferencesSecrets:
     kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static
 {
-    /// The Secret keys (of the object's namespace) the object reads.
-    fn secret_refs(&self) -> Vec<&SecretKeyRef>;
+    /// The Secret keys (of the object's namespace) the object reads (a
+    /// key the spec implies, such as the `.dockerconfigjson` of an image
+    /// pull Secret, is owned).
+    fn secret_refs(&self) -> Vec<std::borrow::Cow<'_, SecretKeyRef>>;
 }
 
 /// Adds the keys of the Secret `namespace/name` that an object reads.

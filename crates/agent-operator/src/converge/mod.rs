@@ -321,6 +321,7 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
         status: &status,
         generation: None,
         secrets_changed_here: false,
+        image_moved_here: false,
         redeploy_requested: false,
         obtained_now: false,
         remote_deleting: crate::plan::verdict::is_deleting(remote.status.as_deref()),

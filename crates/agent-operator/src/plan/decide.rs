@@ -63,6 +63,10 @@ pub struct Known<'a> {
     pub secrets_changed: bool,
     /// A redeploy annotation value not yet acted on.
     pub redeploy_requested: bool,
+    /// The image tag names another digest than the one last sent
+    /// (`spec.imagePolicy: Follow`): the deployment is read and patched, not
+    /// only its revision polled.
+    pub image_moved: bool,
     /// The first pass of this object since the operator started.
     pub first_pass: bool,
     /// Seconds from now to the rejection's retry time (negative: due), if
@@ -178,7 +182,7 @@ pub fn before_remote(k: &Known<'_>) -> Before {
     // pass behaves as if nothing changed (a revision in progress is polled).
     let secrets_held =
         k.secrets_changed && same_generation && !k.redeploy_requested && k.secrets_due_in.is_some();
-    let secrets_changed = k.secrets_changed && !secrets_held;
+    let secrets_changed = (k.secrets_changed && !secrets_held) || k.image_moved;
     if k.first_pass
         && same_generation
         && !k.redeploy_requested
@@ -216,6 +220,10 @@ pub struct Read<'a> {
     /// referenced Secret was edited): a PATCH carrying them is not a drift
     /// correction.
     pub secrets_changed_here: bool,
+    /// This pass found that the image tag names another digest
+    /// (`spec.imagePolicy`): a PATCH carrying the new digest is not a drift
+    /// correction.
+    pub image_moved_here: bool,
     /// A redeploy annotation value not yet acted on.
     pub redeploy_requested: bool,
     /// This pass created or adopted the deployment.
@@ -281,6 +289,7 @@ pub fn after_read(r: &Read<'_>) -> After {
     // Secret values, a create or adoption, or a redeploy request.
     let unknown = (!r.obtained_now
         && !r.secrets_changed_here
+        && !r.image_moved_here
         && !r.redeploy_requested
         && r.status.observed_generation == r.generation)
         .then(|| made_outside(r.status, r.latest_revision_id))
@@ -295,6 +304,7 @@ pub fn after_read(r: &Read<'_>) -> After {
         // an adoption): the difference was made outside.
         let outside = !r.obtained_now
             && !r.secrets_changed_here
+            && !r.image_moved_here
             && r.status.observed_generation == r.generation;
         if outside {
             let fields = fight::fought(r.drift_corrections, &desired::patch_fields(r.patch));
@@ -355,6 +365,7 @@ mod tests {
             fingerprint: "f",
             secrets_changed: false,
             redeploy_requested: false,
+            image_moved: false,
             first_pass: false,
             rejection_due_in: None,
             secrets_due_in: None,
@@ -413,6 +424,23 @@ mod tests {
                 "building: one GET of the revision",
                 known(&building),
                 Before::PollRevision("r".into()),
+            ),
+            (
+                "building, but the image tag moved (Follow): read and patch",
+                Known {
+                    image_moved: true,
+                    ..known(&building)
+                },
+                Before::ReadDeployment,
+            ),
+            (
+                "first pass, converged, but the image tag moved: at once",
+                Known {
+                    first_pass: true,
+                    image_moved: true,
+                    ..known(&ready)
+                },
+                Before::ReadDeployment,
             ),
             (
                 "a revision started by the last pass, not read yet: one GET of it",
@@ -541,6 +569,7 @@ mod tests {
             status,
             generation,
             secrets_changed_here: false,
+            image_moved_here: false,
             redeploy_requested: false,
             obtained_now: false,
             remote_deleting: false,
@@ -603,6 +632,23 @@ mod tests {
                     ..read(&some, &building, Some(1))
                 },
                 fight_over_it,
+            ),
+            (
+                "differs because the image tag moved (Follow): patch, not drift",
+                Read {
+                    image_moved_here: true,
+                    ..read(&some, &ready, Some(1))
+                },
+                After::Patch { drift: false },
+            ),
+            (
+                "fought over, but the image tag moved: patch",
+                Read {
+                    drift_corrections: &fought,
+                    image_moved_here: true,
+                    ..read(&some, &ready, Some(1))
+                },
+                After::Patch { drift: false },
             ),
             (
                 "fought over, but a referenced Secret changed: patch",
@@ -684,6 +730,7 @@ mod tests {
             status,
             generation: Some(1),
             secrets_changed_here: false,
+            image_moved_here: false,
             redeploy_requested: false,
             obtained_now: false,
             remote_deleting: false,

@@ -167,10 +167,12 @@ pub fn compute_patch(
 
     let d = &desired.source_revision_config;
     let r = &remote.source_revision_config;
-    let image = if remote.source.as_deref() == Some("github") {
-        shapes::Said::Same
-    } else {
-        shapes::optional_echo(&d.image_uri, &r.image_uri)
+    let image = match (&d.image_uri, &r.image_uri) {
+        _ if remote.source.as_deref() == Some("github") => shapes::Said::Same,
+        // `repo:tag@sha256:x` read back for `repo@sha256:x` sent (or the
+        // other way) is the same image, not drift.
+        (Some(want), Some(read)) if crate::registry::same_image(want, read) => shapes::Said::Same,
+        _ => shapes::optional_echo(&d.image_uri, &r.image_uri),
     };
     if shapes::repo_ref(&d.repo_ref, remote).send(changed)
         || shapes::optional_echo(&d.langgraph_config_path, &r.langgraph_config_path).send(changed)
@@ -445,6 +447,63 @@ mod tests {
         assert!(compute_patch(&plain, &remote, &Memory::secrets(false)).is_empty());
         // A new display name is a new desired state.
         assert_ne!(fingerprint(&body, "h", &[]), fingerprint(&plain, "h", &[]));
+    }
+
+    #[test]
+    fn an_image_read_back_by_tag_and_digest_is_the_image_sent_by_digest() {
+        let d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let e = "sha256:1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let image_spec = |image: &str| -> AgentDeploymentSpec {
+            serde_json::from_value(json!({
+                "source": "external_docker",
+                "sourceRevisionConfig": {"imageUri": image}
+            }))
+            .unwrap()
+        };
+        let cases = [
+            (
+                format!("r.example/acme/agent@{d}"),
+                format!("r.example/acme/agent:v1@{d}"),
+                false,
+            ),
+            (
+                format!("r.example/acme/agent@{d}"),
+                format!("r.example/acme/agent@{d}"),
+                false,
+            ),
+            (
+                format!("r.example/acme/agent@{e}"),
+                format!("r.example/acme/agent:v1@{d}"),
+                true,
+            ),
+            (
+                format!("r.example/acme/agent@{e}"),
+                format!("r.example/acme/agent@{d}"),
+                true,
+            ),
+            (
+                "r.example/acme/agent:v1".to_owned(),
+                "r.example/acme/agent:v1".to_owned(),
+                false,
+            ),
+            (
+                "r.example/acme/agent:v1".to_owned(),
+                format!("r.example/acme/agent:v1@{d}"),
+                true,
+            ),
+        ];
+        for (sent, read, patched) in cases {
+            let body = create_body("a", &image_spec(&sent), vec![]);
+            let mut remote = remote_of(&body);
+            remote.source_config.custom_url = None;
+            remote.source_revision_config.image_uri = Some(read.clone());
+            let patch = compute_patch(&body, &remote, &Memory::secrets(false));
+            assert_eq!(
+                patch.source_revision_config.is_some(),
+                patched,
+                "{sent} read back as {read}: {patch:?}"
+            );
+        }
     }
 
     #[test]

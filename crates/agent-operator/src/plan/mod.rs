@@ -35,6 +35,7 @@ pub mod decide;
 pub mod desired;
 pub mod expiry;
 pub mod fight;
+pub mod image;
 pub mod logtail;
 pub mod policy;
 pub mod secrets_hash;

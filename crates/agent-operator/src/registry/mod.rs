@@ -395,6 +395,24 @@ fn transport(e: &reqwest::Error) -> String {
     }
 }
 
+/// The registry host (and port) of `image`, as credentials are looked up
+/// for it ([`credentials_for`]); `None` when it does not parse.
+pub fn registry_of(image: &str) -> Option<String> {
+    image
+        .parse::<Reference>()
+        .ok()
+        .map(|r| r.registry().to_owned())
+}
+
+/// The digest (`sha256:<hex>`) an image reference names, if it names one
+/// (`repo@sha256:...` or `repo:tag@sha256:...`).
+pub fn digest_of(image: &str) -> Option<String> {
+    image
+        .parse::<Reference>()
+        .ok()
+        .and_then(|r| r.digest().map(str::to_owned))
+}
+
 /// Whether two image references name the same image: the same registry and
 /// repository, and the same digest where both carry one (`repo:tag@digest`
 /// and `repo@digest` are the same image), else the same tag.
@@ -474,6 +492,19 @@ mod tests {
         ];
         for (a, b, same) in cases {
             assert_eq!(same_image(&a, &b), same, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn a_digest_is_read_from_a_reference_that_names_one() {
+        let d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        for (image, want) in [
+            (format!("ghcr.io/acme/agent@{d}"), Some(d)),
+            (format!("ghcr.io/acme/agent:v1@{d}"), Some(d)),
+            ("ghcr.io/acme/agent:v1".to_owned(), None),
+            ("not an image".to_owned(), None),
+        ] {
+            assert_eq!(digest_of(&image).as_deref(), want, "{image}");
         }
     }
 

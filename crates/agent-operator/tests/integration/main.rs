@@ -56,6 +56,7 @@ mod operator_deletion_order;
 mod operator_display_name;
 mod operator_drift;
 mod operator_expiry;
+mod operator_image_policy;
 mod operator_integrations;
 mod operator_observe;
 mod operator_out_of_band;

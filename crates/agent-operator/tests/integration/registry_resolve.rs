@@ -16,7 +16,7 @@ use test_support::prerequisites::tool;
 use crate::release::Registry;
 
 /// Runs crane with `args`; its stdout, trimmed. Panics when it fails.
-fn crane(args: &[&str]) -> String {
+pub(crate) fn crane(args: &[&str]) -> String {
     let out = Command::new(tool("crane"))
         .args(args)
         .arg("--insecure")
@@ -32,7 +32,7 @@ fn crane(args: &[&str]) -> String {
 
 /// Pushes a one-layer image of `platform` holding `content` to `reference`;
 /// returns its digest.
-fn push_image(dir: &Path, reference: &str, platform: &str, content: &str) -> String {
+pub(crate) fn push_image(dir: &Path, reference: &str, platform: &str, content: &str) -> String {
     let file = dir.join("content.txt");
     std::fs::write(&file, content).unwrap();
     let layer = dir.join("layer.tar");

@@ -156,6 +156,7 @@ async fn change(
         status: pass.previous,
         generation: pass.obj.metadata.generation,
         secrets_changed_here: changed_here && pass.previous.secrets_hash.is_some(),
+        image_moved_here: pass.seen.image_moved.is_some(),
         redeploy_requested: pass.seen.redeploy.is_some(),
         obtained_now,
         remote_deleting: deleting::is_deleting(remote.status.as_deref()),

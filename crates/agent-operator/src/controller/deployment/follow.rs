@@ -318,6 +318,10 @@ fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
         finished_at: rev.updated_at.clone().filter(|_| ended),
         repo_ref: config.and_then(|c| c.repo_ref.clone()),
         image_uri: config.and_then(|c| c.image_uri.clone()),
+        commit_sha: config.and_then(|c| c.repo_commit_sha.clone()),
+        image_digest: config
+            .and_then(|c| c.image_uri.as_deref())
+            .and_then(crate::registry::digest_of),
     };
     let position = history.iter().position(|r| r.id == rev.id);
     match position {
@@ -348,4 +352,64 @@ fn time_to_ready(obj: &AgentDeployment) -> Option<f64> {
         .or_else(|| obj.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
     let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(since);
     Some(elapsed.as_secs_f64().max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_revision_entry_carries_its_commit_or_its_image_digest() {
+        let d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        let revision = |id: &str, created: &str, config: serde_json::Value| -> Revision {
+            serde_json::from_value(serde_json::json!({
+                "id": id, "status": "DEPLOYED", "created_at": created,
+                "source_revision_config": config
+            }))
+            .unwrap()
+        };
+        let mut history = Vec::new();
+        record_revision(
+            &mut history,
+            &revision(
+                "r1",
+                "2026-01-01T00:00:00Z",
+                serde_json::json!({"repo_ref": "main", "repo_commit_sha": "abc123"}),
+            ),
+        );
+        record_revision(
+            &mut history,
+            &revision(
+                "r2",
+                "2026-01-02T00:00:00Z",
+                serde_json::json!({"image_uri": format!("r.example/acme/agent@{d}")}),
+            ),
+        );
+        record_revision(
+            &mut history,
+            &revision(
+                "r3",
+                "2026-01-03T00:00:00Z",
+                serde_json::json!({"image_uri": "r.example/acme/agent:v1"}),
+            ),
+        );
+        let got: Vec<(&str, Option<&str>, Option<&str>)> = history
+            .iter()
+            .map(|r| {
+                (
+                    r.id.as_str(),
+                    r.commit_sha.as_deref(),
+                    r.image_digest.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("r3", None, None),
+                ("r2", None, Some(d)),
+                ("r1", Some("abc123"), None)
+            ]
+        );
+    }
 }

@@ -37,6 +37,7 @@ mod sequence_tests;
 pub mod unshown;
 pub mod verify;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,12 +55,13 @@ use super::secrets::ReferencesSecrets;
 use super::{Context, Error, object_key, requeue_after_error};
 use crate::api::SecretKeyRef;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, FINALIZER,
+    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, FINALIZER, ImagePolicy,
 };
 use crate::controlplane::ControlPlaneClient;
 use crate::plan::decide::{self, Before};
 use crate::plan::policy;
 use crate::plan::steps;
+use crate::registry::docker_config::DOCKER_CONFIG_KEY;
 use kube::ResourceExt;
 
 impl Kind for AgentDeployment {
@@ -126,15 +128,29 @@ impl Kind for AgentDeployment {
     }
 }
 
-/// The Secret values of `spec.secrets[].valueFrom` and the agent server key
-/// of `spec.verify.apiKeySecretRef`.
+/// The Secret values of `spec.secrets[].valueFrom`, the agent server key
+/// of `spec.verify.apiKeySecretRef`, and the `.dockerconfigjson` of
+/// `spec.imagePullSecretRef` while an image policy resolves the tag.
 impl ReferencesSecrets for AgentDeployment {
-    fn secret_refs(&self) -> Vec<&SecretKeyRef> {
+    fn secret_refs(&self) -> Vec<Cow<'_, SecretKeyRef>> {
         let values = self.spec.secrets.iter();
         let verify = self.spec.verify.as_ref();
+        let pull = self
+            .spec
+            .image_pull_secret_ref
+            .as_ref()
+            .filter(|_| self.spec.image_policy() != ImagePolicy::Never)
+            .map(|r| {
+                Cow::Owned(SecretKeyRef {
+                    name: r.name.clone(),
+                    key: DOCKER_CONFIG_KEY.to_owned(),
+                })
+            });
         values
             .filter_map(|s| s.value_from.as_ref().map(|f| &f.secret_key_ref))
             .chain(verify.and_then(|v| v.api_key_secret_ref.as_ref()))
+            .map(Cow::Borrowed)
+            .chain(pull)
             .collect()
     }
 }
@@ -302,4 +318,52 @@ fn seconds_until(rfc3339: &str) -> Option<f64> {
     let t: k8s_openapi::jiff::Timestamp = rfc3339.parse().ok()?;
     let now = k8s_openapi::jiff::Timestamp::now();
     Some(t.duration_since(now).as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Secret watch triggers a pass on a change of the image pull
+    /// Secret only while an image policy reads it.
+    #[test]
+    fn the_image_pull_secret_is_referenced_while_a_policy_resolves_the_tag() {
+        let with = |policy: Option<&str>| -> AgentDeployment {
+            let mut spec = serde_json::json!({
+                "source": "external_docker",
+                "sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent:v1"},
+                "imagePullSecretRef": {"name": "regcred"},
+                "secrets": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "env", "key": "a"}}}]
+            });
+            if let Some(p) = policy {
+                spec["imagePolicy"] = serde_json::json!(p);
+            }
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+                "metadata": {"name": "a", "namespace": "n"},
+                "spec": spec
+            }))
+            .unwrap()
+        };
+        for (policy, want) in [
+            (None, vec![("env", "a")]),
+            (Some("Never"), vec![("env", "a")]),
+            (
+                Some("Pin"),
+                vec![("env", "a"), ("regcred", DOCKER_CONFIG_KEY)],
+            ),
+            (
+                Some("Follow"),
+                vec![("env", "a"), ("regcred", DOCKER_CONFIG_KEY)],
+            ),
+        ] {
+            let obj = with(policy);
+            let refs = obj.secret_refs();
+            let got: Vec<(&str, &str)> = refs
+                .iter()
+                .map(|r| (r.name.as_str(), r.key.as_str()))
+                .collect();
+            assert_eq!(got, want, "{policy:?}");
+        }
+    }
 }

@@ -14,14 +14,16 @@ use super::seconds_until;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, ManagementPolicy,
-    PAUSED_ANNOTATION, REDEPLOY_ANNOTATION,
+    PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, ResolvedImage,
 };
 use crate::api::preflight;
 use crate::controller::{Context, Error, hash_key, jittered, object_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
 use crate::plan::status::Outcome;
-use crate::plan::{decide, desired, steps};
+use crate::plan::{decide, desired, image, steps};
+use crate::registry::docker_config::DOCKER_CONFIG_KEY;
+use crate::registry::{Credentials, Error as RegistryError};
 
 /// What a pass knows before its first control plane request.
 pub struct Observed {
@@ -53,6 +55,11 @@ pub struct Observed {
     /// When the waits of this object end, read from the in-process memory
     /// and the clock at observation time.
     pub waits: Waits,
+    /// `status.resolvedImage` to report (`spec.imagePolicy`): the record
+    /// used or made by this pass; `None` under `Never`.
+    pub resolved_image: Option<ResolvedImage>,
+    /// The tag named another digest than the record: `(old, new)`.
+    pub image_moved: Option<(String, String)>,
 }
 
 /// When the waits of an object end, as observed: seconds (negative when
@@ -99,6 +106,7 @@ impl Observed {
             fingerprint: &self.fingerprint,
             secrets_changed: self.secrets_changed,
             redeploy_requested: self.redeploy.is_some(),
+            image_moved: self.image_moved.is_some(),
             first_pass: self.first_pass,
             rejection_due_in: self.waits.rejection_due_in,
             secrets_due_in: self.waits.secrets_due_in,
@@ -167,14 +175,139 @@ pub async fn observe(
     }
     let o = fresh.as_deref().unwrap_or(obj);
     let has_id = previous.deployment_id.is_some();
-    match inputs(api, o, ctx, has_id).await {
-        Ok((cp, body)) => {
-            let mut seen = desired_state(o, ctx, key, first_pass, cp, body, previous);
-            seen.fresh = fresh;
-            seen.unwritten = unwritten;
-            Ok(seen)
+    let (cp, mut body) = match inputs(api, o, ctx, has_id).await {
+        Ok(inputs) => inputs,
+        Err(r) => return Err(r.on(fresh.as_deref())),
+    };
+    // The image policy asks the registry (not the control plane) before
+    // any control plane request.
+    let (resolved_image, image_moved) = match image(o, ctx, &previous).await {
+        Ok(Some((record, moved))) => {
+            body.source_revision_config.image_uri = Some(record.pinned.clone());
+            (Some(record), moved)
         }
-        Err(r) => Err(r.on(fresh.as_deref())),
+        Ok(None) => (None, None),
+        Err(r) => return Err(r.on(fresh.as_deref())),
+    };
+    let mut seen = desired_state(o, ctx, key, first_pass, cp, body, previous);
+    seen.fresh = fresh;
+    seen.unwritten = unwritten;
+    seen.resolved_image = resolved_image;
+    seen.image_moved = image_moved;
+    Ok(seen)
+}
+
+/// The image `obj` sends under `spec.imagePolicy` ([`image::step`]): the
+/// record of status, or a new resolution through the registry (with the
+/// credentials of `spec.imagePullSecretRef`) and the digests of a moved tag;
+/// `None` under `Never`. `Err`: the pass ends before any control plane
+/// request: `Stalled` on an image that cannot be deployed (no
+/// `linux/amd64`, unknown, credentials refused), the error backoff on a
+/// registry that cannot be reached.
+async fn image(
+    obj: &AgentDeployment,
+    ctx: &Context,
+    previous: &AgentDeploymentStatus,
+) -> Flow<Option<(ResolvedImage, Option<(String, String)>)>> {
+    let policy = obj.spec.image_policy();
+    let Some(written) = obj.spec.source_revision_config.image_uri.as_deref() else {
+        return Ok(None);
+    };
+    let recorded = previous.resolved_image.as_ref();
+    let age = recorded
+        .and_then(|r| seconds_until(&r.resolved_at))
+        .map(|s| std::time::Duration::from_secs_f64((-s).max(0.0)));
+    match image::step(
+        policy,
+        Some(written),
+        obj.metadata.generation,
+        recorded,
+        age,
+        ctx.config.resync_interval,
+    ) {
+        image::ImageStep::AsWritten => return Ok(None),
+        image::ImageStep::Recorded(_) => return Ok(recorded.map(|r| (r.clone(), None))),
+        image::ImageStep::Resolve => {}
+    }
+    let credentials = match pull_credentials(obj, ctx, written).await? {
+        Ok(c) => c,
+        Err((reason, message)) => return Err(Report::stalled(obj, ctx, reason, message)),
+    };
+    match ctx.registry.resolve(written, credentials.as_ref()).await {
+        Ok(resolved) => {
+            let now = jiff::Timestamp::now().to_string();
+            let record = image::record(
+                written,
+                obj.metadata.generation,
+                &resolved.digest,
+                &resolved.pinned,
+                &now,
+            );
+            let moved = image::moved(recorded, &record);
+            debug!(digest = %record.digest, policy = policy.as_str(), "image tag resolved");
+            Ok(Some((record, moved)))
+        }
+        Err(e) => Err(registry_failure(obj, ctx, e)),
+    }
+}
+
+/// The credentials of `spec.imagePullSecretRef` for the registry of
+/// `image`; `Ok(None)`: none set, or no entry for that registry
+/// (anonymous). The inner `Err` is the reason and message of a `Stalled`
+/// (a missing Secret or key, an unusable `.dockerconfigjson`).
+async fn pull_credentials(
+    obj: &AgentDeployment,
+    ctx: &Context,
+    image: &str,
+) -> Result<Result<Option<Credentials>, (&'static str, String)>, Box<Report>> {
+    let Some(secret) = obj.spec.image_pull_secret_ref.as_ref() else {
+        return Ok(Ok(None));
+    };
+    let ns = obj
+        .namespace()
+        .ok_or(Error::MissingObjectKey("namespace"))?;
+    let json = match resolve::secret_value(ctx, &ns, &secret.name, DOCKER_CONFIG_KEY).await? {
+        Ok(v) => v,
+        Err(blocked) => return Ok(Err((blocked.reason, blocked.message))),
+    };
+    let registry = crate::registry::registry_of(image).unwrap_or_default();
+    Ok(
+        crate::registry::credentials_for(json.as_bytes(), &registry).map_err(|e| {
+            (
+                reason::REGISTRY_UNAUTHORIZED,
+                format!("spec.imagePullSecretRef {}: {e}", secret.name),
+            )
+        }),
+    )
+}
+
+/// The report of a failed resolution: `Stalled` with the reason of the
+/// table below, or, for a registry that cannot be reached now, `Reconciling`
+/// and the error backoff. Nothing was sent to the control plane.
+fn registry_failure(obj: &AgentDeployment, ctx: &Context, e: RegistryError) -> Box<Report> {
+    let stalled = match &e {
+        RegistryError::WrongPlatform { .. } => Some(reason::IMAGE_PLATFORM_UNSUPPORTED),
+        RegistryError::NotFound { .. } | RegistryError::InvalidReference { .. } => {
+            Some(reason::IMAGE_NOT_FOUND)
+        }
+        RegistryError::Unauthorized { .. } => Some(reason::REGISTRY_UNAUTHORIZED),
+        RegistryError::Unavailable { .. }
+        | RegistryError::Budget { .. }
+        | RegistryError::Other { .. } => None,
+    };
+    match stalled {
+        Some(reason) => Report::stalled(obj, ctx, reason, e.to_string()),
+        None => Report::outcome(
+            obj,
+            &Outcome::Progressing {
+                reason: reason::REGISTRY_UNAVAILABLE,
+                message: format!(
+                    "{e}; retried with backoff, nothing is sent to the control plane meanwhile"
+                ),
+            },
+            Action::await_change(),
+        )
+        .then(Err(Error::Registry(e))),
     }
 }
 
@@ -395,5 +528,7 @@ fn desired_state(
         fingerprint,
         secrets_changed,
         waits,
+        resolved_image: None,
+        image_moved: None,
     }
 }

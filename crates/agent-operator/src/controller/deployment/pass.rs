@@ -119,6 +119,20 @@ impl<'a> Pass<'a> {
             crate::plan::fight::carried(previous, obj.metadata.generation, seen.redeploy.is_some());
         status.observed_generation = obj.metadata.generation;
         status.expires_at = super::expire::expires_at(obj, Some(previous)).map(|t| t.to_string());
+        status.resolved_image = seen.resolved_image.clone();
+        let mut events = Vec::new();
+        if let Some((old, new)) = &seen.image_moved {
+            events.push((
+                EventType::Normal,
+                crate::api::conditions::reason::IMAGE_TAG_MOVED,
+                format!(
+                    "image {} moved from {old} to {new}; deploying {new}",
+                    seen.resolved_image
+                        .as_ref()
+                        .map_or("", |r| r.image_uri.as_str())
+                ),
+            ));
+        }
         Self {
             api,
             obj,
@@ -128,7 +142,7 @@ impl<'a> Pass<'a> {
             previous,
             status,
             secret_values: seen.body.secrets.iter().map(|s| s.value.clone()).collect(),
-            events: Vec::new(),
+            events,
             remember: Remember::default(),
             reapplied_over: None,
             created: false,

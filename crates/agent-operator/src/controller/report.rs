@@ -112,6 +112,22 @@ impl Classified for CpError {
 /// unknown assistant is the object named that does not exist; a 404 of
 /// anything else means no agent server answers at that URL, which, like a
 /// client configuration that cannot be used, is an unusable endpoint.
+/// The registry client's errors (`spec.imagePolicy`) on the same table.
+impl Classified for crate::registry::Error {
+    fn class(&self) -> ErrorClass {
+        match self {
+            crate::registry::Error::Unauthorized { .. } => ErrorClass::Unauthorized,
+            crate::registry::Error::NotFound { .. } => ErrorClass::NotFound,
+            crate::registry::Error::InvalidReference { .. }
+            | crate::registry::Error::WrongPlatform { .. } => ErrorClass::Rejected,
+            crate::registry::Error::Unavailable { .. } | crate::registry::Error::Budget { .. } => {
+                ErrorClass::Transient
+            }
+            crate::registry::Error::Other { .. } => ErrorClass::Other,
+        }
+    }
+}
+
 impl Classified for AsError {
     fn class(&self) -> ErrorClass {
         match self {

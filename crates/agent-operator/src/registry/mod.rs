@@ -37,7 +37,6 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use secrecy::ExposeSecret;
 
-use crate::controller::report::{Classified, ErrorClass};
 pub use docker_config::{Credentials, DockerConfigError, credentials_for};
 
 /// The platform the control plane runs (docs/control-plane-api.md "Images").
@@ -135,18 +134,6 @@ pub enum Error {
     },
 }
 
-impl Classified for Error {
-    fn class(&self) -> ErrorClass {
-        match self {
-            Error::Unauthorized { .. } => ErrorClass::Unauthorized,
-            Error::NotFound { .. } => ErrorClass::NotFound,
-            Error::InvalidReference { .. } | Error::WrongPlatform { .. } => ErrorClass::Rejected,
-            Error::Unavailable { .. } | Error::Budget { .. } => ErrorClass::Transient,
-            Error::Other { .. } => ErrorClass::Other,
-        }
-    }
-}
-
 type HostLimiter = RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock>;
 
 /// The registry client of the operator: one per process, shared.
@@ -226,7 +213,11 @@ impl RegistryClient {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             return Err(Error::Budget {
                 registry,
-                wait: crate::controller::jittered(wait.max(Duration::from_millis(100))),
+                // ± 25 %, as `controller::jittered` (not imported: the
+                // controller holds this client).
+                wait: wait
+                    .max(Duration::from_millis(100))
+                    .mul_f64(rand::random_range(0.75..1.25)),
             });
         }
         let client = if is_loopback(&registry) {
@@ -433,6 +424,7 @@ pub fn same_image(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controller::report::{Classified, ErrorClass};
 
     #[test]
     fn loopback_registries_are_the_only_plain_http_ones() {

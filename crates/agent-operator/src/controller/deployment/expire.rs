@@ -16,7 +16,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::info;
 
-use super::observe::control_plane;
+use super::plane::control_plane;
 use super::report::{Flow, Report, outcome_status};
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION};
 use crate::controller::kind::changed;

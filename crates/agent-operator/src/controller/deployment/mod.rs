@@ -29,6 +29,7 @@ pub mod names;
 pub mod observe;
 mod obtain;
 pub mod pass;
+pub mod plane;
 pub mod previews;
 pub mod report;
 pub mod runner;

@@ -9,6 +9,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
+use super::plane::control_plane;
 use super::report::{Flow, Report};
 use super::seconds_until;
 use crate::api::conditions::reason;
@@ -17,7 +18,7 @@ use crate::api::deployment::{
     PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, ResolvedImage,
 };
 use crate::api::preflight;
-use crate::controller::{Context, Error, hash_key, jittered, object_key, placement, resolve};
+use crate::controller::{Context, Error, hash_key, object_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
 use crate::plan::status::Outcome;
@@ -410,12 +411,6 @@ fn refused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
     None
 }
 
-/// How soon an AgentDeployment whose plane has not been checked yet looks
-/// again (±25 %), in case the plane's check lands before this object's
-/// status shows the wait (the plane's change then triggers nothing here).
-/// Costs no remote call.
-pub const NOT_CHECKED_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// `report` of a missing input, unless the object turns out to be deleted:
 /// when deleting a bundle or a namespace, the Secrets go first and their
 /// events start passes of objects whose own deletion follows a moment
@@ -434,33 +429,6 @@ async fn unless_deleting(
         Ok(Some(o)) if o.metadata.deletion_timestamp.is_none() => report,
         Ok(_) => Report::end(Action::await_change()),
         Err(e) => Report::failed(Error::Kube(e)),
-    }
-}
-
-/// The control plane client of `spec.controlPlaneRef`; `Err`: the plane is
-/// missing or not ready (`Stalled`).
-pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    match ctx
-        .plane_client(&ns, &obj.spec.control_plane_ref.name)
-        .await?
-    {
-        Ok(cp) => Ok(cp),
-        // Not a problem to report: the plane's first check is under way and
-        // its result triggers this object again.
-        Err(blocked) if blocked.reason == reason::CONTROL_PLANE_NOT_CHECKED => {
-            Err(Report::outcome(
-                obj,
-                &Outcome::Progressing {
-                    reason: blocked.reason,
-                    message: blocked.message,
-                },
-                Action::requeue(jittered(NOT_CHECKED_RECHECK).min(ctx.config.blocked_interval)),
-            ))
-        }
-        Err(blocked) => Err(Report::blocked(obj, ctx, blocked)),
     }
 }
 

@@ -170,6 +170,33 @@ fn advice() -> Vec<Advice> {
                 "integrationId": "33333333-2222-4333-8444-555555555555"}}})],
         },
         Advice {
+            reason: "NothingToObserve",
+            start: || {
+                let mut m = github();
+                m["spec"]["managementPolicy"] = "Observe".into();
+                m
+            },
+            state: State::NothingCreated,
+            changes: vec![
+                json!({"spec": {"deploymentId": OTHER_UUID}}),
+                json!({"spec": {"name": "support-agent"}}),
+                json!({"spec": {"managementPolicy": "Manage"}}),
+            ],
+        },
+        Advice {
+            reason: "RemoteDiffers",
+            start: || {
+                let mut m = github();
+                m["spec"]["managementPolicy"] = "Observe".into();
+                m
+            },
+            state: State::Remote,
+            changes: vec![
+                json!({"spec": {"sourceRevisionConfig": {"repoRef": "release-2"}}}),
+                json!({"spec": {"managementPolicy": "Manage"}}),
+            ],
+        },
+        Advice {
             reason: "DriftFight",
             start: github,
             state: State::Remote,

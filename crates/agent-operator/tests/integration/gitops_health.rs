@@ -276,6 +276,19 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
             argocd,
         });
     }
+    // A preview past its expiry: deleted once, then terminal.
+    let mut preview = github_deployment("expired", "main");
+    preview["spec"]["expiry"] = json!({"afterCreationSeconds": 2});
+    h.apply(preview).await;
+    rows.push(Row {
+        state: "AgentDeployment expired preview (spec.expiry)",
+        object: wait_raw::<AgentDeployment>(&client, &ns, "expired", "Stalled Expired", |v| {
+            has(v, "Stalled", "True", "Expired")
+        })
+        .await,
+        kstatus: "Failed",
+        argocd: "Degraded",
+    });
     rows.push(Row {
         state: "AgentDeployment revision failed (BUILD_FAILED)",
         object: wait_raw::<AgentDeployment>(&client, &ns, "failed", "RevisionFailed", |v| {

@@ -444,10 +444,26 @@ pub async fn execute(
     }
     match plan {
         Plan::Create { body } => {
-            let d = client
+            let mut d = client
                 .create_deployment(&body)
                 .await
                 .map_err(cp("create deployment"))?;
+            // The control plane does not take `display_name` on create
+            // (docs/control-plane-api.md): as the operator's pass after a
+            // create, one PATCH of it alone (no revision), so that one
+            // `apply` converges.
+            if let Some(name) = want.body.display_name.clone()
+                && d.display_name.as_deref() != Some(name.as_str())
+            {
+                let patch = DeploymentPatch {
+                    display_name: Some(name),
+                    ..Default::default()
+                };
+                d = client
+                    .patch_deployment(&d.id, &patch)
+                    .await
+                    .map_err(cp("set the display name of the deployment just created"))?;
+            }
             Ok(Applied {
                 action: Action::Created,
                 deployment: d,

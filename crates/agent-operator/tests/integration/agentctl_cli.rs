@@ -1296,3 +1296,39 @@ async fn agent_documents_are_checked_before_any_request() {
     assert_eq!(log_len(&emu), 0);
     emu.shutdown().await;
 }
+
+/// `spec.displayName`, which the control plane does not take on create:
+/// one `apply` creates the deployment and sets the name with one PATCH (no
+/// revision), as the operator's pass after a create does; the next `apply`
+/// sends nothing.
+#[tokio::test]
+async fn apply_sets_the_display_name_right_after_the_create() {
+    let emu = emulator(vec![]).await;
+    let url = emu.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let text = manifest("named-app", "main", SECRET_VALUE).replace(
+        "  source: github\n",
+        "  source: github\n  displayName: Named app\n",
+    );
+    let file = write(dir.path(), "named.yaml", &text);
+    let file = file.to_str().unwrap();
+    let run = apply_wait(&url, file).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        mutations(&routes(&emu, 0)),
+        [
+            "POST /v2/deployments",
+            "PATCH /v2/deployments/{deployment_id}"
+        ]
+    );
+    let run = agentctl(&url, &["deployments", "get", "named-app", "-o", "json"]).await;
+    let d: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(d["display_name"], "Named app", "{run:?}");
+    let run = agentctl(&url, &["revisions", "list", "named-app", "-o", "json"]).await;
+    let revisions: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(revisions.as_array().map(Vec::len), Some(1), "{run:?}");
+    let before = log_len(&emu);
+    assert_eq!(apply_wait(&url, file).await.code, 0);
+    assert!(mutations(&routes(&emu, before)).is_empty());
+    emu.shutdown().await;
+}

@@ -156,7 +156,8 @@ struct RunArgs {
     /// Hosts the operator may send requests to: control planes (an
     /// AgentControlPlane's url or region) and agent servers (an
     /// AgentDeployment's sourceConfig.customUrl, the deployment URL
-    /// spec.verify calls). Each entry is a host or IP address, or `*.suffix`
+    /// spec.verify calls), image registries (imagePolicy Pin and Follow)
+    /// and AgentCron webhooks. Each entry is a host or IP address, or `*.suffix`
     /// for any host below suffix, optionally with `:port` (without one, any
     /// port). Repeat the flag or comma-separate; the list replaces the
     /// default. A resource naming another host is Stalled (HostNotAllowed)

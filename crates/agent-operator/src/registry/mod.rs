@@ -158,7 +158,7 @@ impl Default for RegistryClient {
 
 /// Whether `registry` (a host with an optional port) is a loopback host, by
 /// the control planes' rule ([`crate::controlplane::endpoint::is_loopback`]).
-fn is_loopback(registry: &str) -> bool {
+pub fn is_loopback(registry: &str) -> bool {
     url::Url::parse(&format!("http://{registry}/"))
         .is_ok_and(|u| crate::controlplane::endpoint::is_loopback(&u))
 }
@@ -393,6 +393,16 @@ pub fn registry_of(image: &str) -> Option<String> {
         .parse::<Reference>()
         .ok()
         .map(|r| r.registry().to_owned())
+}
+
+/// The host (and port) the client sends the requests of `image` to: the
+/// registry of [`registry_of`], with Docker Hub's `docker.io` as the host
+/// that serves it (`index.docker.io`). `None` when it does not parse.
+pub fn request_host_of(image: &str) -> Option<String> {
+    image
+        .parse::<Reference>()
+        .ok()
+        .map(|r| r.resolve_registry().to_owned())
 }
 
 /// The digest (`sha256:<hex>`) an image reference names, if it names one

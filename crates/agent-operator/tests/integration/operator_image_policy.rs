@@ -194,6 +194,22 @@ async fn a_wrong_platform_stalls_and_a_registry_down_backs_off_before_any_reques
     ))
     .await;
 
+    // A registry that is not on --allowed-hosts (the harness allows
+    // loopback only): refused before any request to it.
+    h.apply(docker(
+        "registry-not-allowed",
+        "ghcr.io/acme/agent:v1",
+        "Pin",
+    ))
+    .await;
+    let refused = h
+        .wait_stalled("registry-not-allowed", "HostNotAllowed", TIMEOUT)
+        .await;
+    let message = condition(&refused, "Stalled").unwrap().message;
+    assert!(
+        message.contains("ghcr.io") && message.contains("--allowed-hosts"),
+        "{message}"
+    );
     let stalled = h
         .wait_stalled("wrong-platform", "ImagePlatformUnsupported", TIMEOUT)
         .await;
@@ -239,7 +255,7 @@ async fn a_wrong_platform_stalls_and_a_registry_down_backs_off_before_any_reques
         sent.iter().all(|r| r == "GET /v2/deployments") && sent.len() <= 1,
         "control plane requests: {sent:?}"
     );
-    for name in ["wrong-platform", "registry-down"] {
+    for name in ["wrong-platform", "registry-down", "registry-not-allowed"] {
         let obj = h.api.get(name).await.unwrap();
         let status = obj.status.unwrap_or_default();
         assert!(status.deployment_id.is_none(), "{name}: {status:?}");

@@ -230,6 +230,25 @@ async fn image(
         image::ImageStep::Recorded(_) => return Ok(recorded.map(|r| (r.clone(), None))),
         image::ImageStep::Resolve => {}
     }
+    // The registry is a host the operator sends requests to: on
+    // --allowed-hosts like every other (docs/CONFIGURATION.md).
+    let host = crate::registry::request_host_of(written).unwrap_or_default();
+    let scheme = if crate::registry::is_loopback(&host) {
+        "http"
+    } else {
+        "https"
+    };
+    if let Err(refused) = ctx.config.allowed_hosts.check(
+        &format!("{scheme}://{host}/"),
+        "the registry of spec.sourceRevisionConfig.imageUri (spec.imagePolicy)",
+    ) {
+        return Err(Report::stalled(
+            obj,
+            ctx,
+            reason::HOST_NOT_ALLOWED,
+            refused.0,
+        ));
+    }
     let credentials = match pull_credentials(obj, ctx, written).await? {
         Ok(c) => c,
         Err((reason, message)) => return Err(Report::stalled(obj, ctx, reason, message)),

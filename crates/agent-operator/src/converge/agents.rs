@@ -306,11 +306,7 @@ pub async fn execute_cron(
 /// Errors: the first problem, naming the document and the field.
 pub fn check(m: &Manifest) -> Result<(), String> {
     use crate::api::cron::{SCHEDULE_PATTERN, TIMEZONE_PATTERN};
-    let has_deployment = |ns: &str, name: &str| {
-        m.deployments
-            .iter()
-            .any(|d| namespace_of(&d.metadata.namespace) == ns && name_of(&d.metadata) == name)
-    };
+    let has_deployment = |ns: &str, name: &str| m.deployment_index(ns, name).is_some();
     for a in &m.assistants {
         let ns = namespace_of(&a.metadata.namespace);
         let what = format!("agentassistant/{}", name_of(&a.metadata));
@@ -338,27 +334,22 @@ pub fn check(m: &Manifest) -> Result<(), String> {
             ));
         }
         match (&c.spec.assistant_ref, &c.spec.graph_id) {
-            (Some(r), None) => {
-                let same = m.assistants.iter().find(|a| {
-                    namespace_of(&a.metadata.namespace) == ns && name_of(&a.metadata) == r.name
-                });
-                match same {
-                    None => {
-                        return Err(format!(
-                            "{what}: spec.assistantRef: AgentAssistant {ns}/{} is not in the file",
-                            r.name
-                        ));
-                    }
-                    Some(a) if a.spec.deployment_ref != c.spec.deployment_ref => {
-                        return Err(format!(
-                            "{what}: spec.assistantRef: AgentAssistant {} is on AgentDeployment \
-                             {}, not {}",
-                            r.name, a.spec.deployment_ref.name, c.spec.deployment_ref.name
-                        ));
-                    }
-                    Some(_) => {}
+            (Some(r), None) => match m.assistant(&ns, &r.name) {
+                None => {
+                    return Err(format!(
+                        "{what}: spec.assistantRef: AgentAssistant {ns}/{} is not in the file",
+                        r.name
+                    ));
                 }
-            }
+                Some(a) if a.spec.deployment_ref != c.spec.deployment_ref => {
+                    return Err(format!(
+                        "{what}: spec.assistantRef: AgentAssistant {} is on AgentDeployment \
+                             {}, not {}",
+                        r.name, a.spec.deployment_ref.name, c.spec.deployment_ref.name
+                    ));
+                }
+                Some(_) => {}
+            },
             (None, Some(g)) if !g.is_empty() => {}
             _ => {
                 return Err(format!(

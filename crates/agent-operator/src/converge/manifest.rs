@@ -261,6 +261,23 @@ impl Manifest {
         }
     }
 
+    /// The position in [`Manifest::deployments`] of the AgentDeployment
+    /// `name` in `namespace`, if the file has it.
+    pub fn deployment_index(&self, namespace: &str, name: &str) -> Option<usize> {
+        self.deployments.iter().position(|d| {
+            namespace_of(&d.metadata.namespace) == namespace
+                && d.metadata.name.as_deref() == Some(name)
+        })
+    }
+
+    /// The AgentAssistant `name` in `namespace`, if the file has it.
+    pub fn assistant(&self, namespace: &str, name: &str) -> Option<&AgentAssistant> {
+        self.assistants.iter().find(|a| {
+            namespace_of(&a.metadata.namespace) == namespace
+                && a.metadata.name.as_deref() == Some(name)
+        })
+    }
+
     /// `spec.listenerId` of the `AgentListener` `name` in `namespace`, if
     /// the file has it.
     pub fn listener_id(&self, namespace: &str, name: &str) -> Option<&str> {

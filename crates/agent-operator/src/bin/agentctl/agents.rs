@@ -17,22 +17,6 @@ use crate::exit::{CliResult, Exit};
 /// why there is none yet.
 pub type Deployed = Result<String, String>;
 
-/// The deployment of the file that `ns/name` names (by its position), with
-/// its desired state.
-fn deployment<'a>(
-    m: &Manifest,
-    wanted: &'a [Desired],
-    ns: &str,
-    name: &str,
-) -> Option<(usize, &'a Desired)> {
-    m.deployments
-        .iter()
-        .position(|d| {
-            namespace_of(&d.metadata.namespace) == ns && d.metadata.name.as_deref() == Some(name)
-        })
-        .map(|i| (i, &wanted[i]))
-}
-
 /// The agent servers of the deployments the file's agent objects use, read
 /// once each (the deployment and its latest revision).
 async fn servers(
@@ -52,7 +36,7 @@ async fn servers(
                 .map(|c| (&c.metadata.namespace, &c.spec.deployment_ref.name)),
         );
     for (ns, name) in refs {
-        if let Some((i, _)) = deployment(m, wanted, &namespace_of(ns), name) {
+        if let Some(i) = m.deployment_index(&namespace_of(ns), name) {
             used[i] = true;
         }
     }
@@ -96,8 +80,8 @@ pub async fn converge(
     }
     let servers = servers(cp, m, wanted, deployed).await?;
     let server_of = |ns: &Option<String>, name: &str| {
-        deployment(m, wanted, &namespace_of(ns), name)
-            .and_then(|(i, _)| servers[i].as_ref())
+        m.deployment_index(&namespace_of(ns), name)
+            .and_then(|i| servers[i].as_ref())
             .expect("checked: every reference is a deployment of the file")
     };
     let skipped = match mode {
@@ -178,19 +162,14 @@ pub async fn converge(
         let ns = namespace_of(&c.metadata.namespace);
         let runs = match (&c.spec.assistant_ref, &c.spec.graph_id) {
             (Some(r), _) => m
-                .assistants
-                .iter()
-                .find(|a| {
-                    namespace_of(&a.metadata.namespace) == ns
-                        && a.metadata.name.as_deref() == Some(r.name.as_str())
-                })
+                .assistant(&ns, &r.name)
                 .map(agents::assistant_id_in_file)
                 .expect("checked: every assistantRef is an assistant of the file"),
             (None, graph) => graph.clone().unwrap_or_default(),
         };
-        let paused = deployment(m, wanted, &ns, &c.spec.deployment_ref.name)
-            .map(|(i, _)| m.deployments[i].paused() == Ok(true))
-            .unwrap_or(false);
+        let paused = m
+            .deployment_index(&ns, &c.spec.deployment_ref.name)
+            .is_some_and(|i| m.deployments[i].paused() == Ok(true));
         // Duplicates (one per step) first, then the create or PATCH: a
         // bounded loop, as each step is one request.
         for _ in 0..=cron::SEARCH_LIMIT {
@@ -247,7 +226,8 @@ fn shown(x: &agent_operator::agentserver::Cron) -> String {
     )
 }
 
-fn in_sync(same: bool) -> &'static str {
+/// Whether what is there is as the file says, as `get -f` prints it.
+pub fn in_sync(same: bool) -> &'static str {
     if same {
         "as the file says"
     } else {

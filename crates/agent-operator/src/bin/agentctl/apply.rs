@@ -334,14 +334,11 @@ pub async fn get(args: GetArgs) -> CliResult {
             }
             None => "no revision".to_owned(),
         };
-        let sync = if same {
-            "as the file says"
-        } else {
-            "differs from the file (agentctl diff shows how)"
-        };
         println!(
-            "{object}: deployment {} ({}), {revision}, {sync}",
-            remote.name, remote.id
+            "{object}: deployment {} ({}), {revision}, {}",
+            remote.name,
+            remote.id,
+            crate::agents::in_sync(same)
         );
         deployed.push(Ok(remote.id.clone()));
     }

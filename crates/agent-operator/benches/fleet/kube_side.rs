@@ -9,6 +9,12 @@
 //! `LIST` and `WATCH`. An event the operator creates through core/v1 is a
 //! `POST` of `events` in group `""`; a status write (server-side apply of
 //! the status subresource) an `APPLY` of subresource `status`.
+//!
+//! Beside the requests, `apiserver_watch_events_total` (by group and kind)
+//! counts the events kube-apiserver encoded and sent to watches: each write
+//! of an object costs one per watch of its kind, so this is what more
+//! watches of one kind cost the API server. They are kept under the pseudo
+//! verb [`SENT`].
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -30,6 +36,10 @@ const WRITES: [&str; 6] = [
     "DELETE",
     "DELETECOLLECTION",
 ];
+
+/// The pseudo verb of [`ApiRequests`] under which the watch events sent are
+/// kept (`apiserver_watch_events_total`; its resource is the kind).
+pub const SENT: &str = "SENT";
 
 fn label<'a>(labels: &'a str, name: &str) -> &'a str {
     let key = format!("{name}=\"");
@@ -69,7 +79,11 @@ impl ApiRequests {
     pub fn parse(text: &str) -> Self {
         let mut out = BTreeMap::new();
         for line in text.lines() {
-            let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            let (rest, sent) = if let Some(rest) = line.strip_prefix("apiserver_request_total{") {
+                (rest, false)
+            } else if let Some(rest) = line.strip_prefix("apiserver_watch_events_total{") {
+                (rest, true)
+            } else {
                 continue;
             };
             let Some((labels, value)) = rest.rsplit_once("} ") else {
@@ -78,12 +92,16 @@ impl ApiRequests {
             let Ok(value) = value.trim().parse::<f64>() else {
                 continue;
             };
-            let k = key(
-                label(labels, "verb"),
-                label(labels, "group"),
-                label(labels, "resource"),
-                label(labels, "subresource"),
-            );
+            let k = if sent {
+                key(SENT, label(labels, "group"), label(labels, "kind"), "")
+            } else {
+                key(
+                    label(labels, "verb"),
+                    label(labels, "group"),
+                    label(labels, "resource"),
+                    label(labels, "subresource"),
+                )
+            };
             *out.entry(k).or_insert(0.0) += value;
         }
         Self(out)
@@ -146,7 +164,11 @@ impl ApiRequests {
             self.of_verb("WATCH"),
         );
         for ((verb, group, resource, sub), v) in &self.0 {
-            if WRITES.contains(&verb.as_str()) || verb == "LIST" || verb == "WATCH" {
+            if WRITES.contains(&verb.as_str())
+                || verb == "LIST"
+                || verb == "WATCH"
+                || (verb == SENT && group == "agentserver.dev")
+            {
                 let mut what = resource.clone();
                 if !group.is_empty() {
                     what = format!("{what}.{group}");

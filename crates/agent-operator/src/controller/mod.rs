@@ -22,6 +22,7 @@ pub mod scaffold;
 pub mod secrets;
 #[cfg(test)]
 mod sequence_tests;
+pub mod server_changes;
 
 use std::time::Duration;
 
@@ -134,6 +135,9 @@ pub struct Context {
     /// The image registries of `spec.imagePolicy` (one budget per registry
     /// host, shared by every AgentDeployment).
     pub registry: crate::registry::RegistryClient,
+    /// What the AgentDeployment watch tells the AgentAssistant and AgentCron
+    /// controllers: which agent servers changed ([`server_changes`]).
+    pub server_changes: server_changes::ServerChanges,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -181,6 +185,7 @@ impl Context {
             unshown: Default::default(),
             previews: Default::default(),
             registry: Default::default(),
+            server_changes: Default::default(),
         }
     }
 

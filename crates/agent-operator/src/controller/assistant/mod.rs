@@ -19,15 +19,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use secrecy::SecretString;
 
 use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::server_changes::dependents;
 use super::{Context, Error, scoped_api};
 use crate::agentserver::{AgentServerClient, Assistant};
 use crate::api::assistant::{AgentAssistant, AgentAssistantStatus};
@@ -327,29 +327,13 @@ pub async fn run(
             scoped_api::<AgentAssistant>(&client, namespace),
             &ctx.config.shard,
         );
-        let deployments = watcher(
-            scoped_api::<AgentDeployment>(&client, namespace),
-            ctx.config
-                .shard
-                .watch(watcher::Config::default().any_semantic()),
-        )
-        .default_backoff()
-        .applied_objects()
-        .predicate_filter(
-            server_identity as fn(&AgentDeployment) -> Option<u64>,
-            Default::default(),
-        );
         let assistants = store.clone();
-        Controller::for_stream(own, store).watches_stream(deployments, move |dep| {
-            let ns = dep.namespace();
-            let name = dep.name_any();
-            assistants
-                .state()
-                .into_iter()
-                .filter(|a| a.namespace() == ns && a.spec.deployment_ref.name == name)
-                .map(|a| ObjectRef::from_obj(a.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        let changed = ctx.server_changes.subscribe().flat_map(move |dep| {
+            futures::stream::iter(dependents(&assistants, &dep, |a: &AgentAssistant| {
+                a.spec.deployment_ref.name.as_str()
+            }))
+        });
+        Controller::for_stream(own, store).reconcile_on(changed)
     };
     run_in_scope(
         ctx.clone(),
@@ -361,22 +345,4 @@ pub async fn run(
         super::kind::reconcile::<AgentAssistant>,
     )
     .await;
-}
-
-/// What of an AgentDeployment its assistants and crons depend on (Ready,
-/// URL, remote id, paused, being deleted), hashed: other status writes wake
-/// none of them.
-pub(crate) fn server_identity(dep: &AgentDeployment) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    let status = dep.status.as_ref();
-    status
-        .and_then(|s| find(&s.conditions, READY))
-        .map(|c| c.status.clone())
-        .hash(&mut h);
-    status.and_then(|s| s.url.clone()).hash(&mut h);
-    status.and_then(|s| s.deployment_id.clone()).hash(&mut h);
-    dep.metadata.deletion_timestamp.is_some().hash(&mut h);
-    (dep.paused() == Ok(true)).hash(&mut h);
-    Some(h.finish())
 }

@@ -22,22 +22,23 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use jiff::Timestamp;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use super::assistant::{CALLS_PER_PASS, NoServer, Server, server_identity, server_of};
+use super::assistant::{CALLS_PER_PASS, NoServer, Server, server_of};
 use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::server_changes::dependents;
 use super::{Context, Error, scoped_api};
 use crate::agentserver::{AgentServerClient, Cron};
 use crate::api::assistant::AgentAssistant;
 use crate::api::conditions::{READY, TRUE, find, reason};
 use crate::api::cron::{AgentCron, AgentCronStatus};
-use crate::api::deployment::AgentDeployment;
 use crate::plan::cron::{Known, Step, decide};
 use crate::plan::status::Outcome;
 
@@ -268,16 +269,6 @@ pub async fn run(
             scoped_api::<AgentCron>(&client, namespace),
             shard,
         );
-        let deployments = watcher(
-            scoped_api::<AgentDeployment>(&client, namespace),
-            shard.watch(watcher::Config::default().any_semantic()),
-        )
-        .default_backoff()
-        .applied_objects()
-        .predicate_filter(
-            server_identity as fn(&AgentDeployment) -> Option<u64>,
-            Default::default(),
-        );
         let assistants = watcher(
             scoped_api::<AgentAssistant>(&client, namespace),
             shard.watch(watcher::Config::default().any_semantic()),
@@ -290,17 +281,13 @@ pub async fn run(
         );
         let by_deployment = store.clone();
         let by_assistant = store.clone();
+        let changed = ctx.server_changes.subscribe().flat_map(move |dep| {
+            futures::stream::iter(dependents(&by_deployment, &dep, |c: &AgentCron| {
+                c.spec.deployment_ref.name.as_str()
+            }))
+        });
         Controller::for_stream(own, store)
-            .watches_stream(deployments, move |dep| {
-                let ns = dep.namespace();
-                let name = dep.name_any();
-                by_deployment
-                    .state()
-                    .into_iter()
-                    .filter(|c| c.namespace() == ns && c.spec.deployment_ref.name == name)
-                    .map(|c| ObjectRef::from_obj(c.as_ref()))
-                    .collect::<Vec<_>>()
-            })
+            .reconcile_on(changed)
             .watches_stream(assistants, move |a| {
                 let ns = a.namespace();
                 let name = a.name_any();

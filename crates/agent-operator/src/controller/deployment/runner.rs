@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::join_all;
+use futures::{FutureExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -235,7 +235,7 @@ where
     ctx.planes
         .register_stores(plane_store.clone(), secret_meta_store);
 
-    let (store, trigger) = deployment_watch(deployments, shard);
+    let (store, trigger) = deployment_watch(deployments, shard, ctx.clone());
     ctx.secrets.register(store.clone());
     ctx.secrets.register(plane_store.clone());
     let controller = Controller::for_stream(trigger, store.clone());
@@ -266,10 +266,14 @@ where
 /// keeps every object (without managedFields); a pass is triggered only by
 /// what a user controls (see [`deployment_trigger_hash`]), never by the
 /// operator's own status, annotation or event writes. Only the objects of
-/// `shard` are watched.
+/// `shard` are watched. It is the process's only AgentDeployment watch of
+/// its scope: every event also goes to `ctx.server_changes`, which tells
+/// the AgentAssistant and AgentCron controllers which agent servers changed
+/// ([`crate::controller::server_changes`]).
 fn deployment_watch(
     deployments: Api<AgentDeployment>,
     shard: &crate::shard::Shard,
+    ctx: Arc<Context>,
 ) -> (
     Store<AgentDeployment>,
     impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + use<>,
@@ -284,6 +288,7 @@ fn deployment_watch(
     )
     .default_backoff()
     .modify(strip_managed_fields)
+    .inspect_ok(move |event| ctx.server_changes.observe(event))
     .reflect(writer)
     .applied_objects()
     .predicate_filter(deployment_trigger_hash, Default::default());

@@ -11,6 +11,11 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 # make demo KEEP=1: everything stays up until Ctrl-C.
 KEEP ?=
+# make test: tests run at once per test binary. Most integration tests wait
+# on processes (an emulator, an operator, kube-apiserver, an agent server)
+# far more than they compute, so twice the 2 cores of the development
+# machine keeps them busy (docs/DEVELOPMENT.md, "make test").
+TEST_THREADS ?= 4
 # make image: a static (musl) release build of the operator, assembled into
 # an OCI image layout tarball without a container engine (hack/image.sh);
 # crates/agent-operator/tests/integration/image.rs reads it from AGENT_OPERATOR_IMAGE.
@@ -71,7 +76,7 @@ deny: ## cargo deny: licences, bans, sources; advisories too with ADVISORY_DB=<l
 
 test: setup lint deny image release ## everything CI runs: setup, lint, cargo deny, the image and the release, unit + integration + end-to-end + install-manifest tests, then the secret scan of every operator log
 	rm -rf target/test-logs
-	AGENT_OPERATOR_REQUIRE_PREREQUISITES=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --workspace --all-targets -- --nocapture
+	AGENT_OPERATOR_REQUIRE_PREREQUISITES=1 KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo test --workspace --all-targets -- --nocapture --test-threads $(TEST_THREADS)
 	$(MAKE) secret-scan
 
 secret-scan: ## scan every operator log in target/test-logs for the tests' secret values (after the tests)

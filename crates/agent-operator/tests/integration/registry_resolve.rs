@@ -17,7 +17,17 @@ use crate::release::Registry;
 
 /// Runs crane with `args`; its stdout, trimmed. Panics when it fails.
 pub(crate) fn crane(args: &[&str]) -> String {
-    let out = Command::new(tool("crane"))
+    crane_with(None, args)
+}
+
+/// [`crane`] with the credentials of the Docker config directory
+/// `docker_config` (`DOCKER_CONFIG`, where `crane auth login` writes).
+pub(crate) fn crane_with(docker_config: Option<&Path>, args: &[&str]) -> String {
+    let mut command = Command::new(tool("crane"));
+    if let Some(dir) = docker_config {
+        command.env("DOCKER_CONFIG", dir);
+    }
+    let out = command
         .args(args)
         .arg("--insecure")
         .output()
@@ -33,6 +43,17 @@ pub(crate) fn crane(args: &[&str]) -> String {
 /// Pushes a one-layer image of `platform` holding `content` to `reference`;
 /// returns its digest.
 pub(crate) fn push_image(dir: &Path, reference: &str, platform: &str, content: &str) -> String {
+    push_image_with(None, dir, reference, platform, content)
+}
+
+/// [`push_image`] with the credentials of `docker_config` ([`crane_with`]).
+pub(crate) fn push_image_with(
+    docker_config: Option<&Path>,
+    dir: &Path,
+    reference: &str,
+    platform: &str,
+    content: &str,
+) -> String {
     let file = dir.join("content.txt");
     std::fs::write(&file, content).unwrap();
     let layer = dir.join("layer.tar");
@@ -45,6 +66,7 @@ pub(crate) fn push_image(dir: &Path, reference: &str, platform: &str, content: &
         .status()
         .expect("tar");
     assert!(status.success());
+    let crane = |args: &[&str]| crane_with(docker_config, args);
     crane(&["append", "-f", layer.to_str().unwrap(), "-t", reference]);
     crane(&[
         "mutate",

@@ -51,6 +51,14 @@ pub const LISTENER_PLAIN_KEY: &str = "listener-plain-key";
 /// The agent server key of `operator_verify` (`spec.verify.apiKeySecretRef`).
 pub const VERIFY_KEY: &str = "agent-server-key-7c3e1a";
 
+/// The password of the registry that needs credentials (`registry_auth`).
+pub const REGISTRY_PASSWORD: &str = "pull-secret-of-the-test";
+/// `agent:` + [`REGISTRY_PASSWORD`] in base64, as `.dockerconfigjson`'s
+/// `auth` and the `Authorization: Basic` header carry it.
+pub const REGISTRY_BASIC: &str = "YWdlbnQ6cHVsbC1zZWNyZXQtb2YtdGhlLXRlc3Q=";
+/// A wrong password for that registry (`registry_auth`).
+pub const WRONG_REGISTRY_PASSWORD: &str = "not-the-pull-secret-2b7e";
+
 /// Every secret value of the operator tests, by constant name.
 pub const SECRETS: &[(&str, &str)] = &[
     ("API_KEY", API_KEY),
@@ -66,6 +74,9 @@ pub const SECRETS: &[(&str, &str)] = &[
     ("LISTENER_ENTERPRISE_KEY", LISTENER_ENTERPRISE_KEY),
     ("LISTENER_PLAIN_KEY", LISTENER_PLAIN_KEY),
     ("VERIFY_KEY", VERIFY_KEY),
+    ("REGISTRY_PASSWORD", REGISTRY_PASSWORD),
+    ("REGISTRY_BASIC", REGISTRY_BASIC),
+    ("WRONG_REGISTRY_PASSWORD", WRONG_REGISTRY_PASSWORD),
 ];
 
 /// Operator and emulator log files written by this test binary so far.

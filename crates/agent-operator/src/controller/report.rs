@@ -27,21 +27,37 @@ use crate::plan::status::Outcome;
 
 /// The three kstatus conditions for `outcome` ([`Outcome::kstatus`]),
 /// keeping transition times from `previous` where a condition's status
-/// did not change (a new transition is stamped now).
+/// did not change (a new transition is stamped now), then the conditions
+/// of `previous` that only a full pass decides ([`CARRIED`]), as they were:
+/// a pass that stops early (paused, a missing Secret or AgentControlPlane)
+/// says nothing new about them, and the status write (server-side apply)
+/// would otherwise remove them. A full pass replaces them itself.
 pub fn conditions(
     previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
     outcome: &Outcome,
     generation: Option<i64>,
 ) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     let (reason, message) = (outcome.reason(), outcome.message());
-    outcome
+    let mut out: Vec<_> = outcome
         .kstatus()
         .iter()
         .map(|(type_, status)| {
             crate::api::conditions::condition(previous, type_, status, reason, message, generation)
         })
-        .collect()
+        .collect();
+    out.extend(
+        previous
+            .iter()
+            .filter(|c| CARRIED.contains(&c.type_.as_str()))
+            .cloned(),
+    );
+    out
 }
+
+/// The condition types [`conditions`] carries forward from the previous
+/// status: `Drifted` (`spec.managementPolicy: Observe`), decided only by a
+/// pass that read the remote object.
+pub const CARRIED: [&str; 1] = [crate::api::conditions::DRIFTED];
 
 /// What a control plane error means for the resource that got it, the same
 /// for every controller (each maps a class to its own condition reason).

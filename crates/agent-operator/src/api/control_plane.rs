@@ -202,8 +202,8 @@ pub struct UnmanagedDeployments {
     /// Deployments that no AgentDeployment manages, the platform's own
     /// previews (`is_preview`) excepted.
     pub count: u32,
-    /// Of `count`, those the control plane shows `UNUSED` (no traffic for a
-    /// long time).
+    /// Of `count`, the deployments the control plane shows `UNUSED` (no
+    /// traffic for a long time).
     pub unused: u32,
     /// The platform's own pull-request previews (`is_preview`) that no
     /// AgentDeployment manages, counted apart from `count`.

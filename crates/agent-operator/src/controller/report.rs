@@ -59,6 +59,40 @@ pub fn conditions(
 /// pass that read the remote object.
 pub const CARRIED: [&str; 1] = [crate::api::conditions::DRIFTED];
 
+/// The `Drifted` condition and `status.drift` of an agent server object
+/// (AgentAssistant, AgentCron) at the end of a pass under `policy`:
+/// under `Manage` neither; under `Observe`, `decided` is what a pass that
+/// read the object found (`what` names it in the message), and `None`
+/// keeps both as the last such pass left them ([`conditions`] carried the
+/// condition). The AgentDeployment's pass has its own (`set_drifted`).
+pub fn apply_drift(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    drift: &mut Vec<crate::api::deployment::DriftField>,
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    policy: crate::api::deployment::ManagementPolicy,
+    decided: Option<(Vec<crate::api::deployment::DriftField>, String)>,
+    generation: Option<i64>,
+) {
+    use crate::api::conditions::{DRIFTED, condition};
+    use crate::api::deployment::ManagementPolicy;
+    match (policy, decided) {
+        (ManagementPolicy::Manage, _) => {
+            conditions.retain(|c| c.type_ != DRIFTED);
+            drift.clear();
+        }
+        (ManagementPolicy::Observe, None) => {}
+        (ManagementPolicy::Observe, Some((found, what))) => {
+            let (status, reason, message) =
+                crate::plan::policy::drifted_object(&found, &what, "one request");
+            conditions.retain(|c| c.type_ != DRIFTED);
+            conditions.push(condition(
+                previous, DRIFTED, status, reason, message, generation,
+            ));
+            *drift = found;
+        }
+    }
+}
+
 /// What a control plane error means for the resource that got it, the same
 /// for every controller (each maps a class to its own condition reason).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -63,6 +63,7 @@ pub struct DeploymentRef {
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
 )]
 #[x_kube(validation = Rule::new("!has(oldSelf.assistantId) || (has(self.assistantId) && self.assistantId == oldSelf.assistantId)").message("assistantId cannot be changed or removed once set"))]
+#[x_kube(validation = Rule::new("!has(self.managementPolicy) || self.managementPolicy != 'Observe' || has(self.assistantId)").message("managementPolicy Observe needs assistantId: the assistant to observe"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentAssistantSpec {
     /// The `AgentDeployment` whose agent server holds the assistant; the
@@ -115,6 +116,17 @@ pub struct AgentAssistantSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub version: Option<i64>,
+    /// `Manage` (default) creates the assistant and keeps it as the spec
+    /// says. `Observe` adopts the assistant `spec.assistantId` names (it
+    /// must be set) and never changes it: no create, PATCH, `/latest` or
+    /// DELETE is sent, not even when this resource is deleted (the
+    /// assistant is left, like `deletionPolicy: Orphan`). The differences
+    /// from the spec are listed in `status.drift` and the `Drifted`
+    /// condition; an assistant that does not exist is `Stalled`
+    /// (`NothingToObserve`). Switching to `Manage` converges it with one
+    /// PATCH (or one `/latest` for a pinned `version`).
+    #[serde(default)]
+    pub management_policy: crate::api::deployment::ManagementPolicy,
 }
 
 /// Schema of a free-form JSON object.
@@ -174,6 +186,12 @@ pub struct AgentAssistantStatus {
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,
+    /// `spec.managementPolicy: Observe`: each field of the assistant that
+    /// differs from the spec, as of the last read (empty when it equals the
+    /// spec, and under `Manage`). The `Drifted` condition names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub drift: Vec<crate::api::deployment::DriftField>,
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ pub const IN_USE_FINALIZER: &str = "agentserver.dev/in-use";
     printcolumn = r#"{"name":"Status","type":"string","description":"Reason of the Ready condition, e.g. Authenticated, Unauthorized, SecretNotFound","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Region","type":"string","jsonPath":".spec.region"}"#,
     printcolumn = r#"{"name":"URL","type":"string","jsonPath":".spec.url"}"#,
+    printcolumn = r#"{"name":"Unmanaged","type":"integer","description":"Deployments of the workspace that no AgentDeployment of this namespace manages (previews apart)","jsonPath":".status.unmanaged.count"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name":"Workspace","type":"string","priority":1,"description":"Workspace (tenant) id","jsonPath":".spec.workspaceId"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#
@@ -178,4 +179,40 @@ pub struct AgentControlPlaneStatus {
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,
+    /// The deployments of the workspace that no AgentDeployment manages, as
+    /// counted by the last listing of the workspace (one paged
+    /// `GET /v2/deployments` per drift period at most,
+    /// `--resync-interval-seconds`). Absent until the first listing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmanaged: Option<UnmanagedDeployments>,
+}
+
+/// `status.unmanaged` of an AgentControlPlane: what of its workspace is not
+/// under GitOps yet. A deployment is managed when an AgentDeployment of the
+/// AgentControlPlane's namespace that names it in `spec.controlPlaneRef`
+/// holds its id (`status.deploymentId`, the `agentserver.dev/deployment-id`
+/// annotation or `spec.deploymentId`) or, holding no id yet, has its remote
+/// name. Deployments being deleted (`AWAITING_DELETE`,
+/// `AWAITING_FINAL_DELETE`) are not counted. `agentctl unmanaged` lists
+/// them all. Source: docs/control-plane-api.md "Requests" (list) and
+/// "Deployment" (`status`, `is_preview`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmanagedDeployments {
+    /// Deployments that no AgentDeployment manages, the platform's own
+    /// previews (`is_preview`) excepted.
+    pub count: u32,
+    /// Of `count`, the deployments the control plane shows `UNUSED` (no
+    /// traffic for a long time).
+    pub unused: u32,
+    /// The platform's own pull-request previews (`is_preview`) that no
+    /// AgentDeployment manages, counted apart from `count`.
+    pub previews: u32,
+    /// Deployments that an AgentDeployment of this namespace manages.
+    pub managed: u32,
+    /// The remote names of the first 20 of `count`, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// When the workspace was listed (RFC 3339).
+    pub observed_at: String,
 }

@@ -170,6 +170,17 @@ pub struct AgentCronSpec {
     /// (default) or `Orphan`.
     #[serde(default)]
     pub deletion_policy: CronDeletionPolicy,
+    /// `Manage` (default) creates the cron and keeps it as the spec says.
+    /// `Observe` adopts the cron found by the adoption key, the
+    /// `agentserver.dev/uid` metadata tag with this object's UID (a cron an
+    /// AgentCron made before, or one tagged by hand), and never changes it:
+    /// no create, PATCH or DELETE is sent, not even when this resource is
+    /// deleted, nor at `endTime`. The differences from the spec are listed
+    /// in `status.drift` and the `Drifted` condition; with no tagged cron
+    /// the resource is `Stalled` (`NothingToObserve`). Switching to
+    /// `Manage` converges it with one PATCH.
+    #[serde(default)]
+    pub management_policy: crate::api::deployment::ManagementPolicy,
 }
 
 /// Schema of a free-form JSON object.
@@ -249,6 +260,12 @@ pub struct AgentCronStatus {
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,
+    /// `spec.managementPolicy: Observe`: each field of the cron that
+    /// differs from the spec, as of the last read (empty when it equals the
+    /// spec, and under `Manage`). The `Drifted` condition names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub drift: Vec<crate::api::deployment::DriftField>,
 }
 
 #[cfg(test)]

@@ -2,7 +2,12 @@
 //! authenticated call with the current spec and API key, and reports it.
 //!
 //! Each pass builds (or reuses) the shared client of [`super::planes`] and
-//! lists one deployment (`GET /v2/deployments?limit=1`). Outcomes:
+//! lists the deployments of the workspace: every page once per drift period
+//! (`resync_interval`), which also feeds `status.unmanaged` (the
+//! deployments no AgentDeployment of the namespace manages:
+//! [`crate::plan::unmanaged`]); a pass within the period (a change of the
+//! spec or of a Secret) lists one deployment only (`GET
+//! /v2/deployments?limit=1`) and carries the last report forward. Outcomes:
 //! `Ready=True` (reason `Authenticated`); `Stalled` with `Unauthorized` (401),
 //! `Forbidden` (403, e.g. a key of another workspace), `SecretNotFound` or
 //! `InvalidSpec`; `Reconciling` with `ControlPlaneUnavailable` on transient
@@ -16,7 +21,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;
 use kube::core::PartialObjectMeta;
@@ -33,11 +40,13 @@ use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
 use crate::api::control_plane::{
     AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus, IN_USE_FINALIZER,
+    UnmanagedDeployments,
 };
 use crate::api::deployment::AgentDeployment;
 use crate::controlplane::error::Refusal;
 use crate::controlplane::{ControlPlaneClient, Error as CpError, ListDeployments};
 use crate::plan::status::Outcome;
+use crate::plan::unmanaged;
 
 /// Reconciles of this kind running at once per namespace (each makes one
 /// small request).
@@ -111,18 +120,27 @@ fn credential_hint(spec: &AgentControlPlaneSpec) -> String {
     }
 }
 
-/// The report of `outcome`, then `then`.
+/// The report of `outcome`, then `then`, with `unmanaged` as
+/// `status.unmanaged` (the last one carried forward when `None`).
 fn report(
     obj: &AgentControlPlane,
     outcome: &Outcome,
     then: Result<Action, Error>,
+    unmanaged: Option<UnmanagedDeployments>,
 ) -> Box<Report<AgentControlPlane>> {
+    let unmanaged = unmanaged.or_else(|| previous_unmanaged(obj).cloned());
     Report::outcome_with(obj, outcome, then, |observed_generation, conditions| {
         AgentControlPlaneStatus {
             observed_generation,
             conditions,
+            unmanaged,
         }
     })
+}
+
+/// The object's `status.unmanaged`, if any.
+fn previous_unmanaged(obj: &AgentControlPlane) -> Option<&UnmanagedDeployments> {
+    obj.status.as_ref().and_then(|s| s.unmanaged.as_ref())
 }
 
 impl Kind for AgentControlPlane {
@@ -230,7 +248,7 @@ async fn cleanup(obj: &AgentControlPlane, ctx: &Context) -> Box<Report<AgentCont
         reason: reason::IN_USE,
         message: message.clone(),
     };
-    report(obj, &outcome, Err(Error::InUse(message)))
+    report(obj, &outcome, Err(Error::InUse(message)), None)
 }
 
 /// The client of the plane, built or reused; a plane whose client cannot
@@ -253,23 +271,57 @@ async fn observe(
                 message: blocked.message,
             };
             let then = Ok(Action::requeue(ctx.config.blocked_interval));
-            Err(report(obj, &outcome, then))
+            Err(report(obj, &outcome, then, None))
         }
     }
 }
 
-/// The authentication probe with `cp` (list one deployment) and its report.
+/// The authentication probe with `cp` and its report. When the workspace
+/// is due to be listed ([`unmanaged::list_due`]), the probe is the paged
+/// list of every deployment, and the AgentDeployments of the namespace
+/// (from the API server) tell which are managed: `status.unmanaged`. Else
+/// one deployment is listed and the last report carried forward.
 async fn probe(
     obj: &AgentControlPlane,
     ctx: &Context,
     cp: ControlPlaneClient,
 ) -> Box<Report<AgentControlPlane>> {
-    let probe = cp
-        .list_deployments(&ListDeployments {
-            limit: Some(1),
-            ..Default::default()
-        })
-        .await;
+    let period = ctx.config.resync_interval;
+    let wait = unmanaged::list_due(
+        previous_unmanaged(obj).map(|u| u.observed_at.as_str()),
+        Timestamp::now(),
+        period,
+    );
+    let (probe, unmanaged) = match wait {
+        Some(_) => {
+            let probe = cp
+                .list_deployments(&ListDeployments {
+                    limit: Some(1),
+                    ..Default::default()
+                })
+                .await
+                .map(|_| ());
+            (probe, None)
+        }
+        None => match cp.list_all_deployments(&ListDeployments::default()).await {
+            Ok(remote) => {
+                let namespace = obj.namespace().unwrap_or_default();
+                let deployments: Api<AgentDeployment> =
+                    Api::namespaced(ctx.client.clone(), &namespace);
+                // Listed after the workspace: an AgentDeployment that
+                // created one of the listed deployments shows its id, or
+                // its create-pending marker and name, by now.
+                let listed = match deployments.list(&ListParams::default()).await {
+                    Ok(listed) => listed,
+                    Err(e) => return Report::failed(Error::Kube(e)),
+                };
+                let managed = unmanaged::Managed::of(&listed.items, &obj.name_any());
+                let found = unmanaged::report(&remote, &managed, Timestamp::now());
+                (Ok(()), Some(found))
+            }
+            Err(e) => (Err(e), None),
+        },
+    };
     let base_url = cp.base_url().trim_end_matches('/').to_owned();
     let outcome = probe_outcome(&base_url, &obj.spec, probe.as_ref().map(|_| ()));
     let then = match probe {
@@ -288,10 +340,17 @@ async fn probe(
         {
             Ok(Action::await_change())
         }
-        _ => Ok(Action::requeue(jittered(ctx.config.resync_interval))),
+        // Back when the workspace is due to be listed.
+        _ => Ok(Action::requeue(match wait {
+            Some(wait) => wait.max(MIN_REQUEUE),
+            None => jittered(period),
+        })),
     };
-    report(obj, &outcome, then)
+    report(obj, &outcome, then, unmanaged)
 }
+
+/// The shortest requeue of a pass that probed within the drift period.
+const MIN_REQUEUE: Duration = Duration::from_secs(1);
 
 /// The credential (API key or bearer token) and the CA bundle.
 impl ReferencesSecrets for AgentControlPlane {

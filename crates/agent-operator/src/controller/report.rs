@@ -27,20 +27,70 @@ use crate::plan::status::Outcome;
 
 /// The three kstatus conditions for `outcome` ([`Outcome::kstatus`]),
 /// keeping transition times from `previous` where a condition's status
-/// did not change (a new transition is stamped now).
+/// did not change (a new transition is stamped now), then the conditions
+/// of `previous` that only a full pass decides ([`CARRIED`]), as they were:
+/// a pass that stops early (paused, a missing Secret or AgentControlPlane)
+/// says nothing new about them, and the status write (server-side apply)
+/// would otherwise remove them. A full pass replaces them itself.
 pub fn conditions(
     previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
     outcome: &Outcome,
     generation: Option<i64>,
 ) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     let (reason, message) = (outcome.reason(), outcome.message());
-    outcome
+    let mut out: Vec<_> = outcome
         .kstatus()
         .iter()
         .map(|(type_, status)| {
             crate::api::conditions::condition(previous, type_, status, reason, message, generation)
         })
-        .collect()
+        .collect();
+    out.extend(
+        previous
+            .iter()
+            .filter(|c| CARRIED.contains(&c.type_.as_str()))
+            .cloned(),
+    );
+    out
+}
+
+/// The condition types [`conditions`] carries forward from the previous
+/// status: `Drifted` (`spec.managementPolicy: Observe`), decided only by a
+/// pass that read the remote object.
+pub const CARRIED: [&str; 1] = [crate::api::conditions::DRIFTED];
+
+/// The `Drifted` condition and `status.drift` of an agent server object
+/// (AgentAssistant, AgentCron) at the end of a pass under `policy`:
+/// under `Manage` neither; under `Observe`, `decided` is what a pass that
+/// read the object found (`what` names it in the message), and `None`
+/// keeps both as the last such pass left them ([`conditions`] carried the
+/// condition). The AgentDeployment's pass has its own (`set_drifted`).
+pub fn apply_drift(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    drift: &mut Vec<crate::api::deployment::DriftField>,
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    policy: crate::api::deployment::ManagementPolicy,
+    decided: Option<(Vec<crate::api::deployment::DriftField>, String)>,
+    generation: Option<i64>,
+) {
+    use crate::api::conditions::{DRIFTED, condition};
+    use crate::api::deployment::ManagementPolicy;
+    match (policy, decided) {
+        (ManagementPolicy::Manage, _) => {
+            conditions.retain(|c| c.type_ != DRIFTED);
+            drift.clear();
+        }
+        (ManagementPolicy::Observe, None) => {}
+        (ManagementPolicy::Observe, Some((found, what))) => {
+            let (status, reason, message) =
+                crate::plan::policy::drifted_object(&found, &what, "one request");
+            conditions.retain(|c| c.type_ != DRIFTED);
+            conditions.push(condition(
+                previous, DRIFTED, status, reason, message, generation,
+            ));
+            *drift = found;
+        }
+    }
 }
 
 /// What a control plane error means for the resource that got it, the same

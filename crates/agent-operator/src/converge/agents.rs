@@ -172,11 +172,13 @@ pub async fn plan_assistant(
         id: &id,
         current: current.as_ref(),
         rejected: None,
+        policy: obj.spec.management_policy,
     });
     Ok(AssistantPlan { id, current, step })
 }
 
-/// Sends the plan's one request (none for [`assistant::Step::Nothing`])
+/// Sends the plan's one request (none for [`assistant::Step::Nothing`],
+/// nor under `managementPolicy: Observe`)
 /// and returns the assistant as the server answered it (or as read).
 /// Errors: [`Error::AgentServer`] for a refused or failed request.
 pub async fn execute_assistant(
@@ -196,7 +198,10 @@ pub async fn execute_assistant(
             .set_latest_assistant_version(&plan.id, *v)
             .await
             .map_err(agent("set the assistant's latest version"))?,
-        assistant::Step::Nothing | assistant::Step::Held(_) => return Ok(plan.current.clone()),
+        assistant::Step::Nothing
+        | assistant::Step::Held(_)
+        | assistant::Step::Observe(_)
+        | assistant::Step::NothingToObserve => return Ok(plan.current.clone()),
     }))
 }
 
@@ -245,6 +250,7 @@ pub async fn plan_cron(
         known_id: None,
         applied_hash: applied,
         rejected: None,
+        policy: obj.spec.management_policy,
     });
     Ok(CronPlan {
         uid,
@@ -292,7 +298,10 @@ pub async fn execute_cron(
                 .map_err(agent("delete duplicate cron"))?;
             Ok(plan.found.iter().find(|c| &c.cron_id != id).cloned())
         }
-        cron::Step::Nothing | cron::Step::Held(_) => Ok(cron::kept(&plan.found, None).cloned()),
+        cron::Step::Nothing
+        | cron::Step::Held(_)
+        | cron::Step::Observe(_)
+        | cron::Step::NothingToObserve => Ok(cron::kept(&plan.found, None).cloned()),
     }
 }
 

@@ -12,6 +12,8 @@ use agent_server_wire::{Assistant, AssistantCreate, AssistantPatch, IfExists};
 use serde_json::{Map, Value};
 
 use crate::api::assistant::{AgentAssistantSpec, RejectedAssistantRequest};
+use crate::api::deployment::{DriftField, ManagementPolicy};
+use crate::plan::policy::drift_field;
 
 /// Namespace of the UUIDv5 assistant ids: the ids of this operator's
 /// assistants are `uuid5(ASSISTANT_ID_NAMESPACE, "<object UID>")`.
@@ -171,6 +173,12 @@ pub enum Step {
     /// The request this pass would make was refused for this generation:
     /// it is not sent again until the spec changes.
     Held(RejectedAssistantRequest),
+    /// `managementPolicy: Observe`: nothing is sent; the assistant differs
+    /// from the spec in these fields (none: it equals the spec).
+    Observe(Vec<DriftField>),
+    /// `managementPolicy: Observe` and the assistant does not exist:
+    /// nothing is created.
+    NothingToObserve,
 }
 
 impl Step {
@@ -180,7 +188,7 @@ impl Step {
             Step::Create(_) => "POST /assistants",
             Step::Patch(_) => "PATCH /assistants/{id}",
             Step::SetLatest(_) => "POST /assistants/{id}/latest",
-            Step::Nothing | Step::Held(_) => "",
+            Step::Nothing | Step::Held(_) | Step::Observe(_) | Step::NothingToObserve => "",
         }
     }
 }
@@ -200,12 +208,72 @@ pub struct Known<'a> {
     pub current: Option<&'a Assistant>,
     /// `status.rejectedRequest`.
     pub rejected: Option<&'a RejectedAssistantRequest>,
+    /// `spec.managementPolicy`.
+    pub policy: ManagementPolicy,
+}
+
+/// The fields of `current` that differ from `spec`: those of the PATCH
+/// `Manage` would send ([`patch_body`]), or with `spec.version` pinned,
+/// only the version that serves (what `Manage` would set with `/latest`),
+/// each with both values as JSON. Pure.
+pub fn drift(spec: &AgentAssistantSpec, current: &Assistant, object_name: &str) -> Vec<DriftField> {
+    if let Some(pin) = spec.version {
+        return if current.version == Some(pin) {
+            Vec::new()
+        } else {
+            vec![drift_field("version", &pin, &current.version)]
+        };
+    }
+    let Some(p) = patch_body(spec, current, object_name) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(g) = &p.graph_id {
+        out.push(drift_field("graph_id", g, &current.graph_id));
+    }
+    if let Some(n) = &p.name {
+        out.push(drift_field("name", n, &current.name));
+    }
+    if let Some(d) = &p.description {
+        out.push(drift_field("description", d, &current.description));
+    }
+    if p.config.is_some() {
+        // Compared as the server holds them (it mirrors
+        // `config.configurable` and `context`): the desired pair as it
+        // would be held, the remote one as it is.
+        let want = served(
+            spec.config.clone().unwrap_or_default(),
+            spec.context.clone().unwrap_or_default(),
+        );
+        let held = served(
+            as_object(Some(&current.config)),
+            as_object(current.context.as_ref()),
+        );
+        if want.0 != held.0 {
+            out.push(drift_field("config", &want.0, &current.config));
+        }
+        if want.1 != held.1 {
+            out.push(drift_field("context", &want.1, &current.context));
+        }
+    }
+    if let Some(m) = &p.metadata {
+        out.push(drift_field("metadata", m, &current.metadata));
+    }
+    out
 }
 
 /// The step of a pass. A step whose request was refused for this
 /// generation is [`Step::Held`]. With `spec.version` pinned, the fields are
-/// not compared (an older version serves on purpose). Pure.
+/// not compared (an older version serves on purpose). Under
+/// `managementPolicy: Observe` no step sends anything: the drift is listed
+/// instead ([`Step::Observe`], [`Step::NothingToObserve`]). Pure.
 pub fn decide(k: &Known<'_>) -> Step {
+    if k.policy == ManagementPolicy::Observe {
+        return match k.current {
+            None => Step::NothingToObserve,
+            Some(a) => Step::Observe(drift(k.spec, a, k.object_name)),
+        };
+    }
     let step = match (k.current, k.spec.version) {
         (None, _) => Step::Create(Box::new(create_body(k.spec, k.id, k.object_name))),
         (Some(a), Some(pin)) if a.version != Some(pin) => Step::SetLatest(pin),
@@ -440,8 +508,73 @@ mod tests {
                 id: "id",
                 current,
                 rejected: rej.as_ref(),
+                policy: ManagementPolicy::Manage,
             };
             assert_eq!(decide(&k), want, "{what}");
+        }
+    }
+
+    /// Under `Observe` nothing is ever sent: a missing assistant is not
+    /// created, a different one is listed field by field (a pinned version
+    /// alone when pinned), a refused request does not matter.
+    #[test]
+    fn observe_sends_nothing_and_lists_the_drift() {
+        let plain = spec(
+            json!({"name": "a", "config": {"configurable": {"model": "b"}},
+                                "metadata": {"team": "x"}}),
+        );
+        let pinned = spec(json!({"name": "a", "version": 2}));
+        let same = remote(json!({"config": {"configurable": {"model": "b"}},
+                                 "context": {"model": "b"}, "metadata": {"team": "x"}}));
+        let changed = remote(json!({"graph_id": "other", "name": "ui-name",
+                                    "config": {"configurable": {"model": "c"}},
+                                    "context": {"model": "c"}, "metadata": {"team": "y"}}));
+        let v1 = remote(json!({"version": 1}));
+        let rej = rejected(3, "PATCH /assistants/{id}");
+        let d = |f: &str, a: &str, b: &str| DriftField {
+            field: f.into(),
+            desired: a.into(),
+            remote: b.into(),
+        };
+        let cases: Vec<(&str, &AgentAssistantSpec, Option<&Assistant>, Step)> = vec![
+            ("missing: not created", &plain, None, Step::NothingToObserve),
+            ("equal", &plain, Some(&same), Step::Observe(vec![])),
+            (
+                "changed in the UI",
+                &plain,
+                Some(&changed),
+                Step::Observe(vec![
+                    d("graph_id", "\"agent\"", "\"other\""),
+                    d("name", "\"a\"", "\"ui-name\""),
+                    d(
+                        "config",
+                        r#"{"configurable":{"model":"b"}}"#,
+                        r#"{"configurable":{"model":"c"}}"#,
+                    ),
+                    d("context", r#"{"model":"b"}"#, r#"{"model":"c"}"#),
+                    d("metadata", r#"{"team":"x"}"#, r#"{"team":"y"}"#),
+                ]),
+            ),
+            (
+                "pinned: the version alone",
+                &pinned,
+                Some(&v1),
+                Step::Observe(vec![d("version", "2", "1")]),
+            ),
+        ];
+        for (what, s, current, want) in cases {
+            let k = Known {
+                spec: s,
+                object_name: "a",
+                generation: Some(3),
+                id: "id",
+                current,
+                rejected: Some(&rej),
+                policy: ManagementPolicy::Observe,
+            };
+            let step = decide(&k);
+            assert_eq!(step.request(), "", "{what}: sends nothing");
+            assert_eq!(step, want, "{what}");
         }
     }
 

@@ -15,6 +15,8 @@ use sha2::{Digest, Sha256};
 
 use crate::api::assistant::RejectedAssistantRequest;
 use crate::api::cron::{AgentCronSpec, UID_METADATA_KEY};
+use crate::api::deployment::{DriftField, ManagementPolicy};
+use crate::plan::policy::drift_field;
 
 /// Most crons one search asks for: one is expected; more are duplicates,
 /// deleted one per pass.
@@ -144,6 +146,12 @@ pub enum Step {
     /// The request this pass would make was refused for this generation:
     /// not sent again until the spec changes.
     Held(RejectedAssistantRequest),
+    /// `managementPolicy: Observe`: nothing is sent; the kept cron differs
+    /// from the spec in these fields (none: it equals the spec).
+    Observe(Vec<DriftField>),
+    /// `managementPolicy: Observe` and no cron carries the UID tag: nothing
+    /// is created.
+    NothingToObserve,
 }
 
 impl Step {
@@ -153,7 +161,7 @@ impl Step {
             Step::Create(_) => "POST /runs/crons",
             Step::Patch(..) => "PATCH /runs/crons/{id}",
             Step::DeleteDuplicate(_) => "DELETE /runs/crons/{id}",
-            Step::Nothing | Step::Held(_) => "",
+            Step::Nothing | Step::Held(_) | Step::Observe(_) | Step::NothingToObserve => "",
         }
     }
 }
@@ -182,6 +190,8 @@ pub struct Known<'a> {
     pub applied_hash: Option<&'a str>,
     /// `status.rejectedRequest`.
     pub rejected: Option<&'a RejectedAssistantRequest>,
+    /// `spec.managementPolicy`.
+    pub policy: ManagementPolicy,
 }
 
 /// The cron kept among those found: the one `status.cronId` names, else
@@ -210,11 +220,52 @@ fn drifted(cron: &Cron, want: &CronPatch) -> bool {
             .any(|(k, v)| cron.metadata.get(k) != Some(v))
 }
 
+/// The fields of `cron` that differ from `want` where the server's answer
+/// shows them ([`drifted`]): `schedule`, `enabled`, and `metadata` (the
+/// keys of `want` only), each with both values as JSON. Pure.
+pub fn drift(cron: &Cron, want: &CronPatch) -> Vec<DriftField> {
+    let mut out = Vec::new();
+    if let Some(s) = &want.schedule
+        && *s != cron.schedule
+    {
+        out.push(drift_field("schedule", s, &cron.schedule));
+    }
+    if let Some(e) = want.enabled
+        && e != cron.enabled
+    {
+        out.push(drift_field("enabled", &e, &cron.enabled));
+    }
+    if let Some(m) = &want.metadata
+        && m.iter().any(|(k, v)| cron.metadata.get(k) != Some(v))
+    {
+        let held: Map<String, Value> = m
+            .keys()
+            .map(|k| {
+                (
+                    k.clone(),
+                    cron.metadata.get(k).cloned().unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        out.push(drift_field("metadata", m, &held));
+    }
+    out
+}
+
 /// The step of a pass. Duplicates go first (one per pass), then the
 /// create or the PATCH; a step whose request was refused for this
-/// generation is [`Step::Held`]. Pure.
+/// generation is [`Step::Held`]. Under `managementPolicy: Observe` nothing
+/// is sent (no create, PATCH or duplicate delete, not even at `endTime`):
+/// the kept cron's drift is listed ([`Step::Observe`]), or
+/// [`Step::NothingToObserve`] when none carries the tag. Pure.
 pub fn decide(k: &Known<'_>) -> Step {
     let want = patch_body(k.spec, k.uid, k.now, k.paused);
+    if k.policy == ManagementPolicy::Observe {
+        return match kept(k.found, k.known_id) {
+            None => Step::NothingToObserve,
+            Some(keep) => Step::Observe(drift(keep, &want)),
+        };
+    }
     let step = match kept(k.found, k.known_id) {
         None if ended(k.spec, k.now) => Step::Nothing,
         None => Step::Create(Box::new(create_body(
@@ -529,8 +580,89 @@ mod tests {
                 known_id,
                 applied_hash: hash.as_deref(),
                 rejected: rej.as_ref(),
+                policy: ManagementPolicy::Manage,
             };
             assert_eq!(decide(&k), want, "{what}");
+        }
+    }
+
+    /// Under `Observe` nothing is ever sent: no create (none found, even
+    /// before `endTime`), no PATCH (a schedule, `enabled` or metadata key
+    /// changed outside is listed instead), no duplicate deleted, no
+    /// disabling at `endTime`.
+    #[test]
+    fn observe_sends_nothing_and_lists_the_drift() {
+        let plain = spec(json!({"metadata": {"team": "x"}}));
+        let ended = spec(json!({"endTime": "2026-11-27T04:00:00Z", "metadata": {"team": "x"}}));
+        let tagged = |v: Value| {
+            let mut base = json!({"metadata": {UID_METADATA_KEY: UID, "team": "x"}});
+            base.as_object_mut()
+                .unwrap()
+                .extend(v.as_object().unwrap().clone());
+            remote("c1", "2026-11-27T01:00:00Z", base)
+        };
+        let same = tagged(json!({}));
+        let changed = tagged(json!({"schedule": "0 * * * *", "enabled": false,
+            "metadata": {UID_METADATA_KEY: UID, "team": "y"}}));
+        let duplicate = remote("c2", "2026-11-27T02:00:00Z", json!({}));
+        let d = |f: &str, a: &str, b: &str| DriftField {
+            field: f.into(),
+            desired: a.into(),
+            remote: b.into(),
+        };
+        let tag = format!(r#""{UID_METADATA_KEY}":"{UID}""#);
+        let cases: Vec<(&str, &AgentCronSpec, Vec<Cron>, Step)> = vec![
+            (
+                "none tagged: not created",
+                &plain,
+                vec![],
+                Step::NothingToObserve,
+            ),
+            ("ended, none tagged", &ended, vec![], Step::NothingToObserve),
+            ("equal", &plain, vec![same.clone()], Step::Observe(vec![])),
+            (
+                "a duplicate is not deleted",
+                &plain,
+                vec![same.clone(), duplicate],
+                Step::Observe(vec![]),
+            ),
+            (
+                "changed outside",
+                &plain,
+                vec![changed],
+                Step::Observe(vec![
+                    d("schedule", "\"* * * * *\"", "\"0 * * * *\""),
+                    d("enabled", "true", "false"),
+                    d(
+                        "metadata",
+                        &format!(r#"{{{tag},"team":"x"}}"#),
+                        &format!(r#"{{{tag},"team":"y"}}"#),
+                    ),
+                ]),
+            ),
+            (
+                "endTime passed: not disabled, listed",
+                &ended,
+                vec![same],
+                Step::Observe(vec![d("enabled", "false", "true")]),
+            ),
+        ];
+        for (what, s, found, want) in cases {
+            let step = decide(&Known {
+                spec: s,
+                uid: UID,
+                generation: Some(3),
+                now: now(),
+                paused: false,
+                assistant: "agent",
+                found: &found,
+                known_id: Some("c1"),
+                applied_hash: None,
+                rejected: Some(&rejected(3, "PATCH /runs/crons/{id}")),
+                policy: ManagementPolicy::Observe,
+            });
+            assert_eq!(step.request(), "", "{what}: sends nothing");
+            assert_eq!(step, want, "{what}");
         }
     }
 
@@ -552,6 +684,7 @@ mod tests {
                 known_id: found.first().map(|c| c.cron_id.as_str()),
                 applied_hash: hash.as_deref(),
                 rejected: None,
+                policy: ManagementPolicy::Manage,
             })
         };
         let Step::Patch(_, off) = step(true, vec![enabled.clone()], sent(false)) else {

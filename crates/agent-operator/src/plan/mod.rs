@@ -24,7 +24,9 @@
 //!   listed);
 //! - [`logtail`]: the secret-free tail of a failure log;
 //! - [`secrets_hash`]: the keyed hash of the secret values last sent
-//!   (`status.secretsHash`).
+//!   (`status.secretsHash`);
+//! - [`unmanaged`]: the AgentControlPlane's report of the deployments no
+//!   AgentDeployment manages, and when the workspace is listed again.
 //!
 //! Nothing here imports `controller`: the arrow goes one way.
 
@@ -42,4 +44,5 @@ pub mod secrets_hash;
 pub mod shapes;
 pub mod status;
 pub mod steps;
+pub mod unmanaged;
 pub mod verdict;

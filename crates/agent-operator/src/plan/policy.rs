@@ -198,11 +198,22 @@ pub fn drift(
 /// The `Drifted` condition of an `Observe` resource whose last read found
 /// `drift`: status, reason and message (the field names, never a value).
 pub fn drifted(drift: &[DriftField], id: &str) -> (&'static str, &'static str, String) {
+    drifted_object(drift, &format!("remote deployment {id}"), "one PATCH")
+}
+
+/// [`drifted`] of any observed object: `what` names it (`assistant ID`,
+/// `cron ID`), `write` is what `Manage` would send to converge it (`one
+/// PATCH`). Shared by AgentDeployment, AgentAssistant and AgentCron.
+pub fn drifted_object(
+    drift: &[DriftField],
+    what: &str,
+    write: &str,
+) -> (&'static str, &'static str, String) {
     if drift.is_empty() {
         return (
             FALSE,
             reason::NO_DRIFT,
-            format!("remote deployment {id} equals the spec (managementPolicy: Observe)"),
+            format!("{what} equals the spec (managementPolicy: Observe)"),
         );
     }
     let fields: Vec<&str> = drift.iter().map(|f| f.field.as_str()).collect();
@@ -210,10 +221,20 @@ pub fn drifted(drift: &[DriftField], id: &str) -> (&'static str, &'static str, S
         TRUE,
         reason::REMOTE_DIFFERS,
         format!(
-            "remote deployment {id} differs from the spec in {} (see status.drift); nothing is changed while spec.managementPolicy is Observe, set it to Manage to converge it with one PATCH",
+            "{what} differs from the spec in {} (see status.drift); nothing is changed while spec.managementPolicy is Observe, set it to Manage to converge it with {write}",
             fields.join(", ")
         ),
     )
+}
+
+/// A `status.drift` entry: `field` with both values as JSON (`null` when
+/// absent). For values that hold no secret (agent server objects).
+pub fn drift_field(field: &str, desired: &impl Serialize, remote: &impl Serialize) -> DriftField {
+    DriftField {
+        field: field.to_owned(),
+        desired: json(desired),
+        remote: json(remote),
+    }
 }
 
 #[cfg(test)]

@@ -69,6 +69,8 @@ fn every_field_is_described_for_kubectl_explain() {
                     "assistants",
                     "Assistants",
                     "previews",
+                    "deployments",
+                    "Deployments",
                     "events",
                     "Events",
                 ]

@@ -71,6 +71,7 @@ mod operator_secrets;
 mod operator_service_statuses;
 mod operator_status;
 mod operator_unheld_drift;
+mod operator_unmanaged;
 mod operator_verify;
 mod outbound_requests;
 mod proptest_decoding;

@@ -274,3 +274,143 @@ async fn on_the_real_agent_server_an_assistant_is_created_updated_pinned_correct
     assert_eq!(status, 200, "orphaned, still on the server: {a}");
     assert_eq!(a["name"], "kept");
 }
+
+/// `managementPolicy: Observe` (issue 34, item 1): an assistant made on
+/// the agent server outside the operator (as the UI or the SDK would) is
+/// adopted by `spec.assistantId` and only read: its differences from the
+/// spec are listed in `status.drift` and `Drifted`, and no create, PATCH
+/// or DELETE is sent over several drift checks, nor when an observed
+/// resource is deleted. Switching to `Manage` converges it with one PATCH.
+#[tokio::test]
+async fn an_observed_assistant_is_only_read_and_manage_converges_it_with_one_patch() {
+    use agent_operator::api::conditions::DRIFTED;
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-assistant-observe")
+        .resync_seconds(1.0)
+        .start()
+        .await;
+    h.apply(github_deployment("agent", "main")).await;
+    let dep = h.wait_ready("agent", TIMEOUT).await;
+    let url = dep.status.as_ref().and_then(|s| s.url.clone()).unwrap();
+    let id = "5f0c4f4e-7c2a-4d3b-9a51-0d7c1e2b3a4c";
+    let made = reqwest::Client::new()
+        .post(format!("{}/assistants", url.trim_end_matches('/')))
+        .header("X-Api-Key", support::API_KEY)
+        .json(
+            &json!({"graph_id": "agent", "assistant_id": id, "name": "ui-helper",
+            "config": {"configurable": {"model": "x"}}, "metadata": {"team": "ops"}}),
+        )
+        .send()
+        .await
+        .expect("creating the assistant by hand");
+    assert!(made.status().is_success(), "{made:?}");
+
+    let api: Api<AgentAssistant> = Api::namespaced(h.client.clone(), &h.ns);
+    let manifest = |policy: &str| {
+        json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentAssistant",
+            "metadata": {"name": "helper"},
+            "spec": {"deploymentRef": {"name": "agent"}, "graphId": "agent",
+                "assistantId": id, "managementPolicy": policy, "name": "helper",
+                "config": {"configurable": {"model": "a"}},
+                "metadata": {"team": "support"}}})
+    };
+    // Admission: Observe needs the id of the assistant to observe.
+    let mut without_id = manifest("Observe");
+    without_id["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("assistantId");
+    let refused = api
+        .patch(
+            "helper",
+            &kube::api::PatchParams::apply("tests").force(),
+            &kube::api::Patch::Apply(&without_id),
+        )
+        .await
+        .expect_err("Observe without assistantId is refused");
+    assert!(
+        refused.to_string().contains("Observe needs assistantId"),
+        "{refused}"
+    );
+    support::apply_json(&api, "helper", manifest("Observe")).await;
+    let observed = wait_assistant(&api, "helper", "the drift listed", |o| {
+        let o = o?;
+        let s = o.status.as_ref()?;
+        let drifted = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == DRIFTED && c.status == "True")?;
+        ready(Some(o))?;
+        Some((s.drift.clone(), drifted.clone()))
+    })
+    .await;
+    let (drift, condition) = observed;
+    let fields: Vec<&str> = drift.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["name", "config", "context", "metadata"],
+        "{drift:?}"
+    );
+    assert_eq!(
+        (drift[0].desired.as_str(), drift[0].remote.as_str()),
+        ("\"helper\"", "\"ui-helper\"")
+    );
+    assert_eq!(condition.reason, "RemoteDiffers");
+    assert!(
+        condition.message.contains(id) && condition.message.contains("metadata"),
+        "{}",
+        condition.message
+    );
+
+    // Several drift checks later: read, never written.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = assistant_requests(&h).await;
+    assert!(count(&seen, "GET") >= 2, "drift checks read: {seen:?}");
+    assert_eq!(count(&seen, "POST"), 1, "only the test's create: {seen:?}");
+    assert_eq!(count(&seen, "PATCH"), 0, "{seen:?}");
+    assert_eq!(count(&seen, "DELETE"), 0, "{seen:?}");
+
+    // Manage: one PATCH, one new version, no drift any more.
+    support::apply_json(&api, "helper", manifest("Manage")).await;
+    let (_, version) = wait_assistant(&api, "helper", "converged (version 2)", |o| {
+        ready(o).filter(|(_, v)| *v == 2)
+    })
+    .await;
+    assert_eq!(version, 2);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let o = api.get("helper").await.unwrap();
+    let s = o.status.unwrap();
+    assert!(s.drift.is_empty(), "{:?}", s.drift);
+    assert!(
+        !s.conditions.iter().any(|c| c.type_ == DRIFTED),
+        "no Drifted under Manage: {:?}",
+        s.conditions
+    );
+    let managed = assistant_requests(&h).await;
+    assert_eq!(count(&managed, "PATCH"), 1, "one write: {managed:?}");
+    assert_eq!(count(&managed, "POST"), 1, "{managed:?}");
+
+    // Observed again, then deleted: the assistant stays on the server.
+    support::apply_json(&api, "helper", manifest("Observe")).await;
+    wait_assistant(&api, "helper", "observed again", |o| {
+        let s = o?.status.as_ref()?;
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == DRIFTED && c.reason == "NoDrift")
+            .then_some(())
+    })
+    .await;
+    api.delete("helper", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    wait_assistant(&api, "helper", "gone", |o| o.is_none().then_some(())).await;
+    let all = assistant_requests(&h).await;
+    assert_eq!(count(&all, "DELETE"), 0, "nothing deleted: {all:?}");
+    let still = reqwest::Client::new()
+        .get(format!("{}/assistants/{id}", url.trim_end_matches('/')))
+        .header("X-Api-Key", support::API_KEY)
+        .send()
+        .await
+        .expect("reading the assistant");
+    assert_eq!(still.status().as_u16(), 200, "left on the server");
+}

@@ -641,3 +641,124 @@ async fn on_the_real_agent_server_a_cron_is_updated_corrected_after_drift_and_or
     wait_cron(&api, "nightly", "gone", |o| o.is_none().then_some(())).await;
     assert_eq!(schedule_on_server().await, "0 4 * * *");
 }
+
+/// `managementPolicy: Observe` (issue 34, item 1): with no cron carrying
+/// the object's UID tag (the adoption key) nothing is created
+/// (`NothingToObserve`); a cron tagged by hand, with another schedule and
+/// metadata, is adopted and only read: `status.drift` and `Drifted` list
+/// the differences, no create, PATCH or DELETE is sent over several drift
+/// checks, nor when the observed resource is deleted. Switching to
+/// `Manage` converges it with one PATCH.
+#[tokio::test]
+async fn an_observed_cron_is_only_read_and_manage_converges_it_with_one_patch() {
+    use agent_operator::api::conditions::DRIFTED;
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-cron-observe")
+        .resync_seconds(1.0)
+        .start()
+        .await;
+    h.apply(github_deployment("agent", "main")).await;
+    let dep = h.wait_ready("agent", TIMEOUT).await;
+    let url = url_of(&dep);
+    let api: Api<AgentCron> = Api::namespaced(h.client.clone(), &h.ns);
+    let manifest = |policy: &str| {
+        cron(
+            "observed",
+            json!({"graphId": "agent", "managementPolicy": policy,
+                "metadata": {"team": "support"}}),
+        )
+    };
+    support::apply_json(&api, "observed", manifest("Observe")).await;
+    let uid = wait_cron(&api, "observed", "NothingToObserve", |o| {
+        let o = o?;
+        let s = o.status.as_ref()?;
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Stalled" && c.reason == "NothingToObserve")
+            .then(|| o.metadata.uid.clone())?
+    })
+    .await;
+    let log = cron_requests(&h).await;
+    assert!(
+        log.iter().all(|(r, _)| r.ends_with("/search")),
+        "nothing created: {log:?}"
+    );
+
+    let landed: Cron = reqwest::Client::new()
+        .post(format!("{}/runs/crons", url.trim_end_matches('/')))
+        .header("X-Api-Key", support::API_KEY)
+        .json(&json!({"assistant_id": "agent", "schedule": "0 * * * *",
+            "metadata": {UID_METADATA_KEY: uid, "team": "ops"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .expect("the cron made by hand");
+    let (drift, condition) = wait_cron(&api, "observed", "the drift listed", |o| {
+        let o = o?;
+        ready(Some(o))?;
+        let s = o.status.as_ref()?;
+        let c = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == DRIFTED && c.status == "True")?;
+        Some((s.drift.clone(), c.clone()))
+    })
+    .await;
+    let fields: Vec<&str> = drift.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["schedule", "metadata"], "{drift:?}");
+    assert_eq!(
+        (drift[0].desired.as_str(), drift[0].remote.as_str()),
+        ("\"*/5 * * * *\"", "\"0 * * * *\"")
+    );
+    assert_eq!(condition.reason, "RemoteDiffers");
+    assert!(
+        condition.message.contains(&landed.cron_id),
+        "{}",
+        condition.message
+    );
+
+    // Several drift checks later: read, never written.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = cron_requests(&h).await;
+    assert_eq!(exactly(&log, CREATE, "2"), 1, "only the test's: {log:?}");
+    assert_eq!(exactly(&log, PATCH, ""), 0, "{log:?}");
+    assert_eq!(exactly(&log, DELETE, ""), 0, "{log:?}");
+
+    // Manage: one PATCH, and the drift is gone.
+    support::apply_json(&api, "observed", manifest("Manage")).await;
+    wait_cron(&api, "observed", "converged", |o| {
+        let o = o?;
+        ready(Some(o))?;
+        let s = o.status.as_ref()?;
+        (s.drift.is_empty() && !s.conditions.iter().any(|c| c.type_ == DRIFTED)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let on_server = tagged(&url, &uid).await;
+    assert_eq!(on_server.len(), 1, "{on_server:?}");
+    assert_eq!(on_server[0].schedule, "*/5 * * * *");
+    assert_eq!(on_server[0].metadata["team"], "support");
+    let log = cron_requests(&h).await;
+    assert_eq!(exactly(&log, PATCH, "2"), 1, "one write: {log:?}");
+    assert_eq!(exactly(&log, CREATE, "2"), 1, "{log:?}");
+
+    // Observed again, then deleted: the cron stays on the server.
+    support::apply_json(&api, "observed", manifest("Observe")).await;
+    wait_cron(&api, "observed", "observed again", |o| {
+        let s = o?.status.as_ref()?;
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == DRIFTED && c.reason == "NoDrift")
+            .then_some(())
+    })
+    .await;
+    api.delete("observed", &DeleteParams::default())
+        .await
+        .expect("deleting");
+    wait_cron(&api, "observed", "gone", |o| o.is_none().then_some(())).await;
+    let log = cron_requests(&h).await;
+    assert_eq!(exactly(&log, DELETE, ""), 0, "nothing deleted: {log:?}");
+    assert_eq!(tagged(&url, &uid).await.len(), 1, "left on the server");
+}

@@ -116,7 +116,10 @@ pub async fn converge(
                         "assistant {id} (graph {}), version {}, {}",
                         x.graph_id,
                         x.version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
-                        in_sync(matches!(step, assistant::Step::Nothing))
+                        in_sync(
+                            matches!(step, assistant::Step::Nothing)
+                                || matches!(step, assistant::Step::Observe(d) if d.is_empty())
+                        )
                     ),
                 };
                 println!("{object}: {state}");
@@ -143,6 +146,13 @@ pub async fn converge(
             assistant::Step::Nothing | assistant::Step::Held(_) => {
                 println!("{object} unchanged: assistant {id}, version {version}")
             }
+            assistant::Step::Observe(drift) => println!(
+                "{object} observed (managementPolicy: Observe, nothing sent): assistant {id}, version {version}{}",
+                drift_note(drift)
+            ),
+            assistant::Step::NothingToObserve => println!(
+                "{object}: assistant {id} does not exist; nothing created (managementPolicy: Observe)"
+            ),
         }
     }
     let now = Timestamp::now();
@@ -185,7 +195,10 @@ pub async fn converge(
                         Some(x) => format!(
                             "{}, {}",
                             shown(x),
-                            in_sync(matches!(plan.step, cron::Step::Nothing))
+                            in_sync(
+                                matches!(plan.step, cron::Step::Nothing)
+                                    || matches!(&plan.step, cron::Step::Observe(d) if d.is_empty())
+                            )
                         ),
                     };
                     println!("{object}: {state}");
@@ -208,6 +221,13 @@ pub async fn converge(
                 cron::Step::Nothing | cron::Step::Held(_) => {
                     println!("{object} unchanged: {shown}")
                 }
+                cron::Step::Observe(drift) => println!(
+                    "{object} observed (managementPolicy: Observe, nothing sent): {shown}{}",
+                    drift_note(drift)
+                ),
+                cron::Step::NothingToObserve => println!(
+                    "{object}: no cron carries its tag; nothing created (managementPolicy: Observe)"
+                ),
             }
             break;
         }
@@ -235,6 +255,15 @@ pub fn in_sync(same: bool) -> &'static str {
     }
 }
 
+/// `; differs in: FIELDS` for a non-empty drift, else nothing.
+fn drift_note(drift: &[agent_operator::api::deployment::DriftField]) -> String {
+    if drift.is_empty() {
+        return String::new();
+    }
+    let fields: Vec<&str> = drift.iter().map(|f| f.field.as_str()).collect();
+    format!("; differs in: {}", fields.join(", "))
+}
+
 /// Prints what `apply` would send for an assistant; 1 when something.
 fn diff_assistant(object: &str, plan: &agents::AssistantPlan, url: &str) -> CliResult {
     let id = &plan.id;
@@ -254,6 +283,23 @@ fn diff_assistant(object: &str, plan: &agents::AssistantPlan, url: &str) -> CliR
         assistant::Step::Nothing | assistant::Step::Held(_) => {
             println!("{object}: no changes (assistant {id})");
             return Ok(Exit::Success);
+        }
+        assistant::Step::Observe(drift) if drift.is_empty() => {
+            println!("{object}: no changes (assistant {id}, observed)");
+            return Ok(Exit::Success);
+        }
+        assistant::Step::Observe(drift) => {
+            println!(
+                "{object}: sends nothing (managementPolicy: Observe){}",
+                drift_note(drift)
+            );
+            return Ok(Exit::Failed);
+        }
+        assistant::Step::NothingToObserve => {
+            println!(
+                "{object}: assistant {id} does not exist; nothing would be created (managementPolicy: Observe)"
+            );
+            return Ok(Exit::Failed);
         }
     };
     print_body(body)
@@ -277,7 +323,20 @@ fn diff_cron(object: &str, plan: &agents::CronPlan) -> CliResult {
             );
             return Ok(Exit::Failed);
         }
-        cron::Step::Nothing | cron::Step::Held(_) => {
+        cron::Step::Observe(drift) if !drift.is_empty() => {
+            println!(
+                "{object}: sends nothing (managementPolicy: Observe){}",
+                drift_note(drift)
+            );
+            return Ok(Exit::Failed);
+        }
+        cron::Step::NothingToObserve => {
+            println!(
+                "{object}: no cron carries its tag; nothing would be created (managementPolicy: Observe)"
+            );
+            return Ok(Exit::Failed);
+        }
+        cron::Step::Nothing | cron::Step::Held(_) | cron::Step::Observe(_) => {
             match cron::kept(&plan.found, None) {
                 Some(c) => println!("{object}: no changes (cron {})", c.cron_id),
                 None => println!("{object}: no changes (endTime has passed; no cron)"),

@@ -14,6 +14,8 @@
 //!   file's AgentAssistants and AgentCrons on their deployment's agent
 //!   server (see [`agents`]); `diff -f FILE` prints what it would send,
 //!   `get -f FILE` what is there (see [`apply`]);
+//! - `unmanaged` lists the deployments no AgentDeployment of a namespace
+//!   manages, with the `export` command of each (see [`unmanaged`]);
 //! - `deployments list|get|delete [--wait]`, `revisions list|get|wait`,
 //!   `redeploy`, `rollback --to REVISION`, `logs [--build] [--revision R]
 //!   [--follow]` (see [`logs`]), `listeners list|get`,
@@ -36,6 +38,7 @@ mod output;
 mod plane;
 mod resources;
 mod server;
+mod unmanaged;
 mod wait;
 
 use std::process::ExitCode;
@@ -85,6 +88,11 @@ enum Command {
     /// secrets as references to a Secret to create (values never written).
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Export(export::ExportArgs),
+    /// List the deployments of the workspace that no AgentDeployment of a
+    /// namespace manages (read from the cluster of the current kubeconfig),
+    /// each with the export command that brings it under GitOps.
+    #[command(after_help = exit::EXIT_CODES_HELP)]
+    Unmanaged(unmanaged::UnmanagedArgs),
     /// List, show or delete deployments.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Deployments(resources::DeploymentsArgs),
@@ -148,6 +156,9 @@ async fn main() -> ExitCode {
         Command::Diff(args) => apply::diff(args).await.map(ExitCode::from),
         Command::Get(args) => apply::get(args).await.map(ExitCode::from),
         Command::Export(args) => export::export(args).await.map(ExitCode::from),
+        Command::Unmanaged(args) => unmanaged::unmanaged_deployments(args)
+            .await
+            .map(ExitCode::from),
         Command::Deployments(args) => resources::deployments(args).await.map(ExitCode::from),
         Command::Revisions(args) => resources::revisions(args).await.map(ExitCode::from),
         Command::Redeploy(args) => resources::redeploy(args).await.map(ExitCode::from),

@@ -48,6 +48,26 @@ pub(super) async fn act(
                 Ok(Action::requeue(jittered(ctx.config.resync_interval))),
             );
         }
+        Step::Observe(drift) => {
+            let current = seen.current.clone().unwrap_or_default();
+            return observed(obj, ctx, &seen.deployment_id, &current, drift);
+        }
+        Step::NothingToObserve => {
+            let outcome = Outcome::Stalled {
+                reason: reason::NOTHING_TO_OBSERVE,
+                message: format!(
+                    "assistant {} does not exist on the agent server of AgentDeployment {}; \
+                     nothing is created while spec.managementPolicy is Observe",
+                    seen.id, obj.spec.deployment_ref.name
+                ),
+            };
+            return report(
+                obj,
+                Some(&seen.deployment_id),
+                &outcome,
+                Ok(Action::requeue(jittered(ctx.config.resync_interval))),
+            );
+        }
         Step::Create(body) => seen.client.create_assistant(&body).await,
         Step::Patch(body) => seen.client.patch_assistant(&seen.id, &body).await,
         Step::SetLatest(v) => seen.client.set_latest_assistant_version(&seen.id, v).await,
@@ -88,6 +108,41 @@ fn ready(
         s.deployment_id = Some(deployment_id.to_owned());
         s.rejected_request = None;
     })
+}
+
+/// The report of an observed assistant (`managementPolicy: Observe`): it
+/// serves as it is, `drift` lists how it differs from the spec.
+fn observed(
+    obj: &AgentAssistant,
+    ctx: &Context,
+    deployment_id: &str,
+    a: &Assistant,
+    drift: Vec<crate::api::deployment::DriftField>,
+) -> Box<Report<AgentAssistant>> {
+    let outcome = Outcome::Ready {
+        reason: reason::ASSISTANT_READY,
+        message: format!(
+            "assistant {} of graph {:?} serves version {} (observed: managementPolicy Observe, nothing is changed)",
+            a.assistant_id,
+            a.graph_id,
+            a.version.unwrap_or_default()
+        ),
+    };
+    let then = Ok(Action::requeue(jittered(ctx.config.resync_interval)));
+    let what = format!("assistant {}", a.assistant_id);
+    report_drift(
+        obj,
+        &outcome,
+        then,
+        |s| {
+            s.assistant_id = Some(a.assistant_id.clone());
+            s.version = a.version;
+            s.graph_id = Some(a.graph_id.clone());
+            s.deployment_id = Some(deployment_id.to_owned());
+            s.rejected_request = None;
+        },
+        Some((drift, what)),
+    )
 }
 
 /// The `Stalled` reason stored in a refused request, as a constant.
@@ -192,25 +247,56 @@ fn report_with(
     then: Result<Action, Error>,
     edit: impl FnOnce(&mut AgentAssistantStatus),
 ) -> Box<Report<AgentAssistant>> {
+    report_drift(obj, outcome, then, edit, None)
+}
+
+/// [`report_with`], with the drift a pass under `managementPolicy:
+/// Observe` found (`None`: the last one is kept; under `Manage` there is
+/// none: [`crate::controller::report::apply_drift`]).
+fn report_drift(
+    obj: &AgentAssistant,
+    outcome: &Outcome,
+    then: Result<Action, Error>,
+    edit: impl FnOnce(&mut AgentAssistantStatus),
+    decided: Option<(Vec<crate::api::deployment::DriftField>, String)>,
+) -> Box<Report<AgentAssistant>> {
     let mut base = obj.status.clone().unwrap_or_default();
     edit(&mut base);
+    let previous = obj
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
     Report::outcome_with(obj, outcome, then, |observed_generation, conditions| {
-        AgentAssistantStatus {
+        let mut status = AgentAssistantStatus {
             observed_generation,
             conditions,
             ..base
-        }
+        };
+        crate::controller::report::apply_drift(
+            &mut status.conditions,
+            &mut status.drift,
+            &previous,
+            obj.spec.management_policy,
+            decided,
+            observed_generation,
+        );
+        status
     })
 }
 
-/// The pass of an AgentAssistant being deleted: `Orphan` lets it go;
+/// The pass of an AgentAssistant being deleted: `Orphan` (or
+/// `managementPolicy: Observe`) lets it go;
 /// `Delete` sends `DELETE /assistants/{id}` (404: already gone) to the
 /// agent server that holds it. Its finalizer goes at once when no assistant
 /// can be left: the deployment is gone, re-created under another id (a new,
 /// empty agent server), or nothing was ever created.
 pub(super) async fn cleanup(obj: &AgentAssistant, ctx: &Context) -> Box<Report<AgentAssistant>> {
     let done = || Report::end(Action::await_change());
-    if obj.spec.deletion_policy == AssistantDeletionPolicy::Orphan {
+    // An observed assistant is never deleted, whatever deletionPolicy says.
+    if obj.spec.deletion_policy == AssistantDeletionPolicy::Orphan
+        || obj.spec.management_policy == crate::api::deployment::ManagementPolicy::Observe
+    {
         return done();
     }
     let status = obj.status.clone().unwrap_or_default();

@@ -3,7 +3,9 @@
 //! the pass waits without a request), the key its `spec.verify` would send,
 //! and `GET /assistants/{id}`; decide is [`crate::plan::assistant::decide`];
 //! act makes at most one request ([`act`]). Deletion: `DELETE
-//! /assistants/{id}` under `deletionPolicy: Delete`.
+//! /assistants/{id}` under `deletionPolicy: Delete`. Under
+//! `managementPolicy: Observe` only the `GET` is sent: the drift is
+//! reported (`status.drift`, `Drifted`), and deletion sends nothing.
 //!
 //! Every agent server request draws from the budget of its agent server
 //! (one token bucket per deployment, which its `spec.verify` and AgentCrons
@@ -87,6 +89,7 @@ impl Kind for AgentAssistant {
                 .status
                 .as_ref()
                 .and_then(|s| s.rejected_request.as_ref()),
+            policy: obj.spec.management_policy,
         })
     }
 

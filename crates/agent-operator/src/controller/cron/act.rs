@@ -49,7 +49,41 @@ pub(super) async fn act(
                 Some(_) => last_run(&seen, uid).await,
                 None => None,
             };
-            return ready(obj, ctx, &seen, cron.as_ref(), None, last, request);
+            return ready(obj, ctx, &seen, cron.as_ref(), None, last, request, None);
+        }
+        Step::Observe(drift) => {
+            let cron = kept(&seen.found, known).cloned();
+            let last = match &cron {
+                Some(_) => last_run(&seen, uid).await,
+                None => None,
+            };
+            return ready(
+                obj,
+                ctx,
+                &seen,
+                cron.as_ref(),
+                None,
+                last,
+                request,
+                Some(drift),
+            );
+        }
+        Step::NothingToObserve => {
+            let outcome = Outcome::Stalled {
+                reason: reason::NOTHING_TO_OBSERVE,
+                message: format!(
+                    "no cron on the agent server of AgentDeployment {} carries this object's \
+                     UID tag ({}: {uid}); nothing is created while spec.managementPolicy is Observe",
+                    obj.spec.deployment_ref.name,
+                    crate::api::cron::UID_METADATA_KEY
+                ),
+            };
+            return report(
+                obj,
+                Some(&seen.deployment_id),
+                &outcome,
+                Ok(Action::requeue(jittered(ctx.config.resync_interval))),
+            );
         }
         Step::Held(r) => {
             let outcome = Outcome::Stalled {
@@ -89,7 +123,7 @@ pub(super) async fn act(
         Step::Patch(id, body) => (seen.client.patch_cron(&id, &body).await, digest(&body)),
     };
     match answer {
-        Ok(c) => ready(obj, ctx, &seen, Some(&c), Some(hash), None, request),
+        Ok(c) => ready(obj, ctx, &seen, Some(&c), Some(hash), None, request, None),
         Err(e) => failed(obj, Some(&seen.deployment_id), request, &e, ctx),
     }
 }
@@ -118,7 +152,9 @@ async fn last_run(seen: &Observed, uid: &str) -> Option<CronLastRun> {
 /// The report of a cron that is as the spec says (`cron` is `None` only
 /// when `endTime` passed before it was created). `hash`: the digest of
 /// what this pass sent; `last_run`: the newest run read by this pass (else
-/// status keeps the one it had).
+/// status keeps the one it had); `observed`: the drift of a cron under
+/// `managementPolicy: Observe`, which serves as it is.
+#[allow(clippy::too_many_arguments)]
 fn ready(
     obj: &AgentCron,
     ctx: &Context,
@@ -127,8 +163,11 @@ fn ready(
     hash: Option<String>,
     last_run: Option<CronLastRun>,
     request: &str,
+    observed: Option<Vec<crate::api::deployment::DriftField>>,
 ) -> Box<Report<AgentCron>> {
-    let what = if request.is_empty() {
+    let what = if observed.is_some() {
+        " (observed: managementPolicy Observe, nothing is changed)".to_owned()
+    } else if request.is_empty() {
         String::new()
     } else {
         format!(" ({request})")
@@ -170,7 +209,8 @@ fn ready(
     let deployment_id = seen.deployment_id.clone();
     let assistant = seen.assistant.clone();
     let cron = cron.cloned();
-    report_with(obj, &outcome, then, |s| {
+    let decided = observed.map(|drift| (drift, format!("cron {id}")));
+    report_drift(obj, &outcome, then, decided, |s| {
         s.cron_id = cron.as_ref().map(|c| c.cron_id.clone());
         s.next_run_date = cron.as_ref().and_then(|c| c.next_run_date.clone());
         s.enabled = cron.as_ref().map(|c| c.enabled);
@@ -335,18 +375,46 @@ fn report_with(
     then: Result<Action, Error>,
     edit: impl FnOnce(&mut AgentCronStatus),
 ) -> Box<Report<AgentCron>> {
+    report_drift(obj, outcome, then, None, edit)
+}
+
+/// [`report_with`], with the drift a pass under `managementPolicy:
+/// Observe` found (`None`: the last one is kept; under `Manage` there is
+/// none: [`crate::controller::report::apply_drift`]).
+fn report_drift(
+    obj: &AgentCron,
+    outcome: &Outcome,
+    then: Result<Action, Error>,
+    decided: Option<(Vec<crate::api::deployment::DriftField>, String)>,
+    edit: impl FnOnce(&mut AgentCronStatus),
+) -> Box<Report<AgentCron>> {
     let mut base = obj.status.clone().unwrap_or_default();
     edit(&mut base);
+    let previous = obj
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
     Report::outcome_with(obj, outcome, then, |observed_generation, conditions| {
-        AgentCronStatus {
+        let mut status = AgentCronStatus {
             observed_generation,
             conditions,
             ..base
-        }
+        };
+        crate::controller::report::apply_drift(
+            &mut status.conditions,
+            &mut status.drift,
+            &previous,
+            obj.spec.management_policy,
+            decided,
+            observed_generation,
+        );
+        status
     })
 }
 
-/// The pass of an AgentCron being deleted: `Orphan` lets it go; `Delete`
+/// The pass of an AgentCron being deleted: `Orphan` (or `managementPolicy:
+/// Observe`) lets it go; `Delete`
 /// sends `DELETE /runs/crons/{id}` (404: already gone) to the agent server
 /// that holds it: the id in status, else the cron the UID tag finds (a
 /// create whose answer was lost), one per pass until the search finds
@@ -355,7 +423,10 @@ fn report_with(
 /// server).
 pub(super) async fn cleanup(obj: &AgentCron, ctx: &Context) -> Box<Report<AgentCron>> {
     let done = || Report::end(Action::await_change());
-    if obj.spec.deletion_policy == CronDeletionPolicy::Orphan {
+    // An observed cron is never deleted, whatever deletionPolicy says.
+    if obj.spec.deletion_policy == CronDeletionPolicy::Orphan
+        || obj.spec.management_policy == crate::api::deployment::ManagementPolicy::Observe
+    {
         return done();
     }
     let status = obj.status.clone().unwrap_or_default();

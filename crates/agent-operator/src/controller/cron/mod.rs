@@ -4,7 +4,10 @@
 //! (with an `assistantId`, else it waits), and `POST /runs/crons/search`
 //! by the object's UID tag; decide is [`crate::plan::cron::decide`]; act
 //! makes at most one request ([`act`]). Deletion: `DELETE
-//! /runs/crons/{id}` under `deletionPolicy: Delete`.
+//! /runs/crons/{id}` under `deletionPolicy: Delete`. Under
+//! `managementPolicy: Observe` only reads are sent (the search, the newest
+//! run): the drift is reported (`status.drift`, `Drifted`), and deletion
+//! sends nothing.
 //!
 //! The search by the UID tag on every pass is what makes a create
 //! crash-safe (the server has no idempotency key): a cron whose create
@@ -102,6 +105,7 @@ impl Kind for AgentCron {
                 .status
                 .as_ref()
                 .and_then(|s| s.rejected_request.as_ref()),
+            policy: obj.spec.management_policy,
         })
     }
 

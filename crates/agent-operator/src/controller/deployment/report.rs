@@ -76,6 +76,14 @@ pub(super) fn outcome_status(obj: &AgentDeployment, outcome: &Outcome) -> AgentD
     let previous = std::mem::take(&mut status.conditions);
     status.conditions = conditions(&previous, outcome, obj.metadata.generation);
     super::verify::set_condition(&mut status, &previous, obj);
+    if obj.spec.management_policy != crate::api::deployment::ManagementPolicy::Observe {
+        // Switched to Manage: the drift of an observed deployment is gone
+        // with the policy, even before the pass that converges it.
+        status
+            .conditions
+            .retain(|c| c.type_ != crate::api::conditions::DRIFTED);
+        status.drift.clear();
+    }
     status
 }
 
@@ -127,6 +135,68 @@ pub fn apply_error_outcome(obj: &AgentDeployment, operation: &str, e: &CpError) 
 mod tests {
     use super::*;
     use crate::controller::report::ReasonTable;
+
+    /// An observed AgentDeployment whose last full pass found drift.
+    fn observed_with_drift(policy: &str) -> AgentDeployment {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+            "metadata": {"name": "a", "namespace": "n", "generation": 2},
+            "spec": {
+                "controlPlaneRef": {"name": "cp"},
+                "managementPolicy": policy,
+                "source": "external_docker",
+                "sourceRevisionConfig": {"imageUri": "docker.io/acme/agent:1"},
+            },
+            "status": {
+                "deploymentId": "d-1",
+                "drift": [{"field": "source_revision_config.image_uri",
+                           "desired": "\"docker.io/acme/agent:1\"",
+                           "remote": "\"docker.io/acme/agent:0\""}],
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "Deployed", "message": "ok",
+                     "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 2},
+                    {"type": "Drifted", "status": "True", "reason": "RemoteDiffers",
+                     "message": "remote deployment d-1 differs", "observedGeneration": 2,
+                     "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                ],
+            },
+        }))
+        .unwrap()
+    }
+
+    /// Passes that stop before reading the remote (paused, a missing
+    /// Secret) carry the `Drifted` condition and `status.drift` forward
+    /// unchanged; under `Manage` neither is kept.
+    #[test]
+    fn passes_that_stop_early_keep_the_drifted_condition() {
+        use crate::api::conditions::{DRIFTED, find};
+        let obj = observed_with_drift("Observe");
+        let before = find(&obj.status.as_ref().unwrap().conditions, DRIFTED)
+            .unwrap()
+            .clone();
+        let missing_secret = Outcome::Stalled {
+            reason: reason::SECRET_NOT_FOUND,
+            message: "Secret env not found".into(),
+        };
+        for outcome in [super::super::observe::paused_outcome(), missing_secret] {
+            let status = outcome_status(&obj, &outcome);
+            assert_eq!(
+                find(&status.conditions, DRIFTED),
+                Some(&before),
+                "{}",
+                outcome.reason()
+            );
+            assert_eq!(status.drift, obj.status.as_ref().unwrap().drift);
+            assert_eq!(
+                find(&status.conditions, "Ready").map(|c| c.reason.as_str()),
+                Some(outcome.reason())
+            );
+        }
+        let managed = observed_with_drift("Manage");
+        let status = outcome_status(&managed, &super::super::observe::paused_outcome());
+        assert!(find(&status.conditions, DRIFTED).is_none());
+        assert!(status.drift.is_empty());
+    }
 
     #[test]
     fn control_plane_errors_map_to_reasons() {

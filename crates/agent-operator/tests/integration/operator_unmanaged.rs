@@ -1,0 +1,152 @@
+//! Issue 34, item 3: the unmanaged report. The AgentControlPlane's
+//! `status.unmanaged` counts the deployments of its workspace that no
+//! AgentDeployment manages, those the service shows `UNUSED`, and the
+//! platform's own previews apart, from one paged list of the workspace per
+//! drift period (never more, whatever the status writes); `agentctl
+//! unmanaged` lists them with the export command of each.
+
+use crate::support;
+
+use std::time::Duration;
+
+use agent_operator::api::AgentControlPlane;
+use agent_operator::api::control_plane::UnmanagedDeployments;
+use kube::Api;
+use serde_json::Value;
+use support::{Harness, WORKSPACE, github_create_body, github_deployment, route};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// The drift period of the test (`--resync-interval-seconds`).
+const PERIOD_S: f64 = 2.0;
+
+/// `status.unmanaged` of the AgentControlPlane `default`.
+async fn report(h: &Harness) -> Option<UnmanagedDeployments> {
+    let planes: Api<AgentControlPlane> = Api::namespaced(h.client.clone(), &h.ns);
+    planes.get("default").await.ok()?.status?.unmanaged
+}
+
+/// Deployments seeded through the control plane API (as the UI would): two
+/// adopted by AgentDeployments (by id and by name, observed), one shown
+/// `UNUSED`, one platform preview, one left alone. The report counts the
+/// three outside (the preview apart), the workspace is listed once per
+/// period, and `agentctl unmanaged` lists them with their export commands.
+#[tokio::test]
+async fn the_plane_reports_unmanaged_deployments_once_per_drift_period() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-unmanaged")
+        .resync_seconds(PERIOD_S)
+        .start()
+        .await;
+    let mut ids = std::collections::HashMap::new();
+    for name in ["by-id", "by-name", "legacy", "idle", "pr-42"] {
+        let d =
+            h.cp.create_deployment(&github_create_body(name, "main"))
+                .await
+                .unwrap();
+        ids.insert(name, d.id);
+    }
+    h.emulator
+        .force_deployment_status(&ids["idle"], "UNUSED")
+        .await;
+    h.emulator.mark_preview(&ids["pr-42"]).await;
+
+    let mut by_id = github_deployment("adopted-by-id", "main");
+    by_id["spec"]["name"] = "by-id".into();
+    by_id["spec"]["deploymentId"] = ids["by-id"].clone().into();
+    by_id["spec"]["managementPolicy"] = "Observe".into();
+    h.apply(by_id).await;
+    let mut by_name = github_deployment("by-name", "main");
+    by_name["spec"]["managementPolicy"] = "Observe".into();
+    h.apply(by_name).await;
+
+    let found = support::eventually(TIMEOUT, "the unmanaged report", || async {
+        report(&h).await.filter(|r| r.count == 2 && r.managed == 2)
+    })
+    .await;
+    assert_eq!(
+        (found.count, found.unused, found.previews, found.managed),
+        (2, 1, 1, 2),
+        "{found:?}"
+    );
+    assert_eq!(found.names, ["idle", "legacy"]);
+
+    // Both adopted (the one by name after its lookup, a list).
+    for name in ["adopted-by-id", "by-name"] {
+        support::wait_for(&h.api, name, TIMEOUT, "adopted", |o| {
+            o.status.as_ref()?.deployment_id.as_ref().map(|_| ())
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Steady: the plane lists the workspace once per period, whatever its
+    // status writes (observedAt changes at each listing); the observed
+    // AgentDeployments read their deployment by id and list nothing.
+    let mark = h.emulator.request_mark().await;
+    let window = Duration::from_secs_f64(PERIOD_S * 5.0);
+    tokio::time::sleep(window).await;
+    let lists: Vec<u64> = h
+        .emulator
+        .requests_since(mark)
+        .await
+        .iter()
+        .filter(|r| r.route == route::LIST)
+        .map(|r| r.t_ms)
+        .collect();
+    eprintln!("lists of the workspace in {window:?}: {lists:?}");
+    // 5 periods of 2 s ± 25 %: 4 to 7 lists.
+    assert!(
+        (4..=7).contains(&lists.len()),
+        "one list per period: {lists:?}"
+    );
+    for pair in lists.windows(2) {
+        let gap_ms = pair[1] - pair[0];
+        // The shortest jittered period is 1.5 s; a little slack for the
+        // scheduling of a loaded machine.
+        assert!(
+            gap_ms as f64 >= PERIOD_S * 1000.0 * 0.7,
+            "two lists within one period: {lists:?}"
+        );
+    }
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::PATCH), 0, "{counts:?}");
+    assert_eq!(counts.count(route::CREATE), 5, "only the seeds: {counts:?}");
+    let later = report(&h).await.unwrap();
+    assert_ne!(later.observed_at, found.observed_at, "listed again");
+    assert_eq!((later.count, later.unused, later.previews), (2, 1, 1));
+
+    // agentctl lists the same ones, with the command that exports each.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(["unmanaged", "-n", &h.ns, "-o", "json"])
+        .env("AGENT_CONTROL_PLANE_URL", &h.emulator.base_url)
+        .env("AGENT_WORKSPACE_ID", WORKSPACE)
+        .env("AGENT_API_KEY", support::API_KEY)
+        .env("KUBECONFIG", &h.kubeconfig)
+        .env_remove("AGENT_CONTROL_PLANE_REGION")
+        .output()
+        .expect("running agentctl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains(support::API_KEY));
+    let rows: Vec<Value> = serde_json::from_str(&stdout).expect("a JSON list");
+    let listed: Vec<(&str, bool)> = rows
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap(), r["preview"] == true))
+        .collect();
+    assert_eq!(
+        listed,
+        [("idle", false), ("legacy", false), ("pr-42", true)]
+    );
+    assert_eq!(rows[0]["status"], "UNUSED");
+    assert_eq!(
+        rows[1]["export"],
+        format!(
+            "agentctl export {} -n {} --control-plane default",
+            ids["legacy"], h.ns
+        )
+    );
+}

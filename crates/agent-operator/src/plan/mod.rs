@@ -23,6 +23,8 @@
 //! - [`policy`]: `spec.managementPolicy` (`Observe`: read only, drift
 //!   listed);
 //! - [`logtail`]: the secret-free tail of a failure log;
+//! - [`serving`]: which revision serves, its commit or image digest, and
+//!   whether it was verified (`status.serving`);
 //! - [`secrets_hash`]: the keyed hash of the secret values last sent
 //!   (`status.secretsHash`).
 //!
@@ -39,6 +41,7 @@ pub mod image;
 pub mod logtail;
 pub mod policy;
 pub mod secrets_hash;
+pub mod serving;
 pub mod shapes;
 pub mod status;
 pub mod steps;

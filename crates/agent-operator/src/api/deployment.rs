@@ -641,6 +641,64 @@ pub struct AgentDeploymentSpec {
     /// credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_secret_ref: Option<LocalObjectRef>,
+    /// Automatic rollback: when a new revision fails (its verification, or
+    /// with `onFailedRevision` its build or deploy), the operator redeploys
+    /// the last verified revision (`POST
+    /// /v2/deployments/{id}/revisions/{revision_id}/redeploy`), once per
+    /// failed revision, and reports `Stalled`/`RolledBack` (`Ready=False`)
+    /// without applying the spec again until it changes, a referenced
+    /// Secret value changes or a redeploy is requested. Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RollbackSpec>,
+}
+
+/// `spec.rollback`: when the operator rolls back by itself (both default
+/// false).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackSpec {
+    /// Roll back when the latest revision is `DEPLOYED` but its
+    /// verification (`spec.verify`, required for this to act) failed with a
+    /// reason that needs a person (not `RevisionNotActive`), or with
+    /// `AgentServerUnreachable` three times in a row. The target is the
+    /// newest revision whose verification passed.
+    #[serde(default)]
+    pub on_failed_verification: bool,
+    /// Roll back when the latest revision ends failed (`BUILD_FAILED`,
+    /// `DEPLOY_FAILED`, `CREATE_FAILED`, ...): the previous revision still
+    /// serves, but the deployment's configuration is the failed one. The
+    /// target is the newest verified revision (with `spec.verify`), else
+    /// the newest `DEPLOYED` one.
+    #[serde(default)]
+    pub on_failed_revision: bool,
+}
+
+/// `status.rollback`: the last automatic rollback (`spec.rollback`). A
+/// revision named in `fromRevisionId` is never rolled back again, nor is the
+/// revision the rollback made (`revisionId`), so a restart never repeats it
+/// and a target that fails in turn causes no loop.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackStatus {
+    /// The revision that failed.
+    pub from_revision_id: String,
+    /// The revision whose configuration was redeployed (the last verified
+    /// one).
+    pub to_revision_id: String,
+    /// The new revision the redeploy made (carrying `toRevisionId`'s
+    /// configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_id: Option<String>,
+    /// `metadata.generation` of the spec that failed: while it is the
+    /// generation and `revisionId` the latest revision, the spec is not
+    /// applied again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// When the rollback was requested (RFC 3339).
+    pub at: String,
+    /// Why: the verification's failure reason (e.g. `AssistantsMissing`) or
+    /// the failed revision's status (e.g. `BUILD_FAILED`).
+    pub reason: String,
 }
 
 impl AgentDeploymentSpec {
@@ -1064,6 +1122,9 @@ pub struct AgentDeploymentStatus {
     /// The last verification attempt (`spec.verify`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationStatus>,
+    /// The last automatic rollback (`spec.rollback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RollbackStatus>,
     /// When `spec.expiry` makes this deployment expire (RFC 3339), as last
     /// computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -22,6 +22,8 @@
 //! - [`fight`]: the cap on corrections of drift;
 //! - [`policy`]: `spec.managementPolicy` (`Observe`: read only, drift
 //!   listed);
+//! - [`rollback`]: `spec.rollback`, whether to redeploy the last verified
+//!   revision in place of a failed one, and the spec held back meanwhile;
 //! - [`logtail`]: the secret-free tail of a failure log;
 //! - [`serving`]: which revision serves, its commit or image digest, and
 //!   whether it was verified (`status.serving`);
@@ -40,6 +42,7 @@ pub mod fight;
 pub mod image;
 pub mod logtail;
 pub mod policy;
+pub mod rollback;
 pub mod secrets_hash;
 pub mod serving;
 pub mod shapes;

@@ -66,6 +66,7 @@ mod operator_rbac;
 mod operator_redeploy;
 mod operator_request_budget;
 mod operator_revisions;
+mod operator_rollback;
 mod operator_secret_references;
 mod operator_secrets;
 mod operator_service_statuses;

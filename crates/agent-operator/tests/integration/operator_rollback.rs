@@ -4,6 +4,9 @@
 //! resource reports `RolledBack` naming both revisions and stays
 //! `Ready=False` without applying the spec again, until the spec changes.
 //!
+//! With `onFailedRevision`, a failed build is rolled back to the revision
+//! that served (without `spec.verify`: the newest `DEPLOYED` one).
+//!
 //! Verification fails on a revision whose `repo_ref` carries `unhealthy`:
 //! the emulator's agent server then serves no graph (an emulator fault).
 //!
@@ -142,4 +145,50 @@ async fn three_failed_verifications_make_exactly_three_rollbacks_and_no_loop() {
     let end = h.emulator.requests().await;
     assert_eq!(end.count(route::REDEPLOY_REVISION), 3);
     assert_eq!(end.count(route::PATCH), 3);
+}
+
+#[tokio::test]
+async fn a_failed_build_is_rolled_back_to_the_revision_that_served_without_verify() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-rollback-build")
+        .scenario("BUILD_FAILED:repo_ref=broken")
+        .start()
+        .await;
+    let name = "rebuilt-agent";
+    let with_policy = |repo_ref: &str| {
+        let mut m = github_deployment(name, repo_ref);
+        m["spec"]["rollback"] = json!({"onFailedRevision": true});
+        m
+    };
+    h.converge(with_policy("main"), TIMEOUT).await;
+    let good = h.api.get(name).await.unwrap().status.unwrap();
+    let good_rid = good.latest_revision_id.clone().unwrap();
+    let obj = h.apply(with_policy("broken")).await;
+    let generation = obj.metadata.generation;
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "rolled back", |o| {
+        let s = o.status.as_ref()?;
+        let r = s.rollback.as_ref()?;
+        let ready = condition(o, "Ready")?;
+        (r.generation == generation
+            && ready.reason == "RolledBack"
+            && condition(o, "Stalled").is_some_and(|c| c.status == "True")
+            && s.revision_status.as_deref() == Some("DEPLOYED"))
+        .then(|| o.clone())
+    })
+    .await;
+    let status = obj.status.unwrap();
+    let r = status.rollback.unwrap();
+    assert_eq!(r.reason, "BUILD_FAILED");
+    assert_eq!(r.to_revision_id, good_rid, "the revision that served");
+    assert_eq!(
+        status.last_failed_revision_id.as_deref(),
+        Some(r.from_revision_id.as_str())
+    );
+    let serving = status.serving.unwrap();
+    assert_eq!(Some(serving.revision_id), r.revision_id);
+    assert_eq!(serving.repo_ref.as_deref(), Some("main"));
+    assert!(!serving.verified, "no spec.verify: not verified");
+    let log = h.emulator.requests().await;
+    assert_eq!(log.count(route::REDEPLOY_REVISION), 1);
+    assert_eq!(log.count(route::PATCH), 1);
 }

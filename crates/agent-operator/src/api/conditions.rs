@@ -142,6 +142,10 @@ pub mod reason {
     /// The deployment's `active_revision_id` is not the revision just
     /// deployed, so the agent server may still serve the previous one.
     pub const REVISION_NOT_ACTIVE: &str = "RevisionNotActive";
+    /// `spec.rollback`: the latest revision failed (its verification, or
+    /// its build or deploy) and the operator redeployed the last verified
+    /// revision; the spec is not applied again until it changes.
+    pub const ROLLED_BACK: &str = "RolledBack";
     /// The Warning event of a verification that failed (once per failure
     /// reason and revision, not on every retry).
     pub const VERIFICATION_FAILED: &str = "VerificationFailed";

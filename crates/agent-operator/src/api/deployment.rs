@@ -468,6 +468,8 @@ pub struct DeploymentSecretReference {
     printcolumn = r#"{"name":"Source","type":"string","priority":1,"description":"github or external_docker","jsonPath":".spec.source"}"#,
     printcolumn = r#"{"name":"Deployment-ID","type":"string","priority":1,"description":"Id of the remote deployment","jsonPath":".status.deploymentId"}"#,
     printcolumn = r#"{"name":"Revision-ID","type":"string","priority":1,"description":"Id of the latest revision","jsonPath":".status.latestRevisionId"}"#,
+    printcolumn = r#"{"name":"Serving","type":"string","priority":1,"description":"The serving revision's commit (first 7 characters) or image digest (first 12 hex digits)","jsonPath":".status.serving.short"}"#,
+    printcolumn = r#"{"name":"Verified","type":"boolean","priority":1,"description":"Whether the serving revision passed spec.verify (false without spec.verify: not verified)","jsonPath":".status.serving.verified"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
     validation = Rule::new(rules::frozen_rule("source", None)).message(rules::frozen_message("source").as_str()),
     validation = Rule::new(rules::frozen_rule("name", Some("{o}.metadata.name"))).message(rules::frozen_message("name").as_str()),
@@ -639,6 +641,64 @@ pub struct AgentDeploymentSpec {
     /// credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull_secret_ref: Option<LocalObjectRef>,
+    /// Automatic rollback: when a new revision fails (its verification, or
+    /// with `onFailedRevision` its build or deploy), the operator redeploys
+    /// the last verified revision (`POST
+    /// /v2/deployments/{id}/revisions/{revision_id}/redeploy`), once per
+    /// failed revision, and reports `Stalled`/`RolledBack` (`Ready=False`)
+    /// without applying the spec again until it changes, a referenced
+    /// Secret value changes or a redeploy is requested. Default: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RollbackSpec>,
+}
+
+/// `spec.rollback`: when the operator rolls back by itself (both default
+/// false).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackSpec {
+    /// Roll back when the latest revision is `DEPLOYED` but its
+    /// verification (`spec.verify`, required for this to act) failed with a
+    /// reason that needs a person (not `RevisionNotActive`), or with
+    /// `AgentServerUnreachable` three times in a row. The target is the
+    /// newest revision whose verification passed.
+    #[serde(default)]
+    pub on_failed_verification: bool,
+    /// Roll back when the latest revision ends failed (`BUILD_FAILED`,
+    /// `DEPLOY_FAILED`, `CREATE_FAILED`, ...): the previous revision still
+    /// serves, but the deployment's configuration is the failed one. The
+    /// target is the newest verified revision (with `spec.verify`), else
+    /// the newest `DEPLOYED` one.
+    #[serde(default)]
+    pub on_failed_revision: bool,
+}
+
+/// `status.rollback`: the last automatic rollback (`spec.rollback`). A
+/// revision named in `fromRevisionId` is never rolled back again, nor is the
+/// revision the rollback made (`revisionId`), so a restart never repeats it
+/// and a target that fails in turn causes no loop.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackStatus {
+    /// The revision that failed.
+    pub from_revision_id: String,
+    /// The revision whose configuration was redeployed (the last verified
+    /// one).
+    pub to_revision_id: String,
+    /// The new revision the redeploy made (carrying `toRevisionId`'s
+    /// configuration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_id: Option<String>,
+    /// `metadata.generation` of the spec that failed: while it is the
+    /// generation and `revisionId` the latest revision, the spec is not
+    /// applied again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// When the rollback was requested (RFC 3339).
+    pub at: String,
+    /// Why: the verification's failure reason (e.g. `AssistantsMissing`) or
+    /// the failed revision's status (e.g. `BUILD_FAILED`).
+    pub reason: String,
 }
 
 impl AgentDeploymentSpec {
@@ -890,6 +950,49 @@ pub struct RevisionSummary {
     /// `spec.imagePolicy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_digest: Option<String>,
+    /// `true` once a verification (`spec.verify`) of this revision passed,
+    /// `false` when its last verification failed; absent when it was never
+    /// verified (no `spec.verify`, or not yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+}
+
+/// `status.serving`: the revision that serves now (the deployment's
+/// `active_revision_id`; the project's API notes, sections "Deployment" and
+/// "Revision"), with what identifies the code it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServingRevision {
+    /// Revision id (uuid).
+    pub revision_id: String,
+    /// The commit the platform built it from (`github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_sha: Option<String>,
+    /// The digest (`sha256:<hex>`) of the image it runs, when its `imageUri`
+    /// names one (`external_docker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
+    /// The image it runs (`external_docker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_uri: Option<String>,
+    /// The git ref it was built from (`github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_ref: Option<String>,
+    /// The short form shown by `kubectl get agd -o wide`: the first 7
+    /// characters of `commitSha`, or the first 12 hex digits of
+    /// `imageDigest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short: Option<String>,
+    /// Whether its verification (`spec.verify`) passed; always `false`
+    /// without `spec.verify`: not verified, which says nothing of whether
+    /// it works.
+    pub verified: bool,
+    /// When it was last verified successfully (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_at: Option<String>,
+    /// Since when the operator has seen it serving (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 /// Observed state of an `AgentDeployment`.
@@ -914,6 +1017,11 @@ pub struct AgentDeploymentStatus {
     /// Id of the revision currently serving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_revision_id: Option<String>,
+    /// The revision currently serving, with its commit or image digest and
+    /// whether it was verified (absent until the deployment names an
+    /// active revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<ServingRevision>,
     /// Deployment status, e.g. `READY`, `UNUSED`, `AWAITING_DELETE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_status: Option<String>,
@@ -1014,6 +1122,9 @@ pub struct AgentDeploymentStatus {
     /// The last verification attempt (`spec.verify`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<VerificationStatus>,
+    /// The last automatic rollback (`spec.rollback`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<RollbackStatus>,
     /// When `spec.expiry` makes this deployment expire (RFC 3339), as last
     /// computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

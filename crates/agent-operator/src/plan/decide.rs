@@ -124,6 +124,7 @@ pub fn converged_on(status: &AgentDeploymentStatus, generation: Option<i64>) -> 
                         reason::REVISION_INTERRUPTED,
                         reason::DRIFT_NOT_CONVERGING,
                         reason::DRIFT_FIGHT,
+                        reason::ROLLED_BACK,
                     ]
                     .contains(&c.reason.as_str()))
         })

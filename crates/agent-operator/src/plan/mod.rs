@@ -22,7 +22,11 @@
 //! - [`fight`]: the cap on corrections of drift;
 //! - [`policy`]: `spec.managementPolicy` (`Observe`: read only, drift
 //!   listed);
+//! - [`rollback`]: `spec.rollback`, whether to redeploy the last verified
+//!   revision in place of a failed one, and the spec held back meanwhile;
 //! - [`logtail`]: the secret-free tail of a failure log;
+//! - [`serving`]: which revision serves, its commit or image digest, and
+//!   whether it was verified (`status.serving`);
 //! - [`secrets_hash`]: the keyed hash of the secret values last sent
 //!   (`status.secretsHash`);
 //! - [`unmanaged`]: the AgentControlPlane's report of the deployments no
@@ -40,7 +44,9 @@ pub mod fight;
 pub mod image;
 pub mod logtail;
 pub mod policy;
+pub mod rollback;
 pub mod secrets_hash;
+pub mod serving;
 pub mod shapes;
 pub mod status;
 pub mod steps;

@@ -372,11 +372,11 @@ async fn resource_commands_redeploy_rollback_and_delete() {
     let serving = run.stdout.lines().find(|l| l.starts_with(&newest)).unwrap();
     assert!(serving.contains("DEPLOYED  *"), "{run:?}");
     // The emulator builds `agents:<commit>`: each row's COMMIT/DIGEST is
-    // that commit.
+    // that commit, in the 7 characters of kubectl's SERVING column.
     for line in run.stdout.lines().skip(1) {
         let commit = line.split("agents:").nth(1).unwrap_or_default();
-        let commit = &commit[..commit.len().min(12)];
-        assert_eq!(commit.len(), 12, "{line}");
+        let commit = &commit[..commit.len().min(7)];
+        assert_eq!(commit.len(), 7, "{line}");
         assert_eq!(line.matches(commit).count(), 2, "{line}");
     }
     let run = agentctl(&url, &["revisions", "get", "ops-agent", &newest]).await;

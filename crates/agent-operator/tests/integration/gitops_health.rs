@@ -331,6 +331,28 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
         argocd: "Degraded",
     });
 
+    // spec.rollback: a new revision failed its verification and the last
+    // verified one was redeployed; the spec did not converge.
+    let mut manifest = github_deployment("rolled-back", "main");
+    manifest["spec"]["verify"] = json!({"assistants": {"graphId": "agent"}});
+    manifest["spec"]["rollback"] = json!({"onFailedVerification": true});
+    h.apply(manifest.clone()).await;
+    wait_raw::<AgentDeployment>(&client, &ns, "rolled-back", "verified", |v| {
+        has(v, "Verified", "True", "Verified")
+    })
+    .await;
+    manifest["spec"]["sourceRevisionConfig"]["repoRef"] = json!("unhealthy");
+    h.apply(manifest).await;
+    rows.push(Row {
+        state: "AgentDeployment rolled back after a failed verification (spec.rollback)",
+        object: wait_raw::<AgentDeployment>(&client, &ns, "rolled-back", "RolledBack", |v| {
+            has(v, "Stalled", "True", "RolledBack")
+        })
+        .await,
+        kstatus: "Failed",
+        argocd: "Degraded",
+    });
+
     // waiting for a Secret.
     let mut manifest = github_deployment("needs-secret", "main");
     manifest["spec"]["secrets"] = json!([{"name": "OPENAI_API_KEY",

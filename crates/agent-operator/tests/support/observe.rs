@@ -125,6 +125,9 @@ pub mod route {
     pub const DELETE: &str = "DELETE /v2/deployments/{deployment_id}";
     /// Redeploy: a new revision with the current configuration.
     pub const REDEPLOY: &str = "POST /v2/deployments/{deployment_id}/revisions";
+    /// Rollback: a new revision with an earlier revision's configuration.
+    pub const REDEPLOY_REVISION: &str =
+        "POST /v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy";
     /// Read one revision.
     pub const GET_REVISION: &str = "GET /v2/deployments/{deployment_id}/revisions/{revision_id}";
     /// Read one listener.

@@ -10,6 +10,8 @@ use std::time::Instant;
 
 use agent_operator::controlplane::types::{Deployment, Listener, Revision, RevisionStatus};
 use agent_operator::controlplane::{ControlPlaneClient, ListDeployments, ListRevisions};
+use agent_operator::plan::serving;
+use agent_operator::registry;
 use clap::{Args, Subcommand};
 
 use crate::exit::{CliError, CliResult, Exit, PlaneResult};
@@ -74,7 +76,10 @@ pub struct RevisionsArgs {
 enum RevisionsCommand {
     /// List a deployment's revisions, newest first: SERVING marks the one
     /// serving, a DEPLOYED revision that no longer serves reads REPLACED,
-    /// COMMIT/DIGEST is the commit the platform built or the image digest.
+    /// COMMIT/DIGEST is the commit the platform built (7 characters) or the
+    /// image digest (12 hex digits), as `kubectl get agd -o wide` shows the
+    /// serving one. Whether a revision passed verification is known to the
+    /// operator only: `status.revisions[].verified` of the AgentDeployment.
     List {
         /// Deployment name or id.
         deployment: String,
@@ -341,19 +346,22 @@ fn shown_status(r: &Revision, active: Option<&str>) -> String {
     }
 }
 
-/// What a revision runs: the commit the platform built (`repo_commit_sha`,
-/// its first 12 digits) or the digest its image names (`@sha256:`, its first
-/// 12 hex digits); `-` when neither is known (an image by tag).
+/// What a revision runs, in the short forms of the operator's `SERVING`
+/// column (`kubectl get agd -o wide`, [`serving::short`]): the commit the
+/// platform built (`repo_commit_sha`, its first 7 characters) or the digest
+/// its image names (`@sha256:`, its first 12 hex digits); `-` when neither is
+/// known (an image by tag).
 fn provenance(r: &Revision) -> String {
     let rc = r.source_revision_config.clone().unwrap_or_default();
-    if let Some(sha) = rc.repo_commit_sha.filter(|s| !s.is_empty()) {
-        return sha.chars().take(12).collect();
+    let digest = rc.image_uri.as_deref().and_then(registry::digest_of);
+    match (rc.repo_commit_sha.filter(|s| !s.is_empty()), digest) {
+        (Some(sha), _) => serving::short(Some(&sha), None).unwrap_or_default(),
+        (None, Some(d)) => format!(
+            "sha256:{}",
+            serving::short(None, Some(&d)).unwrap_or_default()
+        ),
+        (None, None) => "-".to_owned(),
     }
-    rc.image_uri
-        .as_deref()
-        .and_then(|image| image.split_once("@sha256:"))
-        .map(|(_, hex)| format!("sha256:{}", hex.chars().take(12).collect::<String>()))
-        .unwrap_or_else(|| "-".to_owned())
 }
 
 fn revision_row(r: &Revision, active: Option<&str>) -> Vec<String> {
@@ -676,7 +684,7 @@ mod tests {
         );
         assert_eq!(
             revision_row(&built, Some("r2"))[1..4],
-            ["REPLACED", "", "0123456789ab"]
+            ["REPLACED", "", "0123456"]
         );
         assert_eq!(
             revision_row(&pinned, Some("r2"))[1..4],

@@ -21,6 +21,7 @@ use crate::plan::decide::{self, After};
 use crate::plan::desired;
 use crate::plan::fight;
 use crate::plan::policy;
+use crate::plan::rollback;
 use crate::plan::shapes::{self, Memory};
 use crate::plan::status::Outcome;
 use crate::plan::steps::{self, RemoteGone};
@@ -172,7 +173,14 @@ async fn change(
         pass.status.drift = policy::drift(body, &remote, &patch);
     }
     let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
-    match policy::after(policy, decide::after_read(&read)) {
+    let held = rollback::holds(
+        pass.previous.rollback.as_ref(),
+        pass.obj.metadata.generation,
+        remote.latest_revision_id.as_deref(),
+    );
+    let changed = read.secrets_changed_here || read.image_moved_here || read.redeploy_requested;
+    let step = rollback::held_back(decide::after_read(&read), held, changed);
+    match policy::after(policy, step) {
         After::RemoteDeleting => Err(remote_deleting(pass, &remote.id)),
         After::Fight { fields } => {
             let outcome = Outcome::Stalled {

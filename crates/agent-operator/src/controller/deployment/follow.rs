@@ -12,12 +12,15 @@ use super::report::Report;
 use super::{plane_key, seconds_until};
 use crate::api::conditions::{READY, find, reason};
 use crate::api::deployment::{
-    AgentDeployment, DEFAULT_PROGRESS_DEADLINE_SECONDS, REVISION_HISTORY_LIMIT, RevisionSummary,
+    AgentDeployment, DEFAULT_PROGRESS_DEADLINE_SECONDS, ManagementPolicy, REVISION_HISTORY_LIMIT,
+    RevisionSummary, RollbackStatus,
 };
 use crate::controller::jittered;
 use crate::controlplane::types::{LogOrder, LogQuery, Revision, RevisionStatus};
 use crate::plan::decide;
 use crate::plan::logtail::{self, FailureLog};
+use crate::plan::rollback::{self, RollbackStep};
+use crate::plan::serving;
 use crate::plan::shapes;
 use crate::plan::status::Outcome;
 use crate::plan::steps::{LatestFrom, LatestKnown};
@@ -75,6 +78,12 @@ pub(super) async fn follow(pass: &mut Pass<'_>, acted: Acted) -> Box<Report> {
         Ok(v) => v,
         Err(e) => return Report::failed(e),
     };
+    let (outcome, verify_wait) = match roll_back(pass, &view, &latest, outcome).await {
+        // The revision the rollback made is polled, not a verification.
+        Ok((outcome, true)) => (outcome, None),
+        Ok((outcome, false)) => (outcome, verify_wait),
+        Err(report) => return report,
+    };
     if matches!(outcome, Outcome::Ready { .. })
         && let Some(seconds) = time_to_ready(pass.obj)
     {
@@ -82,6 +91,97 @@ pub(super) async fn follow(pass: &mut Pass<'_>, acted: Acted) -> Box<Report> {
     }
     let action = requeue(pass, &outcome, overdue.is_some(), verify_wait, &latest);
     pass.finish(&outcome, Ok(action))
+}
+
+/// `spec.rollback` ([`rollback::decide`]): redeploys the last verified
+/// revision in place of a latest revision that failed (the pass's one
+/// mutation: a pass that sent a PATCH or a redeploy follows a revision in
+/// progress, which never fails here), records it in `status.rollback`, and
+/// reports `RolledBack` while it holds ([`rollback::outcome`]). `Ok((_,
+/// true))`: this pass rolled back.
+async fn roll_back(
+    pass: &mut Pass<'_>,
+    view: &RemoteView,
+    latest: &Latest,
+    outcome: Outcome,
+) -> Result<(Outcome, bool), Box<Report>> {
+    let generation = pass.obj.metadata.generation;
+    let known = rollback::RollbackKnown {
+        policy: pass.obj.spec.rollback.as_ref(),
+        verify: pass.obj.spec.verify.is_some(),
+        latest: latest.id.as_deref(),
+        latest_status: latest.status.as_ref(),
+        verification: pass.status.verification.as_ref(),
+        revisions: &pass.status.revisions,
+        previous: pass.previous.rollback.as_ref(),
+    };
+    let step = if pass.obj.spec.management_policy == ManagementPolicy::Observe {
+        RollbackStep::Stay
+    } else {
+        rollback::decide(&known)
+    };
+    match step {
+        RollbackStep::Rollback { from, to, reason } => {
+            let d = match pass.cp.redeploy_revision(&view.id, &to).await {
+                Ok(d) => d,
+                Err(e) => return Err(pass.fail("rollback", e)),
+            };
+            let made = d.latest_revision_id.clone();
+            let record = RollbackStatus {
+                from_revision_id: from,
+                to_revision_id: to,
+                revision_id: made.clone(),
+                generation,
+                at: jiff::Timestamp::now().to_string(),
+                reason,
+            };
+            let message = rollback::message(&record, &pass.status.revisions);
+            tracing::info!(
+                from = record.from_revision_id,
+                to = record.to_revision_id,
+                "rolled back"
+            );
+            pass.status.rollback = Some(record);
+            if let Some(rid) = made {
+                let key = pass.seen.key.clone();
+                let started = rid.clone();
+                pass.remember
+                    .push(move |ctx| ctx.revision_started(&key, &started));
+                pass.status.latest_revision_id = Some(rid);
+                pass.status.revision_status = Some(RevisionStatus::Creating.to_string());
+            }
+            let outcome = Outcome::Progressing {
+                reason: reason::ROLLED_BACK,
+                message,
+            };
+            Ok((outcome, true))
+        }
+        RollbackStep::NoTarget { from, reason } => {
+            let outcome = match outcome {
+                Outcome::Stalled { reason: r, message } => Outcome::Stalled {
+                    reason: r,
+                    message: format!(
+                        "{message}; spec.rollback: no earlier revision to roll back to ({from}: {reason})"
+                    ),
+                },
+                other => other,
+            };
+            Ok((outcome, false))
+        }
+        RollbackStep::Stay => {
+            let held = pass.status.rollback.as_ref().filter(|r| {
+                rollback::holds(
+                    Some(r),
+                    generation,
+                    pass.status.latest_revision_id.as_deref(),
+                )
+            });
+            Ok(match held {
+                Some(r) => (rollback::outcome(outcome, r, &pass.status.revisions), false),
+                None => (outcome, false),
+            })
+        }
+    }
 }
 
 /// The latest revision: the one the act step read or started, the one
@@ -220,8 +320,13 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
     // until now): its event names the deployment created.
     let first = pass.created || pass.seen.unwritten;
     let name = &pass.seen.body.name;
+    let history = &pass.status.revisions;
     pass.events
         .extend(verdict::revision_event(outcome, revision_changed).map(|e| {
+            let e = match latest.id.as_deref() {
+                Some(rid) => (e.0, e.1, serving::name_revision(&e.2, rid, history)),
+                None => e,
+            };
             if first {
                 verdict::of_created(e, &view.id, name)
             } else {
@@ -322,10 +427,15 @@ fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
         image_digest: config
             .and_then(|c| c.image_uri.as_deref())
             .and_then(crate::registry::digest_of),
+        verified: None,
     };
     let position = history.iter().position(|r| r.id == rev.id);
     match position {
-        Some(i) => history[i] = entry,
+        Some(i) => {
+            // What its verification found is ours, not the control plane's.
+            let verified = history[i].verified;
+            history[i] = RevisionSummary { verified, ..entry };
+        }
         None => history.insert(0, entry),
     }
     // Newest first by creation time (RFC 3339 strings of one service sort).

@@ -1,8 +1,9 @@
 //! Write-sequence tests of the AgentDeployment pass, without a cluster
 //! (the tier of kube-rs controller-rs `fixtures.rs`): one scenario per path
 //! (create, poll, patch, drift, rejection, stall, delete; then adoption,
-//! crash recovery, name conflict, redeploy, re-create, unheld PATCH and
-//! verification, which also pin the control plane requests) runs
+//! crash recovery, name conflict, redeploy, re-create, unheld PATCH,
+//! verification and automatic rollback, which also pin the control plane
+//! requests) runs
 //! [`super::reconcile`] against the in-process control plane emulator and
 //! the fake Kubernetes API shared by every kind
 //! ([`crate::controller::fake_api`]), which serves the objects the pass
@@ -778,4 +779,67 @@ async fn a_restart_writes_an_id_annotation_a_kill_left_out_without_a_request() {
     // A restart on a complete object writes nothing and sends nothing.
     s.restart();
     assert_eq!(s.step().await, seen(&[], &[]));
+}
+
+/// `spec.rollback.onFailedVerification` (issue 33 item 4): the pass that
+/// sees a new revision fail its verification redeploys the last verified
+/// one (its one mutation) and reports `RolledBack` with one Warning; the
+/// rollback's revision is verified and the resource stays `Stalled`; later
+/// passes, a restart included, send no PATCH and no second rollback.
+#[tokio::test]
+async fn a_failed_verification_is_rolled_back_once_and_the_spec_held_back() {
+    let mut s = Scenario::new(QUICK, FOREVER).await;
+    s.edit(|o| {
+        o["spec"]["verify"] = json!({"assistants": {"graphId": "agent", "minCount": 1}});
+        o["spec"]["rollback"] = json!({"onFailedVerification": true});
+    });
+    s.step().await;
+    settle().await;
+    s.step().await;
+    s.edit(|o| {
+        o["spec"]["sourceRevisionConfig"]["imageUri"] =
+            json!("registry.example.com/acme/app:unhealthy");
+        o["metadata"]["generation"] = json!(2);
+    });
+    assert_eq!(
+        s.step().await,
+        seen(
+            &["status RevisionInProgress", "event Normal Patched"],
+            &[GET, "PATCH /v2/deployments/{deployment_id} 200"],
+        )
+    );
+    settle().await;
+    let mut requests = VERIFYING.to_vec();
+    requests.push("POST /v2/deployments/{deployment_id}/revisions/{revision_id}/redeploy 200");
+    assert_eq!(
+        s.step().await,
+        seen(
+            &[
+                "status RolledBack",
+                "event Warning RolledBack",
+                "event Normal RevisionDeployed",
+                "event Warning VerificationFailed",
+            ],
+            &requests,
+        )
+    );
+    settle().await;
+    assert_eq!(
+        s.step().await,
+        seen(
+            &[
+                "status RolledBack",
+                "event Normal RevisionDeployed",
+                "event Normal Verified",
+            ],
+            &VERIFYING,
+        )
+    );
+    let status = s.object().status.unwrap();
+    let rollback = status.rollback.clone().unwrap();
+    assert_eq!(status.latest_revision_id, rollback.revision_id);
+    assert_eq!(status.serving.map(|v| v.verified), Some(true));
+    assert_eq!(s.step().await, seen(&[], &[GET]), "no PATCH, no rollback");
+    s.restart();
+    assert_eq!(s.step().await, seen(&[], &[]), "a restart repeats nothing");
 }

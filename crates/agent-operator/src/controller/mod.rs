@@ -134,6 +134,10 @@ pub struct Context {
     /// The image registries of `spec.imagePolicy` (one budget per registry
     /// host, shared by every AgentDeployment).
     pub registry: crate::registry::RegistryClient,
+    /// Every AgentDeployment store, where a target of `spec.promotion`
+    /// finds its source, and the changes of what sources serve
+    /// ([`deployment::promotion`]).
+    pub promotions: deployment::promotion::Promotions,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -181,6 +185,7 @@ impl Context {
             unshown: Default::default(),
             previews: Default::default(),
             registry: Default::default(),
+            promotions: Default::default(),
         }
     }
 

@@ -22,6 +22,8 @@
 //! - [`fight`]: the cap on corrections of drift;
 //! - [`policy`]: `spec.managementPolicy` (`Observe`: read only, drift
 //!   listed);
+//! - [`promotion`]: `spec.promotion`, what a target deploys of its
+//!   source (refused, waiting, or the digest or ref to send);
 //! - [`logtail`]: the secret-free tail of a failure log;
 //! - [`secrets_hash`]: the keyed hash of the secret values last sent
 //!   (`status.secretsHash`).
@@ -38,6 +40,7 @@ pub mod fight;
 pub mod image;
 pub mod logtail;
 pub mod policy;
+pub mod promotion;
 pub mod secrets_hash;
 pub mod shapes;
 pub mod status;

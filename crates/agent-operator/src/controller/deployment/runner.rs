@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::future::join_all;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -235,8 +235,14 @@ where
     ctx.planes
         .register_stores(plane_store.clone(), secret_meta_store);
 
-    let (store, trigger) = deployment_watch(deployments, shard);
+    let offers = ctx.clone();
+    let (store, trigger) = deployment_watch(deployments, shard, move |o: &AgentDeployment| {
+        offers.promotions.observe(o);
+    });
     ctx.secrets.register(store.clone());
+    ctx.promotions.register(store.clone());
+    let promotion_changes = ctx.promotions.changes();
+    let promotion_store = store.clone();
     ctx.secrets.register(plane_store.clone());
     let controller = Controller::for_stream(trigger, store.clone());
     let deployment_store = store.clone();
@@ -246,7 +252,13 @@ where
         .watches_stream(secret_trigger, move |secret: PartialObjectMeta<Secret>| {
             referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
         })
-        .watches_stream(plane_trigger, plane_mapper(store, plane_store.clone()));
+        .watches_stream(plane_trigger, plane_mapper(store, plane_store.clone()))
+        // A source of `spec.promotion` that serves something else wakes
+        // its targets of this namespace (or of every one, for a
+        // cluster-wide controller).
+        .watches_stream(promotion_changes, move |source: AgentDeployment| {
+            super::promotion::targets_of(&promotion_store, &source)
+        });
     // Unbounded here (0): the permits of [`observed_reconcile`] bound the
     // passes that run, while passes waiting for their plane's turn must not
     // take the controller's slots from other planes.
@@ -266,14 +278,19 @@ where
 /// keeps every object (without managedFields); a pass is triggered only by
 /// what a user controls (see [`deployment_trigger_hash`]), never by the
 /// operator's own status, annotation or event writes. Only the objects of
-/// `shard` are watched.
-fn deployment_watch(
+/// `shard` are watched. `offered` sees every applied object first (what a
+/// promotion source serves: [`super::promotion::Promotions::observe`]).
+fn deployment_watch<F>(
     deployments: Api<AgentDeployment>,
     shard: &crate::shard::Shard,
+    offered: F,
 ) -> (
     Store<AgentDeployment>,
-    impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + use<>,
-) {
+    impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + use<F>,
+)
+where
+    F: Fn(&AgentDeployment) + Send + Sync + 'static,
+{
     let (store, writer) = reflector::store::<AgentDeployment>();
     let trigger = relist_at_once(
         DEPLOYMENT_KIND,
@@ -286,6 +303,11 @@ fn deployment_watch(
     .modify(strip_managed_fields)
     .reflect(writer)
     .applied_objects()
+    .inspect(move |o| {
+        if let Ok(o) = o {
+            offered(o);
+        }
+    })
     .predicate_filter(deployment_trigger_hash, Default::default());
     (store, trigger)
 }

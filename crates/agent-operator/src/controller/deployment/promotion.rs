@@ -1,0 +1,230 @@
+//! The edges of `spec.promotion` (the decision is `plan::promotion`):
+//! - [`Promotions`], in the context: every AgentDeployment store of the
+//!   operator (one per watched namespace), so that a target finds its
+//!   source in the watch cache, in its namespace or another, without a
+//!   request; and the channel on which a source that starts serving
+//!   something else wakes its targets;
+//! - [`offer_hash`]: what of a source its targets decide on (what it
+//!   serves, its grants, its kind and repository): only a change of it
+//!   wakes them, never a status write that changes nothing of it;
+//! - [`step`]: the step of a target's pass, read from the cache and the
+//!   clock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
+use crate::plan::promotion::{self, Serving, SourceView, Step, Target};
+
+/// Capacity of the channel of changed sources: a controller that lags
+/// behind it wakes every promoted target of its namespace instead.
+const CHANGES_CAPACITY: usize = 256;
+
+/// The AgentDeployment stores of the operator and the changes of what the
+/// sources among them offer (one per operator, in the context).
+pub struct Promotions {
+    stores: Mutex<Vec<Store<AgentDeployment>>>,
+    offered: Mutex<HashMap<ObjectRef<AgentDeployment>, u64>>,
+    changes: tokio::sync::broadcast::Sender<AgentDeployment>,
+}
+
+impl Default for Promotions {
+    fn default() -> Self {
+        Self {
+            stores: Mutex::default(),
+            offered: Mutex::default(),
+            changes: tokio::sync::broadcast::channel(CHANGES_CAPACITY).0,
+        }
+    }
+}
+
+impl std::fmt::Debug for Promotions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Promotions")
+    }
+}
+
+impl Promotions {
+    /// Adds a controller's AgentDeployment store to the ones sources are
+    /// looked up in.
+    pub fn register(&self, store: Store<AgentDeployment>) {
+        self.stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(store);
+    }
+
+    /// The AgentDeployment `namespace/name` from the watch cache, if the
+    /// operator watches it.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<AgentDeployment>> {
+        let key = ObjectRef::new(name).within(namespace);
+        self.stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find_map(|s| s.get(&key))
+    }
+
+    /// Called with every object the AgentDeployment watch applies: when
+    /// what it offers to targets ([`offer_hash`]) changed since the last
+    /// time (or it is seen for the first time), it is sent to every
+    /// controller, whose mapper wakes its targets ([`targets_of`]).
+    pub fn observe(&self, obj: &AgentDeployment) {
+        let hash = offer_hash(obj);
+        let before = self
+            .offered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ObjectRef::from_obj(obj), hash);
+        if before != Some(hash) {
+            // No receiver (no controller yet): nothing to wake.
+            let _ = self.changes.send(obj.clone());
+        }
+    }
+
+    /// A stream of the sources whose offer changed, for one controller's
+    /// `watches_stream`. A receiver that lagged yields nothing for the
+    /// lost items (their targets are woken by the next change, or by their
+    /// own requeue).
+    pub fn changes(
+        &self,
+    ) -> impl futures::Stream<Item = Result<AgentDeployment, kube::runtime::watcher::Error>> + Send + use<>
+    {
+        let rx = self.changes.subscribe();
+        futures::stream::unfold(rx, |mut rx| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(obj) => return Some((Ok(obj), rx)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+    }
+}
+
+/// Hash of what targets decide on about `obj` as a source: its kind,
+/// repository, `spec.verify` present, grants, and what it serves
+/// ([`serving_of`]) but not since when: the end of a soak is the target's
+/// own requeue. Its other status writes (polls, verification times,
+/// conditions) leave it unchanged.
+pub fn offer_hash(obj: &AgentDeployment) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let view = view_of(obj);
+    view.source.as_str().hash(&mut h);
+    view.repo_url.hash(&mut h);
+    view.grants.hash(&mut h);
+    view.verifies.hash(&mut h);
+    if let Some(s) = &view.serving {
+        (
+            s.revision_id,
+            s.commit_sha,
+            s.image_digest,
+            s.image_uri,
+            s.repo_ref,
+            s.verified,
+        )
+            .hash(&mut h);
+    }
+    obj.metadata.deletion_timestamp.is_some().hash(&mut h);
+    h.finish()
+}
+
+/// The AgentDeployments of `store` whose `spec.promotion.from` names
+/// `source`.
+pub fn targets_of(
+    store: &Store<AgentDeployment>,
+    source: &AgentDeployment,
+) -> Vec<ObjectRef<AgentDeployment>> {
+    let (ns, name) = (source.namespace().unwrap_or_default(), source.name_any());
+    store
+        .state()
+        .iter()
+        .filter(|d| {
+            d.spec.promotion.as_ref().is_some_and(|p| {
+                promotion::source_key(p, &d.namespace().unwrap_or_default())
+                    == (ns.clone(), name.clone())
+            })
+        })
+        .map(|d| ObjectRef::from_obj(d.as_ref()))
+        .collect()
+}
+
+/// What `obj` serves, from its status: the revision serving, its
+/// identity, whether it passed verification and since when.
+pub fn serving_of(status: &AgentDeploymentStatus) -> Option<Serving<'_>> {
+    let active = status.active_revision_id.as_deref()?;
+    let entry = status.revisions.iter().find(|r| r.id == active);
+    let verified = status.verified_revision_id.as_deref() == Some(active);
+    let soak_from = status
+        .verification
+        .as_ref()
+        .filter(|v| verified && v.revision_id == active)
+        .and_then(|v| v.last_run_time.parse().ok());
+    Some(Serving {
+        revision_id: active,
+        commit_sha: entry.and_then(|r| r.commit_sha.as_deref()),
+        image_digest: entry.and_then(|r| r.image_digest.as_deref()),
+        image_uri: entry.and_then(|r| r.image_uri.as_deref()),
+        repo_ref: entry.and_then(|r| r.repo_ref.as_deref()),
+        verified,
+        soak_from,
+    })
+}
+
+/// `obj` as a source.
+fn view_of(obj: &AgentDeployment) -> SourceView<'_> {
+    SourceView {
+        namespace: obj.metadata.namespace.as_deref().unwrap_or_default(),
+        name: obj.metadata.name.as_deref().unwrap_or_default(),
+        source: obj.spec.source,
+        repo_url: obj.spec.source_config.repo_url.as_deref(),
+        grants: obj
+            .spec
+            .promotion_grants
+            .iter()
+            .map(|g| g.namespace.as_str())
+            .collect(),
+        verifies: obj.spec.verify.is_some(),
+        serving: obj.status.as_ref().and_then(serving_of),
+    }
+}
+
+/// The promotion step of `obj` (`None`: no `spec.promotion`), its source
+/// read from `promotions` and the time now; `previous` is the status the
+/// pass starts from, `redeploy_requested` a redeploy annotation not yet
+/// acted on.
+pub fn step(
+    promotions: &Promotions,
+    obj: &AgentDeployment,
+    previous: &AgentDeploymentStatus,
+    redeploy_requested: bool,
+) -> Option<Step> {
+    let spec = obj.spec.promotion.as_ref()?;
+    let namespace = obj.namespace().unwrap_or_default();
+    let (src_ns, src_name) = promotion::source_key(spec, &namespace);
+    let source = promotions
+        .get(&src_ns, &src_name)
+        .filter(|s| s.metadata.deletion_timestamp.is_none());
+    let view = source.as_deref().map(view_of);
+    let name = obj.name_any();
+    let target = Target {
+        namespace: &namespace,
+        name: &name,
+        source: obj.spec.source,
+        repo_url: obj.spec.source_config.repo_url.as_deref(),
+        promotion: spec,
+        status: previous,
+        generation: obj.metadata.generation,
+        redeploy_requested,
+    };
+    Some(promotion::decide(
+        &target,
+        view.as_ref(),
+        jiff::Timestamp::now(),
+    ))
+}

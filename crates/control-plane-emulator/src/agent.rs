@@ -13,7 +13,11 @@
 //! other stream modes emit nothing); the server answers 404 for an unknown or
 //! deleted deployment and 503 until the deployment has an active
 //! (`DEPLOYED`) revision; the key check can be turned off
-//! ([`super::EmulatorConfig::agent_server_auth`]).
+//! ([`super::EmulatorConfig::agent_server_auth`]). A fault for tests of
+//! verification: while the active revision's `image_uri` or `repo_ref`
+//! contains [`UNHEALTHY_MARK`], the server serves no graph (the assistant
+//! search finds nothing, a run of `agent` is 404), as a revision that
+//! deployed but broke its graph would.
 
 use std::convert::Infallible;
 
@@ -38,6 +42,19 @@ use super::workspace::same_workspace;
 /// The graph every built-in agent server serves.
 pub const GRAPH_ID: &str = "agent";
 
+/// A revision whose `image_uri` or `repo_ref` contains this text deploys,
+/// but its agent server serves no graph (an emulator fault, for tests of
+/// verification and rollback).
+pub const UNHEALTHY_MARK: &str = "unhealthy";
+
+/// True when the revision configuration `config` carries [`UNHEALTHY_MARK`].
+fn unhealthy(config: &control_plane_wire::types::SourceRevisionConfig) -> bool {
+    [&config.image_uri, &config.repo_ref]
+        .into_iter()
+        .flatten()
+        .any(|v| v.contains(UNHEALTHY_MARK))
+}
+
 /// The agent server's own routes (health, info, docs, search, runs).
 pub(crate) fn agent_routes() -> Vec<AgentRoute> {
     vec![
@@ -53,6 +70,8 @@ pub(crate) fn agent_routes() -> Vec<AgentRoute> {
 pub(crate) struct Target {
     pub(crate) assistant: Value,
     assistant_id: Uuid,
+    /// The active revision serves its graph (no [`UNHEALTHY_MARK`]).
+    serves_graph: bool,
 }
 
 fn not_found() -> ApiError {
@@ -90,14 +109,16 @@ pub(crate) fn target(
                 ));
             }
         }
-        if d.active(now).is_none() {
+        let Some(active) = d.active(now) else {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("Deployment {id} has no active revision yet."),
             ));
-        }
+        };
+        let serves_graph = !unhealthy(&active.config);
         let created = rfc3339(d.created.wall);
         Ok(Target {
+            serves_graph,
             assistant_id: d.assistant_id,
             assistant: serde_json::to_value(Assistant {
                 assistant_id: d.assistant_id.to_string(),
@@ -164,9 +185,10 @@ async fn search(
     validate::check(&mut body, &ASSISTANT_SEARCH, &[json!("body")])
         .map_err(ApiError::validation)?;
     let a = &t.assistant;
-    let matches = body["metadata"]
-        .as_object()
-        .is_none_or(|m| m.iter().all(|(k, v)| a["metadata"].get(k) == Some(v)))
+    let matches = t.serves_graph
+        && body["metadata"]
+            .as_object()
+            .is_none_or(|m| m.iter().all(|(k, v)| a["metadata"].get(k) == Some(v)))
         && body["graph_id"].as_str().is_none_or(|g| g == GRAPH_ID)
         && body["name"].as_str().is_none_or(|n| n == GRAPH_ID);
     let mut all: Vec<Value> = if matches { vec![a.clone()] } else { Vec::new() };
@@ -241,8 +263,8 @@ async fn stream(
     let t = target(&state, &ids, &headers)?;
     validate::check(&mut body, &RUN_STREAM, &[json!("body")]).map_err(ApiError::validation)?;
     let assistant = body["assistant_id"].as_str().unwrap_or_default();
-    let known =
-        assistant == GRAPH_ID || Uuid::parse_str(assistant).is_ok_and(|u| u == t.assistant_id);
+    let known = t.serves_graph
+        && (assistant == GRAPH_ID || Uuid::parse_str(assistant).is_ok_and(|u| u == t.assistant_id));
     if !known {
         return Err(ApiError::not_found(format!(
             "Assistant {assistant} not found."

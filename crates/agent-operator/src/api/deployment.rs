@@ -468,6 +468,8 @@ pub struct DeploymentSecretReference {
     printcolumn = r#"{"name":"Source","type":"string","priority":1,"description":"github or external_docker","jsonPath":".spec.source"}"#,
     printcolumn = r#"{"name":"Deployment-ID","type":"string","priority":1,"description":"Id of the remote deployment","jsonPath":".status.deploymentId"}"#,
     printcolumn = r#"{"name":"Revision-ID","type":"string","priority":1,"description":"Id of the latest revision","jsonPath":".status.latestRevisionId"}"#,
+    printcolumn = r#"{"name":"Serving","type":"string","priority":1,"description":"The serving revision's commit (first 7 characters) or image digest (first 12 hex digits)","jsonPath":".status.serving.short"}"#,
+    printcolumn = r#"{"name":"Verified","type":"boolean","priority":1,"description":"Whether the serving revision passed spec.verify (false without spec.verify: not verified)","jsonPath":".status.serving.verified"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
     validation = Rule::new(rules::frozen_rule("source", None)).message(rules::frozen_message("source").as_str()),
     validation = Rule::new(rules::frozen_rule("name", Some("{o}.metadata.name"))).message(rules::frozen_message("name").as_str()),
@@ -999,6 +1001,49 @@ pub struct RevisionSummary {
     /// `spec.imagePolicy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_digest: Option<String>,
+    /// `true` once a verification (`spec.verify`) of this revision passed,
+    /// `false` when its last verification failed; absent when it was never
+    /// verified (no `spec.verify`, or not yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+}
+
+/// `status.serving`: the revision that serves now (the deployment's
+/// `active_revision_id`; the project's API notes, sections "Deployment" and
+/// "Revision"), with what identifies the code it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServingRevision {
+    /// Revision id (uuid).
+    pub revision_id: String,
+    /// The commit the platform built it from (`github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_sha: Option<String>,
+    /// The digest (`sha256:<hex>`) of the image it runs, when its `imageUri`
+    /// names one (`external_docker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
+    /// The image it runs (`external_docker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_uri: Option<String>,
+    /// The git ref it was built from (`github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_ref: Option<String>,
+    /// The short form shown by `kubectl get agd -o wide`: the first 7
+    /// characters of `commitSha`, or the first 12 hex digits of
+    /// `imageDigest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short: Option<String>,
+    /// Whether its verification (`spec.verify`) passed; always `false`
+    /// without `spec.verify`: not verified, which says nothing of whether
+    /// it works.
+    pub verified: bool,
+    /// When it was last verified successfully (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_at: Option<String>,
+    /// Since when the operator has seen it serving (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 /// Observed state of an `AgentDeployment`.
@@ -1023,6 +1068,11 @@ pub struct AgentDeploymentStatus {
     /// Id of the revision currently serving.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_revision_id: Option<String>,
+    /// The revision currently serving, with its commit or image digest and
+    /// whether it was verified (absent until the deployment names an
+    /// active revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<ServingRevision>,
     /// Deployment status, e.g. `READY`, `UNUSED`, `AWAITING_DELETE`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_status: Option<String>,

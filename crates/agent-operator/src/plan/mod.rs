@@ -25,6 +25,8 @@
 //! - [`promotion`]: `spec.promotion`, what a target deploys of its
 //!   source (refused, waiting, or the digest or ref to send);
 //! - [`logtail`]: the secret-free tail of a failure log;
+//! - [`serving`]: which revision serves, its commit or image digest, and
+//!   whether it was verified (`status.serving`);
 //! - [`secrets_hash`]: the keyed hash of the secret values last sent
 //!   (`status.secretsHash`).
 //!
@@ -42,6 +44,7 @@ pub mod logtail;
 pub mod policy;
 pub mod promotion;
 pub mod secrets_hash;
+pub mod serving;
 pub mod shapes;
 pub mod status;
 pub mod steps;

@@ -1,7 +1,7 @@
 //! The kubectl experience, end to end with the real `kubectl` against the
 //! real API server and a running operator: `kubectl apply`, printer columns
 //! (READY, STATUS, REVISION, URL, AGE; `-o wide` adds SOURCE,
-//! DEPLOYMENT-ID, REVISION-ID, MESSAGE), shortnames and the category
+//! DEPLOYMENT-ID, REVISION-ID, SERVING, VERIFIED, MESSAGE), shortnames and the category
 //! `agents`, `kubectl explain` with units and allowed values, `kubectl wait
 //! --for=condition=Ready`, `kubectl get events --sort-by=.lastTimestamp`,
 //! and a human reason in `kubectl get agd` when a
@@ -144,6 +144,8 @@ async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
             "SOURCE",
             "DEPLOYMENT-ID",
             "REVISION-ID",
+            "SERVING",
+            "VERIFIED",
             "MESSAGE"
         ],
         "{wide}"

@@ -69,6 +69,7 @@ mod operator_revisions;
 mod operator_secret_references;
 mod operator_secrets;
 mod operator_service_statuses;
+mod operator_serving;
 mod operator_status;
 mod operator_unheld_drift;
 mod operator_verify;

@@ -18,6 +18,7 @@ use crate::controller::jittered;
 use crate::controlplane::types::{LogOrder, LogQuery, Revision, RevisionStatus};
 use crate::plan::decide;
 use crate::plan::logtail::{self, FailureLog};
+use crate::plan::serving;
 use crate::plan::shapes;
 use crate::plan::status::Outcome;
 use crate::plan::steps::{LatestFrom, LatestKnown};
@@ -220,8 +221,13 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
     // until now): its event names the deployment created.
     let first = pass.created || pass.seen.unwritten;
     let name = &pass.seen.body.name;
+    let history = &pass.status.revisions;
     pass.events
         .extend(verdict::revision_event(outcome, revision_changed).map(|e| {
+            let e = match latest.id.as_deref() {
+                Some(rid) => (e.0, e.1, serving::name_revision(&e.2, rid, history)),
+                None => e,
+            };
             if first {
                 verdict::of_created(e, &view.id, name)
             } else {
@@ -322,10 +328,15 @@ fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
         image_digest: config
             .and_then(|c| c.image_uri.as_deref())
             .and_then(crate::registry::digest_of),
+        verified: None,
     };
     let position = history.iter().position(|r| r.id == rev.id);
     match position {
-        Some(i) => history[i] = entry,
+        Some(i) => {
+            // What its verification found is ours, not the control plane's.
+            let verified = history[i].verified;
+            history[i] = RevisionSummary { verified, ..entry };
+        }
         None => history.insert(0, entry),
     }
     // Newest first by creation time (RFC 3339 strings of one service sort).

@@ -215,6 +215,12 @@ impl<'a> Pass<'a> {
             outcome,
             self.obj.metadata.generation,
         );
+        crate::plan::serving::annotate(
+            &mut self.status,
+            self.previous,
+            self.obj.spec.verify.is_some(),
+            &jiff::Timestamp::now().to_string(),
+        );
         verify::set_condition(&mut self.status, &self.previous.conditions, self.obj);
         // Never apply a status that lacks an id the object already had
         // (server-side apply would remove it) unless the pass decided so.

@@ -22,6 +22,7 @@ use crate::agentserver::{
 use crate::api::conditions::reason;
 use crate::api::deployment::{VerificationStatus, VerifyRun, VerifySpec};
 use crate::controller::{Error, resolve};
+use crate::plan::serving::name_revision;
 use crate::plan::status::Outcome;
 
 /// The result of the checks on the agent server.
@@ -331,10 +332,11 @@ fn note_result(
                 .is_some_and(|l| l.revision_id == rid && l.outcome == reason::VERIFIED)
                 && verified_before;
             if !was_passing {
+                let message = success_message(rid, entry);
                 pass.events.push((
                     EventType::Normal,
                     reason::VERIFIED,
-                    success_message(rid, entry),
+                    name_revision(&message, rid, &pass.status.revisions),
                 ));
             }
             tracing::info!(revision = rid, "revision verified on the agent server");
@@ -347,10 +349,11 @@ fn note_result(
             }
             let repeated = last.is_some_and(|l| l.revision_id == rid && l.outcome == *r);
             if !repeated {
+                let message = format!("revision {rid}: {r}: {message}");
                 pass.events.push((
                     EventType::Warning,
                     reason::VERIFICATION_FAILED,
-                    bounded(format!("revision {rid}: {r}: {message}")),
+                    bounded(name_revision(&message, rid, &pass.status.revisions)),
                 ));
             }
             tracing::info!(revision = rid, reason = r, "verification failed");

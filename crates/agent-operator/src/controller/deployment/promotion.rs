@@ -154,25 +154,20 @@ pub fn targets_of(
         .collect()
 }
 
-/// What `obj` serves, from its status: the revision serving, its
-/// identity, whether it passed verification and since when.
+/// What `obj` serves, from its `status.serving`: the revision, its
+/// identity, whether it is verified now, and since when it serves (the
+/// start of the soak: a revision verified now that has served for the
+/// soak has been watched that long).
 pub fn serving_of(status: &AgentDeploymentStatus) -> Option<Serving<'_>> {
-    let active = status.active_revision_id.as_deref()?;
-    let entry = status.revisions.iter().find(|r| r.id == active);
-    let verified = status.verified_revision_id.as_deref() == Some(active);
-    let soak_from = status
-        .verification
-        .as_ref()
-        .filter(|v| verified && v.revision_id == active)
-        .and_then(|v| v.last_run_time.parse().ok());
+    let s = status.serving.as_ref()?;
     Some(Serving {
-        revision_id: active,
-        commit_sha: entry.and_then(|r| r.commit_sha.as_deref()),
-        image_digest: entry.and_then(|r| r.image_digest.as_deref()),
-        image_uri: entry.and_then(|r| r.image_uri.as_deref()),
-        repo_ref: entry.and_then(|r| r.repo_ref.as_deref()),
-        verified,
-        soak_from,
+        revision_id: &s.revision_id,
+        commit_sha: s.commit_sha.as_deref(),
+        image_digest: s.image_digest.as_deref(),
+        image_uri: s.image_uri.as_deref(),
+        repo_ref: s.repo_ref.as_deref(),
+        verified: s.verified,
+        soak_from: s.since.as_deref().and_then(|t| t.parse().ok()),
     })
 }
 

@@ -330,30 +330,38 @@ fn take(target: &Target<'_>, src: &SourceView<'_>, serving: &Serving<'_>, now: T
 
 /// `Stalled`/`PromotionCommitMismatch` when the target's latest revision,
 /// started for the promotion `record` (`kept`: already in status), was
-/// built from another commit than the one verified on the source; not on
-/// the pass of a new generation or a redeploy request (the user's way to
-/// try again).
+/// built from another commit than the one verified on the source
+/// ([`built_mismatch`]); not on the pass of a new generation or a redeploy
+/// request (the user's ways to try again: the pass goes on to its PATCH or
+/// redeploy, and its report checks again).
 fn commit_mismatch(target: &Target<'_>, record: &PromotedFrom, kept: bool) -> Option<Step> {
     let status = target.status;
-    let expected = record.commit_sha.as_deref()?;
     if !kept || target.redeploy_requested || status.observed_generation != target.generation {
         return None;
     }
+    built_mismatch(record, status)
+        .map(|message| refused(reason::PROMOTION_COMMIT_MISMATCH, message))
+}
+
+/// The message of a `PromotionCommitMismatch`: the latest revision of
+/// `status`, started after `record.priorRevisionId`, was built from
+/// another commit than `record.commitSha`; `None` when it matches, is not
+/// built yet, or `record` is not a `github` promotion. The report of every
+/// pass checks it, so the pass that first reads the commit built stops.
+pub fn built_mismatch(record: &PromotedFrom, status: &AgentDeploymentStatus) -> Option<String> {
+    let expected = record.commit_sha.as_deref()?;
     let latest = status.latest_revision_id.as_deref()?;
     if record.prior_revision_id.as_deref() == Some(latest) {
         return None;
     }
     let built = latest_commit(status)?;
     (built != expected).then(|| {
-        refused(
-            reason::PROMOTION_COMMIT_MISMATCH,
-            format!(
-                "revision {latest} was built from commit {built}, but the promotion source {}/{} verified commit {expected} (revision {}): the ref {} moved in between. Nothing more is deployed until the source serves another commit, the spec changes, or a redeploy is requested",
-                record.namespace,
-                record.name,
-                record.revision_id,
-                record.deployed.as_deref().unwrap_or("?"),
-            ),
+        format!(
+            "revision {latest} was built from commit {built}, but the promotion source {}/{} verified commit {expected} (revision {}): the ref {} moved in between. Nothing more is deployed until the source serves another commit, the spec changes, or a redeploy is requested",
+            record.namespace,
+            record.name,
+            record.revision_id,
+            record.deployed.as_deref().unwrap_or("?"),
         )
     })
 }

@@ -62,6 +62,7 @@ mod operator_observe;
 mod operator_out_of_band;
 mod operator_patches;
 mod operator_pause_events;
+mod operator_promotion;
 mod operator_rbac;
 mod operator_redeploy;
 mod operator_request_budget;

@@ -209,6 +209,20 @@ impl<'a> Pass<'a> {
     /// create-pending marker once the id is known, the Warning of a new
     /// problem, then the pass's events.
     pub(super) fn finish(&mut self, outcome: &Outcome, then: Result<Action, Error>) -> Box<Report> {
+        // A `github` promotion whose revision was built from another commit
+        // than the one verified on the source stops here, on the pass that
+        // read the commit.
+        let mismatch = self
+            .status
+            .promoted_from
+            .as_ref()
+            .filter(|_| self.seen.promotion.is_some())
+            .and_then(|record| crate::plan::promotion::built_mismatch(record, &self.status))
+            .map(|message| Outcome::Stalled {
+                reason: crate::api::conditions::reason::PROMOTION_COMMIT_MISMATCH,
+                message,
+            });
+        let outcome = mismatch.as_ref().unwrap_or(outcome);
         self.status.observed_generation = self.obj.metadata.generation;
         self.status.conditions = conditions(
             &self.previous.conditions,

@@ -35,6 +35,7 @@ mod fault_kubernetes;
 mod gitops_examples;
 mod gitops_health;
 mod gitops_previews;
+mod gitops_promotion;
 mod hostile_input;
 mod image;
 mod install_manifests;

@@ -223,3 +223,153 @@ pub fn step(
         jiff::Timestamp::now(),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::deployment::{PromotionGrant, ServingRevision, VerificationStatus};
+
+    fn source() -> AgentDeployment {
+        let mut obj: AgentDeployment = serde_json::from_value(serde_json::json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+            "metadata": {"name": "staging", "namespace": "agents-staging"},
+            "spec": {
+                "source": "external_docker",
+                "sourceRevisionConfig": {"imageUri": "registry.example/acme/agent:1"},
+                "verify": {"assistants": {"graphId": "agent"}}
+            }
+        }))
+        .unwrap();
+        obj.status = Some(AgentDeploymentStatus {
+            active_revision_id: Some("r1".into()),
+            serving: Some(ServingRevision {
+                revision_id: "r1".into(),
+                image_digest: Some("sha256:aa".into()),
+                image_uri: Some("registry.example/acme/agent@sha256:aa".into()),
+                verified: true,
+                verified_at: Some("2026-11-27T12:00:00Z".into()),
+                since: Some("2026-11-27T11:59:00Z".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        obj
+    }
+
+    /// Only what targets decide on wakes them: the source's other status
+    /// writes (a re-verification, a poll, conditions) leave the hash as it
+    /// was, so they cost its targets no pass and no request.
+    #[test]
+    fn only_what_a_source_offers_changes_its_hash() {
+        let base = offer_hash(&source());
+        let unchanged: Vec<(&str, fn(&mut AgentDeployment))> = vec![
+            ("re-verified later", |o| {
+                let s = o.status.as_mut().unwrap();
+                s.serving.as_mut().unwrap().verified_at = Some("2026-11-27T13:00:00Z".into());
+                s.verification = Some(VerificationStatus {
+                    revision_id: "r1".into(),
+                    outcome: "Verified".into(),
+                    last_run_time: "2026-11-27T13:00:00Z".into(),
+                    ..Default::default()
+                });
+            }),
+            ("a poll", |o| {
+                o.status.as_mut().unwrap().revision_status = Some("DEPLOYED".into())
+            }),
+            ("serving since moved", |o| {
+                o.status.as_mut().unwrap().serving.as_mut().unwrap().since =
+                    Some("2026-11-27T12:30:00Z".into())
+            }),
+        ];
+        for (what, change) in unchanged {
+            let mut o = source();
+            change(&mut o);
+            assert_eq!(offer_hash(&o), base, "{what}");
+        }
+        let changed: Vec<(&str, fn(&mut AgentDeployment))> = vec![
+            ("another digest", |o| {
+                o.status
+                    .as_mut()
+                    .unwrap()
+                    .serving
+                    .as_mut()
+                    .unwrap()
+                    .image_digest = Some("sha256:bb".into())
+            }),
+            ("another revision", |o| {
+                o.status
+                    .as_mut()
+                    .unwrap()
+                    .serving
+                    .as_mut()
+                    .unwrap()
+                    .revision_id = "r2".into()
+            }),
+            ("no longer verified", |o| {
+                o.status
+                    .as_mut()
+                    .unwrap()
+                    .serving
+                    .as_mut()
+                    .unwrap()
+                    .verified = false
+            }),
+            ("a grant", |o| {
+                o.spec.promotion_grants = vec![PromotionGrant {
+                    namespace: "agents-production".into(),
+                }]
+            }),
+            ("verify removed", |o| o.spec.verify = None),
+            ("nothing served", |o| {
+                o.status.as_mut().unwrap().serving = None
+            }),
+        ];
+        for (what, change) in changed {
+            let mut o = source();
+            change(&mut o);
+            assert_ne!(offer_hash(&o), base, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_targets_of_a_source_are_those_naming_it() {
+        let (store, mut writer) = kube::runtime::reflector::store::<AgentDeployment>();
+        let target = |name: &str, ns: &str, from: serde_json::Value| -> AgentDeployment {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"source": "external_docker", "promotion": {"from": from}}
+            }))
+            .unwrap()
+        };
+        for obj in [
+            target(
+                "production",
+                "agents-production",
+                serde_json::json!({"name": "staging", "namespace": "agents-staging"}),
+            ),
+            target(
+                "canary",
+                "agents-staging",
+                serde_json::json!({"name": "staging"}),
+            ),
+            target(
+                "other",
+                "agents-production",
+                serde_json::json!({"name": "staging"}),
+            ),
+            source(),
+        ] {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(obj));
+        }
+        let mut names: Vec<String> = targets_of(&store, &source())
+            .into_iter()
+            .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["agents-production/production", "agents-staging/canary"]
+        );
+    }
+}

@@ -229,6 +229,9 @@ mod tests {
     use super::*;
     use crate::api::deployment::{PromotionGrant, ServingRevision, VerificationStatus};
 
+    /// A named change of a source object.
+    type Change = (&'static str, fn(&mut AgentDeployment));
+
     fn source() -> AgentDeployment {
         let mut obj: AgentDeployment = serde_json::from_value(serde_json::json!({
             "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
@@ -262,7 +265,7 @@ mod tests {
     #[test]
     fn only_what_a_source_offers_changes_its_hash() {
         let base = offer_hash(&source());
-        let unchanged: Vec<(&str, fn(&mut AgentDeployment))> = vec![
+        let unchanged: Vec<Change> = vec![
             ("re-verified later", |o| {
                 let s = o.status.as_mut().unwrap();
                 s.serving.as_mut().unwrap().verified_at = Some("2026-11-27T13:00:00Z".into());
@@ -286,7 +289,7 @@ mod tests {
             change(&mut o);
             assert_eq!(offer_hash(&o), base, "{what}");
         }
-        let changed: Vec<(&str, fn(&mut AgentDeployment))> = vec![
+        let changed: Vec<Change> = vec![
             ("another digest", |o| {
                 o.status
                     .as_mut()

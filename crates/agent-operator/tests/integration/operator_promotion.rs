@@ -9,7 +9,9 @@
 //!   request for the target; the grant added on the source wakes it;
 //! - `github`: the branch moved between the verification on staging and
 //!   the build of production: `Stalled`/`PromotionCommitMismatch`, and no
-//!   further revision.
+//!   further revision;
+//! - `github`: staging verifies a new commit of the same branch: production
+//!   makes exactly one new revision (a redeploy) and verifies it.
 //!
 //! Every test keeps the harness's request budget.
 
@@ -354,4 +356,83 @@ async fn a_github_ref_that_moved_after_the_verification_stalls_production() {
         TIMEOUT,
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_github_source_that_verifies_a_new_commit_makes_one_production_revision() {
+    test_support::skip_without!(Envtest);
+    let h = Harness::quick("op-promote-git").start().await;
+    let mut staging = support::github_deployment("staging", "main");
+    staging["spec"]["verify"] = verify();
+    h.apply(staging).await;
+    let mut production = support::github_deployment("production", "main");
+    production["spec"]["verify"] = verify();
+    production["spec"]["promotion"] = json!({"from": {"name": "staging"}});
+    h.apply(production).await;
+    // Both verified on the same commit.
+    let first = support::wait_for(&h.api, "production", TIMEOUT, "production verified", |o| {
+        let s = o.status.as_ref()?;
+        let serving = s.serving.as_ref()?;
+        (serving.verified && support::is_ready_now(o)).then(|| s.clone())
+    })
+    .await;
+    let c1 = first.serving.unwrap().commit_sha.expect("commitSha");
+    assert_eq!(
+        first.promoted_from.unwrap().commit_sha.as_deref(),
+        Some(c1.as_str())
+    );
+
+    // A push, then staging builds and verifies the new commit (redeploy).
+    let pushed: Value = reqwest::Client::new()
+        .post(format!("{}/_emulator/repos/push", h.emulator.base_url))
+        .json(&json!({"repo_url": test_support::manifests::REPO_URL, "ref": "main"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let c2 = pushed["sha"].as_str().unwrap().to_owned();
+    support::merge_patch(
+        &h.api,
+        "staging",
+        json!({"metadata": {"annotations": {"agentserver.dev/redeploy-requested-at": "2026-11-27T15:00:00Z"}}}),
+    )
+    .await;
+    // Production follows with one redeploy (same ref, new commit).
+    let second = support::wait_for(
+        &h.api,
+        "production",
+        TIMEOUT,
+        "production on the new commit",
+        |o| {
+            let s = o.status.as_ref()?;
+            let serving = s.serving.as_ref()?;
+            (serving.commit_sha.as_deref() == Some(c2.as_str())
+                && serving.verified
+                && support::is_ready_now(o))
+            .then(|| s.clone())
+        },
+    )
+    .await;
+    assert_eq!(
+        second.promoted_from.unwrap().commit_sha.as_deref(),
+        Some(c2.as_str())
+    );
+    let revisions = h.revisions(&second.deployment_id.unwrap()).await;
+    assert_eq!(revisions.len(), 2, "one revision per commit: {revisions:?}");
+    let events = support::events_about(&h.client, &h.ns, "production").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Redeployed")
+                && e.note
+                    .as_deref()
+                    .is_some_and(|n| n.contains("promotion of commit") && n.contains(&c2))),
+        "a redeploy for the promotion: {:?}",
+        events
+            .iter()
+            .map(|e| (&e.reason, &e.note))
+            .collect::<Vec<_>>()
+    );
 }

@@ -175,6 +175,27 @@ pub fn decide(target: &Target<'_>, source: Option<&SourceView<'_>>, now: Timesta
         );
     }
     let Some(src) = source else {
+        // Taken before: the source deleted since, or not listed yet after
+        // a restart of the operator. The target keeps what it took, so a
+        // restart never flips it to waiting.
+        if let Some(kept) = target
+            .status
+            .promoted_from
+            .as_ref()
+            .filter(|p| p.namespace == ns && p.name == name)
+        {
+            return Step::Deploy(Box::new(Take {
+                image_uri: (target.source == Source::ExternalDocker)
+                    .then(|| kept.deployed.clone())
+                    .flatten(),
+                repo_ref: (target.source == Source::Github)
+                    .then(|| kept.deployed.clone())
+                    .flatten(),
+                record: kept.clone(),
+                new_revision: false,
+                changed: false,
+            }));
+        }
         return wait(
             format!(
                 "the promotion source AgentDeployment {shown} is not found (or its namespace is not watched by this operator); nothing is deployed until it exists"

@@ -194,6 +194,32 @@ fn who_may_promote_from_whom() {
             );
         }
     }
+    // A source no longer found (deleted, or not listed yet after a
+    // restart) leaves a target that took something on what it took.
+    let took = AgentDeploymentStatus {
+        promoted_from: Some(PromotedFrom {
+            name: "staging".into(),
+            namespace: "prod".into(),
+            revision_id: "rs1".into(),
+            image_digest: Some(DIGEST.into()),
+            deployed: Some(format!("acme/agent@{DIGEST}")),
+            at: ago(60).to_string(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let Step::Deploy(kept) = decide(
+        &target("prod", Source::ExternalDocker, &same_ns, &took),
+        None,
+        now(),
+    ) else {
+        panic!("keeps what it took")
+    };
+    assert_eq!(
+        kept.image_uri,
+        took.promoted_from.as_ref().unwrap().deployed
+    );
+    assert!(!kept.changed && !kept.new_revision);
     // The refusal says how to fix it, naming the namespace to grant.
     let Step::Refused { message, .. } = decide(&docker(&cross), Some(&ungranted), now()) else {
         unreachable!()

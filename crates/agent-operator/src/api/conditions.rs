@@ -173,6 +173,28 @@ pub mod reason {
     /// Event of `spec.imagePolicy: Follow`: the tag now names another
     /// digest (both named); the new one is deployed as one new revision.
     pub const IMAGE_TAG_MOVED: &str = "ImageTagMoved";
+    /// `spec.promotion`: the source AgentDeployment serves nothing the
+    /// target may take yet (nothing verified, its soak not over, or the
+    /// source not found): `Reconciling`, nothing is sent; the target is
+    /// woken when what the source serves changes, or when the soak ends.
+    pub const PROMOTION_WAITING: &str = "PromotionWaiting";
+    /// `spec.promotion`: the source is in another namespace and its
+    /// `spec.promotionGrants` does not name the target's namespace:
+    /// `Stalled` before any remote call.
+    pub const PROMOTION_NOT_GRANTED: &str = "PromotionNotGranted";
+    /// `spec.promotion`: the source cannot be promoted to this target (another
+    /// `source` kind, another repository, itself, or an `external_docker`
+    /// source whose serving image names no digest): `Stalled`, nothing is
+    /// sent until the source or the spec changes.
+    pub const PROMOTION_SOURCE_MISMATCH: &str = "PromotionSourceMismatch";
+    /// `spec.promotion` of a `github` target: the platform built another
+    /// commit than the one verified on the source (the branch or tag moved
+    /// in between): `Stalled`, nothing more is deployed until the source
+    /// serves another commit, the spec changes or a redeploy is requested.
+    pub const PROMOTION_COMMIT_MISMATCH: &str = "PromotionCommitMismatch";
+    /// Event of `spec.promotion`: the target deploys what the source serves
+    /// (source, revision, commit or digest named).
+    pub const PROMOTED: &str = "Promoted";
     /// An annotation the operator reads has a value it does not accept
     /// (`agentserver.dev/paused` takes only `"true"` or `"false"`): nothing
     /// is sent to the control plane until it is fixed (`Stalled`).

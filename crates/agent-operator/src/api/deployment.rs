@@ -488,14 +488,14 @@ pub struct DeploymentSecretReference {
     validation = Rule::new(rules::kept_rule("buildCommand")).message(rules::kept_message("buildCommand", "set the command you want instead").as_str()),
     validation = Rule::new(resource_spec::resource_spec_kept_rule()).message(resource_spec::RESOURCE_SPEC_KEPT_MESSAGE),
 )]
-#[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
+#[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri) || has(self.promotion)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
 #[x_kube(validation = Rule::new(rules::DEPLOYMENT_TYPE_IMAGE_RULE).message(rules::DEPLOYMENT_TYPE_IMAGE_MESSAGE))]
 #[x_kube(validation = Rule::new(rules::SCALE_TO_ZERO_RULE).message(rules::SCALE_TO_ZERO_MESSAGE))]
 #[x_kube(validation = Rule::new(rules::github_only_rule()).message(rules::GITHUB_ONLY_MESSAGE))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)").message("sourceRevisionConfig.imageUri is only for source external_docker"))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceConfig.customUrl)").message("sourceConfig.customUrl can be set only for source external_docker"))]
 #[x_kube(validation = Rule::new("self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId) && !has(self.sourceConfig.integrationRef))").message("sourceConfig.repoUrl, integrationId and integrationRef are only for source github"))]
-#[x_kube(validation = Rule::new("self.source != 'github' || ((has(self.sourceConfig.integrationId) || has(self.sourceConfig.integrationRef)) && has(self.sourceConfig.repoUrl) && has(self.sourceRevisionConfig.repoRef))").message("source github needs sourceConfig.integrationId (or integrationRef), sourceConfig.repoUrl and sourceRevisionConfig.repoRef"))]
+#[x_kube(validation = Rule::new("self.source != 'github' || ((has(self.sourceConfig.integrationId) || has(self.sourceConfig.integrationRef)) && has(self.sourceConfig.repoUrl) && (has(self.sourceRevisionConfig.repoRef) || has(self.promotion)))").message("source github needs sourceConfig.integrationId (or integrationRef), sourceConfig.repoUrl and sourceRevisionConfig.repoRef"))]
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.integrationId) && has(self.sourceConfig.integrationRef))").message("set at most one of sourceConfig.integrationId and sourceConfig.integrationRef"))]
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.buildOnPush) && self.sourceConfig.buildOnPush && has(self.sourceRevisionConfig.repoRef) && self.sourceRevisionConfig.repoRef.startsWith('refs/tags/'))").message("buildOnPush must be false when repoRef is a tag (refs/tags/...)"))]
 #[x_kube(validation = Rule::new("!has(self.sourceConfig.listenerConfig) || has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)").message("sourceConfig.listenerConfig needs sourceConfig.listenerId or listenerRef"))]
@@ -505,6 +505,7 @@ pub struct DeploymentSecretReference {
 #[x_kube(validation = Rule::new("!has(self.secretReferences) || !has(self.secrets) || self.secretReferences.all(r, self.secrets.all(s, s.name != r.name))").message("a name in secretReferences is also in secrets; each environment variable comes from one place"))]
 #[x_kube(validation = Rule::new("self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)").message("source github needs sourceRevisionConfig.langgraphConfigPath"))]
 #[x_kube(validation = Rule::new("self.source == 'external_docker' || ((!has(self.imagePolicy) || self.imagePolicy == 'Never') && !has(self.imagePullSecretRef))").message("imagePolicy and imagePullSecretRef are only for source external_docker"))]
+#[x_kube(validation = Rule::new("!has(self.promotion) || ((!has(self.imagePolicy) || self.imagePolicy == 'Never') && !has(self.imagePullSecretRef))").message("imagePolicy and imagePullSecretRef do not apply with promotion: the image is the digest the source serves"))]
 #[x_kube(validation = Rule::new("!(has(self.sourceConfig.listenerId) && has(self.sourceConfig.listenerRef))").message("set at most one of sourceConfig.listenerId and sourceConfig.listenerRef"))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentDeploymentSpec {
@@ -650,6 +651,114 @@ pub struct AgentDeploymentSpec {
     /// Secret value changes or a redeploy is requested. Default: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<RollbackSpec>,
+    /// Deploy exactly what another AgentDeployment (the source, e.g.
+    /// staging) serves, once it is verified there: for `external_docker`
+    /// its image by digest (`repository@sha256:...`, in place of
+    /// `sourceRevisionConfig.imageUri`), for `github` its `repoRef` (in
+    /// place of this one's), then a check that the platform built the very
+    /// commit verified on the source (`Stalled`, `PromotionCommitMismatch`
+    /// otherwise). Both must have the same `source` (and, for `github`, the
+    /// same `repoUrl`). While the source serves nothing verified, or its
+    /// soak is not over, nothing is sent (`PromotionWaiting`). A source in
+    /// another namespace must name this namespace in its
+    /// `spec.promotionGrants`, else `Stalled` (`PromotionNotGranted`) before
+    /// any remote call. What was promoted is kept in `status.promotedFrom`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<Promotion>,
+    /// Namespaces whose AgentDeployments may promote from this one
+    /// (`spec.promotion.from` naming it from another namespace): a list-map
+    /// keyed by `namespace`, at most 32. Same-namespace promotion needs no
+    /// grant. A grant lives on the source, so that the team that owns a
+    /// release decides who may take it, in the manifest it reviews.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["namespace".into()]))]
+    pub promotion_grants: Vec<PromotionGrant>,
+}
+
+/// `spec.promotion`: where a deployment takes what it deploys from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Promotion {
+    /// The source AgentDeployment.
+    pub from: PromotionSource,
+    /// Take only a revision the source verified (`status.serving.verified`,
+    /// which needs `spec.verify` on the source); default `true`. `false`
+    /// takes whatever the source serves.
+    #[serde(default = "default_true")]
+    pub require_verified: bool,
+    /// Seconds the source must have served (and, with `requireVerified`,
+    /// verified) the revision before it is taken, 0 to 604800 (a week);
+    /// default 0. The target is woken when the soak ends.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 604_800))]
+    pub soak_seconds: u32,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `spec.promotion.from`: an AgentDeployment by name, in this namespace or
+/// another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionSource {
+    /// Name of the source AgentDeployment.
+    #[schemars(
+        regex(pattern = crate::api::rules::DNS_SUBDOMAIN_PATTERN),
+        length(min = 1, max = 253)
+    )]
+    pub name: String,
+    /// Its namespace; default this object's. Another namespace works only
+    /// when the source's `spec.promotionGrants` names this one, and when
+    /// the operator watches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        regex(pattern = crate::api::rules::DNS_LABEL_PATTERN),
+        length(min = 1, max = 63)
+    )]
+    pub namespace: Option<String>,
+}
+
+/// One entry of `spec.promotionGrants`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionGrant {
+    /// A namespace whose AgentDeployments may promote from this one.
+    #[schemars(
+        regex(pattern = crate::api::rules::DNS_LABEL_PATTERN),
+        length(min = 1, max = 63)
+    )]
+    pub namespace: String,
+}
+
+/// `status.promotedFrom`: what `spec.promotion` deployed, and from where.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotedFrom {
+    /// Name of the source AgentDeployment.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// The source's serving revision that was taken.
+    pub revision_id: String,
+    /// The commit verified on the source (`github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_sha: Option<String>,
+    /// The digest of the image verified on the source (`external_docker`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
+    /// What was deployed: the `imageUri` by digest (`external_docker`) or
+    /// the `repoRef` (`github`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed: Option<String>,
+    /// This deployment's latest revision when the promotion started a new
+    /// one (`github`): the commit check applies to the revisions after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior_revision_id: Option<String>,
+    /// When this deployment took it (RFC 3339).
+    pub at: String,
 }
 
 /// `spec.rollback`: when the operator rolls back by itself (both default
@@ -1074,6 +1183,10 @@ pub struct AgentDeploymentStatus {
     /// (`Follow`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_image: Option<ResolvedImage>,
+    /// `spec.promotion`: the source's revision this deployment deploys
+    /// (source, revision, commit or digest, when it was taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_from: Option<PromotedFrom>,
     /// The last value of the redeploy annotation that was acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_redeploy_requested_at: Option<String>,

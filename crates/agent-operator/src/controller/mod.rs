@@ -138,6 +138,10 @@ pub struct Context {
     /// What the AgentDeployment watch tells the AgentAssistant and AgentCron
     /// controllers: which agent servers changed ([`server_changes`]).
     pub server_changes: server_changes::ServerChanges,
+    /// Every AgentDeployment store, where a target of `spec.promotion`
+    /// finds its source, and the changes of what sources serve
+    /// ([`deployment::promotion`]).
+    pub promotions: deployment::promotion::Promotions,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -186,6 +190,7 @@ impl Context {
             previews: Default::default(),
             registry: Default::default(),
             server_changes: Default::default(),
+            promotions: Default::default(),
         }
     }
 

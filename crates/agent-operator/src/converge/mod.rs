@@ -137,7 +137,8 @@ impl std::fmt::Debug for Desired {
 /// ([`Manifest::secret_values`]), `listenerRef` through an `AgentListener`
 /// document of the file, then [`desired::create_body`].
 ///
-/// Errors: [`Error::Invalid`] naming the field or object to fix.
+/// Errors: [`Error::Invalid`] naming the field or object to fix, or
+/// `spec.promotion` (only the operator promotes).
 pub fn desired_state(obj: &AgentDeployment, manifest: &Manifest) -> Result<Desired, Error> {
     let object = format!(
         "agentdeployment/{}",
@@ -146,6 +147,13 @@ pub fn desired_state(obj: &AgentDeployment, manifest: &Manifest) -> Result<Desir
     let remote_name = obj.remote_name();
     let invalid = |m: String| Error::Invalid(format!("{object}: {m}"));
     preflight::check(&remote_name, &obj.spec).map_err(invalid)?;
+    if obj.spec.promotion.is_some() {
+        // What a promotion deploys is the source's status.serving, which
+        // only the cluster has.
+        return Err(invalid(
+            "spec.promotion takes what another AgentDeployment serves, as its status in the cluster says; agentctl does not promote: let the operator apply it".into(),
+        ));
+    }
     placement::check_spec(&obj.spec).map_err(|b| invalid(b.message))?;
     let secrets = manifest.secret_values(obj).map_err(invalid)?;
     let verify_key = manifest
@@ -693,6 +701,24 @@ spec:
         );
         let manage = desired_state(&manifest("").deployments[0], &manifest("")).unwrap();
         assert_eq!(manage.refused_under_observe(&create), None);
+    }
+
+    #[test]
+    fn a_promotion_is_refused_by_agentctl() {
+        let mut m = manifest("");
+        m.deployments[0].spec.promotion = Some(crate::api::deployment::Promotion {
+            from: crate::api::deployment::PromotionSource {
+                name: "staging".into(),
+                namespace: None,
+            },
+            require_verified: true,
+            soak_seconds: 0,
+        });
+        let e = desired_state(&m.deployments[0], &m).unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid(m) if m.contains("agentdeployment/agent") && m.contains("spec.promotion")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -24,6 +24,8 @@
 //!   listed);
 //! - [`rollback`]: `spec.rollback`, whether to redeploy the last verified
 //!   revision in place of a failed one, and the spec held back meanwhile;
+//! - [`promotion`]: `spec.promotion`, what a target deploys of its
+//!   source (refused, waiting, or the digest or ref to send);
 //! - [`logtail`]: the secret-free tail of a failure log;
 //! - [`serving`]: which revision serves, its commit or image digest, and
 //!   whether it was verified (`status.serving`);
@@ -44,6 +46,7 @@ pub mod fight;
 pub mod image;
 pub mod logtail;
 pub mod policy;
+pub mod promotion;
 pub mod rollback;
 pub mod secrets_hash;
 pub mod serving;

@@ -350,3 +350,90 @@ async fn an_expiry_needs_a_part_and_a_time_that_parses() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_promotion_takes_the_place_of_the_image_or_ref_and_refuses_an_image_policy() {
+    test_support::skip_without!(Envtest);
+    let client = common::shared_env().client().await;
+    let ns = common::test_namespace(&client, "op-admission-promotion").await;
+    let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
+    let dry = PatchParams::apply("tests").force().dry_run();
+    let promotion =
+        json!({"from": {"name": "staging", "namespace": "agents-staging"}, "soakSeconds": 600});
+    let docker = || {
+        let mut m = AgentDeploymentManifest::docker("production", "ghcr.io/acme/agent:1").build();
+        m["spec"]["sourceRevisionConfig"] = json!({});
+        m
+    };
+    let github = || {
+        let mut m = AgentDeploymentManifest::github("production", "main").build();
+        m["spec"]["sourceRevisionConfig"]
+            .as_object_mut()
+            .unwrap()
+            .remove("repoRef");
+        m
+    };
+    let with = |mut m: Value, field: &str, value: Value| {
+        m["spec"][field] = value;
+        m
+    };
+    let cases = [
+        (
+            "external_docker without imageUri, promoted",
+            with(docker(), "promotion", promotion.clone()),
+            None,
+        ),
+        (
+            "external_docker without imageUri",
+            docker(),
+            Some("source external_docker needs sourceRevisionConfig.imageUri"),
+        ),
+        (
+            "github without repoRef, promoted",
+            with(github(), "promotion", promotion.clone()),
+            None,
+        ),
+        (
+            "github without repoRef",
+            github(),
+            Some("source github needs"),
+        ),
+        (
+            "imagePolicy with a promotion",
+            with(
+                with(docker(), "promotion", promotion.clone()),
+                "imagePolicy",
+                json!("Pin"),
+            ),
+            Some("do not apply with promotion"),
+        ),
+        (
+            "a soak over a week",
+            with(
+                docker(),
+                "promotion",
+                json!({"from": {"name": "staging"}, "soakSeconds": 604_801}),
+            ),
+            Some("spec.promotion.soakSeconds"),
+        ),
+        (
+            "a grant naming no valid namespace",
+            with(
+                github(),
+                "promotionGrants",
+                json!([{"namespace": "Agents_Production"}]),
+            ),
+            Some("spec.promotionGrants[0].namespace"),
+        ),
+    ];
+    for (what, m, refusal) in cases {
+        let out = api.patch("production", &dry, &Patch::Apply(&m)).await;
+        match (refusal, out) {
+            (None, Ok(_)) => {}
+            (Some(want), Err(kube::Error::Api(e))) => {
+                assert!(e.message.contains(want), "{what}: {}", e.message)
+            }
+            (want, got) => panic!("{what}: refusal {want:?} expected, got {got:?}"),
+        }
+    }
+}

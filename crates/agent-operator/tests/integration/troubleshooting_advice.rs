@@ -78,6 +78,11 @@ fn verified_run() -> Value {
         .build()
 }
 
+/// The source of a promotion, serving its image by tag.
+fn promotion_source() -> Value {
+    AgentDeploymentManifest::docker("x", "ghcr.io/acme/agent:1").build()
+}
+
 fn annotate(key: &str, value: Option<&str>) -> Value {
     json!({"metadata": {"annotations": {key: value}}})
 }
@@ -109,6 +114,24 @@ fn advice() -> Vec<Advice> {
             start: github,
             state: State::Remote,
             changes: vec![json!({"spec": {"progressDeadlineSeconds": 7200}})],
+        },
+        Advice {
+            reason: "PromotionNotGranted",
+            start: promotion_source,
+            state: State::Remote,
+            changes: vec![
+                json!({"spec": {"promotionGrants": [{"namespace": "agents-production"}]}}),
+            ],
+        },
+        Advice {
+            reason: "PromotionSourceMismatch",
+            start: promotion_source,
+            state: State::Remote,
+            changes: vec![
+                json!({"spec": {"imagePolicy": "Pin"}}),
+                json!({"spec": {"sourceRevisionConfig": {"imageUri": "ghcr.io/acme/agent@sha256:4f1c0a7e9b2d3c5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6"}}}),
+                json!({"spec": {"verify": {"assistants": {"graphId": "agent"}}}}),
+            ],
         },
         Advice {
             reason: "HostNotAllowed",

@@ -157,8 +157,8 @@ async fn change(
         status: pass.previous,
         generation: pass.obj.metadata.generation,
         secrets_changed_here: changed_here && pass.previous.secrets_hash.is_some(),
-        image_moved_here: pass.seen.image_moved.is_some(),
-        redeploy_requested: pass.seen.redeploy.is_some(),
+        image_moved_here: pass.seen.image_moved.is_some() || pass.seen.promotion_moved(),
+        redeploy_requested: pass.seen.redeploy.is_some() || pass.seen.promotion_redeploy(),
         obtained_now,
         remote_deleting: deleting::is_deleting(remote.status.as_deref()),
         drift_corrections: &corrections,
@@ -290,14 +290,20 @@ async fn redeploy(pass: &mut Pass<'_>, remote: &Deployment) -> Flow<Acted> {
         Ok(revision) => revision,
         Err(e) => return Err(pass.fail("redeploy", e)),
     };
+    let why = match (&pass.seen.redeploy, &pass.seen.promotion) {
+        (Some(at), _) => format!("redeploy requested at {at}"),
+        (None, Some(take)) => format!(
+            "promotion of commit {} from {}/{}",
+            take.record.commit_sha.as_deref().unwrap_or_default(),
+            take.record.namespace,
+            take.record.name
+        ),
+        (None, None) => "redeploy requested".to_owned(),
+    };
     pass.events.push((
         EventType::Normal,
         "Redeployed",
-        format!(
-            "redeploy requested at {}: new revision {}",
-            pass.seen.redeploy.as_deref().unwrap_or_default(),
-            revision.id
-        ),
+        format!("{why}: new revision {}", revision.id),
     ));
     pass.status.rejected_request = None;
     pass.served_redeploy();

@@ -31,6 +31,7 @@ mod obtain;
 pub mod pass;
 pub mod plane;
 pub mod previews;
+pub mod promotion;
 pub mod report;
 pub mod runner;
 #[cfg(test)]

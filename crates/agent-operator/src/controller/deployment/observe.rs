@@ -10,6 +10,7 @@ use kube::{Api, ResourceExt};
 use tracing::debug;
 
 use super::plane::control_plane;
+use super::promotion;
 use super::report::{Flow, Report};
 use super::seconds_until;
 use crate::api::conditions::reason;
@@ -21,6 +22,7 @@ use crate::api::preflight;
 use crate::controller::{Context, Error, hash_key, object_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
+use crate::plan::promotion::{Step, Take};
 use crate::plan::status::Outcome;
 use crate::plan::{decide, desired, image, steps};
 use crate::registry::docker_config::DOCKER_CONFIG_KEY;
@@ -61,6 +63,9 @@ pub struct Observed {
     pub resolved_image: Option<ResolvedImage>,
     /// The tag named another digest than the record: `(old, new)`.
     pub image_moved: Option<(String, String)>,
+    /// `spec.promotion`: what the source serves that this pass deploys (in
+    /// `body` already).
+    pub promotion: Option<Take>,
 }
 
 /// When the waits of an object end, as observed: seconds (negative when
@@ -98,6 +103,18 @@ impl Waits {
 }
 
 impl Observed {
+    /// A promotion needs one new revision of an existing `github`
+    /// deployment (the source's commit, same ref).
+    pub fn promotion_redeploy(&self) -> bool {
+        self.promotion.as_ref().is_some_and(|t| t.new_revision)
+    }
+
+    /// The promotion takes another revision of the source than status
+    /// records: a change made here, not drift.
+    pub fn promotion_moved(&self) -> bool {
+        self.promotion.as_ref().is_some_and(|t| t.changed)
+    }
+
     /// The facts [`decide::before_remote`] decides on about `obj` (the
     /// object observed, or its fresh read). Pure.
     pub fn known<'a>(&'a self, obj: &AgentDeployment) -> decide::Known<'a> {
@@ -106,8 +123,8 @@ impl Observed {
             status: &self.previous,
             fingerprint: &self.fingerprint,
             secrets_changed: self.secrets_changed,
-            redeploy_requested: self.redeploy.is_some(),
-            image_moved: self.image_moved.is_some(),
+            redeploy_requested: self.redeploy.is_some() || self.promotion_redeploy(),
+            image_moved: self.image_moved.is_some() || self.promotion_moved(),
             first_pass: self.first_pass,
             rejection_due_in: self.waits.rejection_due_in,
             secrets_due_in: self.waits.secrets_due_in,
@@ -175,6 +192,12 @@ pub async fn observe(
         }
     }
     let o = fresh.as_deref().unwrap_or(obj);
+    // The promotion source is read from the watch cache: a refusal or a
+    // wait ends the pass before any remote call.
+    let take = match promoted(o, ctx, &previous) {
+        Ok(take) => take,
+        Err(r) => return Err(r.on(fresh.as_deref())),
+    };
     let has_id = previous.deployment_id.is_some();
     let (cp, mut body) = match inputs(api, o, ctx, has_id).await {
         Ok(inputs) => inputs,
@@ -190,12 +213,57 @@ pub async fn observe(
         Ok(None) => (None, None),
         Err(r) => return Err(r.on(fresh.as_deref())),
     };
+    if let Some(t) = &take {
+        if let Some(image) = &t.image_uri {
+            body.source_revision_config.image_uri = Some(image.clone());
+        }
+        if let Some(repo_ref) = &t.repo_ref {
+            body.source_revision_config.repo_ref = Some(repo_ref.clone());
+        }
+    }
     let mut seen = desired_state(o, ctx, key, first_pass, cp, body, previous);
+    seen.promotion = take;
     seen.fresh = fresh;
     seen.unwritten = unwritten;
     seen.resolved_image = resolved_image;
     seen.image_moved = image_moved;
     Ok(seen)
+}
+
+/// What `spec.promotion` of `obj` deploys ([`promotion::step`]); `None`
+/// without it. `Err`: the pass ends before any remote call, `Stalled` on a
+/// refusal, `PromotionWaiting` (requeued at the end of the soak, else on
+/// the resync interval, and woken by a change of the source) on a wait.
+fn promoted(
+    obj: &AgentDeployment,
+    ctx: &Context,
+    previous: &AgentDeploymentStatus,
+) -> Flow<Option<Take>> {
+    let redeploy_requested = obj
+        .annotations()
+        .get(REDEPLOY_ANNOTATION)
+        .is_some_and(|r| previous.last_redeploy_requested_at.as_ref() != Some(r));
+    match promotion::step(&ctx.promotions, obj, previous, redeploy_requested) {
+        None => Ok(None),
+        Some(Step::Deploy(take)) => Ok(Some(*take)),
+        Some(Step::Refused { reason, message }) => Err(Report::stalled(obj, ctx, reason, message)),
+        Some(Step::Wait {
+            message,
+            recheck_in,
+        }) => {
+            let after = recheck_in
+                .map(|d| d + std::time::Duration::from_secs(1))
+                .unwrap_or_else(|| crate::controller::jittered(ctx.config.resync_interval));
+            Err(Report::outcome(
+                obj,
+                &Outcome::Progressing {
+                    reason: reason::PROMOTION_WAITING,
+                    message,
+                },
+                Action::requeue(after),
+            ))
+        }
+    }
 }
 
 /// The image `obj` sends under `spec.imagePolicy` ([`image::step`]): the
@@ -517,5 +585,6 @@ fn desired_state(
         waits,
         resolved_image: None,
         image_moved: None,
+        promotion: None,
     }
 }

@@ -121,6 +121,19 @@ impl<'a> Pass<'a> {
         status.expires_at = super::expire::expires_at(obj, Some(previous)).map(|t| t.to_string());
         status.resolved_image = seen.resolved_image.clone();
         let mut events = Vec::new();
+        // A promotion that needs a new revision is recorded once that
+        // revision started ([`Self::served_redeploy`]); any other is what
+        // the body of this pass deploys.
+        status.promoted_from = match &seen.promotion {
+            Some(take) if take.new_revision => previous.promoted_from.clone(),
+            Some(take) => {
+                if take.changed {
+                    events.push(promoted_event(take));
+                }
+                Some(take.record.clone())
+            }
+            None => None,
+        };
         if let Some((old, new)) = &seen.image_moved {
             events.push((
                 EventType::Normal,
@@ -154,6 +167,10 @@ impl<'a> Pass<'a> {
     pub(super) fn served_redeploy(&mut self) {
         self.status.last_redeploy_requested_at =
             self.obj.annotations().get(REDEPLOY_ANNOTATION).cloned();
+        if let Some(take) = self.seen.promotion.as_ref().filter(|t| t.new_revision) {
+            self.events.push(promoted_event(take));
+            self.status.promoted_from = Some(take.record.clone());
+        }
     }
 
     /// Ends the pass with a control plane error: a definite rejection (400,
@@ -192,6 +209,20 @@ impl<'a> Pass<'a> {
     /// create-pending marker once the id is known, the Warning of a new
     /// problem, then the pass's events.
     pub(super) fn finish(&mut self, outcome: &Outcome, then: Result<Action, Error>) -> Box<Report> {
+        // A `github` promotion whose revision was built from another commit
+        // than the one verified on the source stops here, on the pass that
+        // read the commit.
+        let mismatch = self
+            .status
+            .promoted_from
+            .as_ref()
+            .filter(|_| self.seen.promotion.is_some())
+            .and_then(|record| crate::plan::promotion::built_mismatch(record, &self.status))
+            .map(|message| Outcome::Stalled {
+                reason: crate::api::conditions::reason::PROMOTION_COMMIT_MISMATCH,
+                message,
+            });
+        let outcome = mismatch.as_ref().unwrap_or(outcome);
         self.status.observed_generation = self.obj.metadata.generation;
         self.status.conditions = conditions(
             &self.previous.conditions,
@@ -292,4 +323,26 @@ fn set_drifted(
         message,
         obj.metadata.generation,
     ));
+}
+
+/// The `Promoted` event of `take`: the source, its revision, and the
+/// commit or digest deployed.
+fn promoted_event(take: &crate::plan::promotion::Take) -> Note {
+    let r = &take.record;
+    let identity = r
+        .image_digest
+        .as_deref()
+        .or(r.commit_sha.as_deref())
+        .unwrap_or_default();
+    (
+        EventType::Normal,
+        crate::api::conditions::reason::PROMOTED,
+        format!(
+            "promoting revision {} of {}/{} ({identity}): deploying {}",
+            r.revision_id,
+            r.namespace,
+            r.name,
+            r.deployed.as_deref().unwrap_or_default()
+        ),
+    )
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use futures::{FutureExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -237,6 +237,9 @@ where
 
     let (store, trigger) = deployment_watch(deployments, shard, ctx.clone());
     ctx.secrets.register(store.clone());
+    ctx.promotions.register(store.clone());
+    let promotion_changes = ctx.promotions.changes();
+    let promotion_store = store.clone();
     ctx.secrets.register(plane_store.clone());
     let controller = Controller::for_stream(trigger, store.clone());
     let deployment_store = store.clone();
@@ -246,7 +249,13 @@ where
         .watches_stream(secret_trigger, move |secret: PartialObjectMeta<Secret>| {
             referencing_secret(&secret_store, &plane_store_for_secrets, &secret)
         })
-        .watches_stream(plane_trigger, plane_mapper(store, plane_store.clone()));
+        .watches_stream(plane_trigger, plane_mapper(store, plane_store.clone()))
+        // A source of `spec.promotion` that serves something else wakes
+        // its targets of this namespace (or of every one, for a
+        // cluster-wide controller).
+        .watches_stream(promotion_changes, move |source: AgentDeployment| {
+            super::promotion::targets_of(&promotion_store, &source)
+        });
     // Unbounded here (0): the permits of [`observed_reconcile`] bound the
     // passes that run, while passes waiting for their plane's turn must not
     // take the controller's slots from other planes.
@@ -269,7 +278,9 @@ where
 /// `shard` are watched. It is the process's only AgentDeployment watch of
 /// its scope: every event also goes to `ctx.server_changes`, which tells
 /// the AgentAssistant and AgentCron controllers which agent servers changed
-/// ([`crate::controller::server_changes`]).
+/// ([`crate::controller::server_changes`]), and every applied object to
+/// `ctx.promotions`, which tells the targets of a promotion source what it
+/// serves ([`super::promotion::Promotions::observe`]).
 fn deployment_watch(
     deployments: Api<AgentDeployment>,
     shard: &crate::shard::Shard,
@@ -279,6 +290,7 @@ fn deployment_watch(
     impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + use<>,
 ) {
     let (store, writer) = reflector::store::<AgentDeployment>();
+    let offers = ctx.clone();
     let trigger = relist_at_once(
         DEPLOYMENT_KIND,
         watcher(
@@ -291,6 +303,11 @@ fn deployment_watch(
     .inspect_ok(move |event| ctx.server_changes.observe(event))
     .reflect(writer)
     .applied_objects()
+    .inspect(move |o| {
+        if let Ok(o) = o {
+            offers.promotions.observe(o);
+        }
+    })
     .predicate_filter(deployment_trigger_hash, Default::default());
     (store, trigger)
 }

@@ -150,3 +150,111 @@ async fn the_plane_reports_unmanaged_deployments_once_per_drift_period() {
         )
     );
 }
+
+/// Issue 34, item 2, in the cluster: deployments made through the control
+/// plane API (as the UI would), one with a secret, are exported by
+/// `agentctl export`, applied to the real API server with the Secret the
+/// export asks for, and adopted under `managementPolicy: Observe` reporting
+/// no drift (`Drifted=False`, `NoDrift`, an empty `status.drift`), with no
+/// write sent to the control plane; the secret value is never exported.
+#[tokio::test]
+async fn an_exported_workspace_applied_to_the_cluster_reports_no_drift() {
+    test_support::skip_without!(Envtest);
+    use k8s_openapi::api::core::v1::Secret;
+    use support::leaks::FIRST_VALUE;
+
+    let h = Harness::quick("op-export-round-trip")
+        .resync_seconds(1.0)
+        .start()
+        .await;
+    let plain = github_create_body("exported-plain", "release");
+    let mut with_secret = test_support::manifests::github_create_body("exported-secret", "main");
+    with_secret["secrets"] = serde_json::json!([{"name": "OPENAI_API_KEY", "value": FIRST_VALUE}]);
+    let with_secret = serde_json::from_value(with_secret).expect("a valid create body");
+    let mut ids = Vec::new();
+    for body in [&plain, &with_secret] {
+        ids.push(h.cp.create_deployment(body).await.unwrap().id);
+    }
+    h.wait_control_plane_ready(TIMEOUT).await;
+    // The service shows a deployment's secrets (their names) once its first
+    // revision is DEPLOYED: export what a workspace holds by then.
+    support::eventually(TIMEOUT, "the secret's name shown", || async {
+        let d = h.cp.get_deployment(&ids[1]).await.ok()?;
+        (!d.secrets.is_empty()).then_some(())
+    })
+    .await;
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(["export", "-n", &h.ns, "--control-plane", "default"])
+        .env("AGENT_CONTROL_PLANE_URL", &h.emulator.base_url)
+        .env("AGENT_WORKSPACE_ID", WORKSPACE)
+        .env("AGENT_API_KEY", support::API_KEY)
+        .env_remove("AGENT_CONTROL_PLANE_REGION")
+        .output()
+        .expect("running agentctl");
+    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{yaml}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!yaml.contains(FIRST_VALUE), "a secret value was exported");
+    let docs = crate::install_manifests::documents(&yaml);
+    assert_eq!(docs.len(), 2, "{yaml}");
+
+    // The Secret the export names, with the value the deployment runs with.
+    let secret_name = yaml
+        .split("create secret generic ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the export names the Secret to create:\n{yaml}"))
+        .to_owned();
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), &h.ns);
+    support::apply_json(
+        &secrets,
+        &secret_name,
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name},
+            "stringData": {"OPENAI_API_KEY": FIRST_VALUE}
+        }),
+    )
+    .await;
+    let mark = h.emulator.request_mark().await;
+    let mut names = Vec::new();
+    for doc in docs {
+        assert_eq!(doc["spec"]["managementPolicy"], "Observe", "{doc}");
+        names.push(doc["metadata"]["name"].as_str().unwrap().to_owned());
+        h.apply(doc).await;
+    }
+    for name in &names {
+        let adopted = support::wait_for(&h.api, name, TIMEOUT, "NoDrift", |o| {
+            support::condition(o, "Drifted")
+                .filter(|c| c.status == "False" && c.reason == "NoDrift")
+                .map(|_| o.clone())
+        })
+        .await;
+        let status = adopted.status.unwrap();
+        assert!(status.drift.is_empty(), "{name}: {:?}", status.drift);
+        assert!(status.deployment_id.is_some(), "{name}");
+    }
+    // A few drift periods: still no drift, and nothing but reads sent.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for name in &names {
+        let obj = h.api.get(name).await.unwrap();
+        let drifted = support::condition(&obj, "Drifted").unwrap();
+        assert_eq!(
+            (drifted.status.as_str(), drifted.reason.as_str()),
+            ("False", "NoDrift"),
+            "{name}: {drifted:?}"
+        );
+    }
+    let writes: Vec<String> = h
+        .emulator
+        .requests_since(mark)
+        .await
+        .into_iter()
+        .map(|r| r.route)
+        .filter(|r| !r.starts_with("GET "))
+        .collect();
+    assert!(writes.is_empty(), "Observe sends no write: {writes:?}");
+}

@@ -104,6 +104,15 @@ fn advice() -> Vec<Advice> {
             ],
         },
         Advice {
+            reason: "RolledBack",
+            start: github,
+            state: State::Remote,
+            changes: vec![
+                json!({"spec": {"sourceRevisionConfig": {"repoRef": "fix-1"}}}),
+                redeploy.clone(),
+            ],
+        },
+        Advice {
             reason: "RevisionInterrupted",
             start: github,
             state: State::Remote,

@@ -4,8 +4,9 @@
 //! item 2).
 //!
 //! Each deployment becomes an AgentDeployment that adopts it by id
-//! (`spec.deploymentId`) and says what it runs now, so that applying the
-//! file changes nothing remote (`agentctl diff -f` exits 0, the operator's
+//! (`spec.deploymentId`) under `managementPolicy: Observe` (unless
+//! `--management-policy Manage`) and says what it runs now, so that applying
+//! the file changes nothing remote (`agentctl diff -f` exits 0, the operator's
 //! first pass sends no PATCH). Secret values are never read into the file:
 //! each environment variable becomes a `secretKeyRef` to one Kubernetes
 //! Secret per deployment, `<name>-env`, whose keys a comment lists with the
@@ -42,6 +43,12 @@ pub struct ExportArgs {
     /// Name of the AgentControlPlane the AgentDeployments use.
     #[arg(long, default_value = "default")]
     control_plane: String,
+    /// `spec.managementPolicy` of the AgentDeployments: `Observe` (the
+    /// default: adopted, never changed, drift reported, so that the first
+    /// apply is safe whatever the file says) or `Manage` (the operator
+    /// corrects every difference).
+    #[arg(long, default_value = "Observe", value_parser = ["Observe", "Manage"])]
+    management_policy: String,
 }
 
 /// Prints the AgentDeployments of the selected deployments, as a
@@ -69,7 +76,15 @@ pub async fn export(args: ExportArgs) -> CliResult<u8> {
     }
     found.sort_by(|a, b| a.name.cmp(&b.name));
     for d in &found {
-        print!("{}", document(d, &args.namespace, &args.control_plane));
+        print!(
+            "{}",
+            document(
+                d,
+                &args.namespace,
+                &args.control_plane,
+                &args.management_policy
+            )
+        );
     }
     if found.is_empty() {
         eprintln!("no deployment matched");
@@ -79,8 +94,9 @@ pub async fn export(args: ExportArgs) -> CliResult<u8> {
 
 /// One `---` document: comments (the Secret to create, what was left out),
 /// then the AgentDeployment.
-fn document(d: &Deployment, namespace: &str, control_plane: &str) -> String {
-    let (manifest, secret, left_out) = agent_deployment(d, namespace, control_plane);
+fn document(d: &Deployment, namespace: &str, control_plane: &str, policy: &str) -> String {
+    let (mut manifest, secret, left_out) = agent_deployment(d, namespace, control_plane);
+    manifest["spec"]["managementPolicy"] = Value::String(policy.to_owned());
     let mut out = format!("---\n# {} (deployment {})\n", d.name, d.id);
     if let Some((name, keys)) = secret {
         out.push_str(&format!(
@@ -226,8 +242,9 @@ mod tests {
                 "repo_commit_sha": "abc123"},
             "secrets": [{"name": "OPENAI_API_KEY", "value": "sk-very-secret"}],
         }));
-        let text = document(&d, "agents", "default");
+        let text = document(&d, "agents", "default", "Observe");
         assert!(!text.contains("sk-very-secret"), "{text}");
+        assert!(text.contains("managementPolicy: Observe"), "{text}");
         assert!(text.contains("--from-literal=OPENAI_API_KEY=..."), "{text}");
         assert!(text.contains("# Left out (not modelled by the CRD): resource_spec gpu_count"));
         let (m, _, _) = agent_deployment(&d, "agents", "default");

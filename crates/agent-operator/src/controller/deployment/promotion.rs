@@ -25,10 +25,32 @@ const CHANGES_CAPACITY: usize = 256;
 
 /// The AgentDeployment stores of the operator and the changes of what the
 /// sources among them offer (one per operator, in the context).
+///
+/// Cost for a fleet (issue "Light on the Kubernetes API server and on
+/// memory"): while no AgentDeployment has a `spec.promotion`, an applied
+/// object costs one set lookup and wakes nothing; otherwise each object
+/// costs two `u64` (the hash of its namespace and name, and of its offer),
+/// not a copy of its name.
 pub struct Promotions {
     stores: Mutex<Vec<Store<AgentDeployment>>>,
-    offered: Mutex<HashMap<ObjectRef<AgentDeployment>, u64>>,
+    /// The offer hash last seen per object, keyed by [`key_of`].
+    offered: Mutex<HashMap<u64, u64>>,
+    /// The objects seen with a `spec.promotion` ([`key_of`]); a deleted
+    /// target stays until the process restarts (it only makes a source's
+    /// changes be sent to a mapper that finds no target).
+    targets: Mutex<std::collections::HashSet<u64>>,
     changes: tokio::sync::broadcast::Sender<AgentDeployment>,
+}
+
+/// The table key of `obj`: a hash of its namespace and name (a collision,
+/// odds about 2⁻⁶⁴ per pair, could only hide one change from the targets
+/// until their own requeue).
+fn key_of(obj: &AgentDeployment) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    obj.metadata.namespace.hash(&mut h);
+    obj.metadata.name.hash(&mut h);
+    h.finish()
 }
 
 impl Default for Promotions {
@@ -36,6 +58,7 @@ impl Default for Promotions {
         Self {
             stores: Mutex::default(),
             offered: Mutex::default(),
+            targets: Mutex::default(),
             changes: tokio::sync::broadcast::channel(CHANGES_CAPACITY).0,
         }
     }
@@ -73,12 +96,25 @@ impl Promotions {
     /// time (or it is seen for the first time), it is sent to every
     /// controller, whose mapper wakes its targets ([`targets_of`]).
     pub fn observe(&self, obj: &AgentDeployment) {
+        let key = key_of(obj);
+        {
+            let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+            if obj.spec.promotion.is_some() {
+                targets.insert(key);
+            } else {
+                targets.remove(&key);
+            }
+            if targets.is_empty() {
+                // No promotion in the fleet: nothing to wake, nothing to keep.
+                return;
+            }
+        }
         let hash = offer_hash(obj);
         let before = self
             .offered
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(ObjectRef::from_obj(obj), hash);
+            .insert(key, hash);
         if before != Some(hash) {
             // No receiver (no controller yet): nothing to wake.
             let _ = self.changes.send(obj.clone());
@@ -140,14 +176,15 @@ pub fn targets_of(
     store: &Store<AgentDeployment>,
     source: &AgentDeployment,
 ) -> Vec<ObjectRef<AgentDeployment>> {
-    let (ns, name) = (source.namespace().unwrap_or_default(), source.name_any());
+    let ns = source.metadata.namespace.as_deref().unwrap_or_default();
+    let name = source.metadata.name.as_deref().unwrap_or_default();
     store
         .state()
         .iter()
         .filter(|d| {
             d.spec.promotion.as_ref().is_some_and(|p| {
-                promotion::source_key(p, &d.namespace().unwrap_or_default())
-                    == (ns.clone(), name.clone())
+                let target_ns = d.metadata.namespace.as_deref().unwrap_or_default();
+                p.from.name == name && p.from.namespace.as_deref().unwrap_or(target_ns) == ns
             })
         })
         .map(|d| ObjectRef::from_obj(d.as_ref()))
@@ -257,6 +294,60 @@ mod tests {
             ..Default::default()
         });
         obj
+    }
+
+    /// A fleet without promotions sends nothing and keeps nothing; once a
+    /// target exists, a source's first sight and each change of its offer
+    /// are sent once, and a status write that changes nothing is not.
+    #[tokio::test]
+    async fn sources_are_sent_only_when_a_promotion_exists_and_their_offer_changes() {
+        use futures::StreamExt;
+        let promotions = Promotions::default();
+        let mut changes = Box::pin(promotions.changes());
+        let mut target = source();
+        target.metadata.name = Some("production".into());
+        target.spec.promotion = Some(
+            serde_json::from_value(
+                serde_json::json!({"from": {"name": "staging", "namespace": "agents-staging"}}),
+            )
+            .unwrap(),
+        );
+        let received = |changes: &mut std::pin::Pin<Box<_>>| {
+            let mut names = Vec::new();
+            while let Some(Some(Ok::<AgentDeployment, _>(obj))) =
+                futures::FutureExt::now_or_never(StreamExt::next(changes))
+            {
+                names.push(obj.metadata.name.unwrap_or_default());
+            }
+            names
+        };
+
+        promotions.observe(&source());
+        promotions.observe(&source());
+        assert!(
+            received(&mut changes).is_empty(),
+            "no promotion: nothing sent"
+        );
+        assert!(
+            promotions.offered.lock().unwrap().is_empty(),
+            "nothing kept"
+        );
+
+        promotions.observe(&target);
+        promotions.observe(&source());
+        promotions.observe(&source());
+        let mut moved = source();
+        moved
+            .status
+            .as_mut()
+            .unwrap()
+            .serving
+            .as_mut()
+            .unwrap()
+            .image_digest = Some("sha256:bb".into());
+        promotions.observe(&moved);
+        assert_eq!(received(&mut changes), ["production", "staging", "staging"]);
+        assert_eq!(promotions.offered.lock().unwrap().len(), 2);
     }
 
     /// Only what targets decide on wakes them: the source's other status

@@ -93,7 +93,13 @@ impl ApiRequests {
                 continue;
             };
             let k = if sent {
-                key(SENT, label(labels, "group"), label(labels, "kind"), "")
+                // The kind under `kind` (older kube-apiservers) or
+                // `resource` (newer ones).
+                let kind = match label(labels, "kind") {
+                    "" => label(labels, "resource"),
+                    kind => kind,
+                };
+                key(SENT, label(labels, "group"), kind, "")
             } else {
                 key(
                     label(labels, "verb"),

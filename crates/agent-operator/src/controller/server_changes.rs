@@ -77,7 +77,7 @@ impl ServerChanges {
         match event {
             watcher::Event::Apply(dep) | watcher::Event::InitApply(dep) => {
                 let identity = server_identity(dep);
-                let changed = lock(&self.last).insert(key(dep), identity) != Some(identity);
+                let changed = lock(&self.last).insert(object_key(dep), identity) != Some(identity);
                 if changed {
                     let reference = ObjectRef::from_obj(dep);
                     lock(&self.subscribers)
@@ -85,7 +85,7 @@ impl ServerChanges {
                 }
             }
             watcher::Event::Delete(dep) => {
-                lock(&self.last).remove(&key(dep));
+                lock(&self.last).remove(&object_key(dep));
             }
             watcher::Event::Init | watcher::Event::InitDone => {}
         }
@@ -97,8 +97,10 @@ impl ServerChanges {
     }
 }
 
-/// The table key of `dep`: a hash of its namespace and name.
-fn key(dep: &AgentDeployment) -> u64 {
+/// The table key of `dep` in the per-object tables of the AgentDeployment
+/// watch (here and in promotion's): a hash of its namespace and name, a
+/// `u64` instead of an `ObjectRef` per object of the fleet.
+pub fn object_key(dep: &AgentDeployment) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     dep.metadata.namespace.hash(&mut h);
     dep.metadata.name.hash(&mut h);

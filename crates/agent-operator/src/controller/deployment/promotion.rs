@@ -17,6 +17,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
+use crate::controller::server_changes::object_key;
 use crate::plan::promotion::{self, Serving, SourceView, Step, Target};
 
 /// Capacity of the channel of changed sources: a controller that lags
@@ -33,24 +34,14 @@ const CHANGES_CAPACITY: usize = 256;
 /// not a copy of its name.
 pub struct Promotions {
     stores: Mutex<Vec<Store<AgentDeployment>>>,
-    /// The offer hash last seen per object, keyed by [`key_of`].
+    /// The offer hash last seen per object, keyed by [`object_key`] (a collision could only hide one change
+    /// from the targets until their own requeue).
     offered: Mutex<HashMap<u64, u64>>,
-    /// The objects seen with a `spec.promotion` ([`key_of`]); a deleted
+    /// The objects seen with a `spec.promotion` ([`object_key`]); a deleted
     /// target stays until the process restarts (it only makes a source's
     /// changes be sent to a mapper that finds no target).
     targets: Mutex<std::collections::HashSet<u64>>,
     changes: tokio::sync::broadcast::Sender<AgentDeployment>,
-}
-
-/// The table key of `obj`: a hash of its namespace and name (a collision,
-/// odds about 2⁻⁶⁴ per pair, could only hide one change from the targets
-/// until their own requeue).
-fn key_of(obj: &AgentDeployment) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    obj.metadata.namespace.hash(&mut h);
-    obj.metadata.name.hash(&mut h);
-    h.finish()
 }
 
 impl Default for Promotions {
@@ -96,7 +87,7 @@ impl Promotions {
     /// time (or it is seen for the first time), it is sent to every
     /// controller, whose mapper wakes its targets ([`targets_of`]).
     pub fn observe(&self, obj: &AgentDeployment) {
-        let key = key_of(obj);
+        let key = object_key(obj);
         {
             let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
             if obj.spec.promotion.is_some() {

@@ -12,8 +12,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
 use support::{
-    AgentDeploymentManifest, Budget, EmulatorProcess, OperatorOptions, OperatorProcess, apply_json,
-    install_control_plane, is_ready_now, metric, wait_for,
+    AgentDeploymentManifest, Harness, OperatorOptions, OperatorProcess, apply_json, is_ready_now,
+    metric, wait_for,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -115,10 +115,13 @@ fn reconciles(text: &str) -> f64 {
 async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
     test_support::skip_without!(Envtest);
     let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "ops-leader").await;
-    let emulator = EmulatorProcess::start("ops-leader", 0.2, 0.5).await;
-    install_control_plane(&client, &ns, &emulator).await;
+    // The namespace, the emulator and its plane; the replicas are started
+    // below. The default budget is checked when `h` is dropped.
+    let h = Harness::quick("ops-leader")
+        .without_operator()
+        .start()
+        .await;
+    let (client, ns) = (h.client.clone(), h.ns.clone());
     let leases = Leases::of(&client, &ns);
     let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
 
@@ -247,7 +250,6 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
         Some(follower_name),
         "the new leader keeps the Lease"
     );
-    emulator.assert_within_budget(&Budget::default()).await;
     support::leaks::assert_no_leaks(&client, &ns).await;
 }
 
@@ -255,10 +257,13 @@ async fn one_replica_leads_and_the_other_takes_over_when_it_dies() {
 async fn sigterm_releases_the_lease_and_exits_cleanly() {
     test_support::skip_without!(Envtest);
     let env = common::shared_env();
-    let client = env.client().await;
-    let ns = common::test_namespace(&client, "ops-release").await;
-    let emulator = EmulatorProcess::start("ops-release", 0.2, 0.5).await;
-    install_control_plane(&client, &ns, &emulator).await;
+    // The namespace, the emulator and its plane; the replicas are started
+    // below. The default budget is checked when `h` is dropped.
+    let h = Harness::quick("ops-release")
+        .without_operator()
+        .start()
+        .await;
+    let (client, ns) = (h.client.clone(), h.ns.clone());
     let leases = Leases::of(&client, &ns);
     let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
 
@@ -320,7 +325,6 @@ async fn sigterm_releases_the_lease_and_exits_cleanly() {
     )
     .await;
     assert!(reconciles(&second.metrics().await) >= 1.0);
-    emulator.assert_within_budget(&Budget::default()).await;
     support::leaks::assert_no_leaks(&client, &ns).await;
 }
 

@@ -3,9 +3,10 @@
 //! ClusterRole, with leader election on, and one AgentControlPlane per team
 //! namespace, each on its own control plane.
 //!
-//! Each test has an API server of its own ([`common::own_env`]): a
-//! cluster-wide operator on the shared one would reconcile every other
-//! test's objects.
+//! Each test runs the harness's tenant shape
+//! ([`HarnessBuilder::cluster_wide`](crate::support::HarnessBuilder::cluster_wide))
+//! on an API server of its own ([`common::own_env`]): a cluster-wide
+//! operator on the shared one would reconcile every other test's objects.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,7 @@ use kube::api::ListParams;
 
 use crate::common;
 use crate::support::{
-    self, Budget, EmulatorProcess, OperatorOptions, OperatorProcess, WORKSPACE, github_deployment,
+    self, Budget, EmulatorProcess, Harness, HarnessBuilder, WORKSPACE, github_deployment,
     is_ready_now, metric,
 };
 
@@ -47,33 +48,27 @@ async fn rollout(client: &kube::Client, ns: &str, prefix: &str, count: usize) ->
     started.elapsed()
 }
 
-/// The cluster-wide, leader-elected operator of these tests.
-fn cluster_wide_operator(env: &test_support::envtest::TestEnv, test: &str) -> OperatorProcess {
-    OperatorProcess::start_with(
-        env.kubeconfig_path(),
-        OperatorOptions {
-            log_name: test,
-            namespaces: vec![],
-            extra: vec![
-                // The figures of docs/RELIABILITY.md, "Many tenants", were
-                // measured with the fault suite's polling.
-                support::FAST_POLLING[0],
-                support::FAST_POLLING[1],
-                support::FAST_POLLING[2],
-                support::FAST_POLLING[3],
-                "--leader-elect",
-                "--lease-name",
-                "agent-operator-tenants",
-                "--lease-namespace",
-                common::OPERATOR_NAMESPACE,
-                // As in the report: few permits make starvation visible.
-                "--concurrency",
-                "4",
-            ],
-            env: vec![("POD_NAME", "tenants-0")],
-            ..OperatorOptions::default()
-        },
-    )
+/// The operator flags of these tests: the figures of docs/RELIABILITY.md,
+/// "Many tenants", were measured with the fault suite's polling, and few
+/// permits (as in the report) make starvation visible.
+const TENANT_FLAGS: [&str; 6] = [
+    support::FAST_POLLING[0],
+    support::FAST_POLLING[1],
+    support::FAST_POLLING[2],
+    support::FAST_POLLING[3],
+    "--concurrency",
+    "4",
+];
+
+/// The tenant shape of these tests on `env`: a cluster-wide, leader-elected
+/// operator as the shipped ServiceAccount with [`TENANT_FLAGS`], the fleet
+/// budget, and the harness's namespace as the first team.
+fn tenants<'e>(test: &str, env: &'e test_support::envtest::TestEnv) -> HarnessBuilder<'e> {
+    Harness::builder(test)
+        .on(env)
+        .cluster_wide()
+        .budget(Budget::fleet())
+        .operator_flags(&TENANT_FLAGS)
 }
 
 /// Noisy neighbour: a team whose control plane answers every request 429
@@ -86,25 +81,25 @@ async fn a_throttled_tenant_does_not_hold_back_a_healthy_one() {
     test_support::skip_without!(Envtest);
     let test = "tenants-noisy";
     let env = common::own_env(&[]).await;
-    let client = env.client().await.expect("envtest client");
-    let healthy = EmulatorProcess::start_with(
-        &format!("{test}-healthy"),
-        &["--step-seconds", "0.5", "--latency-ms", "20"],
-    )
-    .await;
+    // The harness's emulator is the healthy plane, its namespace the team
+    // alone.
+    let h = tenants(test, &env)
+        .step_seconds(0.5)
+        .emulator_flags(&["--latency-ms", "20"])
+        .without_operator()
+        .start()
+        .await;
+    let client = h.client.clone();
     let throttle = format!("{WORKSPACE}:600");
     let throttled = EmulatorProcess::start_with(
         &format!("{test}-throttled"),
         &["--step-seconds", "0.5", "--throttle-workspace", &throttle],
     )
     .await;
-    let alone_ns = common::test_namespace(&client, "team-alone").await;
-    let healthy_ns = common::test_namespace(&client, "team-healthy").await;
-    let throttled_ns = common::test_namespace(&client, "team-throttled").await;
-    support::install_control_plane(&client, &alone_ns, &healthy).await;
-    support::install_control_plane(&client, &healthy_ns, &healthy).await;
-    support::install_control_plane(&client, &throttled_ns, &throttled).await;
-    let operator = cluster_wide_operator(&env, test);
+    let alone_ns = h.ns.clone();
+    let healthy_ns = h.team("team-healthy", None).await;
+    let throttled_ns = h.team("team-throttled", Some(&throttled)).await;
+    let operator = h.start_operator(&TENANT_FLAGS);
 
     // The healthy team's time alone.
     let alone = rollout(&client, &alone_ns, "alone", 20).await;
@@ -165,7 +160,6 @@ async fn a_throttled_tenant_does_not_hold_back_a_healthy_one() {
     );
     assert!(pause > 500.0, "the pause shows in the metrics: {pause}");
     assert!(deferred >= 50.0, "its 50 passes were put off: {deferred}");
-    healthy.assert_within_budget(&Budget::fleet()).await;
 }
 
 /// Resident memory of process `pid`, bytes (`VmRSS` of /proc).
@@ -214,10 +208,13 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
     let Some(kubectl) = env.kubectl_path() else {
         panic!("kubectl is not in the envtest assets (hack/envtest/install.sh builds it)");
     };
-    let client = env.client().await.expect("envtest client");
-    let emulator = EmulatorProcess::start_with(test, &["--step-seconds", "0.3"]).await;
-    let ns = common::test_namespace(&client, "team-secrets").await;
-    support::install_control_plane(&client, &ns, &emulator).await;
+    // The operator starts after the baseline below.
+    let h = tenants(test, &env)
+        .step_seconds(0.3)
+        .without_operator()
+        .start()
+        .await;
+    let (client, ns, emulator) = (h.client.clone(), h.ns.clone(), &h.emulator);
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
     // The referenced Secret `app-env`: its `token` is referenced, `unused`
     // is not.
@@ -233,7 +230,7 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
     put_env(serde_json::json!({}), "first-value", "x").await;
     // `count` unrelated Secrets of 50 KB named `{prefix}-NNNN` in `other`,
     // by kubectl apply; returns how long the apply took.
-    let other = common::test_namespace(&client, "unrelated").await;
+    let other = h.namespace("unrelated").await;
     let dir = std::env::temp_dir().join(format!("{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let apply_unrelated = |prefix: &str, count: usize| {
@@ -273,7 +270,7 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
         (baseline_after.0 - baseline_before.0) / 100.0,
         (baseline_after.1 - baseline_before.1) / 100.0,
     );
-    let operator = cluster_wide_operator(&env, test);
+    let operator = h.start_operator(&TENANT_FLAGS);
     let pid = operator.pid().expect("operator pid");
     let api: Api<AgentDeployment> = Api::namespaced(client.clone(), &ns);
     for i in 0..3 {
@@ -343,7 +340,6 @@ async fn unrelated_secrets_cost_the_operator_nothing() {
     })
     .await;
     let _ = std::fs::remove_dir_all(&dir);
-    emulator.assert_within_budget(&Budget::fleet()).await;
 }
 
 /// Budgets keyed the way the service limits: two teams whose
@@ -361,14 +357,13 @@ async fn planes_on_one_key_share_one_budget() {
     const LIMIT: f64 = 4.0;
     const PER_TEAM: usize = 12;
     let env = common::own_env(&[]).await;
-    let client = env.client().await.expect("envtest client");
     let key_b = format!("{KEY_B}={WORKSPACE_B}");
     let limit = LIMIT.to_string();
-    let emulator = EmulatorProcess::start_with(
-        test,
-        &[
-            "--step-seconds",
-            "0.5",
+    // The planes declare the limit before the operator starts: the
+    // harness's namespace is team a1, its plane re-applied with the limit.
+    let h = tenants(test, &env)
+        .step_seconds(0.5)
+        .emulator_flags(&[
             "--latency-ms",
             "20",
             "--rate-limit",
@@ -380,31 +375,20 @@ async fn planes_on_one_key_share_one_budget() {
             "6",
             "--api-key",
             &key_b,
-        ],
-    )
-    .await;
+        ])
+        .without_operator()
+        .start()
+        .await;
+    let (client, emulator) = (h.client.clone(), &h.emulator);
     let teams = [
-        (
-            common::test_namespace(&client, "team-a1").await,
-            support::API_KEY,
-            WORKSPACE,
-        ),
-        (
-            common::test_namespace(&client, "team-a2").await,
-            support::API_KEY,
-            WORKSPACE,
-        ),
-        (
-            common::test_namespace(&client, "team-b").await,
-            KEY_B,
-            WORKSPACE_B,
-        ),
+        (h.ns.clone(), support::API_KEY, WORKSPACE),
+        (h.namespace("team-a2").await, support::API_KEY, WORKSPACE),
+        (h.namespace("team-b").await, KEY_B, WORKSPACE_B),
     ];
     for (ns, key, workspace) in &teams {
-        support::install_control_plane_on(&client, ns, &emulator, key, workspace, Some(LIMIT))
-            .await;
+        support::install_control_plane_on(&client, ns, emulator, key, workspace, Some(LIMIT)).await;
     }
-    let _operator = cluster_wide_operator(&env, test);
+    let _operator = h.start_operator(&TENANT_FLAGS);
     let started = Instant::now();
     // Every team's fleet at once, interleaved. Names differ across teams:
     // a workspace holds one deployment per name.
@@ -444,5 +428,4 @@ async fn planes_on_one_key_share_one_budget() {
         (0, 0),
         "two planes on one key stay within the workspace's limit together"
     );
-    emulator.assert_within_budget(&Budget::fleet()).await;
 }

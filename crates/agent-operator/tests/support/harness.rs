@@ -58,6 +58,12 @@ pub struct Harness {
     pub kubeconfig: std::path::PathBuf,
     /// The test's name: the namespace prefix and the log file names.
     pub test: String,
+    /// The operator watches every namespace, leader-elected
+    /// ([`HarnessBuilder::cluster_wide`]).
+    cluster_wide: bool,
+    /// The namespaces the test added ([`Harness::namespace`],
+    /// [`Harness::team`]), scanned for leaked secrets at the end too.
+    teams: std::sync::Mutex<Vec<String>>,
 }
 
 impl Drop for Harness {
@@ -67,11 +73,17 @@ impl Drop for Harness {
     /// already failing, the budget is not checked and the scan still runs
     /// without panicking ([`super::leaks::scan_namespace_after_panic`]).
     fn drop(&mut self) {
+        let teams = std::mem::take(self.teams.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let namespaces = std::iter::once(&self.ns).chain(&teams);
         if std::thread::panicking() {
-            super::leaks::scan_namespace_after_panic(&self.kubeconfig, &self.ns);
+            for ns in namespaces {
+                super::leaks::scan_namespace_after_panic(&self.kubeconfig, ns);
+            }
         } else {
             super::budget::check_budget_blocking(&self.emulator.base_url, &self.budget);
-            super::leaks::check_namespace_blocking(&self.kubeconfig, &self.ns);
+            for ns in namespaces {
+                super::leaks::check_namespace_blocking(&self.kubeconfig, ns);
+            }
         }
     }
 }
@@ -94,6 +106,7 @@ pub struct HarnessBuilder<'e> {
     emulator: Vec<String>,
     operator: Vec<String>,
     start_operator: bool,
+    cluster_wide: bool,
     budget: Budget,
 }
 
@@ -176,6 +189,19 @@ impl<'e> HarnessBuilder<'e> {
         self
     }
 
+    /// The tenant shape, as users run the operator: it watches every
+    /// namespace (no `--namespace`), leader-elected on the Lease
+    /// `agent-operator-<test>` in the operator's namespace as the pod
+    /// `<test>-0`, as the shipped ServiceAccount under the cluster-wide
+    /// ClusterRole. Teams join with [`Harness::team`]. It needs an API server
+    /// of the test's own ([`Self::on`] with `common::own_env`): on the shared
+    /// one it would reconcile every other test's objects, so `start` panics
+    /// without one.
+    pub fn cluster_wide(mut self) -> Self {
+        self.cluster_wide = true;
+        self
+    }
+
     /// The request budget before the operator's flags widen it (default
     /// [`Budget::default`]), e.g. [`Budget::fleet`].
     pub fn budget(mut self, budget: Budget) -> Self {
@@ -217,30 +243,31 @@ impl<'e> HarnessBuilder<'e> {
         super::install_control_plane(&client, &ns, &emulator).await;
         let operator_args: Vec<&str> = self.operator.iter().map(String::as_str).collect();
         let kubeconfig = env.kubeconfig_path();
-        let (operator, budget) = if self.start_operator {
-            (
-                Some(OperatorProcess::start(
-                    &self.test,
-                    kubeconfig,
-                    &ns,
-                    &operator_args,
-                )),
-                self.budget.allowing_operator_flags(&operator_args),
-            )
-        } else {
-            (None, self.budget)
-        };
-        Harness {
+        assert!(
+            !self.cluster_wide || self.env.is_some(),
+            "a cluster-wide operator needs an API server of the test's own: .on(&env)"
+        );
+        let mut harness = Harness {
             api: Api::namespaced(client.clone(), &ns),
             client,
             ns,
             emulator,
             cp,
-            operator,
-            budget,
+            operator: None,
+            budget: if self.start_operator {
+                self.budget.allowing_operator_flags(&operator_args)
+            } else {
+                self.budget
+            },
             kubeconfig: kubeconfig.to_owned(),
             test: self.test,
+            cluster_wide: self.cluster_wide,
+            teams: Default::default(),
+        };
+        if self.start_operator {
+            harness.operator = Some(harness.start_operator(&operator_args));
         }
+        harness
     }
 }
 
@@ -368,6 +395,7 @@ impl Harness {
             emulator: Vec::new(),
             operator: Vec::new(),
             start_operator: true,
+            cluster_wide: false,
             budget: Budget::default(),
         }
     }
@@ -385,12 +413,56 @@ impl Harness {
         Self::quick(test).budget(Budget::fleet())
     }
 
-    /// Starts an operator on the harness's namespace with `extra` flags,
-    /// logging as the test (`target/test-logs/<test>-operator.log`), e.g.
-    /// after the test prepared a state with [`HarnessBuilder::without_operator`].
-    /// The budget is left as it is.
+    /// Starts an operator on the harness's namespace (on every namespace,
+    /// leader-elected, with [`HarnessBuilder::cluster_wide`]) with `extra`
+    /// flags, logging as the test (`target/test-logs/<test>-operator.log`),
+    /// e.g. after the test prepared a state with
+    /// [`HarnessBuilder::without_operator`]. The budget is left as it is.
     pub fn start_operator(&self, extra: &[&str]) -> OperatorProcess {
-        OperatorProcess::start(&self.test, &self.kubeconfig, &self.ns, extra)
+        if !self.cluster_wide {
+            return OperatorProcess::start(&self.test, &self.kubeconfig, &self.ns, extra);
+        }
+        let lease = format!("agent-operator-{}", self.test);
+        let pod = format!("{}-0", self.test);
+        let mut args = vec![
+            "--leader-elect",
+            "--lease-name",
+            &lease,
+            "--lease-namespace",
+            super::OPERATOR_NAMESPACE,
+        ];
+        args.extend_from_slice(extra);
+        OperatorProcess::start_with(
+            &self.kubeconfig,
+            super::OperatorOptions {
+                log_name: &self.test,
+                namespaces: vec![],
+                extra: args,
+                env: vec![("POD_NAME", &pod)],
+                ..super::OperatorOptions::default()
+            },
+        )
+    }
+
+    /// A further namespace named after `prefix`, with nothing in it, whose
+    /// Events and objects are scanned for leaked secrets when the harness is
+    /// dropped.
+    pub async fn namespace(&self, prefix: &str) -> String {
+        let ns = crate::common::test_namespace(&self.client, prefix).await;
+        self.teams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ns.clone());
+        ns
+    }
+
+    /// A team of the tenant shape: a further namespace ([`Self::namespace`])
+    /// with the AgentControlPlane `default` on `emulator` (the harness's own
+    /// with `None`), its test key and workspace.
+    pub async fn team(&self, prefix: &str, emulator: Option<&EmulatorProcess>) -> String {
+        let ns = self.namespace(prefix).await;
+        super::install_control_plane(&self.client, &ns, emulator.unwrap_or(&self.emulator)).await;
+        ns
     }
 
     /// Waits until the AgentControlPlane `default` is `Ready=True` (its

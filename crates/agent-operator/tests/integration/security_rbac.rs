@@ -25,8 +25,7 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use support::{
-    Budget, EmulatorProcess, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OperatorOptions,
-    OperatorProcess, install_control_plane, leaks,
+    Harness, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OperatorOptions, OperatorProcess,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -73,9 +72,17 @@ async fn the_operator_runs_cluster_wide_on_a_real_service_account_token() {
     // An API server of its own: a cluster-wide operator on the shared one
     // would reconcile every other test's objects.
     let env = common::own_env(&[]).await;
-    let admin = env.client().await.expect("envtest client");
-    let team_a = common::test_namespace(&admin, "token-team-a").await;
-    let team_b = common::test_namespace(&admin, "token-team-b").await;
+    // The tenant shape's setup: team a is the harness's namespace, team b
+    // joins it on the same emulator; the operator, authenticating with a
+    // token, is started below. The budget is checked when `h` is dropped.
+    let h = Harness::quick("token-cluster")
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
+    let admin = h.client.clone();
+    let team_a = h.ns.clone();
+    let team_b = h.team("token-team-b", None).await;
 
     // The shipped ServiceAccount, bound to the shipped ClusterRole (both
     // installed by the shared environment from deploy/).
@@ -111,9 +118,6 @@ async fn the_operator_runs_cluster_wide_on_a_real_service_account_token() {
     let accounts: Api<ServiceAccount> = Api::namespaced(sa.clone(), &team_a);
     assert!(is_forbidden(accounts.list(&ListParams::default()).await));
 
-    let emulator = EmulatorProcess::start("token-cluster", 0.2, 0.5).await;
-    install_control_plane(&admin, &team_a, &emulator).await;
-    install_control_plane(&admin, &team_b, &emulator).await;
     let lease = format!("lease-{team_a}");
     let operator = OperatorProcess::start_with(
         env.kubeconfig_path(),
@@ -137,8 +141,6 @@ async fn the_operator_runs_cluster_wide_on_a_real_service_account_token() {
     converge_and_delete(&admin, &team_b, "token-agent-b").await;
 
     assert_nothing_refused("token-cluster");
-    emulator.assert_within_budget(&Budget::default()).await;
-    leaks::check_namespace_blocking(env.kubeconfig_path(), &team_a);
 }
 
 #[tokio::test]

@@ -20,9 +20,8 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use support::{
-    Budget, EmulatorProcess, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OperatorOptions,
-    OperatorProcess, apply_json, github_deployment, install_control_plane, is_ready_now, leaks,
-    wait_for,
+    Harness, OPERATOR_NAMESPACE, OPERATOR_SERVICE_ACCOUNT, OperatorOptions, OperatorProcess,
+    apply_json, github_deployment, is_ready_now, wait_for,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -223,34 +222,32 @@ pub(crate) fn assert_nothing_refused(log_name: &str) {
     );
 }
 
-/// After [`install_namespaced_rbac`]: `sa`, a client acting as the
-/// ServiceAccount `home`/agent-operator, is refused AgentDeployments of all
-/// namespaces and Secrets of the operator's usual namespace; an operator
-/// run as that ServiceAccount (impersonated, or authenticating with
-/// `token`) with `--namespace watched` and leader election in `home` gets
-/// ready, converges the AgentDeployment `agent` and deletes it through its
-/// finalizer, is refused nothing, stays within the request budget and
-/// leaks no secret.
+/// After [`install_namespaced_rbac`] with the harness's namespace as
+/// `watched`: `sa`, a client acting as the ServiceAccount
+/// `home`/agent-operator, is refused AgentDeployments of all namespaces and
+/// Secrets of the operator's usual namespace; an operator run as that
+/// ServiceAccount (impersonated, or authenticating with `token`) with
+/// `--namespace watched` and leader election in `home` gets ready,
+/// converges the AgentDeployment `agent` on the harness's emulator and
+/// deletes it through its finalizer, and is refused nothing. The harness
+/// checks the request budget and scans for leaked secrets when dropped.
 pub(crate) async fn namespaced_operator_converges(
-    admin: &kube::Client,
+    h: &Harness,
     sa: &kube::Client,
-    (home, watched): (&str, &str),
-    log_name: &str,
+    home: &str,
     agent: &str,
     token: Option<&str>,
 ) {
+    let (admin, watched, log_name) = (&h.client, h.ns.as_str(), h.test.as_str());
     // Nothing outside the watched namespace (and the Lease at home).
     let everywhere: Api<AgentDeployment> = Api::all(sa.clone());
     assert!(is_forbidden(everywhere.list(&ListParams::default()).await));
     let elsewhere: Api<Secret> = Api::namespaced(sa.clone(), OPERATOR_NAMESPACE);
     assert!(is_forbidden(elsewhere.list(&ListParams::default()).await));
 
-    let env = common::shared_env();
-    let emulator = EmulatorProcess::start(log_name, 0.2, 0.5).await;
-    install_control_plane(admin, watched, &emulator).await;
     let lease = format!("lease-{watched}");
     let operator = OperatorProcess::start_with(
-        env.kubeconfig_path(),
+        &h.kubeconfig,
         OperatorOptions {
             log_name,
             namespaces: vec![watched],
@@ -272,27 +269,21 @@ pub(crate) async fn namespaced_operator_converges(
     converge_and_delete(admin, watched, agent).await;
 
     assert_nothing_refused(log_name);
-    emulator.assert_within_budget(&Budget::default()).await;
-    leaks::check_namespace_blocking(env.kubeconfig_path(), watched);
 }
 
 #[tokio::test]
 async fn the_namespaced_role_is_enough_for_an_operator_with_namespace() {
     test_support::skip_without!(Envtest);
-    let admin = common::shared_env().client().await;
-    let home = common::test_namespace(&admin, "rbac-home").await;
-    let watched = common::test_namespace(&admin, "rbac-watched").await;
-    install_namespaced_rbac(&admin, &home, &watched).await;
+    // The watched namespace, the emulator and its plane; the operator is
+    // started as the namespaced ServiceAccount below.
+    let h = Harness::quick("rbac-namespaced")
+        .without_operator()
+        .start()
+        .await;
+    let home = h.namespace("rbac-home").await;
+    install_namespaced_rbac(&h.client, &home, &h.ns).await;
     let sa = client_as(&home, "agent-operator").await;
-    namespaced_operator_converges(
-        &admin,
-        &sa,
-        (&home, &watched),
-        "rbac-namespaced",
-        "scoped-agent",
-        None,
-    )
-    .await;
+    namespaced_operator_converges(&h, &sa, &home, "scoped-agent", None).await;
 }
 
 #[tokio::test]

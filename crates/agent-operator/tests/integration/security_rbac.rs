@@ -147,10 +147,13 @@ async fn the_operator_runs_cluster_wide_on_a_real_service_account_token() {
 async fn the_operator_runs_namespaced_on_a_real_service_account_token() {
     test_support::skip_without!(Envtest);
     let env = common::shared_env();
-    let admin = env.client().await;
-    let home = common::test_namespace(&admin, "token-home").await;
-    let watched = common::test_namespace(&admin, "token-watched").await;
-    install_namespaced_rbac(&admin, &home, &watched).await;
+    let h = Harness::quick("token-namespaced")
+        .without_operator()
+        .start()
+        .await;
+    let admin = h.client.clone();
+    let home = h.namespace("token-home").await;
+    install_namespaced_rbac(&admin, &home, &h.ns).await;
 
     let token = service_account_token(&admin, &home, "agent-operator").await;
     let kubeconfig = support::token_kubeconfig(env.kubeconfig_path(), &token);
@@ -159,13 +162,5 @@ async fn the_operator_runs_namespaced_on_a_real_service_account_token() {
         whoami(&sa).await.username,
         Some(format!("system:serviceaccount:{home}:agent-operator"))
     );
-    namespaced_operator_converges(
-        &admin,
-        &sa,
-        (&home, &watched),
-        "token-namespaced",
-        "token-agent",
-        Some(&token),
-    )
-    .await;
+    namespaced_operator_converges(&h, &sa, &home, "token-agent", Some(&token)).await;
 }

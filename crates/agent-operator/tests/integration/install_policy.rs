@@ -25,8 +25,7 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use support::{
-    Budget, EmulatorProcess, OperatorOptions, OperatorProcess, github_deployment, is_ready_now,
-    wait_for,
+    Harness, OperatorOptions, OperatorProcess, github_deployment, is_ready_now, wait_for,
 };
 use test_support::envtest::TestEnv;
 
@@ -235,10 +234,15 @@ async fn kustomize_into_another_namespace_with_the_pod_policy_keeps_agent_deploy
     test_support::skip_without!(Envtest);
     let test = "install-kustomize";
     let env = common::own_env(&[]).await;
-    let client = env.client().await.expect("envtest client");
-    let tenant = common::test_namespace(&client, "kz-tenant").await;
-    let emulator = EmulatorProcess::start(test, 0.2, 0.5).await;
-    support::install_control_plane(&client, &tenant, &emulator).await;
+    // The tenant namespace, the emulator and its plane; the operator runs
+    // as the ServiceAccount the install made, started below. The budget is
+    // checked and the namespace scanned when `h` is dropped.
+    let h = Harness::quick(test)
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
+    let (client, tenant) = (h.client.clone(), h.ns.clone());
 
     let ops = "platform-agents";
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -297,7 +301,6 @@ async fn kustomize_into_another_namespace_with_the_pod_policy_keeps_agent_deploy
         !text.contains("Forbidden"),
         "the operator was refused something:\n{text}"
     );
-    emulator.assert_within_budget(&Budget::default()).await;
 }
 
 /// `helm <args> --kubeconfig <env's>`.
@@ -316,10 +319,15 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
     test_support::skip_without!(Tools);
     let test = "install-helm";
     let env = common::own_env(&[]).await;
-    let client = env.client().await.expect("envtest client");
-    let tenant = common::test_namespace(&client, "helm-tenant").await;
-    let emulator = EmulatorProcess::start(test, 0.2, 0.5).await;
-    support::install_control_plane(&client, &tenant, &emulator).await;
+    // The tenant namespace, the emulator and its plane; the operator runs
+    // as the ServiceAccount the install made, started below. The budget is
+    // checked and the namespace scanned when `h` is dropped.
+    let h = Harness::quick(test)
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
+    let (client, tenant) = (h.client.clone(), h.ns.clone());
 
     let ops = "team-ops";
     let release = "agents";
@@ -403,7 +411,6 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
     support::wait_until_gone(&api, "after", TIMEOUT).await;
     create_change_delete(&client, &tenant, "helm-agent-2").await;
     assert!(second.terminate(TIMEOUT).await.success());
-    emulator.assert_within_budget(&Budget::default()).await;
 }
 
 /// `kubectl get <kinds> -o name` in `ns` (`None`: cluster-scoped kinds), the
@@ -501,9 +508,14 @@ async fn helm_uninstall_leaves_what_install_md_says() {
         &["uninstall", "early", "--namespace", "team-early", "--wait"],
     );
 
-    let tenant = common::test_namespace(&client, "uninstall-tenant").await;
-    let emulator = EmulatorProcess::start(test, 0.2, 0.5).await;
-    support::install_control_plane(&client, &tenant, &emulator).await;
+    // The tenant namespace, the emulator and its plane (checked and scanned
+    // when `h` is dropped).
+    let h = Harness::quick(test)
+        .on(&env)
+        .without_operator()
+        .start()
+        .await;
+    let tenant = h.ns.clone();
     let ops = "team-ops";
     let release = "agents";
     let fullname = "agents-agent-operator";
@@ -615,5 +627,4 @@ async fn helm_uninstall_leaves_what_install_md_says() {
         object_names(&env, namespaced, Some(ops), None),
         Vec::<String>::new()
     );
-    emulator.assert_within_budget(&Budget::default()).await;
 }

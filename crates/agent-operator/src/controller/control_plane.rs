@@ -482,14 +482,21 @@ mod tests {
         assert!(planes_using_secret(&planes, Some("a"), "other").is_empty());
     }
 
-    #[test]
-    fn probe_outcomes_follow_the_status_codes() {
-        let spec: AgentControlPlaneSpec = serde_json::from_value(serde_json::json!({
+    /// A plane at `http://cp` whose API key is in Secret `acme-key`.
+    fn api_key_spec() -> AgentControlPlaneSpec {
+        serde_json::from_value(serde_json::json!({
             "url": "http://cp",
             "workspaceId": "ws",
             "apiKeySecretRef": {"name": "acme-key", "key": "apiKey"},
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    /// Success and 401: Ready, or Stalled with advice naming the Secret
+    /// that holds the credential.
+    #[test]
+    fn probe_outcomes_of_success_and_401_name_the_credential() {
+        let spec = api_key_spec();
         let ok = probe_outcome("http://cp", &spec, Ok(()));
         assert_eq!(ok.reason(), reason::AUTHENTICATED);
         assert!(matches!(ok, Outcome::Ready { .. }));
@@ -519,7 +526,12 @@ mod tests {
             "{}",
             o.message()
         );
+    }
 
+    /// 403s by their detail, a timeout, a 429 and a 404.
+    #[test]
+    fn probe_outcomes_follow_the_status_codes() {
+        let spec = api_key_spec();
         for (detail, want) in [
             (
                 "This API key requires workspace specification",

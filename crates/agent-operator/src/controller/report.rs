@@ -539,12 +539,12 @@ pub(crate) fn rfc3339_after(
 mod tests {
     use super::*;
 
-    /// The whole error-to-reason table, one row per kind or check, one
-    /// column per class: `-` is retried (no reason).
-    #[test]
-    fn one_table_maps_every_class_for_every_kind() {
+    /// One control plane error of each class, in the order of the rows
+    /// below: unauthorized, forbidden, workspace required, not enabled, not
+    /// found, bad request, conflict, timeout, invalid endpoint, other.
+    fn one_error_per_class() -> [CpError; 10] {
         let d = || "x".to_owned();
-        let errors = [
+        [
             CpError::Unauthorized { detail: d() },
             CpError::Forbidden { detail: d() },
             CpError::Forbidden {
@@ -562,13 +562,23 @@ mod tests {
                 status: 418,
                 detail: d(),
             },
-        ];
-        let row = |table: &ReasonTable| -> Vec<&'static str> {
-            errors
-                .iter()
-                .map(|e| reason_for(table, e).unwrap_or("-"))
-                .collect()
-        };
+        ]
+    }
+
+    /// The reasons `table` gives [`one_error_per_class`]: `-` is retried
+    /// (no reason).
+    fn row(table: &ReasonTable) -> Vec<&'static str> {
+        one_error_per_class()
+            .iter()
+            .map(|e| reason_for(table, e).unwrap_or("-"))
+            .collect()
+    }
+
+    /// The whole error-to-reason table, one row per kind or check, one
+    /// column per class of [`one_error_per_class`]: the AgentDeployment's
+    /// and the AgentControlPlane's rows.
+    #[test]
+    fn one_table_maps_every_class_for_deployments_and_planes() {
         use reason::*;
         assert_eq!(
             row(&ReasonTable::DEPLOYMENT),
@@ -600,6 +610,13 @@ mod tests {
                 CONTROL_PLANE_UNAVAILABLE
             ]
         );
+    }
+
+    /// The same table: the rows of the AgentListener and of the checks of
+    /// a listener and of a GitHub integration.
+    #[test]
+    fn one_table_maps_every_class_for_listeners_and_checks() {
+        use reason::*;
         assert_eq!(
             row(&ReasonTable::LISTENER),
             [
@@ -788,9 +805,21 @@ mod tests {
     /// due.
     #[test]
     fn transient_messages_name_the_answer_and_the_next_attempt() {
+        let now = transient_now();
+        for (e, want) in transient_cases() {
+            assert_eq!(transient_summary_at(&e, now), want, "{e:?}");
+        }
+    }
+
+    /// The instant of the transient-message cases.
+    fn transient_now() -> k8s_openapi::jiff::Timestamp {
+        "2026-11-26T17:30:00.250Z".parse().unwrap()
+    }
+
+    /// Each transient error and its message at [`transient_now`].
+    fn transient_cases() -> [(CpError, &'static str); 7] {
         use std::time::Duration;
-        let now: k8s_openapi::jiff::Timestamp = "2026-11-26T17:30:00.250Z".parse().unwrap();
-        let cases = [
+        [
             (
                 CpError::RateLimited {
                     status: 429,
@@ -839,12 +868,15 @@ mod tests {
                 "server error (502); retrying",
             ),
             (CpError::Timeout, "timed out; retrying"),
-        ];
-        for (e, want) in cases {
-            assert_eq!(transient_summary_at(&e, now), want, "{e:?}");
-        }
-        // The same Retry-After within one second gives the same message (no
-        // status rewrite for a burst of answers); another one names its time.
+        ]
+    }
+
+    /// The same Retry-After within one second gives the same message (no
+    /// status rewrite for a burst of answers); another one names its time.
+    #[test]
+    fn retry_afters_within_a_second_give_one_message() {
+        use std::time::Duration;
+        let now = transient_now();
         let limited = |ms| CpError::RateLimited {
             status: 429,
             retry_after: Some(Duration::from_millis(ms)),

@@ -345,7 +345,7 @@ mod tests {
     /// writes (a re-verification, a poll, conditions) leave the hash as it
     /// was, so they cost its targets no pass and no request.
     #[test]
-    fn only_what_a_source_offers_changes_its_hash() {
+    fn a_source_s_other_status_writes_leave_its_hash() {
         let base = offer_hash(&source());
         let unchanged: Vec<Change> = vec![
             ("re-verified later", |o| {
@@ -371,6 +371,13 @@ mod tests {
             change(&mut o);
             assert_eq!(offer_hash(&o), base, "{what}");
         }
+    }
+
+    /// What targets decide on changes the hash: the digest, the revision,
+    /// the verdict, the grants, `spec.verify`, what is served at all.
+    #[test]
+    fn only_what_a_source_offers_changes_its_hash() {
+        let base = offer_hash(&source());
         let changed: Vec<Change> = vec![
             ("another digest", |o| {
                 o.status

@@ -476,3 +476,100 @@ pub(crate) fn report_drift<K: Child>(
         status
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::conditions::DRIFTED;
+    use crate::api::cron::AgentCron;
+    use serde_json::json;
+
+    fn cron(policy: &str) -> AgentCron {
+        let mut c: AgentCron = serde_json::from_value(json!({
+            "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentCron",
+            "metadata": {"name": "c", "namespace": "ns", "generation": 3},
+            "spec": {"deploymentRef": {"name": "d"}, "graphId": "agent",
+                "schedule": "* * * * *", "managementPolicy": policy},
+        }))
+        .unwrap();
+        c.status = Some(crate::api::cron::AgentCronStatus {
+            deployment_id: Some("old".into()),
+            drift: vec![field("schedule")],
+            ..Default::default()
+        });
+        c
+    }
+
+    fn field(name: &str) -> DriftField {
+        DriftField {
+            field: name.into(),
+            desired: "\"a\"".into(),
+            remote: "\"b\"".into(),
+        }
+    }
+
+    fn ready() -> Outcome {
+        Outcome::Ready {
+            reason: reason::CRON_READY,
+            message: "ready".into(),
+        }
+    }
+
+    #[test]
+    fn a_report_sets_the_generation_conditions_and_given_deployment_id() {
+        let obj = cron("Manage");
+        let r = report(&obj, Some("new"), &ready(), Ok(Action::await_change()));
+        let s = r.status.expect("a changed status is written");
+        assert_eq!(s.observed_generation, Some(3));
+        assert_eq!(s.deployment_id.as_deref(), Some("new"));
+        assert!(find(&s.conditions, READY).is_some_and(|c| c.status == TRUE));
+        // Under Manage there is no drift.
+        assert!(s.drift.is_empty());
+        assert!(find(&s.conditions, DRIFTED).is_none());
+        let kept = report(&obj, None, &ready(), Ok(Action::await_change()));
+        assert_eq!(kept.status.unwrap().deployment_id.as_deref(), Some("old"));
+    }
+
+    #[test]
+    fn an_observed_report_keeps_or_replaces_the_drift() {
+        let obj = cron("Observe");
+        let then = || Ok(Action::await_change());
+        let kept = report_drift(&obj, &ready(), then(), None, |_| {});
+        assert_eq!(kept.status.unwrap().drift, vec![field("schedule")]);
+        let decided = Some((vec![field("timezone")], "cron c1".to_owned()));
+        let found = report_drift(&obj, &ready(), then(), decided, |_| {});
+        let s = found.status.unwrap();
+        assert_eq!(s.drift, vec![field("timezone")]);
+        assert!(find(&s.conditions, DRIFTED).is_some_and(|c| c.status == TRUE));
+    }
+
+    #[test]
+    fn a_stored_reason_is_one_of_the_kinds_or_its_rejected_reason() {
+        let table = [
+            (reason::GRAPH_NOT_FOUND, reason::GRAPH_NOT_FOUND),
+            (reason::CRON_REJECTED, reason::CRON_REJECTED),
+            (
+                reason::AGENT_SERVER_UNAUTHORIZED,
+                reason::AGENT_SERVER_UNAUTHORIZED,
+            ),
+            (reason::ASSISTANT_REJECTED, reason::CRON_REJECTED),
+            ("Anything", reason::CRON_REJECTED),
+        ];
+        for (stored, want) in table {
+            assert_eq!(stalled_reason::<AgentCron>(stored), want, "{stored}");
+        }
+    }
+
+    #[test]
+    fn a_long_message_is_cut_on_a_character_boundary() {
+        assert_eq!(bounded("short".into()), "short");
+        let long = "é".repeat(MAX_MESSAGE_BYTES);
+        let cut = bounded(long);
+        assert!(cut.ends_with('…'));
+        assert!(cut.len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
+        assert_eq!(
+            cut.chars().filter(|c| *c == 'é').count(),
+            MAX_MESSAGE_BYTES / 2
+        );
+    }
+}

@@ -303,35 +303,58 @@ async fn probe(
                 .map(|_| ());
             (probe, None)
         }
-        None => match cp.list_all_deployments(&ListDeployments::default()).await {
-            Ok(remote) => {
-                let namespace = obj.namespace().unwrap_or_default();
-                let deployments: Api<AgentDeployment> =
-                    Api::namespaced(ctx.client.clone(), &namespace);
-                // Listed after the workspace: an AgentDeployment that
-                // created one of the listed deployments shows its id, or
-                // its create-pending marker and name, by now.
-                let listed = match deployments.list(&ListParams::default()).await {
-                    Ok(listed) => listed,
-                    Err(e) => return Report::failed(Error::Kube(e)),
-                };
-                let managed = unmanaged::Managed::of(&listed.items, &obj.name_any());
-                let found = unmanaged::report(&remote, &managed, Timestamp::now());
-                (Ok(()), Some(found))
-            }
-            Err(e) => (Err(e), None),
+        None => match list_workspace(obj, ctx, &cp).await {
+            Ok(Ok(found)) => (Ok(()), Some(found)),
+            Ok(Err(e)) => (Err(e), None),
+            Err(e) => return Report::failed(e),
         },
     };
     let base_url = cp.base_url().trim_end_matches('/').to_owned();
     let outcome = probe_outcome(&base_url, &obj.spec, probe.as_ref().map(|_| ()));
-    let then = match probe {
+    report(obj, &outcome, probe_then(probe, wait, period), unmanaged)
+}
+
+/// The paged list of every deployment of the workspace, as the report of
+/// those no AgentDeployment of the namespace manages (`Ok(Err)`: the
+/// control plane's error). Errors: the Kubernetes list failed.
+async fn list_workspace(
+    obj: &AgentControlPlane,
+    ctx: &Context,
+    cp: &ControlPlaneClient,
+) -> Result<Result<UnmanagedDeployments, CpError>, Error> {
+    let remote = match cp.list_all_deployments(&ListDeployments::default()).await {
+        Ok(remote) => remote,
+        Err(e) => return Ok(Err(e)),
+    };
+    let namespace = obj.namespace().unwrap_or_default();
+    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    // Listed after the workspace: an AgentDeployment that created one of
+    // the listed deployments shows its id, or its create-pending marker and
+    // name, by now.
+    let listed = deployments
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::Kube)?;
+    let managed = unmanaged::Managed::of(&listed.items, &obj.name_any());
+    Ok(Ok(unmanaged::report(&remote, &managed, Timestamp::now())))
+}
+
+/// What a pass returns after `probe`: a transient error to back off from;
+/// a refusal only the user can lift waits for a change (not asked again
+/// until the AgentControlPlane or one of its Secrets changes, both of which
+/// trigger a pass); else back when the workspace is due to be listed
+/// (`wait`, at least [`MIN_REQUEUE`]), or after the jittered `period` when
+/// this pass listed it.
+fn probe_then(
+    probe: Result<(), CpError>,
+    wait: Option<Duration>,
+    period: Duration,
+) -> Result<Action, Error> {
+    match probe {
         Err(e) if e.is_transient() => Err(Error::ControlPlane {
             operation: "list deployments",
             source: e,
         }),
-        // A refusal only the user can lift: not asked again until the
-        // AgentControlPlane or one of its Secrets changes (both trigger a
-        // pass).
         Err(e)
             if matches!(
                 e.refusal(),
@@ -340,13 +363,11 @@ async fn probe(
         {
             Ok(Action::await_change())
         }
-        // Back when the workspace is due to be listed.
         _ => Ok(Action::requeue(match wait {
             Some(wait) => wait.max(MIN_REQUEUE),
             None => jittered(period),
         })),
-    };
-    report(obj, &outcome, then, unmanaged)
+    }
 }
 
 /// The shortest requeue of a pass that probed within the drift period.

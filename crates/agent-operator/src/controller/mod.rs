@@ -5,6 +5,7 @@
 //! lives in [`crate::plan`], the IO edges in [`deployment`] and [`resolve`].
 
 pub mod assistant;
+pub(crate) mod child;
 pub mod control_plane;
 pub mod cron;
 pub mod deployment;

@@ -111,6 +111,61 @@ struct Budgets {
     hosts: HashMap<String, Budget>,
 }
 
+impl Budgets {
+    /// The adaptive budget of `key`, its ceiling set to `declared`.
+    fn of_key(&mut self, key: &BudgetKey, declared: Option<RateLimit>) -> Budget {
+        let budget = self
+            .by_key
+            .entry(key.clone())
+            .or_insert_with(|| Budget::new(declared))
+            .clone();
+        budget.set_limit(declared);
+        budget
+    }
+
+    /// The fixed share of `workspace` on `key` at `limit`; `None` (no
+    /// share needed) drops the one it had.
+    fn share(
+        &mut self,
+        key: &BudgetKey,
+        workspace: &str,
+        limit: Option<RateLimit>,
+    ) -> Option<Budget> {
+        let share_key = (key.clone(), workspace.to_owned());
+        let Some(l) = limit else {
+            self.shares.remove(&share_key);
+            return None;
+        };
+        let share = self
+            .shares
+            .entry(share_key)
+            .or_insert_with(|| Budget::new(Some(l)))
+            .clone();
+        share.set_limit(Some(l));
+        Some(share)
+    }
+
+    /// The ceiling of all requests to `base_url`, set to `ceiling`.
+    fn host(&mut self, base_url: &str, ceiling: RateLimit) -> Budget {
+        let host = self
+            .hosts
+            .entry(base_url.to_owned())
+            .or_insert_with(|| Budget::new(Some(ceiling)))
+            .clone();
+        host.set_limit(Some(ceiling));
+        host
+    }
+}
+
+/// The largest of `limits`, rate and burst each on its own; `None` when
+/// there is none.
+fn largest(limits: impl Iterator<Item = RateLimit>) -> Option<RateLimit> {
+    limits.reduce(|a, l| RateLimit {
+        requests_per_second: a.requests_per_second.max(l.requests_per_second),
+        burst: a.burst.max(l.burst),
+    })
+}
+
 /// Default ceiling of all requests to one base URL, requests per second:
 /// everything the operator sends leaves from one address, and the service
 /// also limits per client address (docs/control-plane-api.md "Rate
@@ -447,35 +502,8 @@ impl ClientCache {
                 message: format!("AgentControlPlane {namespace}/{name} not found"),
             }));
         };
-        let foreign = self
-            .shard
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .foreign_plane(plane.labels());
-        if let Some(why) = foreign {
-            // Its budget is kept by another process: using it here would
-            // let two shards spend one workspace's limit.
-            return Ok(Err(Blocked {
-                reason: reason::CONTROL_PLANE_NOT_READY,
-                message: format!("AgentControlPlane {namespace}/{name} is not usable here: {why}"),
-            }));
-        }
-        if let Some(refused) = self.host_refused(&plane) {
-            return Ok(Err(refused));
-        }
-        if let Some(why) = stalled(&plane) {
-            // Its AgentDeployments wait with a reason pointing at it instead
-            // of each failing against the control plane.
-            return Ok(Err(Blocked {
-                reason: reason::CONTROL_PLANE_NOT_READY,
-                message: format!("AgentControlPlane {namespace}/{name} is not ready: {why}"),
-            }));
-        }
-        if !checked(&plane) {
-            // Nothing is sent for a plane before its own probe has judged
-            // its current spec and key: a refused key would otherwise cost
-            // one refused request per AgentDeployment.
-            return Ok(Err(not_checked(namespace, name)));
+        if let Some(blocked) = self.not_usable(&plane, namespace, name) {
+            return Ok(Err(blocked));
         }
         Ok(self
             .client_for_plane(kube, &plane, request_timeout, observer)
@@ -488,6 +516,46 @@ impl ClientCache {
                 }
                 blocked
             }))
+    }
+
+    /// Why the AgentControlPlane `plane` (read as `namespace`/`name`) is
+    /// not usable by this process now, checked in this order: another shard
+    /// keeps its budget, its host is not allowed, it is stalled, or its own
+    /// probe has not judged its current spec and key yet; `None`: usable.
+    fn not_usable(
+        &self,
+        plane: &AgentControlPlane,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Blocked> {
+        let foreign = self
+            .shard
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .foreign_plane(plane.labels());
+        if let Some(why) = foreign {
+            // Its budget is kept by another process: using it here would
+            // let two shards spend one workspace's limit.
+            return Some(Blocked {
+                reason: reason::CONTROL_PLANE_NOT_READY,
+                message: format!("AgentControlPlane {namespace}/{name} is not usable here: {why}"),
+            });
+        }
+        if let Some(refused) = self.host_refused(plane) {
+            return Some(refused);
+        }
+        if let Some(why) = stalled(plane) {
+            // Its AgentDeployments wait with a reason pointing at it instead
+            // of each failing against the control plane.
+            return Some(Blocked {
+                reason: reason::CONTROL_PLANE_NOT_READY,
+                message: format!("AgentControlPlane {namespace}/{name} is not ready: {why}"),
+            });
+        }
+        // Nothing is sent for a plane before its own probe has judged its
+        // current spec and key: a refused key would otherwise cost one
+        // refused request per AgentDeployment.
+        (!checked(plane)).then(|| not_checked(namespace, name))
     }
 
     /// Like [`ClientCache::client_for`] (without the `Stalled` check), for an AgentControlPlane already
@@ -524,6 +592,25 @@ impl ClientCache {
             Ok(c) => c,
             Err(blocked) => return Ok(Err(blocked)),
         };
+        let key = (namespace.clone(), name.clone());
+        Ok(self
+            .cached_or_built(key, plane, base_url, credentials, request_timeout, observer)
+            .map_err(|e| invalid(e.to_string())))
+    }
+
+    /// The cached client of `plane` (cache key `key`) when it was built
+    /// from the same fingerprint and fits `observer`, else a new one,
+    /// cached. Errors: the client cannot be built from the spec (the entry
+    /// is dropped).
+    fn cached_or_built(
+        &self,
+        key: (String, String),
+        plane: &AgentControlPlane,
+        base_url: String,
+        credentials: Credentials,
+        request_timeout: Duration,
+        observer: Option<Arc<dyn RequestObserver>>,
+    ) -> Result<ControlPlaneClient, crate::controlplane::Error> {
         let fingerprint = Fingerprint {
             uid: plane.uid(),
             generation: plane.metadata.generation,
@@ -531,13 +618,12 @@ impl ClientCache {
             ca_bundle_version: credentials.ca_bundle_version.clone(),
             request_timeout,
         };
-        let key = (namespace.clone(), name.clone());
         let mut entries = self.lock();
         if let Some(entry) = entries.get(&key)
             && entry.fingerprint == fingerprint
             && observer_fits(&entry.observer, &observer)
         {
-            return Ok(Ok(entry.client.clone()));
+            return Ok(entry.client.clone());
         }
         let (config, buckets) = self.configure(
             &key,
@@ -551,10 +637,10 @@ impl ClientCache {
             Ok(c) => c,
             Err(e) => {
                 entries.remove(&key);
-                return Ok(Err(invalid(e.to_string())));
+                return Err(e);
             }
         };
-        tracing::debug!(namespace = %namespace, name = %name, "built control plane client");
+        tracing::debug!(namespace = %key.0, name = %key.1, "built control plane client");
         entries.insert(
             key,
             Entry {
@@ -564,7 +650,7 @@ impl ClientCache {
                 buckets,
             },
         );
-        Ok(Ok(client))
+        Ok(client)
     }
 
     /// The configuration of the client of `plane` (cache key `key`) and the
@@ -683,53 +769,15 @@ impl ClientCache {
             },
         );
         let users: Vec<&BudgetUser> = b.users.values().filter(|u| u.key == key).collect();
-        let declared =
-            users
-                .iter()
-                .filter_map(|u| u.limit)
-                .fold(None, |acc: Option<RateLimit>, l| {
-                    Some(match acc {
-                        None => l,
-                        Some(a) => RateLimit {
-                            requests_per_second: a.requests_per_second.max(l.requests_per_second),
-                            burst: a.burst.max(l.burst),
-                        },
-                    })
-                });
+        let declared = largest(users.iter().filter_map(|u| u.limit));
         let shared_across_workspaces = users.iter().any(|u| u.workspace != workspace);
         let needs_share = limit.is_some_and(|l| {
             shared_across_workspaces
                 || declared.is_some_and(|d| d.requests_per_second > l.requests_per_second)
         });
-        let budget = b
-            .by_key
-            .entry(key.clone())
-            .or_insert_with(|| Budget::new(declared))
-            .clone();
-        budget.set_limit(declared);
-        let mut buckets = vec![budget];
-        let share_key = (key.clone(), workspace.to_owned());
-        match limit.filter(|_| needs_share) {
-            Some(l) => {
-                let share = b
-                    .shares
-                    .entry(share_key)
-                    .or_insert_with(|| Budget::new(Some(l)))
-                    .clone();
-                share.set_limit(Some(l));
-                buckets.push(share);
-            }
-            None => {
-                b.shares.remove(&share_key);
-            }
-        }
-        let host = b
-            .hosts
-            .entry(key.base_url.clone())
-            .or_insert_with(|| Budget::new(Some(host_ceiling)))
-            .clone();
-        host.set_limit(Some(host_ceiling));
-        buckets.push(host);
+        let mut buckets = vec![b.of_key(&key, declared)];
+        buckets.extend(b.share(&key, workspace, limit.filter(|_| needs_share)));
+        buckets.push(b.host(&key.base_url, host_ceiling));
         buckets
     }
 

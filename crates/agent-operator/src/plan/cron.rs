@@ -14,8 +14,9 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::api::assistant::RejectedAssistantRequest;
+use crate::api::conditions::reason;
 use crate::api::cron::{AgentCronSpec, UID_METADATA_KEY};
-use crate::api::deployment::{DriftField, ManagementPolicy};
+use crate::api::deployment::{DriftField, ManagementPolicy, PAUSED_ANNOTATION};
 use crate::plan::policy::drift_field;
 
 /// Most crons one search asks for: one is expected; more are duplicates,
@@ -64,6 +65,52 @@ pub fn ended(spec: &AgentCronSpec, now: Timestamp) -> bool {
 /// AgentDeployment not `paused`.
 pub fn want_enabled(spec: &AgentCronSpec, now: Timestamp, paused: bool) -> bool {
     !spec.suspend && !ended(spec, now) && !paused
+}
+
+/// The reason and message of a cron that is as the spec says, in this
+/// order: `endTime` has passed (`CronCompleted`), the AgentDeployment is
+/// paused (`DeploymentPaused`), `spec.suspend` (`CronSuspended`), else
+/// `CronReady` with the next run (`next`, "unknown" when the server shows
+/// none). `id`: the cron's id ("none" when none was created); `what`: the
+/// message's tail (the request sent, or the observed note). Pure.
+pub fn ready_reason(
+    spec: &AgentCronSpec,
+    now: Timestamp,
+    paused: bool,
+    id: &str,
+    next: Option<&str>,
+    what: &str,
+) -> (&'static str, String) {
+    if ended(spec, now) {
+        return (
+            reason::CRON_COMPLETED,
+            format!("endTime has passed: cron {id} is disabled{what}"),
+        );
+    }
+    if paused {
+        return (
+            reason::DEPLOYMENT_PAUSED,
+            format!(
+                "AgentDeployment {} is paused (annotation {PAUSED_ANNOTATION}): cron {id} is \
+                 disabled (enabled: false) until it is unpaused{what}",
+                spec.deployment_ref.name
+            ),
+        );
+    }
+    if spec.suspend {
+        return (
+            reason::CRON_SUSPENDED,
+            format!("cron {id} is suspended (enabled: false){what}"),
+        );
+    }
+    let next = next.unwrap_or("unknown");
+    (
+        reason::CRON_READY,
+        format!(
+            "cron {id} runs on {:?}, next run {next}{what}",
+            spec.schedule
+        ),
+    )
 }
 
 /// The cron's metadata: the spec's, with the UID tag (which wins).
@@ -330,6 +377,60 @@ mod tests {
             request: request.into(),
             reason: "CronRejected".into(),
             message: "422 Invalid cron schedule".into(),
+        }
+    }
+
+    #[test]
+    fn a_ready_cron_reports_completed_then_paused_then_suspended_then_ready() {
+        let ended = json!({"endTime": "2026-11-27T04:00:00Z", "suspend": true});
+        let later = json!({"endTime": "2026-11-28T00:00:00Z"});
+        // (spec, paused, next, reason, message)
+        let table = [
+            (
+                ended.clone(),
+                true,
+                Some("t"),
+                "CronCompleted",
+                "endTime has passed: cron c1 is disabled (x)",
+            ),
+            (
+                later.clone(),
+                true,
+                Some("t"),
+                "DeploymentPaused",
+                "AgentDeployment d is paused (annotation agentserver.dev/paused): cron c1 is disabled \
+                 (enabled: false) until it is unpaused (x)",
+            ),
+            (
+                json!({"suspend": true}),
+                false,
+                Some("t"),
+                "CronSuspended",
+                "cron c1 is suspended (enabled: false) (x)",
+            ),
+            (
+                later,
+                false,
+                Some("t"),
+                "CronReady",
+                "cron c1 runs on \"* * * * *\", next run t (x)",
+            ),
+            (
+                json!({}),
+                false,
+                None,
+                "CronReady",
+                "cron c1 runs on \"* * * * *\", next run unknown (x)",
+            ),
+        ];
+        for (extra, paused, next, want_reason, want_message) in table {
+            let (reason, message) =
+                ready_reason(&spec(extra.clone()), now(), paused, "c1", next, " (x)");
+            assert_eq!(
+                (reason, message.as_str()),
+                (want_reason, want_message),
+                "{extra} paused={paused}"
+            );
         }
     }
 

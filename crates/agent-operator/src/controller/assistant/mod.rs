@@ -24,17 +24,17 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::{Api, ResourceExt};
-use secrecy::SecretString;
 
+use super::child::{self, Child, ChildStatus};
 use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::server_changes::dependents;
-use super::{Context, Error, scoped_api};
+use super::{Context, scoped_api};
 use crate::agentserver::{AgentServerClient, Assistant};
-use crate::api::assistant::{AgentAssistant, AgentAssistantStatus};
-use crate::api::conditions::{READY, TRUE, find, reason};
-use crate::api::deployment::{AgentDeployment, PAUSED_ANNOTATION};
+use crate::api::assistant::{AgentAssistant, AgentAssistantStatus, AssistantDeletionPolicy};
+use crate::api::conditions::reason;
+use crate::api::deployment::{ManagementPolicy, PAUSED_ANNOTATION};
 use crate::plan::assistant::{Known, Step, assistant_id, decide};
 use crate::plan::status::Outcome;
 
@@ -45,9 +45,6 @@ pub const FINALIZER: &str = "agentserver.dev/assistant-cleanup";
 /// How long a pass waits for a deployment that is missing or not Ready yet
 /// before looking again (a change of the deployment wakes it sooner).
 pub const WAIT_FOR_DEPLOYMENT: Duration = Duration::from_secs(30);
-
-/// Agent server calls one pass may make (a GET and one mutation).
-pub(crate) const CALLS_PER_PASS: u32 = 2;
 
 /// What a pass observed before it decides.
 pub struct Observed {
@@ -85,11 +82,8 @@ impl Kind for AgentAssistant {
             generation: obj.metadata.generation,
             id: &seen.id,
             current: seen.current.as_ref(),
-            rejected: obj
-                .status
-                .as_ref()
-                .and_then(|s| s.rejected_request.as_ref()),
-            policy: obj.spec.management_policy,
+            rejected: obj.status().and_then(ChildStatus::rejected_request),
+            policy: obj.policy(),
         })
     }
 
@@ -112,190 +106,51 @@ impl Kind for AgentAssistant {
     }
 }
 
-/// The deployment's agent server, reachable now: its client and remote id.
-pub(crate) struct Server {
-    /// The client, with the key the deployment's `spec.verify` sends.
-    pub(crate) client: AgentServerClient,
-    /// The deployment's remote id.
-    pub(crate) deployment_id: String,
-    /// The deployment is paused (its annotation `agentserver.dev/paused` is
-    /// `"true"`): its crons are disabled, its assistants wait.
-    pub(crate) paused: bool,
-}
+impl Child for AgentAssistant {
+    const NOUN: &'static str = "assistant";
+    const WAIT: Duration = WAIT_FOR_DEPLOYMENT;
+    const REJECTED: &'static str = reason::ASSISTANT_REJECTED;
+    // The assistant's id comes from the spec and the UID: with no agent
+    // server recorded, no request ever reached one.
+    const FOUND_BY_TAG: bool = false;
 
-/// Why there is no agent server to talk to.
-pub(crate) enum NoServer {
-    /// The AgentDeployment does not exist (or is being deleted).
-    Missing(String),
-    /// It exists but is not Ready with a URL and an id yet.
-    NotReady(String),
-    /// Its URL or key is not usable: the outcome to report.
-    Blocked(Outcome),
-}
-
-/// The agent server of the AgentDeployment `obj` names, as its
-/// `spec.verify` reaches it: the URL in its status (checked against
-/// `--allowed-hosts`), and the key it would send (the AgentControlPlane's
-/// API key where the control plane chose the URL, else
-/// `spec.verify.apiKeySecretRef`, else none). Errors: Kubernetes API
-/// failures.
-pub(crate) async fn server(
-    obj: &AgentAssistant,
-    ctx: &Context,
-) -> Result<Result<Server, NoServer>, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    server_of(ctx, &ns, &obj.spec.deployment_ref.name).await
-}
-
-/// The agent server of the AgentDeployment `ns/name` (see [`server`]); the
-/// AgentCron's passes use it too. Errors: Kubernetes API failures.
-pub(crate) async fn server_of(
-    ctx: &Context,
-    ns: &str,
-    name: &str,
-) -> Result<Result<Server, NoServer>, Error> {
-    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), ns);
-    let dep = match deployments.get_opt(name).await.map_err(Error::Kube)? {
-        Some(d) if d.metadata.deletion_timestamp.is_none() => d,
-        _ => {
-            return Ok(Err(NoServer::Missing(format!(
-                "AgentDeployment {ns}/{name} does not exist"
-            ))));
-        }
-    };
-    let status = dep.status.clone().unwrap_or_default();
-    // A paused deployment reports `Ready=False` (`Paused`) and keeps its URL
-    // and id: its agent server still serves and is still reached.
-    let paused = dep.paused() == Ok(true);
-    let ready = paused || find(&status.conditions, READY).is_some_and(|c| c.status == TRUE);
-    let (true, Some(url), Some(deployment_id)) = (ready, status.url, status.deployment_id) else {
-        return Ok(Err(NoServer::NotReady(format!(
-            "waiting for AgentDeployment {name} to be Ready with an agent server URL"
-        ))));
-    };
-    let stalled =
-        |reason, message| Ok(Err(NoServer::Blocked(Outcome::Stalled { reason, message })));
-    let field = format!("the agent server URL of AgentDeployment {name}");
-    if let Err(refused) = ctx.config.allowed_hosts.check(&url, &field) {
-        return stalled(reason::HOST_NOT_ALLOWED, refused.0);
+    fn deployment_name(&self) -> &str {
+        &self.spec.deployment_ref.name
     }
-    let key = match key(ctx, ns, &dep).await? {
-        Ok(k) => k,
-        Err(b) => return stalled(b.reason, b.message),
-    };
-    let timeout = ctx
-        .config
-        .request_timeout
-        .min(super::deployment::verify::CALL_TIMEOUT_CAP);
-    match super::deployment::verify::agent_server_client(url, key, timeout) {
-        Ok(client) => Ok(Ok(Server {
-            client,
-            deployment_id,
-            paused,
-        })),
-        Err(e) => stalled(
-            reason::AGENT_SERVER_UNREACHABLE,
-            format!("agent server client: {e}"),
-        ),
+
+    fn policy(&self) -> ManagementPolicy {
+        self.spec.management_policy
+    }
+
+    fn orphans(&self) -> bool {
+        self.spec.deletion_policy == AssistantDeletionPolicy::Orphan
     }
 }
 
-/// The key the deployment's `spec.verify` sends (see [`server`]).
-async fn key(
-    ctx: &Context,
-    ns: &str,
-    dep: &AgentDeployment,
-) -> Result<Result<Option<SecretString>, super::resolve::Blocked>, Error> {
-    let secret_ref = dep
-        .spec
-        .verify
-        .as_ref()
-        .and_then(|v| v.api_key_secret_ref.as_ref());
-    if let Some(r) = secret_ref {
-        return Ok(super::resolve::secret_value(ctx, ns, &r.name, &r.key)
-            .await?
-            .map(|v| Some(SecretString::from(v.trim().to_owned()))));
-    }
-    if !crate::plan::verdict::control_plane_key_allowed(&dep.spec) {
-        return Ok(Ok(None));
-    }
-    Ok(
-        match ctx
-            .plane_client(ns, &dep.spec.control_plane_ref.name)
-            .await?
-        {
-            Ok(cp) if !cp.uses_bearer() => Ok(Some(cp.api_key().clone())),
-            Ok(_) => Ok(None),
-            Err(b) => Err(b),
-        },
-    )
-}
-
-/// The pass's inputs; a deployment that is not there, not Ready, or a
-/// budget that is spent ends the pass without an agent server request.
+/// The pass's inputs; a deployment that is not there, not Ready, paused,
+/// or a budget that is spent ends the pass without an agent server
+/// request.
 async fn observe(obj: &AgentAssistant, ctx: &Context) -> Flow<Observed, AgentAssistant> {
-    let server = match server(obj, ctx).await? {
-        Ok(s) => s,
-        Err(NoServer::Missing(message)) => {
-            return Err(act::report(
-                obj,
-                None,
-                &Outcome::Progressing {
-                    reason: reason::DEPLOYMENT_NOT_FOUND,
-                    message,
-                },
-                Ok(Action::requeue(WAIT_FOR_DEPLOYMENT)),
-            ));
-        }
-        Err(NoServer::NotReady(message)) => {
-            return Err(act::report(
-                obj,
-                None,
-                &Outcome::Progressing {
-                    reason: reason::WAITING_FOR_DEPLOYMENT,
-                    message,
-                },
-                Ok(Action::requeue(WAIT_FOR_DEPLOYMENT)),
-            ));
-        }
-        Err(NoServer::Blocked(outcome)) => {
-            return Err(act::report(
-                obj,
-                None,
-                &outcome,
-                Ok(Action::requeue(super::jittered(ctx.config.resync_interval))),
-            ));
-        }
-    };
+    let server = child::reachable(obj, ctx).await?;
     if server.paused {
         // An assistant has nothing to pause: it waits, with no request,
         // until its deployment is unpaused (which wakes it).
-        return Err(act::report(
+        let outcome = Outcome::Progressing {
+            reason: reason::DEPLOYMENT_PAUSED,
+            message: format!(
+                "AgentDeployment {} is paused (annotation {PAUSED_ANNOTATION}); \
+                 the assistant waits for it, no request is made",
+                obj.spec.deployment_ref.name
+            ),
+        };
+        return Err(child::report(
             obj,
             None,
-            &Outcome::Progressing {
-                reason: reason::DEPLOYMENT_PAUSED,
-                message: format!(
-                    "AgentDeployment {} is paused (annotation {PAUSED_ANNOTATION}); \
-                     the assistant waits for it, no request is made",
-                    obj.spec.deployment_ref.name
-                ),
-            },
+            &outcome,
             Ok(Action::await_change()),
         ));
     }
-    let permit = match ctx.verifier.admit(
-        &super::object_key(obj),
-        &server.deployment_id,
-        CALLS_PER_PASS,
-    ) {
-        Ok(p) => p,
-        Err(super::deployment::verify::Deferred(wait)) => {
-            return Err(Report::end(Action::requeue(wait)));
-        }
-    };
+    let permit = child::admit(obj, ctx, &server.deployment_id)?;
     let id = assistant_id(&obj.spec, obj.uid().as_deref().unwrap_or_default());
     match server.client.get_assistant(&id).await {
         Ok(current) => Ok(Observed {

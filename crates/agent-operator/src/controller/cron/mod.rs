@@ -27,12 +27,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use super::assistant::{CALLS_PER_PASS, NoServer, Server, server_of};
+use super::child::{self, Child, ChildStatus};
 use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
@@ -41,7 +41,8 @@ use super::{Context, Error, scoped_api};
 use crate::agentserver::{AgentServerClient, Cron};
 use crate::api::assistant::AgentAssistant;
 use crate::api::conditions::{READY, TRUE, find, reason};
-use crate::api::cron::{AgentCron, AgentCronStatus};
+use crate::api::cron::{AgentCron, AgentCronStatus, CronDeletionPolicy};
+use crate::api::deployment::ManagementPolicy;
 use crate::plan::cron::{Known, Step, decide};
 use crate::plan::status::Outcome;
 
@@ -101,11 +102,8 @@ impl Kind for AgentCron {
             found: &seen.found,
             known_id: status.cron_id.as_deref().filter(|_| same_server),
             applied_hash: status.applied_hash.as_deref().filter(|_| same_server),
-            rejected: obj
-                .status
-                .as_ref()
-                .and_then(|s| s.rejected_request.as_ref()),
-            policy: obj.spec.management_policy,
+            rejected: obj.status().and_then(ChildStatus::rejected_request),
+            policy: obj.policy(),
         })
     }
 
@@ -128,15 +126,23 @@ impl Kind for AgentCron {
     }
 }
 
-/// The progressing report of a pass that waits for an input, with no
-/// request.
-fn waiting(obj: &AgentCron, reason: &'static str, message: String) -> Box<Report<AgentCron>> {
-    act::report(
-        obj,
-        None,
-        &Outcome::Progressing { reason, message },
-        Ok(Action::requeue(WAIT_FOR_INPUTS)),
-    )
+impl Child for AgentCron {
+    const NOUN: &'static str = "cron";
+    const WAIT: Duration = WAIT_FOR_INPUTS;
+    const REJECTED: &'static str = reason::CRON_REJECTED;
+    const FOUND_BY_TAG: bool = true;
+
+    fn deployment_name(&self) -> &str {
+        &self.spec.deployment_ref.name
+    }
+
+    fn policy(&self) -> ManagementPolicy {
+        self.spec.management_policy
+    }
+
+    fn orphans(&self) -> bool {
+        self.spec.deletion_policy == CronDeletionPolicy::Orphan
+    }
 }
 
 /// `spec.webhook`, when set, names a host of the operator's
@@ -146,38 +152,16 @@ fn webhook_allowed(obj: &AgentCron, ctx: &Context) -> Flow<(), AgentCron> {
     let Some(hook) = &obj.spec.webhook else {
         return Ok(());
     };
-    match ctx.config.allowed_hosts.check(hook, "spec.webhook") {
-        Ok(()) => Ok(()),
-        Err(refused) => Err(act::report(
-            obj,
-            None,
-            &Outcome::Stalled {
+    ctx.config
+        .allowed_hosts
+        .check(hook, "spec.webhook")
+        .map_err(|refused| {
+            let outcome = Outcome::Stalled {
                 reason: reason::HOST_NOT_ALLOWED,
                 message: refused.0,
-            },
-            Ok(Action::requeue(super::jittered(ctx.config.resync_interval))),
-        )),
-    }
-}
-
-/// The deployment's agent server, or the report of why there is none.
-async fn reachable(obj: &AgentCron, ctx: &Context) -> Flow<Server, AgentCron> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
-    match server_of(ctx, &ns, &obj.spec.deployment_ref.name).await? {
-        Ok(s) => Ok(s),
-        Err(NoServer::Missing(message)) => Err(waiting(obj, reason::DEPLOYMENT_NOT_FOUND, message)),
-        Err(NoServer::NotReady(message)) => {
-            Err(waiting(obj, reason::WAITING_FOR_DEPLOYMENT, message))
-        }
-        Err(NoServer::Blocked(outcome)) => Err(act::report(
-            obj,
-            None,
-            &outcome,
-            Ok(Action::requeue(super::jittered(ctx.config.resync_interval))),
-        )),
-    }
+            };
+            child::until_resync(obj, ctx, None, outcome)
+        })
 }
 
 /// The id the cron runs: the AgentAssistant's `assistantId` once it is
@@ -203,7 +187,7 @@ async fn assistant(obj: &AgentCron, ctx: &Context, deployment_id: &str) -> Flow<
         .filter(|_| on_this_server)
     {
         Some(id) => Ok(id),
-        None => Err(waiting(
+        None => Err(child::waiting(
             obj,
             reason::WAITING_FOR_ASSISTANT,
             format!(
@@ -219,18 +203,9 @@ async fn assistant(obj: &AgentCron, ctx: &Context, deployment_id: &str) -> Flow<
 /// budget that is spent, ends the pass without an agent server request.
 async fn observe(obj: &AgentCron, ctx: &Context) -> Flow<Observed, AgentCron> {
     webhook_allowed(obj, ctx)?;
-    let server = reachable(obj, ctx).await?;
+    let server = child::reachable(obj, ctx).await?;
     let assistant = assistant(obj, ctx, &server.deployment_id).await?;
-    let permit = match ctx.verifier.admit(
-        &super::object_key(obj),
-        &server.deployment_id,
-        CALLS_PER_PASS,
-    ) {
-        Ok(p) => p,
-        Err(super::deployment::verify::Deferred(wait)) => {
-            return Err(Report::end(Action::requeue(wait)));
-        }
-    };
+    let permit = child::admit(obj, ctx, &server.deployment_id)?;
     let uid = obj.metadata.uid.as_deref().unwrap_or_default();
     match server
         .client

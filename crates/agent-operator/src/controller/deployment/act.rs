@@ -172,7 +172,6 @@ async fn change(
         // What Manage would send, listed instead of sent.
         pass.status.drift = policy::drift(body, &remote, &patch);
     }
-    let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
     let held = rollback::holds(
         pass.previous.rollback.as_ref(),
         pass.obj.metadata.generation,
@@ -180,7 +179,35 @@ async fn change(
     );
     let changed = read.secrets_changed_here || read.image_moved_here || read.redeploy_requested;
     let step = rollback::held_back(decide::after_read(&read), held, changed);
-    match policy::after(policy, step) {
+    let sent = Sent {
+        patch,
+        fingerprint: patch_fingerprint,
+    };
+    carry_out(pass, policy::after(policy, step), remote, body, sent).await
+}
+
+/// The minimal PATCH of a pass and its fingerprint
+/// ([`desired::patch_fingerprint`]).
+struct Sent {
+    patch: DeploymentPatch,
+    fingerprint: String,
+}
+
+/// Carries out the decision `after` on the deployment read (`remote`):
+/// at most one mutation, or the end of the pass.
+async fn carry_out(
+    pass: &mut Pass<'_>,
+    after: After,
+    remote: Deployment,
+    body: &DeploymentCreate,
+    sent: Sent,
+) -> Flow<Acted> {
+    let Sent {
+        patch,
+        fingerprint: patch_fingerprint,
+    } = sent;
+    let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+    match after {
         After::RemoteDeleting => Err(remote_deleting(pass, &remote.id)),
         After::Fight { fields } => {
             let outcome = Outcome::Stalled {
@@ -331,24 +358,7 @@ async fn send_patch(
         Ok(d) => d,
         Err(e) => return Err(pass.fail("patch deployment", e)),
     };
-    let fields = desired::patch_fields(&patch);
-    let (event_reason, verb) = if drift {
-        pass.status.drift_corrections = fight::remember(
-            &pass.status.drift_corrections.clone(),
-            &fields,
-            k8s_openapi::jiff::Timestamp::now(),
-        );
-        ("DriftCorrected", "changed outside the operator; restored")
-    } else {
-        ("Patched", "patched")
-    };
-    let note = match &pass.reapplied_over {
-        Some(over) => {
-            verdict::reapplied_note(&fields, &d.id, over, desired::creates_revision(&patch))
-        }
-        None => format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
-    };
-    pass.events.push((EventType::Normal, event_reason, note));
+    patched_event(pass, &patch, &d.id, drift);
     if patch.secrets.is_some() {
         pass.status.secrets_hash = Some(secrets_hash.to_owned());
         // The next PATCH of Secret values alone waits its interval,
@@ -379,6 +389,29 @@ async fn send_patch(
         view: RemoteView::of(&d),
         revision: None,
     })
+}
+
+/// The event of the PATCH `patch` of deployment `id`: `Patched`, or
+/// `DriftCorrected` for a correction of `drift` (remembered in
+/// `status.driftCorrections`, [`fight::remember`]), or the re-apply over a
+/// revision made outside the operator.
+fn patched_event(pass: &mut Pass<'_>, patch: &DeploymentPatch, id: &str, drift: bool) {
+    let fields = desired::patch_fields(patch);
+    let (event_reason, verb) = if drift {
+        pass.status.drift_corrections = fight::remember(
+            &pass.status.drift_corrections.clone(),
+            &fields,
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        ("DriftCorrected", "changed outside the operator; restored")
+    } else {
+        ("Patched", "patched")
+    };
+    let note = match &pass.reapplied_over {
+        Some(over) => verdict::reapplied_note(&fields, id, over, desired::creates_revision(patch)),
+        None => format!("{} of remote deployment {id} {verb}", fields.join(", ")),
+    };
+    pass.events.push((EventType::Normal, event_reason, note));
 }
 
 /// The outcome of a change the service accepted but does not hold.

@@ -141,21 +141,7 @@ pub async fn check(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Cont
     ) {
         Expire::RecoverFirst => return Ok(()),
         Expire::RecordOnly => None,
-        Expire::DeleteRemote(id) => {
-            let cp = control_plane(&fresh, ctx)
-                .await
-                .map_err(|r| r.on(Some(&fresh)))?;
-            match cp.delete_deployment(&id).await {
-                Ok(()) | Err(CpError::NotFound { .. }) => Some(id),
-                Err(e) => {
-                    return Err(Report::failed(Error::ControlPlane {
-                        operation: "delete deployment",
-                        source: e,
-                    })
-                    .on(Some(&fresh)));
-                }
-            }
-        }
+        Expire::DeleteRemote(id) => Some(delete_remote(&fresh, ctx, id).await?),
     };
     let when = Timestamp::now()
         .round(jiff::Unit::Second)
@@ -173,6 +159,23 @@ pub async fn check(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Cont
         outcome.message().to_owned(),
     ));
     Err(report.on(Some(&fresh)))
+}
+
+/// Deletes the remote deployment `id` of `fresh` (gone already counts as
+/// deleted) and returns its id; `Err` ends the pass (its control plane is
+/// missing, or the DELETE failed: retried with backoff).
+async fn delete_remote(fresh: &AgentDeployment, ctx: &Context, id: String) -> Flow<String> {
+    let cp = control_plane(fresh, ctx)
+        .await
+        .map_err(|r| r.on(Some(fresh)))?;
+    match cp.delete_deployment(&id).await {
+        Ok(()) | Err(CpError::NotFound { .. }) => Ok(id),
+        Err(e) => Err(Report::failed(Error::ControlPlane {
+            operation: "delete deployment",
+            source: e,
+        })
+        .on(Some(fresh))),
+    }
 }
 
 /// The pass of an object already expired: its conditions say `Expired`

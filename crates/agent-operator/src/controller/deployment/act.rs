@@ -4,8 +4,8 @@
 //! to the follow step ([`Acted`]) or ends the pass with a [`Report`].
 //! Sources: docs/control-plane-api.md "Polling", "Requests".
 
+use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
-use kube::runtime::controller::Action;
 
 use super::obtain::obtain;
 use super::pass::{Acted, Pass, RemoteView};
@@ -64,13 +64,13 @@ fn unshown_until(pass: &Pass<'_>, wait: std::time::Duration) -> Box<Report> {
     let (ctx, key) = (pass.ctx, pass.seen.key.clone());
     let window = ctx.config.max_poll_interval;
     if !pass.seen.unwritten {
-        return Report::end(Action::requeue(wait));
+        return Report::end(Requeue::after(wait));
     }
     let left = window.saturating_sub(ctx.unshown.elapsed(&key));
     if !left.is_zero() {
-        return Report::end(Action::requeue(wait.min(left)));
+        return Report::end(Requeue::after(wait.min(left)));
     }
-    let mut report = Report::end(Action::requeue(wait));
+    let mut report = Report::end(Requeue::after(wait));
     report.status = crate::controller::kind::changed(pass.obj, pass.previous.clone());
     report.remember.push(move |ctx| ctx.unshown.forget(&key));
     report
@@ -206,7 +206,7 @@ async fn carry_out(
         patch,
         fingerprint: patch_fingerprint,
     } = sent;
-    let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+    let resync = Requeue::after(jittered(pass.ctx.config.resync_interval));
     match after {
         After::RemoteDeleting => Err(remote_deleting(pass, &remote.id)),
         After::Fight { fields } => {
@@ -307,7 +307,7 @@ fn remote_deleting(pass: &mut Pass<'_>, id: &str) -> Box<Report> {
         pass.ctx.config.poll_interval,
         pass.ctx.config.max_poll_interval,
     );
-    pass.finish(&outcome, Ok(Action::requeue(wait)))
+    pass.finish(&outcome, Ok(Requeue::after(wait)))
 }
 
 /// Requests the redeploy of `remote`; its answer is the revision it
@@ -381,7 +381,7 @@ async fn send_patch(
         let outcome = unheld_outcome(&d.id, &again);
         pass.status.latest_revision_id = d.latest_revision_id.clone();
         pass.status.deployment_id = Some(d.id.clone());
-        let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+        let resync = Requeue::after(jittered(pass.ctx.config.resync_interval));
         return Err(pass.finish(&outcome, Ok(resync)));
     }
     pass.status.unheld_patch = None;
@@ -472,7 +472,7 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
         obj.metadata.generation,
     );
     status.deployment_status = None;
-    let mut report = Report::end(Action::requeue(std::time::Duration::from_millis(100)));
+    let mut report = Report::end(Requeue::after(std::time::Duration::from_millis(100)));
     let key = object_key(obj);
     report.remember.push(move |ctx| ctx.deletes.forget(&key));
     report.status = crate::controller::kind::changed(obj, status);

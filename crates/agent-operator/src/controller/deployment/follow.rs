@@ -5,7 +5,7 @@
 //! the pass with its [`Report`]. Sources: docs/control-plane-api.md
 //! "Revision", "Polling", "Logs".
 
-use kube::runtime::controller::Action;
+use crate::controller::kind::Requeue;
 
 use super::pass::{Acted, Pass, RemoteView};
 use super::report::Report;
@@ -358,12 +358,12 @@ fn requeue(
     overdue: bool,
     verify_wait: Option<std::time::Duration>,
     latest: &Latest,
-) -> Action {
+) -> Requeue {
     let (ctx, key) = (pass.ctx, pass.seen.key.clone());
     match verdict::next(outcome, overdue, verify_wait.is_some()) {
         Next::Verify => {
             pass.remember.push(move |ctx| ended(ctx, &key));
-            Action::requeue(verify_wait.unwrap_or(ctx.config.resync_interval))
+            Requeue::after(verify_wait.unwrap_or(ctx.config.resync_interval))
         }
         Next::Poll => {
             let state = format!(
@@ -382,16 +382,16 @@ fn requeue(
                     .as_deref()
                     .and_then(|t| ctx.expected_left(&plane_key(pass.cp), Some(t)))
             };
-            Action::requeue(decide::next_poll(
+            Requeue::after(decide::next_poll(
                 backoff,
                 expected_left,
                 ctx.config.max_poll_interval,
             ))
         }
-        Next::Slow => Action::requeue(jittered(ctx.config.max_poll_interval * 4)),
+        Next::Slow => Requeue::after(jittered(ctx.config.max_poll_interval * 4)),
         Next::Resync => {
             pass.remember.push(move |ctx| ended(ctx, &key));
-            Action::requeue(jittered(ctx.config.resync_interval))
+            Requeue::after(jittered(ctx.config.resync_interval))
         }
     }
 }

@@ -5,7 +5,7 @@
 //! state built from it ([`Observed`]). Nothing remote happens while an input
 //! is missing: the step ends the pass with `Stalled`.
 
-use kube::runtime::controller::Action;
+use crate::controller::kind::Requeue;
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
@@ -189,7 +189,7 @@ fn not_paused(obj: &AgentDeployment, ctx: &Context) -> Flow<()> {
         Ok(true) => Err(Report::outcome(
             obj,
             &paused_outcome(),
-            Action::await_change(),
+            Requeue::await_change(),
         )),
         Err(message) => Err(Report::stalled(
             obj,
@@ -240,7 +240,7 @@ async fn last_written(
                 unwritten,
             })
         }
-        _ => Err(Report::end(Action::await_change())),
+        _ => Err(Report::end(Requeue::await_change())),
     }
 }
 
@@ -323,7 +323,7 @@ fn promoted(
                     reason: reason::PROMOTION_WAITING,
                     message,
                 },
-                Action::requeue(after),
+                Requeue::after(after),
             ))
         }
     }
@@ -457,9 +457,9 @@ fn registry_failure(obj: &AgentDeployment, ctx: &Context, e: RegistryError) -> B
                     "{e}; retried with backoff, nothing is sent to the control plane meanwhile"
                 ),
             },
-            Action::await_change(),
+            Requeue::await_change(),
         )
-        .then(Err(Error::Registry(e))),
+        .then(Err::<Requeue, _>(Error::Registry(e))),
     }
 }
 
@@ -578,7 +578,7 @@ async fn unless_deleting(
     }
     match api.get_opt(&obj.name_any()).await {
         Ok(Some(o)) if o.metadata.deletion_timestamp.is_none() => report,
-        Ok(_) => Report::end(Action::await_change()),
+        Ok(_) => Report::end(Requeue::await_change()),
         Err(e) => Report::failed(Error::Kube(e)),
     }
 }

@@ -23,9 +23,9 @@
 //! resource restored from a backup without status (Velero's default) finds
 //! its deployment through the id annotation.
 
+use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
 use tracing::info;
 
 use super::pass::Pass;
@@ -65,7 +65,7 @@ fn found(deployment: Deployment, created: bool, recovered: bool) -> Flow<Obtaine
 /// Ends the pass with `Stalled` (`reason`, `message`), checked again on the
 /// slow resync or when the object changes.
 fn stall(pass: &mut Pass<'_>, reason: &'static str, message: String) -> Flow<ObtainedDeployment> {
-    let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+    let resync = Requeue::after(jittered(pass.ctx.config.resync_interval));
     Err(pass.finish(&Outcome::Stalled { reason, message }, Ok(resync)))
 }
 

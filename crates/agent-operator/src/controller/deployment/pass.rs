@@ -2,8 +2,8 @@
 //! status it builds, and the two ways it ends with a [`Report`]:
 //! [`Pass::finish`] (an outcome) and [`Pass::fail`] (a control plane error).
 
+use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
-use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use secrecy::SecretString;
 
@@ -200,7 +200,7 @@ impl<'a> Pass<'a> {
             outcome = super::report::not_resent_until(outcome, &rejected.retry_after_time);
             self.status.rejected_request = Some(rejected);
         }
-        self.finish(&outcome, Ok(Action::requeue(delay)))
+        self.finish(&outcome, Ok(Requeue::after(delay)))
     }
 
     /// Ends the pass with `outcome`: the status (when changed; kept in
@@ -208,7 +208,11 @@ impl<'a> Pass<'a> {
     /// [`steps::status_unshown`]), the id annotation in place of the
     /// create-pending marker once the id is known, the Warning of a new
     /// problem, then the pass's events.
-    pub(super) fn finish(&mut self, outcome: &Outcome, then: Result<Action, Error>) -> Box<Report> {
+    pub(super) fn finish(
+        &mut self,
+        outcome: &Outcome,
+        then: Result<Requeue, Error>,
+    ) -> Box<Report> {
         let mismatch = self.commit_mismatch();
         let outcome = mismatch.as_ref().unwrap_or(outcome);
         self.settle_status(outcome);
@@ -216,7 +220,7 @@ impl<'a> Pass<'a> {
             already_reported(self.obj, reason, message)
         });
         let id = self.status.deployment_id.clone();
-        let mut report = Report::end(Action::await_change()).then(then);
+        let mut report = Report::end(Requeue::await_change()).then(then);
         let in_progress = matches!(
             outcome,
             Outcome::Progressing { reason, .. } if *reason == crate::api::conditions::reason::REVISION_IN_PROGRESS

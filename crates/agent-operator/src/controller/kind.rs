@@ -132,6 +132,65 @@ pub trait Kind:
     /// is done (the per-object backoff and pass state of [`Context`] are
     /// forgotten for every kind). Default: nothing.
     fn forget(_ctx: &Context, _obj: &Self) {}
+
+    /// How soon a pass of `self` must run again at the latest, whatever
+    /// its report says (an AgentDeployment's expiry instant): [`write`](fn@write)
+    /// requeues at the sooner of the two ([`Requeue::sooner`]). Default:
+    /// `None`, the report's requeue stands.
+    fn wake_in(&self) -> Option<std::time::Duration> {
+        None
+    }
+}
+
+/// When the pass of an object runs again, as its report says: after a
+/// delay, or on its next change. Unlike kube's [`Action`], whose delay is
+/// private, it tells its delay, so that a kind's wake-up
+/// ([`Kind::wake_in`]) is compared with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Requeue {
+    /// After this delay; `None`: on the object's next change only.
+    Known(Option<std::time::Duration>),
+    /// A kube [`Action`], its delay unknown: built by kinds without a
+    /// wake-up ([`Kind::wake_in`]); a wake-up takes its place.
+    Opaque(Action),
+}
+
+impl Requeue {
+    /// Runs again after `delay`.
+    pub fn after(delay: std::time::Duration) -> Self {
+        Self::Known(Some(delay))
+    }
+
+    /// Runs again on the object's next change only.
+    pub fn await_change() -> Self {
+        Self::Known(None)
+    }
+
+    /// This requeue, or `wake` when that comes sooner (a requeue whose delay
+    /// is unknown gives way to `wake`).
+    pub fn sooner(self, wake: Option<std::time::Duration>) -> Self {
+        match (wake, &self) {
+            (None, _) => self,
+            (Some(wake), Self::Known(Some(after))) if *after <= wake => self,
+            (Some(wake), _) => Self::after(wake),
+        }
+    }
+}
+
+impl From<Action> for Requeue {
+    fn from(action: Action) -> Self {
+        Self::Opaque(action)
+    }
+}
+
+impl From<Requeue> for Action {
+    fn from(requeue: Requeue) -> Self {
+        match requeue {
+            Requeue::Known(Some(delay)) => Action::requeue(delay),
+            Requeue::Known(None) => Action::await_change(),
+            Requeue::Opaque(action) => action,
+        }
+    }
 }
 
 /// The status items of an `impl Kind` whose object keeps its status in
@@ -177,7 +236,7 @@ pub struct Report<K: Kind> {
     /// leaves the memory as it was, like the object.
     pub remember: Remember,
     /// The requeue, or the error that `error_policy` backs off from.
-    pub then: Result<Action, Error>,
+    pub then: Result<Requeue, Error>,
 }
 
 /// One change of the in-process memory.
@@ -220,20 +279,20 @@ impl<K: Kind> From<Error> for Box<Report<K>> {
 
 impl<K: Kind> Report<K> {
     /// A pass that writes nothing and requeues with `action`.
-    pub fn end(action: Action) -> Box<Self> {
+    pub fn end(action: impl Into<Requeue>) -> Box<Self> {
         Box::new(Self {
             object: None,
             status: None,
             annotations: Vec::new(),
             events: Vec::new(),
             remember: Remember::default(),
-            then: Ok(action),
+            then: Ok(action.into()),
         })
     }
 
     /// A pass that writes nothing and returns `e`.
     pub fn failed(e: Error) -> Box<Self> {
-        let mut r = Self::end(Action::await_change());
+        let mut r = Self::end(Requeue::await_change());
         r.then = Err(e);
         r
     }
@@ -246,21 +305,21 @@ impl<K: Kind> Report<K> {
     pub fn outcome_with(
         obj: &K,
         outcome: &Outcome,
-        then: Result<Action, Error>,
+        then: Result<impl Into<Requeue>, Error>,
         build: impl FnOnce(Option<i64>, Vec<Condition>) -> K::Status,
     ) -> Box<Self> {
         let previous = obj.status().map(K::conditions).unwrap_or_default();
         let generation = obj.meta().generation;
         let status = build(generation, conditions(previous, outcome, generation));
-        let mut r = Self::end(Action::await_change()).then(then);
+        let mut r = Self::end(Requeue::await_change()).then(then);
         r.status = changed(obj, status);
         r.events.extend(transition_event(previous, outcome));
         r
     }
 
     /// Returns `then` after the writes instead.
-    pub fn then(mut self: Box<Self>, then: Result<Action, Error>) -> Box<Self> {
-        self.then = then;
+    pub fn then(mut self: Box<Self>, then: Result<impl Into<Requeue>, Error>) -> Box<Self> {
+        self.then = then.map(Into::into);
         self
     }
 
@@ -365,7 +424,8 @@ pub fn has_finalizer<K: Kind>(obj: &K, name: &str) -> bool {
 
 /// Writes `report` about `obj` (or the fresh read it names): status, then
 /// annotations, then the changes of the in-process memory it carries, then
-/// events; returns its `then`. A failed write returns the Kubernetes error,
+/// events; returns its `then`, or the wake-up of `obj` when that comes
+/// sooner ([`Kind::wake_in`]). A failed write returns the Kubernetes error,
 /// and what follows it is neither written nor remembered.
 pub async fn write<K: Kind>(
     api: &Api<K>,
@@ -381,6 +441,7 @@ pub async fn write<K: Kind>(
         remember,
         then,
     } = *report;
+    let wake = obj.wake_in();
     let obj = object.as_deref().unwrap_or(obj);
     // The `blocked` outcome of the reconcile metric: the pass leaves the
     // object `Stalled` (the status it writes, or the one it keeps). Noted
@@ -404,7 +465,7 @@ pub async fn write<K: Kind>(
     for (type_, reason, note) in events {
         publish(ctx, obj, type_, reason, note).await;
     }
-    then
+    then.map(|next| next.sooner(wake).into())
 }
 
 /// One reconcile pass of any kind: the finalizer helper (with a
@@ -520,6 +581,34 @@ mod tests {
 
     fn status(v: serde_json::Value) -> kube::core::Status {
         serde_json::from_value(v).expect("a Status")
+    }
+
+    /// A kind's wake-up takes the place of a later requeue, of a wait for
+    /// a change, and of a requeue whose delay is unknown; a sooner requeue
+    /// stands; without a wake-up every requeue stands.
+    #[test]
+    fn the_wake_up_wins_only_when_sooner() {
+        use super::Requeue;
+        use kube::runtime::controller::Action;
+        use std::time::Duration;
+        let s = Duration::from_secs;
+        let five = Some(s(5));
+        assert_eq!(Requeue::after(s(300)).sooner(five), Requeue::after(s(5)));
+        assert_eq!(Requeue::after(s(2)).sooner(five), Requeue::after(s(2)));
+        assert_eq!(Requeue::after(s(5)).sooner(five), Requeue::after(s(5)));
+        assert_eq!(Requeue::await_change().sooner(five), Requeue::after(s(5)));
+        let opaque = Requeue::from(Action::requeue(s(1)));
+        assert_eq!(opaque.clone().sooner(five), Requeue::after(s(5)));
+        assert_eq!(opaque.clone().sooner(None), opaque);
+        assert_eq!(
+            Requeue::await_change().sooner(None),
+            Requeue::await_change()
+        );
+        assert_eq!(Action::from(Requeue::after(s(2))), Action::requeue(s(2)));
+        assert_eq!(
+            Action::from(Requeue::await_change()),
+            Action::await_change()
+        );
     }
 
     #[test]

@@ -83,38 +83,25 @@ pub struct Context {
     pub reporter: Reporter,
     /// Timing settings.
     pub config: OperatorConfig,
-    /// Consecutive failures per object, for the error backoff.
-    pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// What the operator remembers of each object between its passes
+    /// ([`ObjectMemory`]), keyed by [`memory_key`] of its
+    /// [`object_key`]; an object's entry goes when it holds nothing, and
+    /// when the object is deleted ([`Context::forget`]).
+    pub objects: std::sync::Mutex<std::collections::HashMap<u64, ObjectMemory>>,
     /// One control plane client per AgentControlPlane, shared by all its users.
     pub planes: planes::ClientCache,
     /// The metadata-only Secret watch and the cache of referenced Secrets.
     pub secrets: secrets::Secrets,
-    /// Per object: the (revision, status) last polled and how many polls saw
-    /// it unchanged, for the polling backoff.
-    pub polls: std::sync::Mutex<std::collections::HashMap<String, (String, u32)>>,
     /// Prometheus metrics (reconciles, control plane requests, time to Ready).
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
-    /// Objects that had a pass since the operator started (for the cold
-    /// start: see [`Context::first_pass`]).
-    pub seen: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// Per control plane: how long its revisions take from creation to
-    /// DEPLOYED, seconds (exponentially weighted mean of recent revisions).
-    pub revision_seconds: std::sync::Mutex<std::collections::HashMap<String, f64>>,
+    /// What the operator learned of each control plane ([`PlaneMemory`]),
+    /// keyed by its client's key (`deployment::plane_key`).
+    pub plane_memory: std::sync::Mutex<std::collections::HashMap<String, PlaneMemory>>,
     /// Name lookups before creates, shared by a fleet of one control plane.
     pub names: deployment::names::NameIndexes,
     /// GitHub integration and repository lists (for
     /// `sourceConfig.integrationRef`), shared by a fleet of one control plane.
     pub integrations: integrations::IntegrationCache,
-    /// Per object: the revision its last mutation started and when.
-    pub revision_started:
-        std::sync::Mutex<std::collections::HashMap<String, (String, std::time::Instant)>>,
-    /// Per control plane with no learned revision duration yet: the objects
-    /// allowed to poll early (see [`Context::poll_wait`]).
-    pub scouts:
-        std::sync::Mutex<std::collections::HashMap<String, std::collections::HashSet<String>>>,
-    /// Per object: when its last PATCH that carried secret values was sent
-    /// (see [`Context::secrets_due_in`]).
-    pub secrets_sent: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
     /// The bounds of agent server calls (`spec.verify`, AgentAssistants,
     /// AgentCrons): a rate per agent server and a process-wide concurrency
     /// cap, apart from every control plane budget.
@@ -157,6 +144,55 @@ pub const SECRETS_PATCH_INTERVAL: std::time::Duration = std::time::Duration::fro
 /// scouts learn instead of each polling early.
 pub const SCOUTS: usize = 4;
 
+/// What the operator remembers of one object between its passes (every
+/// kind: the error backoff; AgentDeployment: the rest). Lost on restart
+/// by design: each field says what a cold start does without it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ObjectMemory {
+    /// Consecutive failed passes, for the error backoff.
+    pub failures: u32,
+    /// The (revision, status) last polled and how many polls saw it
+    /// unchanged, for the polling backoff.
+    pub poll: Option<(String, u32)>,
+    /// The object had a pass since the operator started (the cold start:
+    /// [`Context::first_pass`]).
+    pub seen: bool,
+    /// The revision its last mutation started, and when.
+    pub revision_started: Option<(String, std::time::Instant)>,
+    /// When its last PATCH that carried Secret values was sent
+    /// ([`Context::secrets_due_in`]).
+    pub secrets_sent: Option<std::time::Instant>,
+}
+
+impl ObjectMemory {
+    /// Nothing is remembered (the entry can go).
+    fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What the operator learned of one control plane.
+#[derive(Clone, Debug, Default)]
+pub struct PlaneMemory {
+    /// How long its revisions take from creation to DEPLOYED, seconds
+    /// (exponentially weighted mean of recent revisions); `None` until one
+    /// was seen.
+    pub revision_seconds: Option<f64>,
+    /// While nothing is learned: the objects ([`memory_key`]) allowed to
+    /// poll early ([`Context::poll_wait`]).
+    pub scouts: std::collections::HashSet<u64>,
+}
+
+/// The key of an object in [`Context::objects`]: a hash of its
+/// [`object_key`] (`Kind/namespace/name`), so that objects of different
+/// kinds with one name never share an entry.
+pub fn memory_key(key: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
 impl Context {
     /// Builds a context with a recorder reporting as `agent-operator`.
     pub fn new(client: kube::Client, config: OperatorConfig) -> Self {
@@ -173,18 +209,13 @@ impl Context {
             client,
             verifier,
             config,
-            failures: Default::default(),
+            objects: Default::default(),
             planes,
             secrets: Default::default(),
-            polls: Default::default(),
             metrics: Default::default(),
-            seen: Default::default(),
-            revision_seconds: Default::default(),
+            plane_memory: Default::default(),
             names: Default::default(),
             integrations: Default::default(),
-            revision_started: Default::default(),
-            scouts: Default::default(),
-            secrets_sent: Default::default(),
             hash_key: hash_key::HashKey::random(),
             deletes: Default::default(),
             unshown: Default::default(),
@@ -195,34 +226,51 @@ impl Context {
         }
     }
 
+    /// Runs `f` on the memory of the object `key` ([`object_key`]; a
+    /// default one when there is none), and drops the entry once it holds
+    /// nothing.
+    fn with_object<R>(&self, key: &str, f: impl FnOnce(&mut ObjectMemory) -> R) -> R {
+        let id = memory_key(key);
+        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = objects.entry(id).or_default();
+        let r = f(entry);
+        if entry.is_empty() {
+            objects.remove(&id);
+        }
+        r
+    }
+
+    /// What `f` reads of the memory of the object `key`; `None` when
+    /// nothing is remembered of it.
+    fn recall<R>(&self, key: &str, f: impl FnOnce(&ObjectMemory) -> Option<R>) -> Option<R> {
+        let objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        objects.get(&memory_key(key)).and_then(f)
+    }
+
     /// Records that a PATCH carrying secret values of `key` was sent now.
     pub fn secrets_sent(&self, key: &str) {
-        let mut sent = self.secrets_sent.lock().unwrap_or_else(|p| p.into_inner());
-        sent.insert(key.to_owned(), std::time::Instant::now());
+        self.with_object(key, |m| m.secrets_sent = Some(std::time::Instant::now()));
     }
 
     /// How long a change of Secret values alone must wait before `key` may
     /// be patched again ([`SECRETS_PATCH_INTERVAL`] after the last such
     /// PATCH); `None` when it may be sent now.
     pub fn secrets_due_in(&self, key: &str) -> Option<std::time::Duration> {
-        let sent = self.secrets_sent.lock().unwrap_or_else(|p| p.into_inner());
-        let wait = SECRETS_PATCH_INTERVAL.checked_sub(sent.get(key)?.elapsed())?;
+        let sent = self.recall(key, |m| m.secrets_sent)?;
+        let wait = SECRETS_PATCH_INTERVAL.checked_sub(sent.elapsed())?;
         (!wait.is_zero()).then_some(wait)
     }
 
-    /// True the first time it is called for `key` since the operator started.
+    /// True the first time it is called for `key` since the operator started
+    /// (or since it was forgotten).
     pub fn first_pass(&self, key: &str) -> bool {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.insert(key.to_owned())
+        self.with_object(key, |m| !std::mem::replace(&mut m.seen, true))
     }
 
     /// Records that a mutation of `key` started revision `rid` just now.
     pub fn revision_started(&self, key: &str, rid: &str) {
-        let mut started = self
-            .revision_started
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        started.insert(key.to_owned(), (rid.to_owned(), std::time::Instant::now()));
+        let started = (rid.to_owned(), std::time::Instant::now());
+        self.with_object(key, |m| m.revision_started = Some(started));
     }
 
     /// How long `key` should wait, without any request, before polling
@@ -234,24 +282,19 @@ impl Context {
     /// objects poll and the others check again after `poll_interval`
     /// (a wake-up with no request) until the scouts have learned it.
     pub fn poll_wait(&self, key: &str, plane: &str, rid: &str) -> Option<Duration> {
-        let since = {
-            let started = self
-                .revision_started
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            match started.get(key) {
-                Some((r, at)) if r == rid => at.elapsed(),
-                _ => return None,
-            }
-        };
+        let since = self.recall(key, |m| match &m.revision_started {
+            Some((r, at)) if r == rid => Some(at.elapsed()),
+            _ => None,
+        })?;
         if let Some(expected) = self.expected_seconds(plane) {
             let left = expected - since.as_secs_f64();
             return (left > 0.5).then(|| Duration::from_secs_f64(left));
         }
-        let mut scouts = self.scouts.lock().unwrap_or_else(|p| p.into_inner());
-        let of_plane = scouts.entry(plane.to_owned()).or_default();
-        if of_plane.contains(key) || of_plane.len() < SCOUTS {
-            of_plane.insert(key.to_owned());
+        let id = memory_key(key);
+        let mut planes = self.plane_memory.lock().unwrap_or_else(|p| p.into_inner());
+        let scouts = &mut planes.entry(plane.to_owned()).or_default().scouts;
+        if scouts.contains(&id) || scouts.len() < SCOUTS {
+            scouts.insert(id);
             None
         } else {
             Some(self.config.poll_interval)
@@ -260,27 +303,21 @@ impl Context {
 
     /// Forgets that `key` follows a revision (it ended, or was deleted).
     pub fn revision_ended(&self, key: &str) {
-        self.revision_started
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
-        let mut scouts = self.scouts.lock().unwrap_or_else(|p| p.into_inner());
-        for of_plane in scouts.values_mut() {
-            of_plane.remove(key);
+        self.with_object(key, |m| m.revision_started = None);
+        let id = memory_key(key);
+        let mut planes = self.plane_memory.lock().unwrap_or_else(|p| p.into_inner());
+        for plane in planes.values_mut() {
+            plane.scouts.remove(&id);
         }
     }
 
     /// Forgets every per-object state of `key` (the object was deleted).
     pub fn forget(&self, key: &str) {
-        self.reset_backoff(key);
-        self.reset_polls(key);
-        self.revision_ended(key);
-        self.secrets_sent
+        self.objects
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.remove(key);
+            .remove(&memory_key(key));
+        self.revision_ended(key);
     }
 
     /// Learns from a revision that reached DEPLOYED how long revisions of the
@@ -301,12 +338,10 @@ impl Context {
         if !(0.0..86_400.0).contains(&seconds) {
             return;
         }
-        let mut learned = self
-            .revision_seconds
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let entry = learned.entry(plane.to_owned()).or_insert(seconds);
-        *entry = 0.7 * *entry + 0.3 * seconds;
+        let mut planes = self.plane_memory.lock().unwrap_or_else(|p| p.into_inner());
+        let learned = &mut planes.entry(plane.to_owned()).or_default().revision_seconds;
+        let mean = learned.get_or_insert(seconds);
+        *mean = 0.7 * *mean + 0.3 * seconds;
     }
 
     /// How long revisions of `plane` are expected to take: the learned
@@ -319,10 +354,11 @@ impl Context {
     /// How long revisions of `plane` are expected to take: the learned
     /// duration plus 10 %, seconds; `None` while nothing is learned.
     fn expected_seconds(&self, plane: &str) -> Option<f64> {
-        self.revision_seconds
+        self.plane_memory
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(plane)
+            .get(plane)?
+            .revision_seconds
             .map(|s| s * 1.1)
     }
 
@@ -347,10 +383,11 @@ impl Context {
     /// Records one more failure of `key` and returns the backoff delay:
     /// 1 s doubling to `max_backoff`, with ±20 % jitter.
     pub fn backoff(&self, key: &str) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let n = failures.entry(key.to_owned()).or_insert(0);
-        *n = n.saturating_add(1);
-        backoff_delay(*n, self.config.max_backoff)
+        let n = self.with_object(key, |m| {
+            m.failures = m.failures.saturating_add(1);
+            m.failures
+        });
+        backoff_delay(n, self.config.max_backoff)
     }
 
     /// Delay before the next poll of a revision in progress: `poll_interval`
@@ -366,11 +403,12 @@ impl Context {
     /// and how many polls will have seen `revision_state` unchanged
     /// (recorded by [`Context::record_poll`] once the pass's writes are done).
     pub fn next_poll(&self, key: &str, revision_state: &str) -> (Duration, u32) {
-        let polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
-        let unchanged = match polls.get(key) {
-            Some((state, n)) if state == revision_state => n.saturating_add(1),
-            _ => 0,
-        };
+        let unchanged = self
+            .recall(key, |m| match &m.poll {
+                Some((state, n)) if state == revision_state => Some(n.saturating_add(1)),
+                _ => None,
+            })
+            .unwrap_or(0);
         let delay = poll_delay(
             self.config.poll_interval,
             self.config.max_poll_interval,
@@ -382,8 +420,8 @@ impl Context {
     /// Records that `key` polled `revision_state`, seen `unchanged` times
     /// in a row before ([`Context::next_poll`]).
     pub fn record_poll(&self, key: &str, revision_state: &str, unchanged: u32) {
-        let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
-        polls.insert(key.to_owned(), (revision_state.to_owned(), unchanged));
+        let poll = (revision_state.to_owned(), unchanged);
+        self.with_object(key, |m| m.poll = Some(poll));
     }
 
     /// The control plane client of the AgentControlPlane `name` in
@@ -409,14 +447,12 @@ impl Context {
 
     /// Forgets the polling state of `key` (the revision ended).
     pub fn reset_polls(&self, key: &str) {
-        let mut polls = self.polls.lock().unwrap_or_else(|p| p.into_inner());
-        polls.remove(key);
+        self.with_object(key, |m| m.poll = None);
     }
 
     /// Forgets the failures of `key` after a successful pass.
     pub fn reset_backoff(&self, key: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        failures.remove(key);
+        self.with_object(key, |m| m.failures = 0);
     }
 }
 
@@ -597,6 +633,54 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A context whose Kubernetes client is never called.
+    fn context() -> Context {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::from(
+                Vec::new(),
+            )))
+        });
+        Context::new(
+            kube::Client::new(service, "default"),
+            OperatorConfig::default(),
+        )
+    }
+
+    fn entries(ctx: &Context) -> usize {
+        ctx.objects.lock().unwrap().len()
+    }
+
+    /// One entry per object, whatever it remembers; none once it holds
+    /// nothing, or once the object is forgotten; objects of two kinds with
+    /// one name never share one.
+    #[tokio::test]
+    async fn the_memory_of_an_object_is_one_entry_until_forgotten() {
+        let ctx = context();
+        let (agd, acp) = ("AgentDeployment/ns/a", "AgentControlPlane/ns/a");
+        assert!(ctx.first_pass(agd));
+        assert!(!ctx.first_pass(agd));
+        ctx.backoff(agd);
+        ctx.secrets_sent(agd);
+        ctx.revision_started(agd, "r1");
+        ctx.record_poll(agd, "r1/BUILDING", 2);
+        assert_eq!(entries(&ctx), 1);
+        assert_eq!(ctx.next_poll(agd, "r1/BUILDING").1, 3);
+        assert!(ctx.secrets_due_in(agd).is_some());
+        // A failure of another kind's object of the same name is its own.
+        ctx.backoff(acp);
+        assert_eq!(entries(&ctx), 2);
+        ctx.reset_backoff(acp);
+        assert_eq!(entries(&ctx), 1, "an entry that holds nothing goes");
+        assert_eq!(ctx.poll_wait(agd, "plane", "r1"), None, "a scout");
+        ctx.forget(agd);
+        assert_eq!(entries(&ctx), 0);
+        assert!(ctx.secrets_due_in(agd).is_none());
+        assert_eq!(ctx.next_poll(agd, "r1/BUILDING").1, 0);
+        assert!(ctx.first_pass(agd), "a new object of that name starts cold");
+        let planes = ctx.plane_memory.lock().unwrap();
+        assert!(planes["plane"].scouts.is_empty(), "no longer a scout");
+    }
 
     #[test]
     fn polling_backs_off_to_the_cap() {

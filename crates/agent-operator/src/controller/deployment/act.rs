@@ -4,8 +4,8 @@
 //! to the follow step ([`Acted`]) or ends the pass with a [`Report`].
 //! Sources: docs/control-plane-api.md "Polling", "Requests".
 
+use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
-use kube::runtime::controller::Action;
 
 use super::obtain::obtain;
 use super::pass::{Acted, Pass, RemoteView};
@@ -64,13 +64,13 @@ fn unshown_until(pass: &Pass<'_>, wait: std::time::Duration) -> Box<Report> {
     let (ctx, key) = (pass.ctx, pass.seen.key.clone());
     let window = ctx.config.max_poll_interval;
     if !pass.seen.unwritten {
-        return Report::end(Action::requeue(wait));
+        return Report::end(Requeue::after(wait));
     }
     let left = window.saturating_sub(ctx.unshown.elapsed(&key));
     if !left.is_zero() {
-        return Report::end(Action::requeue(wait.min(left)));
+        return Report::end(Requeue::after(wait.min(left)));
     }
-    let mut report = Report::end(Action::requeue(wait));
+    let mut report = Report::end(Requeue::after(wait));
     report.status = crate::controller::kind::changed(pass.obj, pass.previous.clone());
     report.remember.push(move |ctx| ctx.unshown.forget(&key));
     report
@@ -172,7 +172,6 @@ async fn change(
         // What Manage would send, listed instead of sent.
         pass.status.drift = policy::drift(body, &remote, &patch);
     }
-    let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
     let held = rollback::holds(
         pass.previous.rollback.as_ref(),
         pass.obj.metadata.generation,
@@ -180,7 +179,35 @@ async fn change(
     );
     let changed = read.secrets_changed_here || read.image_moved_here || read.redeploy_requested;
     let step = rollback::held_back(decide::after_read(&read), held, changed);
-    match policy::after(policy, step) {
+    let sent = Sent {
+        patch,
+        fingerprint: patch_fingerprint,
+    };
+    carry_out(pass, policy::after(policy, step), remote, body, sent).await
+}
+
+/// The minimal PATCH of a pass and its fingerprint
+/// ([`desired::patch_fingerprint`]).
+struct Sent {
+    patch: DeploymentPatch,
+    fingerprint: String,
+}
+
+/// Carries out the decision `after` on the deployment read (`remote`):
+/// at most one mutation, or the end of the pass.
+async fn carry_out(
+    pass: &mut Pass<'_>,
+    after: After,
+    remote: Deployment,
+    body: &DeploymentCreate,
+    sent: Sent,
+) -> Flow<Acted> {
+    let Sent {
+        patch,
+        fingerprint: patch_fingerprint,
+    } = sent;
+    let resync = Requeue::after(jittered(pass.ctx.config.resync_interval));
+    match after {
         After::RemoteDeleting => Err(remote_deleting(pass, &remote.id)),
         After::Fight { fields } => {
             let outcome = Outcome::Stalled {
@@ -280,7 +307,7 @@ fn remote_deleting(pass: &mut Pass<'_>, id: &str) -> Box<Report> {
         pass.ctx.config.poll_interval,
         pass.ctx.config.max_poll_interval,
     );
-    pass.finish(&outcome, Ok(Action::requeue(wait)))
+    pass.finish(&outcome, Ok(Requeue::after(wait)))
 }
 
 /// Requests the redeploy of `remote`; its answer is the revision it
@@ -331,24 +358,7 @@ async fn send_patch(
         Ok(d) => d,
         Err(e) => return Err(pass.fail("patch deployment", e)),
     };
-    let fields = desired::patch_fields(&patch);
-    let (event_reason, verb) = if drift {
-        pass.status.drift_corrections = fight::remember(
-            &pass.status.drift_corrections.clone(),
-            &fields,
-            k8s_openapi::jiff::Timestamp::now(),
-        );
-        ("DriftCorrected", "changed outside the operator; restored")
-    } else {
-        ("Patched", "patched")
-    };
-    let note = match &pass.reapplied_over {
-        Some(over) => {
-            verdict::reapplied_note(&fields, &d.id, over, desired::creates_revision(&patch))
-        }
-        None => format!("{} of remote deployment {} {verb}", fields.join(", "), d.id),
-    };
-    pass.events.push((EventType::Normal, event_reason, note));
+    patched_event(pass, &patch, &d.id, drift);
     if patch.secrets.is_some() {
         pass.status.secrets_hash = Some(secrets_hash.to_owned());
         // The next PATCH of Secret values alone waits its interval,
@@ -371,7 +381,7 @@ async fn send_patch(
         let outcome = unheld_outcome(&d.id, &again);
         pass.status.latest_revision_id = d.latest_revision_id.clone();
         pass.status.deployment_id = Some(d.id.clone());
-        let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+        let resync = Requeue::after(jittered(pass.ctx.config.resync_interval));
         return Err(pass.finish(&outcome, Ok(resync)));
     }
     pass.status.unheld_patch = None;
@@ -379,6 +389,29 @@ async fn send_patch(
         view: RemoteView::of(&d),
         revision: None,
     })
+}
+
+/// The event of the PATCH `patch` of deployment `id`: `Patched`, or
+/// `DriftCorrected` for a correction of `drift` (remembered in
+/// `status.driftCorrections`, [`fight::remember`]), or the re-apply over a
+/// revision made outside the operator.
+fn patched_event(pass: &mut Pass<'_>, patch: &DeploymentPatch, id: &str, drift: bool) {
+    let fields = desired::patch_fields(patch);
+    let (event_reason, verb) = if drift {
+        pass.status.drift_corrections = fight::remember(
+            &pass.status.drift_corrections.clone(),
+            &fields,
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        ("DriftCorrected", "changed outside the operator; restored")
+    } else {
+        ("Patched", "patched")
+    };
+    let note = match &pass.reapplied_over {
+        Some(over) => verdict::reapplied_note(&fields, id, over, desired::creates_revision(patch)),
+        None => format!("{} of remote deployment {id} {verb}", fields.join(", ")),
+    };
+    pass.events.push((EventType::Normal, event_reason, note));
 }
 
 /// The outcome of a change the service accepted but does not hold.
@@ -439,7 +472,7 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
         obj.metadata.generation,
     );
     status.deployment_status = None;
-    let mut report = Report::end(Action::requeue(std::time::Duration::from_millis(100)));
+    let mut report = Report::end(Requeue::after(std::time::Duration::from_millis(100)));
     let key = object_key(obj);
     report.remember.push(move |ctx| ctx.deletes.forget(&key));
     report.status = crate::controller::kind::changed(obj, status);

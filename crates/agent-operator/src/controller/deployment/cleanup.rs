@@ -5,8 +5,8 @@
 //! and a pass before the next read is due sends nothing. Like the apply
 //! pass, it returns one [`Report`] that `reconcile` writes.
 
+use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
-use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
@@ -31,11 +31,11 @@ pub async fn cleanup(
     // An expired preview's remote deployment was deleted once (or
     // orphaned) at its expiry: nothing is sent again.
     if obj.status.as_ref().is_some_and(|s| s.expired_at.is_some()) {
-        return Report::end(Action::await_change());
+        return Report::end(Requeue::await_change());
     }
     let observe = obj.spec.management_policy == ManagementPolicy::Observe;
     if obj.spec.deletion_policy == DeletionPolicy::Orphan || observe {
-        let mut report = Report::end(Action::await_change());
+        let mut report = Report::end(Requeue::await_change());
         if let Some(id) = obj.status.as_ref().and_then(|s| s.deployment_id.as_deref()) {
             let why = if observe {
                 "managementPolicy: Observe"
@@ -65,7 +65,7 @@ pub async fn cleanup(
     if !remembered {
         match api.get_opt(&obj.name_any()).await {
             Ok(Some(o)) => fresh = Some(o),
-            Ok(None) => return Report::end(Action::await_change()),
+            Ok(None) => return Report::end(Requeue::await_change()),
             Err(e) => return Report::failed(Error::Kube(e)),
         }
     }
@@ -141,7 +141,7 @@ fn delete_step(
 async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     let known_id = id_of(obj);
     if known_id.is_none() && !obj.create_pending() {
-        return Ok(Report::end(Action::await_change()));
+        return Ok(Report::end(Requeue::await_change()));
     }
     let key = object_key(obj);
     let step = delete_step(obj, ctx, &key, known_id.as_deref());
@@ -156,7 +156,7 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
             // A create was interrupted: look the name up before leaving.
             match cp.find_deployment_by_name(&obj.remote_name()).await {
                 Ok(Some(d)) => d.id,
-                Ok(None) => return Ok(Report::end(Action::await_change())),
+                Ok(None) => return Ok(Report::end(Requeue::await_change())),
                 Err(e) => return Err(cp_failed("look up deployment by name", e)),
             }
         }
@@ -178,7 +178,7 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     match cp.get_deployment(&id).await {
         Err(CpError::NotFound { .. }) => {
             info!(deployment_id = %id, "remote deployment deleted");
-            let mut report = Report::end(Action::await_change());
+            let mut report = Report::end(Requeue::await_change());
             report.remember.push(move |ctx| ctx.deletes.forget(&key));
             report.events.push((
                 EventType::Normal,
@@ -230,7 +230,7 @@ async fn plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient>
 fn blocked(obj: &AgentDeployment, ctx: &Context, cause: &str, fix: &str) -> Box<Report> {
     let message = deletion_blocked_message(obj, cause, fix);
     Report::stalled(obj, ctx, reason::DELETION_BLOCKED, message.clone())
-        .then(Err(Error::DeletionBlocked(message)))
+        .then(Err::<Requeue, _>(Error::DeletionBlocked(message)))
 }
 
 /// The message of a blocked deletion of `obj`. Pure.
@@ -289,7 +289,8 @@ fn still_there(
         },
         obj.metadata.generation,
     );
-    let mut report = Report::end(Action::await_change()).then(Err(Error::DeletionPending(id)));
+    let mut report =
+        Report::end(Requeue::await_change()).then(Err::<Requeue, _>(Error::DeletionPending(id)));
     report.status = changed(obj, status);
     report
 }

@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
+use crate::controller::kind::Requeue;
 use jiff::Timestamp;
-use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::info;
 
@@ -66,31 +66,6 @@ pub fn wake_in(obj: &AgentDeployment) -> Option<Duration> {
     }
 }
 
-/// `action`, or the wake-up `wake` when that comes sooner.
-pub fn sooner(action: Action, wake: Option<Duration>) -> Action {
-    let Some(wake) = wake else {
-        return action;
-    };
-    match requeue_of(&action) {
-        Some(after) if after <= wake => action,
-        _ => Action::requeue(wake),
-    }
-}
-
-/// The delay of `action` (`None`: it waits for a change). kube-runtime
-/// keeps it private; its `Debug` form, `Action { requeue_after: Some(1.5s) }`,
-/// is read instead (a unit test pins the form, so a change of it fails
-/// there). A form not understood reads as `None` (the wake-up then wins).
-fn requeue_of(action: &Action) -> Option<Duration> {
-    let shown = format!("{action:?}");
-    let inner = shown.split_once("Some(")?.1.split_once(')')?.0;
-    let (number, scale) = [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)]
-        .into_iter()
-        .find_map(|(unit, scale)| inner.strip_suffix(unit).map(|n| (n, scale)))?;
-    let seconds: f64 = number.parse().ok()?;
-    Duration::try_from_secs_f64(seconds * scale).ok()
-}
-
 /// The status reported once expired.
 fn expired_outcome(obj: &AgentDeployment, when: &str, deleted: Option<&str>) -> Outcome {
     let what = match (
@@ -121,7 +96,7 @@ pub async fn check(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Cont
     // The DELETE is decided on a fresh read.
     let fresh = match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
         Some(o) if o.metadata.deletion_timestamp.is_none() => o,
-        _ => return Err(Report::end(Action::await_change())),
+        _ => return Err(Report::end(Requeue::await_change())),
     };
     match step_of(&fresh) {
         Step::Due => {}
@@ -141,21 +116,7 @@ pub async fn check(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Cont
     ) {
         Expire::RecoverFirst => return Ok(()),
         Expire::RecordOnly => None,
-        Expire::DeleteRemote(id) => {
-            let cp = control_plane(&fresh, ctx)
-                .await
-                .map_err(|r| r.on(Some(&fresh)))?;
-            match cp.delete_deployment(&id).await {
-                Ok(()) | Err(CpError::NotFound { .. }) => Some(id),
-                Err(e) => {
-                    return Err(Report::failed(Error::ControlPlane {
-                        operation: "delete deployment",
-                        source: e,
-                    })
-                    .on(Some(&fresh)));
-                }
-            }
-        }
+        Expire::DeleteRemote(id) => Some(delete_remote(&fresh, ctx, id).await?),
     };
     let when = Timestamp::now()
         .round(jiff::Unit::Second)
@@ -165,7 +126,7 @@ pub async fn check(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Cont
     info!(deployment_id = ?deleted, "expired (spec.expiry)");
     let mut status = outcome_status(&fresh, &outcome);
     status.expired_at = Some(when);
-    let mut report = Report::end(Action::await_change());
+    let mut report = Report::end(Requeue::await_change());
     report.status = changed(&fresh, status);
     report.events.push((
         EventType::Normal,
@@ -173,6 +134,23 @@ pub async fn check(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Cont
         outcome.message().to_owned(),
     ));
     Err(report.on(Some(&fresh)))
+}
+
+/// Deletes the remote deployment `id` of `fresh` (gone already counts as
+/// deleted) and returns its id; `Err` ends the pass (its control plane is
+/// missing, or the DELETE failed: retried with backoff).
+async fn delete_remote(fresh: &AgentDeployment, ctx: &Context, id: String) -> Flow<String> {
+    let cp = control_plane(fresh, ctx)
+        .await
+        .map_err(|r| r.on(Some(fresh)))?;
+    match cp.delete_deployment(&id).await {
+        Ok(()) | Err(CpError::NotFound { .. }) => Ok(id),
+        Err(e) => Err(Report::failed(Error::ControlPlane {
+            operation: "delete deployment",
+            source: e,
+        })
+        .on(Some(fresh))),
+    }
 }
 
 /// The pass of an object already expired: its conditions say `Expired`
@@ -195,46 +173,5 @@ fn already_expired(obj: &AgentDeployment) -> Box<Report> {
         Some(message) => crate::plan::status::expired(message),
         None => outcome,
     };
-    Report::outcome(obj, &outcome, Action::await_change())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_delay_of_an_action_is_read_from_its_debug_form() {
-        let cases = [
-            Duration::from_secs(300),
-            Duration::from_millis(1500),
-            Duration::from_millis(250),
-            Duration::from_micros(10),
-            Duration::from_nanos(7),
-            Duration::ZERO,
-        ];
-        for d in cases {
-            let read = requeue_of(&Action::requeue(d)).expect("a delay");
-            let error = read.as_secs_f64() - d.as_secs_f64();
-            assert!(error.abs() < 1e-6, "{d:?} read as {read:?}");
-        }
-        assert_eq!(requeue_of(&Action::await_change()), None);
-    }
-
-    #[test]
-    fn the_wake_up_wins_only_when_sooner() {
-        let five = Some(Duration::from_secs(5));
-        assert_eq!(
-            sooner(Action::requeue(Duration::from_secs(300)), five),
-            Action::requeue(Duration::from_secs(5))
-        );
-        assert_eq!(
-            sooner(Action::requeue(Duration::from_secs(2)), five),
-            Action::requeue(Duration::from_secs(2))
-        );
-        assert_eq!(
-            sooner(Action::await_change(), five),
-            Action::requeue(Duration::from_secs(5))
-        );
-        assert_eq!(sooner(Action::await_change(), None), Action::await_change());
-    }
+    Report::outcome(obj, &outcome, Requeue::await_change())
 }

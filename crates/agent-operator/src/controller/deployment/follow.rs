@@ -5,7 +5,7 @@
 //! the pass with its [`Report`]. Sources: docs/control-plane-api.md
 //! "Revision", "Polling", "Logs".
 
-use kube::runtime::controller::Action;
+use crate::controller::kind::Requeue;
 
 use super::pass::{Acted, Pass, RemoteView};
 use super::report::Report;
@@ -122,38 +122,7 @@ async fn roll_back(
     };
     match step {
         RollbackStep::Rollback { from, to, reason } => {
-            let d = match pass.cp.redeploy_revision(&view.id, &to).await {
-                Ok(d) => d,
-                Err(e) => return Err(pass.fail("rollback", e)),
-            };
-            let made = d.latest_revision_id.clone();
-            let record = RollbackStatus {
-                from_revision_id: from,
-                to_revision_id: to,
-                revision_id: made.clone(),
-                generation,
-                at: jiff::Timestamp::now().to_string(),
-                reason,
-            };
-            let message = rollback::message(&record, &pass.status.revisions);
-            tracing::info!(
-                from = record.from_revision_id,
-                to = record.to_revision_id,
-                "rolled back"
-            );
-            pass.status.rollback = Some(record);
-            if let Some(rid) = made {
-                let key = pass.seen.key.clone();
-                let started = rid.clone();
-                pass.remember
-                    .push(move |ctx| ctx.revision_started(&key, &started));
-                pass.status.latest_revision_id = Some(rid);
-                pass.status.revision_status = Some(RevisionStatus::Creating.to_string());
-            }
-            let outcome = Outcome::Progressing {
-                reason: reason::ROLLED_BACK,
-                message,
-            };
+            let outcome = redeploy_verified(pass, view, from, to, reason).await?;
             Ok((outcome, true))
         }
         RollbackStep::NoTarget { from, reason } => {
@@ -182,6 +151,50 @@ async fn roll_back(
             })
         }
     }
+}
+
+/// The rollback of [`roll_back`]: redeploys revision `to` in place of
+/// `from` (the pass's one mutation), records it in `status.rollback` and
+/// follows the revision it made; the outcome is `RolledBack`.
+async fn redeploy_verified(
+    pass: &mut Pass<'_>,
+    view: &RemoteView,
+    from: String,
+    to: String,
+    reason: String,
+) -> Result<Outcome, Box<Report>> {
+    let d = match pass.cp.redeploy_revision(&view.id, &to).await {
+        Ok(d) => d,
+        Err(e) => return Err(pass.fail("rollback", e)),
+    };
+    let made = d.latest_revision_id.clone();
+    let record = RollbackStatus {
+        from_revision_id: from,
+        to_revision_id: to,
+        revision_id: made.clone(),
+        generation: pass.obj.metadata.generation,
+        at: jiff::Timestamp::now().to_string(),
+        reason,
+    };
+    let message = rollback::message(&record, &pass.status.revisions);
+    tracing::info!(
+        from = record.from_revision_id,
+        to = record.to_revision_id,
+        "rolled back"
+    );
+    pass.status.rollback = Some(record);
+    if let Some(rid) = made {
+        let key = pass.seen.key.clone();
+        let started = rid.clone();
+        pass.remember
+            .push(move |ctx| ctx.revision_started(&key, &started));
+        pass.status.latest_revision_id = Some(rid);
+        pass.status.revision_status = Some(RevisionStatus::Creating.to_string());
+    }
+    Ok(Outcome::Progressing {
+        reason: reason::ROLLED_BACK,
+        message,
+    })
 }
 
 /// The latest revision: the one the act step read or started, the one
@@ -345,12 +358,12 @@ fn requeue(
     overdue: bool,
     verify_wait: Option<std::time::Duration>,
     latest: &Latest,
-) -> Action {
+) -> Requeue {
     let (ctx, key) = (pass.ctx, pass.seen.key.clone());
     match verdict::next(outcome, overdue, verify_wait.is_some()) {
         Next::Verify => {
             pass.remember.push(move |ctx| ended(ctx, &key));
-            Action::requeue(verify_wait.unwrap_or(ctx.config.resync_interval))
+            Requeue::after(verify_wait.unwrap_or(ctx.config.resync_interval))
         }
         Next::Poll => {
             let state = format!(
@@ -369,16 +382,16 @@ fn requeue(
                     .as_deref()
                     .and_then(|t| ctx.expected_left(&plane_key(pass.cp), Some(t)))
             };
-            Action::requeue(decide::next_poll(
+            Requeue::after(decide::next_poll(
                 backoff,
                 expected_left,
                 ctx.config.max_poll_interval,
             ))
         }
-        Next::Slow => Action::requeue(jittered(ctx.config.max_poll_interval * 4)),
+        Next::Slow => Requeue::after(jittered(ctx.config.max_poll_interval * 4)),
         Next::Resync => {
             pass.remember.push(move |ctx| ended(ctx, &key));
-            Action::requeue(jittered(ctx.config.resync_interval))
+            Requeue::after(jittered(ctx.config.resync_interval))
         }
     }
 }

@@ -44,6 +44,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::controller::kind::Requeue;
 use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::debug;
@@ -128,6 +129,11 @@ impl Kind for AgentDeployment {
     fn finalizer_with_first_write(&self) -> bool {
         true
     }
+
+    /// At its expiry instant at the latest ([`expire::wake_in`]).
+    fn wake_in(&self) -> Option<Duration> {
+        expire::wake_in(self)
+    }
 }
 
 /// The Secret values of `spec.secrets[].valueFrom`, the agent server key
@@ -166,12 +172,9 @@ impl ReferencesSecrets for AgentDeployment {
 /// in status and are not errors.
 ///
 /// An object with `spec.expiry` runs again at its expiry instant at the
-/// latest ([`expire::wake_in`]), without polling before.
+/// latest ([`Kind::wake_in`]), without polling before.
 pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let wake = expire::wake_in(&obj);
-    kind::reconcile(obj, ctx)
-        .await
-        .map(|action| expire::sooner(action, wake))
+    kind::reconcile(obj, ctx).await
 }
 
 /// Requeue policy for failed passes: the service's `Retry-After` if longer,
@@ -258,7 +261,7 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
             // annotation: write it now (no request), by the rule every
             // report follows, so that a restore without status still leads
             // back to the deployment.
-            let mut report = Report::end(Action::requeue(delay));
+            let mut report = Report::end(Requeue::after(delay));
             report.annotations = crate::plan::steps::id_annotations(
                 pass.obj
                     .status
@@ -278,7 +281,7 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
         Before::Obtain => return act::find_or_create(pass).await,
         Before::ReadDeployment => return act::read_and_change(pass).await,
     };
-    Err(Report::end(Action::requeue(wait)))
+    Err(Report::end(Requeue::after(wait)))
 }
 
 /// Adds the finalizer to `obj` alone, when it lacks it and names a

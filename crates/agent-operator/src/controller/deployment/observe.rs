@@ -5,7 +5,7 @@
 //! state built from it ([`Observed`]). Nothing remote happens while an input
 //! is missing: the step ends the pass with `Stalled`.
 
-use kube::runtime::controller::Action;
+use crate::controller::kind::Requeue;
 use kube::{Api, ResourceExt};
 use tracing::debug;
 
@@ -154,64 +154,127 @@ pub async fn observe(
     // deployment keeps it through its finalizer.
     super::add_finalizer_alone(api, obj).await?;
     let first_pass = ctx.first_pass(&key);
-    match obj.paused() {
-        Ok(true) => {
-            return Err(Report::outcome(
-                obj,
-                &paused_outcome(),
-                Action::await_change(),
-            ));
-        }
-        Ok(false) => {}
-        // A value that is neither "true" nor "false" (a typo of a pause,
-        // most likely): nothing is sent until it is one of them.
-        Err(message) => {
-            return Err(Report::stalled(
-                obj,
-                ctx,
-                reason::INVALID_ANNOTATION,
-                message,
-            ));
-        }
-    }
+    not_paused(obj, ctx)?;
     // An expired preview makes no request; one due expires now.
     super::expire::check(api, obj, ctx).await?;
-    // A decision to create, recover or declare a conflict is made on a
-    // fresh read of the object, never on a cache that may predate the
-    // operator's own last write (its create-pending marker or recorded id).
-    let kept = ctx.unshown.get(&key);
-    let mut fresh = None;
-    let (mut previous, mut unwritten) = last_status(obj, kept.as_ref());
-    if previous.deployment_id.is_none() {
-        match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
-            Some(o) if o.metadata.deletion_timestamp.is_none() => {
-                (previous, unwritten) = last_status(&o, kept.as_ref());
-                fresh = Some(Box::new(o));
-            }
-            _ => return Err(Report::end(Action::await_change())),
-        }
+    let last = last_written(api, obj, ctx, &key).await?;
+    let o = last.fresh.as_deref().unwrap_or(obj);
+    let wanted = match wanted(api, o, ctx, &last.previous).await {
+        Ok(w) => w,
+        Err(r) => return Err(r.on(last.fresh.as_deref())),
+    };
+    let mut seen = desired_state(
+        o,
+        ctx,
+        key,
+        first_pass,
+        wanted.cp,
+        wanted.body,
+        last.previous,
+    );
+    seen.promotion = wanted.take;
+    seen.fresh = last.fresh;
+    seen.unwritten = last.unwritten;
+    seen.resolved_image = wanted.resolved_image;
+    seen.image_moved = wanted.image_moved;
+    Ok(seen)
+}
+
+/// `Err` ends the pass while the pause annotation is set (`Paused`), or
+/// holds a value that is neither "true" nor "false" (a typo of a pause,
+/// most likely: `Stalled`, nothing is sent until it is one of them).
+fn not_paused(obj: &AgentDeployment, ctx: &Context) -> Flow<()> {
+    match obj.paused() {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(Report::outcome(
+            obj,
+            &paused_outcome(),
+            Requeue::await_change(),
+        )),
+        Err(message) => Err(Report::stalled(
+            obj,
+            ctx,
+            reason::INVALID_ANNOTATION,
+            message,
+        )),
     }
-    let o = fresh.as_deref().unwrap_or(obj);
-    // The promotion source is read from the watch cache: a refusal or a
-    // wait ends the pass before any remote call.
-    let take = match promoted(o, ctx, &previous) {
-        Ok(take) => take,
-        Err(r) => return Err(r.on(fresh.as_deref())),
-    };
+}
+
+/// The status a pass decides on ([`last_status`]), and the fresh read it
+/// was taken from when the object names no deployment yet.
+struct LastWritten {
+    /// The fresh read of the object, when made.
+    fresh: Option<Box<AgentDeployment>>,
+    /// The status as last written, or kept unwritten.
+    previous: AgentDeploymentStatus,
+    /// `previous` is the one kept unwritten after a create.
+    unwritten: bool,
+}
+
+/// The last status of `obj` (`key`): a decision to create, recover or
+/// declare a conflict is made on a fresh read of the object, never on a
+/// cache that may predate the operator's own last write (its
+/// create-pending marker or recorded id). `Err`: the object is gone or
+/// being deleted (the pass ends without a write).
+async fn last_written(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+    key: &str,
+) -> Flow<LastWritten> {
+    let kept = ctx.unshown.get(key);
+    let (previous, unwritten) = last_status(obj, kept.as_ref());
+    if previous.deployment_id.is_some() {
+        return Ok(LastWritten {
+            fresh: None,
+            previous,
+            unwritten,
+        });
+    }
+    match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
+        Some(o) if o.metadata.deletion_timestamp.is_none() => {
+            let (previous, unwritten) = last_status(&o, kept.as_ref());
+            Ok(LastWritten {
+                fresh: Some(Box::new(o)),
+                previous,
+                unwritten,
+            })
+        }
+        _ => Err(Report::end(Requeue::await_change())),
+    }
+}
+
+/// What `obj` asks for, read from Kubernetes and the registry: its
+/// control plane, the desired deployment (the image and the promotion's
+/// source applied), and the image record and promotion it comes from.
+struct Wanted {
+    cp: ControlPlaneClient,
+    body: DeploymentCreate,
+    take: Option<Take>,
+    resolved_image: Option<ResolvedImage>,
+    image_moved: Option<(String, String)>,
+}
+
+/// The promotion source (from the watch cache), the inputs and the image
+/// of `obj` ([`promoted`], [`inputs`], [`image`]): a refusal, a wait or a
+/// missing input ends the pass before any control plane request.
+async fn wanted(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+    previous: &AgentDeploymentStatus,
+) -> Flow<Wanted> {
+    let take = promoted(obj, ctx, previous)?;
     let has_id = previous.deployment_id.is_some();
-    let (cp, mut body) = match inputs(api, o, ctx, has_id).await {
-        Ok(inputs) => inputs,
-        Err(r) => return Err(r.on(fresh.as_deref())),
-    };
+    let (cp, mut body) = inputs(api, obj, ctx, has_id).await?;
     // The image policy asks the registry (not the control plane) before
     // any control plane request.
-    let (resolved_image, image_moved) = match image(o, ctx, &previous).await {
-        Ok(Some((record, moved))) => {
+    let (resolved_image, image_moved) = match image(obj, ctx, previous).await? {
+        Some((record, moved)) => {
             body.source_revision_config.image_uri = Some(record.pinned.clone());
             (Some(record), moved)
         }
-        Ok(None) => (None, None),
-        Err(r) => return Err(r.on(fresh.as_deref())),
+        None => (None, None),
     };
     if let Some(t) = &take {
         if let Some(image) = &t.image_uri {
@@ -221,13 +284,13 @@ pub async fn observe(
             body.source_revision_config.repo_ref = Some(repo_ref.clone());
         }
     }
-    let mut seen = desired_state(o, ctx, key, first_pass, cp, body, previous);
-    seen.promotion = take;
-    seen.fresh = fresh;
-    seen.unwritten = unwritten;
-    seen.resolved_image = resolved_image;
-    seen.image_moved = image_moved;
-    Ok(seen)
+    Ok(Wanted {
+        cp,
+        body,
+        take,
+        resolved_image,
+        image_moved,
+    })
 }
 
 /// What `spec.promotion` of `obj` deploys ([`promotion::step`]); `None`
@@ -260,7 +323,7 @@ fn promoted(
                     reason: reason::PROMOTION_WAITING,
                     message,
                 },
-                Action::requeue(after),
+                Requeue::after(after),
             ))
         }
     }
@@ -298,25 +361,7 @@ async fn image(
         image::ImageStep::Recorded(_) => return Ok(recorded.map(|r| (r.clone(), None))),
         image::ImageStep::Resolve => {}
     }
-    // The registry is a host the operator sends requests to: on
-    // --allowed-hosts like every other (docs/CONFIGURATION.md).
-    let host = crate::registry::request_host_of(written).unwrap_or_default();
-    let scheme = if crate::registry::is_loopback(&host) {
-        "http"
-    } else {
-        "https"
-    };
-    if let Err(refused) = ctx.config.allowed_hosts.check(
-        &format!("{scheme}://{host}/"),
-        "the registry of spec.sourceRevisionConfig.imageUri (spec.imagePolicy)",
-    ) {
-        return Err(Report::stalled(
-            obj,
-            ctx,
-            reason::HOST_NOT_ALLOWED,
-            refused.0,
-        ));
-    }
+    registry_allowed(obj, ctx, written)?;
     let credentials = match pull_credentials(obj, ctx, written).await? {
         Ok(c) => c,
         Err((reason, message)) => return Err(Report::stalled(obj, ctx, reason, message)),
@@ -337,6 +382,25 @@ async fn image(
         }
         Err(e) => Err(registry_failure(obj, ctx, e)),
     }
+}
+
+/// `Err` (`Stalled`, `HostNotAllowed`) when the registry of `image` is
+/// not on --allowed-hosts: it is a host the operator sends requests to,
+/// like every other (docs/CONFIGURATION.md).
+fn registry_allowed(obj: &AgentDeployment, ctx: &Context, image: &str) -> Flow<()> {
+    let host = crate::registry::request_host_of(image).unwrap_or_default();
+    let scheme = if crate::registry::is_loopback(&host) {
+        "http"
+    } else {
+        "https"
+    };
+    ctx.config
+        .allowed_hosts
+        .check(
+            &format!("{scheme}://{host}/"),
+            "the registry of spec.sourceRevisionConfig.imageUri (spec.imagePolicy)",
+        )
+        .map_err(|refused| Report::stalled(obj, ctx, reason::HOST_NOT_ALLOWED, refused.0))
 }
 
 /// The credentials of `spec.imagePullSecretRef` for the registry of
@@ -393,9 +457,9 @@ fn registry_failure(obj: &AgentDeployment, ctx: &Context, e: RegistryError) -> B
                     "{e}; retried with backoff, nothing is sent to the control plane meanwhile"
                 ),
             },
-            Action::await_change(),
+            Requeue::await_change(),
         )
-        .then(Err(Error::Registry(e))),
+        .then(Err::<Requeue, _>(Error::Registry(e))),
     }
 }
 
@@ -514,7 +578,7 @@ async fn unless_deleting(
     }
     match api.get_opt(&obj.name_any()).await {
         Ok(Some(o)) if o.metadata.deletion_timestamp.is_none() => report,
-        Ok(_) => Report::end(Action::await_change()),
+        Ok(_) => Report::end(Requeue::await_change()),
         Err(e) => Report::failed(Error::Kube(e)),
     }
 }
@@ -530,40 +594,13 @@ fn desired_state(
     body: DeploymentCreate,
     mut previous: AgentDeploymentStatus,
 ) -> Observed {
-    let secrets_hash = ctx.hash_key.secrets_hash(&body.secrets);
-    match previous.secrets_hash.as_deref() {
-        // The old salted format, still matching: taken as unchanged, and
-        // rewritten as the HMAC by this pass's status write (no PATCH).
-        Some(stored)
-            if ctx.hash_key.check(stored, &body.secrets) == hash_key::Stored::LegacyMatches =>
-        {
-            debug!("status.secretsHash in the old format matches; rewriting it as an HMAC");
-            previous.secrets_hash = Some(secrets_hash.clone());
-        }
-        Some(stored) if ctx.hash_key.is_of_another_key(stored) => {
-            debug!(
-                "status.secretsHash was made with another key (rotated): the secrets are sent once"
-            );
-        }
-        _ => {}
-    }
+    let secrets_hash = secrets_hash(ctx, &body, &mut previous);
     let redeploy = obj
         .annotations()
         .get(REDEPLOY_ANNOTATION)
         .filter(|r| previous.last_redeploy_requested_at.as_ref() != Some(*r))
         .cloned();
-    // `integrationRef` is resolved to `integration_id` only before a create,
-    // so its name stands for it in the fingerprint (added only when set, so
-    // the fingerprints of other resources stay what they were).
-    let mut extra = vec![
-        cp.base_url(),
-        cp.workspace_id(),
-        redeploy.as_deref().unwrap_or(""),
-    ];
-    if let Some(r) = &obj.spec.source_config.integration_ref {
-        extra.push(r.name.as_str());
-    }
-    let fingerprint = desired::fingerprint(&body, &secrets_hash, &extra);
+    let fingerprint = fingerprint(obj, &cp, &body, &secrets_hash, redeploy.as_deref());
     // Under Observe nothing is sent: the values are compared with the ones
     // the control plane returns, on each read.
     let secrets_changed = obj.spec.management_policy == ManagementPolicy::Manage
@@ -587,4 +624,51 @@ fn desired_state(
         image_moved: None,
         promotion: None,
     }
+}
+
+/// The keyed hash of the secret values of `body` ([`hash_key`]). A hash
+/// in `previous` of the old salted format that still matches is taken as
+/// unchanged, and rewritten as the HMAC by this pass's status write (no
+/// PATCH).
+fn secrets_hash(
+    ctx: &Context,
+    body: &DeploymentCreate,
+    previous: &mut AgentDeploymentStatus,
+) -> String {
+    let secrets_hash = ctx.hash_key.secrets_hash(&body.secrets);
+    match previous.secrets_hash.as_deref() {
+        Some(stored)
+            if ctx.hash_key.check(stored, &body.secrets) == hash_key::Stored::LegacyMatches =>
+        {
+            debug!("status.secretsHash in the old format matches; rewriting it as an HMAC");
+            previous.secrets_hash = Some(secrets_hash.clone());
+        }
+        Some(stored) if ctx.hash_key.is_of_another_key(stored) => {
+            debug!(
+                "status.secretsHash was made with another key (rotated): the secrets are sent once"
+            );
+        }
+        _ => {}
+    }
+    secrets_hash
+}
+
+/// The fingerprint of the desired state of `obj` ([`desired::fingerprint`]):
+/// the body, the secrets hash, the control plane, the pending redeploy
+/// request, and `integrationRef`'s name. (It is resolved to
+/// `integration_id` only before a create, so its name stands for it; added
+/// only when set, so the fingerprints of other resources stay what they
+/// were.)
+fn fingerprint(
+    obj: &AgentDeployment,
+    cp: &ControlPlaneClient,
+    body: &DeploymentCreate,
+    secrets_hash: &str,
+    redeploy: Option<&str>,
+) -> String {
+    let mut extra = vec![cp.base_url(), cp.workspace_id(), redeploy.unwrap_or("")];
+    if let Some(r) = &obj.spec.source_config.integration_ref {
+        extra.push(r.name.as_str());
+    }
+    desired::fingerprint(body, secrets_hash, &extra)
 }

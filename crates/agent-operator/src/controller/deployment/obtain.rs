@@ -23,9 +23,9 @@
 //! resource restored from a backup without status (Velero's default) finds
 //! its deployment through the id annotation.
 
+use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
 use tracing::info;
 
 use super::pass::Pass;
@@ -65,7 +65,7 @@ fn found(deployment: Deployment, created: bool, recovered: bool) -> Flow<Obtaine
 /// Ends the pass with `Stalled` (`reason`, `message`), checked again on the
 /// slow resync or when the object changes.
 fn stall(pass: &mut Pass<'_>, reason: &'static str, message: String) -> Flow<ObtainedDeployment> {
-    let resync = Action::requeue(jittered(pass.ctx.config.resync_interval));
+    let resync = Requeue::after(jittered(pass.ctx.config.resync_interval));
     Err(pass.finish(&Outcome::Stalled { reason, message }, Ok(resync)))
 }
 
@@ -77,35 +77,7 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
     let observe = obj.spec.management_policy == ManagementPolicy::Observe;
     // Adoption of an explicitly named deployment.
     if let Some(id) = &obj.spec.deployment_id {
-        return match cp.get_deployment(id).await {
-            Ok(remote) => {
-                // A field the service cannot change that differs can never
-                // be converged: say so instead of reporting a match.
-                let differ = adoption::mismatches(body, &remote, obj.spec.name.is_some());
-                if !differ.is_empty() {
-                    return stall(
-                        pass,
-                        reason::ADOPTION_MISMATCH,
-                        adoption::mismatch_message(&remote.name, id, &differ),
-                    );
-                }
-                pass.events.push(adopted(id, &remote.name, observe));
-                found(remote, false, false)
-            }
-            Err(CpError::NotFound { .. }) if observe => stall(
-                pass,
-                reason::NOTHING_TO_OBSERVE,
-                format!(
-                    "spec.deploymentId {id} does not exist on the control plane; nothing is created while spec.managementPolicy is Observe"
-                ),
-            ),
-            Err(CpError::NotFound { .. }) => stall(
-                pass,
-                reason::ADOPTION_FAILED,
-                format!("spec.deploymentId {id} does not exist on the control plane"),
-            ),
-            Err(e) => Err(pass.fail("get deployment to adopt", e)),
-        };
+        return adopt(pass, body, id).await;
     }
 
     // Restored without status: the id annotation names the deployment.
@@ -133,6 +105,41 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
         return observe_by_name(pass, body).await;
     }
     by_name(pass, body).await
+}
+
+/// Adopts the deployment `id` named by `spec.deploymentId`: stalls when
+/// it does not exist, or when a field the service cannot change differs
+/// (it could never be converged: said so instead of reporting a match).
+async fn adopt(pass: &mut Pass<'_>, body: &DeploymentCreate, id: &str) -> Flow<ObtainedDeployment> {
+    let obj = pass.obj;
+    let observe = obj.spec.management_policy == ManagementPolicy::Observe;
+    match pass.cp.get_deployment(id).await {
+        Ok(remote) => {
+            let differ = adoption::mismatches(body, &remote, obj.spec.name.is_some());
+            if !differ.is_empty() {
+                return stall(
+                    pass,
+                    reason::ADOPTION_MISMATCH,
+                    adoption::mismatch_message(&remote.name, id, &differ),
+                );
+            }
+            pass.events.push(adopted(id, &remote.name, observe));
+            found(remote, false, false)
+        }
+        Err(CpError::NotFound { .. }) if observe => stall(
+            pass,
+            reason::NOTHING_TO_OBSERVE,
+            format!(
+                "spec.deploymentId {id} does not exist on the control plane; nothing is created while spec.managementPolicy is Observe"
+            ),
+        ),
+        Err(CpError::NotFound { .. }) => stall(
+            pass,
+            reason::ADOPTION_FAILED,
+            format!("spec.deploymentId {id} does not exist on the control plane"),
+        ),
+        Err(e) => Err(pass.fail("get deployment to adopt", e)),
+    }
 }
 
 /// The event of an adoption of `id` (`name`): converged to the spec, or

@@ -2,8 +2,8 @@
 //! status it builds, and the two ways it ends with a [`Report`]:
 //! [`Pass::finish`] (an outcome) and [`Pass::fail`] (a control plane error).
 
+use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
-use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use secrecy::SecretString;
 
@@ -200,7 +200,7 @@ impl<'a> Pass<'a> {
             outcome = super::report::not_resent_until(outcome, &rejected.retry_after_time);
             self.status.rejected_request = Some(rejected);
         }
-        self.finish(&outcome, Ok(Action::requeue(delay)))
+        self.finish(&outcome, Ok(Requeue::after(delay)))
     }
 
     /// Ends the pass with `outcome`: the status (when changed; kept in
@@ -208,12 +208,47 @@ impl<'a> Pass<'a> {
     /// [`steps::status_unshown`]), the id annotation in place of the
     /// create-pending marker once the id is known, the Warning of a new
     /// problem, then the pass's events.
-    pub(super) fn finish(&mut self, outcome: &Outcome, then: Result<Action, Error>) -> Box<Report> {
-        // A `github` promotion whose revision was built from another commit
-        // than the one verified on the source stops here, on the pass that
-        // read the commit.
-        let mismatch = self
-            .status
+    pub(super) fn finish(
+        &mut self,
+        outcome: &Outcome,
+        then: Result<Requeue, Error>,
+    ) -> Box<Report> {
+        let mismatch = self.commit_mismatch();
+        let outcome = mismatch.as_ref().unwrap_or(outcome);
+        self.settle_status(outcome);
+        let warn = crate::plan::verdict::warning(outcome, |reason, message| {
+            already_reported(self.obj, reason, message)
+        });
+        let id = self.status.deployment_id.clone();
+        let mut report = Report::end(Requeue::await_change()).then(then);
+        let in_progress = matches!(
+            outcome,
+            Outcome::Progressing { reason, .. } if *reason == crate::api::conditions::reason::REVISION_IN_PROGRESS
+        );
+        self.place_status(&mut report, in_progress && id.is_some());
+        // The marker is replaced by the id annotation only once the id is
+        // known: in the status written first, or kept in memory.
+        report.annotations = steps::id_annotations(
+            id.as_deref(),
+            self.obj.create_pending(),
+            self.obj
+                .annotations()
+                .get(DEPLOYMENT_ID_ANNOTATION)
+                .map(String::as_str),
+        );
+        report
+            .events
+            .extend(warn.map(|(reason, message)| (EventType::Warning, reason, message)));
+        report.events.append(&mut self.events);
+        report.remember.append(&mut self.remember);
+        report
+    }
+
+    /// A `github` promotion whose revision was built from another commit
+    /// than the one verified on the source stops here, on the pass that
+    /// read the commit: its `Stalled` outcome; `None` otherwise.
+    fn commit_mismatch(&self) -> Option<Outcome> {
+        self.status
             .promoted_from
             .as_ref()
             .filter(|_| self.seen.promotion.is_some())
@@ -221,8 +256,13 @@ impl<'a> Pass<'a> {
             .map(|message| Outcome::Stalled {
                 reason: crate::api::conditions::reason::PROMOTION_COMMIT_MISMATCH,
                 message,
-            });
-        let outcome = mismatch.as_ref().unwrap_or(outcome);
+            })
+    }
+
+    /// Completes the status of the pass for `outcome`: the generation, the
+    /// conditions, the serving and verification annotations, the id kept
+    /// unless the pass decided otherwise, and `Drifted`.
+    fn settle_status(&mut self, outcome: &Outcome) {
         self.status.observed_generation = self.obj.metadata.generation;
         self.status.conditions = conditions(
             &self.previous.conditions,
@@ -243,16 +283,14 @@ impl<'a> Pass<'a> {
             self.previous.deployment_id.as_deref(),
         );
         set_drifted(&mut self.status, &self.previous.conditions, self.obj);
-        let warn = crate::plan::verdict::warning(outcome, |reason, message| {
-            already_reported(self.obj, reason, message)
-        });
-        let id = self.status.deployment_id.clone();
-        let mut report = Report::end(Action::await_change()).then(then);
+    }
+
+    /// Puts the status of the pass in `report`, when changed, or keeps it
+    /// in memory instead while a revision a create started is young
+    /// (`young_revision`: the outcome is a revision in progress with a known
+    /// id; [`steps::status_unshown`]).
+    fn place_status(&mut self, report: &mut Report, young_revision: bool) {
         let status = std::mem::take(&mut self.status);
-        let in_progress = matches!(
-            outcome,
-            Outcome::Progressing { reason, .. } if *reason == crate::api::conditions::reason::REVISION_IN_PROGRESS
-        );
         let unwritten = self.created || self.seen.unwritten;
         let key = self.seen.key.clone();
         let elapsed = if self.seen.unwritten {
@@ -262,12 +300,12 @@ impl<'a> Pass<'a> {
         };
         if steps::status_unshown(
             unwritten,
-            in_progress && id.is_some(),
+            young_revision,
             elapsed,
             self.ctx.expected_duration(&super::plane_key(self.cp)),
             self.ctx.config.max_poll_interval,
         ) {
-            // The id annotation written below is the durable record.
+            // The id annotation written by the report is the durable record.
             report
                 .remember
                 .push(move |ctx| ctx.unshown.keep(&key, status));
@@ -277,22 +315,6 @@ impl<'a> Pass<'a> {
             }
             report.status = changed(self.obj, status);
         }
-        // The marker is replaced by the id annotation only once the id is
-        // known: in the status written first, or kept in memory.
-        report.annotations = steps::id_annotations(
-            id.as_deref(),
-            self.obj.create_pending(),
-            self.obj
-                .annotations()
-                .get(DEPLOYMENT_ID_ANNOTATION)
-                .map(String::as_str),
-        );
-        report
-            .events
-            .extend(warn.map(|(reason, message)| (EventType::Warning, reason, message)));
-        report.events.append(&mut self.events);
-        report.remember.append(&mut self.remember);
-        report
     }
 }
 

@@ -2,8 +2,8 @@
 //! the report of why there is none: shared by the pass's observe and the
 //! expiry check.
 
+use crate::controller::kind::Requeue;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
 
 use super::report::{Flow, Report};
 use crate::api::conditions::reason;
@@ -38,7 +38,7 @@ pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<Control
                     reason: blocked.reason,
                     message: blocked.message,
                 },
-                Action::requeue(jittered(NOT_CHECKED_RECHECK).min(ctx.config.blocked_interval)),
+                Requeue::after(jittered(NOT_CHECKED_RECHECK).min(ctx.config.blocked_interval)),
             ))
         }
         Err(blocked) => Err(Report::blocked(obj, ctx, blocked)),

@@ -5,8 +5,8 @@
 //! count decides a create), and one over the cap waits with no request.
 //! The decision is [`crate::plan::expiry::over_cap`]'s.
 
+use crate::controller::kind::Requeue;
 use kube::api::ListParams;
-use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tokio::sync::MutexGuard;
 
@@ -85,7 +85,7 @@ pub async fn admit<'c>(
             reason: reason::PREVIEW_LIMIT_REACHED,
             message: message.clone(),
         },
-        Action::requeue(jittered(ctx.config.blocked_interval)),
+        Requeue::after(jittered(ctx.config.blocked_interval)),
     );
     if !repeated {
         report

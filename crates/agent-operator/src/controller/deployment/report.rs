@@ -4,9 +4,9 @@
 //! events), and what a control plane error means for an AgentDeployment
 //! (docs/control-plane-api.md "Errors").
 
+use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
 
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
@@ -29,7 +29,7 @@ pub type Report = kind::Report<AgentDeployment>;
 impl Report {
     /// Writes `outcome` to the conditions of `obj`, keeping the other status
     /// fields; requeues with `action`.
-    pub fn outcome(obj: &AgentDeployment, outcome: &Outcome, action: Action) -> Box<Self> {
+    pub fn outcome(obj: &AgentDeployment, outcome: &Outcome, action: Requeue) -> Box<Self> {
         let mut r = Self::end(action);
         r.status = changed(obj, outcome_status(obj, outcome));
         r
@@ -51,7 +51,7 @@ impl Report {
                 reason,
                 message: message.clone(),
             },
-            Action::requeue(ctx.config.blocked_interval),
+            Requeue::after(ctx.config.blocked_interval),
         );
         if !repeated {
             r.events.push((EventType::Warning, reason, message));

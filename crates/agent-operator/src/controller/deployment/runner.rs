@@ -220,22 +220,9 @@ fn controller<S>(
 where
     S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 {
-    let client = ctx.client.clone();
-    let deployments: Api<AgentDeployment> = scoped_api(&client, namespace);
-    let planes: Api<AgentControlPlane> = scoped_api(&client, namespace);
-
-    let shard = &ctx.config.shard;
-    let (plane_store, plane_trigger) = plane_watch(planes, shard);
-
-    // Secrets: the operator's one metadata-only watch of this scope, shared
-    // with the AgentControlPlane controller; only events that can change a
-    // decision come through (see `crate::controller::secrets`). Its store's
-    // resourceVersions tell the client cache that an API key is unchanged.
-    let (secret_meta_store, secret_trigger) = ctx.secrets.subscribe(&client, namespace);
-    ctx.planes
-        .register_stores(plane_store.clone(), secret_meta_store);
-
-    let (store, trigger) = deployment_watch(deployments, shard, ctx.clone());
+    let deployments: Api<AgentDeployment> = scoped_api(&ctx.client, namespace);
+    let (plane_store, plane_trigger, secret_trigger) = plane_and_secret_watches(&ctx, namespace);
+    let (store, trigger) = deployment_watch(deployments, &ctx.config.shard, ctx.clone());
     ctx.secrets.register(store.clone());
     ctx.promotions.register(store.clone());
     let promotion_changes = ctx.promotions.changes();
@@ -271,6 +258,29 @@ where
     (run, deployment_store, plane_store)
 }
 
+/// The AgentControlPlane watch of one namespace (`None`: all) with its
+/// store, and the operator's one metadata-only Secret watch of this
+/// scope, shared with the AgentControlPlane controller: only events that
+/// can change a decision come through (see `crate::controller::secrets`).
+/// Both stores go to the client cache (the Secret store's
+/// resourceVersions tell it that an API key is unchanged).
+#[allow(clippy::type_complexity)]
+fn plane_and_secret_watches(
+    ctx: &Context,
+    namespace: Option<&str>,
+) -> (
+    Store<AgentControlPlane>,
+    impl futures::Stream<Item = Result<AgentControlPlane, watcher::Error>> + Send + 'static,
+    impl futures::Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + 'static,
+) {
+    let planes: Api<AgentControlPlane> = scoped_api(&ctx.client, namespace);
+    let (plane_store, plane_trigger) = plane_watch(planes, &ctx.config.shard);
+    let (secret_meta_store, secret_trigger) = ctx.secrets.subscribe(&ctx.client, namespace);
+    ctx.planes
+        .register_stores(plane_store.clone(), secret_meta_store);
+    (plane_store, plane_trigger, secret_trigger)
+}
+
 /// The watch of AgentDeployments of a controller and its store: the store
 /// keeps every object (without managedFields); a pass is triggered only by
 /// what a user controls (see [`deployment_trigger_hash`]), never by the
@@ -287,7 +297,7 @@ fn deployment_watch(
     ctx: Arc<Context>,
 ) -> (
     Store<AgentDeployment>,
-    impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + use<>,
+    impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + 'static,
 ) {
     let (store, writer) = reflector::store::<AgentDeployment>();
     let offers = ctx.clone();

@@ -30,17 +30,22 @@ fn known<'a>(last: Option<&'a VerificationStatus>, verified: Option<&'a str>) ->
     }
 }
 
+/// Checks each `(what, known, want)` of a table of [`verify_step`].
+fn check_steps(cases: Vec<(&str, VerifyKnown<'_>, VerifyStep)>) {
+    for (what, k, want) in cases {
+        assert_eq!(verify_step(&k), want, "{what}");
+    }
+}
+
 #[test]
 fn verify_step_table() {
     let verified = record("r2", reason::VERIFIED, 0);
     let older = record("r1", reason::VERIFIED, 0);
-    let down_once = record("r2", reason::AGENT_SERVER_UNREACHABLE, 1);
-    let down_thrice = record("r2", reason::AGENT_SERVER_UNREACHABLE, 3);
     let other_generation = VerificationStatus {
         observed_generation: Some(0),
         ..verified.clone()
     };
-    let cases: Vec<(&str, VerifyKnown<'_>, VerifyStep)> = vec![
+    check_steps(vec![
         ("never verified: now", known(None, None), VerifyStep::Verify),
         (
             "a new revision after a verified one: now",
@@ -66,6 +71,22 @@ fn verify_step_table() {
             VerifyStep::Verify,
         ),
         (
+            "an unreadable last run time: now",
+            VerifyKnown {
+                since_last_run: None,
+                ..known(Some(&verified), Some("r2"))
+            },
+            VerifyStep::Verify,
+        ),
+    ]);
+}
+
+#[test]
+fn verify_step_table_of_failed_runs() {
+    let down_once = record("r2", reason::AGENT_SERVER_UNREACHABLE, 1);
+    let down_thrice = record("r2", reason::AGENT_SERVER_UNREACHABLE, 3);
+    check_steps(vec![
+        (
             "failed once 10 s ago: retry after 30 s",
             known(Some(&down_once), None),
             VerifyStep::Wait(S(20)),
@@ -84,14 +105,6 @@ fn verify_step_table() {
             VerifyStep::Wait(S(110)),
         ),
         (
-            "an unreadable last run time: now",
-            VerifyKnown {
-                since_last_run: None,
-                ..known(Some(&verified), Some("r2"))
-            },
-            VerifyStep::Verify,
-        ),
-        (
             "a clock that went back: wait the whole period",
             VerifyKnown {
                 since_last_run: Some(S(0)),
@@ -99,10 +112,7 @@ fn verify_step_table() {
             },
             VerifyStep::Wait(S(30)),
         ),
-    ];
-    for (what, k, want) in cases {
-        assert_eq!(verify_step(&k), want, "{what}");
-    }
+    ]);
 }
 
 #[test]
@@ -244,8 +254,9 @@ type JudgeCase = (
     Result<u32, &'static str>,
 );
 
-#[test]
-fn run_judge_table() {
+/// The events of a run: its metadata, an update with the text
+/// "hello verify", and an error.
+fn run_events() -> (RunEvent, RunEvent, RunEvent) {
     let meta = RunEvent::Metadata {
         run_id: "x".into(),
         attempt: Some(1),
@@ -255,7 +266,25 @@ fn run_judge_table() {
         error: "ValueError".into(),
         message: "boom".into(),
     };
-    let cases: Vec<JudgeCase> = vec![
+    (meta, update, error)
+}
+
+/// Checks each case of a table of [`RunJudge`].
+fn judge_all(cases: Vec<JudgeCase>) {
+    for (what, e, events, broke_off, want) in cases {
+        let mut judge = RunJudge::new(e);
+        for ev in &events {
+            judge.see(ev);
+        }
+        let got = judge.verdict(broke_off).map_err(|(r, _, _)| r);
+        assert_eq!(got, want, "{what}");
+    }
+}
+
+#[test]
+fn run_judge_table() {
+    let (meta, update, _) = run_events();
+    judge_all(vec![
         (
             "no expectation, a clean run",
             None,
@@ -284,6 +313,13 @@ fn run_judge_table() {
             None,
             Err(reason::EXPECTATION_NOT_MET),
         ),
+    ]);
+}
+
+#[test]
+fn run_judge_table_of_failed_runs() {
+    let (meta, update, error) = run_events();
+    judge_all(vec![
         (
             "another event",
             expect("values", None),
@@ -312,15 +348,7 @@ fn run_judge_table() {
             None,
             Err(reason::RUN_FAILED),
         ),
-    ];
-    for (what, e, events, broke_off, want) in cases {
-        let mut judge = RunJudge::new(e);
-        for ev in &events {
-            judge.see(ev);
-        }
-        let got = judge.verdict(broke_off).map_err(|(r, _, _)| r);
-        assert_eq!(got, want, "{what}");
-    }
+    ]);
 }
 
 #[test]

@@ -18,6 +18,7 @@
 //! `127.0.0.0/8`, `::1`), by the control planes' own rule.
 
 pub mod docker_config;
+pub mod reference;
 
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
@@ -35,6 +36,8 @@ use oci_client::manifest::{
 };
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
+
+pub use reference::ImageRef;
 use secrecy::ExposeSecret;
 
 pub use docker_config::{Credentials, DockerConfigError, credentials_for};
@@ -249,10 +252,12 @@ impl RegistryClient {
         image: &str,
         credentials: Option<&Credentials>,
     ) -> Result<Resolved, Error> {
-        let reference: Reference = image.parse().map_err(|e| Error::InvalidReference {
-            image: image.to_owned(),
-            detail: format!("{e}"),
-        })?;
+        let reference = ImageRef::parse(image)
+            .map_err(|e| Error::InvalidReference {
+                image: image.to_owned(),
+                detail: e.to_owned(),
+            })?
+            .to_oci();
         let registry = reference.registry().to_owned();
         if let Err(not_until) = self.budget.check_key(&registry) {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
@@ -279,11 +284,14 @@ impl RegistryClient {
             .map_err(fail)?;
         let pinned = format!("{registry}/{}@{digest}", reference.repository());
         if !self.is_checked(&digest) {
-            let by_digest: Reference = pinned.parse().map_err(|e| Error::Other {
-                registry: registry.clone(),
-                image: image.to_owned(),
-                detail: format!("the digest {digest} does not form a reference: {e}"),
-            })?;
+            let by_digest =
+                ImageRef::parse(&pinned)
+                    .map(|r| r.to_oci())
+                    .map_err(|e| Error::Other {
+                        registry: registry.clone(),
+                        image: image.to_owned(),
+                        detail: format!("the digest {digest} does not form a reference: {e}"),
+                    })?;
             let platforms = platforms(client, &by_digest, &auth).await.map_err(fail)?;
             if !platforms.iter().any(|p| p == REQUIRED_PLATFORM) {
                 return Err(Error::WrongPlatform {
@@ -430,44 +438,37 @@ fn transport(e: &reqwest::Error) -> String {
 /// The registry host (and port) of `image`, as credentials are looked up
 /// for it ([`credentials_for`]); `None` when it does not parse.
 pub fn registry_of(image: &str) -> Option<String> {
-    image
-        .parse::<Reference>()
-        .ok()
-        .map(|r| r.registry().to_owned())
+    ImageRef::parse(image).ok().map(|r| r.registry)
 }
 
 /// The host (and port) the client sends the requests of `image` to: the
 /// registry of [`registry_of`], with Docker Hub's `docker.io` as the host
 /// that serves it (`index.docker.io`). `None` when it does not parse.
 pub fn request_host_of(image: &str) -> Option<String> {
-    image
-        .parse::<Reference>()
+    ImageRef::parse(image)
         .ok()
-        .map(|r| r.resolve_registry().to_owned())
+        .map(|r| r.request_host().to_owned())
 }
 
 /// The digest (`sha256:<hex>`) an image reference names, if it names one
 /// (`repo@sha256:...` or `repo:tag@sha256:...`).
 pub fn digest_of(image: &str) -> Option<String> {
-    image
-        .parse::<Reference>()
-        .ok()
-        .and_then(|r| r.digest().map(str::to_owned))
+    ImageRef::parse(image).ok().and_then(|r| r.digest)
 }
 
 /// Whether two image references name the same image: the same registry and
 /// repository, and the same digest where both carry one (`repo:tag@digest`
 /// and `repo@digest` are the same image), else the same tag.
 pub fn same_image(a: &str, b: &str) -> bool {
-    let (Ok(a), Ok(b)) = (a.parse::<Reference>(), b.parse::<Reference>()) else {
+    let (Ok(a), Ok(b)) = (ImageRef::parse(a), ImageRef::parse(b)) else {
         return a == b;
     };
-    if a.registry() != b.registry() || a.repository() != b.repository() {
+    if a.registry != b.registry || a.repository != b.repository {
         return false;
     }
-    match (a.digest(), b.digest()) {
+    match (&a.digest, &b.digest) {
         (Some(x), Some(y)) => x == y,
-        (None, None) => a.tag() == b.tag(),
+        (None, None) => a.tag == b.tag,
         _ => false,
     }
 }

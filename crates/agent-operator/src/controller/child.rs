@@ -18,6 +18,7 @@ use secrecy::SecretString;
 
 use super::deployment::verify::{Deferred, Permit};
 use super::kind::{Flow, Kind, Report};
+pub(crate) use super::report::bounded;
 use super::{Context, Error, jittered, object_key};
 use crate::agentserver::AgentServerClient;
 use crate::api::assistant::RejectedAssistantRequest;
@@ -27,9 +28,6 @@ use crate::plan::status::Outcome;
 
 /// Agent server calls one pass may make (a read and one mutation).
 pub(crate) const CALLS_PER_PASS: u32 = 2;
-
-/// Most bytes of a server message kept in status.
-const MAX_MESSAGE_BYTES: usize = 600;
 
 /// The wait after an agent server that did not answer (transient).
 pub(crate) const RETRY_TRANSIENT: Duration = Duration::from_secs(15);
@@ -343,19 +341,6 @@ fn stalled_reason<K: Child>(stored: &str) -> &'static str {
     .unwrap_or(K::REJECTED)
 }
 
-/// `s` cut to at most [`MAX_MESSAGE_BYTES`] on a character boundary.
-pub(crate) fn bounded(mut s: String) -> String {
-    if s.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push('…');
-    }
-    s
-}
-
 /// What a failed request of a pass came to, once the kind classified it.
 pub(crate) struct Failure<'a> {
     /// The request, as `METHOD /path`.
@@ -482,6 +467,7 @@ mod tests {
     use super::*;
     use crate::api::conditions::DRIFTED;
     use crate::api::cron::AgentCron;
+    use crate::controller::report::MAX_MESSAGE_BYTES;
     use serde_json::json;
 
     fn cron(policy: &str) -> AgentCron {

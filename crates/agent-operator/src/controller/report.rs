@@ -535,6 +535,25 @@ pub(crate) fn rfc3339_after(
     Timestamp::from_second(second).unwrap_or(at).to_string()
 }
 
+/// Most bytes of a server's message kept in a status field or condition
+/// (a failed verification, a refused assistant or cron request): longer ones
+/// are cut by [`bounded`].
+pub(crate) const MAX_MESSAGE_BYTES: usize = 600;
+
+/// `s` cut to at most [`MAX_MESSAGE_BYTES`] bytes on a character boundary,
+/// with `…` appended when cut.
+pub(crate) fn bounded(mut s: String) -> String {
+    if s.len() > MAX_MESSAGE_BYTES {
+        let mut end = MAX_MESSAGE_BYTES;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,7 @@ use crate::api::conditions::{FALSE, TRUE, UNKNOWN, VERIFIED, condition, reason};
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, VerificationStatus, VerifyExpect,
 };
+use crate::controller::report::bounded;
 use crate::controller::report::{ReasonTable, reason_for};
 use crate::controlplane::types::RevisionStatus;
 use crate::plan::status::Outcome;
@@ -81,9 +82,6 @@ pub const CALL_TIMEOUT_CAP: Duration = Duration::from_secs(30);
 
 /// Most events a verification run reads before it stops reading.
 pub const MAX_RUN_EVENTS: u32 = 10_000;
-
-/// Most bytes of a failure message kept in status.
-const MAX_MESSAGE_BYTES: usize = 600;
 
 /// The bounds of agent server calls: one token bucket (`governor`) per
 /// agent server, that is per deployment (its verification, its
@@ -560,19 +558,6 @@ impl RunJudge {
 pub fn classify(what: &str, e: &agentserver::Error) -> (&'static str, String) {
     let r = reason_for(&ReasonTable::VERIFY, e).unwrap_or(reason::AGENT_SERVER_UNREACHABLE);
     (r, format!("{what}: {e}"))
-}
-
-/// Cuts `s` to at most [`MAX_MESSAGE_BYTES`] bytes on a char boundary.
-fn bounded(mut s: String) -> String {
-    if s.len() > MAX_MESSAGE_BYTES {
-        let mut end = MAX_MESSAGE_BYTES;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push('…');
-    }
-    s
 }
 
 mod act;

@@ -3,6 +3,7 @@
 use super::*;
 use crate::agentserver::RunEvent;
 use crate::api::conditions::find;
+use crate::controller::report::MAX_MESSAGE_BYTES;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 

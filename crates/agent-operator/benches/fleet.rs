@@ -249,7 +249,9 @@ const PER_RESOURCE_MARGIN: f64 = 0.05;
 /// (2.11 status applies, 3.00 metadata patches: finalizer, create marker,
 /// deployment id; 2.00 events). Now one metadata patch of the finalizer
 /// with the create marker, one of the deployment id, the Ready status and
-/// its one event (docs/BEHAVIOUR.md, "Kubernetes writes").
+/// its one event (docs/BEHAVIOUR.md, "Kubernetes writes"). The leader
+/// election's Lease renewals are printed apart and not counted: they follow
+/// the run's duration, not the number of objects.
 const KUBE_WRITES_PER_RESOURCE: f64 = 4.0;
 
 /// The figures against their targets: a figure beyond its target by more
@@ -889,9 +891,11 @@ impl Bench {
         let p = &run.phase;
         let label = &run.setup.label;
         let per = p.per_resource();
-        let writes = run.kube.writes() / p.n.max(1) as f64;
+        // The leader election's Lease renewals follow the run's duration
+        // (about one per 2 s), not N: printed above, not counted here.
+        let writes = run.kube.object_writes() / p.n.max(1) as f64;
         println!(
-            "  {label}: Kubernetes writes/resource {writes:.2} (≤ {KUBE_WRITES_PER_RESOURCE}) {}",
+            "  {label}: Kubernetes writes/resource {writes:.2}, Lease renewals apart (≤ {KUBE_WRITES_PER_RESOURCE}) {}",
             gate.at_most(
                 &format!("{label}: Kubernetes writes/resource"),
                 writes,
@@ -1101,12 +1105,9 @@ async fn main() {
     }
 }
 
-/// Runs the selected scenarios; the figures beyond target and margin.
-async fn run(args: Args) -> Vec<String> {
-    test_support::envtest::install_crypto_provider();
-    let operator_bin = procs::bin_path(args.bin_dir.as_deref(), "agent-operator");
-    let emulator_bin = procs::bin_path(args.bin_dir.as_deref(), "control-plane-emulator");
-    print_header(&args, &operator_bin, &emulator_bin);
+/// A kube-apiserver and etcd of their own with the CRDs installed, and a
+/// client of it.
+async fn cluster() -> (TestEnv, kube::Client) {
     let env = TestEnv::start(TestEnvOptions::default())
         .await
         .expect("starting kube-apiserver and etcd (KUBEBUILDER_ASSETS)");
@@ -1120,6 +1121,32 @@ async fn run(args: Args) -> Vec<String> {
         procs::log_dir().display()
     );
     let client = env.client().await.expect("a kube client");
+    (env, client)
+}
+
+impl Bench {
+    /// Before a cluster-wide run (S5, S6): a fresh kube-apiserver when an
+    /// earlier scenario left its objects in this one. Their operators and
+    /// emulators are gone, so a cluster-wide operator would reconcile them
+    /// against closed ports (one run of `s1 s5` counted 7.60 writes per
+    /// resource in S5 this way, 4.02 alone) and kube-apiserver's counters
+    /// would mix both.
+    async fn fresh_cluster_for_cluster_wide_run(&mut self) {
+        let used =
+            self.baseline.is_some() || !self.phases.is_empty() || !self.tenant_runs.is_empty();
+        if used {
+            (self.env, self.client) = cluster().await;
+        }
+    }
+}
+
+/// Runs the selected scenarios; the figures beyond target and margin.
+async fn run(args: Args) -> Vec<String> {
+    test_support::envtest::install_crypto_provider();
+    let operator_bin = procs::bin_path(args.bin_dir.as_deref(), "agent-operator");
+    let emulator_bin = procs::bin_path(args.bin_dir.as_deref(), "control-plane-emulator");
+    print_header(&args, &operator_bin, &emulator_bin);
+    let (env, client) = cluster().await;
     let mut bench = Bench {
         client,
         env,
@@ -1173,6 +1200,7 @@ async fn run(args: Args) -> Vec<String> {
             )),
             host_ceiling: None,
         };
+        bench.fresh_cluster_for_cluster_wide_run().await;
         let run = bench.tenants(setup).await;
         println!("{}", run.render());
         bench.tenant_runs.push((Scenario::S5, run));
@@ -1191,6 +1219,7 @@ async fn run(args: Args) -> Vec<String> {
             // 100 per second) would be the bound, not the service's limits.
             host_ceiling: Some(workspaces as f64 * bench.args.rate_limit),
         };
+        bench.fresh_cluster_for_cluster_wide_run().await;
         let run = bench.tenants(setup).await;
         println!("{}", run.render());
         bench.tenant_runs.push((Scenario::S6, run));

@@ -256,7 +256,7 @@ struct Wanted {
 }
 
 /// The promotion source (from the watch cache), the inputs and the image
-/// of `obj` ([`promoted`], [`inputs`], [`image`]): a refusal, a wait or a
+/// of `obj` ([`promoted`], [`inputs`], [`image()`]): a refusal, a wait or a
 /// missing input ends the pass before any control plane request.
 async fn wanted(
     api: &Api<AgentDeployment>,

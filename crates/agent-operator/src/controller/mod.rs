@@ -304,20 +304,27 @@ impl Context {
     /// Forgets that `key` follows a revision (it ended, or was deleted).
     pub fn revision_ended(&self, key: &str) {
         self.with_object(key, |m| m.revision_started = None);
+        self.drop_scout(memory_key(key));
+    }
+
+    /// Forgets every per-object state of `key` (the object was deleted):
+    /// its entry, and its place among the scouts of any plane.
+    pub fn forget(&self, key: &str) {
         let id = memory_key(key);
+        self.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        self.drop_scout(id);
+    }
+
+    /// Removes the object `id` ([`memory_key`]) from the scouts of every
+    /// plane.
+    fn drop_scout(&self, id: u64) {
         let mut planes = self.plane_memory.lock().unwrap_or_else(|p| p.into_inner());
         for plane in planes.values_mut() {
             plane.scouts.remove(&id);
         }
-    }
-
-    /// Forgets every per-object state of `key` (the object was deleted).
-    pub fn forget(&self, key: &str) {
-        self.objects
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&memory_key(key));
-        self.revision_ended(key);
     }
 
     /// Learns from a revision that reached DEPLOYED how long revisions of the

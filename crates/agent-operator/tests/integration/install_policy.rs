@@ -229,19 +229,24 @@ fn installed_policies(env: &TestEnv) -> Vec<Value> {
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// The tenant of an install test on `env`: its namespace, the emulator and
+/// the AgentControlPlane `default` on it, and no operator (the test runs
+/// the one its install made, as that ServiceAccount). The budget is
+/// checked and the namespace scanned when the harness is dropped.
+pub(crate) async fn tenant_harness(test: &str, env: &TestEnv) -> Harness {
+    Harness::quick(test)
+        .on(env)
+        .without_operator()
+        .start()
+        .await
+}
+
 #[tokio::test]
 async fn kustomize_into_another_namespace_with_the_pod_policy_keeps_agent_deployments_writable() {
     test_support::skip_without!(Envtest);
     let test = "install-kustomize";
     let env = common::own_env(&[]).await;
-    // The tenant namespace, the emulator and its plane; the operator runs
-    // as the ServiceAccount the install made, started below. The budget is
-    // checked and the namespace scanned when `h` is dropped.
-    let h = Harness::quick(test)
-        .on(&env)
-        .without_operator()
-        .start()
-        .await;
+    let h = tenant_harness(test, &env).await;
     let (client, tenant) = (h.client.clone(), h.ns.clone());
 
     let ops = "platform-agents";
@@ -319,14 +324,7 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
     test_support::skip_without!(Tools);
     let test = "install-helm";
     let env = common::own_env(&[]).await;
-    // The tenant namespace, the emulator and its plane; the operator runs
-    // as the ServiceAccount the install made, started below. The budget is
-    // checked and the namespace scanned when `h` is dropped.
-    let h = Harness::quick(test)
-        .on(&env)
-        .without_operator()
-        .start()
-        .await;
+    let h = tenant_harness(test, &env).await;
     let (client, tenant) = (h.client.clone(), h.ns.clone());
 
     let ops = "team-ops";
@@ -508,13 +506,7 @@ async fn helm_uninstall_leaves_what_install_md_says() {
         &["uninstall", "early", "--namespace", "team-early", "--wait"],
     );
 
-    // The tenant namespace, the emulator and its plane (checked and scanned
-    // when `h` is dropped).
-    let h = Harness::quick(test)
-        .on(&env)
-        .without_operator()
-        .start()
-        .await;
+    let h = tenant_harness(test, &env).await;
     let tenant = h.ns.clone();
     let ops = "team-ops";
     let release = "agents";

@@ -21,10 +21,9 @@ use test_support::envtest::{
 
 use crate::install_manifests::{kubectl_on, succeed};
 use crate::install_policy::{
-    assert_policy_in_force, create_change_delete, operator, write_policy_overlay,
+    assert_policy_in_force, create_change_delete, operator, tenant_harness, write_policy_overlay,
 };
 use crate::{common, hostile_input, support};
-use support::Harness;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -48,14 +47,9 @@ async fn the_oldest_supported_kubernetes_takes_the_crds_the_pod_policy_and_the_o
         .await
         .expect("the CRDs install on the oldest supported version");
 
-    // The tenant namespace, the emulator and its plane (the budget is
-    // checked and the namespace scanned when `h` is dropped); the operator
-    // is installed below.
-    let h = Harness::quick(test)
-        .on(&env)
-        .without_operator()
-        .start()
-        .await;
+    // The tenant, as the install tests have it; the operator is installed
+    // below.
+    let h = tenant_harness(test, &env).await;
     let tenant = h.ns.clone();
 
     // Every admission row of the hostile-input table, refused as on 1.34.

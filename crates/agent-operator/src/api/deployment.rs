@@ -609,7 +609,7 @@ pub struct AgentDeploymentSpec {
     /// stateless run with an expected event. When set, `Ready` requires
     /// `Verified=True`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verify: Option<VerifySpec>,
+    pub verify: Option<Box<VerifySpec>>,
     /// When this deployment expires (a preview environment): the earliest
     /// of `at`, `afterCreationSeconds` after the object's creation and
     /// `idleSeconds` after the creation of its latest revision. Then the
@@ -622,7 +622,7 @@ pub struct AgentDeploymentSpec {
     /// an expiry counts against `spec.previews.maxLive` of its
     /// AgentControlPlane while it holds a remote deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expiry: Option<Expiry>,
+    pub expiry: Option<Box<Expiry>>,
     /// `Never` (default: `imageUri` is sent as written), `Pin` (its tag is
     /// resolved through the registry once per generation and the image is
     /// sent by digest) or `Follow` (as `Pin`, and resolved again every resync
@@ -664,7 +664,7 @@ pub struct AgentDeploymentSpec {
     /// `spec.promotionGrants`, else `Stalled` (`PromotionNotGranted`) before
     /// any remote call. What was promoted is kept in `status.promotedFrom`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub promotion: Option<Promotion>,
+    pub promotion: Option<Box<Promotion>>,
     /// Namespaces whose AgentDeployments may promote from this one
     /// (`spec.promotion.from` naming it from another namespace): a list-map
     /// keyed by `namespace`, at most 32. Same-namespace promotion needs no
@@ -1182,11 +1182,11 @@ pub struct AgentDeploymentStatus {
     /// sends another image until the spec changes (`Pin`) or the tag moves
     /// (`Follow`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resolved_image: Option<ResolvedImage>,
+    pub resolved_image: Option<Box<ResolvedImage>>,
     /// `spec.promotion`: the source's revision this deployment deploys
     /// (source, revision, commit or digest, when it was taken).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub promoted_from: Option<PromotedFrom>,
+    pub promoted_from: Option<Box<PromotedFrom>>,
     /// The last value of the redeploy annotation that was acted on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_redeploy_requested_at: Option<String>,
@@ -1202,7 +1202,7 @@ pub struct AgentDeploymentStatus {
     /// until the retry time of its capped backoff (10 min doubling to 2 h).
     /// Source: the issue "A well-mannered client" item 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rejected_request: Option<RejectedRequest>,
+    pub rejected_request: Option<Box<RejectedRequest>>,
     /// Fingerprint of a PATCH the service accepted but did not hold (the
     /// deployment read back still differs in the same way, e.g. a
     /// `resource_spec` key it drops): it is not sent again until the spec
@@ -1234,10 +1234,10 @@ pub struct AgentDeploymentStatus {
     pub verified_revision_id: Option<String>,
     /// The last verification attempt (`spec.verify`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verification: Option<VerificationStatus>,
+    pub verification: Option<Box<VerificationStatus>>,
     /// The last automatic rollback (`spec.rollback`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollback: Option<RollbackStatus>,
+    pub rollback: Option<Box<RollbackStatus>>,
     /// When `spec.expiry` makes this deployment expire (RFC 3339), as last
     /// computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -210,7 +210,7 @@ impl Desired {
 
     /// `spec.verify`, if set.
     pub fn verify(&self) -> Option<&crate::api::deployment::VerifySpec> {
-        self.spec.verify.as_ref()
+        self.spec.verify.as_deref()
     }
 
     /// The key for the agent server's `X-Api-Key` when verifying, by the
@@ -706,14 +706,14 @@ spec:
     #[test]
     fn a_promotion_is_refused_by_agentctl() {
         let mut m = manifest("");
-        m.deployments[0].spec.promotion = Some(crate::api::deployment::Promotion {
+        m.deployments[0].spec.promotion = Some(Box::new(crate::api::deployment::Promotion {
             from: crate::api::deployment::PromotionSource {
                 name: "staging".into(),
                 namespace: None,
             },
             require_verified: true,
             soak_seconds: 0,
-        });
+        }));
         let e = desired_state(&m.deployments[0], &m).unwrap_err();
         assert!(
             matches!(&e, Error::Invalid(m) if m.contains("agentdeployment/agent") && m.contains("spec.promotion")),

@@ -382,12 +382,12 @@ mod tests {
         let started = status(reason::REVISION_IN_PROGRESS, "False", None);
         let none = AgentDeploymentStatus::default();
         let mut rejected = none.clone();
-        rejected.rejected_request = Some(RejectedRequest {
+        rejected.rejected_request = Some(Box::new(RejectedRequest {
             operation: "create deployment".into(),
             fingerprint: "f".into(),
             attempts: 1,
             retry_after_time: String::new(),
-        });
+        }));
         let cases: Vec<(&str, Known<'_>, Before)> = vec![
             ("no id: obtain", known(&none), Before::Obtain),
             (

@@ -181,7 +181,7 @@ pub fn decide(target: &Target<'_>, source: Option<&SourceView<'_>>, now: Timesta
         if let Some(kept) = target
             .status
             .promoted_from
-            .as_ref()
+            .as_deref()
             .filter(|p| p.namespace == ns && p.name == name)
         {
             return Step::Deploy(Box::new(Take {
@@ -281,7 +281,7 @@ pub fn decide(target: &Target<'_>, source: Option<&SourceView<'_>>, now: Timesta
 fn take(target: &Target<'_>, src: &SourceView<'_>, serving: &Serving<'_>, now: Timestamp) -> Step {
     let shown = format!("{}/{}", src.namespace, src.name);
     let status = target.status;
-    let previous = status.promoted_from.as_ref();
+    let previous = status.promoted_from.as_deref();
     let (image_uri, repo_ref, commit, digest) = match target.source {
         Source::ExternalDocker => {
             let (Some(digest), Some(image)) = (serving.image_digest, serving.image_uri) else {

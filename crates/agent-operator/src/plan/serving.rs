@@ -248,7 +248,7 @@ mod tests {
             let mut status = AgentDeploymentStatus {
                 revisions: vec![rev("r1", Some("def"), None), r2],
                 verified_revision_id: verified.map(Into::into),
-                verification: verification.clone(),
+                verification: verification.clone().map(Box::new),
                 ..Default::default()
             };
             mark_verified(&mut status);
@@ -266,7 +266,7 @@ mod tests {
             active_revision_id: Some("r1".into()),
             revisions: vec![rev("r2", None, None), verified],
             verified_revision_id: Some("r1".into()),
-            verification: Some(attempt("r1", reason::VERIFIED)),
+            verification: Some(Box::new(attempt("r1", reason::VERIFIED))),
             ..Default::default()
         };
         let got = serving(&status, None, true, now).unwrap();

@@ -173,7 +173,7 @@ async fn change(
         pass.status.drift = policy::drift(body, &remote, &patch);
     }
     let held = rollback::holds(
-        pass.previous.rollback.as_ref(),
+        pass.previous.rollback.as_deref(),
         pass.obj.metadata.generation,
         remote.latest_revision_id.as_deref(),
     );

@@ -111,9 +111,9 @@ async fn roll_back(
         verify: pass.obj.spec.verify.is_some(),
         latest: latest.id.as_deref(),
         latest_status: latest.status.as_ref(),
-        verification: pass.status.verification.as_ref(),
+        verification: pass.status.verification.as_deref(),
         revisions: &pass.status.revisions,
-        previous: pass.previous.rollback.as_ref(),
+        previous: pass.previous.rollback.as_deref(),
     };
     let step = if pass.obj.spec.management_policy == ManagementPolicy::Observe {
         RollbackStep::Stay
@@ -182,7 +182,7 @@ async fn redeploy_verified(
         to = record.to_revision_id,
         "rolled back"
     );
-    pass.status.rollback = Some(record);
+    pass.status.rollback = Some(Box::new(record));
     if let Some(rid) = made {
         let key = pass.seen.key.clone();
         let started = rid.clone();

@@ -345,7 +345,7 @@ async fn image(
     let Some(written) = obj.spec.source_revision_config.image_uri.as_deref() else {
         return Ok(None);
     };
-    let recorded = previous.resolved_image.as_ref();
+    let recorded = previous.resolved_image.as_deref();
     let age = recorded
         .and_then(|r| seconds_until(&r.resolved_at))
         .map(|s| std::time::Duration::from_secs_f64((-s).max(0.0)));

@@ -119,7 +119,7 @@ impl<'a> Pass<'a> {
             crate::plan::fight::carried(previous, obj.metadata.generation, seen.redeploy.is_some());
         status.observed_generation = obj.metadata.generation;
         status.expires_at = super::expire::expires_at(obj, Some(previous)).map(|t| t.to_string());
-        status.resolved_image = seen.resolved_image.clone();
+        status.resolved_image = seen.resolved_image.clone().map(Box::new);
         let mut events = Vec::new();
         // A promotion that needs a new revision is recorded once that
         // revision started ([`Self::served_redeploy`]); any other is what
@@ -130,7 +130,7 @@ impl<'a> Pass<'a> {
                 if take.changed {
                     events.push(promoted_event(take));
                 }
-                Some(take.record.clone())
+                Some(Box::new(take.record.clone()))
             }
             None => None,
         };
@@ -169,7 +169,7 @@ impl<'a> Pass<'a> {
             self.obj.annotations().get(REDEPLOY_ANNOTATION).cloned();
         if let Some(take) = self.seen.promotion.as_ref().filter(|t| t.new_revision) {
             self.events.push(promoted_event(take));
-            self.status.promoted_from = Some(take.record.clone());
+            self.status.promoted_from = Some(Box::new(take.record.clone()));
         }
     }
 
@@ -191,14 +191,14 @@ impl<'a> Pass<'a> {
         let mut delay = jittered(self.ctx.config.resync_interval);
         if e.is_rejection() {
             let (rejected, backoff) = steps::rejection(
-                self.previous.rejected_request.as_ref(),
+                self.previous.rejected_request.as_deref(),
                 operation,
                 &self.seen.fingerprint,
                 jiff::Timestamp::now(),
             );
             delay = backoff;
             outcome = super::report::not_resent_until(outcome, &rejected.retry_after_time);
-            self.status.rejected_request = Some(rejected);
+            self.status.rejected_request = Some(Box::new(rejected));
         }
         self.finish(&outcome, Ok(Requeue::after(delay)))
     }

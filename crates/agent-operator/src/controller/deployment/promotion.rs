@@ -351,12 +351,12 @@ mod tests {
             ("re-verified later", |o| {
                 let s = o.status.as_mut().unwrap();
                 s.serving.as_mut().unwrap().verified_at = Some("2026-11-27T13:00:00Z".into());
-                s.verification = Some(VerificationStatus {
+                s.verification = Some(Box::new(VerificationStatus {
                     revision_id: "r1".into(),
                     outcome: "Verified".into(),
                     last_run_time: "2026-11-27T13:00:00Z".into(),
                     ..Default::default()
-                });
+                }));
             }),
             ("a poll", |o| {
                 o.status.as_mut().unwrap().revision_status = Some("DEPLOYED".into())

@@ -197,7 +197,7 @@ fn who_may_promote_from_whom() {
     // A source no longer found (deleted, or not listed yet after a
     // restart) leaves a target that took something on what it took.
     let took = AgentDeploymentStatus {
-        promoted_from: Some(PromotedFrom {
+        promoted_from: Some(Box::new(PromotedFrom {
             name: "staging".into(),
             namespace: "prod".into(),
             revision_id: "rs1".into(),
@@ -205,7 +205,7 @@ fn who_may_promote_from_whom() {
             deployed: Some(format!("acme/agent@{DIGEST}")),
             at: ago(60).to_string(),
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     };
     let Step::Deploy(kept) = decide(
@@ -356,7 +356,7 @@ fn external_docker_deploys_the_digest_the_source_verified() {
     );
     // Already promoted: the record (and its time) is kept, no event.
     let status = AgentDeploymentStatus {
-        promoted_from: Some(take.record.clone()),
+        promoted_from: Some(Box::new(take.record.clone())),
         ..Default::default()
     };
     let src = source(
@@ -391,7 +391,7 @@ fn github_status(
             commit_sha: built.map(str::to_owned),
             ..Default::default()
         }],
-        promoted_from: record,
+        promoted_from: record.map(Box::new),
         ..Default::default()
     }
 }

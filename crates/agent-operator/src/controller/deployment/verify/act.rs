@@ -246,7 +246,7 @@ fn not_due(
     let config = &pass.ctx.config;
     let resync = config.resync_interval;
     let interval = config.verify.interval.unwrap_or(resync);
-    let last = pass.previous.verification.as_ref();
+    let last = pass.previous.verification.as_deref();
     let since_last_run = last
         .and_then(|l| l.last_run_time.parse::<k8s_openapi::jiff::Timestamp>().ok())
         .and_then(|t| Duration::try_from(now.duration_since(t)).ok());
@@ -281,7 +281,7 @@ fn record_verification(
     let config = &pass.ctx.config;
     let resync = config.resync_interval;
     let interval = config.verify.interval.unwrap_or(resync);
-    let last = pass.previous.verification.as_ref();
+    let last = pass.previous.verification.as_deref();
     let failures_before = last
         .filter(|l| l.revision_id == rid && l.outcome != reason::VERIFIED)
         .map_or(0, |l| l.failures);
@@ -311,7 +311,7 @@ fn record_verification(
         }),
         Some(_) => later(retry_backoff(entry.failures, config.verify.backoff, resync)),
     };
-    pass.status.verification = Some(entry);
+    pass.status.verification = Some(Box::new(entry));
     wait
 }
 
@@ -324,7 +324,7 @@ fn note_result(
     failure: Option<&(&'static str, String)>,
     verified_before: bool,
 ) {
-    let last = pass.previous.verification.as_ref();
+    let last = pass.previous.verification.as_deref();
     match failure {
         None => {
             pass.status.verified_revision_id = Some(rid.to_owned());

@@ -132,7 +132,7 @@ fn status(verified: Option<&str>, last: Option<VerificationStatus>) -> AgentDepl
         latest_revision_id: Some("r2".into()),
         revision_status: Some("DEPLOYED".into()),
         verified_revision_id: verified.map(str::to_owned),
-        verification: last,
+        verification: last.map(Box::new),
         ..Default::default()
     }
 }

@@ -193,25 +193,7 @@ pub struct PlaneGate {
     deferred: Mutex<HashMap<String, tokio::time::Instant>>,
     /// Passes put off so far.
     pub deferred_total: std::sync::atomic::AtomicU64,
-    /// The number of permits ([`Self::permits`] when none is held).
-    cap: usize,
-    /// Mean duration of this control plane's passes with their permit
-    /// held, in microseconds (exponentially weighted); 0 until one ran.
-    pass_micros: std::sync::atomic::AtomicU64,
-    /// The instant the last pass put off by a full queue comes back
-    /// ([`Self::next_turn`]).
-    turn: Mutex<Option<tokio::time::Instant>>,
 }
-
-/// Passes of one control plane that may wait for its permits at once, per
-/// permit: beyond `QUEUE_PER_PERMIT × permits` a pass is put off
-/// ([`PlaneGate::queue_full`]).
-///
-/// Why a bound: every waiting pass is a task that kube-runtime's runner
-/// polls each time any pass ends (its `FutureHashMap` polls all of them),
-/// so thousands of waiting passes (a fleet applied at once) cost CPU that
-/// grows with the square of the fleet, and memory for each task.
-pub const QUEUE_PER_PERMIT: usize = 4;
 
 impl PlaneGate {
     fn new(cap: usize) -> Self {
@@ -221,56 +203,7 @@ impl PlaneGate {
             waiting: Default::default(),
             deferred: Default::default(),
             deferred_total: Default::default(),
-            cap: cap.max(1),
-            pass_micros: Default::default(),
-            turn: Mutex::new(None),
         }
-    }
-
-    /// Whether `QUEUE_PER_PERMIT × permits` passes already wait for this
-    /// control plane's permits.
-    pub fn queue_full(&self) -> bool {
-        let waiting = self.waiting.load(std::sync::atomic::Ordering::Relaxed);
-        usize::try_from(waiting).unwrap_or(0) >= self.cap.saturating_mul(QUEUE_PER_PERMIT)
-    }
-
-    /// Records the duration of one pass that held a permit (a weight of
-    /// 1/8 for the newest).
-    pub fn record_pass(&self, took: Duration) {
-        use std::sync::atomic::Ordering;
-        let took = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
-        let _ = self
-            .pass_micros
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |mean| {
-                Some(if mean == 0 {
-                    took
-                } else {
-                    mean - mean / 8 + took / 8
-                })
-            });
-    }
-
-    /// How long a pass put off by a full queue stays away: a turn behind
-    /// the passes put off before it, one pass time ÷ permits apart, the
-    /// first one when the queue has drained by half. So the put-off passes
-    /// come back about in their order and about when permits free up,
-    /// rather than all at once. At least 10 ms, at most 60 s.
-    pub fn next_turn(&self) -> Duration {
-        let mean = match self.pass_micros.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => Duration::from_millis(100),
-            m => Duration::from_micros(m),
-        };
-        let cap = u32::try_from(self.cap).unwrap_or(u32::MAX);
-        let slot = (mean / cap).max(Duration::from_millis(1));
-        let half_queue = slot * cap.saturating_mul(QUEUE_PER_PERMIT as u32 / 2);
-        let now = tokio::time::Instant::now();
-        let mut turn = self.turn.lock().unwrap_or_else(|p| p.into_inner());
-        let behind = turn
-            .filter(|t| *t > now + half_queue)
-            .unwrap_or(now + half_queue);
-        let until = behind + slot;
-        *turn = Some(until);
-        (until - now).clamp(Duration::from_millis(10), Duration::from_secs(60))
     }
 
     /// Records that the pass of `object` was put off for `by`.
@@ -1052,39 +985,6 @@ mod tests {
             burst,
             previews: None,
         }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_full_queue_puts_passes_off_in_turns_a_slot_apart() {
-        use std::sync::atomic::Ordering;
-        let gate = PlaneGate::new(8);
-        let full = 8 * QUEUE_PER_PERMIT as i64;
-        gate.waiting.store(full - 1, Ordering::Relaxed);
-        assert!(!gate.queue_full(), "one place left");
-        gate.waiting.store(full, Ordering::Relaxed);
-        assert!(gate.queue_full());
-        // Passes of 80 ms on 8 permits: one ends every 10 ms; the first
-        // pass put off comes back when half the queue (16) has drained,
-        // each next one a slot later, in the order they were put off.
-        for _ in 0..20 {
-            gate.record_pass(Duration::from_millis(80));
-        }
-        let turns: Vec<Duration> = (0..3).map(|_| gate.next_turn()).collect();
-        assert_eq!(
-            turns,
-            [170, 180, 190].map(Duration::from_millis),
-            "{turns:?}"
-        );
-        // Later, with the earlier turns past, the next starts again from
-        // half the queue.
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(gate.next_turn(), Duration::from_millis(170));
-        // Never longer than a minute, whatever the passes take.
-        for _ in 0..100 {
-            gate.record_pass(Duration::from_secs(600));
-        }
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(gate.next_turn(), Duration::from_secs(60));
     }
 
     #[test]

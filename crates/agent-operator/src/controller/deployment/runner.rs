@@ -154,16 +154,11 @@ pub const DEFER_AFTER: Duration = Duration::from_secs(1);
 ///    allows the next request only after [`DEFER_AFTER`], the pass is put
 ///    off: the object is requeued for when the plane can send again,
 ///    holding nothing;
-/// 2. when [`crate::controller::planes::QUEUE_PER_PERMIT`] passes per
-///    permit already wait for the plane, the pass is put off until about
-///    its turn ([`crate::controller::planes::PlaneGate::next_turn`]),
-///    holding nothing: a fleet applied at once waits in the scheduler's
-///    queue, not as thousands of waiting tasks;
-/// 3. the pass takes one of its plane's permits (at most half the reconcile
+/// 2. the pass takes one of its plane's permits (at most half the reconcile
 ///    permits per plane, see [`run_with`]), then one of the shared
 ///    reconcile permits; both queues are first come, first served, so the
 ///    planes' passes take turns;
-/// 4. if the plane was paused meanwhile, the pass is put off after all.
+/// 3. if the plane was paused meanwhile, the pass is put off after all.
 ///
 /// Inside the pass a request waits at most
 /// [`crate::controller::planes::MAX_TOKEN_WAIT`] for a token (then the pass fails with
@@ -192,12 +187,6 @@ async fn observed_reconcile(
     if let Some(action) = deferral() {
         return Ok(action);
     }
-    if gate.queue_full() {
-        let by = gate.next_turn();
-        gate.defer(&key, by);
-        debug!(object = %key, retry_in_s = by.as_secs_f64(), "control plane queue full: pass put off");
-        return Ok(Action::requeue(by));
-    }
     gate.waiting.fetch_add(1, Ordering::Relaxed);
     let plane_permit = gate.permits.clone().acquire_owned().await.ok();
     let permit = match permits {
@@ -210,9 +199,7 @@ async fn observed_reconcile(
     }
     gate.resume(&key);
     gate.running.fetch_add(1, Ordering::Relaxed);
-    let started = std::time::Instant::now();
     let result = observed(DEPLOYMENT_KIND, reconcile)(obj, ctx.clone()).await;
-    gate.record_pass(started.elapsed());
     gate.running.fetch_sub(1, Ordering::Relaxed);
     drop((permit, plane_permit));
     result

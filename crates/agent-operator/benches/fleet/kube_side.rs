@@ -157,9 +157,8 @@ impl ApiRequests {
                     && group == "coordination.k8s.io"
                     && resource == "leases"
             })
-            .map(|(_, v)| v)
-            .sum::<f64>()
-            + 0.0
+            // From +0.0: a float `sum` of nothing is -0.0, printed "-0".
+            .fold(0.0, |sum, (_, v)| sum + v)
     }
 
     /// The writes about the objects ([`Self::writes`] less

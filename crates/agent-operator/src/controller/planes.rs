@@ -193,17 +193,151 @@ pub struct PlaneGate {
     deferred: Mutex<HashMap<String, tokio::time::Instant>>,
     /// Passes put off so far.
     pub deferred_total: std::sync::atomic::AtomicU64,
+    /// Passes put off because [`Self::queue_bound`] passes already wait
+    /// ([`Self::admit`]), woken in their order as the queue drains.
+    parked: Mutex<Parked>,
+    /// How many passes may wait for this control plane's permits at once:
+    /// [`QUEUE_PER_PERMIT`] per permit.
+    queue_bound: usize,
+}
+
+/// Passes of one control plane that may wait for its permits at once, per
+/// permit: beyond `QUEUE_PER_PERMIT × permits` a pass is parked
+/// ([`PlaneGate::admit`]) until one of those waiting takes its permit.
+///
+/// Why a bound: every waiting pass is a task that kube-runtime's runner
+/// (5.0, `controller/future_hash_map.rs`) polls each time any pass ends, so
+/// thousands of waiting passes (a fleet applied at once) cost CPU that
+/// grows with the square of the fleet, and memory for each task. A parked
+/// pass is one entry in a queue and nothing in the runner.
+///
+/// Why this many: the waiting passes are the permits' reserve, refilled as
+/// each takes its permit, so eight rounds of passes are ready whenever a
+/// permit frees.
+pub const QUEUE_PER_PERMIT: usize = 8;
+
+/// How long a woken pass keeps its place among the waiting ones
+/// ([`PlaneGate::admit`]): one that never comes (its object was deleted
+/// meanwhile) gives the place back after this.
+pub const WOKEN_FOR: Duration = Duration::from_secs(10);
+
+/// The parked passes of one control plane ([`PlaneGate::admit`]).
+#[derive(Default)]
+struct Parked {
+    /// Keys of parked objects in their order, each with what wakes it.
+    queue: std::collections::VecDeque<(String, Waker)>,
+    /// The keys in `queue` (an object is parked once).
+    keys: std::collections::HashSet<String>,
+    /// Objects woken and not yet back, with when they were woken: each
+    /// holds a place among the waiting passes for [`WOKEN_FOR`].
+    woken: HashMap<String, tokio::time::Instant>,
+}
+
+impl fmt::Debug for Parked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Parked")
+            .field("parked", &self.queue.len())
+            .field("woken", &self.woken.len())
+            .finish()
+    }
+}
+
+/// What wakes a parked pass: it asks its controller to run the object's
+/// pass now.
+pub type Waker = Box<dyn FnOnce() + Send>;
+
+impl Parked {
+    /// Pops the objects to wake so that `waiting` plus the woken reach
+    /// `bound`, and records them as woken.
+    fn take(&mut self, waiting: usize, bound: usize) -> Vec<Waker> {
+        let now = tokio::time::Instant::now();
+        self.woken
+            .retain(|_, at| now.duration_since(*at) < WOKEN_FOR);
+        let room = bound.saturating_sub(waiting + self.woken.len());
+        let mut wakes = Vec::new();
+        while wakes.len() < room {
+            let Some((key, wake)) = self.queue.pop_front() else {
+                break;
+            };
+            self.keys.remove(&key);
+            self.woken.insert(key, now);
+            wakes.push(wake);
+        }
+        wakes
+    }
 }
 
 impl PlaneGate {
     fn new(cap: usize) -> Self {
+        let cap = cap.max(1);
         Self {
-            permits: Arc::new(tokio::sync::Semaphore::new(cap.max(1))),
+            permits: Arc::new(tokio::sync::Semaphore::new(cap)),
             running: Default::default(),
             waiting: Default::default(),
             deferred: Default::default(),
             deferred_total: Default::default(),
+            parked: Default::default(),
+            queue_bound: cap.saturating_mul(QUEUE_PER_PERMIT),
         }
+    }
+
+    fn parked(&self) -> std::sync::MutexGuard<'_, Parked> {
+        self.parked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn waiting_now(&self) -> usize {
+        usize::try_from(self.waiting.load(std::sync::atomic::Ordering::Relaxed)).unwrap_or(0)
+    }
+
+    /// Admits the pass of `object` among those waiting for this control
+    /// plane's permits (counted in [`Self::waiting`]; the caller takes a
+    /// permit, then calls [`Self::took_permit`]), or parks it: `false`, and
+    /// `wake` is called when its turn comes.
+    ///
+    /// A pass is admitted when it was woken (it takes the place kept for
+    /// it), or when nothing is parked and fewer than the bound
+    /// ([`QUEUE_PER_PERMIT`] per permit) wait. Otherwise it is parked
+    /// behind the others, first come, first served (an object already
+    /// parked keeps its place). Parked passes hold no task, no permit and
+    /// nothing of the object.
+    pub fn admit(&self, object: &str, wake: impl FnOnce() + Send + 'static) -> bool {
+        use std::sync::atomic::Ordering;
+        let wakes = {
+            let mut parked = self.parked();
+            let woken = parked.woken.remove(object).is_some();
+            let room = self.waiting_now() + parked.woken.len() < self.queue_bound;
+            if woken || (parked.queue.is_empty() && room) {
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            if parked.keys.insert(object.to_owned()) {
+                parked.queue.push_back((object.to_owned(), Box::new(wake)));
+                self.deferred_total.fetch_add(1, Ordering::Relaxed);
+            }
+            let waiting = self.waiting_now();
+            parked.take(waiting, self.queue_bound)
+        };
+        wakes.into_iter().for_each(|w| w());
+        false
+    }
+
+    /// Records that an admitted pass left the waiting ones (it took its
+    /// permit, or was put off), and wakes the parked passes that now have
+    /// room.
+    pub fn took_permit(&self) {
+        self.waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        let wakes = {
+            let mut parked = self.parked();
+            let waiting = self.waiting_now();
+            parked.take(waiting, self.queue_bound)
+        };
+        wakes.into_iter().for_each(|w| w());
+    }
+
+    /// Parked passes (not yet woken).
+    pub fn parked_now(&self) -> usize {
+        self.parked().queue.len()
     }
 
     /// Records that the pass of `object` was put off for `by`.
@@ -224,15 +358,18 @@ impl PlaneGate {
             .remove(object);
     }
 
-    /// Objects whose deferral has not ended yet.
+    /// Objects whose deferral has not ended yet, the parked ones
+    /// ([`Self::admit`]) included.
     pub fn deferred_now(&self) -> usize {
         let now = tokio::time::Instant::now();
-        self.deferred
+        let deferred = self
+            .deferred
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .filter(|until| **until > now)
-            .count()
+            .count();
+        deferred + self.parked_now()
     }
 }
 
@@ -969,6 +1106,71 @@ fn stalled(plane: &AgentControlPlane) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A gate of one permit (a bound of [`QUEUE_PER_PERMIT`] waiting) and
+    /// the log of the objects woken.
+    fn parking_gate() -> (PlaneGate, Arc<Mutex<Vec<String>>>) {
+        (PlaneGate::new(1), Default::default())
+    }
+
+    fn admit(gate: &PlaneGate, log: &Arc<Mutex<Vec<String>>>, object: &str) -> bool {
+        let (log, name) = (log.clone(), object.to_owned());
+        gate.admit(object, move || log.lock().unwrap().push(name))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_parks_passes_and_wakes_them_in_order_as_it_drains() {
+        let (gate, log) = parking_gate();
+        for i in 0..QUEUE_PER_PERMIT {
+            assert!(admit(&gate, &log, &format!("o{i}")), "room for o{i}");
+        }
+        for i in 0..3 {
+            assert!(!admit(&gate, &log, &format!("p{i}")), "p{i} parked");
+        }
+        // Parked once, in place: a second trigger of p0 does not queue it
+        // again, nor move it.
+        assert!(!admit(&gate, &log, "p0"));
+        assert_eq!((gate.parked_now(), gate.deferred_now()), (3, 3));
+        assert!(log.lock().unwrap().is_empty(), "nothing woken while full");
+        // One waiting pass takes its permit: the first parked is woken,
+        // and its place is kept for it: a newcomer parks behind.
+        gate.took_permit();
+        assert_eq!(*log.lock().unwrap(), ["p0"]);
+        assert!(!admit(&gate, &log, "late"));
+        assert!(admit(&gate, &log, "p0"), "the woken pass takes its place");
+        gate.took_permit();
+        gate.took_permit();
+        assert_eq!(*log.lock().unwrap(), ["p0", "p1", "p2"]);
+        assert!(admit(&gate, &log, "p2"));
+        assert!(admit(&gate, &log, "p1"));
+        gate.took_permit();
+        assert_eq!(*log.lock().unwrap(), ["p0", "p1", "p2", "late"]);
+        assert_eq!(gate.parked_now(), 0);
+        assert_eq!(
+            gate.deferred_total
+                .load(std::sync::atomic::Ordering::Relaxed),
+            4
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_woken_pass_that_never_comes_gives_its_place_back() {
+        let (gate, log) = parking_gate();
+        for i in 0..QUEUE_PER_PERMIT {
+            assert!(admit(&gate, &log, &format!("o{i}")));
+        }
+        assert!(!admit(&gate, &log, "gone"));
+        assert!(!admit(&gate, &log, "next"));
+        gate.took_permit();
+        assert_eq!(*log.lock().unwrap(), ["gone"]);
+        // "gone" was deleted and never comes back: its place is held for
+        // WOKEN_FOR, then the next parked pass has it.
+        assert!(!admit(&gate, &log, "newcomer"));
+        assert_eq!(*log.lock().unwrap(), ["gone"]);
+        tokio::time::advance(WOKEN_FOR).await;
+        assert!(!admit(&gate, &log, "newcomer"), "still behind `next`");
+        assert_eq!(*log.lock().unwrap(), ["gone", "next"]);
+    }
 
     fn spec(rps: Option<f64>, burst: Option<u32>) -> AgentControlPlaneSpec {
         AgentControlPlaneSpec {

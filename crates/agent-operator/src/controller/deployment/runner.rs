@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::channel::mpsc;
 use futures::future::join_all;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
@@ -145,6 +146,11 @@ fn drift_samples(store: &Store<AgentDeployment>) -> Vec<crate::metrics::DriftSam
 /// its passes off instead of letting them wait with a permit held.
 pub const DEFER_AFTER: Duration = Duration::from_secs(1);
 
+/// The requeue of a parked pass in case its wake never comes: it is
+/// woken long before when its plane's queue moves; when it comes back
+/// still parked, it keeps its place.
+pub const PARKED_FOR: Duration = Duration::from_secs(60);
+
 /// One pass, admitted fairly, with the concurrency permit held, timed and
 /// counted.
 ///
@@ -154,11 +160,17 @@ pub const DEFER_AFTER: Duration = Duration::from_secs(1);
 ///    allows the next request only after [`DEFER_AFTER`], the pass is put
 ///    off: the object is requeued for when the plane can send again,
 ///    holding nothing;
-/// 2. the pass takes one of its plane's permits (at most half the reconcile
+/// 2. when [`crate::controller::planes::QUEUE_PER_PERMIT`] passes per
+///    permit already wait for the plane, the pass is parked
+///    ([`crate::controller::planes::PlaneGate::admit`]): it returns at once,
+///    holding nothing, and `wake` runs it again when one of the waiting
+///    passes takes its permit, in the order the passes were parked (a
+///    [`PARKED_FOR`] requeue in case no wake comes);
+/// 3. the pass takes one of its plane's permits (at most half the reconcile
 ///    permits per plane, see [`run_with`]), then one of the shared
 ///    reconcile permits; both queues are first come, first served, so the
 ///    planes' passes take turns;
-/// 3. if the plane was paused meanwhile, the pass is put off after all.
+/// 4. if the plane was paused meanwhile, the pass is put off after all.
 ///
 /// Inside the pass a request waits at most
 /// [`crate::controller::planes::MAX_TOKEN_WAIT`] for a token (then the pass fails with
@@ -167,6 +179,7 @@ async fn observed_reconcile(
     obj: Arc<AgentDeployment>,
     ctx: Arc<Context>,
     permits: Option<Arc<Semaphore>>,
+    wake: mpsc::UnboundedSender<ObjectRef<AgentDeployment>>,
 ) -> Result<Action, Error> {
     use std::sync::atomic::Ordering;
     let ns = obj.namespace().unwrap_or_default();
@@ -187,13 +200,19 @@ async fn observed_reconcile(
     if let Some(action) = deferral() {
         return Ok(action);
     }
-    gate.waiting.fetch_add(1, Ordering::Relaxed);
+    let object = ObjectRef::new(&obj.name_any()).within(&ns);
+    if !gate.admit(&key, move || {
+        let _ = wake.unbounded_send(object);
+    }) {
+        debug!(object = %key, "control plane queue full: pass parked");
+        return Ok(Action::requeue(PARKED_FOR));
+    }
     let plane_permit = gate.permits.clone().acquire_owned().await.ok();
     let permit = match permits {
         Some(p) => p.acquire_owned().await.ok(),
         None => None,
     };
-    gate.waiting.fetch_sub(1, Ordering::Relaxed);
+    gate.took_permit();
     if let Some(action) = deferral() {
         return Ok(action);
     }
@@ -228,7 +247,10 @@ where
     let promotion_changes = ctx.promotions.changes();
     let promotion_store = store.clone();
     ctx.secrets.register(plane_store.clone());
-    let controller = Controller::for_stream(trigger, store.clone());
+    // The passes parked by a full control plane queue come back through
+    // this channel ([`observed_reconcile`]).
+    let (wake, woken) = mpsc::unbounded();
+    let controller = Controller::for_stream(trigger, store.clone()).reconcile_on(woken);
     let deployment_store = store.clone();
     let secret_store = store.clone();
     let plane_store_for_secrets = plane_store.clone();
@@ -251,7 +273,7 @@ where
         DEPLOYMENT_KIND,
         0,
         shutdown,
-        move |obj, ctx| observed_reconcile(obj, ctx, permits.clone()),
+        move |obj, ctx| observed_reconcile(obj, ctx, permits.clone(), wake.clone()),
         error_policy,
         ctx,
     );

@@ -25,7 +25,7 @@
 //! | `agent_operator_control_plane_token_wait_seconds` | histogram | `namespace`, `control_plane`: wait of each attempt for a budget token |
 //! | `agent_operator_control_plane_slowdowns_total` | counter | `namespace`, `control_plane`, `cause` = `429` \| `503` \| `502` \| `504` \| `timeout` |
 //! | `agent_operator_reconcile_queue` | gauge (at scrape) | `namespace`, `control_plane`, `state` = `running` \| `waiting` \| `deferred` |
-//! | `agent_operator_deferred_passes_total` | counter (at scrape) | `namespace`, `control_plane`: passes put off while the budget was short |
+//! | `agent_operator_deferred_passes_total` | counter (at scrape) | `namespace`, `control_plane`: passes put off while the budget was short or parked behind a full queue of waiting passes |
 //! | `agent_operator_drifted_deployments` | gauge (at scrape) | `namespace`, `control_plane`: AgentDeployments under `managementPolicy: Observe` whose remote deployment differs from the spec (`Drifted=True`); 0 for a control plane whose observed ones all match |
 //! | `agent_operator_leader_lease_renewal_age_seconds` | gauge (at scrape) | none: seconds since the leader lease was last acquired or renewed |
 //!
@@ -346,7 +346,8 @@ pub struct PlaneSample {
     pub running: i64,
     /// Passes waiting for a reconcile permit.
     pub waiting: i64,
-    /// Objects requeued until the control plane can send again.
+    /// Objects requeued until the control plane can send again, or parked
+    /// behind its full queue of waiting passes.
     pub deferred: i64,
     /// Passes put off so far.
     pub deferred_total: u64,
@@ -486,13 +487,13 @@ impl Collector for PlaneStates {
             }
             queue.encode(encoder.encode_descriptor(
                 "reconcile_queue",
-                "AgentDeployments of a control plane by state: running (holds a permit), waiting (for a permit), deferred (until the budget allows)",
+                "AgentDeployments of a control plane by state: running (holds a permit), waiting (for a permit), deferred (until the budget allows, or parked behind a full queue)",
                 None,
                 queue.metric_type(),
             )?)?;
             deferred.encode(encoder.encode_descriptor(
                 "deferred_passes",
-                "Passes put off because the control plane's budget was paused or short",
+                "Passes put off because the control plane's budget was paused or short, or parked because its queue of waiting passes was full",
                 None,
                 deferred.metric_type(),
             )?)?;

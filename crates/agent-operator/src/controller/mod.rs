@@ -88,6 +88,11 @@ pub struct Context {
     /// [`object_key`]; an object's entry goes when it holds nothing, and
     /// when the object is deleted ([`Context::forget`]).
     pub objects: std::sync::Mutex<std::collections::HashMap<u64, ObjectMemory>>,
+    /// The objects ([`memory_key`]) that had a pass since the operator
+    /// started (the cold start: [`Context::first_pass`]). Apart from
+    /// [`Self::objects`] so that an object at rest costs 8 bytes here, not
+    /// a whole [`ObjectMemory`].
+    pub seen: std::sync::Mutex<std::collections::HashSet<u64>>,
     /// One control plane client per AgentControlPlane, shared by all its users.
     pub planes: planes::ClientCache,
     /// The metadata-only Secret watch and the cache of referenced Secrets.
@@ -154,9 +159,6 @@ pub struct ObjectMemory {
     /// The (revision, status) last polled and how many polls saw it
     /// unchanged, for the polling backoff.
     pub poll: Option<(String, u32)>,
-    /// The object had a pass since the operator started (the cold start:
-    /// [`Context::first_pass`]).
-    pub seen: bool,
     /// The revision its last mutation started, and when.
     pub revision_started: Option<(String, std::time::Instant)>,
     /// When its last PATCH that carried Secret values was sent
@@ -210,6 +212,7 @@ impl Context {
             verifier,
             config,
             objects: Default::default(),
+            seen: Default::default(),
             planes,
             secrets: Default::default(),
             metrics: Default::default(),
@@ -264,7 +267,10 @@ impl Context {
     /// True the first time it is called for `key` since the operator started
     /// (or since it was forgotten).
     pub fn first_pass(&self, key: &str) -> bool {
-        self.with_object(key, |m| !std::mem::replace(&mut m.seen, true))
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(memory_key(key))
     }
 
     /// Records that a mutation of `key` started revision `rid` just now.
@@ -312,6 +318,10 @@ impl Context {
     pub fn forget(&self, key: &str) {
         let id = memory_key(key);
         self.objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        self.seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);

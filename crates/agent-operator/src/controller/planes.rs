@@ -302,7 +302,7 @@ impl PlaneGate {
     /// nothing of the object.
     pub fn admit(&self, object: &str, wake: impl FnOnce() + Send + 'static) -> bool {
         use std::sync::atomic::Ordering;
-        let wakes = {
+        {
             let mut parked = self.parked();
             let woken = parked.woken.remove(object).is_some();
             let room = self.waiting_now() + parked.woken.len() < self.queue_bound;
@@ -314,10 +314,8 @@ impl PlaneGate {
                 parked.queue.push_back((object.to_owned(), Box::new(wake)));
                 self.deferred_total.fetch_add(1, Ordering::Relaxed);
             }
-            let waiting = self.waiting_now();
-            parked.take(waiting, self.queue_bound)
-        };
-        wakes.into_iter().for_each(|w| w());
+        }
+        self.refill();
         false
     }
 
@@ -327,11 +325,13 @@ impl PlaneGate {
     pub fn took_permit(&self) {
         self.waiting
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        let wakes = {
-            let mut parked = self.parked();
-            let waiting = self.waiting_now();
-            parked.take(waiting, self.queue_bound)
-        };
+        self.refill();
+    }
+
+    /// Wakes the parked passes that have room among the waiting ones (the
+    /// wakes are called with the lock released).
+    fn refill(&self) {
+        let wakes = self.parked().take(self.waiting_now(), self.queue_bound);
         wakes.into_iter().for_each(|w| w());
     }
 

@@ -20,10 +20,9 @@ use crate::api::deployment::AgentDeploymentStatus;
 /// A status is kept as its JSON (one allocation of a few hundred bytes),
 /// not as the struct with its strings (1.5–2 KiB in some 30 allocations):
 /// a fleet applied at once keeps thousands of them between their creates
-/// and Ready, and the memory a peak of small allocations took stays with
-/// the process (the image's musl allocator gives back only whole groups of
-/// one size). The table is shrunk once it is mostly empty
-/// ([`Unshown::forget`]): a rollout of N creates grows it to N slots.
+/// and Ready (docs/BENCHMARKS.md, S6, "Unwritten statuses as JSON"). The
+/// table is shrunk once it is mostly empty ([`Unshown::forget`]): a
+/// rollout of N creates grows it to N slots.
 #[derive(Default)]
 pub struct Unshown(Mutex<HashMap<String, (Json, Instant)>>);
 

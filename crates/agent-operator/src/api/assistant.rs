@@ -182,7 +182,7 @@ pub struct AgentAssistantStatus {
     /// kstatus conditions: `Ready` (the assistant is as the spec says),
     /// `Reconciling` (waiting for the deployment, or the agent server is
     /// unreachable; retrying) and `Stalled` (a refused request, a missing
-    /// deployment, a refused key).
+    /// deployment, a refused key); these two are present only while `True`.
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,

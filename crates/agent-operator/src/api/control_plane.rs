@@ -175,7 +175,7 @@ pub struct AgentControlPlaneStatus {
     /// kstatus conditions: `Ready` (an authenticated call succeeded),
     /// `Reconciling` (the control plane is unreachable; retrying) and
     /// `Stalled` (the key is refused or a Secret is missing; the reason says
-    /// which).
+    /// which); these two are present only while `True`.
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,

@@ -256,7 +256,7 @@ pub struct AgentCronStatus {
     /// `CronReady`, `CronSuspended` or `CronCompleted` after `endTime`),
     /// `Reconciling` (waiting for the deployment or the assistant, or the
     /// agent server is unreachable; retrying) and `Stalled` (a refused
-    /// request, a refused key).
+    /// request, a refused key); these two are present only while `True`.
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,

@@ -1249,7 +1249,8 @@ pub struct AgentDeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expired_at: Option<String>,
     /// kstatus conditions (`Ready`, `Reconciling`, `Stalled`, and `Verified`
-    /// when `spec.verify` is set).
+    /// when `spec.verify` is set). `Reconciling` and `Stalled` are present
+    /// only while `True` (absent reads as `False`).
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,

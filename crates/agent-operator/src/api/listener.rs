@@ -86,7 +86,7 @@ pub struct AgentListenerStatus {
     /// kstatus conditions: `Ready` (the listener was read), `Reconciling`
     /// (the control plane is unreachable; retrying) and `Stalled`
     /// (`NotEnterprise`, `ListenerNotFound`, or a control plane that is not
-    /// usable).
+    /// usable); these two are present only while `True`.
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,

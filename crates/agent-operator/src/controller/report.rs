@@ -25,9 +25,11 @@ use crate::controlplane::Error as CpError;
 use crate::controlplane::error::Refusal;
 use crate::plan::status::Outcome;
 
-/// The three kstatus conditions for `outcome` ([`Outcome::kstatus`]),
-/// keeping transition times from `previous` where a condition's status
-/// did not change (a new transition is stamped now), then the conditions
+/// The kstatus conditions for `outcome` ([`Outcome::kstatus`]: `Ready`,
+/// and `Reconciling` or `Stalled` only while `True`; the status write
+/// removes one that is no longer written), keeping transition times from
+/// `previous` where a condition's status did not change (a new transition
+/// is stamped now), then the conditions
 /// of `previous` that only a full pass decides ([`CARRIED`]), as they were:
 /// a pass that stops early (paused, a missing Secret or AgentControlPlane)
 /// says nothing new about them, and the status write (server-side apply)
@@ -40,7 +42,6 @@ pub fn conditions(
     let (reason, message) = (outcome.reason(), outcome.message());
     let mut out: Vec<_> = outcome
         .kstatus()
-        .iter()
         .map(|(type_, status)| {
             crate::api::conditions::condition(previous, type_, status, reason, message, generation)
         })

@@ -105,12 +105,18 @@ pub fn revision_outcome(revision_id: &str, status: &RevisionStatus) -> Outcome {
 }
 
 impl Outcome {
-    /// The status of each of the three kstatus conditions for this
-    /// outcome, as `(type, status)`: `Ready`, `Reconciling`, `Stalled`
-    /// (`Paused`: all three `False`). The conditions themselves, with their
-    /// transition times, are built by the report edge
-    /// (`controller::report::conditions`).
-    pub fn kstatus(&self) -> [(&'static str, &'static str); 3] {
+    /// The kstatus conditions for this outcome, as `(type, status)`:
+    /// `Ready` always (`True` or `False`), then `Reconciling` and `Stalled`
+    /// only while `True` (`Paused`: `Ready=False` alone). Reconciling and
+    /// Stalled are "abnormal-true" conditions: kstatus, Flux and the Argo CD
+    /// health script read an absent one as `False`, and Flux's own
+    /// controllers remove them rather than write them `False`. Leaving them
+    /// out keeps each status write, watch event and cached object two
+    /// conditions smaller (docs/BEHAVIOUR.md, "Conditions";
+    /// docs/BENCHMARKS.md, "Where the memory goes"). The conditions
+    /// themselves, with their transition times, are built by the report
+    /// edge (`controller::report::conditions`).
+    pub fn kstatus(&self) -> impl Iterator<Item = (&'static str, &'static str)> + use<> {
         let (ready, reconciling, stalled) = match self {
             Outcome::Ready { .. } => (TRUE, FALSE, FALSE),
             Outcome::Progressing { .. } => (FALSE, TRUE, FALSE),
@@ -122,6 +128,8 @@ impl Outcome {
             (RECONCILING, reconciling),
             (STALLED, stalled),
         ]
+        .into_iter()
+        .filter(|(type_, status)| *type_ == READY || *status == TRUE)
     }
 }
 
@@ -129,13 +137,17 @@ impl Outcome {
 mod tests {
     use super::*;
 
+    /// The status of `type_`, `False` when absent (as kstatus reads it).
     fn status_of(outcome: &Outcome, type_: &str) -> &'static str {
         outcome
             .kstatus()
-            .iter()
             .find(|(t, _)| *t == type_)
-            .map(|(_, s)| *s)
-            .unwrap()
+            .map_or(FALSE, |(_, s)| s)
+    }
+
+    /// The types written for `outcome`, in order.
+    fn types_of(outcome: &Outcome) -> Vec<&'static str> {
+        outcome.kstatus().map(|(t, _)| t).collect()
     }
 
     #[test]
@@ -156,7 +168,12 @@ mod tests {
         let paused = Outcome::Paused {
             message: "paused".into(),
         };
-        assert!(paused.kstatus().iter().all(|(_, s)| *s == FALSE));
+        assert!(paused.kstatus().all(|(_, s)| s == FALSE));
+        // Ready always; the abnormal-true conditions only while True.
+        assert_eq!(types_of(&paused), [READY]);
+        assert_eq!(types_of(&ready), [READY]);
+        assert_eq!(types_of(&unknown), [READY, RECONCILING]);
+        assert_eq!(types_of(&failed), [READY, STALLED]);
     }
 
     #[test]

@@ -117,7 +117,8 @@ async fn name_conflict_is_resolved_by_setting_the_deployment_id() {
     assert_eq!(obj.metadata.generation, Some(2));
     let status = obj.status.unwrap();
     assert_eq!(status.deployment_id.as_deref(), Some(theirs.id.as_str()));
-    assert_eq!(condition_status(&h, name, "Stalled").await, "False");
+    // No longer stalled: the condition is gone (absent reads as False).
+    assert_eq!(condition_status(&h, name, "Stalled").await, "");
     let remote = h.cp.get_deployment(&theirs.id).await.unwrap();
     assert_eq!(
         agent_operator::plan::shapes::configured_ref(&remote),

@@ -68,7 +68,7 @@ async fn failed_revision_stalls_and_is_not_polled_until_the_spec_changes() {
     );
     assert!(ready.message.contains(". Last lines of the build log:\ncloning https://github.com/acme/support-agent at broken\n"), "{}", ready.message);
     assert!(!ready.message.contains("s3cr3t"), "{}", ready.message);
-    assert_eq!(condition(&obj, "Reconciling").unwrap().status, "False");
+    assert!(condition(&obj, "Reconciling").is_none());
     assert_eq!(status.revision_status.as_deref(), Some("BUILD_FAILED"));
     assert_eq!(
         status.last_failed_revision_id.as_deref(),
@@ -218,7 +218,7 @@ async fn unknown_revision_status_keeps_polling_and_recovers() {
         (reconciling.status.as_str(), reconciling.reason.as_str()),
         ("True", "RevisionInProgress")
     );
-    assert_eq!(condition(&obj, "Stalled").unwrap().status, "False");
+    assert!(condition(&obj, "Stalled").is_none());
     let polls = h.emulator.requests().await.count(route::GET_REVISION);
 
     let obj = h.wait_ready(name, TIMEOUT).await;

@@ -21,6 +21,7 @@
 //! not sent again unless the delete did not take ([`deleting`]).
 
 mod act;
+pub mod cached;
 pub mod cleanup;
 pub mod deleting;
 pub mod expire;
@@ -36,6 +37,7 @@ pub mod report;
 pub mod runner;
 #[cfg(test)]
 mod sequence_tests;
+pub mod trigger;
 pub mod unshown;
 pub mod verify;
 
@@ -141,26 +143,39 @@ impl Kind for AgentDeployment {
 /// `spec.imagePullSecretRef` while an image policy resolves the tag.
 impl ReferencesSecrets for AgentDeployment {
     fn secret_refs(&self) -> Vec<Cow<'_, SecretKeyRef>> {
-        let values = self.spec.secrets.iter();
-        let verify = self.spec.verify.as_ref();
-        let pull = self
-            .spec
-            .image_pull_secret_ref
-            .as_ref()
-            .filter(|_| self.spec.image_policy() != ImagePolicy::Never)
-            .map(|r| {
-                Cow::Owned(SecretKeyRef {
-                    name: r.name.clone(),
-                    key: DOCKER_CONFIG_KEY.to_owned(),
-                })
-            });
-        values
-            .filter_map(|s| s.value_from.as_ref().map(|f| &f.secret_key_ref))
-            .chain(verify.and_then(|v| v.api_key_secret_ref.as_ref()))
-            .map(Cow::Borrowed)
-            .chain(pull)
-            .collect()
+        secret_refs_of(&self.spec)
     }
+}
+
+/// The same keys, read from the store's cached form (the spec as read).
+impl ReferencesSecrets for cached::CachedDeployment {
+    fn secret_refs(&self) -> Vec<Cow<'_, SecretKeyRef>> {
+        secret_refs_of(&self.spec)
+    }
+}
+
+/// The Secret keys `spec` reads ([`ReferencesSecrets`]).
+fn secret_refs_of(
+    spec: &crate::api::deployment::AgentDeploymentSpec,
+) -> Vec<Cow<'_, SecretKeyRef>> {
+    let values = spec.secrets.iter();
+    let verify = spec.verify.as_ref();
+    let pull = spec
+        .image_pull_secret_ref
+        .as_ref()
+        .filter(|_| spec.image_policy() != ImagePolicy::Never)
+        .map(|r| {
+            Cow::Owned(SecretKeyRef {
+                name: r.name.clone(),
+                key: DOCKER_CONFIG_KEY.to_owned(),
+            })
+        });
+    values
+        .filter_map(|s| s.value_from.as_ref().map(|f| &f.secret_key_ref))
+        .chain(verify.and_then(|v| v.api_key_secret_ref.as_ref()))
+        .map(Cow::Borrowed)
+        .chain(pull)
+        .collect()
 }
 
 /// One reconcile pass ([`kind::reconcile`]): the finalizer helper

@@ -132,6 +132,37 @@ impl NameIndexes {
         }
     }
 
+    /// Drops the listings older than [`INDEX_TTL`] and the names created
+    /// before that: no lookup reads them again (a lookup lists afresh, or
+    /// asks for the exact name, before it reads a stale index, and a new
+    /// listing drops the names created before it). Called by every pass,
+    /// so that a rollout's listings (every name of each workspace) do not
+    /// stay in memory once it is over. A listing in progress is left alone.
+    pub fn expire(&self) {
+        let planes: Vec<Arc<PlaneIndex>> = self
+            .planes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let now = Instant::now();
+        let stale = |t: &Instant| now.saturating_duration_since(*t) > INDEX_TTL;
+        for index in planes {
+            let Ok(mut idx) = index.listing.try_lock() else {
+                continue;
+            };
+            if !idx.listed_at.as_ref().is_some_and(stale) {
+                continue;
+            }
+            idx.listed_at = None;
+            idx.names = Default::default();
+            let mut created = index.created.lock().unwrap_or_else(|p| p.into_inner());
+            created.retain(|_, at| !stale(at));
+            created.shrink_to_fit();
+        }
+    }
+
     /// Records a deployment this operator just created, so that the index
     /// knows its name until a listing that includes it.
     pub fn created(&self, plane: &str, deployment: &Deployment) {
@@ -218,5 +249,36 @@ mod tests {
         assert_eq!(lists(&running), before + 1);
         // So is one this operator created since the listing.
         assert_eq!(names.lookup("p", &cp, "a-39").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expire_drops_a_stale_listing_and_the_names_created_before_it() {
+        let names = NameIndexes::default();
+        let index = names.index("p");
+        {
+            let mut idx = index.listing.lock().await;
+            idx.listed_at = Some(Instant::now());
+            idx.names = ["listed".to_owned()].into();
+        }
+        let created = |name: &str| {
+            index
+                .created
+                .lock()
+                .unwrap()
+                .insert(name.to_owned(), Instant::now());
+        };
+        created("old");
+        names.expire();
+        assert!(
+            index.listing.lock().await.names.contains("listed"),
+            "a fresh listing is kept"
+        );
+        tokio::time::advance(INDEX_TTL + Duration::from_secs(1)).await;
+        created("new");
+        names.expire();
+        let idx = index.listing.lock().await;
+        assert!(idx.names.is_empty() && idx.listed_at.is_none());
+        let kept = index.created.lock().unwrap();
+        assert!(kept.contains_key("new") && !kept.contains_key("old"));
     }
 }

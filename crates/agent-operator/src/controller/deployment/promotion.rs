@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use super::cached::{CachedDeployment, full};
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
 use crate::controller::server_changes::object_key;
 use crate::plan::promotion::{self, Serving, SourceView, Step, Target};
@@ -33,7 +34,7 @@ const CHANGES_CAPACITY: usize = 256;
 /// costs two `u64` (the hash of its namespace and name, and of its offer),
 /// not a copy of its name.
 pub struct Promotions {
-    stores: Mutex<Vec<Store<AgentDeployment>>>,
+    stores: Mutex<Vec<Store<CachedDeployment>>>,
     /// The offer hash last seen per object, keyed by [`object_key`] (a collision could only hide one change
     /// from the targets until their own requeue).
     offered: Mutex<HashMap<u64, u64>>,
@@ -64,7 +65,7 @@ impl std::fmt::Debug for Promotions {
 impl Promotions {
     /// Adds a controller's AgentDeployment store to the ones sources are
     /// looked up in.
-    pub fn register(&self, store: Store<AgentDeployment>) {
+    pub fn register(&self, store: Store<CachedDeployment>) {
         self.stores
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -72,14 +73,16 @@ impl Promotions {
     }
 
     /// The AgentDeployment `namespace/name` from the watch cache, if the
-    /// operator watches it.
+    /// operator watches it (made whole from its cached form).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<AgentDeployment>> {
         let key = ObjectRef::new(name).within(namespace);
-        self.stores
+        let cached = self
+            .stores
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .find_map(|s| s.get(&key))
+            .find_map(|s| s.get(&key))?;
+        Some(full(&cached))
     }
 
     /// Called with every object the AgentDeployment watch applies: when
@@ -164,9 +167,9 @@ pub fn offer_hash(obj: &AgentDeployment) -> u64 {
 /// The AgentDeployments of `store` whose `spec.promotion.from` names
 /// `source`.
 pub fn targets_of(
-    store: &Store<AgentDeployment>,
+    store: &Store<CachedDeployment>,
     source: &AgentDeployment,
-) -> Vec<ObjectRef<AgentDeployment>> {
+) -> Vec<ObjectRef<CachedDeployment>> {
     let ns = source.metadata.namespace.as_deref().unwrap_or_default();
     let name = source.metadata.name.as_deref().unwrap_or_default();
     store
@@ -425,7 +428,7 @@ mod tests {
 
     #[test]
     fn the_targets_of_a_source_are_those_naming_it() {
-        let (store, mut writer) = kube::runtime::reflector::store::<AgentDeployment>();
+        let (store, mut writer) = kube::runtime::reflector::store::<CachedDeployment>();
         let target = |name: &str, ns: &str, from: serde_json::Value| -> AgentDeployment {
             serde_json::from_value(serde_json::json!({
                 "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
@@ -452,7 +455,9 @@ mod tests {
             ),
             source(),
         ] {
-            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(obj));
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(
+                CachedDeployment::of(&obj),
+            ));
         }
         let mut names: Vec<String> = targets_of(&store, &source())
             .into_iter()

@@ -18,6 +18,7 @@ use kube::{Api, ResourceExt};
 use tokio::sync::Semaphore;
 use tracing::debug;
 
+use super::cached::{CachedDeployment, cached_event, full};
 use super::{error_policy, reconcile};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
@@ -89,9 +90,11 @@ pub async fn run_with(
             controller(ctx.clone(), namespace, permits.clone(), shutdown.clone());
         let d = deployments.clone();
         ctx.metrics.track_ready(DEPLOYMENT_KIND, move || {
-            ready_counts(&d, |o: &AgentDeployment| {
-                find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.as_str())
-            })
+            let mut counts = crate::metrics::ReadyCounts::default();
+            for o in d.state() {
+                counts.add(o.condition_status(READY).as_deref());
+            }
+            counts
         });
         let d = deployments.clone();
         ctx.metrics.track_drift(move || drift_samples(&d));
@@ -117,7 +120,7 @@ pub async fn run_with(
 /// `agent_operator_drifted_deployments` of one store: per AgentControlPlane
 /// with an AgentDeployment under `managementPolicy: Observe`, how many of
 /// those report `Drifted=True`.
-fn drift_samples(store: &Store<AgentDeployment>) -> Vec<crate::metrics::DriftSample> {
+fn drift_samples(store: &Store<CachedDeployment>) -> Vec<crate::metrics::DriftSample> {
     use crate::api::conditions::{DRIFTED, TRUE};
     use crate::api::deployment::ManagementPolicy;
     let mut by_plane = std::collections::BTreeMap::new();
@@ -129,11 +132,7 @@ fn drift_samples(store: &Store<AgentDeployment>) -> Vec<crate::metrics::DriftSam
             namespace: o.namespace().unwrap_or_default(),
             name: o.spec.control_plane_ref.name.clone(),
         };
-        let drifted = o
-            .status
-            .as_ref()
-            .and_then(|s| find(&s.conditions, DRIFTED))
-            .is_some_and(|c| c.status == TRUE);
+        let drifted = o.condition_status(DRIFTED).is_some_and(|s| s == TRUE);
         *by_plane.entry(plane).or_insert(0) += i64::from(drifted);
     }
     by_plane
@@ -176,16 +175,18 @@ pub const PARKED_FOR: Duration = Duration::from_secs(60);
 /// [`crate::controller::planes::MAX_TOKEN_WAIT`] for a token (then the pass fails with
 /// a transient, not-sent error and is requeued).
 async fn observed_reconcile(
-    obj: Arc<AgentDeployment>,
+    cached: Arc<CachedDeployment>,
     ctx: Arc<Context>,
     permits: Option<Arc<Semaphore>>,
-    wake: mpsc::UnboundedSender<ObjectRef<AgentDeployment>>,
+    wake: mpsc::UnboundedSender<ObjectRef<CachedDeployment>>,
 ) -> Result<Action, Error> {
     use std::sync::atomic::Ordering;
-    let ns = obj.namespace().unwrap_or_default();
-    let plane = obj.spec.control_plane_ref.name.clone();
+    // The name listings of a rollout that is over go (a few lock checks).
+    ctx.names.expire();
+    let ns = cached.namespace().unwrap_or_default();
+    let plane = cached.spec.control_plane_ref.name.clone();
     let gate = ctx.planes.gate(&ns, &plane);
-    let key = crate::controller::object_key(obj.as_ref());
+    let key = crate::controller::object_key(cached.as_ref());
     let deferral = || {
         let wait = ctx
             .planes
@@ -200,7 +201,7 @@ async fn observed_reconcile(
     if let Some(action) = deferral() {
         return Ok(action);
     }
-    let object = ObjectRef::new(&obj.name_any()).within(&ns);
+    let object = ObjectRef::new(&cached.name_any()).within(&ns);
     if !gate.admit(&key, move || {
         let _ = wake.unbounded_send(object);
     }) {
@@ -218,6 +219,9 @@ async fn observed_reconcile(
     }
     gate.resume(&key);
     gate.running.fetch_add(1, Ordering::Relaxed);
+    // The pass reads its object whole: the store keeps the status as JSON.
+    let obj = full(&cached);
+    drop(cached);
     let result = observed(DEPLOYMENT_KIND, reconcile)(obj, ctx.clone()).await;
     gate.running.fetch_sub(1, Ordering::Relaxed);
     drop((permit, plane_permit));
@@ -233,7 +237,7 @@ fn controller<S>(
     shutdown: S,
 ) -> (
     impl std::future::Future<Output = ()> + Send + use<S>,
-    Store<AgentDeployment>,
+    Store<CachedDeployment>,
     Store<AgentControlPlane>,
 )
 where
@@ -274,7 +278,7 @@ where
         0,
         shutdown,
         move |obj, ctx| observed_reconcile(obj, ctx, permits.clone(), wake.clone()),
-        error_policy,
+        |obj: Arc<CachedDeployment>, error: &Error, ctx| error_policy(full(&obj), error, ctx),
         ctx,
     );
     (run, deployment_store, plane_store)
@@ -304,7 +308,8 @@ fn plane_and_secret_watches(
 }
 
 /// The watch of AgentDeployments of a controller and its store: the store
-/// keeps every object (without managedFields); a pass is triggered only by
+/// keeps every object (without managedFields, its status as JSON:
+/// [`CachedDeployment`]); a pass is triggered only by
 /// what a user controls (see [`deployment_trigger_hash`]), never by the
 /// operator's own status, annotation or event writes. Only the objects of
 /// `shard` are watched. It is the process's only AgentDeployment watch of
@@ -318,11 +323,13 @@ fn deployment_watch(
     shard: &crate::shard::Shard,
     ctx: Arc<Context>,
 ) -> (
-    Store<AgentDeployment>,
-    impl futures::Stream<Item = Result<AgentDeployment, watcher::Error>> + Send + 'static,
+    Store<CachedDeployment>,
+    impl futures::Stream<Item = Result<CachedDeployment, watcher::Error>> + Send + 'static,
 ) {
-    let (store, writer) = reflector::store::<AgentDeployment>();
+    let (store, mut writer) = reflector::store::<CachedDeployment>();
     let offers = ctx.clone();
+    let filter = Arc::new(super::trigger::TriggerFilter::default());
+    let forget = filter.clone();
     let trigger = relist_at_once(
         DEPLOYMENT_KIND,
         watcher(
@@ -333,14 +340,19 @@ fn deployment_watch(
     .default_backoff()
     .modify(strip_managed_fields)
     .inspect_ok(move |event| ctx.server_changes.observe(event))
-    .reflect(writer)
+    // The store keeps the cached form ([`CachedDeployment`]: the status as
+    // its JSON); the stream goes on with the whole objects.
+    .inspect_ok(move |event| writer.apply_watcher_event(&cached_event(event)))
+    .inspect_ok(move |event| forget.observe(event))
     .applied_objects()
     .inspect(move |o| {
         if let Ok(o) = o {
             offers.promotions.observe(o);
         }
     })
-    .predicate_filter(deployment_trigger_hash, Default::default())
+    // kube-runtime's `predicate_filter`, with a cache of two hashes per
+    // object instead of three strings ([`super::trigger`]).
+    .try_filter(move |o| std::future::ready(filter.passes(o, deployment_trigger_hash(o))))
     // The controller keys its queue by the trigger's reference, and each
     // requeue keeps a copy of it until it runs (two per object at rest):
     // without the uid and resourceVersion, which the reference carries but
@@ -349,7 +361,7 @@ fn deployment_watch(
     .map_ok(|mut o| {
         o.metadata.uid = None;
         o.metadata.resource_version = None;
-        o
+        CachedDeployment::trigger(o)
     });
     (store, trigger)
 }
@@ -397,9 +409,9 @@ fn plane_watch(
 /// its [`plane_wave_hash`] or its presence in `planes` changed since the
 /// last event of that plane.
 fn plane_mapper(
-    deployments: Store<AgentDeployment>,
+    deployments: Store<CachedDeployment>,
     planes: Store<AgentControlPlane>,
-) -> impl Fn(AgentControlPlane) -> Vec<ObjectRef<AgentDeployment>> + Send + Sync + 'static {
+) -> impl Fn(AgentControlPlane) -> Vec<ObjectRef<CachedDeployment>> + Send + Sync + 'static {
     let seen = std::sync::Mutex::new(std::collections::HashMap::new());
     move |plane: AgentControlPlane| {
         let key = ObjectRef::from_obj(&plane);
@@ -481,17 +493,14 @@ pub fn plane_trigger_hash(obj: &AgentControlPlane) -> Option<u64> {
 /// condition says `ControlPlaneNotReady` or `SecretNotFound`): such an
 /// object is retried when its plane or a Secret of the plane changes, while
 /// steady ones are not.
-fn is_blocked(d: &AgentDeployment) -> bool {
+fn is_blocked(d: &CachedDeployment) -> bool {
     use crate::api::conditions::reason;
-    d.status
-        .as_ref()
-        .and_then(|s| find(&s.conditions, READY))
-        .is_some_and(|c| {
-            c.reason == reason::CONTROL_PLANE_NOT_READY
-                || c.reason == reason::CONTROL_PLANE_NOT_CHECKED
-                || c.reason == reason::SECRET_NOT_FOUND
-                || c.reason == reason::DELETION_BLOCKED
-        })
+    find(&d.conditions(), READY).is_some_and(|c| {
+        c.reason == reason::CONTROL_PLANE_NOT_READY
+            || c.reason == reason::CONTROL_PLANE_NOT_CHECKED
+            || c.reason == reason::SECRET_NOT_FOUND
+            || c.reason == reason::DELETION_BLOCKED
+    })
 }
 
 /// AgentDeployments that reference `secret` in `spec.secrets` or
@@ -499,10 +508,10 @@ fn is_blocked(d: &AgentDeployment) -> bool {
 /// AgentControlPlane's credential it holds. A new API key rebuilds the
 /// plane's client on its next use; it triggers no pass of steady objects.
 fn referencing_secret(
-    deployments: &Store<AgentDeployment>,
+    deployments: &Store<CachedDeployment>,
     planes: &Store<AgentControlPlane>,
     secret: &PartialObjectMeta<Secret>,
-) -> Vec<ObjectRef<AgentDeployment>> {
+) -> Vec<ObjectRef<CachedDeployment>> {
     let ns = secret.namespace();
     let name = secret.name_any();
     // Seen for the first time: it may unblock objects waiting for it; the
@@ -531,10 +540,10 @@ fn referencing_secret(
 /// `wave` (its spec, `Stalled` or presence changed), else only the blocked
 /// ones ([`is_blocked`]), which a `Ready` flip may unblock.
 fn referencing_plane(
-    deployments: &Store<AgentDeployment>,
+    deployments: &Store<CachedDeployment>,
     plane: &AgentControlPlane,
     wave: bool,
-) -> Vec<ObjectRef<AgentDeployment>> {
+) -> Vec<ObjectRef<CachedDeployment>> {
     let ns = plane.namespace();
     let name = plane.name_any();
     deployments

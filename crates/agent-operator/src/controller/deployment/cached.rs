@@ -1,0 +1,255 @@
+//! The AgentDeployment as the controller's store keeps it
+//! ([`CachedDeployment`]): metadata and spec as read, the status as its
+//! JSON text.
+//!
+//! Every AgentDeployment of the fleet stays in the store for the life of
+//! the process, so its size is the operator's memory per resource (issue
+//! "Light on the Kubernetes API server and on memory": at most 6 KiB per
+//! AgentDeployment). The deserialized status is the larger half of an
+//! object: a 784-byte struct held inline (most of it absent optional
+//! fields) plus some 20 allocations for its strings and lists, where its
+//! JSON text is one allocation of about 1 KB. A pass reads the status of
+//! its own object once, at its start ([`CachedDeployment::to_full`]); the
+//! mappers and metrics that read a condition of many objects parse only
+//! the conditions ([`CachedDeployment::conditions`]). Measured in
+//! docs/BENCHMARKS.md, "Where the memory goes".
+//!
+//! The status goes through JSON without loss: its fields are strings,
+//! integers, booleans and RFC 3339 times in whole seconds, as the API
+//! server stores them, so a pass decides on the same status as the one
+//! written (a status is rewritten only when it changed, `kind::changed`).
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use serde::Deserialize;
+
+use crate::api::deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeploymentStatus};
+
+/// An AgentDeployment in the controller's store: metadata (already
+/// trimmed, `crate::controller::scaffold::strip_managed_fields`) and spec
+/// as the API server sent them, the status as its JSON text. It reads from
+/// an AgentDeployment's JSON (kube-runtime's controller asks its kind to):
+/// the whole object is read, then cached.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "AgentDeployment")]
+pub struct CachedDeployment {
+    /// `metadata`, as read.
+    pub metadata: ObjectMeta,
+    /// `spec`, as read.
+    pub spec: AgentDeploymentSpec,
+    /// `status` serialized as JSON (`None`: no status).
+    status: Option<Box<str>>,
+}
+
+impl Resource for CachedDeployment {
+    type DynamicType = ();
+    type Scope = <AgentDeployment as Resource>::Scope;
+
+    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+        AgentDeployment::kind(dt)
+    }
+    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+        AgentDeployment::group(dt)
+    }
+    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+        AgentDeployment::version(dt)
+    }
+    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+        AgentDeployment::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl From<AgentDeployment> for CachedDeployment {
+    fn from(obj: AgentDeployment) -> Self {
+        let status = Self::of(&obj).status;
+        Self {
+            metadata: obj.metadata,
+            spec: obj.spec,
+            status,
+        }
+    }
+}
+
+/// Only the conditions of a status (the other fields are skipped unread).
+#[derive(Deserialize)]
+struct ConditionsOnly {
+    #[serde(default)]
+    conditions: Vec<Condition>,
+}
+
+impl CachedDeployment {
+    /// The cached form of `obj`: its metadata and spec cloned, its status
+    /// serialized.
+    pub fn of(obj: &AgentDeployment) -> Self {
+        Self {
+            metadata: obj.metadata.clone(),
+            spec: obj.spec.clone(),
+            status: obj.status.as_ref().and_then(|s| {
+                // Serializing a status (strings, numbers, booleans, times)
+                // cannot fail; were it to, the object is cached without
+                // one, as if none had been written yet, and its pass
+                // decides on the status it reads fresh before any create.
+                serde_json::to_string(s).ok().map(String::into_boxed_str)
+            }),
+        }
+    }
+
+    /// `obj` as a controller trigger: only its reference is ever read
+    /// (kube-runtime queues `ObjectRef::from_obj` of it), so the status is
+    /// left out rather than serialized.
+    pub fn trigger(obj: AgentDeployment) -> Self {
+        Self {
+            metadata: obj.metadata,
+            spec: obj.spec,
+            status: None,
+        }
+    }
+
+    /// The whole AgentDeployment again, its status parsed from the JSON
+    /// (what a pass reads). A status that does not parse (it cannot: it
+    /// was serialized from the same type) reads as none.
+    pub fn to_full(&self) -> AgentDeployment {
+        let mut obj = AgentDeployment::new(
+            self.metadata.name.as_deref().unwrap_or_default(),
+            self.spec.clone(),
+        );
+        obj.metadata = self.metadata.clone();
+        obj.status = self.status();
+        obj
+    }
+
+    /// The status, parsed from the JSON.
+    pub fn status(&self) -> Option<AgentDeploymentStatus> {
+        serde_json::from_str(self.status.as_deref()?).ok()
+    }
+
+    /// The conditions of the status, parsed alone (empty without status).
+    pub fn conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<ConditionsOnly>(s).ok())
+            .map(|c| c.conditions)
+            .unwrap_or_default()
+    }
+
+    /// The `status` of the condition `type_`, if present.
+    pub fn condition_status(&self, type_: &str) -> Option<String> {
+        crate::api::conditions::find(&self.conditions(), type_).map(|c| c.status.clone())
+    }
+
+    /// The store's reference of the AgentDeployment `r` names.
+    pub fn reference(r: &ObjectRef<AgentDeployment>) -> ObjectRef<Self> {
+        let named = ObjectRef::new(&r.name);
+        match &r.namespace {
+            Some(ns) => named.within(ns),
+            None => named,
+        }
+    }
+}
+
+/// The cached form of a watch event of AgentDeployments (for the store's
+/// writer: the event itself goes on with the whole objects).
+pub fn cached_event(event: &watcher::Event<AgentDeployment>) -> watcher::Event<CachedDeployment> {
+    use watcher::Event;
+    match event {
+        Event::Apply(o) => Event::Apply(CachedDeployment::of(o)),
+        Event::Delete(o) => Event::Delete(CachedDeployment::of(o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(CachedDeployment::of(o)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// A pass's object: the cached one made whole ([`CachedDeployment::to_full`]).
+pub fn full(obj: &CachedDeployment) -> Arc<AgentDeployment> {
+    Arc::new(obj.to_full())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status as the API server returns it (times in whole seconds),
+    /// with the fields a Ready AgentDeployment carries.
+    fn ready_object() -> AgentDeployment {
+        serde_json::from_str(
+            &serde_json::json!({
+                "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
+                "metadata": {"name": "a", "namespace": "ns", "generation": 2,
+                    "resourceVersion": "7", "uid": "u-1",
+                    "annotations": {"agentserver.dev/deployment-id": "d-1"},
+                    "finalizers": ["agentserver.dev/remote-deployment"]},
+                "spec": {
+                    "controlPlaneRef": {"name": "default"},
+                    "source": "github",
+                    "sourceConfig": {"repoUrl": "https://github.com/acme/a", "deploymentType": "dev",
+                        "resourceSpec": {"minScale": 1}},
+                    "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"},
+                    "secrets": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+                },
+                "status": {
+                    "observedGeneration": 2, "deploymentId": "d-1", "latestRevisionId": "r-1",
+                    "revisionStatus": "DEPLOYED", "activeRevisionId": "r-1",
+                    "deploymentStatus": "READY", "url": "http://127.0.0.1:1/agents/d-1",
+                    "secretsHash": "hmac-sha256:1:ab",
+                    "serving": {"revisionId": "r-1", "commitSha": "c0ffee", "short": "c0ffee",
+                        "verified": false, "since": "2026-11-28T02:02:27.482049633Z"},
+                    "revisions": [{"id": "r-1", "status": "DEPLOYED",
+                        "createdAt": "2026-11-28T02:02:23.418749Z"}],
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "RevisionDeployed",
+                        "message": "revision r-1 is DEPLOYED", "observedGeneration": 2,
+                        "lastTransitionTime": "2026-11-28T02:02:27Z"}]
+                }
+            })
+            .to_string(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_cached_object_reads_back_whole() {
+        let obj = ready_object();
+        let back = CachedDeployment::of(&obj).to_full();
+        assert_eq!(back.metadata, obj.metadata);
+        assert_eq!(back.spec, obj.spec);
+        assert_eq!(back.status, obj.status);
+        // And once more: the JSON it writes reads back the same.
+        assert_eq!(CachedDeployment::of(&back).to_full().status, obj.status);
+
+        let mut bare = obj.clone();
+        bare.status = None;
+        assert_eq!(CachedDeployment::of(&bare).to_full().status, None);
+    }
+
+    #[test]
+    fn conditions_are_read_without_the_rest_of_the_status() {
+        let cached = CachedDeployment::of(&ready_object());
+        assert_eq!(cached.condition_status("Ready").as_deref(), Some("True"));
+        assert_eq!(cached.condition_status("Stalled"), None);
+        assert_eq!(cached.conditions().len(), 1);
+        let mut bare = ready_object();
+        bare.status = None;
+        assert!(CachedDeployment::of(&bare).conditions().is_empty());
+    }
+
+    #[test]
+    fn a_trigger_keeps_the_reference_only() {
+        let obj = ready_object();
+        let trigger = CachedDeployment::trigger(obj.clone());
+        assert_eq!(
+            ObjectRef::from_obj(&trigger),
+            CachedDeployment::reference(&ObjectRef::from_obj(&obj))
+        );
+        assert_eq!(trigger.status(), None);
+    }
+}

@@ -115,15 +115,17 @@ where
     (store, stream)
 }
 
-/// Counts the objects of `store` by the status of their `Ready` condition.
-pub fn ready_counts<K>(store: &Store<K>, conditions: impl Fn(&K) -> Option<&str>) -> ReadyCounts
+/// Counts the objects of `store` by the status of their `Ready` condition
+/// (`ready` reads it, owned: a cached AgentDeployment parses it from its
+/// status JSON).
+pub fn ready_counts<K>(store: &Store<K>, ready: impl Fn(&K) -> Option<String>) -> ReadyCounts
 where
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     let mut counts = ReadyCounts::default();
     for obj in store.state() {
-        counts.add(conditions(&obj));
+        counts.add(ready(&obj).as_deref());
     }
     counts
 }

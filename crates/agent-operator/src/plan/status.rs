@@ -112,7 +112,7 @@ impl Outcome {
     /// health script read an absent one as `False`, and Flux's own
     /// controllers remove them rather than write them `False`. Leaving them
     /// out keeps each status write, watch event and cached object two
-    /// conditions smaller (docs/BEHAVIOUR.md, "Conditions";
+    /// conditions smaller (docs/BEHAVIOUR.md, "AgentDeployment";
     /// docs/BENCHMARKS.md, "Where the memory goes"). The conditions
     /// themselves, with their transition times, are built by the report
     /// edge (`controller::report::conditions`).

@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::Resource;
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde::Deserialize;
 
@@ -71,13 +70,22 @@ impl Resource for CachedDeployment {
 
 impl From<AgentDeployment> for CachedDeployment {
     fn from(obj: AgentDeployment) -> Self {
-        let status = Self::of(&obj).status;
         Self {
+            status: status_json(obj.status.as_ref()),
             metadata: obj.metadata,
             spec: obj.spec,
-            status,
         }
     }
+}
+
+/// `status` serialized as JSON. Serializing a status (strings, numbers,
+/// booleans, times) cannot fail; were it to, the object is cached without
+/// one, as if none had been written yet, and its pass decides on the
+/// status it reads fresh before any create.
+fn status_json(status: Option<&AgentDeploymentStatus>) -> Option<Box<str>> {
+    serde_json::to_string(status?)
+        .ok()
+        .map(String::into_boxed_str)
 }
 
 /// Only the conditions of a status (the other fields are skipped unread).
@@ -94,13 +102,7 @@ impl CachedDeployment {
         Self {
             metadata: obj.metadata.clone(),
             spec: obj.spec.clone(),
-            status: obj.status.as_ref().and_then(|s| {
-                // Serializing a status (strings, numbers, booleans, times)
-                // cannot fail; were it to, the object is cached without
-                // one, as if none had been written yet, and its pass
-                // decides on the status it reads fresh before any create.
-                serde_json::to_string(s).ok().map(String::into_boxed_str)
-            }),
+            status: status_json(obj.status.as_ref()),
         }
     }
 
@@ -119,13 +121,11 @@ impl CachedDeployment {
     /// (what a pass reads). A status that does not parse (it cannot: it
     /// was serialized from the same type) reads as none.
     pub fn to_full(&self) -> AgentDeployment {
-        let mut obj = AgentDeployment::new(
-            self.metadata.name.as_deref().unwrap_or_default(),
-            self.spec.clone(),
-        );
-        obj.metadata = self.metadata.clone();
-        obj.status = self.status();
-        obj
+        AgentDeployment {
+            metadata: self.metadata.clone(),
+            spec: self.spec.clone(),
+            status: self.status(),
+        }
     }
 
     /// The status, parsed from the JSON.
@@ -145,15 +145,6 @@ impl CachedDeployment {
     /// The `status` of the condition `type_`, if present.
     pub fn condition_status(&self, type_: &str) -> Option<String> {
         crate::api::conditions::find(&self.conditions(), type_).map(|c| c.status.clone())
-    }
-
-    /// The store's reference of the AgentDeployment `r` names.
-    pub fn reference(r: &ObjectRef<AgentDeployment>) -> ObjectRef<Self> {
-        let named = ObjectRef::new(&r.name);
-        match &r.namespace {
-            Some(ns) => named.within(ns),
-            None => named,
-        }
     }
 }
 
@@ -178,6 +169,7 @@ pub fn full(obj: &CachedDeployment) -> Arc<AgentDeployment> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::runtime::reflector::ObjectRef;
 
     /// A status as the API server returns it (times in whole seconds),
     /// with the fields a Ready AgentDeployment carries.
@@ -246,10 +238,8 @@ mod tests {
     fn a_trigger_keeps_the_reference_only() {
         let obj = ready_object();
         let trigger = CachedDeployment::trigger(obj.clone());
-        assert_eq!(
-            ObjectRef::from_obj(&trigger),
-            CachedDeployment::reference(&ObjectRef::from_obj(&obj))
-        );
+        let (kept, read) = (ObjectRef::from_obj(&trigger), ObjectRef::from_obj(&obj));
+        assert_eq!((kept.name, kept.namespace), (read.name, read.namespace));
         assert_eq!(trigger.status(), None);
     }
 }

@@ -135,8 +135,8 @@ impl NameIndexes {
     /// Drops the listings older than [`INDEX_TTL`] and the names created
     /// before that: no lookup reads them again (a lookup lists afresh, or
     /// asks for the exact name, before it reads a stale index, and a new
-    /// listing drops the names created before it). Called by every pass,
-    /// so that a rollout's listings (every name of each workspace) do not
+    /// listing drops the names created before it). Called by every pass
+    /// that runs, so that a rollout's listings (every name of each workspace) do not
     /// stay in memory once it is over. A listing in progress is left alone.
     pub fn expire(&self) {
         let planes: Vec<Arc<PlaneIndex>> = self

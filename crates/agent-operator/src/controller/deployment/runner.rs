@@ -90,18 +90,14 @@ pub async fn run_with(
             controller(ctx.clone(), namespace, permits.clone(), shutdown.clone());
         let d = deployments.clone();
         ctx.metrics.track_ready(DEPLOYMENT_KIND, move || {
-            let mut counts = crate::metrics::ReadyCounts::default();
-            for o in d.state() {
-                counts.add(o.condition_status(READY).as_deref());
-            }
-            counts
+            ready_counts(&d, |o: &CachedDeployment| o.condition_status(READY))
         });
         let d = deployments.clone();
         ctx.metrics.track_drift(move || drift_samples(&d));
         let p = planes.clone();
         ctx.metrics.track_ready(CONTROL_PLANE_KIND, move || {
             ready_counts(&p, |o: &AgentControlPlane| {
-                find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.as_str())
+                find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.clone())
             })
         });
         ready.push(async move { synced_store(&deployments).await && synced_store(&planes).await });
@@ -181,8 +177,6 @@ async fn observed_reconcile(
     wake: mpsc::UnboundedSender<ObjectRef<CachedDeployment>>,
 ) -> Result<Action, Error> {
     use std::sync::atomic::Ordering;
-    // The name listings of a rollout that is over go (a few lock checks).
-    ctx.names.expire();
     let ns = cached.namespace().unwrap_or_default();
     let plane = cached.spec.control_plane_ref.name.clone();
     let gate = ctx.planes.gate(&ns, &plane);
@@ -219,6 +213,9 @@ async fn observed_reconcile(
     }
     gate.resume(&key);
     gate.running.fetch_add(1, Ordering::Relaxed);
+    // The name listings of a rollout that is over go (a few lock checks;
+    // a pass put off or parked above does not get here).
+    ctx.names.expire();
     // The pass reads its object whole: the store keeps the status as JSON.
     let obj = full(&cached);
     drop(cached);

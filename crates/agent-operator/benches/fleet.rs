@@ -50,6 +50,8 @@ mod figures;
 mod kube_side;
 #[path = "fleet/procs.rs"]
 mod procs;
+#[path = "fleet/ready_watch.rs"]
+mod ready_watch;
 #[path = "fleet/tenants.rs"]
 mod tenants;
 
@@ -323,25 +325,39 @@ fn name(i: usize) -> String {
 /// these keeps the benchmark's own CPU use small next to the operator's.
 #[derive(serde::Deserialize)]
 struct ReadinessList {
+    #[serde(default)]
+    metadata: ReadinessListMeta,
     items: Vec<Readiness>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadinessListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+}
+
+#[derive(Clone, serde::Deserialize)]
 struct Readiness {
     metadata: ReadinessMeta,
     #[serde(default)]
     status: Option<ReadinessStatus>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Clone, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct ReadinessMeta {
     #[serde(default)]
     generation: Option<i64>,
     #[serde(default)]
     namespace: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Clone, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ReadinessStatus {
     #[serde(default)]
@@ -350,7 +366,7 @@ struct ReadinessStatus {
     conditions: Vec<ReadinessCondition>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Clone, serde::Deserialize)]
 struct ReadinessCondition {
     #[serde(rename = "type")]
     type_: String,

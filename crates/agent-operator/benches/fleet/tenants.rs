@@ -7,7 +7,7 @@
 //! own rate limit, and one team namespace per AgentControlPlane, several
 //! planes per workspace (they share the workspace's key, hence one budget).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -63,7 +63,7 @@ pub struct WorkspaceFigures {
     pub n: usize,
     pub throttled: bool,
     /// From the start of the rollout until every resource of the workspace
-    /// was Ready (list resolution, see [`list_interval`]).
+    /// was Ready (to within [`READY_CHECK_INTERVAL`] of the watch event).
     pub time_to_ready: Option<Duration>,
     /// Its lower bound: 2 requests per resource at the workspace's limit,
     /// at least one revision lifetime, after the throttle window if any.
@@ -97,30 +97,9 @@ fn workspace_id(i: usize) -> String {
     format!("7a3c0b5e-1f2d-4c6b-9e8a-{:012x}", i + 1)
 }
 
-/// How often the fleet is listed: once a second up to 2,000 resources,
-/// then less often (a cluster-wide list of 10,000 is tens of MB that the
-/// API server encodes on the operator's cores).
-fn list_interval(n: usize) -> Duration {
-    Duration::from_secs_f64((n as f64 / 2_000.0).clamp(1.0, 5.0))
-}
-
-/// Ready resources per namespace, from one cluster-wide list (watch cache).
-async fn ready_by_namespace(client: &kube::Client) -> Result<HashMap<String, usize>, kube::Error> {
-    let url = AgentDeployment::url_path(&(), None);
-    let request = kube::core::Request::new(url)
-        .list(&ListParams::default().match_any())
-        .map_err(kube::Error::BuildRequest)?;
-    let list: super::ReadinessList = client.request(request).await?;
-    let mut ready = HashMap::new();
-    for item in list.items {
-        if item.is_ready(1)
-            && let Some(namespace) = item.metadata.namespace
-        {
-            *ready.entry(namespace).or_default() += 1;
-        }
-    }
-    Ok(ready)
-}
+/// How often the benchmark looks at the readiness its watch keeps (in
+/// process: no request).
+const READY_CHECK_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The per-workspace part of `GET /_emulator/requests`:
 /// workspace → (total, 429s, during Retry-After).
@@ -344,7 +323,7 @@ impl Bench {
         let bench_before = self.own_cpu();
         let throttled_ws = setup.throttle.map(|_| workspace_id(setup.workspaces - 1));
         let kube_before = ApiRequests::read(&self.client).await;
-        let mut own_lists = 0.0;
+        let readiness = super::ready_watch::ReadyWatch::start(self.client.clone(), 1);
         let t0 = Instant::now();
         if let (Some((retry_after, _)), Some(ws)) = (setup.throttle, &throttled_ws) {
             emulator.throttle(&[(ws, retry_after)]).await;
@@ -406,16 +385,9 @@ impl Bench {
             let mut done: Vec<Option<Duration>> = vec![None; setup.workspaces];
             let mut last_progress = Instant::now();
             loop {
-                tokio::time::sleep(list_interval(setup.n)).await;
+                tokio::time::sleep(READY_CHECK_INTERVAL).await;
                 operator.assert_running();
-                own_lists += 1.0;
-                let ready = match ready_by_namespace(&self.client).await {
-                    Ok(r) => r,
-                    Err(e) => {
-                        eprintln!("listing the fleet: {e}");
-                        continue;
-                    }
-                };
+                let ready = readiness.ready_by_namespace();
                 let total_ready = namespaces
                     .iter()
                     .map(|ns| ready.get(ns).copied().unwrap_or(0))
@@ -448,15 +420,18 @@ impl Bench {
         // events) land within the second.
         tokio::time::sleep(Duration::from_secs(2)).await;
         // The benchmark's own requests, counted here, are taken out: one
-        // server-side apply per AgentDeployment and its fleet lists (the
-        // /metrics reads are not API requests).
+        // server-side apply per AgentDeployment and its watch's LISTs and
+        // WATCHes (the /metrics reads are not API requests).
         let group = AgentDeployment::group(&()).into_owned();
+        let (own_lists, own_watches) = readiness.requests();
+        drop(readiness);
         let kube = ApiRequests::read(&self.client)
             .await
             .since(&kube_before)
             .less(&[
                 (key("APPLY", &group, "agentdeployments", ""), setup.n as f64),
                 (key("LIST", &group, "agentdeployments", ""), own_lists),
+                (key("WATCH", &group, "agentdeployments", ""), own_watches),
             ]);
         eprint!("{}", kube.render(setup.n));
         let after_json = emulator.requests().await;

@@ -121,9 +121,6 @@ pub struct Context {
     /// The statuses AgentDeployment passes kept unwritten after a create
     /// ([`deployment::unshown`]).
     pub unshown: deployment::unshown::Unshown,
-    /// The AgentDeployments whose next pass reads them fresh
-    /// ([`deployment::observe::FreshReads`]).
-    pub fresh_reads: deployment::observe::FreshReads,
     /// Held from the count of live previews to the end of the pass that
     /// creates one, so that two passes cannot both take the last place
     /// under `spec.previews.maxLive` ([`deployment::previews`]).
@@ -225,7 +222,6 @@ impl Context {
             hash_key: hash_key::HashKey::random(),
             deletes: Default::default(),
             unshown: Default::default(),
-            fresh_reads: Default::default(),
             previews: Default::default(),
             registry: Default::default(),
             server_changes: Default::default(),

@@ -211,29 +211,6 @@ pub fn finalizer_with_marker(
     !(recorded_id || adopts || annotated_id || create_pending)
 }
 
-/// True when an AgentDeployment pass may decide to create on the object
-/// from the watch cache, without reading it fresh first: the object has no
-/// finalizer of the operator yet, names no deployment
-/// ([`finalizer_with_marker`]), is managed (`managementPolicy: Manage`),
-/// and no earlier pass asked for a fresh read (`fresh_asked`).
-///
-/// Such a pass's first write is the metadata patch that adds the finalizer
-/// with the create-pending marker, before the POST it guards; it carries
-/// the cached resourceVersion, so the API server refuses it (409 Conflict)
-/// when the cache predates any write to the object, the operator's own
-/// included: a create is still decided on the object as it is
-/// (docs/BEHAVIOUR.md, "Kubernetes writes"). Any other outcome of such a
-/// pass (a name conflict, a create to recover) is not acted on: the pass
-/// asks for a fresh read and runs again.
-pub fn create_on_cache(
-    has_finalizer: bool,
-    names_no_deployment: bool,
-    manage: bool,
-    fresh_asked: bool,
-) -> bool {
-    !has_finalizer && names_no_deployment && manage && !fresh_asked
-}
-
 /// True when a pass takes the status it kept in memory, unwritten
 /// ([`status_unshown`]), as the status last written: the object records no
 /// id in status, has no create-pending marker, and its id annotation
@@ -273,21 +250,6 @@ pub fn status_unshown(
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn create_on_cache_only_for_an_object_never_written() {
-        use super::create_on_cache;
-        assert!(create_on_cache(false, true, true, false));
-        // Its finalizer is there: an earlier pass wrote it (with the marker
-        // or alone), and the cache may be behind that pass's later writes.
-        assert!(!create_on_cache(true, true, true, false));
-        // It names a deployment: recover, adopt or observe on a fresh read.
-        assert!(!create_on_cache(false, false, true, false));
-        // Observe never creates: its conflicts are decided on a fresh read.
-        assert!(!create_on_cache(false, true, false, false));
-        // A 409 or a conflict of a pass on the cache asked for a fresh read.
-        assert!(!create_on_cache(false, true, true, true));
-    }
-
     use super::*;
 
     #[test]

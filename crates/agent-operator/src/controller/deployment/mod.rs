@@ -121,7 +121,6 @@ impl Kind for AgentDeployment {
         let key = object_key(obj);
         ctx.deletes.forget(&key);
         ctx.unshown.forget(&key);
-        ctx.fresh_reads.take(&key);
     }
 
     /// The pass adds the finalizer itself: with the create-pending marker

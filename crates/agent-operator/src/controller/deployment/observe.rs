@@ -33,10 +33,6 @@ pub struct Observed {
     /// The object read fresh from the API server, when the pass is about to
     /// decide on it (no recorded id yet); `None`: the cached one is used.
     pub fresh: Option<Box<AgentDeployment>>,
-    /// The pass decides on the cached object although it names no
-    /// deployment yet ([`steps::create_on_cache`]): only a create is acted
-    /// on, guarded by the resourceVersion of its first write.
-    pub on_cache: bool,
     /// `namespace/name` of the object.
     pub key: String,
     /// The first pass of this object since the operator started.
@@ -178,7 +174,6 @@ pub async fn observe(
     );
     seen.promotion = wanted.take;
     seen.fresh = last.fresh;
-    seen.on_cache = last.on_cache;
     seen.unwritten = last.unwritten;
     seen.resolved_image = wanted.resolved_image;
     seen.image_moved = wanted.image_moved;
@@ -205,38 +200,11 @@ fn not_paused(obj: &AgentDeployment, ctx: &Context) -> Flow<()> {
     }
 }
 
-/// The AgentDeployments whose next pass reads them fresh although they
-/// name no deployment yet, by `namespace/name`: a pass that decided on the
-/// cache ([`steps::create_on_cache`]) had its first write refused (409:
-/// the cache was behind) or came to another decision than a create.
-/// Only such objects are here, each until its next pass.
-#[derive(Default)]
-pub struct FreshReads(std::sync::Mutex<std::collections::HashSet<String>>);
-
-impl FreshReads {
-    /// The next pass of `key` reads the object fresh.
-    pub fn ask(&self, key: &str) {
-        self.lock().insert(key.to_owned());
-    }
-
-    /// Whether a fresh read was asked for `key` (and forgets it).
-    pub fn take(&self, key: &str) -> bool {
-        self.lock().remove(key)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// The status a pass decides on ([`last_status`]), and the fresh read it
 /// was taken from when the object names no deployment yet.
 struct LastWritten {
     /// The fresh read of the object, when made.
     fresh: Option<Box<AgentDeployment>>,
-    /// No fresh read was made for an object that names no deployment
-    /// ([`steps::create_on_cache`]).
-    on_cache: bool,
     /// The status as last written, or kept unwritten.
     previous: AgentDeploymentStatus,
     /// `previous` is the one kept unwritten after a create.
@@ -246,10 +214,7 @@ struct LastWritten {
 /// The last status of `obj` (`key`): a decision to create, recover or
 /// declare a conflict is made on a fresh read of the object, never on a
 /// cache that may predate the operator's own last write (its
-/// create-pending marker or recorded id). The one exception is an object
-/// the operator never wrote ([`steps::create_on_cache`]): its create is
-/// guarded by the resourceVersion of the marker's write instead, and any
-/// other decision is taken again on a fresh read. `Err`: the object is gone or
+/// create-pending marker or recorded id). `Err`: the object is gone or
 /// being deleted (the pass ends without a write).
 async fn last_written(
     api: &Api<AgentDeployment>,
@@ -259,18 +224,9 @@ async fn last_written(
 ) -> Flow<LastWritten> {
     let kept = ctx.unshown.get(key);
     let (previous, unwritten) = last_status(obj, kept.as_ref());
-    let on_cache = previous.deployment_id.is_none()
-        && kept.is_none()
-        && steps::create_on_cache(
-            crate::controller::kind::has_finalizer(obj, super::FINALIZER),
-            super::finalizer_with_marker(obj),
-            obj.spec.management_policy == ManagementPolicy::Manage,
-            ctx.fresh_reads.take(key),
-        );
-    if previous.deployment_id.is_some() || on_cache {
+    if previous.deployment_id.is_some() {
         return Ok(LastWritten {
             fresh: None,
-            on_cache,
             previous,
             unwritten,
         });
@@ -280,7 +236,6 @@ async fn last_written(
             let (previous, unwritten) = last_status(&o, kept.as_ref());
             Ok(LastWritten {
                 fresh: Some(Box::new(o)),
-                on_cache: false,
                 previous,
                 unwritten,
             })
@@ -654,7 +609,6 @@ fn desired_state(
     let waits = Waits::observe(ctx, &key, &previous);
     Observed {
         fresh: None,
-        on_cache: false,
         key,
         first_pass,
         cp,

@@ -1,9 +1,6 @@
 //! Finding or creating the remote deployment of a resource that has no
 //! `status.deploymentId` yet: adoption, restore, name conflicts and
-//! crash-safe create. Called on a fresh read of the object, or on the
-//! cached one when the operator never wrote it
-//! ([`crate::plan::steps::create_on_cache`]): then only a create goes on,
-//! checked by the resourceVersion of its first write.
+//! crash-safe create. Always called on a fresh read of the object.
 //!
 //! The control plane has no idempotency key on create and no exact-name filter
 //! (docs/control-plane-api.md "Requests"), so a create that may have happened is never repeated
@@ -32,7 +29,7 @@ use kube::ResourceExt;
 use tracing::info;
 
 use super::pass::Pass;
-use super::report::{Flow, Report};
+use super::report::Flow;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION, FINALIZER, ManagementPolicy,
@@ -222,9 +219,7 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
             return Err(pass.fail("look up deployment by name", e));
         }
     };
-    let decision = steps::by_name(existing.len(), pending);
-    decided_on_cache(pass, &decision, existing.is_empty())?;
-    match (decision, existing.first()) {
+    match (steps::by_name(existing.len(), pending), existing.first()) {
         (ByName::Create, _) | (_, None) => create(pass, body).await,
         (ByName::Recovered, Some(remote)) => {
             info!(deployment_id = %remote.id, "resolved an interrupted create by name");
@@ -265,18 +260,6 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
     }
 }
 
-/// `Err` ends a pass that decided on the cached object
-/// ([`super::observe::Observed::on_cache`]) with another outcome than a
-/// create: a conflict or a recovery is decided again on a fresh read, at
-/// once. A create goes on: its first write checks the resourceVersion.
-fn decided_on_cache(pass: &Pass<'_>, decision: &ByName, none_found: bool) -> Flow<()> {
-    if !pass.seen.on_cache || none_found || matches!(decision, ByName::Create) {
-        return Ok(());
-    }
-    pass.ctx.fresh_reads.ask(&pass.seen.key);
-    Err(Report::end(Requeue::after(std::time::Duration::ZERO)))
-}
-
 /// Marker (with the finalizer, when the object has none yet), POST; the
 /// marker is replaced by the id annotation, the pass's durable record of
 /// the id, and the status is written when a user reads something from it
@@ -287,25 +270,14 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
         // An object that names no deployment gets its finalizer here
         // (`Kind::finalizer_with_first_write`); any other got it before
         // the pass's first request.
-        // With the finalizer the write carries the object's resourceVersion
-        // (`set_metadata`): on a pass that decided on the cache
-        // (`Observed::on_cache`, always an object without its finalizer) a
-        // refusal (409) means the cache was behind, and the next pass
-        // reads the object fresh.
         let finalizer = super::finalizer_with_marker(pass.obj).then_some(FINALIZER);
-        if let Err(e) = set_metadata(
+        set_metadata(
             pass.api,
             pass.obj,
             finalizer,
             &[(CREATE_PENDING_ANNOTATION, Some(&now))],
         )
-        .await
-        {
-            if matches!(&e, crate::controller::Error::Kube(kube::Error::Api(s)) if s.code == 409) {
-                pass.ctx.fresh_reads.ask(&pass.seen.key);
-            }
-            return Err(e.into());
-        }
+        .await?;
     }
     let remote = match pass.cp.create_deployment(body).await {
         Ok(d) => d,

@@ -4,12 +4,14 @@
 //! of MB that kube-apiserver encodes on the cores the operator shares (6 to
 //! 7 % of its CPU during S6 at 10,000 on the 2-core machine, by its own
 //! profile), where the watch's events are the ones the operator's watch is
-//! sent anyway (kube-apiserver encodes an event once for every watcher).
+//! sent anyway (kube-apiserver encodes each event once for all watchers).
 //! It also times a workspace's last Ready to the event, not to the next
 //! list.
 //!
-//! The watch's own requests (its LIST, each WATCH) are counted, so that the
-//! Kubernetes figures take them out.
+//! The watch's own requests (its LISTs, each WATCH that ended) are counted,
+//! so that the Kubernetes figures take them out. kube-apiserver counts a
+//! request in `apiserver_request_total` when it ends, so the WATCH still
+//! open when the figures are read is in neither count.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +38,7 @@ type States = HashMap<(String, String), bool>;
 pub struct ReadyWatch {
     states: Arc<Mutex<States>>,
     lists: Arc<AtomicU64>,
+    /// WATCHes that ended (the open one is not counted yet).
     watches: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -63,19 +66,26 @@ impl ReadyWatch {
         }
     }
 
-    /// Ready AgentDeployments per namespace, now.
+    /// Ready AgentDeployments per namespace, now (counted by reference:
+    /// this runs every 200 ms over the whole fleet, on the cores the
+    /// operator and kube-apiserver share).
     pub fn ready_by_namespace(&self) -> HashMap<String, usize> {
         let states = self.states.lock().unwrap_or_else(|p| p.into_inner());
-        let mut ready = HashMap::new();
+        let mut ready: HashMap<&str, usize> = HashMap::new();
         for ((namespace, _), is_ready) in states.iter() {
             if *is_ready {
-                *ready.entry(namespace.clone()).or_default() += 1;
+                *ready.entry(namespace).or_default() += 1;
             }
         }
         ready
+            .into_iter()
+            .map(|(ns, n)| (ns.to_owned(), n))
+            .collect()
     }
 
-    /// The LISTs and WATCHes this watch has sent.
+    /// The LISTs this watch has sent and its WATCHes that ended, as
+    /// kube-apiserver has counted them: read these while the watch runs,
+    /// before kube-apiserver's figures.
     pub fn requests(&self) -> (f64, f64) {
         (
             self.lists.load(Ordering::Relaxed) as f64,
@@ -113,10 +123,10 @@ async fn follow(
         };
         // WATCHes from `version` until it is gone (410: list again).
         loop {
+            let ended = watch(&client, &url, &mut version, min_generation, &states).await;
             watches.fetch_add(1, Ordering::Relaxed);
-            match watch(&client, &url, &mut version, min_generation, &states).await {
-                Ok(()) => {}
-                Err(Gone) => break,
+            if let Err(Gone) = ended {
+                break;
             }
         }
     }

@@ -471,42 +471,9 @@ pub struct DeploymentSecretReference {
     printcolumn = r#"{"name":"Serving","type":"string","priority":1,"description":"The serving revision's commit (first 7 characters) or image digest (first 12 hex digits)","jsonPath":".status.serving.short"}"#,
     printcolumn = r#"{"name":"Verified","type":"boolean","priority":1,"description":"Whether the serving revision passed spec.verify (false without spec.verify: not verified)","jsonPath":".status.serving.verified"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
-    validation = Rule::new(rules::frozen_rule("source", None)).message(rules::frozen_message("source").as_str()),
-    validation = Rule::new(rules::frozen_rule("name", Some("{o}.metadata.name"))).message(rules::frozen_message("name").as_str()),
-    validation = Rule::new(rules::frozen_rule("sourceConfig.integrationId", None)).message(rules::frozen_message("sourceConfig.integrationId").as_str()),
-    validation = Rule::new(rules::frozen_rule("sourceConfig.integrationRef", None)).message(rules::frozen_message("sourceConfig.integrationRef").as_str()),
-    validation = Rule::new(rules::frozen_rule("sourceConfig.repoUrl", None)).message(rules::frozen_message("sourceConfig.repoUrl").as_str()),
-    validation = Rule::new(rules::frozen_rule("sourceConfig.deploymentType", Some("({o}.spec.source == 'github' ? 'dev' : '')"))).message(rules::frozen_message("sourceConfig.deploymentType").as_str()),
-    validation = Rule::new(rules::frozen_rule("sourceConfig.listenerId", None)).message(rules::frozen_message("sourceConfig.listenerId").as_str()),
-    validation = Rule::new(rules::frozen_rule("sourceConfig.listenerRef", None)).message(rules::frozen_message("sourceConfig.listenerRef").as_str()),
-    validation = Rule::new(rules::frozen_rule("sourceConfig.listenerConfig", None)).message(rules::frozen_message("sourceConfig.listenerConfig").as_str()),
-    validation = Rule::new(rules::DEPLOYMENT_ID_RULE).message(rules::DEPLOYMENT_ID_MESSAGE),
-    validation = Rule::new(rules::SECRETS_KEPT_RULE).message(rules::SECRETS_KEPT_MESSAGE),
-    validation = Rule::new(rules::kept_rule("customUrl")).message(rules::kept_message("customUrl", "set the URL you want instead").as_str()),
-    validation = Rule::new(rules::kept_rule("buildOnPush")).message(rules::kept_message("buildOnPush", "set it to false instead").as_str()),
-    validation = Rule::new(rules::kept_rule("installCommand")).message(rules::kept_message("installCommand", "set the command you want instead").as_str()),
-    validation = Rule::new(rules::kept_rule("buildCommand")).message(rules::kept_message("buildCommand", "set the command you want instead").as_str()),
-    validation = Rule::new(resource_spec::resource_spec_kept_rule()).message(resource_spec::RESOURCE_SPEC_KEPT_MESSAGE),
+    validation = remote_exists_rule(),
 )]
-#[x_kube(validation = Rule::new("self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri) || has(self.promotion)").message("source external_docker needs sourceRevisionConfig.imageUri"))]
-#[x_kube(validation = Rule::new(rules::DEPLOYMENT_TYPE_IMAGE_RULE).message(rules::DEPLOYMENT_TYPE_IMAGE_MESSAGE))]
-#[x_kube(validation = Rule::new(rules::SCALE_TO_ZERO_RULE).message(rules::SCALE_TO_ZERO_MESSAGE))]
-#[x_kube(validation = Rule::new(rules::github_only_rule()).message(rules::GITHUB_ONLY_MESSAGE))]
-#[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)").message("sourceRevisionConfig.imageUri is only for source external_docker"))]
-#[x_kube(validation = Rule::new("self.source == 'external_docker' || !has(self.sourceConfig.customUrl)").message("sourceConfig.customUrl can be set only for source external_docker"))]
-#[x_kube(validation = Rule::new("self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId) && !has(self.sourceConfig.integrationRef))").message("sourceConfig.repoUrl, integrationId and integrationRef are only for source github"))]
-#[x_kube(validation = Rule::new("self.source != 'github' || ((has(self.sourceConfig.integrationId) || has(self.sourceConfig.integrationRef)) && has(self.sourceConfig.repoUrl) && (has(self.sourceRevisionConfig.repoRef) || has(self.promotion)))").message("source github needs sourceConfig.integrationId (or integrationRef), sourceConfig.repoUrl and sourceRevisionConfig.repoRef"))]
-#[x_kube(validation = Rule::new("!(has(self.sourceConfig.integrationId) && has(self.sourceConfig.integrationRef))").message("set at most one of sourceConfig.integrationId and sourceConfig.integrationRef"))]
-#[x_kube(validation = Rule::new("!(has(self.sourceConfig.buildOnPush) && self.sourceConfig.buildOnPush && has(self.sourceRevisionConfig.repoRef) && self.sourceRevisionConfig.repoRef.startsWith('refs/tags/'))").message("buildOnPush must be false when repoRef is a tag (refs/tags/...)"))]
-#[x_kube(validation = Rule::new("!has(self.sourceConfig.listenerConfig) || has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)").message("sourceConfig.listenerConfig needs sourceConfig.listenerId or listenerRef"))]
-#[x_kube(validation = Rule::new(rules::self_hosted_names_rule()).message(rules::self_hosted_names_message().as_str()))]
-#[x_kube(validation = Rule::new("!has(self.secretReferences) || size(self.secretReferences) == 0 || self.source == 'external_docker'").message("secretReferences are only for source external_docker (the data plane reads the Secrets; use secrets for github)"))]
-#[x_kube(validation = Rule::new("!has(self.secretReferences) || size(self.secretReferences) == 0 || (has(self.sourceConfig) && (has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)))").message("secretReferences need a self-hosted data plane: set sourceConfig.listenerId or listenerRef (the Secrets live in that cluster)"))]
-#[x_kube(validation = Rule::new("!has(self.secretReferences) || !has(self.secrets) || self.secretReferences.all(r, self.secrets.all(s, s.name != r.name))").message("a name in secretReferences is also in secrets; each environment variable comes from one place"))]
-#[x_kube(validation = Rule::new("self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)").message("source github needs sourceRevisionConfig.langgraphConfigPath"))]
-#[x_kube(validation = Rule::new("self.source == 'external_docker' || ((!has(self.imagePolicy) || self.imagePolicy == 'Never') && !has(self.imagePullSecretRef))").message("imagePolicy and imagePullSecretRef are only for source external_docker"))]
-#[x_kube(validation = Rule::new("!has(self.promotion) || ((!has(self.imagePolicy) || self.imagePolicy == 'Never') && !has(self.imagePullSecretRef))").message("imagePolicy and imagePullSecretRef do not apply with promotion: the image is the digest the source serves"))]
-#[x_kube(validation = Rule::new("!(has(self.sourceConfig.listenerId) && has(self.sourceConfig.listenerRef))").message("set at most one of sourceConfig.listenerId and sourceConfig.listenerRef"))]
+#[x_kube(validation = spec_rule())]
 #[serde(rename_all = "camelCase")]
 pub struct AgentDeploymentSpec {
     /// The `AgentControlPlane` (same namespace) to deploy on; default `default`.
@@ -674,6 +641,101 @@ pub struct AgentDeploymentSpec {
     #[schemars(length(max = 32))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["namespace".into()]))]
     pub promotion_grants: Vec<PromotionGrant>,
+}
+
+/// The checks of `AgentDeploymentSpec`, in one rule ([`rules::all_of`]) that
+/// `optionalOldSelf` lets skip an unchanged spec ([`rules::UNCHANGED`]):
+/// what the control plane would refuse or ignore, and the combinations of
+/// fields that contradict each other.
+fn spec_rule() -> kube::core::Rule {
+    use rules::Check;
+    let checks = [
+        Check::new(
+            "self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri) || has(self.promotion)",
+            "source external_docker needs sourceRevisionConfig.imageUri",
+        ),
+        Check::new(
+            rules::DEPLOYMENT_TYPE_IMAGE_RULE,
+            rules::DEPLOYMENT_TYPE_IMAGE_MESSAGE,
+        ),
+        Check::new(rules::SCALE_TO_ZERO_RULE, rules::SCALE_TO_ZERO_MESSAGE),
+        Check::new(rules::github_only_rule(), rules::GITHUB_ONLY_MESSAGE),
+        Check::new(
+            "self.source == 'external_docker' || !has(self.sourceRevisionConfig.imageUri)",
+            "sourceRevisionConfig.imageUri is only for source external_docker",
+        ),
+        Check::new(
+            "self.source == 'external_docker' || !has(self.sourceConfig.customUrl)",
+            "sourceConfig.customUrl can be set only for source external_docker",
+        ),
+        Check::new(
+            "self.source == 'github' || (!has(self.sourceConfig.repoUrl) && !has(self.sourceConfig.integrationId) && !has(self.sourceConfig.integrationRef))",
+            "sourceConfig.repoUrl, integrationId and integrationRef are only for source github",
+        ),
+        Check::new(
+            "self.source != 'github' || ((has(self.sourceConfig.integrationId) || has(self.sourceConfig.integrationRef)) && has(self.sourceConfig.repoUrl) && (has(self.sourceRevisionConfig.repoRef) || has(self.promotion)))",
+            "source github needs sourceConfig.integrationId (or integrationRef), sourceConfig.repoUrl and sourceRevisionConfig.repoRef",
+        ),
+        Check::new(
+            "!(has(self.sourceConfig.integrationId) && has(self.sourceConfig.integrationRef))",
+            "set at most one of sourceConfig.integrationId and sourceConfig.integrationRef",
+        ),
+        Check::new(
+            "!(has(self.sourceConfig.buildOnPush) && self.sourceConfig.buildOnPush && has(self.sourceRevisionConfig.repoRef) && self.sourceRevisionConfig.repoRef.startsWith('refs/tags/'))",
+            "buildOnPush must be false when repoRef is a tag (refs/tags/...)",
+        ),
+        Check::new(
+            "!has(self.sourceConfig.listenerConfig) || has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)",
+            "sourceConfig.listenerConfig needs sourceConfig.listenerId or listenerRef",
+        ),
+        Check::new(
+            rules::self_hosted_names_rule(),
+            rules::self_hosted_names_message(),
+        ),
+        Check::new(
+            "!has(self.secretReferences) || size(self.secretReferences) == 0 || self.source == 'external_docker'",
+            "secretReferences are only for source external_docker (the data plane reads the Secrets; use secrets for github)",
+        ),
+        Check::new(
+            "!has(self.secretReferences) || size(self.secretReferences) == 0 || (has(self.sourceConfig) && (has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)))",
+            "secretReferences need a self-hosted data plane: set sourceConfig.listenerId or listenerRef (the Secrets live in that cluster)",
+        ),
+        Check::new(
+            "!has(self.secretReferences) || !has(self.secrets) || self.secretReferences.all(r, self.secrets.all(s, s.name != r.name))",
+            "a name in secretReferences is also in secrets; each environment variable comes from one place",
+        ),
+        Check::new(
+            "self.source != 'github' || has(self.sourceRevisionConfig.langgraphConfigPath)",
+            "source github needs sourceRevisionConfig.langgraphConfigPath",
+        ),
+        Check::new(
+            "self.source == 'external_docker' || ((!has(self.imagePolicy) || self.imagePolicy == 'Never') && !has(self.imagePullSecretRef))",
+            "imagePolicy and imagePullSecretRef are only for source external_docker",
+        ),
+        Check::new(
+            "!has(self.promotion) || ((!has(self.imagePolicy) || self.imagePolicy == 'Never') && !has(self.imagePullSecretRef))",
+            "imagePolicy and imagePullSecretRef do not apply with promotion: the image is the digest the source serves",
+        ),
+        Check::new(
+            "!(has(self.sourceConfig.listenerId) && has(self.sourceConfig.listenerRef))",
+            "set at most one of sourceConfig.listenerId and sourceConfig.listenerRef",
+        ),
+    ];
+    rules::all_of(Some(rules::UNCHANGED), &checks).optional_old_self(true)
+}
+
+/// The transition rule of the whole AgentDeployment ([`rules::all_of`]):
+/// once a remote deployment exists, the fields the control plane cannot
+/// change stay, and those it cannot clear are not removed
+/// ([`rules::remote_exists_checks`], then the `resourceSpec` keys). An
+/// unchanged spec is not checked again ([`rules::UNCREATED_OR_SPEC_UNCHANGED`]).
+fn remote_exists_rule() -> kube::core::Rule {
+    let mut checks = rules::remote_exists_checks();
+    checks.push(rules::Check::new(
+        resource_spec::resource_spec_kept_condition(),
+        resource_spec::RESOURCE_SPEC_KEPT_MESSAGE,
+    ));
+    rules::all_of(Some(rules::UNCREATED_OR_SPEC_UNCHANGED), &checks)
 }
 
 /// `spec.promotion`: where a deployment takes what it deploys from.

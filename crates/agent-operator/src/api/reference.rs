@@ -143,11 +143,15 @@ fn object(out: &mut String, path: &str, schema: &JSONSchemaProps) {
     if let Some(rules) = &schema.x_kubernetes_validations {
         out.push_str("Rules:\n");
         for r in rules {
-            let _ = writeln!(
-                out,
-                "- {}",
-                cell(r.message.as_deref().unwrap_or(r.rule.as_str()))
-            );
+            // A combined rule (`rules::all_of`) lists each of its checks.
+            let messages = r
+                .message_expression
+                .as_deref()
+                .and_then(super::rules::all_of_messages)
+                .unwrap_or_else(|| vec![r.message.clone().unwrap_or_else(|| r.rule.clone())]);
+            for message in messages {
+                let _ = writeln!(out, "- {}", cell(&message));
+            }
         }
         out.push('\n');
     }

@@ -407,14 +407,14 @@ pub fn check(spec: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
-/// CEL transition rule over the whole AgentDeployment: once a remote
-/// exists, neither `spec.sourceConfig.resourceSpec` nor any of its keys can
+/// CEL condition over the whole AgentDeployment, checked once a remote
+/// exists (`rules::REMOTE_EXISTS`): neither `spec.sourceConfig.resourceSpec` nor any of its keys can
 /// be removed. The operator sends only the keys the spec sets, merged into
 /// the remote object (the service replaces `resource_spec` whole and fills
 /// in its own defaults), so a removed key would keep its last value. Except
 /// while the resource reports `DriftNotConverging`: the service did not keep
 /// what was sent (a key it does not know), and dropping that key is the fix.
-pub fn resource_spec_kept_rule() -> String {
+pub fn resource_spec_kept_condition() -> String {
     let rs = "spec.sourceConfig.resourceSpec";
     let keys: Vec<String> = FIELDS
         .iter()
@@ -424,13 +424,12 @@ pub fn resource_spec_kept_rule() -> String {
     // service did not keep what was sent (an unknown key), may drop it.
     let not_converging = "(has(oldSelf.status.conditions) && oldSelf.status.conditions.exists(c, c.type == 'Ready' && c.reason == 'DriftNotConverging'))";
     format!(
-        "!({}) || !has(oldSelf.{rs}) || {not_converging} || (has(self.{rs}) && {})",
-        super::rules::REMOTE_EXISTS,
+        "!has(oldSelf.{rs}) || {not_converging} || (has(self.{rs}) && {})",
         keys.join(" && ")
     )
 }
 
-/// Message of [`resource_spec_kept_rule`].
+/// Message of [`resource_spec_kept_condition`].
 pub const RESOURCE_SPEC_KEPT_MESSAGE: &str = "a key of spec.sourceConfig.resourceSpec (or resourceSpec itself) cannot be removed once the remote deployment exists: the operator sends only the keys the spec sets and the control plane keeps the others, so the removal would not take effect; set the key to the value you want instead (a key the control plane did not keep, reported as DriftNotConverging, may be removed)";
 
 #[cfg(test)]

@@ -155,15 +155,166 @@ fn cel_escape(pattern: &str) -> String {
 /// `RepositoryNotAccessible` or `NameConflict` can be fixed in place).
 pub const REMOTE_EXISTS: &str = "has(oldSelf.status) && has(oldSelf.status.deploymentId)";
 
-/// CEL transition rule over the whole AgentDeployment: once a remote
-/// deployment exists ([`REMOTE_EXISTS`]), `spec.<path>` keeps its
+/// One admission check of a combined rule ([`all_of`]): a CEL condition
+/// and the message a user reads when it is false.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    /// CEL condition that must hold (over `self`, and `oldSelf` in a
+    /// transition rule).
+    pub condition: String,
+    /// Message when it does not: one line, plain text.
+    pub message: String,
+}
+
+impl Check {
+    /// The check `condition`, failing with `message`.
+    pub fn new(condition: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            condition: condition.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// `text` as a single-quoted CEL string literal.
+fn cel_string(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// One CEL rule that holds when `skip` holds or else every check holds,
+/// whose `messageExpression` names every check that fails, joined by `; `
+/// (evaluated only when the rule fails, so it costs nothing on accepted
+/// writes). The messages are concatenated rather than filtered and joined
+/// as a list: kube-apiserver estimates the cost of a list's strings as if
+/// each could be as long as a request, and refuses such a CRD.
+///
+/// Why one rule and not one per check: kube-apiserver runs every rule of a
+/// CRD on every write of the object (status and metadata patches
+/// included), and each field access in a rule builds the map of the
+/// schema's properties at that level afresh (`AgentDeploymentSpec` has 20).
+/// One rule reads the guard once, and `skip` (the spec did not change)
+/// saves the checks on the writes that leave the spec as it was: the
+/// operator's own. docs/BENCHMARKS.md "Session 18" has the figures.
+pub fn all_of(skip: Option<&str>, checks: &[Check]) -> kube::core::Rule {
+    let all = checks
+        .iter()
+        .map(|c| format!("({})", c.condition))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let rule = match skip {
+        Some(skip) => format!("{skip} || ({all})"),
+        None => all,
+    };
+    let parts = checks
+        .iter()
+        .map(|c| {
+            let message = cel_string(&format!("{SEPARATOR}{}", c.message));
+            format!("(!({}) ? {message} : '')", c.condition)
+        })
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let message = format!("({parts}){DROP_FIRST_SEPARATOR}");
+    kube::core::Rule::new(rule).message(kube::core::Message::Expression(message))
+}
+
+/// What [`all_of`]'s `messageExpression` puts before each failing check's
+/// message.
+const SEPARATOR: &str = "; ";
+
+/// How [`all_of`]'s `messageExpression` ends: without the first
+/// [`SEPARATOR`].
+const DROP_FIRST_SEPARATOR: &str = ".substring(2)";
+
+/// The messages of a rule built by [`all_of`], read back from its
+/// `messageExpression` in order (docs/reference.md lists them); `None` when
+/// the expression has another shape. The expression is
+/// `((!(c1) ? '; m1' : '') + (!(c2) ? '; m2' : '')).substring(2)`; a
+/// condition may hold string literals and parentheses of its own, so it is
+/// skipped by balance, not by searching for `?`.
+pub fn all_of_messages(message_expression: &str) -> Option<Vec<String>> {
+    let mut rest = message_expression
+        .strip_prefix('(')?
+        .strip_suffix(DROP_FIRST_SEPARATOR)?
+        .strip_suffix(')')?;
+    let mut messages = Vec::new();
+    loop {
+        let after = rest.strip_prefix("(!(")?;
+        let end = balanced_end(after)?;
+        let (message, after) = cel_literal(after[end..].strip_prefix(" ? ")?)?;
+        messages.push(message.strip_prefix(SEPARATOR)?.to_owned());
+        let after = after.strip_prefix(" : '')")?;
+        if after.is_empty() {
+            return Some(messages);
+        }
+        rest = after.strip_prefix(" + ")?;
+    }
+}
+
+/// Byte offset just past the `)` that closes an already opened `(` in
+/// `text`, skipping CEL string literals.
+fn balanced_end(text: &str) -> Option<usize> {
+    let mut depth = 1usize;
+    let mut chars = text.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            '\'' => loop {
+                match chars.next()?.1 {
+                    '\\' => {
+                        chars.next()?;
+                    }
+                    '\'' => break,
+                    _ => {}
+                }
+            },
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The single-quoted CEL string literal at the start of `text` (as
+/// [`cel_string`] writes it), unescaped, and what follows it.
+fn cel_literal(text: &str) -> Option<(String, &str)> {
+    let mut chars = text.strip_prefix('\'')?.char_indices();
+    let mut out = String::new();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next()?.1),
+            '\'' => return Some((out, &text[i + 2..])),
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+/// `skip` of the AgentDeployment's transition rule ([`all_of`]): no remote
+/// deployment exists yet ([`REMOTE_EXISTS`]), or the spec is unchanged.
+pub const UNCREATED_OR_SPEC_UNCHANGED: &str =
+    "!has(oldSelf.status) || !has(oldSelf.status.deploymentId) || self.spec == oldSelf.spec";
+
+/// `skip` of a rule with `optionalOldSelf` ([`all_of`]): the value is
+/// unchanged, so a write that leaves it as stored (a status or metadata
+/// write) does not check it again. kube-apiserver would not refuse such a
+/// write anyway: since Kubernetes 1.30 it ratchets, i.e. ignores the
+/// errors of a value the write did not change.
+pub const UNCHANGED: &str = "oldSelf.hasValue() && oldSelf.value() == self";
+
+/// CEL condition over the whole AgentDeployment, checked once a remote
+/// deployment exists ([`REMOTE_EXISTS`]): `spec.<path>` keeps its
 /// effective value. `default` is the CEL expression that stands for an
 /// unset field, with `{o}` for the object (`self` or `oldSelf`), so that
 /// writing down the value already in effect (`deploymentType: dev` on a
 /// `github` deployment that never set it) is accepted; `None`: set and unset
 /// are different values.
-pub fn frozen_rule(path: &str, default: Option<&str>) -> String {
-    let same = match default {
+pub fn frozen_condition(path: &str, default: Option<&str>) -> String {
+    match default {
         Some(d) => format!(
             "(has(self.spec.{path}) ? self.spec.{path} : {}) == (has(oldSelf.spec.{path}) ? oldSelf.spec.{path} : {})",
             d.replace("{o}", "self"),
@@ -172,11 +323,10 @@ pub fn frozen_rule(path: &str, default: Option<&str>) -> String {
         None => format!(
             "has(self.spec.{path}) == has(oldSelf.spec.{path}) && (!has(self.spec.{path}) || self.spec.{path} == oldSelf.spec.{path})"
         ),
-    };
-    format!("!({REMOTE_EXISTS}) || ({same})")
+    }
 }
 
-/// Message of [`frozen_rule`] for `spec.<path>`.
+/// Message of [`frozen_condition`] for `spec.<path>`.
 pub fn frozen_message(path: &str) -> String {
     format!(
         "spec.{path} cannot change once the remote deployment exists (status.deploymentId is set): the control plane cannot change it on a deployment. It can change freely until the deployment is created. To change it now, create a new AgentDeployment"
@@ -184,8 +334,9 @@ pub fn frozen_message(path: &str) -> String {
 }
 
 /// The fields of an AgentDeployment the control plane cannot change on an
-/// existing deployment, with the CEL value of an unset one ([`frozen_rule`]).
-/// Source: docs/control-plane-api.md "Deployment" (the immutable fields).
+/// existing deployment, with the CEL value of an unset one
+/// ([`frozen_condition`]). Source: docs/control-plane-api.md "Deployment"
+/// (the immutable fields).
 pub const FROZEN_FIELDS: &[(&str, Option<&str>)] = &[
     ("source", None),
     ("name", Some("{o}.metadata.name")),
@@ -201,37 +352,35 @@ pub const FROZEN_FIELDS: &[(&str, Option<&str>)] = &[
     ("sourceConfig.listenerConfig", None),
 ];
 
-/// CEL transition rule over the whole AgentDeployment: once a remote
-/// exists, `spec.deploymentId` is either unset (when it was) or the id in
+/// CEL condition over the whole AgentDeployment, checked once a remote
+/// exists: `spec.deploymentId` is either unset (when it was) or the id in
 /// `status.deploymentId`: adding the id already in effect is accepted,
 /// naming another one or removing it is not. Before that, a mistyped id
 /// (`AdoptionFailed`) can be corrected.
-pub const DEPLOYMENT_ID_RULE: &str = "!(has(oldSelf.status) && has(oldSelf.status.deploymentId)) || (has(self.spec.deploymentId) ? self.spec.deploymentId == oldSelf.status.deploymentId : !has(oldSelf.spec.deploymentId))";
+pub const DEPLOYMENT_ID_CONDITION: &str = "has(self.spec.deploymentId) ? self.spec.deploymentId == oldSelf.status.deploymentId : !has(oldSelf.spec.deploymentId)";
 
-/// Message of [`DEPLOYMENT_ID_RULE`].
+/// Message of [`DEPLOYMENT_ID_CONDITION`].
 pub const DEPLOYMENT_ID_MESSAGE: &str = "spec.deploymentId cannot change or be removed once the remote deployment exists; it may only name the deployment in status.deploymentId. To manage another deployment, create a new AgentDeployment";
 
-/// CEL transition rule over the whole AgentDeployment: once a remote
-/// exists, the last entry of `spec.secrets` cannot be removed. The control
+/// CEL condition over the whole AgentDeployment, checked once a remote
+/// exists: the last entry of `spec.secrets` cannot be removed. The control
 /// plane reads an empty `secrets` list as "unchanged" (docs/control-plane-api.md
 /// "Requests", Patch), so the remote environment would keep the removed
 /// variables while the spec says there are none. Removing some of them
 /// works: the complete list without them is sent.
-pub const SECRETS_KEPT_RULE: &str = "!(has(oldSelf.status) && has(oldSelf.status.deploymentId)) || !has(oldSelf.spec.secrets) || size(oldSelf.spec.secrets) == 0 || (has(self.spec.secrets) && size(self.spec.secrets) > 0)";
+pub const SECRETS_KEPT_CONDITION: &str = "!has(oldSelf.spec.secrets) || size(oldSelf.spec.secrets) == 0 || (has(self.spec.secrets) && size(self.spec.secrets) > 0)";
 
-/// Message of [`SECRETS_KEPT_RULE`].
+/// Message of [`SECRETS_KEPT_CONDITION`].
 pub const SECRETS_KEPT_MESSAGE: &str = "spec.secrets cannot become empty once the remote deployment exists: the control plane reads an empty environment as 'unchanged', so the variables would stay on the deployment. Keep at least one entry (to revoke a leaked value, rotate it at its issuer and point the entry at the new value), or create a new AgentDeployment";
 
-/// CEL transition rule over the whole AgentDeployment: once a remote
-/// exists, `spec.sourceConfig.<field>` cannot be removed (the control plane
+/// CEL condition over the whole AgentDeployment, checked once a remote
+/// exists: `spec.sourceConfig.<field>` cannot be removed (the control plane
 /// cannot clear it: an omitted field is left as it is).
-pub fn kept_rule(field: &str) -> String {
-    format!(
-        "!({REMOTE_EXISTS}) || !has(oldSelf.spec.sourceConfig.{field}) || has(self.spec.sourceConfig.{field})"
-    )
+pub fn kept_condition(field: &str) -> String {
+    format!("!has(oldSelf.spec.sourceConfig.{field}) || has(self.spec.sourceConfig.{field})")
 }
 
-/// Message of [`kept_rule`].
+/// Message of [`kept_condition`].
 pub fn kept_message(field: &str, instead: &str) -> String {
     format!(
         "spec.sourceConfig.{field} cannot be removed once the remote deployment exists: the control plane keeps a value that is not sent, so the removal would not take effect; {instead}"
@@ -239,15 +388,34 @@ pub fn kept_message(field: &str, instead: &str) -> String {
 }
 
 /// The `sourceConfig` fields that cannot be removed once a remote exists,
-/// with what to do instead ([`kept_rule`]). Source: docs/control-plane-api.md
-/// "Deployment" (`custom_url` and `build_on_push` cannot be cleared) and
-/// "Build commands".
+/// with what to do instead ([`kept_condition`]). Source:
+/// docs/control-plane-api.md "Deployment" (`custom_url` and
+/// `build_on_push` cannot be cleared) and "Build commands".
 pub const KEPT_FIELDS: &[(&str, &str)] = &[
     ("customUrl", "set the URL you want instead"),
     ("buildOnPush", "set it to false instead"),
     ("installCommand", "set the command you want instead"),
     ("buildCommand", "set the command you want instead"),
 ];
+
+/// The checks of the AgentDeployment's transition rule except the
+/// `resourceSpec` one (which `api::resource_spec` adds): the frozen fields,
+/// `spec.deploymentId`, the secrets and the kept fields, in this order.
+pub fn remote_exists_checks() -> Vec<Check> {
+    let frozen = FROZEN_FIELDS
+        .iter()
+        .map(|(path, default)| Check::new(frozen_condition(path, *default), frozen_message(path)));
+    let kept = KEPT_FIELDS
+        .iter()
+        .map(|(field, instead)| Check::new(kept_condition(field), kept_message(field, instead)));
+    frozen
+        .chain([
+            Check::new(DEPLOYMENT_ID_CONDITION, DEPLOYMENT_ID_MESSAGE),
+            Check::new(SECRETS_KEPT_CONDITION, SECRETS_KEPT_MESSAGE),
+        ])
+        .chain(kept)
+        .collect()
+}
 
 /// CEL rule on the spec: no `sourceConfig.deploymentType` with `source:
 /// external_docker`. The control plane refuses it there (400
@@ -304,6 +472,38 @@ pub const GITHUB_ONLY_MESSAGE: &str = "sourceConfig.buildOnPush, installCommand,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn combined_rules_name_the_failing_checks_and_read_back() {
+        let checks = [
+            Check::new("(has(self.a) ? self.a : 'x') == 'y'", "it's a (first)"),
+            Check::new("self.b != 'c) ? \\'d\\' :'", r"back\slash"),
+            Check::new("true", "last"),
+        ];
+        let rule = all_of(Some("self == oldSelf"), &checks);
+        assert!(rule.rule.starts_with("self == oldSelf || (((has(self.a)"));
+        assert!(rule.rule.ends_with(" && (true))"));
+        let Some(kube::core::Message::Expression(expr)) = &rule.message else {
+            panic!("a messageExpression: {rule:?}");
+        };
+        assert!(expr.starts_with(
+            "((!((has(self.a) ? self.a : 'x') == 'y') ? '; it\\'s a (first)' : '') + "
+        ));
+        assert!(expr.ends_with(" + (!(true) ? '; last' : '')).substring(2)"));
+        let messages: Vec<&str> = checks.iter().map(|c| c.message.as_str()).collect();
+        assert_eq!(all_of_messages(expr).unwrap(), messages);
+        let one = "((!(x) ? '; only' : '')).substring(2)";
+        assert_eq!(all_of_messages(one).unwrap(), ["only"]);
+        for other in [
+            "self.x",
+            "((!(a ? 'm'",
+            "'open",
+            "'a' + 'b'",
+            "().substring(2)",
+        ] {
+            assert_eq!(all_of_messages(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn cel_literals_keep_the_patterns_intact() {

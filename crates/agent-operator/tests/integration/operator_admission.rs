@@ -437,3 +437,44 @@ async fn a_promotion_takes_the_place_of_the_image_or_ref_and_refuses_an_image_po
         }
     }
 }
+
+/// The spec's checks and the transition checks are one CEL rule each
+/// (`rules::all_of`, for kube-apiserver's CPU): a write that breaks two
+/// checks at once is still refused naming both, as two rules did.
+#[tokio::test]
+async fn a_write_breaking_two_checks_is_refused_naming_both() {
+    test_support::skip_without!(Envtest);
+    let client = common::shared_env().client().await;
+    let ns = common::test_namespace(&client, "op-admission-two").await;
+    let api: Api<AgentDeployment> = Api::namespaced(client, &ns);
+    apply_json(&api, "two", github("two")).await;
+    let both = json!({"spec": {"sourceConfig": {"integrationRef": {"name": "acme"},
+                                                "listenerRef": {"name": "eu"}}}});
+    let message = match merge(&api, "two", &both).await {
+        Err(kube::Error::Api(status)) => status.message,
+        other => panic!("{both} was not refused: {other:?}"),
+    };
+    for want in [
+        "set at most one of sourceConfig.integrationId and sourceConfig.integrationRef",
+        "set at most one of sourceConfig.listenerId and sourceConfig.listenerRef",
+    ] {
+        assert!(message.contains(want), "{want} not in: {message}");
+    }
+
+    record_remote(&api, "two").await;
+    let both = json!({"spec": {"sourceConfig": {"repoUrl": "https://github.com/acme/other",
+                                                "deploymentType": "prod"}}});
+    let message = match merge(&api, "two", &both).await {
+        Err(kube::Error::Api(status)) => status.message,
+        other => panic!("{both} was not refused: {other:?}"),
+    };
+    for field in ["repoUrl", "deploymentType"] {
+        let want =
+            format!("spec.sourceConfig.{field} cannot change once the remote deployment exists");
+        assert!(message.contains(&want), "{want} not in: {message}");
+    }
+    // A write that leaves the spec as it is (the operator's own) passes.
+    merge(&api, "two", &json!({"metadata": {"labels": {"team": "a"}}}))
+        .await
+        .expect("a label changes");
+}

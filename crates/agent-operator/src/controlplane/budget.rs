@@ -18,7 +18,12 @@
 //!   and, when the answer carries `Retry-After`, stops *every* request of the
 //!   control plane until it has passed;
 //! - a declared limit starts at the ceiling: the user said what the service
-//!   accepts.
+//!   accepts;
+//! - an undeclared budget sends one request and waits for its answer (at
+//!   most [`PROBE_WAIT`]) before the next: until the control plane has
+//!   answered once, the operator does not know whether it is throttled, and
+//!   a burst at start would reach it before the first 429 could stop the
+//!   rest.
 //!
 //! Requests have a [`Priority`]: while a mutation (create, patch, redeploy,
 //! delete) waits for a token, reads (polls, drift checks, lookups) wait
@@ -65,6 +70,13 @@ pub const DECREASE_HOLD: Duration = Duration::from_secs(1);
 /// is capped (a broken header must not stop the operator for days).
 pub const MAX_PAUSE: Duration = Duration::from_secs(600);
 
+/// Longest wait for the answer to an undeclared budget's first request
+/// before another request may go (a request that got no answer: refused
+/// connection, cancelled pass).
+pub const PROBE_WAIT: Duration = Duration::from_secs(2);
+/// How often a request waiting behind the first one looks again.
+const PROBE_POLL: Duration = Duration::from_millis(5);
+
 /// Which requests go first when the budget is short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Priority {
@@ -97,6 +109,13 @@ struct State {
     /// What the last answer that slowed the budget down said (its stable
     /// summary), until an answer that does not slow it down.
     cause: Option<String>,
+    /// No limit is declared: the first request waits for its answer before
+    /// the next goes ([`PROBE_WAIT`]).
+    undeclared: bool,
+    /// An answer (any status, or a timeout) has come back.
+    answered: bool,
+    /// When the last request before the first answer went.
+    probe_sent: Option<Instant>,
 }
 
 impl State {
@@ -162,6 +181,9 @@ impl Budget {
                 throttled: 0,
                 slowed: 0,
                 cause: None,
+                undeclared: limit.is_none(),
+                answered: false,
+                probe_sent: None,
             })),
             mutations_waiting: Arc::new(AtomicUsize::new(0)),
         }
@@ -191,6 +213,7 @@ impl Budget {
     pub fn set_limit(&self, limit: Option<RateLimit>) {
         let (ceiling, burst, start) = Self::shape(limit);
         let mut s = self.lock();
+        s.undeclared = limit.is_none();
         if (s.ceiling, s.burst) == (ceiling, burst) {
             return;
         }
@@ -250,6 +273,13 @@ impl Budget {
             s.paused_until = None;
             s.refilled = s.refilled.max(until);
         }
+        if s.undeclared
+            && !s.answered
+            && let Some(until) = s.probe_sent.map(|sent| sent + PROBE_WAIT)
+            && until > now
+        {
+            return (until - now).min(PROBE_POLL);
+        }
         s.refill(now);
         let token_wait = |tokens: f64, rate: f64| {
             Duration::from_secs_f64(((1.0 - tokens) / rate).clamp(0.001, 60.0))
@@ -260,6 +290,9 @@ impl Budget {
         }
         if s.tokens >= 1.0 {
             s.tokens -= 1.0;
+            if s.undeclared && !s.answered {
+                s.probe_sent = Some(now);
+            }
             Duration::ZERO
         } else {
             token_wait(s.tokens, s.rate)
@@ -337,6 +370,7 @@ impl Budget {
     /// full use), up to the ceiling.
     pub fn on_success(&self) {
         let mut s = self.lock();
+        s.answered = true;
         s.cause = None;
         if s.rate < s.ceiling {
             s.rate = (s.rate + ADDITIVE_INCREASE / s.rate).min(s.ceiling);
@@ -366,6 +400,13 @@ impl Budget {
         self.on_throttled_at(retry_after, Instant::now());
     }
 
+    /// A request that ended without an answer (a refused connection, a TLS
+    /// failure): an undeclared budget's next request may go now as its new
+    /// first one ([`PROBE_WAIT`] is for a request that never ends).
+    pub fn on_unanswered(&self) {
+        self.lock().probe_sent = None;
+    }
+
     /// A 502, a 504 or a timeout: the service (or a proxy in front of it)
     /// is struggling, so the rate halves as on a 429 (once per
     /// [`DECREASE_HOLD`]), but nothing is paused and the tokens in the
@@ -373,6 +414,7 @@ impl Budget {
     pub fn on_slowdown(&self) {
         let now = Instant::now();
         let mut s = self.lock();
+        s.answered = true;
         s.slowed += 1;
         if !s.held(now) {
             s.rate = (s.rate * MULTIPLICATIVE_DECREASE).max(MIN_RATE);
@@ -386,6 +428,7 @@ impl Budget {
 
     fn on_throttled_at(&self, retry_after: Option<Duration>, now: Instant) {
         let mut s = self.lock();
+        s.answered = true;
         s.throttled += 1;
         if !s.held(now) {
             s.rate = (s.rate * MULTIPLICATIVE_DECREASE).max(MIN_RATE);
@@ -414,6 +457,50 @@ mod tests {
             requests_per_second: rps,
             burst,
         }))
+    }
+
+    #[test]
+    fn an_undeclared_budget_waits_for_its_first_answer_before_the_second_request() {
+        let b = Budget::new(None);
+        let t = Instant::now();
+        assert_eq!(
+            b.try_take(Priority::Read, t),
+            Duration::ZERO,
+            "the first goes"
+        );
+        let later = t + Duration::from_millis(50);
+        assert!(
+            !b.try_take(Priority::Mutation, later).is_zero(),
+            "no second before an answer"
+        );
+        // A request that never ends: another goes after PROBE_WAIT.
+        assert_eq!(b.try_take(Priority::Read, t + PROBE_WAIT), Duration::ZERO);
+        assert!(!b.try_take(Priority::Read, t + PROBE_WAIT).is_zero());
+        // One that ended without an answer (a refused connection): now.
+        b.on_unanswered();
+        assert_eq!(b.try_take(Priority::Read, t + PROBE_WAIT), Duration::ZERO);
+        assert!(!b.try_take(Priority::Read, t + PROBE_WAIT).is_zero());
+        // A 429 answers: the pause rules from then on.
+        b.on_throttled_at(Some(Duration::from_secs(5)), later);
+        assert!(b.try_take(Priority::Read, later) > Duration::from_secs(4));
+
+        let b = Budget::new(None);
+        assert!(b.try_take(Priority::Read, t).is_zero());
+        b.on_success();
+        for i in 0..5 {
+            assert!(
+                b.try_take(Priority::Read, t).is_zero(),
+                "burst after an answer: {i}"
+            );
+        }
+
+        let declared = declared(10.0, 5);
+        for i in 0..5 {
+            assert!(
+                declared.try_take(Priority::Read, t).is_zero(),
+                "declared burst: {i}"
+            );
+        }
     }
 
     #[test]

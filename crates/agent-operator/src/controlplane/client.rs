@@ -571,8 +571,14 @@ impl ControlPlaneClient {
         }
         .await;
         let elapsed = started.elapsed();
-        if let Err(e @ Error::Timeout) = &answer {
-            self.slowed_down("timeout", None, e);
+        match &answer {
+            Err(e @ Error::Timeout) => self.slowed_down("timeout", None, e),
+            Err(_) => {
+                if let Some(budget) = &self.budget {
+                    budget.on_unanswered();
+                }
+            }
+            Ok(_) => {}
         }
         let class = match &answer {
             Ok((status, _, _)) => status_class(status.as_u16()),

@@ -728,14 +728,14 @@ fn spec_rule() -> kube::core::Rule {
 /// once a remote deployment exists, the fields the control plane cannot
 /// change stay, and those it cannot clear are not removed
 /// ([`rules::remote_exists_checks`], then the `resourceSpec` keys). An
-/// unchanged spec is not checked again ([`rules::UNCREATED_OR_SPEC_UNCHANGED`]).
+/// unchanged spec is not checked again ([`rules::uncreated_or_spec_unchanged`]).
 fn remote_exists_rule() -> kube::core::Rule {
     let mut checks = rules::remote_exists_checks();
     checks.push(rules::Check::new(
         resource_spec::resource_spec_kept_condition(),
         resource_spec::RESOURCE_SPEC_KEPT_MESSAGE,
     ));
-    rules::all_of(Some(rules::UNCREATED_OR_SPEC_UNCHANGED), &checks)
+    rules::all_of(Some(&rules::uncreated_or_spec_unchanged()), &checks)
 }
 
 /// `spec.promotion`: where a deployment takes what it deploys from.

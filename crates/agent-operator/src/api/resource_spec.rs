@@ -408,12 +408,13 @@ pub fn check(spec: &Map<String, Value>) -> Result<(), String> {
 }
 
 /// CEL condition over the whole AgentDeployment, checked once a remote
-/// exists (`rules::REMOTE_EXISTS`): neither `spec.sourceConfig.resourceSpec` nor any of its keys can
-/// be removed. The operator sends only the keys the spec sets, merged into
-/// the remote object (the service replaces `resource_spec` whole and fills
-/// in its own defaults), so a removed key would keep its last value. Except
-/// while the resource reports `DriftNotConverging`: the service did not keep
-/// what was sent (a key it does not know), and dropping that key is the fix.
+/// exists (`rules::REMOTE_EXISTS`): neither
+/// `spec.sourceConfig.resourceSpec` nor any of its keys can be removed. The
+/// operator sends only the keys the spec sets, merged into the remote
+/// object (the service replaces `resource_spec` whole and fills in its own
+/// defaults), so a removed key would keep its last value. Except while the
+/// resource reports `DriftNotConverging`: the service did not keep what was
+/// sent (a key it does not know), and dropping that key is the fix.
 pub fn resource_spec_kept_condition() -> String {
     let rs = "spec.sourceConfig.resourceSpec";
     let keys: Vec<String> = FIELDS

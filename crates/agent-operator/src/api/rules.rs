@@ -176,9 +176,9 @@ impl Check {
     }
 }
 
-/// `text` as a single-quoted CEL string literal.
+/// `text` as a single-quoted CEL string literal ([`cel_escape`]).
 fn cel_string(text: &str) -> String {
-    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+    format!("'{}'", cel_escape(text))
 }
 
 /// One CEL rule that holds when `skip` holds or else every check holds,
@@ -296,8 +296,9 @@ fn cel_literal(text: &str) -> Option<(String, &str)> {
 
 /// `skip` of the AgentDeployment's transition rule ([`all_of`]): no remote
 /// deployment exists yet ([`REMOTE_EXISTS`]), or the spec is unchanged.
-pub const UNCREATED_OR_SPEC_UNCHANGED: &str =
-    "!has(oldSelf.status) || !has(oldSelf.status.deploymentId) || self.spec == oldSelf.spec";
+pub fn uncreated_or_spec_unchanged() -> String {
+    format!("!({REMOTE_EXISTS}) || self.spec == oldSelf.spec")
+}
 
 /// `skip` of a rule with `optionalOldSelf` ([`all_of`]): the value is
 /// unchanged, so a write that leaves it as stored (a status or metadata

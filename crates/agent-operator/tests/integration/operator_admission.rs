@@ -85,15 +85,21 @@ fn immutable_changes() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// Asserts that `patch` is refused (422) with a message containing `want`.
-async fn refused(api: &Api<AgentDeployment>, name: &str, patch: &Value, want: &str) {
+/// Asserts that `patch` is refused (422); the refusal's message.
+async fn refusal(api: &Api<AgentDeployment>, name: &str, patch: &Value) -> String {
     match merge(api, name, patch).await {
         Err(kube::Error::Api(status)) => {
             assert_eq!(status.code, 422, "{patch}: {status:?}");
-            assert!(status.message.contains(want), "{patch}: {}", status.message);
+            status.message
         }
         other => panic!("{patch} was not refused: {other:?}"),
     }
+}
+
+/// Asserts that `patch` is refused (422) with a message containing `want`.
+async fn refused(api: &Api<AgentDeployment>, name: &str, patch: &Value, want: &str) {
+    let message = refusal(api, name, patch).await;
+    assert!(message.contains(want), "{patch}: {message}");
 }
 
 #[tokio::test]
@@ -450,10 +456,7 @@ async fn a_write_breaking_two_checks_is_refused_naming_both() {
     apply_json(&api, "two", github("two")).await;
     let both = json!({"spec": {"sourceConfig": {"integrationRef": {"name": "acme"},
                                                 "listenerRef": {"name": "eu"}}}});
-    let message = match merge(&api, "two", &both).await {
-        Err(kube::Error::Api(status)) => status.message,
-        other => panic!("{both} was not refused: {other:?}"),
-    };
+    let message = refusal(&api, "two", &both).await;
     for want in [
         "set at most one of sourceConfig.integrationId and sourceConfig.integrationRef",
         "set at most one of sourceConfig.listenerId and sourceConfig.listenerRef",
@@ -464,10 +467,7 @@ async fn a_write_breaking_two_checks_is_refused_naming_both() {
     record_remote(&api, "two").await;
     let both = json!({"spec": {"sourceConfig": {"repoUrl": "https://github.com/acme/other",
                                                 "deploymentType": "prod"}}});
-    let message = match merge(&api, "two", &both).await {
-        Err(kube::Error::Api(status)) => status.message,
-        other => panic!("{both} was not refused: {other:?}"),
-    };
+    let message = refusal(&api, "two", &both).await;
     for field in ["repoUrl", "deploymentType"] {
         let want =
             format!("spec.sourceConfig.{field} cannot change once the remote deployment exists");

@@ -47,8 +47,30 @@ pub mod reason {
     pub const UNAUTHORIZED: &str = "Unauthorized";
     /// The control plane rejected the request as invalid (400/422).
     pub const INVALID_SPEC: &str = "InvalidSpec";
-    /// The remote name is used by a deployment this resource does not own.
+    /// The remote name is used by a deployment this resource does not own
+    /// (the message names the AgentDeployment of the cluster that holds
+    /// it, if one does).
     pub const NAME_CONFLICT: &str = "NameConflict";
+    /// The deployment `spec.deploymentId` names (or the id annotation) is
+    /// held by another AgentDeployment of the cluster, named in the
+    /// message: a deployment has one owner.
+    pub const ALREADY_OWNED: &str = "AlreadyOwned";
+    /// The deployment this resource claims is held by an AgentDeployment
+    /// being deleted, which hands it over (or deletes it) in its deletion
+    /// pass.
+    pub const HAND_OVER_PENDING: &str = "HandOverPending";
+    /// A deployment with this resource's remote name is being deleted on
+    /// the control plane; this resource creates its own once it is gone.
+    pub const NAME_RELEASING: &str = "NameReleasing";
+    /// The AgentControlPlane now leads to another control plane (URL or
+    /// workspace) than the one the remote deployment lives on
+    /// (`status.controlPlane`), where the deployment does not exist:
+    /// nothing is sent or created.
+    pub const CONTROL_PLANE_CHANGED: &str = "ControlPlaneChanged";
+    /// Event: a remote deployment went from the AgentDeployment that held
+    /// it, being deleted, to the one that claims it (on both, each naming
+    /// the other); nothing was deleted.
+    pub const HANDED_OVER: &str = "HandedOver";
     /// The control plane could not be reached or answered 5xx; retrying.
     pub const CONTROL_PLANE_UNAVAILABLE: &str = "ControlPlaneUnavailable";
     /// The resource is being deleted.

@@ -41,6 +41,14 @@ pub const CREATE_PENDING_ANNOTATION: &str = "agentserver.dev/create-pending";
 /// resources) keeps its ownership of the remote deployment.
 pub const DEPLOYMENT_ID_ANNOTATION: &str = "agentserver.dev/deployment-id";
 
+/// Annotation the operator writes, with the [`DEPLOYMENT_ID_ANNOTATION`],
+/// on the AgentDeployment it hands a remote deployment over to when the
+/// object holding it is deleted (a rename or a namespace move applied, then
+/// pruned): `namespace/name` of the object that held it. Its arrival
+/// triggers the pass that takes the deployment over (docs/BEHAVIOUR.md,
+/// "One owner per remote deployment").
+pub const HANDED_OVER_FROM_ANNOTATION: &str = "agentserver.dev/handed-over-from";
+
 /// What happens to the remote deployment when the resource is deleted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum DeletionPolicy {
@@ -64,6 +72,23 @@ pub enum ManagementPolicy {
     /// `deletionPolicy: Orphan`); the differences from the spec are listed
     /// in `status.drift` and the `Drifted` condition.
     Observe,
+}
+
+/// Which existing remote deployment a resource without one may adopt
+/// (`spec.adoptionPolicy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AdoptionPolicy {
+    /// Only the one `spec.deploymentId` names (the default). A deployment
+    /// that already has the remote name is a `NameConflict`.
+    #[default]
+    ById,
+    /// Also the one deployment that has the remote name on the control
+    /// plane, when no other AgentDeployment of the cluster holds it and the
+    /// fields the control plane cannot change equal the spec's (else
+    /// `AdoptionMismatch`, nothing sent). For a restore from Git after the
+    /// objects were deleted with `deletionPolicy: Orphan`, and for a move
+    /// whose old object is pruned before the new one is applied.
+    ByName,
 }
 
 /// What happens when the remote deployment was deleted outside the operator.
@@ -449,6 +474,17 @@ pub struct DeploymentSecretReference {
     pub secret_key: String,
 }
 
+/// `status.controlPlane` of an AgentDeployment: where its remote
+/// deployment lives.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedPlane {
+    /// Base URL of the control plane requests were sent to.
+    pub url: String,
+    /// Workspace (tenant) id.
+    pub workspace_id: String,
+}
+
 /// Desired state of an `AgentDeployment`.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
@@ -544,8 +580,22 @@ pub struct AgentDeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = crate::api::rules::UUID_PATTERN))]
     pub deployment_id: Option<String>,
+    /// `ById` (default): an existing remote deployment is adopted only when
+    /// `spec.deploymentId` names it. `ByName`: also the one deployment
+    /// that has this resource's remote name, when no other AgentDeployment
+    /// of the cluster holds it and its source, repository, integration,
+    /// type and listener equal the spec's (else `AdoptionMismatch`). Use it
+    /// to restore objects from Git after they were deleted with
+    /// `deletionPolicy: Orphan`, or to take over a deployment made in the
+    /// UI or a CLI by name. A deployment another AgentDeployment holds is
+    /// never adopted (`NameConflict`, naming it).
+    #[serde(default)]
+    pub adoption_policy: AdoptionPolicy,
     /// `Delete` (default) deletes the remote deployment with the resource;
-    /// `Orphan` leaves it running.
+    /// `Orphan` leaves it running. Either way, when another AgentDeployment
+    /// of the cluster claims the same deployment (a rename or a move,
+    /// applied before the old object is pruned), it is handed over to it
+    /// instead.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
     /// `Manage` (default) creates, adopts and converges the remote
@@ -1176,6 +1226,15 @@ pub struct AgentDeploymentStatus {
     /// Remote deployment id (uuid).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_id: Option<String>,
+    /// The control plane the remote deployment lives on, recorded with its
+    /// id. A deployment cannot move between control planes: when the
+    /// AgentControlPlane now leads to another URL or workspace, the
+    /// operator reads the deployment there once; found (the same service
+    /// under another URL), the new plane is recorded; not found, the
+    /// resource is `Stalled` (`ControlPlaneChanged`) and nothing is sent or
+    /// created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<RecordedPlane>,
     /// Id of the latest revision being followed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_revision_id: Option<String>,

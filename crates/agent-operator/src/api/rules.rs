@@ -354,6 +354,17 @@ pub const FROZEN_FIELDS: &[(&str, Option<&str>)] = &[
 ];
 
 /// CEL condition over the whole AgentDeployment, checked once a remote
+/// deployment exists: `spec.controlPlaneRef` names the same control plane
+/// (unset counting as `default`). The deployment lives on that plane's
+/// URL and workspace; a change would create a second deployment on the new
+/// plane and leave the first one running unmanaged.
+pub const CONTROL_PLANE_REF_CONDITION: &str = "(has(self.spec.controlPlaneRef) && has(self.spec.controlPlaneRef.name) ? self.spec.controlPlaneRef.name : 'default') == (has(oldSelf.spec.controlPlaneRef) && has(oldSelf.spec.controlPlaneRef.name) ? oldSelf.spec.controlPlaneRef.name : 'default')";
+
+/// Message of [`CONTROL_PLANE_REF_CONDITION`]: what happens instead, and
+/// the move recipe.
+pub const CONTROL_PLANE_REF_MESSAGE: &str = "spec.controlPlaneRef cannot change once the remote deployment exists (status.deploymentId is set): the deployment lives on that control plane, and a change would leave it running unmanaged while a second one is created. To move to another control plane, create a new AgentDeployment (another metadata.name) on it and delete this one: its deletionPolicy decides whether the old deployment is deleted (Delete) or left running (Orphan); see docs/RENAME-AND-MOVE.md";
+
+/// CEL condition over the whole AgentDeployment, checked once a remote
 /// exists: `spec.deploymentId` is either unset (when it was) or the id in
 /// `status.deploymentId`: adding the id already in effect is accepted,
 /// naming another one or removing it is not. Before that, a mistyped id
@@ -411,6 +422,7 @@ pub fn remote_exists_checks() -> Vec<Check> {
         .map(|(field, instead)| Check::new(kept_condition(field), kept_message(field, instead)));
     frozen
         .chain([
+            Check::new(CONTROL_PLANE_REF_CONDITION, CONTROL_PLANE_REF_MESSAGE),
             Check::new(DEPLOYMENT_ID_CONDITION, DEPLOYMENT_ID_MESSAGE),
             Check::new(SECRETS_KEPT_CONDITION, SECRETS_KEPT_MESSAGE),
         ])

@@ -118,9 +118,6 @@ pub struct Context {
     /// The remote deletes in progress of this process's AgentDeployments
     /// ([`deployment::deleting`]).
     pub deletes: deployment::deleting::Deletes,
-    /// The statuses AgentDeployment passes kept unwritten after a create
-    /// ([`deployment::unshown`]).
-    pub unshown: deployment::unshown::Unshown,
     /// Held from the count of live previews to the end of the pass that
     /// creates one, so that two passes cannot both take the last place
     /// under `spec.previews.maxLive` ([`deployment::previews`]).
@@ -135,6 +132,10 @@ pub struct Context {
     /// finds its source, and the changes of what sources serve
     /// ([`deployment::promotion`]).
     pub promotions: deployment::promotion::Promotions,
+    /// Every AgentDeployment store, read as the claims on a remote
+    /// deployment when a decision needs them: one owner per remote
+    /// deployment ([`deployment::claims`]).
+    pub claims: deployment::claims::ClaimIndex,
 }
 
 /// Least time between two PATCHes of one object that a change of Secret
@@ -221,11 +222,11 @@ impl Context {
             integrations: Default::default(),
             hash_key: hash_key::HashKey::random(),
             deletes: Default::default(),
-            unshown: Default::default(),
             previews: Default::default(),
             registry: Default::default(),
             server_changes: Default::default(),
             promotions: Default::default(),
+            claims: Default::default(),
         }
     }
 

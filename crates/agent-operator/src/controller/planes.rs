@@ -839,6 +839,14 @@ impl ClientCache {
             .push((planes, secrets));
     }
 
+    /// The AgentControlPlane `namespace`/`name` as the watch stores hold
+    /// it; `None` when no store has it.
+    pub fn cached_plane(&self, namespace: &str, name: &str) -> Option<Arc<AgentControlPlane>> {
+        let stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let plane_ref = ObjectRef::<AgentControlPlane>::new(name).within(namespace);
+        stores.iter().find_map(|(p, _)| p.get(&plane_ref))
+    }
+
     /// The cached client of `namespace`/`name` when the stores show the
     /// AgentControlPlane and its Secrets unchanged since it was built (and
     /// not stalled); `None` means "read them from the API".

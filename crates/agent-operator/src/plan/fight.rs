@@ -98,10 +98,20 @@ pub fn remember(
 
 /// The message of `Stalled`/`DriftFight` about remote deployment `id` and
 /// the `fields` fought over: stable while the fight lasts (no times), so
-/// it is written and announced once.
-pub fn message(id: &str, fields: &[String]) -> String {
+/// it is written and announced once. `others`: the other AgentDeployments
+/// of the cluster that hold or name the deployment (`namespace/name`), the
+/// writer it most likely is; empty when none does.
+pub fn message(id: &str, fields: &[String], others: &[&str]) -> String {
+    let who = if others.is_empty() {
+        "find the other writer (the UI, Terraform, a script) and stop it, or put its value in the spec".to_owned()
+    } else {
+        format!(
+            "AgentDeployment {} of this cluster also holds or names it: a deployment has one owner, so delete or change the one that should not manage it, or put its value in the spec",
+            others.join(", ")
+        )
+    };
     format!(
-        "another writer keeps changing {} of remote deployment {id}: corrected {FIGHT_CORRECTIONS} times within {} min and changed again; the operator stops correcting until the spec changes or a redeploy is requested (annotation {REDEPLOY_ANNOTATION}); find the other writer (the UI, Terraform, a script) and stop it, or put its value in the spec",
+        "another writer keeps changing {} of remote deployment {id}: corrected {FIGHT_CORRECTIONS} times within {} min and changed again; the operator stops correcting until the spec changes or a redeploy is requested (annotation {REDEPLOY_ANNOTATION}); {who}",
         fields.join(", "),
         FIGHT_WINDOW.as_secs() / 60,
     )
@@ -223,10 +233,15 @@ mod tests {
 
     #[test]
     fn the_message_names_the_fields_and_the_way_out() {
-        let m = message("d-1", &[BOP.to_owned()]);
+        let m = message("d-1", &[BOP.to_owned()], &[]);
         assert!(m.contains(BOP) && m.contains("d-1"), "{m}");
         assert!(m.contains("another writer"), "{m}");
         assert!(m.contains("until the spec changes"), "{m}");
         assert!(m.contains(REDEPLOY_ANNOTATION), "{m}");
+        assert!(m.contains("the UI, Terraform"), "{m}");
+        // The other writer named, when it is an object of the cluster.
+        let named = message("d-1", &[BOP.to_owned()], &["team-b/agent"]);
+        assert!(named.contains("AgentDeployment team-b/agent"), "{named}");
+        assert!(!named.contains("the UI, Terraform"), "{named}");
     }
 }

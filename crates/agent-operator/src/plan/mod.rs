@@ -4,6 +4,8 @@
 //! - [`assistant`]: the AgentAssistant's id, bodies and one step;
 //! - [`cron`]: the AgentCron's bodies (UID tag, never `end_time`) and
 //!   one step;
+//! - [`claims`]: one owner per remote deployment: who holds it, who takes
+//!   it over when its holder goes, whether it may be adopted;
 //! - [`adoption`]: the fields the control plane cannot change, compared
 //!   before a remote deployment is adopted;
 //! - [`desired`]: the camelCase spec → the snake_case wire request, the
@@ -38,6 +40,7 @@
 
 pub mod adoption;
 pub mod assistant;
+pub mod claims;
 pub mod cron;
 pub mod decide;
 pub mod desired;

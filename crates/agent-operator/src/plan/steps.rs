@@ -177,9 +177,8 @@ pub fn kept_id(decided: Option<String>, previous: Option<&str>) -> Option<String
 }
 
 /// The annotation changes of a report: once the id is known (in the status
-/// the report writes, or in the status kept unwritten after a create:
-/// [`status_unshown`]), the create-pending marker is replaced by the id
-/// annotation; an object that already names `id` and has no marker keeps
+/// the report writes first), the create-pending marker is replaced by the
+/// id annotation; an object that already names `id` and has no marker keeps
 /// its annotations.
 pub fn id_annotations(
     id: Option<&str>,
@@ -209,43 +208,6 @@ pub fn finalizer_with_marker(
     create_pending: bool,
 ) -> bool {
     !(recorded_id || adopts || annotated_id || create_pending)
-}
-
-/// True when a pass takes the status it kept in memory, unwritten
-/// ([`status_unshown`]), as the status last written: the object records no
-/// id in status, has no create-pending marker, and its id annotation
-/// names the deployment that status names (the annotation write that
-/// replaced the marker, after the create, is the durable record). A
-/// restart loses the memory: the id annotation then leads back to the
-/// deployment, as after a restore without status.
-pub fn unwritten_status_holds(
-    recorded_id: Option<&str>,
-    annotated_id: Option<&str>,
-    create_pending: bool,
-    kept_id: Option<&str>,
-) -> bool {
-    recorded_id.is_none() && !create_pending && kept_id.is_some() && annotated_id == kept_id
-}
-
-/// True when a pass keeps its status in memory instead of writing it: no
-/// status with the deployment's id was written since the create
-/// (`unwritten`), the pass's outcome is the revision in progress
-/// (`in_progress`, `Reconciling/RevisionInProgress`), less than `window`
-/// (the longest poll interval) passed since the create (`elapsed`), and
-/// revisions of the control plane are not known to take longer than that
-/// (`expected`: their learned duration; `None` while nothing is learned).
-/// A quick deploy then costs one status write, `Ready`; a revision known
-/// to be long shows `Progressing` at once, and any other one at the latest
-/// `window` after the create. Any other outcome (Ready, a failure, a
-/// retry) is written.
-pub fn status_unshown(
-    unwritten: bool,
-    in_progress: bool,
-    elapsed: Duration,
-    expected: Option<Duration>,
-    window: Duration,
-) -> bool {
-    unwritten && in_progress && elapsed < window && expected.is_none_or(|e| e <= window)
 }
 
 #[cfg(test)]
@@ -473,57 +435,6 @@ mod tests {
                 finalizer_with_marker(recorded, adopts, annotated, pending),
                 want,
                 "{recorded} {adopts} {annotated} {pending}"
-            );
-        }
-    }
-
-    #[test]
-    fn an_unwritten_status_holds_only_beside_its_id_annotation() {
-        let cases = [
-            ((None, Some("d1"), false, Some("d1")), true),
-            // A status that records an id is the one to read.
-            ((Some("d1"), Some("d1"), false, Some("d1")), false),
-            // The cache predates the annotation write, or a create is pending.
-            ((None, None, true, Some("d1")), false),
-            ((None, Some("d1"), true, Some("d1")), false),
-            // The annotation names another deployment, or nothing is kept.
-            ((None, Some("d2"), false, Some("d1")), false),
-            ((None, Some("d1"), false, None), false),
-            ((None, None, false, None), false),
-        ];
-        for ((recorded, annotated, pending, kept), want) in cases {
-            assert_eq!(
-                unwritten_status_holds(recorded, annotated, pending, kept),
-                want,
-                "{recorded:?} {annotated:?} {pending} {kept:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_quick_revision_after_a_create_shows_no_in_progress_status() {
-        let secs = Duration::from_secs;
-        let window = secs(30);
-        let cases = [
-            // Just created, or polled young, nothing or little learned: kept.
-            ((true, true, secs(0), None), true),
-            ((true, true, secs(0), Some(secs(11))), true),
-            ((true, true, secs(29), Some(secs(30))), true),
-            // The window passed: shown.
-            ((true, true, secs(30), None), false),
-            ((true, true, secs(31), Some(secs(11))), false),
-            // Revisions of the plane are known to be long: shown at once.
-            ((true, true, secs(0), Some(secs(31))), false),
-            // Ready, a failure or a retry: written.
-            ((true, false, secs(1), None), false),
-            // A status was written since the create: every change is.
-            ((false, true, secs(0), None), false),
-        ];
-        for ((unwritten, in_progress, elapsed, expected), want) in cases {
-            assert_eq!(
-                status_unshown(unwritten, in_progress, elapsed, expected, window),
-                want,
-                "{unwritten} {in_progress} {elapsed:?} {expected:?}"
             );
         }
     }

@@ -195,6 +195,34 @@ pub fn of_created(event: Note, id: &str, name: &str) -> Note {
     )
 }
 
+/// True while the first revision of a deployment this resource created is
+/// in progress: this pass created it (`created`), or the status last
+/// written says `Creating` (`previous_reason`, the reason of its `Ready`
+/// condition).
+pub fn first_revision(created: bool, previous_reason: Option<&str>) -> bool {
+    created || previous_reason == Some(reason::CREATING)
+}
+
+/// The outcome of a pass while the first revision of a deployment this
+/// resource created is in progress ([`first_revision`]): a revision in
+/// progress reads `Creating`, naming the deployment (`id`, `name`), so the
+/// STATUS column says what happens, and the pass that sees the revision end
+/// knows its event is the create's ([`of_created`]). Any other outcome is
+/// kept.
+pub fn creating(outcome: Outcome, first: bool, id: &str, name: &str) -> Outcome {
+    match outcome {
+        Outcome::Progressing { reason: r, message }
+            if first && r == reason::REVISION_IN_PROGRESS =>
+        {
+            Outcome::Progressing {
+                reason: reason::CREATING,
+                message: format!("created remote deployment {id} ({name}); {message}"),
+            }
+        }
+        other => other,
+    }
+}
+
 /// Reason of the Normal event of a revision made outside the operator that
 /// it follows (see [`followed_outside`]).
 pub const OUT_OF_BAND_REVISION: &str = "OutOfBandRevision";
@@ -499,5 +527,36 @@ mod tests {
             message: "m".into(),
         };
         assert_eq!(next(&late, true, false), Next::Slow);
+    }
+
+    #[test]
+    fn the_first_revision_of_a_create_reads_creating_until_it_ends() {
+        assert!(first_revision(true, None));
+        assert!(first_revision(false, Some(reason::CREATING)));
+        assert!(!first_revision(false, Some(reason::REVISION_IN_PROGRESS)));
+        assert!(!first_revision(false, None));
+        let in_progress = || Outcome::Progressing {
+            reason: reason::REVISION_IN_PROGRESS,
+            message: "revision r1 is BUILDING".into(),
+        };
+        match creating(in_progress(), true, "d-1", "agent") {
+            Outcome::Progressing { reason: r, message } => {
+                assert_eq!(r, reason::CREATING);
+                assert_eq!(
+                    message,
+                    "created remote deployment d-1 (agent); revision r1 is BUILDING"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            creating(in_progress(), false, "d-1", "agent"),
+            in_progress()
+        );
+        let ready = Outcome::Ready {
+            reason: reason::REVISION_DEPLOYED,
+            message: "revision r1 is DEPLOYED".into(),
+        };
+        assert_eq!(creating(ready.clone(), true, "d-1", "agent"), ready);
     }
 }

@@ -78,6 +78,7 @@ mod operator_unheld_drift;
 mod operator_unmanaged;
 mod operator_verify;
 mod outbound_requests;
+mod ownership;
 mod proptest_decoding;
 mod registry_auth;
 mod registry_resolve;

@@ -33,7 +33,7 @@ use crate::plan::verdict::{self, UNUSED};
 pub(super) async fn poll_revision(pass: &mut Pass<'_>, rid: &str) -> Flow<Acted> {
     let (ctx, cp) = (pass.ctx, pass.cp);
     if let Some(wait) = ctx.poll_wait(&pass.seen.key, &plane_key(cp), rid) {
-        return Err(unshown_until(pass, wait));
+        return Err(Report::end(Requeue::after(wait)));
     }
     let id = pass.previous.deployment_id.clone().unwrap_or_default();
     match cp.get_revision(&id, rid).await {
@@ -53,27 +53,6 @@ pub(super) async fn poll_revision(pass: &mut Pass<'_>, rid: &str) -> Flow<Acted>
         Ok(_) | Err(CpError::NotFound { .. }) => read_and_change(pass).await,
         Err(e) => Err(pass.fail("get revision", e)),
     }
-}
-
-/// The end of a pass that waits `wait` for its poll: while the status of
-/// the create is kept unwritten ([`super::unshown`]), the pass wakes up at
-/// the latest when the window of [`steps::status_unshown`] ends, and the
-/// pass that finds it ended writes the kept status (no request: the
-/// revision `Progressing`, with the deployment's id).
-fn unshown_until(pass: &Pass<'_>, wait: std::time::Duration) -> Box<Report> {
-    let (ctx, key) = (pass.ctx, pass.seen.key.clone());
-    let window = ctx.config.max_poll_interval;
-    if !pass.seen.unwritten {
-        return Report::end(Requeue::after(wait));
-    }
-    let left = window.saturating_sub(ctx.unshown.elapsed(&key));
-    if !left.is_zero() {
-        return Report::end(Requeue::after(wait.min(left)));
-    }
-    let mut report = Report::end(Requeue::after(wait));
-    report.status = crate::controller::kind::changed(pass.obj, pass.previous.clone());
-    report.remember.push(move |ctx| ctx.unshown.forget(&key));
-    report
 }
 
 /// No deployment id yet: checks the placement and the integration, then
@@ -210,9 +189,16 @@ async fn carry_out(
     match after {
         After::RemoteDeleting => Err(remote_deleting(pass, &remote.id)),
         After::Fight { fields } => {
+            // The other writer, when it is an object of this cluster.
+            let found = pass
+                .ctx
+                .claims
+                .about(&pass.ctx.planes, None, Some(&remote.id));
+            let me = super::claims::claim_of(pass.obj, None).key;
+            let others = crate::plan::claims::others_on(&found, &me, &remote.id);
             let outcome = Outcome::Stalled {
                 reason: reason::DRIFT_FIGHT,
-                message: fight::message(&remote.id, &fields),
+                message: fight::message(&remote.id, &fields, &others),
             };
             Err(pass.finish(&outcome, Ok(resync)))
         }

@@ -88,6 +88,16 @@ fn status_json(status: Option<&AgentDeploymentStatus>) -> Option<Box<str>> {
         .map(String::into_boxed_str)
 }
 
+/// Only the fields of a status that tell what the object holds (the
+/// others are skipped unread).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holding {
+    /// `status.deploymentId`.
+    pub deployment_id: Option<String>,
+    /// `status.expiredAt` is set: an expired preview holds nothing.
+    pub expired: bool,
+}
+
 /// Only the conditions of a status (the other fields are skipped unread).
 #[derive(Deserialize)]
 struct ConditionsOnly {
@@ -139,6 +149,25 @@ impl CachedDeployment {
             .as_deref()
             .and_then(|s| serde_json::from_str::<ConditionsOnly>(s).ok())
             .map(|c| c.conditions)
+            .unwrap_or_default()
+    }
+
+    /// What the status says the object holds ([`Holding`]), parsed alone.
+    pub fn holding(&self) -> Holding {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            #[serde(default, rename = "deploymentId")]
+            deployment_id: Option<String>,
+            #[serde(default, rename = "expiredAt")]
+            expired_at: Option<serde::de::IgnoredAny>,
+        }
+        self.status
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Wrapper>(s).ok())
+            .map(|w| Holding {
+                deployment_id: w.deployment_id,
+                expired: w.expired_at.is_some(),
+            })
             .unwrap_or_default()
     }
 

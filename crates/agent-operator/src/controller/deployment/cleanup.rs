@@ -33,6 +33,14 @@ pub async fn cleanup(
     if obj.status.as_ref().is_some_and(|s| s.expired_at.is_some()) {
         return Report::end(Requeue::await_change());
     }
+    // Another live object claims the deployment (the new name of a rename,
+    // the object of a move, applied before this one was pruned): it is
+    // handed over, whatever the deletion policy, with no request.
+    match hand_over(api, obj, ctx).await {
+        Ok(Some(report)) => return report,
+        Ok(None) => {}
+        Err(e) => return Report::failed(e),
+    }
     let observe = obj.spec.management_policy == ManagementPolicy::Observe;
     if obj.spec.deletion_policy == DeletionPolicy::Orphan || observe {
         let mut report = Report::end(Requeue::await_change());
@@ -74,6 +82,83 @@ pub async fn cleanup(
         .await
         .unwrap_or_else(|r| r)
         .on(fresh.as_ref())
+}
+
+/// Hands the deployment `obj` holds over to the object that claims it
+/// ([`claims::successor`](crate::plan::claims::successor)), decided on fresh
+/// reads of both: writes the claimant's id annotation
+/// ([`super::claims::hand_over`]), then ends the deletion without a DELETE
+/// (the finalizer goes), with a Normal event naming the claimant. `None`:
+/// nothing to hand over (no id, a DELETE of this process under way, or no
+/// claimant), the deletion goes on by its policy. Errors: the Kubernetes
+/// API error (409 when the claimant changed since it was read).
+async fn hand_over(
+    api: &Api<AgentDeployment>,
+    obj: &AgentDeployment,
+    ctx: &Context,
+) -> Result<Option<Box<Report>>, Error> {
+    use crate::plan::claims;
+    let Some(id) = id_of(obj) else {
+        return Ok(None);
+    };
+    let key = object_key(obj);
+    if ctx.deletes.known(&key, &id).is_some() {
+        return Ok(None);
+    }
+    let plane = plane_id_of(obj, ctx);
+    let me = super::claims::claim_of(obj, plane.clone());
+    let Some(plane) = plane else {
+        return Ok(None);
+    };
+    let name = me.name.clone();
+    let found = ctx.claims.about(&ctx.planes, Some(&name), Some(&id));
+    let Some(candidate) = claims::successor(&found, &me, &plane, &id, &name) else {
+        return Ok(None);
+    };
+    // Both sides read fresh: the holder still holds it, the claimant is
+    // still live and still claims it.
+    let Some(fresh) = api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? else {
+        return Ok(Some(Report::end(Requeue::await_change())));
+    };
+    if id_of(&fresh).as_deref() != Some(id.as_str()) {
+        return Ok(None);
+    }
+    let Some((to, claim)) = super::claims::fresh(ctx, &candidate.key).await? else {
+        return Ok(None);
+    };
+    let me = super::claims::claim_of(&fresh, Some(plane.clone()));
+    let Some(to_key) = claims::successor(std::slice::from_ref(&claim), &me, &plane, &id, &name)
+        .map(|c| c.key.clone())
+    else {
+        return Ok(None);
+    };
+    super::claims::hand_over(ctx, &to, &id, &me.key).await?;
+    info!(deployment_id = %id, to = %to_key, "remote deployment handed over");
+    let mut report = Report::end(Requeue::await_change());
+    report.events.push((
+        EventType::Normal,
+        reason::HANDED_OVER,
+        format!(
+            "handed remote deployment {id} ({name}) over to AgentDeployment {to_key}, which claims it; nothing was deleted"
+        ),
+    ));
+    Ok(Some(report.on(Some(&fresh))))
+}
+
+/// The control plane of `obj`: its AgentControlPlane in the watch cache,
+/// else the client this process last built for it (the plane is gone with
+/// its namespace); `None` when neither is known.
+fn plane_id_of(obj: &AgentDeployment, ctx: &Context) -> Option<crate::plan::claims::PlaneId> {
+    let ns = obj.namespace()?;
+    let name = &obj.spec.control_plane_ref.name;
+    if let Some(plane) = ctx.planes.cached_plane(&ns, name) {
+        return super::claims::plane_id(&plane);
+    }
+    let cp = ctx.planes.retained(&ns, name)?;
+    Some(crate::plan::claims::PlaneId::new(
+        cp.base_url(),
+        cp.workspace_id(),
+    ))
 }
 
 /// The report of a deletion held by the pause annotation (or a value of it
@@ -150,6 +235,25 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
         return Err(Report::failed(Error::DeletionPending(id.clone())));
     }
     let cp = plane(obj, ctx).await?;
+    // A deployment that lives on another plane than the one the
+    // AgentControlPlane leads to now is not deleted there (a 404 would be
+    // taken for "gone", and the deployment left running unmanaged).
+    if let Some(recorded) = obj.status.as_ref().and_then(|s| s.control_plane.as_ref()) {
+        let was = crate::plan::claims::PlaneId::new(&recorded.url, &recorded.workspace_id);
+        let now = crate::plan::claims::PlaneId::new(cp.base_url(), cp.workspace_id());
+        if was != now {
+            return Err(blocked(
+                obj,
+                ctx,
+                &format!(
+                    "it lives on {was} (status.controlPlane), but the AgentControlPlane now leads to {now}"
+                ),
+                &format!(
+                    "point the AgentControlPlane back at {was} so that the deletion can finish"
+                ),
+            ));
+        }
+    }
     let id = match known_id {
         Some(id) => id,
         None => {

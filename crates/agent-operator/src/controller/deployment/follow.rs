@@ -64,6 +64,12 @@ pub(super) async fn follow(pass: &mut Pass<'_>, acted: Acted) -> Box<Report> {
         Some(over) => verdict::reapplied(outcome, over),
         None => outcome,
     };
+    let outcome = verdict::creating(
+        outcome,
+        first_revision(pass),
+        &view.id,
+        &pass.seen.body.name,
+    );
     let (outcome, unused) = verdict::unused(
         outcome,
         &view.id,
@@ -246,6 +252,13 @@ async fn latest(
     Ok(latest)
 }
 
+/// The pass follows the first revision of a deployment its object created
+/// ([`verdict::first_revision`]).
+fn first_revision(pass: &Pass<'_>) -> bool {
+    let previous = find(&pass.previous.conditions, READY).map(|c| c.reason.as_str());
+    verdict::first_revision(pass.created, previous)
+}
+
 /// Learns from `rev` how long revisions of the pass's control plane take
 /// ([`crate::controller::Context::learn_revision`]), once the pass's writes
 /// are done.
@@ -297,6 +310,10 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
     let previous = pass.previous;
     let s = &mut pass.status;
     s.deployment_id = Some(view.id.clone());
+    s.control_plane = Some(crate::api::deployment::RecordedPlane {
+        url: pass.cp.base_url().to_owned(),
+        workspace_id: pass.cp.workspace_id().to_owned(),
+    });
     s.latest_revision_id = latest.id.clone();
     // A revision this pass started is not read (its next poll reads
     // it): until then the REVISION column shows `CREATING`, the first
@@ -329,9 +346,9 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
         pass.remember
             .push(move |ctx| ctx.metrics.observe_revision_outcome(&status));
     }
-    // The first status after this resource's create (kept unwritten
-    // until now): its event names the deployment created.
-    let first = pass.created || pass.seen.unwritten;
+    // The first outcome of the revision this resource's create started:
+    // its event names the deployment created.
+    let first = first_revision(pass);
     let name = &pass.seen.body.name;
     let history = &pass.status.revisions;
     pass.events

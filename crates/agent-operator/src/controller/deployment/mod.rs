@@ -22,6 +22,7 @@
 
 mod act;
 pub mod cached;
+pub mod claims;
 pub mod cleanup;
 pub mod deleting;
 pub mod expire;
@@ -38,7 +39,6 @@ pub mod runner;
 #[cfg(test)]
 mod sequence_tests;
 pub mod trigger;
-pub mod unshown;
 pub mod verify;
 
 use std::borrow::Cow;
@@ -115,12 +115,9 @@ impl Kind for AgentDeployment {
         cleanup::cleanup(api, obj, ctx)
     }
 
-    /// Forgets the remote delete that was in progress, and a status kept
-    /// unwritten.
+    /// Forgets the remote delete that was in progress.
     fn forget(ctx: &Context, obj: &Self) {
-        let key = object_key(obj);
-        ctx.deletes.forget(&key);
-        ctx.unshown.forget(&key);
+        ctx.deletes.forget(&object_key(obj));
     }
 
     /// The pass adds the finalizer itself: with the create-pending marker
@@ -292,11 +289,66 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
             );
             return Err(report);
         }
-        Before::PollRevision(rid) => return act::poll_revision(pass, &rid).await,
+        Before::PollRevision(rid) => {
+            same_plane(pass).await?;
+            return act::poll_revision(pass, &rid).await;
+        }
         Before::Obtain => return act::find_or_create(pass).await,
-        Before::ReadDeployment => return act::read_and_change(pass).await,
+        Before::ReadDeployment => {
+            same_plane(pass).await?;
+            return act::read_and_change(pass).await;
+        }
     };
     Err(Report::end(Requeue::after(wait)))
+}
+
+/// `Ok` when the remote deployment of `pass` lives on the control plane its
+/// AgentControlPlane leads to now: the one recorded in
+/// `status.controlPlane` (or none recorded yet), or another one where a
+/// read finds the same deployment (the same service under another URL:
+/// the new plane is recorded by this pass). `Err` ends the pass: `Stalled`
+/// (`ControlPlaneChanged`) when the deployment is not there, with nothing
+/// sent or created (a create there would be a second deployment, and the
+/// first one would run on unmanaged); the error backoff when the read
+/// fails.
+async fn same_plane(pass: &mut Pass<'_>) -> Flow<()> {
+    use crate::plan::claims::PlaneId;
+    let Some(recorded) = pass.previous.control_plane.as_ref() else {
+        return Ok(());
+    };
+    let was = PlaneId::new(&recorded.url, &recorded.workspace_id);
+    let now = PlaneId::new(pass.cp.base_url(), pass.cp.workspace_id());
+    if was == now {
+        return Ok(());
+    }
+    let id = pass.previous.deployment_id.clone().unwrap_or_default();
+    match pass.cp.get_deployment(&id).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_transient() => Err(pass.fail("get deployment on the new control plane", e)),
+        Err(_) => {
+            let message = plane_changed_message(&id, &was, &now);
+            let resync = Requeue::after(super::jittered(pass.ctx.config.resync_interval));
+            Err(pass.finish(
+                &crate::plan::status::Outcome::Stalled {
+                    reason: crate::api::conditions::reason::CONTROL_PLANE_CHANGED,
+                    message,
+                },
+                Ok(resync),
+            ))
+        }
+    }
+}
+
+/// The message of `ControlPlaneChanged`: remote deployment `id` lives on
+/// `was`, the AgentControlPlane leads to `now`. Pure.
+pub fn plane_changed_message(
+    id: &str,
+    was: &crate::plan::claims::PlaneId,
+    now: &crate::plan::claims::PlaneId,
+) -> String {
+    format!(
+        "remote deployment {id} lives on {was} (status.controlPlane), but the AgentControlPlane now leads to {now}, where it does not exist; nothing is sent and no second deployment is created. Point the AgentControlPlane back at {was}, or move the deployment as docs/RENAME-AND-MOVE.md says (a new AgentDeployment on the new plane, this one deleted by its deletionPolicy)"
+    )
 }
 
 /// Adds the finalizer to `obj` alone, when it lacks it and names a

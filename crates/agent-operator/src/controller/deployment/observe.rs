@@ -15,8 +15,8 @@ use super::report::{Flow, Report};
 use super::seconds_until;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, ManagementPolicy,
-    PAUSED_ANNOTATION, REDEPLOY_ANNOTATION, ResolvedImage,
+    AgentDeployment, AgentDeploymentStatus, ManagementPolicy, PAUSED_ANNOTATION,
+    REDEPLOY_ANNOTATION, ResolvedImage,
 };
 use crate::api::preflight;
 use crate::controller::{Context, Error, hash_key, object_key, placement, resolve};
@@ -24,7 +24,7 @@ use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
 use crate::plan::promotion::{Step, Take};
 use crate::plan::status::Outcome;
-use crate::plan::{decide, desired, image, steps};
+use crate::plan::{decide, desired, image};
 use crate::registry::docker_config::DOCKER_CONFIG_KEY;
 use crate::registry::{Credentials, Error as RegistryError};
 
@@ -39,12 +39,8 @@ pub struct Observed {
     pub first_pass: bool,
     /// The control plane of `spec.controlPlaneRef`.
     pub cp: ControlPlaneClient,
-    /// The status as last written (the old secrets-hash format rewritten),
-    /// or the one kept unwritten after the create ([`Self::unwritten`]).
+    /// The status as last written (the old secrets-hash format rewritten).
     pub previous: AgentDeploymentStatus,
-    /// `previous` is the status a create pass kept in memory, unwritten
-    /// ([`super::unshown`]): no status with the id was written yet.
-    pub unwritten: bool,
     /// The desired deployment (secret values resolved, the listener id set).
     pub body: DeploymentCreate,
     /// Keyed hash of the secret values ([`hash_key`]).
@@ -157,7 +153,7 @@ pub async fn observe(
     not_paused(obj, ctx)?;
     // An expired preview makes no request; one due expires now.
     super::expire::check(api, obj, ctx).await?;
-    let last = last_written(api, obj, ctx, &key).await?;
+    let last = last_written(api, obj).await?;
     let o = last.fresh.as_deref().unwrap_or(obj);
     let wanted = match wanted(api, o, ctx, &last.previous).await {
         Ok(w) => w,
@@ -174,7 +170,6 @@ pub async fn observe(
     );
     seen.promotion = wanted.take;
     seen.fresh = last.fresh;
-    seen.unwritten = last.unwritten;
     seen.resolved_image = wanted.resolved_image;
     seen.image_moved = wanted.image_moved;
     Ok(seen)
@@ -205,41 +200,28 @@ fn not_paused(obj: &AgentDeployment, ctx: &Context) -> Flow<()> {
 struct LastWritten {
     /// The fresh read of the object, when made.
     fresh: Option<Box<AgentDeployment>>,
-    /// The status as last written, or kept unwritten.
+    /// The status as last written.
     previous: AgentDeploymentStatus,
-    /// `previous` is the one kept unwritten after a create.
-    unwritten: bool,
 }
 
-/// The last status of `obj` (`key`): a decision to create, recover or
-/// declare a conflict is made on a fresh read of the object, never on a
-/// cache that may predate the operator's own last write (its
-/// create-pending marker or recorded id). `Err`: the object is gone or
-/// being deleted (the pass ends without a write).
-async fn last_written(
-    api: &Api<AgentDeployment>,
-    obj: &AgentDeployment,
-    ctx: &Context,
-    key: &str,
-) -> Flow<LastWritten> {
-    let kept = ctx.unshown.get(key);
-    let (previous, unwritten) = last_status(obj, kept.as_ref());
+/// The last status of `obj`: a decision to create, recover or declare a
+/// conflict is made on a fresh read of the object, never on a cache that
+/// may predate the operator's own last write (its create-pending marker or
+/// recorded id). `Err`: the object is gone or being deleted (the pass ends
+/// without a write).
+async fn last_written(api: &Api<AgentDeployment>, obj: &AgentDeployment) -> Flow<LastWritten> {
+    let previous = obj.status.clone().unwrap_or_default();
     if previous.deployment_id.is_some() {
         return Ok(LastWritten {
             fresh: None,
             previous,
-            unwritten,
         });
     }
     match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
-        Some(o) if o.metadata.deletion_timestamp.is_none() => {
-            let (previous, unwritten) = last_status(&o, kept.as_ref());
-            Ok(LastWritten {
-                fresh: Some(Box::new(o)),
-                previous,
-                unwritten,
-            })
-        }
+        Some(o) if o.metadata.deletion_timestamp.is_none() => Ok(LastWritten {
+            previous: o.status.clone().unwrap_or_default(),
+            fresh: Some(Box::new(o)),
+        }),
         _ => Err(Report::end(Requeue::await_change())),
     }
 }
@@ -463,34 +445,6 @@ fn registry_failure(obj: &AgentDeployment, ctx: &Context, e: RegistryError) -> B
     }
 }
 
-/// The status a pass of `obj` takes as last written: the one kept
-/// unwritten after its create (`kept`) while it holds
-/// ([`steps::unwritten_status_holds`]; then `true`), else the object's.
-fn last_status(
-    obj: &AgentDeployment,
-    kept: Option<&AgentDeploymentStatus>,
-) -> (AgentDeploymentStatus, bool) {
-    let recorded = obj.status.as_ref().and_then(|s| s.deployment_id.as_deref());
-    let annotated = obj
-        .annotations()
-        .get(DEPLOYMENT_ID_ANNOTATION)
-        .map(String::as_str);
-    let kept_id = kept.and_then(|s| s.deployment_id.as_deref());
-    match kept {
-        Some(k)
-            if steps::unwritten_status_holds(
-                recorded,
-                annotated,
-                obj.create_pending(),
-                kept_id,
-            ) =>
-        {
-            (k.clone(), true)
-        }
-        _ => (obj.status.clone().unwrap_or_default(), false),
-    }
-}
-
 /// The preflight rules, the control plane, the Secrets and the listener of
 /// `obj`: the desired deployment without its fingerprint.
 async fn inputs(
@@ -613,7 +567,6 @@ fn desired_state(
         first_pass,
         cp,
         previous,
-        unwritten: false,
         body,
         secrets_hash,
         redeploy,

@@ -10,11 +10,11 @@
 //!    finalizer when the object has none yet, in one metadata write (the
 //!    only write before a remote call),
 //! 2. POSTs the deployment,
-//! 3. replaces the marker with the [`DEPLOYMENT_ID_ANNOTATION`] (the
-//!    durable record of the id); the status that records
-//!    `status.deploymentId` is written in the same pass only when the
-//!    revision is worth showing, else by the pass that sees it Ready
-//!    ([`crate::plan::steps::status_unshown`]).
+//! 3. writes the status that records `status.deploymentId` (so that the
+//!    fields the control plane cannot change are locked at admission from
+//!    then on), then replaces the marker with the
+//!    [`DEPLOYMENT_ID_ANNOTATION`] (the durable record of the id, which a
+//!    restore without status keeps).
 //!
 //! If it dies between 1 and 3, the next pass sees the marker without an id
 //! and resolves it by exact-name lookup (list with `name_contains`, then an
@@ -32,13 +32,15 @@ use super::pass::Pass;
 use super::report::Flow;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
-    CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION, FINALIZER, ManagementPolicy,
+    AdoptionPolicy, AgentDeployment, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
+    FINALIZER, HANDED_OVER_FROM_ANNOTATION, ManagementPolicy,
 };
 use crate::controller::jittered;
 use crate::controller::kind::set_metadata;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::plan::adoption;
+use crate::plan::claims::{self, Holder, PlaneId};
 use crate::plan::policy;
 use crate::plan::status::Outcome;
 use crate::plan::steps::{self, ByName};
@@ -80,17 +82,30 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
         return adopt(pass, body, id).await;
     }
 
-    // Restored without status: the id annotation names the deployment.
+    // Restored without status, or handed over by the object that held it:
+    // the id annotation names the deployment.
     if let Some(id) = obj.annotations().get(DEPLOYMENT_ID_ANNOTATION) {
+        one_owner(pass, id, None, reason::ALREADY_OWNED).await?;
         match cp.get_deployment(id).await {
             Ok(remote) if remote.name == body.name => {
-                pass.events.push((
-                    EventType::Normal,
-                    "CreateRecovered",
-                    format!(
-                        "status had no deployment id; recorded remote deployment {id} named by the annotation {DEPLOYMENT_ID_ANNOTATION}"
-                    ),
-                ));
+                let differ = adoption::mismatches(body, &remote, true);
+                if !differ.is_empty() {
+                    return stall(
+                        pass,
+                        reason::ADOPTION_MISMATCH,
+                        adoption::mismatch_message(&remote.name, id, &differ),
+                    );
+                }
+                let event = taken_over(pass.obj, id, &remote.name).unwrap_or_else(|| {
+                    (
+                        EventType::Normal,
+                        "CreateRecovered",
+                        format!(
+                            "status had no deployment id; recorded remote deployment {id} named by the annotation {DEPLOYMENT_ID_ANNOTATION}"
+                        ),
+                    )
+                });
+                pass.events.push(event);
                 return found(remote, false, true);
             }
             // Gone, or renamed: fall through to the name lookup.
@@ -113,6 +128,9 @@ pub async fn obtain(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<Obtain
 async fn adopt(pass: &mut Pass<'_>, body: &DeploymentCreate, id: &str) -> Flow<ObtainedDeployment> {
     let obj = pass.obj;
     let observe = obj.spec.management_policy == ManagementPolicy::Observe;
+    // A deployment another object holds is not adopted: refused before
+    // any request.
+    one_owner(pass, id, None, reason::ALREADY_OWNED).await?;
     match pass.cp.get_deployment(id).await {
         Ok(remote) => {
             let differ = adoption::mismatches(body, &remote, obj.spec.name.is_some());
@@ -123,7 +141,9 @@ async fn adopt(pass: &mut Pass<'_>, body: &DeploymentCreate, id: &str) -> Flow<O
                     adoption::mismatch_message(&remote.name, id, &differ),
                 );
             }
-            pass.events.push(adopted(id, &remote.name, observe));
+            let event = taken_over(obj, id, &remote.name)
+                .unwrap_or_else(|| adopted(id, &remote.name, observe));
+            pass.events.push(event);
             found(remote, false, false)
         }
         Err(CpError::NotFound { .. }) if observe => stall(
@@ -169,6 +189,7 @@ async fn observe_by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<O
     };
     match (policy::by_name(existing.len()), existing.first()) {
         (policy::ByName::Adopt, Some(remote)) => {
+            one_owner(pass, &remote.id, Some(&remote.name), reason::NAME_CONFLICT).await?;
             let differ = adoption::mismatches(body, remote, true);
             if !differ.is_empty() {
                 return stall(
@@ -233,14 +254,10 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
             ));
             found(remote.clone(), false, true)
         }
-        (ByName::Conflict, Some(remote)) => stall(
-            pass,
-            reason::NAME_CONFLICT,
-            format!(
-                "a remote deployment named {} ({}) already exists and was not created by this resource; set spec.deploymentId to adopt it, or choose another spec.name",
-                remote.name, remote.id
-            ),
-        ),
+        (ByName::Conflict, Some(remote)) => {
+            let remote = remote.clone();
+            taken(pass, body, remote).await
+        }
         (ByName::CreateOutcomeUnknown(many), _) => stall(
             pass,
             reason::CREATE_OUTCOME_UNKNOWN,
@@ -249,21 +266,173 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
                 body.name
             ),
         ),
-        (ByName::ConflictMany(many), _) => stall(
-            pass,
-            reason::NAME_CONFLICT,
+        (ByName::ConflictMany(many), _) => {
+            let held = held_among(pass, &existing);
+            stall(
+                pass,
+                reason::NAME_CONFLICT,
+                format!(
+                    "{many} remote deployments named {} already exist and none was created by this resource{held}; set spec.deploymentId to adopt one no other AgentDeployment holds, or choose another spec.name",
+                    body.name
+                ),
+            )
+        }
+    }
+}
+
+/// The one deployment named like this resource exists and this resource
+/// did not create it: held by another AgentDeployment of the cluster, it is
+/// a `NameConflict` naming it (or a wait for its hand-over, when that one
+/// is being deleted); being deleted on the control plane, a wait before
+/// the create; held by none, adopted under `spec.adoptionPolicy: ByName`
+/// (its fixed fields compared first), else a `NameConflict` that says how
+/// to adopt it.
+async fn taken(
+    pass: &mut Pass<'_>,
+    body: &DeploymentCreate,
+    remote: Deployment,
+) -> Flow<ObtainedDeployment> {
+    one_owner(pass, &remote.id, Some(&remote.name), reason::NAME_CONFLICT).await?;
+    if super::deleting::is_deleting(remote.status.as_deref()) {
+        let shown = remote.status.as_deref().unwrap_or_default();
+        let message = format!(
+            "a remote deployment named {} ({}) is being deleted on the control plane ({shown}); this resource creates its own once it is gone",
+            remote.name, remote.id
+        );
+        let wait = pass.ctx.deletes.read(
+            &pass.seen.key,
+            &remote.id,
+            true,
+            pass.ctx.config.poll_interval,
+            pass.ctx.config.max_poll_interval,
+        );
+        return Err(pass.finish(
+            &Outcome::Progressing {
+                reason: reason::NAME_RELEASING,
+                message,
+            },
+            Ok(Requeue::after(wait)),
+        ));
+    }
+    if pass.obj.spec.adoption_policy == AdoptionPolicy::ByName {
+        let differ = adoption::mismatches(body, &remote, true);
+        if !differ.is_empty() {
+            return stall(
+                pass,
+                reason::ADOPTION_MISMATCH,
+                adoption::mismatch_message(&remote.name, &remote.id, &differ),
+            );
+        }
+        pass.events.push((
+            EventType::Normal,
+            "Adopted",
             format!(
-                "{many} remote deployments named {} already exist and none was created by this resource; set spec.deploymentId to adopt one, or choose another spec.name",
-                body.name
+                "adopted remote deployment {} ({}) by name (spec.adoptionPolicy: ByName; no other AgentDeployment holds it); converging it to the spec",
+                remote.id, remote.name
             ),
+        ));
+        return found(remote, false, false);
+    }
+    stall(
+        pass,
+        reason::NAME_CONFLICT,
+        format!(
+            "a remote deployment named {} ({}) already exists and was not created by this resource; {}",
+            remote.name,
+            remote.id,
+            claims::unheld_advice(&remote.id)
         ),
+    )
+}
+
+/// `Ok` when no other AgentDeployment of the cluster holds the remote
+/// deployment `id` (named `name` when known), as the claims show it and a
+/// fresh read of the holder confirms ([`claims::holder`]). `Err` ends the
+/// pass with no request: `Stalled` with `conflict` naming a live holder,
+/// or `Reconciling`/`HandOverPending` while the holder is being deleted
+/// (read again soon; its hand-over triggers this object at once).
+async fn one_owner(
+    pass: &mut Pass<'_>,
+    id: &str,
+    name: Option<&str>,
+    conflict: &'static str,
+) -> Flow<()> {
+    let plane = PlaneId::new(pass.cp.base_url(), pass.cp.workspace_id());
+    let me = super::claims::claim_of(pass.obj, Some(plane.clone()));
+    let found = pass.ctx.claims.about(&pass.ctx.planes, name, Some(id));
+    let candidate = match claims::holder(&found, &me, &plane, id, name) {
+        Holder::None => return Ok(()),
+        Holder::Live(c) | Holder::Releasing(c) => c.key.clone(),
+    };
+    let Some((_, fresh)) = super::claims::fresh(pass.ctx, &candidate).await? else {
+        return Ok(());
+    };
+    let shown = name.unwrap_or(&me.name);
+    match claims::holder(std::slice::from_ref(&fresh), &me, &plane, id, name) {
+        Holder::None => Ok(()),
+        Holder::Live(h) => {
+            stall(pass, conflict, claims::held_message(id, shown, &h.key)).map(|_| ())
+        }
+        Holder::Releasing(h) => {
+            let message = claims::releasing_message(id, shown, &h.key);
+            let wait = jittered(pass.ctx.config.poll_interval);
+            Err(pass.finish(
+                &Outcome::Progressing {
+                    reason: reason::HAND_OVER_PENDING,
+                    message,
+                },
+                Ok(Requeue::after(wait)),
+            ))
+        }
+    }
+}
+
+/// The event of a deployment `id` (`name`) handed over to `obj` by the
+/// object its [`HANDED_OVER_FROM_ANNOTATION`] names, once that annotation
+/// and the id annotation name it; `None` otherwise.
+fn taken_over(obj: &AgentDeployment, id: &str, name: &str) -> Option<Note> {
+    let annotations = obj.annotations();
+    let from = annotations.get(HANDED_OVER_FROM_ANNOTATION)?;
+    annotations
+        .get(DEPLOYMENT_ID_ANNOTATION)
+        .filter(|a| a.eq_ignore_ascii_case(id))?;
+    Some((
+        EventType::Normal,
+        reason::HANDED_OVER,
+        format!(
+            "took over remote deployment {id} ({name}) from AgentDeployment {from}, which held it and was deleted; nothing was deleted or created"
+        ),
+    ))
+}
+
+/// `" (ID held by AgentDeployment NS/NAME, ...)"` for those of `existing`
+/// that an AgentDeployment of the cluster holds; empty when none is.
+fn held_among(pass: &Pass<'_>, existing: &[Deployment]) -> String {
+    let plane = PlaneId::new(pass.cp.base_url(), pass.cp.workspace_id());
+    let me = super::claims::claim_of(pass.obj, Some(plane.clone()));
+    let name = existing.first().map(|d| d.name.as_str());
+    let found = pass.ctx.claims.about(&pass.ctx.planes, name, None);
+    let held: Vec<String> = existing
+        .iter()
+        .filter_map(
+            |d| match claims::holder(&found, &me, &plane, &d.id, Some(&d.name)) {
+                Holder::Live(h) | Holder::Releasing(h) => {
+                    Some(format!("{} held by AgentDeployment {}", d.id, h.key))
+                }
+                Holder::None => None,
+            },
+        )
+        .collect();
+    if held.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", held.join(", "))
     }
 }
 
 /// Marker (with the finalizer, when the object has none yet), POST; the
-/// marker is replaced by the id annotation, the pass's durable record of
-/// the id, and the status is written when a user reads something from it
-/// ([`steps::status_unshown`]).
+/// pass's report writes the status with the id, then the id annotation in
+/// place of the marker.
 async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
     if !pass.obj.create_pending() {
         let now = k8s_openapi::jiff::Timestamp::now().to_string();

@@ -203,9 +203,8 @@ impl<'a> Pass<'a> {
         self.finish(&outcome, Ok(Requeue::after(delay)))
     }
 
-    /// Ends the pass with `outcome`: the status (when changed; kept in
-    /// memory instead while a revision a create started is young:
-    /// [`steps::status_unshown`]), the id annotation in place of the
+    /// Ends the pass with `outcome`: the status (when changed), the id
+    /// annotation in place of the
     /// create-pending marker once the id is known, the Warning of a new
     /// problem, then the pass's events.
     pub(super) fn finish(
@@ -221,13 +220,12 @@ impl<'a> Pass<'a> {
         });
         let id = self.status.deployment_id.clone();
         let mut report = Report::end(Requeue::await_change()).then(then);
-        let in_progress = matches!(
-            outcome,
-            Outcome::Progressing { reason, .. } if *reason == crate::api::conditions::reason::REVISION_IN_PROGRESS
-        );
-        self.place_status(&mut report, in_progress && id.is_some());
-        // The marker is replaced by the id annotation only once the id is
-        // known: in the status written first, or kept in memory.
+        // The status carries the id from the pass of the create on, so
+        // that the fields the control plane cannot change are locked at
+        // admission from the moment a remote exists.
+        report.status = changed(self.obj, std::mem::take(&mut self.status));
+        // The marker is replaced by the id annotation once the id is known,
+        // after the status that records it.
         report.annotations = steps::id_annotations(
             id.as_deref(),
             self.obj.create_pending(),
@@ -283,38 +281,6 @@ impl<'a> Pass<'a> {
             self.previous.deployment_id.as_deref(),
         );
         set_drifted(&mut self.status, &self.previous.conditions, self.obj);
-    }
-
-    /// Puts the status of the pass in `report`, when changed, or keeps it
-    /// in memory instead while a revision a create started is young
-    /// (`young_revision`: the outcome is a revision in progress with a known
-    /// id; [`steps::status_unshown`]).
-    fn place_status(&mut self, report: &mut Report, young_revision: bool) {
-        let status = std::mem::take(&mut self.status);
-        let unwritten = self.created || self.seen.unwritten;
-        let key = self.seen.key.clone();
-        let elapsed = if self.seen.unwritten {
-            self.ctx.unshown.elapsed(&key)
-        } else {
-            std::time::Duration::ZERO
-        };
-        if steps::status_unshown(
-            unwritten,
-            young_revision,
-            elapsed,
-            self.ctx.expected_duration(&super::plane_key(self.cp)),
-            self.ctx.config.max_poll_interval,
-        ) {
-            // The id annotation written by the report is the durable record.
-            report
-                .remember
-                .push(move |ctx| ctx.unshown.keep(&key, status));
-        } else {
-            if unwritten {
-                report.remember.push(move |ctx| ctx.unshown.forget(&key));
-            }
-            report.status = changed(self.obj, status);
-        }
     }
 }
 

@@ -245,6 +245,7 @@ where
     let (store, trigger) = deployment_watch(deployments, &ctx.config.shard, ctx.clone());
     ctx.secrets.register(store.clone());
     ctx.promotions.register(store.clone());
+    ctx.claims.register(store.clone());
     let promotion_changes = ctx.promotions.changes();
     let promotion_store = store.clone();
     ctx.secrets.register(plane_store.clone());
@@ -424,7 +425,9 @@ fn plane_mapper(
 
 /// Hash of what may require a pass of an AgentDeployment: its generation
 /// (the spec), whether it is being deleted, and the annotations a user sets
-/// to pause it or request a redeploy. Status, the finalizer (the pass adds
+/// to pause it or request a redeploy, and the hand-over of a remote
+/// deployment by the object that held it (`deployment::claims::hand_over`,
+/// so that the new holder takes it at once). Status, the finalizer (the pass adds
 /// it itself and goes on: `Kind::finalizer_with_first_write`), the
 /// create-pending marker and other metadata written by the operator are
 /// left out, so its own writes never trigger a pass (and so never a remote
@@ -437,6 +440,7 @@ pub fn deployment_trigger_hash(obj: &AgentDeployment) -> Option<u64> {
     for key in [
         crate::api::deployment::PAUSED_ANNOTATION,
         crate::api::deployment::REDEPLOY_ANNOTATION,
+        crate::api::deployment::HANDED_OVER_FROM_ANNOTATION,
     ] {
         obj.annotations().get(key).hash(&mut h);
     }

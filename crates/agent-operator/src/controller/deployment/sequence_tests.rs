@@ -122,14 +122,17 @@ async fn settle() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 }
 
-/// From apply to Ready, a quick deploy costs four writes (issue 30): the
-/// finalizer with the create-pending marker (one metadata write, before the
-/// POST), the id annotation in place of the marker (the durable record of
-/// the id; no in-progress status, no event of the create), then the Ready
-/// status and its one event. The control plane requests are those of
-/// every create: the name lookup, the POST, one read of the revision.
+/// From apply to Ready, a quick deploy costs five writes: the finalizer
+/// with the create-pending marker (one metadata write, before the POST),
+/// the status that records the id (`Creating`: from then on admission locks
+/// the fields the control plane cannot change, and `kubectl get` shows the
+/// row), the id annotation in place of the marker (the durable record of
+/// the id, which a restore without status keeps), then the Ready status and
+/// its one event, which names the deployment created. The control plane
+/// requests are those of every create: the name lookup, the POST, one read
+/// of the revision.
 #[tokio::test]
-async fn a_quick_create_writes_the_finalizer_with_the_marker_then_the_id_then_ready() {
+async fn a_quick_create_writes_the_finalizer_with_the_marker_the_id_then_ready() {
     let s = Scenario::new(QUICK, FOREVER).await;
     s.edit(|o| o["metadata"]["finalizers"] = json!([]));
     assert_eq!(
@@ -137,6 +140,7 @@ async fn a_quick_create_writes_the_finalizer_with_the_marker_then_the_id_then_re
         seen(
             &[
                 "metadata +finalizer +create-pending",
+                "status Creating",
                 "annotations -create-pending +deployment-id",
             ],
             &[LIST, "POST /v2/deployments 201"],
@@ -144,16 +148,25 @@ async fn a_quick_create_writes_the_finalizer_with_the_marker_then_the_id_then_re
     );
     let o = s.object();
     assert_eq!(o.metadata.finalizers, Some(vec![FINALIZER.to_owned()]));
-    assert!(o.status.is_none(), "no in-progress status: {:?}", o.status);
+    let status = o.status.expect("the status of the create");
+    let id = status
+        .deployment_id
+        .clone()
+        .expect("the id, from the create on");
+    assert_eq!(status.revision_status.as_deref(), Some("CREATING"));
+    assert!(
+        status.control_plane.is_some(),
+        "the plane is recorded with the id"
+    );
     settle().await;
+    let (writes, requests) = s.step().await;
     assert_eq!(
-        s.step().await,
+        (writes.clone(), requests),
         seen(
             &["status RevisionDeployed", "event Normal RevisionDeployed"],
             &[GET_REVISION],
         )
     );
-    let id = s.deployment_id();
     assert_eq!(
         s.object().metadata.annotations.unwrap()[crate::api::deployment::DEPLOYMENT_ID_ANNOTATION],
         id
@@ -161,86 +174,43 @@ async fn a_quick_create_writes_the_finalizer_with_the_marker_then_the_id_then_re
     assert_eq!(s.step().await, seen(&[], &[GET]), "nothing changed");
 }
 
-/// How long a revision a create started stays without an in-progress
-/// status: the longest poll interval (500 ms in the scenarios).
-async fn past_the_unshown_window() {
-    tokio::time::sleep(Duration::from_millis(600)).await;
-}
-
-/// A revision still in progress the longest poll interval after the
-/// create is shown by the next poll: `Progressing`, the id and the
-/// revision's status as read (the REVISION column), written once; until
-/// then a poll writes nothing.
+/// A long first revision shows `Creating` from the create on, with its id,
+/// and each poll that reads a new revision status writes it (the REVISION
+/// column), once.
 #[tokio::test]
-async fn a_long_revision_is_shown_in_progress_by_the_first_poll_after_the_window() {
+async fn a_long_first_revision_shows_creating_from_the_create_on() {
     let s = Scenario::new(FOREVER, FOREVER).await;
-    s.pass().await;
     assert_eq!(
-        s.step().await,
-        seen(&[], &[GET_REVISION]),
-        "a young revision: polled, not shown"
+        s.pass().await,
+        [
+            "annotations +create-pending",
+            "status Creating",
+            "annotations -create-pending +deployment-id",
+        ]
     );
-    past_the_unshown_window().await;
     assert_eq!(
         s.step().await,
-        seen(&["status RevisionInProgress"], &[GET_REVISION])
+        seen(&["status Creating"], &[GET_REVISION]),
+        "the first read of the revision shows its status"
     );
     let status = s.object().status.expect("status");
     assert!(status.latest_revision_id.is_some());
-    assert!(status.revision_status.is_some());
     assert_ne!(status.revision_status.as_deref(), Some("CREATING"));
-}
-
-/// Revisions of the control plane known to take an hour (longer than the
-/// window): the create pass shows `Progressing` at once, as before.
-#[tokio::test]
-async fn a_create_on_a_plane_of_long_revisions_shows_progressing_at_once() {
-    let s = Scenario::new(FOREVER, FOREVER).await;
-    let hour: crate::controlplane::types::Revision = serde_json::from_value(json!({
-        "id": "r0", "status": "DEPLOYED",
-        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T01:00:00Z"}))
-    .expect("a revision");
-    // The key of the plane: its client's base URL (with its slash) and workspace.
-    let plane = format!("{}/ {DEMO_WORKSPACE_ID}", s.emulator.base_url());
-    s.ctx.learn_revision(&plane, &hour);
-    assert_eq!(
-        s.step().await,
-        seen(
-            &[
-                "annotations +create-pending",
-                "status RevisionInProgress",
-                "annotations -create-pending +deployment-id",
-            ],
-            &[LIST, "POST /v2/deployments 201"],
-        )
-    );
-    assert!(s.object().status.unwrap().deployment_id.is_some());
-}
-
-#[tokio::test]
-async fn poll_writes_status_only_when_the_revision_status_changes() {
-    let s = Scenario::new(FOREVER, FOREVER).await;
-    s.pass().await;
-    past_the_unshown_window().await;
-    assert_eq!(
-        s.pass().await,
-        ["status RevisionInProgress"],
-        "first read of the revision past the window"
-    );
     assert_eq!(s.pass().await, Vec::<String>::new(), "nothing changed");
 }
 
-/// A replica killed after the id annotation replaced the marker, before
-/// any status was written, loses the status it kept in memory: the next
-/// replica finds the deployment through the id annotation (as after a
-/// restore without status), records it, and creates nothing.
+/// A restore without status (Velero's default for custom resources): the
+/// id annotation leads back to the deployment, recorded without a create.
 #[tokio::test]
-async fn a_restart_before_the_first_status_write_finds_the_deployment_by_its_annotation() {
+async fn a_restore_without_status_finds_the_deployment_by_its_annotation() {
     let mut s = Scenario::new(FOREVER, FOREVER).await;
     s.step().await;
     let annotated = s.object().metadata.annotations.unwrap()
         [crate::api::deployment::DEPLOYMENT_ID_ANNOTATION]
         .clone();
+    s.edit(|o| {
+        o.as_object_mut().unwrap().remove("status");
+    });
     s.restart();
     let (writes, requests) = s.step().await;
     assert_eq!(
@@ -637,6 +607,7 @@ async fn a_deployment_deleted_outside_is_reported_then_created_again() {
         seen(
             &[
                 "annotations +create-pending",
+                "status Creating",
                 "annotations -create-pending +deployment-id",
             ],
             // The id annotation still names the deleted deployment: read
@@ -648,7 +619,7 @@ async fn a_deployment_deleted_outside_is_reported_then_created_again() {
             ],
         )
     );
-    // The id annotation records the new one; the status, once Ready.
+    // The id annotation and the status record the new one.
     let annotated = |s: &Scenario| {
         s.object().metadata.annotations.unwrap()[crate::api::deployment::DEPLOYMENT_ID_ANNOTATION]
             .clone()

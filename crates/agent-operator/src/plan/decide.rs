@@ -50,6 +50,20 @@ pub fn correct_outside_change(changed_here: bool, differs: bool, unheld: bool, w
     !changed_here && differs && (unheld || !wait)
 }
 
+/// Whether the desired secret values count as changed here, so that a
+/// PATCH carries them: when this object sent values before (`last_sent`,
+/// `status.secretsHash`), a hash other than `desired`; when it never did
+/// (a deployment adopted, recovered or handed over by the object that held
+/// it), only when the values the service returns differ (`remote`:
+/// `Some(true)`) or cannot be compared (`None`): a deployment that already
+/// holds the desired values gets no new revision for them.
+pub fn secrets_changed_here(last_sent: Option<&str>, desired: &str, remote: Option<bool>) -> bool {
+    match last_sent {
+        Some(sent) => sent != desired,
+        None => remote != Some(false),
+    }
+}
+
 /// What a pass knows before any control plane request.
 #[derive(Clone, Debug)]
 pub struct Known<'a> {
@@ -878,6 +892,25 @@ mod tests {
                 correct_outside_change(here, differs, unheld, wait),
                 want,
                 "{here} {differs} {unheld} {wait}"
+            );
+        }
+    }
+
+    #[test]
+    fn secrets_never_sent_by_this_object_are_sent_only_when_the_service_differs_or_cannot_tell() {
+        let cases = [
+            ((Some("h1"), "h1", None), false),
+            ((Some("h1"), "h2", Some(false)), true),
+            ((Some("h1"), "h1", Some(true)), false),
+            ((None, "h1", None), true),
+            ((None, "h1", Some(true)), true),
+            ((None, "h1", Some(false)), false),
+        ];
+        for ((sent, desired, remote), want) in cases {
+            assert_eq!(
+                secrets_changed_here(sent, desired, remote),
+                want,
+                "{sent:?} {desired} {remote:?}"
             );
         }
     }

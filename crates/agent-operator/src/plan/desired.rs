@@ -217,13 +217,24 @@ pub fn compute_patch(
 /// says nothing about them: `false`, and only a change of the desired
 /// values is sent (row `secrets` of [`shapes::ANSWER_SHAPES`]).
 pub fn remote_secrets_differ(key: &HashKey, desired_hash: &str, remote: &[SecretValue]) -> bool {
+    remote_secrets_compare(key, desired_hash, remote) == Some(true)
+}
+
+/// Whether the secret values the service returned differ from the desired
+/// ones (`Some(true)`), equal them (`Some(false)`), or cannot be compared
+/// (`None`: no values, or unusable ones; see [`remote_secrets_differ`]).
+pub fn remote_secrets_compare(
+    key: &HashKey,
+    desired_hash: &str,
+    remote: &[SecretValue],
+) -> Option<bool> {
     use secrecy::ExposeSecret;
     let returned = !remote.is_empty()
         && remote.iter().all(|s| {
             let v = s.value.expose_secret();
             !v.is_empty() && !v.chars().all(|c| c == '*')
         });
-    returned && key.secrets_hash(remote) != desired_hash
+    returned.then(|| key.secrets_hash(remote) != desired_hash)
 }
 
 /// The PATCH still due after the service answered a PATCH with `answer`:

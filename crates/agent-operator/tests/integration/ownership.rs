@@ -58,6 +58,22 @@ async fn only_the_first_create(h: &Harness, id: &str, revisions: usize) {
     );
 }
 
+/// Merge-patches the AgentControlPlane `name` with `patch`.
+async fn merge_patch_plane(
+    planes: &Api<agent_operator::api::AgentControlPlane>,
+    name: &str,
+    patch: serde_json::Value,
+) {
+    planes
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("patching {name} with {patch}: {e}"));
+}
+
 /// A rename in Git, applied as Argo CD and Flux apply it: `b` (same
 /// `spec.name`) first, then the prune of `a`. `b` waits as a
 /// `NameConflict` naming `a`; the prune hands the deployment over instead of
@@ -202,4 +218,250 @@ async fn a_second_owner_is_refused_naming_the_holder() {
         "c still waits"
     );
     only_the_first_create(&h, &id, 1).await;
+}
+
+/// Prune before apply, through the documented adoption: the old object is
+/// given `deletionPolicy: Orphan` first, then pruned (nothing claims the
+/// deployment yet, so it is left running); the new one, applied after with
+/// `spec.adoptionPolicy: ByName`, adopts it: same id, no second POST, no
+/// DELETE.
+#[tokio::test]
+async fn a_prune_first_rename_is_kept_by_orphan_then_adoption_by_name() {
+    test_support::skip_without!(Envtest);
+    let env = common::own_env(&[]).await;
+    let h = owners("own-prune-first", &env).start().await;
+    let id = h.converge(agent("a", "support-agent"), TIMEOUT).await;
+
+    support::merge_patch(
+        &h.api,
+        "a",
+        serde_json::json!({"spec": {"deletionPolicy": "Orphan"}}),
+    )
+    .await;
+    h.api.delete("a", &DeleteParams::default()).await.unwrap();
+    support::wait_until_gone(&h.api, "a", TIMEOUT).await;
+
+    let mut b = agent("b", "support-agent");
+    b["spec"]["adoptionPolicy"] = "ByName".into();
+    h.apply(b).await;
+    let b = h.wait_ready("b", TIMEOUT).await;
+    assert_eq!(
+        b.status.unwrap().deployment_id.as_deref(),
+        Some(id.as_str())
+    );
+    support::wait_for_event(&h.client, &h.ns, "b", "Adopted", TIMEOUT).await;
+    only_the_first_create(&h, &id, 1).await;
+}
+
+/// A restore from Git: every object of a namespace deleted (as the
+/// namespace controller deletes them, one collection per kind) with
+/// `deletionPolicy: Orphan`, then the same manifests applied again. With
+/// `spec.adoptionPolicy: ByName` in them, each object finds its deployment:
+/// no duplicate, no create, no delete.
+#[tokio::test]
+async fn a_restore_from_git_finds_every_deployment_by_name() {
+    test_support::skip_without!(Envtest);
+    let env = common::own_env(&[]).await;
+    let h = owners("own-restore", &env).start().await;
+    let manifest = |i: usize| {
+        let mut m = agent(&format!("agent-{i}"), &format!("restore-agent-{i}"));
+        m["spec"]["deletionPolicy"] = "Orphan".into();
+        m["spec"]["adoptionPolicy"] = "ByName".into();
+        m
+    };
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(h.converge(manifest(i), TIMEOUT).await);
+    }
+    ids.sort();
+
+    // The namespace goes: its AgentDeployments, then its plane and key.
+    let lp = kube::api::ListParams::default();
+    h.api
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .unwrap();
+    for i in 0..3 {
+        support::wait_until_gone(&h.api, &format!("agent-{i}"), TIMEOUT).await;
+    }
+    let planes: Api<agent_operator::api::AgentControlPlane> =
+        Api::namespaced(h.client.clone(), &h.ns);
+    planes
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .unwrap();
+    support::eventually(TIMEOUT, "the plane gone", || async {
+        planes.list(&lp).await.ok()?.items.is_empty().then_some(())
+    })
+    .await;
+
+    // Restored from Git: the plane, its key, the same manifests.
+    support::install_control_plane(&h.client, &h.ns, &h.emulator).await;
+    for i in 0..3 {
+        h.apply(manifest(i)).await;
+    }
+    let mut restored = Vec::new();
+    for i in 0..3 {
+        let obj = h.wait_ready(&format!("agent-{i}"), TIMEOUT).await;
+        restored.push(obj.status.unwrap().deployment_id.unwrap());
+    }
+    restored.sort();
+    assert_eq!(restored, ids, "every object found its own deployment");
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::CREATE), 3, "{counts:?}");
+    assert_eq!(counts.count(route::DELETE), 0, "{counts:?}");
+    assert_eq!(counts.count(route::PATCH), 0, "{counts:?}");
+    assert_eq!(h.remote_deployments().await.len(), 3, "no duplicate");
+}
+
+/// A plane switch: `spec.controlPlaneRef` of an object that holds a
+/// deployment is refused at admission with the move recipe; an
+/// AgentControlPlane pointed at another control plane under it stalls the
+/// object (`ControlPlaneChanged`) after one read there: no second
+/// deployment, no false `RemoteDeleted`. Pointed back, it is Ready again.
+#[tokio::test]
+async fn a_plane_switch_never_makes_a_second_deployment() {
+    test_support::skip_without!(Envtest);
+    let env = common::own_env(&[]).await;
+    let h = owners("own-plane", &env).start().await;
+    let other =
+        support::EmulatorProcess::start_with("own-plane-other", &["--step-seconds", "0.2"]).await;
+    let id = h.converge(agent("a", "support-agent"), TIMEOUT).await;
+
+    // Another AgentControlPlane of the namespace, on the other emulator.
+    let mut plane = serde_json::to_value(
+        Api::<agent_operator::api::AgentControlPlane>::namespaced(h.client.clone(), &h.ns)
+            .get("default")
+            .await
+            .unwrap()
+            .spec,
+    )
+    .unwrap();
+    plane["url"] = other.base_url.clone().into();
+    let planes: Api<agent_operator::api::AgentControlPlane> =
+        Api::namespaced(h.client.clone(), &h.ns);
+    support::apply_json(
+        &planes,
+        "other",
+        serde_json::json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentControlPlane",
+            "metadata": {"name": "other"}, "spec": plane}),
+    )
+    .await;
+    let refused = h
+        .api
+        .patch(
+            "a",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"spec": {"controlPlaneRef": {"name": "other"}}}),
+            ),
+        )
+        .await
+        .expect_err("a plane switch under an existing deployment is refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("spec.controlPlaneRef cannot change")
+            && message.contains("docs/RENAME-AND-MOVE.md"),
+        "{message}"
+    );
+
+    // The plane itself pointed elsewhere: one read there, no create.
+    merge_patch_plane(
+        &planes,
+        "default",
+        serde_json::json!({"spec": {"url": other.base_url}}),
+    )
+    .await;
+    let stalled = h.wait_stalled("a", "ControlPlaneChanged", TIMEOUT).await;
+    assert!(
+        ready_message(&stalled).contains(&id),
+        "{}",
+        ready_message(&stalled)
+    );
+    let there = other.requests().await;
+    assert_eq!(there.count(route::CREATE), 0, "{there:?}");
+    assert!(
+        support::events_about(&h.client, &h.ns, "a")
+            .await
+            .iter()
+            .all(|e| e.reason.as_deref() != Some("RemoteDeleted")),
+        "no false RemoteDeleted"
+    );
+
+    // Pointed back: Ready again, on the same deployment.
+    merge_patch_plane(
+        &planes,
+        "default",
+        serde_json::json!({"spec": {"url": h.emulator.base_url}}),
+    )
+    .await;
+    let back = h.wait_ready("a", TIMEOUT).await;
+    assert_eq!(
+        back.status.unwrap().deployment_id.as_deref(),
+        Some(id.as_str())
+    );
+    only_the_first_create(&h, &id, 1).await;
+}
+
+/// Identity from the create on: the status that records the id is written
+/// by the pass of the create, so `kubectl get agd` shows READY and STATUS
+/// within 2 s of the create, and a `spec.name` edited 1 s after it is
+/// refused at admission (it can never be sent: the control plane cannot
+/// rename a deployment).
+#[tokio::test]
+async fn identity_is_recorded_by_the_create_and_locks_the_name_at_once() {
+    test_support::skip_without!(Envtest);
+    let env = common::own_env(&[]).await;
+    // Revisions that take minutes: the object stays in progress.
+    let h = owners("own-identity", &env)
+        .step_seconds(30.0)
+        .start()
+        .await;
+    h.wait_control_plane_ready(TIMEOUT).await;
+    let created = std::time::Instant::now();
+    h.apply(agent("a", "support-agent")).await;
+    let row = support::eventually(
+        Duration::from_secs(10),
+        "a READY and STATUS row",
+        || async {
+            let out = std::process::Command::new(env.kubectl_path()?)
+                .env_remove("KUBECONFIG")
+                .arg("--kubeconfig")
+                .arg(env.kubeconfig_path())
+                .args(["get", "agd", "a", "-n", &h.ns, "--no-headers"])
+                .output()
+                .ok()?;
+            let line = String::from_utf8_lossy(&out.stdout).to_string();
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            (cols.len() >= 4 && cols[1] == "False" && cols[2] == "Creating").then_some(line)
+        },
+    )
+    .await;
+    let shown = created.elapsed();
+    println!("kubectl get agd after {:.2} s: {row}", shown.as_secs_f64());
+    assert!(
+        shown < Duration::from_secs(2),
+        "READY and STATUS shown {:.2} s after the create: {row}",
+        shown.as_secs_f64()
+    );
+    let obj = h.api.get("a").await.unwrap();
+    assert!(obj.status.unwrap().deployment_id.is_some());
+
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let refused = h
+        .api
+        .patch(
+            "a",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"name": "renamed-agent"}})),
+        )
+        .await
+        .expect_err("a name change once the deployment exists is refused");
+    assert!(
+        refused.to_string().contains("spec.name cannot change"),
+        "{refused}"
+    );
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::CREATE), 1, "{counts:?}");
+    assert_eq!(counts.count(route::PATCH), 0, "{counts:?}");
 }

@@ -124,7 +124,19 @@ async fn change(
     let policy = pass.obj.spec.management_policy;
     let observe = policy == ManagementPolicy::Observe;
     // Under Observe nothing was sent: no value "changed here".
-    let changed_here = !observe && pass.previous.secrets_hash.as_deref() != Some(secrets_hash);
+    let remote_values =
+        desired::remote_secrets_compare(&pass.ctx.hash_key, secrets_hash, &remote.secrets);
+    let changed_here = !observe
+        && decide::secrets_changed_here(
+            pass.previous.secrets_hash.as_deref(),
+            secrets_hash,
+            remote_values,
+        );
+    if !observe && pass.previous.secrets_hash.is_none() && remote_values == Some(false) {
+        // Adopted, recovered or handed over with the desired values: they
+        // count as sent.
+        pass.status.secrets_hash = Some(secrets_hash.to_owned());
+    }
     let patch = minimal_patch(pass, &remote, body, changed_here, observe);
     pass.status.display_name = remote.display_name.clone();
     let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);

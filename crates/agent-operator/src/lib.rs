@@ -26,6 +26,7 @@ pub mod leader;
 pub mod metrics;
 pub mod metrics_auth;
 pub mod plan;
+pub mod pod_policy;
 pub mod redact;
 pub mod registry;
 pub mod shard;

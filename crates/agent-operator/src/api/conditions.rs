@@ -177,6 +177,11 @@ pub mod reason {
     /// `--allowed-hosts`: nothing is sent there (`Stalled`; see
     /// [`crate::allowlist`]).
     pub const HOST_NOT_ALLOWED: &str = "HostNotAllowed";
+    /// The spec breaks a rule of the data-plane pod policy the operator
+    /// enforces with `--pod-policy` (a hostPath volume, a privileged or root
+    /// container, an added capability, a ServiceAccount or listener not on
+    /// its lists; see [`crate::pod_policy`]): `Stalled`, nothing is sent.
+    pub const POD_POLICY_REFUSED: &str = "PodPolicyRefused";
     /// The image of `spec.imagePolicy` `Pin` or `Follow` offers no
     /// `linux/amd64`, the only platform the control plane runs: `Stalled`,
     /// nothing is sent to the control plane.

@@ -14,6 +14,7 @@ use agent_operator::controller::{
 };
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};
+use agent_operator::pod_policy::PodPolicy;
 use agent_operator::telemetry::{self, LogFormat};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -178,6 +179,33 @@ struct RunArgs {
     /// Namespace of that Secret. Default: `POD_NAMESPACE`, else `default`.
     #[arg(long, env = "HASH_KEY_NAMESPACE")]
     hash_key_namespace: Option<String>,
+    /// Enforce the data-plane pod policy (docs/SECURITY.md, "What a
+    /// self-hosted data plane trusts") in the operator too: an
+    /// AgentDeployment or AgentListener that the shipped
+    /// ValidatingAdmissionPolicy refuses is Stalled (PodPolicyRefused) and
+    /// gets no request, also when it was stored while the policy was absent.
+    #[arg(long, env = "POD_POLICY")]
+    pod_policy: bool,
+    /// With --pod-policy: the values resourceSpec.serviceAccountName may
+    /// take (the policy's serviceAccountNames); unset is always allowed.
+    /// Repeat the flag or comma-separate. Empty: none allowed.
+    #[arg(
+        long,
+        env = "POD_POLICY_SERVICE_ACCOUNT_NAMES",
+        value_delimiter = ',',
+        requires = "pod_policy"
+    )]
+    pod_policy_service_account_names: Vec<String>,
+    /// With --pod-policy: the listener uuids sourceConfig.listenerId and
+    /// AgentListener spec.listenerId may name, any case (the policy's
+    /// listenerIds). Repeat the flag or comma-separate. Empty: none allowed.
+    #[arg(
+        long,
+        env = "POD_POLICY_LISTENER_IDS",
+        value_delimiter = ',',
+        requires = "pod_policy"
+    )]
+    pod_policy_listener_ids: Vec<String>,
 }
 
 fn seconds(s: f64, flag: &str) -> anyhow::Result<Duration> {
@@ -391,9 +419,10 @@ async fn run_controllers<S>(
 }
 
 impl RunArgs {
-    /// The timing, verification and host settings of the controllers.
-    /// Errors: a duration that is negative, not finite or too large; an
-    /// `--allowed-hosts` entry that does not parse.
+    /// The timing, verification, host and pod policy settings of the
+    /// controllers. Errors: a duration that is negative, not finite or too
+    /// large; an `--allowed-hosts` entry that does not parse; a pod policy
+    /// list entry of the wrong shape.
     fn operator_config(&self) -> anyhow::Result<OperatorConfig> {
         Ok(OperatorConfig {
             poll_interval: seconds(self.poll_interval_seconds, "poll-interval-seconds")?,
@@ -417,8 +446,24 @@ impl RunArgs {
             allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(&self.allowed_hosts)
                 .map_err(|e| anyhow::anyhow!("--allowed-hosts: {e}"))?,
             shard: self.shard()?,
+            pod_policy: self.pod_policy()?,
             ..OperatorConfig::default()
         })
+    }
+
+    /// The data-plane pod policy with `--pod-policy`, else `None`. Errors:
+    /// a list entry that is not a ServiceAccount name or a listener uuid
+    /// ([`PodPolicy::new`]).
+    fn pod_policy(&self) -> anyhow::Result<Option<PodPolicy>> {
+        self.pod_policy
+            .then(|| {
+                PodPolicy::new(
+                    &self.pod_policy_service_account_names,
+                    &self.pod_policy_listener_ids,
+                )
+            })
+            .transpose()
+            .map_err(|e| anyhow::anyhow!(e))
     }
 
     /// The objects this operator reconciles (`--shard`). Errors: a key that

@@ -7,7 +7,9 @@
 //! `k8sNamespaces`, `version`, `createdAt`, `updatedAt` mirrored; `Stalled`
 //! with `NotEnterprise` (403: the organization is not self-hosted enterprise;
 //! the service's detail names the workspace), `ListenerNotFound` (404),
-//! `Unauthorized` (401), or the reason of an unusable AgentControlPlane;
+//! `Unauthorized` (401), `PodPolicyRefused` (a listener id off the list of
+//! `--pod-policy`, before any request), or the reason of an unusable
+//! AgentControlPlane;
 //! `Reconciling` with `ControlPlaneUnavailable` on transient errors (retried
 //! with backoff). The listener is re-read every `resync_interval` (default
 //! 5 min) and whenever its AgentControlPlane changes.
@@ -121,9 +123,21 @@ pub async fn reconcile(obj: Arc<AgentListener>, ctx: Arc<Context>) -> Result<Act
     kind::reconcile(obj, ctx).await
 }
 
-/// The client of the listener's AgentControlPlane; a plane that cannot be
-/// used ends the pass.
+/// The client of the listener's AgentControlPlane; a listener id the
+/// data-plane pod policy refuses (`--pod-policy`), or a plane that cannot be
+/// used, ends the pass before any request.
 async fn observe(obj: &AgentListener, ctx: &Context) -> Flow<ControlPlaneClient, AgentListener> {
+    if let Some(policy) = &ctx.config.pod_policy
+        && let Err(message) = policy.check_listener("spec.listenerId", &obj.spec.listener_id)
+    {
+        let outcome = Outcome::Stalled {
+            reason: reason::POD_POLICY_REFUSED,
+            message,
+        };
+        // Only a change of the spec (or of the operator's flags) helps.
+        let then = Ok(Action::await_change());
+        return Err(report(obj, AgentListenerStatus::default(), &outcome, then));
+    }
     let ns = obj.namespace().unwrap_or_default();
     let blocked = match ctx
         .plane_client(&ns, &obj.spec.control_plane_ref.name)

@@ -56,6 +56,11 @@ pub struct OperatorConfig {
     /// is restricted to it, and an AgentControlPlane of another shard is
     /// never used ([`crate::shard`]).
     pub shard: crate::shard::Shard,
+    /// The data-plane pod policy the operator enforces itself
+    /// (`--pod-policy` and its lists): an AgentDeployment or AgentListener
+    /// it refuses is `Stalled` (`PodPolicyRefused`) before any request.
+    /// `None` (the default): not enforced.
+    pub pod_policy: Option<crate::pod_policy::PodPolicy>,
 }
 
 impl Default for OperatorConfig {
@@ -70,6 +75,7 @@ impl Default for OperatorConfig {
             verify: Default::default(),
             allowed_hosts: Default::default(),
             shard: Default::default(),
+            pod_policy: None,
         }
     }
 }

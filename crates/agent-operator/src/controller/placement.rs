@@ -120,8 +120,9 @@ pub async fn resolve_listener(
 /// control plane request):
 /// - `sourceConfig.listenerRef` set: reads that `AgentListener` in
 ///   `namespace` (missing → Blocked `ListenerNotFound`; on another
-///   AgentControlPlane than the deployment → Blocked `PlacementInvalid`) and
-///   takes its `spec.listenerId`;
+///   AgentControlPlane than the deployment → Blocked `PlacementInvalid`;
+///   an id the operator's pod policy refuses → Blocked `PodPolicyRefused`)
+///   and takes its `spec.listenerId`;
 /// - else `sourceConfig.listenerId`.
 ///
 /// Returns `Ok(Ok(None))` when no listener is used. Errors: Kubernetes API
@@ -153,6 +154,20 @@ pub async fn listener_id(
                         r.name, spec.control_plane_ref.name
                     ),
                 }));
+            }
+            // The AgentListener may have been stored while the admission
+            // policy was absent: the operator's pod policy checks its id.
+            if let Some(policy) = &ctx.config.pod_policy {
+                let field = format!(
+                    "spec.sourceConfig.listenerRef: AgentListener {namespace}/{} spec.listenerId",
+                    r.name
+                );
+                if let Err(message) = policy.check_listener(&field, &listener.spec.listener_id) {
+                    return Ok(Err(Blocked {
+                        reason: reason::POD_POLICY_REFUSED,
+                        message,
+                    }));
+                }
             }
             Some(listener.spec.listener_id)
         }

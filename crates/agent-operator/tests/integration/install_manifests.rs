@@ -831,12 +831,24 @@ fn every_component_builds_on_the_cluster_wide_overlay_and_applies() {
                     .iter()
                     .any(|a| a == "--metrics-authorization")
             ),
-            "pod-policy" => assert!(
-                docs.iter()
-                    .any(|d| d["kind"] == "ValidatingAdmissionPolicy"),
-                "{}",
-                names(&docs)
-            ),
+            "pod-policy" => {
+                assert!(
+                    docs.iter()
+                        .any(|d| d["kind"] == "ValidatingAdmissionPolicy"),
+                    "{}",
+                    names(&docs)
+                );
+                // The operator enforces it too, with the policy's empty lists.
+                let args = deployment_args(find(&docs, "Deployment", "agent-operator"));
+                assert!(
+                    args.ends_with(&[
+                        "--pod-policy".to_owned(),
+                        "--pod-policy-service-account-names=".to_owned(),
+                        "--pod-policy-listener-ids=".to_owned(),
+                    ]),
+                    "{args:?}"
+                );
+            }
             other => panic!("component {other} has no check in this test"),
         }
     }

@@ -6,10 +6,12 @@
 //! uninstalled and installed again. After each, an operator acting as the
 //! installed ServiceAccount creates, changes and deletes AgentDeployments
 //! (its finalizer included) while the policy still refuses every hostile
-//! spec; a create right after the reinstall is admitted at once; and an
+//! spec; a create right after the reinstall is admitted at once; an
 //! AgentDeployment stored before the reinstall is deleted under the new
-//! policy. The policy has no parameter resource, so none can be missing: the
-//! tests check that too.
+//! policy; and one stored between the installs with an unlisted
+//! ServiceAccount is never deployed: the operator runs with the install's
+//! `--pod-policy` args (the same lists) and refuses it. The policy has no
+//! parameter resource, so none can be missing: the tests check that too.
 
 use crate::install_manifests::{chart, documents, helm, succeed};
 use crate::security_policy::{self, LISTENER_OK, SERVICE_ACCOUNT_OK};
@@ -143,7 +145,8 @@ pub(crate) async fn assert_policy_in_force(client: &kube::Client, ns: &str) {
 
 /// Writes into `dir` the overlay a platform team writes: the cluster-wide
 /// overlay in its own namespace `ops`, the policy component with its lists
-/// (the JSON patch of the component's comment). Nothing else names a
+/// in both places (the JSON patches of the component's comment: the
+/// policy's variables and the operator's args). Nothing else names a
 /// namespace.
 pub(crate) fn write_policy_overlay(dir: &Path, ops: &str) {
     let deploy = test_support::repo_root().join("deploy");
@@ -162,6 +165,10 @@ patches:
       - {{op: replace, path: /spec/variables/0/expression, value: "['{SERVICE_ACCOUNT_OK}']"}}
       - {{op: test, path: /spec/variables/1/name, value: listenerIds}}
       - {{op: replace, path: /spec/variables/1/expression, value: "['{LISTENER_OK}']"}}
+  - target: {{kind: Deployment, name: agent-operator}}
+    patch: |-
+      - {{op: add, path: /spec/template/spec/containers/0/args/-, value: --pod-policy-service-account-names={SERVICE_ACCOUNT_OK}}}
+      - {{op: add, path: /spec/template/spec/containers/0/args/-, value: --pod-policy-listener-ids={LISTENER_OK}}}
 "#,
         cluster_wide = relative(dir, &deploy.join("overlays/cluster-wide")),
         policy = relative(dir, &deploy.join("components/pod-policy")),
@@ -219,6 +226,31 @@ pub(crate) fn operator(
             ..OperatorOptions::default()
         },
     )
+}
+
+/// The `--pod-policy*` args of an operator Deployment (as rendered, or as
+/// the API server holds it), for the test's operator to run with.
+pub(crate) fn pod_policy_args(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("the operator's args")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--pod-policy"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The `--pod-policy*` args of the Deployment `name` the install made in
+/// `ns`.
+async fn installed_pod_policy_args(client: &kube::Client, ns: &str, name: &str) -> Vec<String> {
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), ns);
+    let deployment = deployments
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("the installed Deployment {ns}/{name}: {e}"));
+    pod_policy_args(&serde_json::to_value(deployment).unwrap())
 }
 
 /// The installed policies' specs, as the API server holds them.
@@ -285,7 +317,25 @@ async fn kustomize_into_another_namespace_with_the_pod_policy_keeps_agent_deploy
         assert!(policy["spec"].get("paramKind").is_none(), "{policy}");
     }
 
-    let mut operator = operator(&env, test, ops, "agent-operator", vec![], &[]);
+    // The operator enforces the same lists (the component's empty ones,
+    // then the overlay's), and the test's operator runs with them.
+    let policy_args = pod_policy_args(
+        docs.iter()
+            .find(|d| d["kind"] == "Deployment")
+            .expect("the operator Deployment"),
+    );
+    assert_eq!(
+        policy_args,
+        [
+            "--pod-policy".to_owned(),
+            "--pod-policy-service-account-names=".to_owned(),
+            "--pod-policy-listener-ids=".to_owned(),
+            format!("--pod-policy-service-account-names={SERVICE_ACCOUNT_OK}"),
+            format!("--pod-policy-listener-ids={LISTENER_OK}"),
+        ]
+    );
+    let extra: Vec<&str> = policy_args.iter().map(String::as_str).collect();
+    let mut operator = operator(&env, test, ops, "agent-operator", vec![], &extra);
     assert_policy_in_force(&client, &tenant).await;
     create_change_delete(&client, &tenant, "kz-agent").await;
     // The hash key Secret in the install's namespace (its Role is there).
@@ -356,7 +406,20 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
     for policy in installed_policies(&env) {
         assert!(policy["spec"].get("paramKind").is_none(), "{policy}");
     }
-    let mut first = operator(&env, test, ops, fullname, vec![&tenant], &[&hash_key]);
+    // The operator gets the same lists as the policy; the test's operators
+    // run with the args the chart gave the installed Deployment.
+    let policy_args = installed_pod_policy_args(&client, ops, fullname).await;
+    assert_eq!(
+        policy_args,
+        [
+            "--pod-policy".to_owned(),
+            format!("--pod-policy-service-account-names={SERVICE_ACCOUNT_OK}"),
+            format!("--pod-policy-listener-ids={LISTENER_OK}"),
+        ]
+    );
+    let mut args: Vec<&str> = policy_args.iter().map(String::as_str).collect();
+    args.push(&hash_key);
+    let mut first = operator(&env, test, ops, fullname, vec![&tenant], &args);
     assert_policy_in_force(&client, &tenant).await;
     create_change_delete(&client, &tenant, "helm-agent").await;
     // One that outlives the release, deleted under the next one.
@@ -385,6 +448,13 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
         installed_policies(&env).is_empty(),
         "uninstall left a policy"
     );
+    // Stored while no policy exists: admitted, with a ServiceAccount the
+    // policy does not list.
+    let mut between = github_deployment("between", "main");
+    between["spec"]["sourceConfig"]["resourceSpec"] = json!({"serviceAccountName": "root-sa"});
+    create(&client, &tenant, &between)
+        .await
+        .expect("without the policy, an unlisted ServiceAccount is admitted");
 
     // Installed again: the next create is admitted at once (no window in
     // which a policy refuses every write), and the policy is in force.
@@ -393,8 +463,24 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
     create(&client, &tenant, &github_deployment("after", "main"))
         .await
         .expect("a create right after the reinstall is admitted");
-    let mut second = operator(&env, test, ops, fullname, vec![&tenant], &[&hash_key]);
+    let mut second = operator(&env, test, ops, fullname, vec![&tenant], &args);
     assert_policy_in_force(&client, &tenant).await;
+    // The object stored between the installs is never deployed: the
+    // reinstalled operator refuses it as the policy would have.
+    let refused = wait_for(&api, "between", TIMEOUT, "Stalled PodPolicyRefused", |o| {
+        support::is_stalled_with(o, "PodPolicyRefused").then(|| o.clone())
+    })
+    .await;
+    let message = support::condition(&refused, "Stalled").unwrap().message;
+    assert!(
+        message.contains("serviceAccountName: root-sa is not on the data-plane pod policy's list"),
+        "{message}"
+    );
+    assert!(refused.status.unwrap().deployment_id.is_none());
+    api.delete("between", &Default::default())
+        .await
+        .expect("deleting between");
+    support::wait_until_gone(&api, "between", TIMEOUT).await;
     println!(
         "reinstall: policy in force {:.1} s after helm install returned",
         reinstalled.elapsed().as_secs_f64()

@@ -88,6 +88,7 @@ mod secrets_hash;
 mod security_metrics;
 mod security_network;
 mod security_policy;
+mod security_policy_operator;
 mod security_rbac;
 mod security_tls;
 mod setup_prerequisites;

@@ -6,7 +6,9 @@
 //! listener) is refused with a message that names the field and the rule, a
 //! refused object is not stored (so the operator cannot send a request for
 //! it), and a clean self-hosted spec is admitted. The Helm chart renders the
-//! same policy, and neither install turns it on by default.
+//! same policy and passes the same lists to the operator (`--pod-policy`,
+//! enforced there too: `security_policy_operator`), and neither install
+//! turns it on by default.
 //!
 //! The test shares its API server with the others, so it scopes the shipped
 //! binding to its own namespace and names its objects after it; the rules
@@ -443,6 +445,18 @@ fn helm_template(args: &[&str]) -> Vec<Value> {
     documents(&succeed(command, None).0)
 }
 
+/// The `--pod-policy*` args of the operator Deployment in `docs`.
+fn pod_policy_args(docs: &[Value]) -> Vec<String> {
+    find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("the operator's args")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--pod-policy"))
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn helm_renders_the_same_policy_and_neither_install_turns_it_on_by_default() {
     test_support::skip_without!(Envtest);
@@ -479,6 +493,24 @@ fn helm_renders_the_same_policy_and_neither_install_turns_it_on_by_default() {
         "--set",
         "watchNamespaces={team-a,team-b}",
     ]);
+    // The operator enforces the same lists itself (--pod-policy), only
+    // where the policy denies: not by default, not while it is tried out.
+    assert_eq!(
+        pod_policy_args(&docs),
+        [
+            "--pod-policy".to_owned(),
+            "--pod-policy-service-account-names=agent-runner,reporting".to_owned(),
+            format!("--pod-policy-listener-ids={LISTENER_OK}"),
+        ]
+    );
+    assert_eq!(pod_policy_args(&helm_template(&[])), Vec::<String>::new());
+    let tried = helm_template(&[
+        "--set",
+        "podPolicy.enabled=true",
+        "--set",
+        "podPolicy.validationActions={Warn,Audit}",
+    ]);
+    assert_eq!(pod_policy_args(&tried), Vec::<String>::new());
     let shipped = component();
     let name = "policy-it-agent-operator-pod-policy";
     // The same rules; only the lists differ, set from the values.

@@ -151,6 +151,19 @@ fn advice() -> Vec<Advice> {
             ],
         },
         Advice {
+            reason: "PodPolicyRefused",
+            start: || {
+                let mut m = github();
+                m["spec"]["sourceConfig"]["resourceSpec"] =
+                    json!({"serviceAccountName": "root-sa"});
+                m
+            },
+            state: State::Remote,
+            changes: vec![
+                json!({"spec": {"sourceConfig": {"resourceSpec": {"serviceAccountName": "agent-runner"}}}}),
+            ],
+        },
+        Advice {
             reason: "InvalidAnnotation",
             start: github,
             state: State::Remote,

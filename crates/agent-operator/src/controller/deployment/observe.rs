@@ -513,6 +513,18 @@ fn refused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
             refused.0,
         ));
     }
+    // The data-plane pod policy (--pod-policy), also for an object stored
+    // while the admission policy was absent.
+    if let Some(policy) = &ctx.config.pod_policy
+        && let Err(message) = policy.check_deployment(&obj.spec)
+    {
+        return Some(Report::stalled(
+            obj,
+            ctx,
+            reason::POD_POLICY_REFUSED,
+            message,
+        ));
+    }
     None
 }
 

@@ -191,9 +191,9 @@ async fn interrupted_revision_stalls_with_its_own_reason() {
 #[tokio::test]
 async fn unknown_revision_status_keeps_polling_and_recovers() {
     test_support::skip_without!(Envtest);
-    // Slower steps: UNKNOWN lasts three of them. A revision in progress is
-    // shown once it is older than the longest poll interval (BEHAVIOUR.md,
-    // "Kubernetes writes"): 1 s here, so that UNKNOWN is shown.
+    // Slower steps: UNKNOWN lasts three of them; each poll that reads a
+    // new status of the revision writes it (BEHAVIOUR.md, "Kubernetes
+    // writes").
     let h = Harness::quick("op-rev-unknown")
         .step_seconds(1.0)
         .operator_flags(&[
@@ -213,10 +213,11 @@ async fn unknown_revision_status_keeps_polling_and_recovers() {
         (o.status.as_ref()?.revision_status.as_deref() == Some("UNKNOWN")).then(|| o.clone())
     })
     .await;
+    // The first revision of the create: `Creating` until it ends.
     let reconciling = condition(&obj, "Reconciling").unwrap();
     assert_eq!(
         (reconciling.status.as_str(), reconciling.reason.as_str()),
-        ("True", "RevisionInProgress")
+        ("True", "Creating")
     );
     assert!(condition(&obj, "Stalled").is_none());
     let polls = h.emulator.requests().await.count(route::GET_REVISION);

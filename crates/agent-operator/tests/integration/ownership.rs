@@ -318,7 +318,9 @@ async fn a_restore_from_git_finds_every_deployment_by_name() {
 /// deployment is refused at admission with the move recipe; an
 /// AgentControlPlane pointed at another control plane under it stalls the
 /// object (`ControlPlaneChanged`) after one read there: no second
-/// deployment, no false `RemoteDeleted`. Pointed back, it is Ready again.
+/// deployment, no false `RemoteDeleted`. Pointed back, it is Ready again;
+/// then the move recipe: a new object on the other plane, the old one
+/// deleted with `Orphan`.
 #[tokio::test]
 async fn a_plane_switch_never_makes_a_second_deployment() {
     test_support::skip_without!(Envtest);
@@ -401,6 +403,26 @@ async fn a_plane_switch_never_makes_a_second_deployment() {
         Some(id.as_str())
     );
     only_the_first_create(&h, &id, 1).await;
+
+    // The recipe of docs/RENAME-AND-MOVE.md, "Move to another control
+    // plane": a new object on the new plane (the same remote name is no
+    // conflict there), then the old one deleted, here with `Orphan`.
+    let mut b = agent("b", "support-agent");
+    b["spec"]["controlPlaneRef"] = serde_json::json!({"name": "other"});
+    h.apply(b).await;
+    let b = h.wait_ready("b", TIMEOUT).await;
+    let new_id = b.status.unwrap().deployment_id.unwrap();
+    assert_ne!(new_id, id);
+    support::merge_patch(
+        &h.api,
+        "a",
+        serde_json::json!({"spec": {"deletionPolicy": "Orphan"}}),
+    )
+    .await;
+    h.api.delete("a", &DeleteParams::default()).await.unwrap();
+    support::wait_until_gone(&h.api, "a", TIMEOUT).await;
+    only_the_first_create(&h, &id, 1).await;
+    assert_eq!(other.requests().await.count(route::CREATE), 1);
 }
 
 /// Identity from the create on: the status that records the id is written
@@ -464,4 +486,81 @@ async fn identity_is_recorded_by_the_create_and_locks_the_name_at_once() {
     let counts = h.emulator.requests().await;
     assert_eq!(counts.count(route::CREATE), 1, "{counts:?}");
     assert_eq!(counts.count(route::PATCH), 0, "{counts:?}");
+}
+
+/// A namespace deleted while the operator is down, its plane's key Secret
+/// gone before the operator could read it: the deletion cannot finish, and
+/// the AgentDeployment says exactly that (the namespace is terminating, the
+/// remote id it leaves, where it shows afterwards), with no request; the
+/// Orphan patch of the message lets the namespace go and leaves the
+/// deployment running.
+#[tokio::test]
+async fn a_namespace_deleted_while_the_operator_is_down_says_what_it_leaves() {
+    test_support::skip_without!(Envtest);
+    let env = common::own_env(&[]).await;
+    let mut h = owners("own-ns-gone", &env).start().await;
+    let team = h.team("own-ns-gone-team", None).await;
+    let api: Api<AgentDeployment> = Api::namespaced(h.client.clone(), &team);
+    support::apply_json(&api, "agent", agent("agent", "team-agent")).await;
+    let obj = support::wait_for(&api, "agent", TIMEOUT, "Ready", |o| {
+        support::is_ready_now(o).then(|| o.clone())
+    })
+    .await;
+    let id = obj.status.unwrap().deployment_id.unwrap();
+
+    // The operator is down; the namespace is deleted: the namespace
+    // controller deletes the Secret (no finalizer: gone), the plane and the
+    // AgentDeployment (kept by their finalizers).
+    h.operator.take().expect("an operator").kill().await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(h.client.clone());
+    namespaces
+        .delete(&team, &DeleteParams::default())
+        .await
+        .unwrap();
+    let lp = kube::api::ListParams::default();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(h.client.clone(), &team)
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .unwrap();
+    Api::<agent_operator::api::AgentControlPlane>::namespaced(h.client.clone(), &team)
+        .delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .unwrap();
+    api.delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .unwrap();
+    // Calls about deployments (the restarted operator's probe of the
+    // harness's own plane is a list, not counted).
+    let calls_before = h.emulator.requests().await.deployment_calls();
+    h.operator = Some(h.start_operator(&support::FAST_POLLING));
+
+    let obj = support::wait_for(&api, "agent", TIMEOUT, "DeletionBlocked", |o| {
+        support::is_stalled_with(o, "DeletionBlocked").then(|| o.clone())
+    })
+    .await;
+    let message = ready_message(&obj);
+    let terminating = format!("namespace {team} is being deleted");
+    for part in [id.as_str(), terminating.as_str(), "unmanaged", "Orphan"] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    let counts = h.emulator.requests().await;
+    assert_eq!(counts.count(route::DELETE), 0, "{counts:?}");
+    assert_eq!(
+        counts.deployment_calls(),
+        calls_before,
+        "nothing is sent for the blocked deletion: {counts:?}"
+    );
+
+    // The way out of the message: Orphan. The deployment is left running.
+    support::merge_patch(
+        &api,
+        "agent",
+        serde_json::json!({"spec": {"deletionPolicy": "Orphan"}}),
+    )
+    .await;
+    support::wait_until_gone(&api, "agent", TIMEOUT).await;
+    assert_eq!(
+        h.cp.get_deployment(&id).await.unwrap().status.as_deref(),
+        Some("READY")
+    );
 }

@@ -179,8 +179,19 @@ fn advice() -> Vec<Advice> {
             state: State::NothingCreated,
             changes: vec![
                 json!({"spec": {"deploymentId": OTHER_UUID}}),
+                json!({"spec": {"adoptionPolicy": "ByName"}}),
                 json!({"spec": {"name": "another-name"}}),
             ],
+        },
+        Advice {
+            reason: "AlreadyOwned",
+            start: || {
+                let mut m = github();
+                m["spec"]["deploymentId"] = OTHER_UUID.into();
+                m
+            },
+            state: State::NothingCreated,
+            changes: vec![json!({"spec": {"deploymentId": null}})],
         },
         Advice {
             reason: "CreateOutcomeUnknown",

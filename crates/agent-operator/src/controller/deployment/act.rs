@@ -98,6 +98,23 @@ pub(super) async fn find_or_create(pass: &mut Pass<'_>) -> Flow<Acted> {
     change(pass, *obtained.deployment, &body, obtained.recovered).await
 }
 
+/// Whether the pass's secret values count as changed here
+/// ([`decide::secrets_changed_here`]); never under Observe, which sends
+/// nothing. A deployment adopted, recovered or handed over that already
+/// holds the desired values records them as sent, with no PATCH.
+fn secrets_changed_here(pass: &mut Pass<'_>, remote: &Deployment, observe: bool) -> bool {
+    if observe {
+        return false;
+    }
+    let hash = pass.seen.secrets_hash.as_str();
+    let remote_values = desired::remote_secrets_compare(&pass.ctx.hash_key, hash, &remote.secrets);
+    let last_sent = pass.previous.secrets_hash.as_deref();
+    if last_sent.is_none() && remote_values == Some(false) {
+        pass.status.secrets_hash = Some(hash.to_owned());
+    }
+    decide::secrets_changed_here(last_sent, hash, remote_values)
+}
+
 /// GETs the deployment and makes it equal to the spec (see
 /// [`change`]).
 pub(super) async fn read_and_change(pass: &mut Pass<'_>) -> Flow<Acted> {
@@ -123,20 +140,7 @@ async fn change(
     let key = object_key(pass.obj);
     let policy = pass.obj.spec.management_policy;
     let observe = policy == ManagementPolicy::Observe;
-    // Under Observe nothing was sent: no value "changed here".
-    let remote_values =
-        desired::remote_secrets_compare(&pass.ctx.hash_key, secrets_hash, &remote.secrets);
-    let changed_here = !observe
-        && decide::secrets_changed_here(
-            pass.previous.secrets_hash.as_deref(),
-            secrets_hash,
-            remote_values,
-        );
-    if !observe && pass.previous.secrets_hash.is_none() && remote_values == Some(false) {
-        // Adopted, recovered or handed over with the desired values: they
-        // count as sent.
-        pass.status.secrets_hash = Some(secrets_hash.to_owned());
-    }
+    let changed_here = secrets_changed_here(pass, &remote, observe);
     let patch = minimal_patch(pass, &remote, body, changed_here, observe);
     pass.status.display_name = remote.display_name.clone();
     let patch_fingerprint = desired::patch_fingerprint(&patch, secrets_hash);

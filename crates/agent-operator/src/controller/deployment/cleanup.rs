@@ -235,25 +235,7 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
         return Err(Report::failed(Error::DeletionPending(id.clone())));
     }
     let cp = plane(obj, ctx).await?;
-    // A deployment that lives on another plane than the one the
-    // AgentControlPlane leads to now is not deleted there (a 404 would be
-    // taken for "gone", and the deployment left running unmanaged).
-    if let Some(recorded) = obj.status.as_ref().and_then(|s| s.control_plane.as_ref()) {
-        let was = crate::plan::claims::PlaneId::new(&recorded.url, &recorded.workspace_id);
-        let now = crate::plan::claims::PlaneId::new(cp.base_url(), cp.workspace_id());
-        if was != now {
-            return Err(blocked(
-                obj,
-                ctx,
-                &format!(
-                    "it lives on {was} (status.controlPlane), but the AgentControlPlane now leads to {now}"
-                ),
-                &format!(
-                    "point the AgentControlPlane back at {was} so that the deletion can finish"
-                ),
-            ));
-        }
-    }
+    same_plane(obj, ctx, &cp)?;
     let id = match known_id {
         Some(id) => id,
         None => {
@@ -296,6 +278,29 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
     }
 }
 
+/// `Err` (`DeletionBlocked`) when the deployment of `obj` lives on another
+/// plane (`status.controlPlane`) than the one `cp` sends to: it is not
+/// deleted there (a 404 would be taken for "gone", and the deployment left
+/// running unmanaged).
+fn same_plane(obj: &AgentDeployment, ctx: &Context, cp: &ControlPlaneClient) -> Flow<()> {
+    let Some(recorded) = obj.status.as_ref().and_then(|s| s.control_plane.as_ref()) else {
+        return Ok(());
+    };
+    let was = crate::plan::claims::PlaneId::new(&recorded.url, &recorded.workspace_id);
+    let now = crate::plan::claims::PlaneId::new(cp.base_url(), cp.workspace_id());
+    if was == now {
+        return Ok(());
+    }
+    Err(blocked(
+        obj,
+        ctx,
+        &format!(
+            "it lives on {was} (status.controlPlane), but the AgentControlPlane now leads to {now}"
+        ),
+        &format!("point the AgentControlPlane back at {was} so that the deletion can finish"),
+    ))
+}
+
 /// The control plane client of a deletion: the plane's client as for any
 /// pass or, when the plane or its API key Secret is gone or being deleted
 /// (a bundle, a prune or a namespace deleted in one go), the client this
@@ -317,6 +322,17 @@ async fn plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient>
                 );
                 Ok(cp)
             }
+            None if namespace_terminating(ctx, &ns).await => {
+                let id = id_of(obj).unwrap_or_else(|| obj.remote_name());
+                let cause = format!(
+                    "{}; namespace {ns} is being deleted, so they cannot be re-created there, and this operator never held the key (it was not running when they went)",
+                    why.message
+                );
+                let fix = format!(
+                    "nothing in the cluster can finish it: delete remote deployment {id} on the control plane yourself if it should go (it shows in the unmanaged report, status.unmanaged, of any AgentControlPlane on its workspace)"
+                );
+                Err(blocked(obj, ctx, &cause, &fix))
+            }
             None => {
                 let fix = format!(
                     "re-create what is missing (the AgentControlPlane {ns}/{name} and its API key Secret) so that the deletion can finish"
@@ -325,6 +341,17 @@ async fn plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient>
             }
         },
     }
+}
+
+/// True when the namespace `ns` is being deleted (`deletionTimestamp`);
+/// false when it is not, or cannot be read (the operator of a
+/// `--namespace` install has no right to read namespaces).
+async fn namespace_terminating(ctx: &Context, ns: &str) -> bool {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.client.clone());
+    matches!(
+        api.get_opt(ns).await,
+        Ok(Some(n)) if n.metadata.deletion_timestamp.is_some()
+    )
 }
 
 /// A deletion that cannot go on until a human acts: `Stalled` with reason

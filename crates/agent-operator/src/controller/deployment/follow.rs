@@ -60,16 +60,7 @@ pub(super) async fn follow(pass: &mut Pass<'_>, acted: Acted) -> Box<Report> {
     let outcome = overdue
         .clone()
         .unwrap_or_else(|| verdict::outcome(rid, status));
-    let outcome = match pass.reapplied_over.as_deref() {
-        Some(over) => verdict::reapplied(outcome, over),
-        None => outcome,
-    };
-    let outcome = verdict::creating(
-        outcome,
-        first_revision(pass),
-        &view.id,
-        &pass.seen.body.name,
-    );
+    let outcome = shown(pass, outcome, &view.id);
     let (outcome, unused) = verdict::unused(
         outcome,
         &view.id,
@@ -250,6 +241,17 @@ async fn latest(
     latest.status = Some(rev.status.clone());
     latest.read = Some(rev);
     Ok(latest)
+}
+
+/// The outcome as shown: re-applied over a revision made outside
+/// ([`verdict::reapplied`]), or `Creating` while the first revision of the
+/// create is in progress ([`verdict::creating`]).
+fn shown(pass: &Pass<'_>, outcome: Outcome, id: &str) -> Outcome {
+    let outcome = match pass.reapplied_over.as_deref() {
+        Some(over) => verdict::reapplied(outcome, over),
+        None => outcome,
+    };
+    verdict::creating(outcome, first_revision(pass), id, &pass.seen.body.name)
 }
 
 /// The pass follows the first revision of a deployment its object created

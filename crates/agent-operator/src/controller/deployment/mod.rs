@@ -261,34 +261,7 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
             );
             delay
         }
-        Before::SpreadColdStart => {
-            let delay = pass
-                .ctx
-                .config
-                .resync_interval
-                .mul_f64(rand::random_range(0.0..1.0));
-            debug!(check_in_s = delay.as_secs(), "converged before the restart");
-            // A replica killed between the status write that recorded the
-            // id and the annotation write after it left status without the
-            // annotation: write it now (no request), by the rule every
-            // report follows, so that a restore without status still leads
-            // back to the deployment.
-            let mut report = Report::end(Requeue::after(delay));
-            report.annotations = crate::plan::steps::id_annotations(
-                pass.obj
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.deployment_id.as_deref()),
-                pass.obj.create_pending(),
-                pass.obj
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(DEPLOYMENT_ID_ANNOTATION))
-                    .map(String::as_str),
-            );
-            return Err(report);
-        }
+        Before::SpreadColdStart => return Err(cold_start(pass)),
         Before::PollRevision(rid) => {
             same_plane(pass).await?;
             return act::poll_revision(pass, &rid).await;
@@ -300,6 +273,37 @@ async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
         }
     };
     Err(Report::end(Requeue::after(wait)))
+}
+
+/// The end of the first pass after a restart of an object that had
+/// converged on its generation: its drift check, spread at random over the
+/// resync period.
+fn cold_start(pass: &Pass<'_>) -> Box<Report> {
+    let delay = pass
+        .ctx
+        .config
+        .resync_interval
+        .mul_f64(rand::random_range(0.0..1.0));
+    debug!(check_in_s = delay.as_secs(), "converged before the restart");
+    // A replica killed between the status write that recorded the id and
+    // the annotation write after it left status without the annotation:
+    // write it now (no request), by the rule every report follows, so that
+    // a restore without status still leads back to the deployment.
+    let mut report = Report::end(Requeue::after(delay));
+    report.annotations = crate::plan::steps::id_annotations(
+        pass.obj
+            .status
+            .as_ref()
+            .and_then(|s| s.deployment_id.as_deref()),
+        pass.obj.create_pending(),
+        pass.obj
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DEPLOYMENT_ID_ANNOTATION))
+            .map(String::as_str),
+    );
+    report
 }
 
 /// `Ok` when the remote deployment of `pass` lives on the control plane its

@@ -195,7 +195,7 @@ fn not_paused(obj: &AgentDeployment, ctx: &Context) -> Flow<()> {
     }
 }
 
-/// The status a pass decides on ([`last_status`]), and the fresh read it
+/// The status a pass decides on ([`last_written`]), and the fresh read it
 /// was taken from when the object names no deployment yet.
 struct LastWritten {
     /// The fresh read of the object, when made.

@@ -20,6 +20,14 @@ pub const VERIFIED: &str = "Verified";
 /// fields are in `status.drift`), False when it equals it.
 pub const DRIFTED: &str = "Drifted";
 
+/// Condition type of an AgentDeployment with `spec.promotion`: True
+/// (reason `Promoted`) while it deploys what its source serves, False while
+/// it takes nothing new (reason `PromotionWaiting`, or the reason of a
+/// refusal) and keeps what it took last. `Ready` stays about the object's
+/// own revision: a target serving a verified revision is Ready while it
+/// waits for its source.
+pub const PROMOTED: &str = "Promoted";
+
 /// Condition status strings.
 pub const TRUE: &str = "True";
 /// Condition status `False`.

@@ -57,8 +57,12 @@ pub fn conditions(
 
 /// The condition types [`conditions`] carries forward from the previous
 /// status: `Drifted` (`spec.managementPolicy: Observe`), decided only by a
-/// pass that read the remote object.
-pub const CARRIED: [&str; 1] = [crate::api::conditions::DRIFTED];
+/// pass that read the remote object, and `Promoted` (`spec.promotion`),
+/// decided by a pass that reaches its end.
+pub const CARRIED: [&str; 2] = [
+    crate::api::conditions::DRIFTED,
+    crate::api::conditions::PROMOTED,
+];
 
 /// The `Drifted` condition and `status.drift` of an agent server object
 /// (AgentAssistant, AgentCron) at the end of a pass under `policy`:

@@ -153,6 +153,66 @@ pub fn by_digest(image_uri: &str, digest: &str) -> String {
     format!("{repository}@{digest}")
 }
 
+/// What a target keeps deploying while its promotion takes nothing new:
+/// the identity it took last (`status.promotedFrom.deployed`, in place of
+/// its own `imageUri` or `repoRef` by `source`), unchanged, with no new
+/// revision; `None` when it never took anything.
+pub fn kept(source: Source, status: &AgentDeploymentStatus) -> Option<Take> {
+    let kept = status.promoted_from.as_deref()?;
+    Some(Take {
+        image_uri: (source == Source::ExternalDocker)
+            .then(|| kept.deployed.clone())
+            .flatten(),
+        repo_ref: (source == Source::Github)
+            .then(|| kept.deployed.clone())
+            .flatten(),
+        record: kept.clone(),
+        new_revision: false,
+        changed: false,
+    })
+}
+
+/// A promotion that deploys nothing new on this pass (a wait, or a
+/// refusal) of a target that holds a remote deployment: the target keeps
+/// what it took last ([`kept`]) and goes on with its own reads and polls,
+/// so its status never goes stale; the hold shows in its `Promoted`
+/// condition, and a refusal also as `Stalled` with its reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    /// `PromotionWaiting`, or the `PROMOTION_*` reason of a refusal.
+    pub reason: &'static str,
+    /// What is awaited, or what is wrong.
+    pub message: String,
+    /// When a wait ends by itself (the end of the soak).
+    pub recheck_in: Option<Duration>,
+    /// A refusal: the target is `Stalled`, not only waiting.
+    pub refused: bool,
+}
+
+impl Hold {
+    /// The hold of a step that deploys nothing; `None` for a deploy.
+    pub fn of(step: &Step) -> Option<Self> {
+        match step {
+            Step::Deploy(_) => None,
+            Step::Refused { reason, message } => Some(Self {
+                reason,
+                message: message.clone(),
+                recheck_in: None,
+                refused: true,
+            }),
+            Step::Wait {
+                message,
+                recheck_in,
+            } => Some(Self {
+                reason: reason::PROMOTION_WAITING,
+                message: message.clone(),
+                recheck_in: *recheck_in,
+                refused: false,
+            }),
+        }
+    }
+}
+
 /// The commit the target's latest revision was built from, when known.
 fn latest_commit(status: &AgentDeploymentStatus) -> Option<&str> {
     let latest = status.latest_revision_id.as_deref()?;
@@ -178,23 +238,10 @@ pub fn decide(target: &Target<'_>, source: Option<&SourceView<'_>>, now: Timesta
         // Taken before: the source deleted since, or not listed yet after
         // a restart of the operator. The target keeps what it took, so a
         // restart never flips it to waiting.
-        if let Some(kept) = target
-            .status
-            .promoted_from
-            .as_deref()
-            .filter(|p| p.namespace == ns && p.name == name)
+        if let Some(kept) = kept(target.source, target.status)
+            .filter(|k| k.record.namespace == ns && k.record.name == name)
         {
-            return Step::Deploy(Box::new(Take {
-                image_uri: (target.source == Source::ExternalDocker)
-                    .then(|| kept.deployed.clone())
-                    .flatten(),
-                repo_ref: (target.source == Source::Github)
-                    .then(|| kept.deployed.clone())
-                    .flatten(),
-                record: kept.clone(),
-                new_revision: false,
-                changed: false,
-            }));
+            return Step::Deploy(Box::new(kept));
         }
         return wait(
             format!(
@@ -263,13 +310,21 @@ pub fn decide(target: &Target<'_>, source: Option<&SourceView<'_>>, now: Timesta
         .unwrap_or(Duration::ZERO);
     if served_for < soak {
         let left = soak - served_for;
+        // The end as a time, not a countdown: the message (and so the
+        // status) stays the same on every pass of the soak.
+        let ends = serving
+            .soak_from
+            .unwrap_or(now)
+            .checked_add(jiff::SignedDuration::from_secs(
+                i64::try_from(soak.as_secs()).unwrap_or(i64::MAX),
+            ))
+            .unwrap_or(now);
         return wait(
             format!(
-                "the promotion source {shown} serves revision {}{}; its soak of {} s ends in {} s",
+                "the promotion source {shown} serves revision {}{}; its soak of {} s ends at {ends:.0}",
                 serving.revision_id,
                 if require_verified { ", verified" } else { "" },
                 soak.as_secs(),
-                left.as_secs().max(1)
             ),
             Some(left),
         );
@@ -360,8 +415,64 @@ fn commit_mismatch(target: &Target<'_>, record: &PromotedFrom, kept: bool) -> Op
     if !kept || target.redeploy_requested || status.observed_generation != target.generation {
         return None;
     }
-    built_mismatch(record, status)
-        .map(|message| refused(reason::PROMOTION_COMMIT_MISMATCH, message))
+    mismatch_of(record, status).map(|message| refused(reason::PROMOTION_COMMIT_MISMATCH, message))
+}
+
+/// The commit revision `id` of `status.revisions` was built from.
+fn commit_of<'a>(status: &'a AgentDeploymentStatus, id: &str) -> Option<&'a str> {
+    status
+        .revisions
+        .iter()
+        .find(|r| r.id == id)
+        .and_then(|r| r.commit_sha.as_deref())
+}
+
+/// The undo of a `github` promotion whose latest revision was built from
+/// another commit than the one verified on the source (`record`;
+/// [`built_mismatch`]): `(from, to)`, the revision to go back from and the
+/// one that served before the promotion started (`record.priorRevisionId`),
+/// redeployed at once so that a commit nobody verified serves no longer
+/// than that redeploy. `None` when there is nothing to undo: no mismatch
+/// (or its commit not known yet), the latest revision is already the
+/// undo's (`status.rollback.revisionId`), or nothing served before.
+pub fn undo(record: &PromotedFrom, status: &AgentDeploymentStatus) -> Option<(String, String)> {
+    built_mismatch(record, status)?;
+    let latest = status.latest_revision_id.as_deref()?;
+    let undone = status
+        .rollback
+        .as_deref()
+        .is_some_and(|r| r.from_revision_id == latest || r.revision_id.as_deref() == Some(latest));
+    let to = record.prior_revision_id.as_deref()?;
+    (!undone && to != latest).then(|| (latest.to_owned(), to.to_owned()))
+}
+
+/// The message of a `PromotionCommitMismatch` of `record` on `status`: a
+/// latest revision built from another commit than the verified one
+/// ([`built_mismatch`]), or the revision that went back after one
+/// ([`undo`], `status.rollback`), naming both commits and the revision
+/// that serves again; `None` when there is no mismatch.
+pub fn mismatch_of(record: &PromotedFrom, status: &AgentDeploymentStatus) -> Option<String> {
+    let expected = record.commit_sha.as_deref()?;
+    let latest = status.latest_revision_id.as_deref()?;
+    let back = status
+        .rollback
+        .as_deref()
+        .filter(|r| r.revision_id.as_deref() == Some(latest));
+    let Some(back) = back else {
+        return built_mismatch(record, status);
+    };
+    let built = commit_of(status, &back.from_revision_id)?;
+    (built != expected).then(|| {
+        format!(
+            "revision {} was built from commit {built}, but the promotion source {}/{} verified commit {expected} (revision {}): the ref {} moved in between. Went back to revision {} (what served before the promotion) with revision {latest}, so the unverified commit serves no more. Nothing more is deployed until the source serves another commit, the spec changes, or a redeploy is requested",
+            back.from_revision_id,
+            record.namespace,
+            record.name,
+            record.revision_id,
+            record.deployed.as_deref().unwrap_or("?"),
+            back.to_revision_id,
+        )
+    })
 }
 
 /// The message of a `PromotionCommitMismatch`: the latest revision of

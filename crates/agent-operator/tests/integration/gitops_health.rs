@@ -31,7 +31,7 @@ const LISTENER_ID: &str = "6f1c2a3e-0000-4000-8000-000000000009";
 const UNKNOWN_LISTENER_ID: &str = "6f1c2a3e-0000-4000-8000-0000000000ff";
 
 /// `hack/health/install.sh`'s binary (built once, cached in `.cache/health`).
-fn health_bin() -> PathBuf {
+pub(crate) fn health_bin() -> PathBuf {
     let root = test_support::repo_root();
     let out = Command::new(root.join("hack/health/install.sh"))
         .output()
@@ -43,6 +43,33 @@ fn health_bin() -> PathBuf {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     PathBuf::from(stdout.lines().last().expect("a path").trim())
+}
+
+/// The kstatus and Argo CD (Lua) verdicts of `objects` (as the API server
+/// serves them), one JSON object per input (`kstatus`, `argocd`,
+/// `argocdMessage`), computed by `hack/health` (`health`, from
+/// [`health_bin`]); the input is kept as `file` in the test logs.
+pub(crate) fn verdicts_of(health: &std::path::Path, file: &str, objects: &[&Value]) -> Vec<Value> {
+    let dir = support::log_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join(file);
+    std::fs::write(&input, serde_json::to_vec_pretty(&objects).unwrap()).unwrap();
+    let lua = test_support::repo_root().join("deploy/argocd/health.lua");
+    let out = Command::new(health)
+        .arg("-lua")
+        .arg(&lua)
+        .arg(&input)
+        .output()
+        .expect("running hack/health");
+    assert!(
+        out.status.success(),
+        "hack/health failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
 }
 
 /// The object `name` of kind `K` in `ns` exactly as the API server serves it.
@@ -460,27 +487,8 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
     });
 
     // Run both verdicts on the objects as served.
-    let dir = support::log_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    let input = dir.join("gitops-health-objects.json");
     let objects: Vec<&Value> = rows.iter().map(|r| &r.object).collect();
-    std::fs::write(&input, serde_json::to_vec_pretty(&objects).unwrap()).unwrap();
-    let lua = test_support::repo_root().join("deploy/argocd/health.lua");
-    let out = Command::new(&health)
-        .arg("-lua")
-        .arg(&lua)
-        .arg(&input)
-        .output()
-        .expect("running hack/health");
-    assert!(
-        out.status.success(),
-        "hack/health failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let verdicts: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect();
+    let verdicts = verdicts_of(&health, "gitops-health-objects.json", &objects);
     assert_eq!(verdicts.len(), rows.len());
     let mut table =
         String::from("| State | kstatus | Argo CD (Lua) | Argo CD message |\n|---|---|---|---|\n");

@@ -79,6 +79,7 @@ mod operator_unmanaged;
 mod operator_verify;
 mod outbound_requests;
 mod ownership;
+mod promotion_truth;
 mod proptest_decoding;
 mod registry_auth;
 mod registry_resolve;

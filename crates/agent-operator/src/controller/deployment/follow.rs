@@ -71,6 +71,9 @@ pub(super) async fn follow(pass: &mut Pass<'_>, acted: Acted) -> Box<Report> {
     let outcome = explain_failure(pass, outcome, &view, &latest).await;
     // (Its Warning event comes from `finish`, as for every Stalled.)
     record(pass, &view, &latest, &outcome);
+    if let Some(report) = undo_promotion(pass, &view).await {
+        return report;
+    }
     let (outcome, verify_wait) = match super::verify::verified(pass, outcome, &view, rid).await {
         Ok(v) => v,
         Err(e) => return Report::failed(e),
@@ -148,6 +151,32 @@ async fn roll_back(
             })
         }
     }
+}
+
+/// A `github` promotion whose latest revision was built from another commit
+/// than the one the source verified ([`crate::plan::promotion::undo`]):
+/// goes back at once to the revision that served before the promotion (one
+/// redeploy, the pass's mutation, recorded in `status.rollback`), and ends
+/// the pass, `Stalled`/`PromotionCommitMismatch` naming both commits (the
+/// report's check, [`Pass::finish`]), polling the revision it made. `None`:
+/// nothing to undo, the pass goes on.
+async fn undo_promotion(pass: &mut Pass<'_>, view: &RemoteView) -> Option<Box<Report>> {
+    let record = pass
+        .status
+        .promoted_from
+        .as_deref()
+        .filter(|_| pass.seen.promotion.is_some())?;
+    let (from, to) = crate::plan::promotion::undo(record, &pass.status)?;
+    let why = format!(
+        "{} (promotion commit mismatch)",
+        reason::PROMOTION_COMMIT_MISMATCH
+    );
+    let outcome = match redeploy_verified(pass, view, from, to, why).await {
+        Ok(outcome) => outcome,
+        Err(report) => return Some(report),
+    };
+    let poll = Requeue::after(jittered(pass.ctx.config.poll_interval));
+    Some(pass.finish(&outcome, Ok(poll)))
 }
 
 /// The rollback of [`roll_back`]: redeploys revision `to` in place of

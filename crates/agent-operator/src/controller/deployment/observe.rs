@@ -22,7 +22,7 @@ use crate::api::preflight;
 use crate::controller::{Context, Error, hash_key, object_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
-use crate::plan::promotion::{Step, Take};
+use crate::plan::promotion::{Hold, Step, Take};
 use crate::plan::status::Outcome;
 use crate::plan::{decide, desired, image};
 use crate::registry::docker_config::DOCKER_CONFIG_KEY;
@@ -60,8 +60,12 @@ pub struct Observed {
     /// The tag named another digest than the record: `(old, new)`.
     pub image_moved: Option<(String, String)>,
     /// `spec.promotion`: what the source serves that this pass deploys (in
-    /// `body` already).
+    /// `body` already), or what it keeps deploying while it holds.
     pub promotion: Option<Take>,
+    /// `spec.promotion` takes nothing new on this pass (a wait or a
+    /// refusal) of an object that holds a remote deployment: the pass goes
+    /// on with its reads, and reports the hold ([`Hold`]).
+    pub promotion_hold: Option<Hold>,
 }
 
 /// When the waits of an object end, as observed: seconds (negative when
@@ -169,6 +173,7 @@ pub async fn observe(
         last.previous,
     );
     seen.promotion = wanted.take;
+    seen.promotion_hold = wanted.hold;
     seen.fresh = last.fresh;
     seen.resolved_image = wanted.resolved_image;
     seen.image_moved = wanted.image_moved;
@@ -233,20 +238,22 @@ struct Wanted {
     cp: ControlPlaneClient,
     body: DeploymentCreate,
     take: Option<Take>,
+    hold: Option<Hold>,
     resolved_image: Option<ResolvedImage>,
     image_moved: Option<(String, String)>,
 }
 
 /// The promotion source (from the watch cache), the inputs and the image
-/// of `obj` ([`promoted`], [`inputs`], [`image()`]): a refusal, a wait or a
-/// missing input ends the pass before any control plane request.
+/// of `obj` ([`promoted`], [`inputs`], [`image()`]): a missing input, or a
+/// promotion that holds an object with no remote deployment yet, ends the
+/// pass before any control plane request.
 async fn wanted(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
     ctx: &Context,
     previous: &AgentDeploymentStatus,
 ) -> Flow<Wanted> {
-    let take = promoted(obj, ctx, previous)?;
+    let (take, hold) = promoted(obj, ctx, previous)?;
     let has_id = previous.deployment_id.is_some();
     let (cp, mut body) = inputs(api, obj, ctx, has_id).await?;
     // The image policy asks the registry (not the control plane) before
@@ -270,45 +277,57 @@ async fn wanted(
         cp,
         body,
         take,
+        hold,
         resolved_image,
         image_moved,
     })
 }
 
-/// What `spec.promotion` of `obj` deploys ([`promotion::step`]); `None`
-/// without it. `Err`: the pass ends before any remote call, `Stalled` on a
-/// refusal, `PromotionWaiting` (requeued at the end of the soak, else on
-/// the resync interval, and woken by a change of the source) on a wait.
+/// What `spec.promotion` of `obj` deploys ([`promotion::step`]), and the
+/// hold of a pass that deploys nothing new; `(None, None)` without it. An
+/// object that holds a remote deployment keeps what it took last while it
+/// holds, and its pass goes on with its reads, so that its status never
+/// goes stale ([`Hold`]). `Err`: an object with no remote deployment yet
+/// ends its pass before any remote call, `Stalled` on a refusal,
+/// `PromotionWaiting` (requeued at the end of the soak, else on the resync
+/// interval, and woken by a change of the source) on a wait.
 fn promoted(
     obj: &AgentDeployment,
     ctx: &Context,
     previous: &AgentDeploymentStatus,
-) -> Flow<Option<Take>> {
+) -> Flow<(Option<Take>, Option<Hold>)> {
     let redeploy_requested = obj
         .annotations()
         .get(REDEPLOY_ANNOTATION)
         .is_some_and(|r| previous.last_redeploy_requested_at.as_ref() != Some(r));
-    match promotion::step(&ctx.promotions, obj, previous, redeploy_requested) {
-        None => Ok(None),
-        Some(Step::Deploy(take)) => Ok(Some(*take)),
-        Some(Step::Refused { reason, message }) => Err(Report::stalled(obj, ctx, reason, message)),
-        Some(Step::Wait {
-            message,
-            recheck_in,
-        }) => {
-            let after = recheck_in
-                .map(|d| d + std::time::Duration::from_secs(1))
-                .unwrap_or_else(|| crate::controller::jittered(ctx.config.resync_interval));
-            Err(Report::outcome(
-                obj,
-                &Outcome::Progressing {
-                    reason: reason::PROMOTION_WAITING,
-                    message,
-                },
-                Requeue::after(after),
-            ))
-        }
+    let Some(step) = promotion::step(&ctx.promotions, obj, previous, redeploy_requested) else {
+        return Ok((None, None));
+    };
+    if let Step::Deploy(take) = step {
+        return Ok((Some(*take), None));
     }
+    let Some(hold) = Hold::of(&step) else {
+        return Ok((None, None));
+    };
+    if previous.deployment_id.is_some() {
+        let kept = crate::plan::promotion::kept(obj.spec.source, previous);
+        return Ok((kept, Some(hold)));
+    }
+    if hold.refused {
+        return Err(Report::stalled(obj, ctx, hold.reason, hold.message));
+    }
+    let after = hold
+        .recheck_in
+        .map(|d| d + std::time::Duration::from_secs(1))
+        .unwrap_or_else(|| crate::controller::jittered(ctx.config.resync_interval));
+    Err(Report::outcome(
+        obj,
+        &Outcome::Progressing {
+            reason: reason::PROMOTION_WAITING,
+            message: hold.message,
+        },
+        Requeue::after(after),
+    ))
 }
 
 /// The image `obj` sends under `spec.imagePolicy` ([`image::step`]): the
@@ -588,6 +607,7 @@ fn desired_state(
         resolved_image: None,
         image_moved: None,
         promotion: None,
+        promotion_hold: None,
     }
 }
 

@@ -212,9 +212,19 @@ impl<'a> Pass<'a> {
         outcome: &Outcome,
         then: Result<Requeue, Error>,
     ) -> Box<Report> {
-        let mismatch = self.commit_mismatch();
+        let mismatch = self.commit_mismatch().or_else(|| self.refused_promotion());
         let outcome = mismatch.as_ref().unwrap_or(outcome);
         self.settle_status(outcome);
+        // A wait of the promotion ends at the end of its soak at the latest.
+        let then = then.map(|next| {
+            next.sooner(
+                self.seen
+                    .promotion_hold
+                    .as_ref()
+                    .and_then(|h| h.recheck_in)
+                    .map(|d| d + std::time::Duration::from_secs(1)),
+            )
+        });
         let warn = crate::plan::verdict::warning(outcome, |reason, message| {
             already_reported(self.obj, reason, message)
         });
@@ -250,10 +260,24 @@ impl<'a> Pass<'a> {
             .promoted_from
             .as_ref()
             .filter(|_| self.seen.promotion.is_some())
-            .and_then(|record| crate::plan::promotion::built_mismatch(record, &self.status))
+            .and_then(|record| crate::plan::promotion::mismatch_of(record, &self.status))
             .map(|message| Outcome::Stalled {
                 reason: crate::api::conditions::reason::PROMOTION_COMMIT_MISMATCH,
                 message,
+            })
+    }
+
+    /// A promotion refused on this pass (`Stalled` with its reason), for a
+    /// pass that went on with its reads ([`Observed::promotion_hold`]);
+    /// `None` otherwise.
+    fn refused_promotion(&self) -> Option<Outcome> {
+        self.seen
+            .promotion_hold
+            .as_ref()
+            .filter(|h| h.refused)
+            .map(|h| Outcome::Stalled {
+                reason: h.reason,
+                message: h.message.clone(),
             })
     }
 
@@ -281,6 +305,13 @@ impl<'a> Pass<'a> {
             self.previous.deployment_id.as_deref(),
         );
         set_drifted(&mut self.status, &self.previous.conditions, self.obj);
+        set_promoted(
+            &mut self.status,
+            &self.previous.conditions,
+            self.obj,
+            self.seen,
+            outcome,
+        );
     }
 }
 
@@ -311,6 +342,63 @@ fn set_drifted(
         message,
         obj.metadata.generation,
     ));
+}
+
+/// The `Promoted` condition of `obj` with `spec.promotion`
+/// ([`crate::api::conditions::PROMOTED`]): False with the hold's reason
+/// and message while the promotion takes nothing new
+/// ([`Observed::promotion_hold`]) or the pass ends on a commit mismatch
+/// (`outcome`), True while it deploys what the source serves. Absent
+/// without `spec.promotion`.
+fn set_promoted(
+    status: &mut AgentDeploymentStatus,
+    previous: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    obj: &AgentDeployment,
+    seen: &Observed,
+    outcome: &Outcome,
+) {
+    use crate::api::conditions::{FALSE, PROMOTED, TRUE, condition, reason};
+    status.conditions.retain(|c| c.type_ != PROMOTED);
+    if obj.spec.promotion.is_none() {
+        return;
+    }
+    let mismatch = matches!(outcome, Outcome::Stalled { reason: r, .. } if *r == reason::PROMOTION_COMMIT_MISMATCH);
+    let (s, r, message) = match (&seen.promotion_hold, &seen.promotion) {
+        _ if mismatch => (
+            FALSE,
+            reason::PROMOTION_COMMIT_MISMATCH,
+            outcome.message().to_owned(),
+        ),
+        (Some(hold), _) => (FALSE, hold.reason, hold.message.clone()),
+        (None, Some(take)) => (TRUE, reason::PROMOTED, promoted_message(take)),
+        (None, None) => return,
+    };
+    status.conditions.push(condition(
+        previous,
+        PROMOTED,
+        s,
+        r,
+        &message,
+        obj.metadata.generation,
+    ));
+}
+
+/// The message of `Promoted=True`: the source, its revision and identity,
+/// and what is deployed.
+fn promoted_message(take: &crate::plan::promotion::Take) -> String {
+    let r = &take.record;
+    let identity = r
+        .image_digest
+        .as_deref()
+        .or(r.commit_sha.as_deref())
+        .unwrap_or_default();
+    format!(
+        "deploys what {}/{} serves: revision {} ({identity}) as {}",
+        r.namespace,
+        r.name,
+        r.revision_id,
+        r.deployed.as_deref().unwrap_or_default()
+    )
 }
 
 /// The `Promoted` event of `take`: the source, its revision, and the

@@ -575,3 +575,102 @@ fn github_takes_the_ref_and_checks_the_commit_built() {
     );
     assert_eq!(reason_of(&step), reason::PROMOTION_WAITING, "{step:?}");
 }
+
+#[test]
+fn a_soak_states_its_end_time_so_the_message_stays_the_same() {
+    let status = AgentDeploymentStatus::default();
+    let p = promotion(None, true, 600);
+    let src = source(
+        "prod",
+        Source::ExternalDocker,
+        Some(docker_serving(true, Some(ago(100)))),
+    );
+    let message = |at: Timestamp| match decide(
+        &target("prod", Source::ExternalDocker, &p, &status),
+        Some(&src),
+        at,
+    ) {
+        Step::Wait { message, .. } => message,
+        other => panic!("{other:?}"),
+    };
+    let first = message(now());
+    assert!(first.ends_with("ends at 2026-11-27T12:08:20Z"), "{first}");
+    assert_eq!(message(now() + jiff::SignedDuration::from_secs(7)), first);
+}
+
+#[test]
+fn a_wait_or_a_refusal_holds_what_was_taken_and_a_deploy_does_not() {
+    let take = Step::Deploy(Box::new(Take {
+        image_uri: None,
+        repo_ref: Some("release".into()),
+        record: record(C1, None),
+        new_revision: false,
+        changed: false,
+    }));
+    assert_eq!(Hold::of(&take), None);
+    let wait = Hold::of(&Step::Wait {
+        message: "soak".into(),
+        recheck_in: Some(std::time::Duration::from_secs(5)),
+    })
+    .unwrap();
+    assert!(!wait.refused && wait.reason == reason::PROMOTION_WAITING);
+    assert_eq!(wait.recheck_in, Some(std::time::Duration::from_secs(5)));
+    let refused = Hold::of(&refused(reason::PROMOTION_NOT_GRANTED, "no".into())).unwrap();
+    assert!(refused.refused && refused.reason == reason::PROMOTION_NOT_GRANTED);
+    // What is kept: the identity taken last, no new revision.
+    let status = github_status("r2", Some(C1), Some(record(C1, Some("r1"))));
+    let held = kept(Source::Github, &status).unwrap();
+    assert_eq!(
+        (held.repo_ref.as_deref(), held.image_uri, held.new_revision),
+        (Some("release"), None, false)
+    );
+    assert!(kept(Source::Github, &AgentDeploymentStatus::default()).is_none());
+}
+
+#[test]
+fn a_commit_mismatch_goes_back_once_to_what_served_before() {
+    use crate::api::deployment::RollbackStatus;
+    let rec = record(C1, Some("r1"));
+    // The promotion's revision r2 was built from C2, not the C1 verified.
+    let mut status = github_status("r2", Some(C2), Some(rec.clone()));
+    assert_eq!(undo(&rec, &status), Some(("r2".into(), "r1".into())));
+    let message = mismatch_of(&rec, &status).unwrap();
+    assert!(message.contains(C1) && message.contains(C2), "{message}");
+    // Built from C1: nothing to undo.
+    let fine = github_status("r2", Some(C1), Some(rec.clone()));
+    assert_eq!((undo(&rec, &fine), mismatch_of(&rec, &fine)), (None, None));
+    // Commit not known yet: nothing to undo yet.
+    let unknown = github_status("r2", None, Some(rec.clone()));
+    assert_eq!(undo(&rec, &unknown), None);
+    // Nothing served before the promotion: nothing to go back to, the
+    // mismatch is still reported.
+    let first = record(C1, None);
+    let created = github_status("r2", Some(C2), Some(first.clone()));
+    assert_eq!(undo(&first, &created), None);
+    assert!(mismatch_of(&first, &created).is_some());
+    // Undone: the latest revision is the redeploy of r1; not undone again,
+    // and the message names both commits and the revision that serves.
+    status.rollback = Some(Box::new(RollbackStatus {
+        from_revision_id: "r2".into(),
+        to_revision_id: "r1".into(),
+        revision_id: Some("r3".into()),
+        at: now().to_string(),
+        reason: "PromotionCommitMismatch".into(),
+        ..Default::default()
+    }));
+    status.latest_revision_id = Some("r3".into());
+    status.revisions.push(RevisionSummary {
+        id: "r3".into(),
+        status: "DEPLOYING".into(),
+        commit_sha: Some("c0".into()),
+        ..Default::default()
+    });
+    assert_eq!(undo(&rec, &status), None);
+    let message = mismatch_of(&rec, &status).unwrap();
+    assert!(
+        message.contains(C2)
+            && message.contains(C1)
+            && message.contains("Went back to revision r1"),
+        "{message}"
+    );
+}

@@ -291,7 +291,9 @@ impl Context {
     ///
     /// Only for a revision this operator started (its start time is known):
     /// when revisions of the plane have a learned duration, the poll waits
-    /// for the expected end; when nothing is learned yet, up to [`SCOUTS`]
+    /// for the expected end, at most until the longest poll interval after
+    /// the start (a revision in progress is read at least that often); when
+    /// nothing is learned yet, up to [`SCOUTS`]
     /// objects poll and the others check again after `poll_interval`
     /// (a wake-up with no request) until the scouts have learned it.
     pub fn poll_wait(&self, key: &str, plane: &str, rid: &str) -> Option<Duration> {
@@ -300,7 +302,14 @@ impl Context {
             _ => None,
         })?;
         if let Some(expected) = self.expected_seconds(plane) {
-            let left = expected - since.as_secs_f64();
+            // Never longer than the longest poll interval after the start:
+            // a revision in progress is read at least that often.
+            let cap = self
+                .config
+                .max_poll_interval
+                .saturating_sub(since)
+                .as_secs_f64();
+            let left = (expected - since.as_secs_f64()).min(cap);
             return (left > 0.5).then(|| Duration::from_secs_f64(left));
         }
         let id = memory_key(key);
@@ -704,6 +713,28 @@ mod tests {
         assert!(ctx.first_pass(agd), "a new object of that name starts cold");
         let planes = ctx.plane_memory.lock().unwrap();
         assert!(planes["plane"].scouts.is_empty(), "no longer a scout");
+    }
+
+    /// A learned duration longer than the longest poll interval does not
+    /// put the first read of a revision off beyond that interval.
+    #[tokio::test]
+    async fn a_long_learned_revision_is_still_read_within_the_longest_poll_interval() {
+        let ctx = context();
+        let agd = "AgentDeployment/ns/a";
+        let hour: crate::controlplane::types::Revision =
+            serde_json::from_value(serde_json::json!({
+            "id": "r0", "status": "DEPLOYED",
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T01:00:00Z"}))
+            .expect("a revision");
+        ctx.learn_revision("plane", &hour);
+        ctx.revision_started(agd, "r1");
+        let wait = ctx.poll_wait(agd, "plane", "r1").expect("a wait");
+        assert!(
+            wait <= ctx.config.max_poll_interval,
+            "{wait:?} beyond {:?}",
+            ctx.config.max_poll_interval
+        );
+        assert!(wait > ctx.config.max_poll_interval / 2, "{wait:?}");
     }
 
     #[test]

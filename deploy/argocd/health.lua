@@ -1,8 +1,7 @@
--- Argo CD health check of the agent-operator kinds (AgentDeployment,
--- AgentControlPlane, AgentListener of agentserver.dev): one script for the
--- three, set in argocd-cm as
---   resource.customizations.health.agentserver.dev_AgentDeployment
---   (and _AgentControlPlane, _AgentListener); see docs/GITOPS.md.
+-- Argo CD health check of the agent-operator kinds of agentserver.dev:
+-- one script for every kind, set in argocd-cm as
+--   resource.customizations.health.agentserver.dev_<Kind>
+--   (docs/GITOPS.md lists the keys).
 --
 -- It reads what the operator writes: status.observedGeneration and the
 -- kstatus conditions Ready, Reconciling and Stalled (each with a reason a
@@ -12,6 +11,12 @@
 --   generation not yet observed          -> Progressing
 --   Stalled=True (failed revision, invalid spec, missing Secret, ...)
 --                                        -> Degraded
+--   Drifted=True (managementPolicy: Observe, the deployment differs from
+--   the spec)                            -> Degraded: a dashboard shows
+--                                           it; kstatus (Flux) does not
+--                                           read Drifted, so an observed
+--                                           difference does not fail a
+--                                           Kustomization's wait
 --   Ready=True                           -> Healthy
 --   otherwise (creating, revision in progress, retrying) -> Progressing
 -- Tested with gopher-lua (the interpreter Argo CD embeds) on objects taken
@@ -65,6 +70,12 @@ local reconciling = condition("Reconciling")
 if stalled ~= nil and stalled.status == "True" then
   hs.status = "Degraded"
   hs.message = describe(stalled)
+  return hs
+end
+local drifted = condition("Drifted")
+if drifted ~= nil and drifted.status == "True" then
+  hs.status = "Degraded"
+  hs.message = "Observed (managementPolicy: Observe), differs from the spec: " .. describe(drifted)
   return hs
 end
 if ready ~= nil and ready.status == "True" then

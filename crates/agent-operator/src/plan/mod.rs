@@ -22,6 +22,7 @@
 //! - [`steps`]: the small rules of the pass's steps (name lookup, remote
 //!   delete, read-back, which revision to read, rejections, annotations);
 //! - [`fight`]: the cap on corrections of drift;
+//! - [`history`]: `status.revisions`, the last revisions followed;
 //! - [`policy`]: `spec.managementPolicy` (`Observe`: read only, drift
 //!   listed);
 //! - [`rollback`]: `spec.rollback`, whether to redeploy the last verified
@@ -46,6 +47,7 @@ pub mod decide;
 pub mod desired;
 pub mod expiry;
 pub mod fight;
+pub mod history;
 pub mod image;
 pub mod logtail;
 pub mod policy;

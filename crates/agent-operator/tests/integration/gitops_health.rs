@@ -395,6 +395,24 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
         argocd: "Degraded",
     });
 
+    // observed, drifted: a deployment made outside on another branch,
+    // observed under `managementPolicy: Observe` by a spec naming `main`.
+    h.cp.create_deployment(&support::github_create_body("observed", "old-branch"))
+        .await
+        .expect("the outside create");
+    let mut manifest = github_deployment("observed", "main");
+    manifest["spec"]["managementPolicy"] = json!("Observe");
+    h.apply(manifest).await;
+    rows.push(Row {
+        state: "AgentDeployment observed (managementPolicy: Observe), differs from the spec",
+        object: wait_raw::<AgentDeployment>(&client, &ns, "observed", "Drifted", |v| {
+            has(v, "Drifted", "True", "RemoteDiffers")
+        })
+        .await,
+        kstatus: "Current",
+        argocd: "Degraded",
+    });
+
     // paused.
     let mut manifest = github_deployment("paused", "main");
     manifest["metadata"]["annotations"] = json!({"agentserver.dev/paused": "true"});

@@ -12,12 +12,12 @@ use super::report::Report;
 use super::{plane_key, seconds_until};
 use crate::api::conditions::{READY, find, reason};
 use crate::api::deployment::{
-    AgentDeployment, DEFAULT_PROGRESS_DEADLINE_SECONDS, ManagementPolicy, REVISION_HISTORY_LIMIT,
-    RevisionSummary, RollbackStatus,
+    AgentDeployment, DEFAULT_PROGRESS_DEADLINE_SECONDS, ManagementPolicy, RollbackStatus,
 };
 use crate::controller::jittered;
 use crate::controlplane::types::{LogOrder, LogQuery, Revision, RevisionStatus};
 use crate::plan::decide;
+use crate::plan::history;
 use crate::plan::logtail::{self, FailureLog};
 use crate::plan::rollback::{self, RollbackStep};
 use crate::plan::serving;
@@ -361,8 +361,13 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
         s.last_failed_revision_id = latest.id.clone();
         s.last_failed_revision_status = s.revision_status.clone();
     }
+    if let Some(id) = latest.id.as_deref().filter(|_| latest.started_here) {
+        // Started by this pass and not read yet: listed at once, so the
+        // newest revisions are always the ones kept.
+        history::started(&mut s.revisions, id, &jiff::Timestamp::now().to_string());
+    }
     if let Some(rev) = &latest.read {
-        record_revision(&mut s.revisions, rev);
+        history::record(&mut s.revisions, rev);
         if rev.source.as_deref() == Some("github") {
             (s.source_commit, s.built_image) = shapes::revision_provenance(rev);
         }
@@ -472,38 +477,6 @@ async fn log_tail(
         .map_err(|e| e.to_string())
 }
 
-/// Puts `rev` at the front of `history` (replacing an older entry with its
-/// id), newest first, keeping at most [`REVISION_HISTORY_LIMIT`].
-fn record_revision(history: &mut Vec<RevisionSummary>, rev: &Revision) {
-    let config = rev.source_revision_config.as_ref();
-    let ended = !rev.status.is_in_progress();
-    let entry = RevisionSummary {
-        id: rev.id.clone(),
-        status: rev.status.to_string(),
-        created_at: rev.created_at.clone(),
-        finished_at: rev.updated_at.clone().filter(|_| ended),
-        repo_ref: config.and_then(|c| c.repo_ref.clone()),
-        image_uri: config.and_then(|c| c.image_uri.clone()),
-        commit_sha: config.and_then(|c| c.repo_commit_sha.clone()),
-        image_digest: config
-            .and_then(|c| c.image_uri.as_deref())
-            .and_then(crate::registry::digest_of),
-        verified: None,
-    };
-    let position = history.iter().position(|r| r.id == rev.id);
-    match position {
-        Some(i) => {
-            // What its verification found is ours, not the control plane's.
-            let verified = history[i].verified;
-            history[i] = RevisionSummary { verified, ..entry };
-        }
-        None => history.insert(0, entry),
-    }
-    // Newest first by creation time (RFC 3339 strings of one service sort).
-    history.sort_by(|a, b| b.created_at.cmp(&a.created_at));
-    history.truncate(REVISION_HISTORY_LIMIT);
-}
-
 /// Seconds from the start of the change (the `Reconciling=True` transition,
 /// or the creation) to now, when the object was not Ready before; `None` when
 /// it already was.
@@ -523,64 +496,4 @@ fn time_to_ready(obj: &AgentDeployment) -> Option<f64> {
         .or_else(|| obj.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
     let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(since);
     Some(elapsed.as_secs_f64().max(0.0))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_revision_entry_carries_its_commit_or_its_image_digest() {
-        let d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-        let revision = |id: &str, created: &str, config: serde_json::Value| -> Revision {
-            serde_json::from_value(serde_json::json!({
-                "id": id, "status": "DEPLOYED", "created_at": created,
-                "source_revision_config": config
-            }))
-            .unwrap()
-        };
-        let mut history = Vec::new();
-        record_revision(
-            &mut history,
-            &revision(
-                "r1",
-                "2026-01-01T00:00:00Z",
-                serde_json::json!({"repo_ref": "main", "repo_commit_sha": "abc123"}),
-            ),
-        );
-        record_revision(
-            &mut history,
-            &revision(
-                "r2",
-                "2026-01-02T00:00:00Z",
-                serde_json::json!({"image_uri": format!("r.example/acme/agent@{d}")}),
-            ),
-        );
-        record_revision(
-            &mut history,
-            &revision(
-                "r3",
-                "2026-01-03T00:00:00Z",
-                serde_json::json!({"image_uri": "r.example/acme/agent:v1"}),
-            ),
-        );
-        let got: Vec<(&str, Option<&str>, Option<&str>)> = history
-            .iter()
-            .map(|r| {
-                (
-                    r.id.as_str(),
-                    r.commit_sha.as_deref(),
-                    r.image_digest.as_deref(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                ("r3", None, None),
-                ("r2", None, Some(d)),
-                ("r1", Some("abc123"), None)
-            ]
-        );
-    }
 }

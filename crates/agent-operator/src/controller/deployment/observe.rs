@@ -503,13 +503,19 @@ async fn inputs(
     Ok((cp, body))
 }
 
-/// The `Stalled` report of a spec refused before any request; `None`:
-/// the spec may be sent.
+/// The `Stalled` report of a spec refused before any request (clearing a
+/// rejection recorded for an earlier spec: [`Report::refused_here`]);
+/// `None`: the spec may be sent.
 fn refused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
     // A spec the control plane would refuse stops here, before any request
     // (rules the schema cannot express, or an object stored before a rule).
     if let Err(message) = preflight::check(&obj.remote_name(), &obj.spec) {
-        return Some(Report::stalled(obj, ctx, reason::INVALID_SPEC, message));
+        return Some(Report::refused_here(
+            obj,
+            ctx,
+            reason::INVALID_SPEC,
+            message,
+        ));
     }
     // An agent server URL outside the operator's --allowed-hosts: nothing is
     // created for it (it would be the deployment's URL, and the target of
@@ -525,7 +531,7 @@ fn refused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
             .allowed_hosts
             .check(url, "spec.sourceConfig.customUrl")
     {
-        return Some(Report::stalled(
+        return Some(Report::refused_here(
             obj,
             ctx,
             reason::HOST_NOT_ALLOWED,
@@ -537,7 +543,7 @@ fn refused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
     if let Some(policy) = &ctx.config.pod_policy
         && let Err(message) = policy.check_deployment(&obj.spec)
     {
-        return Some(Report::stalled(
+        return Some(Report::refused_here(
             obj,
             ctx,
             reason::POD_POLICY_REFUSED,

@@ -59,6 +59,29 @@ impl Report {
         r
     }
 
+    /// A spec refused here, before any request ([`Self::stalled`]): a
+    /// rejection the control plane answered to an earlier spec
+    /// (`status.rejectedRequest`) no longer applies, and goes, so that the
+    /// status never shows a retry time for a request that is not sent.
+    pub fn refused_here(
+        obj: &AgentDeployment,
+        ctx: &Context,
+        reason: &'static str,
+        message: String,
+    ) -> Box<Self> {
+        let mut r = Self::stalled(obj, ctx, reason, message.clone());
+        if obj
+            .status
+            .as_ref()
+            .is_some_and(|s| s.rejected_request.is_some())
+        {
+            let mut status = outcome_status(obj, &Outcome::Stalled { reason, message });
+            status.rejected_request = None;
+            r.status = changed(obj, status);
+        }
+        r
+    }
+
     /// A missing input (Secret, AgentControlPlane, listener).
     pub fn blocked(obj: &AgentDeployment, ctx: &Context, blocked: Blocked) -> Box<Self> {
         Self::stalled(obj, ctx, blocked.reason, blocked.message)

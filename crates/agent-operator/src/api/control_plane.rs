@@ -179,20 +179,23 @@ pub struct AgentControlPlaneStatus {
     #[serde(default)]
     #[schemars(schema_with = "super::conditions::conditions_schema")]
     pub conditions: Vec<Condition>,
-    /// The deployments of the workspace that no AgentDeployment manages, as
-    /// counted by the last listing of the workspace (one paged
-    /// `GET /v2/deployments` per drift period at most,
-    /// `--resync-interval-seconds`). Absent until the first listing.
+    /// The deployments of the workspace that no AgentDeployment manages (of
+    /// any namespace the operator watches: one that holds or names the id,
+    /// or claims the name on this URL and workspace), as counted by the
+    /// last listing of the workspace (one paged `GET /v2/deployments` per
+    /// drift period at most, `--resync-interval-seconds`). Absent until the
+    /// first listing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unmanaged: Option<UnmanagedDeployments>,
 }
 
 /// `status.unmanaged` of an AgentControlPlane: what of its workspace is not
-/// under GitOps yet. A deployment is managed when an AgentDeployment of the
-/// AgentControlPlane's namespace that names it in `spec.controlPlaneRef`
-/// holds its id (`status.deploymentId`, the `agentserver.dev/deployment-id`
-/// annotation or `spec.deploymentId`) or, holding no id yet, has its remote
-/// name. Deployments being deleted (`AWAITING_DELETE`,
+/// under GitOps yet. A deployment is managed when an AgentDeployment of any
+/// namespace the operator watches (the cluster by default), whatever its
+/// AgentControlPlane, holds or names its id (`status.deploymentId`, the
+/// `agentserver.dev/deployment-id` annotation or `spec.deploymentId`), or,
+/// holding and naming no id, has its remote name on the same control plane
+/// (URL and workspace). Deployments being deleted (`AWAITING_DELETE`,
 /// `AWAITING_FINAL_DELETE`) are not counted. `agentctl unmanaged` lists
 /// them all. Source: docs/control-plane-api.md "Requests" (list) and
 /// "Deployment" (`status`, `is_preview`).

@@ -263,7 +263,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("--metrics-addr {}", args.metrics_addr))?;
     let client = kube::Client::try_default().await?;
-    let scope = Scope::from_namespaces(args.namespaces);
+    let scope = config.scope.clone();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         flags,
@@ -447,6 +447,7 @@ impl RunArgs {
                 .map_err(|e| anyhow::anyhow!("--allowed-hosts: {e}"))?,
             shard: self.shard()?,
             pod_policy: self.pod_policy()?,
+            scope: Scope::from_namespaces(self.namespaces.clone()),
             ..OperatorConfig::default()
         })
     }

@@ -4,8 +4,9 @@
 //! Each pass builds (or reuses) the shared client of [`super::planes`] and
 //! lists the deployments of the workspace: every page once per drift period
 //! (`resync_interval`), which also feeds `status.unmanaged` (the
-//! deployments no AgentDeployment of the namespace manages:
-//! [`crate::plan::unmanaged`]); a pass within the period (a change of the
+//! deployments that no AgentDeployment of the watched namespaces, any of
+//! them, holds or claims on the same plane: [`crate::plan::unmanaged`]); a
+//! pass within the period (a change of the
 //! spec or of a Secret) lists one deployment only (`GET
 //! /v2/deployments?limit=1`) and carries the last report forward. Outcomes:
 //! `Ready=True` (reason `Authenticated`); `Stalled` with `Unauthorized` (401),
@@ -19,6 +20,7 @@
 //! for a wrong key, 403 for a key of
 //! another workspace) and "Requests" (list, `limit` 1–100).
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,10 +33,12 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 
+use super::deployment::claims::plane_id;
 use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::secrets::ReferencesSecrets;
+use super::unmanaged::Planes;
 use super::{Context, Error, jittered, scoped_api};
 use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
@@ -44,6 +48,7 @@ use crate::api::control_plane::{
 };
 use crate::api::deployment::AgentDeployment;
 use crate::controlplane::error::Refusal;
+use crate::controlplane::types::Deployment;
 use crate::controlplane::{ControlPlaneClient, Error as CpError, ListDeployments};
 use crate::plan::status::Outcome;
 use crate::plan::unmanaged;
@@ -278,8 +283,9 @@ async fn observe(
 
 /// The authentication probe with `cp` and its report. When the workspace
 /// is due to be listed ([`unmanaged::list_due`]), the probe is the paged
-/// list of every deployment, and the AgentDeployments of the namespace
-/// (from the API server) tell which are managed: `status.unmanaged`. Else
+/// list of every deployment, and the AgentDeployments of the watched
+/// namespaces (from the API server) tell which are managed:
+/// `status.unmanaged`. Else
 /// one deployment is listed and the last report carried forward.
 async fn probe(
     obj: &AgentControlPlane,
@@ -315,8 +321,9 @@ async fn probe(
 }
 
 /// The paged list of every deployment of the workspace, as the report of
-/// those no AgentDeployment of the namespace manages (`Ok(Err)`: the
-/// control plane's error). Errors: the Kubernetes list failed.
+/// those no AgentDeployment of the operator's scope holds or claims
+/// ([`managed_on`]) (`Ok(Err)`: the control plane's error). Errors: a
+/// Kubernetes read failed.
 async fn list_workspace(
     obj: &AgentControlPlane,
     ctx: &Context,
@@ -326,17 +333,37 @@ async fn list_workspace(
         Ok(remote) => remote,
         Err(e) => return Ok(Err(e)),
     };
-    let namespace = obj.namespace().unwrap_or_default();
-    let deployments: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    // Listed after the workspace: an AgentDeployment that created one of
-    // the listed deployments shows its id, or its create-pending marker and
-    // name, by now.
-    let listed = deployments
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::Kube)?;
-    let managed = unmanaged::Managed::of(&listed.items, &obj.name_any());
+    let managed = managed_on(obj, ctx, &remote).await?;
     Ok(Ok(unmanaged::report(&remote, &managed, Timestamp::now())))
+}
+
+/// What the AgentDeployments of every namespace the operator watches
+/// (`--namespace`, default the cluster; whatever their shard) hold or
+/// claim on the plane of `obj` (its URL and workspace), for the deployments
+/// `remote` of its workspace: the AgentDeployments listed page by page,
+/// and the AgentControlPlane of an object that claims by name one of the
+/// listed names ([`super::unmanaged`]). Listed after the workspace: an
+/// AgentDeployment that created one of the listed deployments shows its
+/// id, or its create-pending marker and name, by now. Errors: a Kubernetes
+/// read failed.
+async fn managed_on(
+    obj: &AgentControlPlane,
+    ctx: &Context,
+    remote: &[Deployment],
+) -> Result<unmanaged::Managed, Error> {
+    let mut managed = unmanaged::Managed::default();
+    let Some(plane) = plane_id(obj) else {
+        return Ok(managed);
+    };
+    let names: HashSet<&str> = remote.iter().map(|d| d.name.as_str()).collect();
+    let mut planes = Planes::new(ctx.client.clone(), Some(&ctx.planes));
+    planes.insert(obj);
+    for namespace in ctx.config.scope.targets() {
+        super::unmanaged::add_namespace(&mut managed, namespace, &plane, &names, &mut planes)
+            .await
+            .map_err(Error::Kube)?;
+    }
+    Ok(managed)
 }
 
 /// What a pass returns after `probe`: a transient error to back off from;

@@ -80,13 +80,28 @@ impl ApiServer {
             return (200, o.clone());
         }
         let prefix = format!("{path}/");
-        let items: Vec<Value> = objects
-            .iter()
-            .filter(|(p, _)| p.strip_prefix(&prefix).is_some_and(|r| !r.contains('/')))
-            .map(|(_, o)| o.clone())
-            .collect();
         let segments = path.trim_start_matches('/').split('/').count();
-        let collection = segments == if path.starts_with("/apis/") { 6 } else { 5 };
+        let group_segments = if path.starts_with("/apis/") { 3 } else { 2 };
+        let items: Vec<Value> = if segments == group_segments + 1 {
+            // Every namespace: `<group>/namespaces/<ns>/<kind>/<name>`.
+            let (group, kind) = path.rsplit_once('/').unwrap_or_default();
+            objects
+                .iter()
+                .filter(|(p, _)| {
+                    let rest = p.strip_prefix(&format!("{group}/namespaces/"));
+                    let parts: Vec<&str> = rest.map(|r| r.split('/').collect()).unwrap_or_default();
+                    parts.len() == 3 && parts[1] == kind
+                })
+                .map(|(_, o)| o.clone())
+                .collect()
+        } else {
+            objects
+                .iter()
+                .filter(|(p, _)| p.strip_prefix(&prefix).is_some_and(|r| !r.contains('/')))
+                .map(|(_, o)| o.clone())
+                .collect()
+        };
+        let collection = segments == group_segments + 1 || segments == group_segments + 3;
         if !collection {
             return (404, not_found());
         }

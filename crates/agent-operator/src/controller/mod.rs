@@ -24,6 +24,7 @@ pub mod secrets;
 #[cfg(test)]
 mod sequence_tests;
 pub mod server_changes;
+pub mod unmanaged;
 
 use std::time::Duration;
 
@@ -61,6 +62,10 @@ pub struct OperatorConfig {
     /// it refuses is `Stalled` (`PodPolicyRefused`) before any request.
     /// `None` (the default): not enforced.
     pub pod_policy: Option<crate::pod_policy::PodPolicy>,
+    /// The namespaces the controllers watch (`--namespace`; default every
+    /// namespace): where the AgentControlPlane controller reads the
+    /// AgentDeployments whose claims its unmanaged report leaves out.
+    pub scope: scaffold::Scope,
 }
 
 impl Default for OperatorConfig {
@@ -76,6 +81,7 @@ impl Default for OperatorConfig {
             allowed_hosts: Default::default(),
             shard: Default::default(),
             pod_policy: None,
+            scope: scaffold::Scope::AllNamespaces,
         }
     }
 }

@@ -1,22 +1,26 @@
 //! The unmanaged report of an AgentControlPlane (`status.unmanaged`): which
-//! deployments of its workspace no AgentDeployment manages, which of them
-//! the control plane shows `UNUSED`, and the platform's own previews apart;
-//! and when the workspace is due to be listed again (one paged list per
-//! drift period at most). Shared by the operator
-//! (`controller::control_plane`) and `agentctl unmanaged`. No IO.
+//! deployments of its workspace no AgentDeployment of the cluster holds or
+//! claims, which of them the control plane shows `UNUSED`, and the
+//! platform's own previews apart; and when the workspace is due to be
+//! listed again (one paged list per drift period at most). Shared by the
+//! operator (`controller::control_plane`, reading through
+//! `controller::unmanaged`) and `agentctl unmanaged` and `export`. No IO.
+//!
+//! Which deployments are managed follows "one owner per remote deployment"
+//! (docs/BEHAVIOUR.md; [`super::claims`]): a deployment is managed when an
+//! AgentDeployment, of any namespace, holds or claims it.
 //!
 //! Source: docs/control-plane-api.md "Requests" (list, paged by `limit` and
 //! `offset`) and "Deployment" (`status`, `is_preview`).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kube::ResourceExt;
 
+use super::claims::{Claim, PlaneId};
 use super::verdict::UNUSED;
 use crate::api::control_plane::UnmanagedDeployments;
-use crate::api::deployment::{AgentDeployment, DEPLOYMENT_ID_ANNOTATION};
 use crate::controlplane::types::Deployment;
 
 /// How many names `status.unmanaged.names` shows.
@@ -25,50 +29,124 @@ pub const NAMES_SHOWN: usize = 20;
 /// The deployment statuses of a deployment being deleted: not counted.
 const BEING_DELETED: [&str; 2] = ["AWAITING_DELETE", "AWAITING_FINAL_DELETE"];
 
-/// What the AgentDeployments of one AgentControlPlane hold: the remote ids
-/// they manage, and the remote names of those that hold no id yet (a
-/// create in progress, an adoption by name not done yet).
+/// How an AgentDeployment stands to a remote deployment it manages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Hold {
+    /// It records the id (`status.deploymentId` or the
+    /// `agentserver.dev/deployment-id` annotation).
+    Holds,
+    /// `spec.deploymentId` names it.
+    Adopts,
+    /// It holds no id and names none, and its remote name (`spec.name`,
+    /// default `metadata.name`) is the deployment's, on the same plane: it
+    /// is creating it, or adopts it by name.
+    Named,
+}
+
+impl Hold {
+    /// The relation in words: `held by`, `claimed by spec.deploymentId of`,
+    /// `claimed by name by`.
+    pub fn words(self) -> &'static str {
+        match self {
+            Hold::Holds => "held by",
+            Hold::Adopts => "claimed (spec.deploymentId) by",
+            Hold::Named => "claimed by name by",
+        }
+    }
+}
+
+/// The AgentDeployment that manages a remote deployment: its
+/// `namespace/name` and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// `namespace/name` of the AgentDeployment.
+    pub key: String,
+    /// How it manages the deployment.
+    pub hold: Hold,
+}
+
+/// What the AgentDeployments of the cluster hold or claim on one plane
+/// (base URL and workspace): the remote ids they hold or name in
+/// `spec.deploymentId`, and the remote names of those that hold and name
+/// no id (a create in progress, an adoption by name not done yet), each
+/// with its AgentDeployment. An id is counted whatever the plane of its
+/// object (ids are unique across the service, so an id this workspace
+/// lists is that very deployment, even when its object's
+/// AgentControlPlane is missing or spells the URL otherwise); a name only
+/// on the same plane.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Managed {
-    ids: HashSet<String>,
-    names: HashSet<String>,
+    /// Lowercase id → its owner.
+    ids: HashMap<String, Owner>,
+    /// Remote name → its owner.
+    names: HashMap<String, Owner>,
 }
 
 impl Managed {
-    /// What the AgentDeployments of `deployments` that name the plane
-    /// `plane` in `spec.controlPlaneRef` manage: each one's id from
-    /// `status.deploymentId`, the [`DEPLOYMENT_ID_ANNOTATION`] or
-    /// `spec.deploymentId` (all of them when they differ), else its remote
-    /// name (`spec.name`, default `metadata.name`). The caller passes the
-    /// AgentDeployments of the plane's namespace.
-    pub fn of(deployments: &[AgentDeployment], plane: &str) -> Self {
+    /// What `claims` hold or claim on `plane` ([`Managed::add`] of each).
+    pub fn of(claims: &[Claim], plane: &PlaneId) -> Self {
         let mut managed = Self::default();
-        for d in deployments
-            .iter()
-            .filter(|d| d.spec.control_plane_ref.name == plane)
-        {
-            let ids = [
-                d.status.as_ref().and_then(|s| s.deployment_id.clone()),
-                d.annotations().get(DEPLOYMENT_ID_ANNOTATION).cloned(),
-                d.spec.deployment_id.clone(),
-            ];
-            let mut any = false;
-            for id in ids.into_iter().flatten().filter(|id| !id.is_empty()) {
-                managed.ids.insert(id);
-                any = true;
-            }
-            if !any {
-                managed.names.insert(d.remote_name());
-            }
+        for claim in claims {
+            managed.add(claim, plane);
         }
         managed
     }
 
-    /// True when `d` is managed: its id is held, or its name is that of an
-    /// AgentDeployment without an id (never for a preview, which may share
+    /// True when `claim` claims by name only: it holds no id and names none
+    /// (so only its plane tells whether it claims a deployment of this
+    /// workspace), and its preview has not expired.
+    pub fn by_name(claim: &Claim) -> bool {
+        !claim.expired && claim.holds.is_none() && claim.adopts.is_none()
+    }
+
+    /// Adds what `claim` holds or claims on `plane`: its held id and its
+    /// `spec.deploymentId` (any plane), else its remote name when its plane
+    /// is `plane`. An expired preview holds nothing. Where several objects
+    /// manage one deployment, the owner is the one that holds it, then the
+    /// first by `namespace/name`.
+    pub fn add(&mut self, claim: &Claim, plane: &PlaneId) {
+        if claim.expired {
+            return;
+        }
+        let owner = |hold| Owner {
+            key: claim.key.clone(),
+            hold,
+        };
+        let ids = [(&claim.holds, Hold::Holds), (&claim.adopts, Hold::Adopts)];
+        for (id, hold) in ids {
+            if let Some(id) = id.as_deref().filter(|id| !id.is_empty()) {
+                keep_first(&mut self.ids, id.to_ascii_lowercase(), owner(hold));
+            }
+        }
+        if Self::by_name(claim) && claim.plane.as_ref() == Some(plane) {
+            keep_first(&mut self.names, claim.name.clone(), owner(Hold::Named));
+        }
+    }
+
+    /// The AgentDeployment that manages `d`: one that holds or names its id,
+    /// else one that claims its name (never for a preview, which may share
     /// its parent's name and which adoption by name skips).
+    pub fn owner(&self, d: &Deployment) -> Option<&Owner> {
+        self.ids
+            .get(&d.id.to_ascii_lowercase())
+            .or_else(|| (!d.preview()).then(|| self.names.get(&d.name)).flatten())
+    }
+
+    /// True when `d` is managed ([`Managed::owner`]).
     pub fn manages(&self, d: &Deployment) -> bool {
-        self.ids.contains(&d.id) || (!d.preview() && self.names.contains(&d.name))
+        self.owner(d).is_some()
+    }
+}
+
+/// Puts `owner` under `key` unless an owner that comes first (holds rather
+/// than claims, then the first by `namespace/name`) is there.
+fn keep_first(map: &mut HashMap<String, Owner>, key: String, owner: Owner) {
+    let rank = |o: &Owner| (o.hold, o.key.clone());
+    match map.get(&key) {
+        Some(there) if rank(there) <= rank(&owner) => {}
+        _ => {
+            map.insert(key, owner);
+        }
     }
 }
 
@@ -150,56 +228,56 @@ mod tests {
         .unwrap()
     }
 
-    fn agd(name: &str, plane: &str, extra: serde_json::Value) -> AgentDeployment {
-        let mut v = json!({
-            "apiVersion": "agentserver.dev/v1alpha1",
-            "kind": "AgentDeployment",
-            "metadata": {"name": name, "namespace": "ns"},
-            "spec": {
-                "controlPlaneRef": {"name": plane},
-                "source": "external_docker",
-                "sourceConfig": {"imageUri": "docker.io/acme/agent:1"},
-            },
-        });
-        json_patch_merge(&mut v, extra);
-        serde_json::from_value(v).unwrap()
+    fn here() -> PlaneId {
+        PlaneId::new("https://cp.example/api-host/", "WS")
     }
 
-    fn json_patch_merge(target: &mut serde_json::Value, patch: serde_json::Value) {
-        match (target, patch) {
-            (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
-                for (k, v) in p {
-                    json_patch_merge(t.entry(k).or_insert(serde_json::Value::Null), v);
-                }
-            }
-            (t, p) => *t = p,
+    /// The claim of `ns/name`: remote name `name`, on `plane`.
+    fn claim(key: &str, name: &str, plane: PlaneId) -> Claim {
+        Claim {
+            key: key.into(),
+            plane: Some(plane),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    fn holding(key: &str, id: &str) -> Claim {
+        Claim {
+            holds: Some(id.into()),
+            ..claim(key, "whatever", here())
         }
     }
 
     #[test]
-    fn the_report_counts_what_no_agent_deployment_of_the_plane_manages() {
-        let ads = [
-            agd(
-                "by-status",
-                "cp",
-                json!({"status": {"deploymentId": "id-1"}}),
-            ),
-            agd(
-                "by-annotation",
-                "cp",
-                json!({"metadata": {"annotations": {DEPLOYMENT_ID_ANNOTATION: "id-2"}}}),
-            ),
-            agd("by-spec", "cp", json!({"spec": {"deploymentId": "id-3"}})),
-            // No id yet: its remote name (spec.name) counts.
-            agd("creating", "cp", json!({"spec": {"name": "remote-name"}})),
-            // Another plane's: manages nothing here.
-            agd(
-                "other-plane",
-                "other",
-                json!({"status": {"deploymentId": "id-5"}}),
-            ),
+    fn the_report_counts_what_no_agent_deployment_of_the_cluster_manages() {
+        let elsewhere = PlaneId::new("https://cp.example/api-host", "other-ws");
+        let claims = [
+            // Held (status or annotation), in any namespace.
+            holding("a/by-status", "id-1"),
+            holding("b/by-annotation", "ID-2"),
+            Claim {
+                adopts: Some("id-3".into()),
+                ..claim("a/by-spec", "c", here())
+            },
+            // No id yet: its remote name counts, on this plane only.
+            Claim {
+                creating: true,
+                ..claim("b/creating", "remote-name", here())
+            },
+            claim("c/other-plane", "zeta", elsewhere),
+            // A plane that cannot be told: its name counts nowhere.
+            Claim {
+                plane: None,
+                ..claim("c/no-plane", "old", here())
+            },
+            // An expired preview holds nothing.
+            Claim {
+                expired: true,
+                ..holding("a/expired", "id-6")
+            },
         ];
-        let managed = Managed::of(&ads, "cp");
+        let managed = Managed::of(&claims, &PlaneId::new("https://cp.example/api-host", "ws"));
         let listed = [
             remote("a", "id-1", "READY", false),
             remote("b", "id-2", "READY", false),
@@ -232,6 +310,42 @@ mod tests {
             .map(|d| d.id.as_str())
             .collect();
         assert_eq!(ids, ["id-6", "id-7", "id-10", "id-9", "id-5"]);
+        let owner = |i: usize| managed.owner(&listed[i]).map(|o| (o.key.as_str(), o.hold));
+        assert_eq!(owner(1), Some(("b/by-annotation", Hold::Holds)));
+        assert_eq!(owner(2), Some(("a/by-spec", Hold::Adopts)));
+        assert_eq!(owner(3), Some(("b/creating", Hold::Named)));
+        assert_eq!(owner(4), None);
+    }
+
+    #[test]
+    fn the_owner_of_a_deployment_is_its_holder_then_the_first_by_key() {
+        let plane = here();
+        let d = remote("agent", "id-1", "READY", false);
+        let claimant = Claim {
+            adopts: Some("id-1".into()),
+            ..claim("a/claims", "agent", here())
+        };
+        let by_name = claim("a/named", "agent", here());
+        for claims in [
+            vec![
+                claimant.clone(),
+                holding("z/holds", "id-1"),
+                by_name.clone(),
+            ],
+            vec![
+                by_name.clone(),
+                holding("z/holds", "id-1"),
+                claimant.clone(),
+            ],
+        ] {
+            let managed = Managed::of(&claims, &plane);
+            let owner = managed.owner(&d).unwrap();
+            assert_eq!((owner.key.as_str(), owner.hold), ("z/holds", Hold::Holds));
+        }
+        let managed = Managed::of(&[claim("b/x", "agent", here()), by_name], &plane);
+        assert_eq!(managed.owner(&d).unwrap().key, "a/named");
+        assert!(Managed::by_name(&claim("a/x", "agent", here())));
+        assert!(!Managed::by_name(&holding("a/x", "id")));
     }
 
     #[test]

@@ -48,6 +48,12 @@ impl std::fmt::Debug for Run {
     }
 }
 
+/// A kubeconfig path that does not exist: agentctl runs as without a
+/// cluster, never on the developer's current context.
+fn no_cluster() -> PathBuf {
+    std::env::temp_dir().join("agentctl-cli-tests-no-cluster/kubeconfig")
+}
+
 /// Runs agentctl with the control plane of `url` in its environment.
 async fn agentctl(url: &str, args: &[&str]) -> Run {
     agentctl_with(url, KEY, args).await
@@ -56,6 +62,7 @@ async fn agentctl(url: &str, args: &[&str]) -> Run {
 async fn agentctl_with(url: &str, key: &str, args: &[&str]) -> Run {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
         .args(args)
+        .env("KUBECONFIG", no_cluster())
         .env("AGENT_CONTROL_PLANE_URL", url)
         .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
         .env("AGENT_API_KEY", key)
@@ -477,6 +484,7 @@ async fn each_kind_of_failure_has_its_exit_code() {
     // --secret-from-env: the value comes from the variable named like the key.
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
         .args(["apply", "-f", &no_secret, "--secret-from-env"])
+        .env("KUBECONFIG", no_cluster())
         .env("AGENT_CONTROL_PLANE_URL", &url)
         .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
         .env("AGENT_API_KEY", KEY)
@@ -637,6 +645,7 @@ async fn listeners_list_and_get_and_apply_from_stdin() {
     ] {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
             .args(["apply", "-f", "-"])
+            .env("KUBECONFIG", no_cluster())
             .env("AGENT_CONTROL_PLANE_URL", &url)
             .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
             .env("AGENT_API_KEY", KEY)
@@ -891,6 +900,7 @@ async fn agentctl_reads_the_platforms_variables_a_private_ca_and_a_bearer_token(
         }
         cmd.envs(env)
             .args(args)
+            .env("KUBECONFIG", no_cluster())
             .env_remove("RUST_LOG")
             .kill_on_drop(true);
         async move {
@@ -984,6 +994,10 @@ async fn export_then_diff_is_a_round_trip_without_secret_values() {
     let out = agentctl(&url, &["export", "-n", "agents"]).await;
     assert_eq!(out.code, 0, "{out:?}");
     assert!(
+        out.stderr.contains("no cluster to read"),
+        "without a cluster, the export says it could not check: {out:?}"
+    );
+    assert!(
         !out.stdout.contains(SECRET_VALUE),
         "a secret value was exported"
     );
@@ -1007,6 +1021,7 @@ async fn export_then_diff_is_a_round_trip_without_secret_values() {
     let diff = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
         .args(["diff", "--secret-from-env", "-f"])
         .arg(&exported)
+        .env("KUBECONFIG", no_cluster())
         .env("AGENT_CONTROL_PLANE_URL", &url)
         .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
         .env("AGENT_API_KEY", KEY)

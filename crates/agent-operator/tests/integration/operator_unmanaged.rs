@@ -3,14 +3,16 @@
 //! AgentDeployment manages, those the service shows `UNUSED`, and the
 //! platform's own previews apart, from one paged list of the workspace per
 //! drift period (never more, whatever the status writes); `agentctl
-//! unmanaged` lists them with the export command of each.
+//! unmanaged` lists them with the export command of each. Issue 57, item
+//! 4: what an AgentDeployment of another namespace holds is neither
+//! reported, listed nor exported.
 
 use crate::support;
 
 use std::time::Duration;
 
-use agent_operator::api::AgentControlPlane;
 use agent_operator::api::control_plane::UnmanagedDeployments;
+use agent_operator::api::{AgentControlPlane, AgentDeployment};
 use kube::Api;
 use serde_json::Value;
 use support::{Harness, WORKSPACE, github_create_body, github_deployment, route};
@@ -189,6 +191,7 @@ async fn an_exported_workspace_applied_to_the_cluster_reports_no_drift() {
         .env("AGENT_CONTROL_PLANE_URL", &h.emulator.base_url)
         .env("AGENT_WORKSPACE_ID", WORKSPACE)
         .env("AGENT_API_KEY", support::API_KEY)
+        .env("KUBECONFIG", &h.kubeconfig)
         .env_remove("AGENT_CONTROL_PLANE_REGION")
         .output()
         .expect("running agentctl");
@@ -257,4 +260,173 @@ async fn an_exported_workspace_applied_to_the_cluster_reports_no_drift() {
         .filter(|r| !r.starts_with("GET "))
         .collect();
     assert!(writes.is_empty(), "Observe sends no write: {writes:?}");
+}
+
+/// `agentctl ARGS` against the harness's emulator, reading the cluster of
+/// `kubeconfig`: (exit code, stdout, stderr), the API key never printed.
+fn agentctl_on(h: &Harness, kubeconfig: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(args)
+        .env("AGENT_CONTROL_PLANE_URL", &h.emulator.base_url)
+        .env("AGENT_WORKSPACE_ID", WORKSPACE)
+        .env("AGENT_API_KEY", support::API_KEY)
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("AGENT_CONTROL_PLANE_REGION")
+        .output()
+        .expect("running agentctl");
+    let run = (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        !run.1.contains(support::API_KEY) && !run.2.contains(support::API_KEY),
+        "agentctl {args:?} printed the key: {run:?}"
+    );
+    run
+}
+
+/// The names of the rows of `agentctl unmanaged -o json`.
+fn unmanaged_names(stdout: &str) -> Vec<String> {
+    let rows: Vec<Value> = serde_json::from_str(stdout).expect("a JSON list");
+    rows.iter()
+        .map(|r| r["name"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Issue 57, item 4: export and unmanaged see the cluster. Two namespaces
+/// on one workspace: the deployment an AgentDeployment of namespace B
+/// holds is not counted in A's `status.unmanaged`, not listed by
+/// `agentctl unmanaged -n A`, not exported by `agentctl export -n A`, and
+/// its export by id is refused naming B's object; a truly unmanaged one
+/// still is, in each. A kubeconfig that may read namespace A only gets A's
+/// view, with a note that says so.
+#[tokio::test]
+async fn a_deployment_another_namespace_holds_is_neither_unmanaged_nor_exported() {
+    test_support::skip_without!(Envtest);
+    let flags = ["--resync-interval-seconds", &PERIOD_S.to_string()];
+    let mut h = Harness::quick("op-unmanaged-two-ns")
+        .without_operator()
+        .start()
+        .await;
+    h.budget = std::mem::take(&mut h.budget).allowing_operator_flags(&flags);
+    let b = h.team("op-unmanaged-b", None).await;
+    let mut operator_flags = flags.to_vec();
+    operator_flags.extend(["--namespace", b.as_str()]);
+    h.operator = Some(h.start_operator(&operator_flags));
+
+    let legacy =
+        h.cp.create_deployment(&github_create_body("legacy", "main"))
+            .await
+            .unwrap()
+            .id;
+    let api_b: Api<AgentDeployment> = Api::namespaced(h.client.clone(), &b);
+    support::apply_json(&api_b, "b-agent", github_deployment("b-agent", "main")).await;
+    let held = support::wait_for(&api_b, "b-agent", TIMEOUT, "Ready in B", |o| {
+        support::is_ready_now(o).then(|| o.status.as_ref()?.deployment_id.clone())?
+    })
+    .await;
+    let holder = format!("{b}/b-agent");
+
+    // A's plane: the deployment B holds is managed, legacy is not.
+    let listed_after = jiff::Timestamp::now();
+    let found = support::eventually(TIMEOUT, "A's report after B holds", || async {
+        report(&h).await.filter(|r| {
+            r.observed_at
+                .parse::<jiff::Timestamp>()
+                .is_ok_and(|t| t > listed_after)
+        })
+    })
+    .await;
+    assert_eq!(
+        (found.count, found.managed, found.names.clone()),
+        (1, 1, vec!["legacy".to_owned()]),
+        "{found:?}"
+    );
+
+    let kubeconfig = h.kubeconfig.clone();
+    let (code, out, err) = agentctl_on(&h, &kubeconfig, &["unmanaged", "-n", &h.ns, "-o", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(unmanaged_names(&out), ["legacy"], "{err}");
+
+    let (code, yaml, err) = agentctl_on(&h, &kubeconfig, &["export", "-n", &h.ns]);
+    assert_eq!(code, 0, "{yaml}{err}");
+    let docs = crate::install_manifests::documents(&yaml);
+    let exported: Vec<&str> = docs
+        .iter()
+        .map(|d| d["spec"]["deploymentId"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(exported, [legacy.as_str()], "{yaml}");
+    assert!(
+        err.contains(&format!(
+            "b-agent ({held}) is held by AgentDeployment {holder}"
+        )),
+        "the left-out one is named with its holder: {err}"
+    );
+
+    let (code, out, err) = agentctl_on(&h, &kubeconfig, &["export", &held, "-n", &h.ns]);
+    assert_eq!(code, 3, "refused: {out}{err}");
+    assert!(out.is_empty(), "nothing exported: {out}");
+    assert!(
+        err.contains(&format!("is held by AgentDeployment {holder}")) && err.contains("one owner"),
+        "{err}"
+    );
+    let (code, one, err) = agentctl_on(&h, &kubeconfig, &["export", "legacy", "-n", &h.ns]);
+    assert_eq!(code, 0, "{one}{err}");
+    assert!(one.contains(&legacy), "{one}");
+
+    // A kubeconfig that may read namespace A only: A's view, said so.
+    let narrow = narrow_kubeconfig(&h).await;
+    let (code, out, err) =
+        agentctl_on(&h, narrow.path(), &["unmanaged", "-n", &h.ns, "-o", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(unmanaged_names(&out), ["b-agent", "legacy"], "{err}");
+    assert!(
+        err.contains("may not list the AgentDeployments of all namespaces")
+            && err.contains(&format!("only knows those of namespace {}", h.ns)),
+        "{err}"
+    );
+}
+
+/// A kubeconfig of the shared envtest (in a temporary directory) whose
+/// user, `agentctl-narrow`, may get and list the AgentDeployments and
+/// AgentControlPlanes of the harness's namespace and nothing else.
+async fn narrow_kubeconfig(h: &Harness) -> tempfile::NamedTempFile {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let user = "agentctl-narrow";
+    let roles: Api<Role> = Api::namespaced(h.client.clone(), &h.ns);
+    support::apply_json(
+        &roles,
+        user,
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": user},
+            "rules": [{"apiGroups": ["agentserver.dev"],
+                "resources": ["agentdeployments", "agentcontrolplanes"],
+                "verbs": ["get", "list"]}],
+        }),
+    )
+    .await;
+    let bindings: Api<RoleBinding> = Api::namespaced(h.client.clone(), &h.ns);
+    support::apply_json(
+        &bindings,
+        user,
+        serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }),
+    )
+    .await;
+    let file = tempfile::NamedTempFile::new().expect("a temporary file");
+    let who = test_support::envtest::Impersonation {
+        user: user.to_owned(),
+        groups: vec!["system:authenticated".to_owned()],
+    };
+    crate::common::shared_env()
+        .env()
+        .write_impersonating_kubeconfig(file.path(), &who)
+        .expect("writing the kubeconfig");
+    file
 }

@@ -13,13 +13,18 @@
 //! command that creates it. Fields the service fills in (`repo_branch`,
 //! `repo_commit_sha`, a `github` deployment's URL) and `resource_spec` keys
 //! the project does not model are left out, the latter named in a comment.
+//! A deployment that an AgentDeployment of the cluster (of any namespace)
+//! holds or claims on the same plane is not exported: one owner per remote
+//! deployment (docs/BEHAVIOUR.md), read from the cluster of the current
+//! kubeconfig ([`crate::cluster`]).
 //! Mapping: docs/control-plane-api.md "Deployment" (wire fields) and the
 //! CRD's field docs (docs/reference.md).
 
 use agent_operator::api::resource_spec;
-use agent_operator::controlplane::ListDeployments;
 use agent_operator::controlplane::types::Deployment;
+use agent_operator::controlplane::{ControlPlaneClient, ListDeployments};
 use agent_operator::plan::shapes;
+use agent_operator::plan::unmanaged::{Managed, Owner};
 use clap::Args;
 use serde_json::{Map, Value, json};
 
@@ -37,7 +42,9 @@ pub struct ExportArgs {
     /// Only deployments whose name contains this text.
     #[arg(long)]
     name_contains: Option<String>,
-    /// Namespace of the AgentDeployments (and of the Secrets to create).
+    /// Namespace of the AgentDeployments (and of the Secrets to create);
+    /// the only one read when the kubeconfig may not list the
+    /// AgentDeployments of every namespace.
     #[arg(long, short = 'n', default_value = "default")]
     namespace: String,
     /// Name of the AgentControlPlane the AgentDeployments use.
@@ -52,8 +59,13 @@ pub struct ExportArgs {
 }
 
 /// Prints the AgentDeployments of the selected deployments, as a
-/// multi-document YAML stream, sorted by name. Errors: the client's (exit 3
-/// or 4), a name given that no deployment has (exit 3).
+/// multi-document YAML stream, sorted by name. A deployment that an
+/// AgentDeployment of the cluster (any namespace) holds or claims on this
+/// plane is never exported ([`managed`]): left out with a note on stderr,
+/// and refused when asked for by name or id. Errors: the client's (exit 3
+/// or 4), a name given that no deployment has (exit 3), a name or id given
+/// whose every deployment an AgentDeployment holds or claims (exit 3, naming
+/// it), a cluster that cannot be read (exit 4).
 pub async fn export(args: ExportArgs) -> CliResult<u8> {
     let cp = args.plane.client()?;
     let query = ListDeployments {
@@ -66,16 +78,19 @@ pub async fn export(args: ExportArgs) -> CliResult<u8> {
         .plane("listing the workspace's deployments")?;
     found
         .retain(|d| args.names.is_empty() || args.names.iter().any(|n| *n == d.name || *n == d.id));
+    let managed = managed(&cp, &found, &args.namespace).await?;
     for wanted in &args.names {
-        if !found.iter().any(|d| d.name == *wanted || d.id == *wanted) {
-            return Err(CliError::new(
-                crate::exit::Exit::Rejected,
-                anyhow::anyhow!("no deployment is named or has the id {wanted}"),
-            ));
-        }
+        let named: Vec<&Deployment> = found
+            .iter()
+            .filter(|d| d.name == *wanted || d.id == *wanted)
+            .collect();
+        check_wanted(wanted, &named, &managed)?;
     }
-    found.sort_by(|a, b| a.name.cmp(&b.name));
-    for d in &found {
+    let (mut kept, left_out): (Vec<Deployment>, Vec<Deployment>) =
+        found.into_iter().partition(|d| !managed.manages(d));
+    note_left_out(&left_out, &managed);
+    kept.sort_by(|a, b| a.name.cmp(&b.name));
+    for d in &kept {
         print!(
             "{}",
             document(
@@ -86,10 +101,89 @@ pub async fn export(args: ExportArgs) -> CliResult<u8> {
             )
         );
     }
-    if found.is_empty() {
+    if kept.is_empty() && left_out.is_empty() {
         eprintln!("no deployment matched");
     }
     Ok(0)
+}
+
+/// What the AgentDeployments of the cluster hold or claim among `found`
+/// ([`crate::cluster`]: every namespace, or `namespace` alone with a note);
+/// with no cluster configured at all, nothing, with a note that the export
+/// could not check. Errors (exit 4): a cluster that cannot be read.
+async fn managed(
+    cp: &ControlPlaneClient,
+    found: &[Deployment],
+    namespace: &str,
+) -> CliResult<Managed> {
+    let client = match crate::cluster::connect().await {
+        Ok(client) => client,
+        Err(why) => {
+            eprintln!(
+                "agentctl: note: no cluster to read ({why}); the export cannot leave out the \
+                 deployments that AgentDeployments hold"
+            );
+            return Ok(Managed::default());
+        }
+    };
+    let listed = crate::cluster::agent_deployments(&client, namespace).await?;
+    crate::cluster::managed(&client, &listed, cp, found).await
+}
+
+/// Refuses (exit 3) an export asked for by `wanted` (a name or id) when
+/// deployments have it and an AgentDeployment holds or claims every one:
+/// a deployment has one owner (docs/BEHAVIOUR.md, "One owner per remote
+/// deployment"); the error names that AgentDeployment. None has it: exit
+/// 3 too.
+fn check_wanted(wanted: &str, named: &[&Deployment], managed: &Managed) -> CliResult<()> {
+    if named.is_empty() {
+        return Err(CliError::new(
+            crate::exit::Exit::Rejected,
+            anyhow::anyhow!("no deployment is named or has the id {wanted}"),
+        ));
+    }
+    let owned: Vec<String> = named
+        .iter()
+        .filter_map(|d| managed.owner(d).map(|o| owned_by(d, o)))
+        .collect();
+    if owned.len() < named.len() {
+        return Ok(());
+    }
+    Err(CliError::new(
+        crate::exit::Exit::Rejected,
+        anyhow::anyhow!(
+            "{}: a deployment has one owner, so it is not exported; change that \
+             AgentDeployment instead, or move the deployment as docs/RENAME-AND-MOVE.md says",
+            owned.join("; ")
+        ),
+    ))
+}
+
+/// `deployment NAME (ID) is held by AgentDeployment NS/NAME`, or claimed.
+fn owned_by(d: &Deployment, owner: &Owner) -> String {
+    format!(
+        "deployment {} ({}) is {} AgentDeployment {}",
+        d.name,
+        d.id,
+        owner.hold.words(),
+        owner.key
+    )
+}
+
+/// Says on stderr which deployments were left out and who holds them.
+fn note_left_out(left_out: &[Deployment], managed: &Managed) {
+    if left_out.is_empty() {
+        return;
+    }
+    let each: Vec<String> = left_out
+        .iter()
+        .filter_map(|d| managed.owner(d).map(|o| owned_by(d, o)))
+        .collect();
+    eprintln!(
+        "agentctl: left out {} deployment(s) that AgentDeployments of the cluster manage: {}",
+        left_out.len(),
+        each.join("; ")
+    );
 }
 
 /// One `---` document: comments (the Secret to create, what was left out),

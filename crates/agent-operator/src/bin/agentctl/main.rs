@@ -14,8 +14,10 @@
 //!   file's AgentAssistants and AgentCrons on their deployment's agent
 //!   server (see [`agents`]); `diff -f FILE` prints what it would send,
 //!   `get -f FILE` what is there (see [`apply`]);
-//! - `unmanaged` lists the deployments no AgentDeployment of a namespace
+//! - `unmanaged` lists the deployments no AgentDeployment of the cluster
 //!   manages, with the `export` command of each (see [`unmanaged`]);
+//!   `export` writes AgentDeployments for the others (see [`export`]); both
+//!   read the cluster of the current kubeconfig (see [`cluster`]);
 //! - `deployments list|get|delete [--wait]`, `revisions list|get|wait`,
 //!   `redeploy`, `rollback --to REVISION`, `logs [--build] [--revision R]
 //!   [--follow]` (see [`logs`]), `listeners list|get`,
@@ -30,6 +32,7 @@
 
 mod agents;
 mod apply;
+mod cluster;
 mod desired;
 mod exit;
 mod export;
@@ -86,11 +89,14 @@ enum Command {
     /// Write AgentDeployment YAML for deployments the workspace already has
     /// (all, by name, or --name-contains), adopting each by id, with its
     /// secrets as references to a Secret to create (values never written).
+    /// A deployment an AgentDeployment of the cluster (any namespace) holds
+    /// or claims is left out, and refused when named (exit 3).
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Export(export::ExportArgs),
-    /// List the deployments of the workspace that no AgentDeployment of a
-    /// namespace manages (read from the cluster of the current kubeconfig),
-    /// each with the export command that brings it under GitOps.
+    /// List the deployments of the workspace that no AgentDeployment of the
+    /// cluster manages (any namespace, read from the cluster of the current
+    /// kubeconfig), each with the export command that brings it under
+    /// GitOps.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Unmanaged(unmanaged::UnmanagedArgs),
     /// List, show or delete deployments.

@@ -5,19 +5,19 @@
 //! them; this lists them all.
 //!
 //! Which are managed is decided as the operator decides it
-//! ([`agent_operator::plan::unmanaged`]), from the AgentDeployments of one
-//! namespace that name one AgentControlPlane, read from the cluster of the
-//! current kubeconfig (`KUBECONFIG`, else `~/.kube/config`, else in-cluster).
-//! Reads only. Source: docs/control-plane-api.md "Requests" (list) and
-//! "Deployment" (`status`, `is_preview`).
+//! ([`agent_operator::plan::unmanaged`]): a deployment that an
+//! AgentDeployment of any namespace holds or claims on this plane (the URL
+//! and workspace agentctl talks to) is left out, read from the cluster of
+//! the current kubeconfig (`KUBECONFIG`, else `~/.kube/config`, else
+//! in-cluster; every namespace, or `--namespace` alone with a note when the
+//! kubeconfig may not list them all: [`crate::cluster`]). Reads only.
+//! Source: docs/control-plane-api.md "Requests" (list) and "Deployment"
+//! (`status`, `is_preview`).
 
-use agent_operator::api::AgentDeployment;
 use agent_operator::controlplane::ListDeployments;
 use agent_operator::controlplane::types::Deployment;
-use agent_operator::plan::unmanaged::{Managed, unmanaged};
+use agent_operator::plan::unmanaged::unmanaged;
 use clap::Args;
-use kube::Api;
-use kube::api::ListParams;
 use serde::Serialize;
 
 use crate::exit::{CliResult, Exit, OrExit, PlaneResult};
@@ -29,11 +29,11 @@ use crate::plane::ControlPlaneArgs;
 pub struct UnmanagedArgs {
     #[command(flatten)]
     plane: ControlPlaneArgs,
-    /// Namespace of the AgentDeployments that manage deployments (and of
-    /// the export commands printed).
+    /// Namespace of the export commands printed; the only one read when the
+    /// kubeconfig may not list the AgentDeployments of every namespace.
     #[arg(long, short = 'n', default_value = "default")]
     namespace: String,
-    /// Name of the AgentControlPlane those AgentDeployments name.
+    /// Name of the AgentControlPlane the printed export commands name.
     #[arg(long, default_value = "default")]
     control_plane: String,
     /// Output format.
@@ -76,19 +76,12 @@ pub async fn unmanaged_deployments(args: UnmanagedArgs) -> CliResult {
         .list_all_deployments(&ListDeployments::default())
         .await
         .plane("listing the workspace's deployments")?;
-    let what = format!(
-        "reading the AgentDeployments of namespace {} (kubeconfig)",
-        args.namespace
-    );
-    let client = kube::Client::try_default()
+    let client = crate::cluster::connect()
         .await
-        .or_exit(Exit::Unavailable, &what)?;
-    let api: Api<AgentDeployment> = Api::namespaced(client, &args.namespace);
-    let listed = api
-        .list(&ListParams::default())
-        .await
-        .or_exit(Exit::Unavailable, &what)?;
-    let managed = Managed::of(&listed.items, &args.control_plane);
+        .map_err(anyhow::Error::msg)
+        .or_exit(Exit::Unavailable, "reading the cluster (kubeconfig)")?;
+    let listed = crate::cluster::agent_deployments(&client, &args.namespace).await?;
+    let managed = crate::cluster::managed(&client, &listed, &cp, &remote).await?;
     let rows: Vec<Row> = unmanaged(&remote, &managed)
         .into_iter()
         .map(|d| row(d, &args.namespace, &args.control_plane))

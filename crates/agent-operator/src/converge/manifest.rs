@@ -5,7 +5,9 @@
 //! `AgentCron` documents (`apiVersion: agentserver.dev/v1alpha1`), and `v1`
 //! `Secret` documents (`data`, base64,
 //! or `stringData`) that resolve `spec.secrets[].valueFrom.secretKeyRef` of
-//! the deployments in the same file. `AgentControlPlane` documents are
+//! the deployments in the same file (a reference to a Secret not in the file
+//! may be resolved from the environment or from a Secret the caller read
+//! from a cluster: [`Manifest::secret_values`]). `AgentControlPlane` documents are
 //! skipped (the control plane comes from agentctl's flags); any other kind
 //! is an error, so a typo in `kind` never passes silently. Empty documents
 //! are skipped.
@@ -48,8 +50,14 @@ pub struct Manifest {
     listeners: BTreeMap<(String, String), AgentListener>,
     /// Variables that resolve a `secretKeyRef` whose Secret is not in the
     /// file, by the key's name ([`Manifest::with_env_fallback`]); `None`:
-    /// such a reference is an error.
+    /// such a reference is not resolved from the environment.
     env: Option<BTreeMap<String, String>>,
+    /// Secrets read from a cluster by (namespace, name), for references that
+    /// neither the file nor the environment resolve
+    /// ([`Manifest::with_cluster_secrets`]).
+    cluster: BTreeMap<(String, String), Secret>,
+    /// Why a Secret of the cluster could not be read, by (namespace, name).
+    cluster_unread: BTreeMap<(String, String), String>,
 }
 
 /// The namespace of an object's metadata, or [`DEFAULT_NAMESPACE`].
@@ -187,17 +195,58 @@ impl Manifest {
     /// Lets a `secretKeyRef` whose Secret is not in the file take its value
     /// from `vars` (e.g. the process environment): the variable named like
     /// the reference's `key`. For pipelines that hold secrets in variables
-    /// rather than in files. A Secret that is in the file is always used.
+    /// rather than in files. A Secret that is in the file is always used;
+    /// a variable that is set comes before a Secret of the cluster
+    /// ([`Manifest::with_cluster_secrets`]).
     pub fn with_env_fallback(mut self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
         self.env = Some(vars.into_iter().collect());
         self
     }
 
+    /// Adds `secrets`, read from a cluster, for the references that neither
+    /// the file nor the environment resolve ([`Manifest::secrets_to_read`]);
+    /// `unread` says why a Secret could not be read, by (namespace, name),
+    /// for the message of a reference it leaves unresolved.
+    pub fn with_cluster_secrets(
+        mut self,
+        secrets: impl IntoIterator<Item = Secret>,
+        unread: impl IntoIterator<Item = ((String, String), String)>,
+    ) -> Self {
+        for s in secrets {
+            let key = (
+                namespace_of(&s.metadata.namespace),
+                s.metadata.name.clone().unwrap_or_default(),
+            );
+            self.cluster.insert(key, s);
+        }
+        self.cluster_unread.extend(unread);
+        self
+    }
+
+    /// The Secrets, as (namespace, name), that the AgentDeployments refer
+    /// to (`spec.secrets[].valueFrom.secretKeyRef`,
+    /// `spec.verify.apiKeySecretRef`) and that neither a document of the
+    /// file nor (with [`Manifest::with_env_fallback`]) a variable resolves:
+    /// those to read from the cluster. Sorted, each once.
+    pub fn secrets_to_read(&self) -> Vec<(String, String)> {
+        let mut out = std::collections::BTreeSet::new();
+        for d in &self.deployments {
+            let ns = namespace_of(&d.metadata.namespace);
+            for (name, key) in secret_refs(d) {
+                let place = (ns.clone(), name.to_owned());
+                let in_env = self.env.as_ref().is_some_and(|e| e.contains_key(key));
+                if !self.secrets.contains_key(&place) && !in_env {
+                    out.insert(place);
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// The values of `d.spec.secrets`: literal values, and
-    /// `valueFrom.secretKeyRef` from the `Secret` documents of the file (or,
-    /// with [`Manifest::with_env_fallback`], from a variable named like the
-    /// key), by the operator's own resolution ([`resolve::secret_values`]
-    /// and [`resolve::key_value`]).
+    /// `valueFrom.secretKeyRef` as [`Manifest::key_value`] resolves them, by
+    /// the operator's own resolution ([`resolve::secret_values`] and
+    /// [`resolve::key_value`]).
     ///
     /// Errors: the message of the first missing Secret, key or variable
     /// (naming `namespace/name`, and where it must be), or an entry with
@@ -209,23 +258,15 @@ impl Manifest {
             std::future::ready(Ok::<_, std::convert::Infallible>(found))
         };
         // The lookup never awaits: the future is ready at its first poll.
-        let resolved = poll_ready(resolve::secret_values(&d.spec, lookup));
-        match resolved {
+        match poll_ready(resolve::secret_values(&d.spec, lookup)) {
             Ok(Ok(values)) => Ok(values),
-            Ok(Err(Blocked { message, .. })) if message.ends_with("not found") => Err(format!(
-                "{message}: agentctl reads Secrets from the same file; add the v1 Secret \
-                 document (data or stringData) next to the AgentDeployment, or let the \
-                 environment variable named like the key hold the value (--secret-from-env)"
-            )),
             Ok(Err(Blocked { message, .. })) => Err(message),
             Err(never) => match never {},
         }
     }
 
     /// The key of `spec.verify.apiKeySecretRef` of `d`, resolved like the
-    /// secrets ([`Manifest::secret_values`]: the file's Secrets, or with
-    /// `--secret-from-env` the variable named like the key); `None` without
-    /// one.
+    /// secrets ([`Manifest::key_value`]); `None` without one.
     ///
     /// Errors: the missing Secret, key or variable, named.
     pub fn verify_key(&self, d: &AgentDeployment) -> Result<Option<String>, String> {
@@ -243,22 +284,47 @@ impl Manifest {
             .map_err(|b| format!("spec.verify.apiKeySecretRef: {}", b.message))
     }
 
-    /// `key` of Secret `name` in `ns`: from the file's Secret documents, or
-    /// (with [`Manifest::with_env_fallback`], for a Secret not in the file)
-    /// the environment variable named like the key. Errors name what is
-    /// missing ([`resolve::key_value`]'s messages).
+    /// `key` of Secret `name` in `ns`, from the first that has the Secret:
+    /// the file's Secret documents; with [`Manifest::with_env_fallback`],
+    /// the environment variable named like the key, when it is set; the
+    /// Secrets read from the cluster ([`Manifest::with_cluster_secrets`]).
+    /// Errors name what is missing ([`resolve::key_value`]'s messages for a
+    /// missing key) and where the value may come from.
     fn key_value(&self, ns: &str, name: &str, key: &str) -> Result<String, Blocked> {
-        let secret = self.secrets.get(&(ns.to_owned(), name.to_owned()));
-        match (secret, &self.env) {
-            (None, Some(env)) => env.get(key).cloned().ok_or_else(|| Blocked {
-                reason: crate::api::conditions::reason::SECRET_NOT_FOUND,
-                message: format!(
-                    "Secret {ns}/{name} is not in the file and the environment variable \
-                     {key} (its key) is not set"
-                ),
-            }),
-            _ => resolve::key_value(secret, ns, name, key),
+        let place = (ns.to_owned(), name.to_owned());
+        if let Some(secret) = self.secrets.get(&place) {
+            return resolve::key_value(Some(secret), ns, name, key);
         }
+        if let Some(value) = self.env.as_ref().and_then(|e| e.get(key)) {
+            return Ok(value.clone());
+        }
+        if let Some(secret) = self.cluster.get(&place) {
+            return resolve::key_value(Some(secret), ns, name, key);
+        }
+        Err(Blocked {
+            reason: crate::api::conditions::reason::SECRET_NOT_FOUND,
+            message: self.not_found(ns, name, key),
+        })
+    }
+
+    /// The message of a Secret found nowhere: where agentctl looked, and
+    /// where the value may come from.
+    fn not_found(&self, ns: &str, name: &str, key: &str) -> String {
+        let place = (ns.to_owned(), name.to_owned());
+        let cluster = match self.cluster_unread.get(&place) {
+            Some(why) => format!("the cluster could not be read ({why})"),
+            None => "nor in the cluster of the current kubeconfig".to_owned(),
+        };
+        let env = match &self.env {
+            Some(_) => format!(", and the environment variable {key} (its key) is not set"),
+            None => String::new(),
+        };
+        format!(
+            "Secret {ns}/{name} not found: it is not in the file, {cluster}{env}; add the v1 \
+             Secret document (data or stringData) to the same file, create the Secret in the \
+             cluster, or let the environment variable named like the key hold the value \
+             (--secret-from-env)"
+        )
     }
 
     /// The position in [`Manifest::deployments`] of the AgentDeployment
@@ -285,6 +351,31 @@ impl Manifest {
             .get(&(namespace.to_owned(), name.to_owned()))
             .map(|l| l.spec.listener_id.as_str())
     }
+}
+
+/// The (Secret name, key) of every Secret reference of `d`:
+/// `spec.secrets[].valueFrom.secretKeyRef` of the entries without a literal
+/// value, and `spec.verify.apiKeySecretRef`.
+fn secret_refs(d: &AgentDeployment) -> Vec<(&str, &str)> {
+    let from_secrets = d
+        .spec
+        .secrets
+        .iter()
+        .filter(|s| s.value.is_none())
+        .filter_map(|s| s.value_from.as_ref())
+        .map(|f| {
+            (
+                f.secret_key_ref.name.as_str(),
+                f.secret_key_ref.key.as_str(),
+            )
+        });
+    let verify = d
+        .spec
+        .verify
+        .as_ref()
+        .and_then(|v| v.api_key_secret_ref.as_ref())
+        .map(|r| (r.name.as_str(), r.key.as_str()));
+    from_secrets.chain(verify).collect()
 }
 
 /// Runs a future that is ready at its first poll (no IO inside).
@@ -363,6 +454,55 @@ spec:
         let values = m.secret_values(&m.deployments[0]).unwrap();
         use secrecy::ExposeSecret;
         assert_eq!(values[1].value.expose_secret(), "from-env-b");
+    }
+
+    /// A Secret not in the file: the environment variable (when set) comes
+    /// first, then the Secret read from the cluster; only what neither the
+    /// file nor the environment resolves is to be read.
+    #[test]
+    fn a_secret_not_in_the_file_is_read_from_the_environment_then_the_cluster() {
+        let file = FILE.replace("name: env, namespace: default", "name: other");
+        let m = Manifest::parse(&file).unwrap();
+        assert_eq!(
+            m.secrets_to_read(),
+            [("default".to_owned(), "env".to_owned())]
+        );
+        let both = [("A", "from-env-a"), ("B", "from-env-b")].map(|(k, v)| (k.into(), v.into()));
+        assert!(
+            m.clone()
+                .with_env_fallback(both)
+                .secrets_to_read()
+                .is_empty()
+        );
+        let in_cluster: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "env", "namespace": "default"},
+            "data": {"A": "Y2x1c3Rlci1h", "B": "Y2x1c3Rlci1i"},
+        }))
+        .unwrap();
+        let only_a = [("A".to_owned(), "from-env-a".to_owned())];
+        let m = m
+            .with_env_fallback(only_a)
+            .with_cluster_secrets([in_cluster], []);
+        use secrecy::ExposeSecret;
+        let values = m.secret_values(&m.deployments[0]).unwrap();
+        let got: Vec<&str> = values.iter().map(|v| v.value.expose_secret()).collect();
+        assert_eq!(got, ["from-env-a", "cluster-b", "plain"]);
+
+        // Not read: the message says why and where the value may come from.
+        let m = Manifest::parse(&file).unwrap().with_cluster_secrets(
+            [],
+            [(
+                ("default".into(), "env".into()),
+                "no cluster: no kubeconfig".into(),
+            )],
+        );
+        let e = m.secret_values(&m.deployments[0]).unwrap_err();
+        assert!(e.contains("Secret default/env not found"), "{e}");
+        assert!(
+            e.contains("the cluster could not be read (no cluster: no kubeconfig)"),
+            "{e}"
+        );
+        assert!(e.contains("create the Secret in the cluster"), "{e}");
     }
 
     #[test]

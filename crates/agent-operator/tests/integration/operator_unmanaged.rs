@@ -3,9 +3,10 @@
 //! AgentDeployment manages, those the service shows `UNUSED`, and the
 //! platform's own previews apart, from one paged list of the workspace per
 //! drift period (never more, whatever the status writes); `agentctl
-//! unmanaged` lists them with the export command of each. Issue 57, item
-//! 4: what an AgentDeployment of another namespace holds is neither
-//! reported, listed nor exported.
+//! unmanaged` lists them with the export command of each. Issue 57, items
+//! 4 and 5: what an AgentDeployment of another namespace holds is neither
+//! reported, listed nor exported, and the guide's export recipe runs as
+//! written.
 
 use crate::support;
 
@@ -429,4 +430,127 @@ async fn narrow_kubeconfig(h: &Harness) -> tempfile::NamedTempFile {
         .write_impersonating_kubeconfig(file.path(), &who)
         .expect("writing the kubeconfig");
     file
+}
+
+/// The commands of the `sh` block of docs/AGENTCTL.md's "export" section,
+/// without their comments, one a line.
+fn export_recipe() -> Vec<String> {
+    let guide = std::fs::read_to_string(test_support::repo_root().join("docs/AGENTCTL.md"))
+        .expect("reading docs/AGENTCTL.md");
+    let section = guide
+        .split("\n## export:")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the export section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("its sh block");
+    block
+        .lines()
+        .map(|l| l.split(" # ").next().unwrap_or_default().trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// `line` run by `sh` in `dir`, with agentctl and the envtest's kubectl on
+/// the `PATH`, the harness's control plane and cluster in the environment,
+/// and the guide's namespace `agents` the harness's: (exit code, stdout,
+/// stderr).
+fn run_doc_line(h: &Harness, dir: &std::path::Path, line: &str) -> (i32, String, String) {
+    let kubectl = crate::common::shared_env()
+        .env()
+        .kubectl_path()
+        .expect("kubectl in the envtest assets");
+    let agentctl = std::path::Path::new(env!("CARGO_BIN_EXE_agentctl"));
+    let path = format!(
+        "{}:{}:{}",
+        agentctl.parent().unwrap().display(),
+        kubectl.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let line = line.replace(" -n agents", &format!(" -n {}", h.ns));
+    let out = std::process::Command::new("sh")
+        .args(["-c", &line])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("AGENT_CONTROL_PLANE_URL", &h.emulator.base_url)
+        .env("AGENT_WORKSPACE_ID", WORKSPACE)
+        .env("AGENT_API_KEY", support::API_KEY)
+        .env("KUBECONFIG", &h.kubeconfig)
+        .env_remove("AGENT_CONTROL_PLANE_REGION")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("running sh");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 57, item 5: the `export` recipe of docs/AGENTCTL.md, run as
+/// written (`-n agents` made the test's namespace) against the emulator and
+/// the envtest API server: the export, the Secrets its comments name
+/// created with the values the deployment runs with, `agentctl diff`
+/// exiting 0 (it reads those Secrets from the cluster), and the file
+/// applied and adopted with no drift and no write sent.
+#[tokio::test]
+async fn the_export_recipe_of_the_guide_runs_as_written() {
+    test_support::skip_without!(Envtest);
+    use support::leaks::FIRST_VALUE;
+    let h = Harness::quick("op-export-recipe").start().await;
+    let mut body = test_support::manifests::github_create_body("recipe-agent", "main");
+    body["secrets"] = serde_json::json!([{"name": "OPENAI_API_KEY", "value": FIRST_VALUE}]);
+    let id =
+        h.cp.create_deployment(&serde_json::from_value(body).expect("a create body"))
+            .await
+            .unwrap()
+            .id;
+    support::eventually(TIMEOUT, "the secret's name shown", || async {
+        let d = h.cp.get_deployment(&id).await.ok()?;
+        (!d.secrets.is_empty()).then_some(())
+    })
+    .await;
+    h.wait_control_plane_ready(TIMEOUT).await;
+
+    let recipe = export_recipe();
+    assert!(recipe.len() >= 3, "{recipe:?}");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mark = h.emulator.request_mark().await;
+    for line in &recipe {
+        let (code, out, err) = run_doc_line(&h, dir.path(), line);
+        assert_eq!(code, 0, "`{line}` failed:\n{out}{err}");
+        assert!(
+            !out.contains(FIRST_VALUE) && !err.contains(FIRST_VALUE),
+            "{line}"
+        );
+        // The Secrets to create, as the export's comments give them: run
+        // each with the value the deployment runs with.
+        for create in out.lines().filter_map(|l| l.strip_prefix("#   ")) {
+            let create = create.replace("=...", &format!("={FIRST_VALUE}"));
+            let (code, out, err) = run_doc_line(&h, dir.path(), &create);
+            assert_eq!(code, 0, "`{create}` failed:\n{out}{err}");
+        }
+    }
+    let adopted = support::wait_for(&h.api, "recipe-agent", TIMEOUT, "NoDrift", |o| {
+        support::condition(o, "Drifted")
+            .filter(|c| c.status == "False" && c.reason == "NoDrift")
+            .map(|_| o.clone())
+    })
+    .await;
+    assert_eq!(
+        adopted.status.and_then(|s| s.deployment_id).as_deref(),
+        Some(id.as_str())
+    );
+    let writes: Vec<String> = h
+        .emulator
+        .requests_since(mark)
+        .await
+        .into_iter()
+        .map(|r| r.route)
+        .filter(|r| !r.starts_with("GET "))
+        .collect();
+    assert!(writes.is_empty(), "the recipe sends no write: {writes:?}");
 }

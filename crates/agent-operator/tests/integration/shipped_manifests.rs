@@ -151,6 +151,12 @@ async fn every_shipped_manifest_goes_through_every_entry_point() {
             .env("AGENT_WORKSPACE_ID", DEMO_WORKSPACE_ID)
             .env("AGENT_API_KEY", KEY)
             .env_remove("AGENT_CONTROL_PLANE_REGION")
+            // Never the developer's cluster: agentctl reads one for a
+            // Secret the environment does not resolve.
+            .env(
+                "KUBECONFIG",
+                std::env::temp_dir().join("no-cluster/kubeconfig"),
+            )
             .output()
             .await
             .unwrap();

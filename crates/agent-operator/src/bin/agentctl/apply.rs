@@ -1,5 +1,7 @@
 //! `agentctl apply -f FILE [--wait]` and `agentctl diff -f FILE`: the
 //! operator's reconcile core without a cluster ([`agent_operator::converge`]).
+//! The cluster of the current kubeconfig is read only for a Secret the file
+//! names but does not hold ([`crate::desired::read_manifest`]).
 
 use std::path::PathBuf;
 
@@ -18,13 +20,18 @@ use crate::wait::WaitArgs;
 pub struct ApplyArgs {
     /// YAML file of AgentDeployment documents, the Secret (and
     /// AgentListener) documents they reference, and AgentAssistant and
-    /// AgentCron documents on those deployments; `-` reads stdin.
+    /// AgentCron documents on those deployments; `-` reads stdin. A
+    /// secretKeyRef whose Secret is not in the file is read from the
+    /// Secret of that name in the cluster of the current kubeconfig, when
+    /// there is one (read only then; --secret-from-env comes first).
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
 
     /// A secretKeyRef whose Secret is not in the file takes its value from
-    /// the environment variable named like its key (e.g. OPENAI_API_KEY):
-    /// secrets stay in the pipeline's variables, not in a file.
+    /// the environment variable named like its key (e.g. OPENAI_API_KEY),
+    /// when it is set: secrets stay in the pipeline's variables, not in a
+    /// file. Which wins: a Secret of the file, then the variable, then the
+    /// cluster's Secret.
     #[arg(long)]
     pub secret_from_env: bool,
 
@@ -38,12 +45,16 @@ pub struct ApplyArgs {
 /// `diff` flags.
 #[derive(Args, Debug)]
 pub struct DiffArgs {
-    /// YAML file, as for `apply`; `-` reads stdin.
+    /// YAML file, as for `apply`; `-` reads stdin. A Secret not in the
+    /// file is read from the cluster of the current kubeconfig, as for
+    /// `apply`.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
 
     /// As for `apply`: a Secret not in the file is read from the
-    /// environment variable named like the key.
+    /// environment variable named like the key, when it is set. Which
+    /// wins: a Secret of the file, then the variable, then the cluster's
+    /// Secret.
     #[arg(long)]
     pub secret_from_env: bool,
 
@@ -59,7 +70,7 @@ pub struct DiffArgs {
 ///
 /// Returns the worst exit code of the objects (see `exit`).
 pub async fn apply(args: ApplyArgs) -> CliResult {
-    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env)?;
+    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env).await?;
     let cp = args.plane.client()?;
     let mut worst = Exit::Success;
     let mut deployed: Vec<Deployed> = Vec::with_capacity(wanted.len());
@@ -233,7 +244,7 @@ async fn verify_after(cp: &ControlPlaneClient, want: &Desired, id: &str, ended: 
 /// Exit 0 when nothing would change, 1 when something would (like
 /// `kubectl diff`); only reads are sent.
 pub async fn diff(args: DiffArgs) -> CliResult {
-    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env)?;
+    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env).await?;
     let cp = args.plane.client()?;
     let mut code = Exit::Success;
     let mut deployed: Vec<Deployed> = Vec::with_capacity(wanted.len());
@@ -290,12 +301,16 @@ pub async fn diff(args: DiffArgs) -> CliResult {
 /// `get` flags.
 #[derive(Args, Debug)]
 pub struct GetArgs {
-    /// YAML file, as for `apply`; `-` reads stdin.
+    /// YAML file, as for `apply`; `-` reads stdin. A Secret not in the
+    /// file is read from the cluster of the current kubeconfig, as for
+    /// `apply`.
     #[arg(short = 'f', long = "filename", value_name = "FILE")]
     pub file: PathBuf,
 
     /// As for `apply`: a Secret not in the file is read from the
-    /// environment variable named like the key.
+    /// environment variable named like the key, when it is set. Which
+    /// wins: a Secret of the file, then the variable, then the cluster's
+    /// Secret.
     #[arg(long)]
     pub secret_from_env: bool,
 
@@ -309,7 +324,7 @@ pub struct GetArgs {
 /// and next run), and whether it is as the file says. Reads only; exit 0
 /// (see `diff` for the exit code of a difference).
 pub async fn get(args: GetArgs) -> CliResult {
-    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env)?;
+    let (manifest, wanted) = read_manifest(&args.file, args.secret_from_env).await?;
     let cp = args.plane.client()?;
     let mut deployed: Vec<Deployed> = Vec::with_capacity(wanted.len());
     for want in &wanted {

@@ -3,8 +3,9 @@
 //! which AgentDeployments hold or claim the deployments of a workspace (one
 //! owner per remote deployment: docs/BEHAVIOUR.md, decided by
 //! [`agent_operator::plan::unmanaged::Managed`] as the operator decides its
-//! unmanaged report). Reads only: a list of the AgentDeployments, a `GET`
-//! of an AgentControlPlane.
+//! unmanaged report), and the Secrets a file refers to but does not hold.
+//! Reads only: a list of the AgentDeployments, a `GET` of an
+//! AgentControlPlane or a Secret.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use agent_operator::controlplane::ControlPlaneClient;
 use agent_operator::controlplane::types::Deployment;
 use agent_operator::plan::claims::PlaneId;
 use agent_operator::plan::unmanaged::Managed;
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::ListParams;
 
@@ -94,4 +96,36 @@ pub async fn managed(
         "reading the AgentControlPlanes of the AgentDeployments (kubeconfig)",
     )?;
     Ok(managed)
+}
+
+/// The Secrets of `wanted` (namespace, name) that the cluster has, and for
+/// each one that could not be read, why (no kubeconfig, a refused or
+/// failed `GET`). A Secret the cluster does not have is in neither.
+pub async fn secrets(
+    wanted: &[(String, String)],
+) -> (Vec<Secret>, Vec<((String, String), String)>) {
+    let mut found = Vec::new();
+    let mut unread = Vec::new();
+    if wanted.is_empty() {
+        return (found, unread);
+    }
+    let client = match connect().await {
+        Ok(client) => client,
+        Err(why) => {
+            let why = format!("no cluster: {why}");
+            return (
+                found,
+                wanted.iter().map(|w| (w.clone(), why.clone())).collect(),
+            );
+        }
+    };
+    for (ns, name) in wanted {
+        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+        match api.get_opt(name).await {
+            Ok(Some(secret)) => found.push(secret),
+            Ok(None) => {}
+            Err(e) => unread.push(((ns.clone(), name.clone()), e.to_string())),
+        }
+    }
+    (found, unread)
 }

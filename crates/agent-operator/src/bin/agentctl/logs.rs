@@ -77,7 +77,8 @@ pub struct LogsArgs {
     file: Option<std::path::PathBuf>,
 
     /// As for `apply`: a Secret not in --file is read from the environment
-    /// variable named like the key.
+    /// variable named like the key, when it is set (else from the cluster,
+    /// as for `apply`).
     #[arg(long, requires = "file")]
     secret_from_env: bool,
 
@@ -174,7 +175,7 @@ pub async fn logs(args: LogsArgs) -> CliResult {
     let mut secrets = secrets_of(&d);
     match &args.file {
         Some(file) => {
-            for want in crate::desired::read_desired(file, args.secret_from_env)? {
+            for want in crate::desired::read_desired(file, args.secret_from_env).await? {
                 secrets.extend(want.body.secrets.iter().map(|s| s.value.clone()));
             }
         }

@@ -17,7 +17,9 @@
 //! - `unmanaged` lists the deployments no AgentDeployment of the cluster
 //!   manages, with the `export` command of each (see [`unmanaged`]);
 //!   `export` writes AgentDeployments for the others (see [`export`]); both
-//!   read the cluster of the current kubeconfig (see [`cluster`]);
+//!   read the cluster of the current kubeconfig (see [`cluster`]), as do
+//!   `apply`, `diff` and `get` for a Secret the file names but does not
+//!   hold;
 //! - `deployments list|get|delete [--wait]`, `revisions list|get|wait`,
 //!   `redeploy`, `rollback --to REVISION`, `logs [--build] [--revision R]
 //!   [--follow]` (see [`logs`]), `listeners list|get`,

@@ -10,6 +10,9 @@
 //! Verification fails on a revision whose `repo_ref` carries `unhealthy`:
 //! the emulator's agent server then serves no graph (an emulator fault).
 //!
+//! `agentctl revisions list` marks the revisions of each rollback (issue
+//! 57, item 5).
+//!
 //! Source: docs/control-plane-api.md "Requests" ("Rollback").
 
 use crate::support;
@@ -103,6 +106,46 @@ async fn three_failed_verifications_make_exactly_three_rollbacks_and_no_loop() {
     failed.dedup();
     assert_eq!(failed.len(), 3, "{failed:?}");
 
+    // `agentctl revisions list` marks them (issue 57, item 5): with the
+    // cluster, each failed verification, the last rollback's revisions;
+    // without it, the service's view, where they read REPLACED like any.
+    let status = h.api.get(name).await.unwrap().status.unwrap();
+    let last = status.rollback.clone().unwrap();
+    let notes = revision_notes(&h, name, Some(&h.kubeconfig));
+    let of = |id: &str| {
+        notes
+            .iter()
+            .find(|(r, _)| r == id)
+            .map(|(_, n)| n.join(", "))
+    };
+    for from in &failed[..2] {
+        assert_eq!(
+            of(from).as_deref(),
+            Some("verification failed"),
+            "{notes:?}"
+        );
+    }
+    assert_eq!(
+        of(&last.from_revision_id).as_deref(),
+        Some("verification failed, rolled back (AssistantsMissing)"),
+        "{notes:?}"
+    );
+    assert!(
+        of(&last.to_revision_id).is_some_and(|n| n.ends_with("rollback target")),
+        "{notes:?}"
+    );
+    let new = last.revision_id.clone().unwrap();
+    assert_eq!(
+        of(&new),
+        Some(format!(
+            "verified, rollback to {}",
+            &last.to_revision_id[..8]
+        )),
+        "{notes:?}"
+    );
+    let blind = revision_notes(&h, name, None);
+    assert!(blind.iter().all(|(_, n)| n.is_empty()), "{blind:?}");
+
     // Exactly three rollbacks; steady now: resync passes send no PATCH
     // (the spec is held back) and no rollback.
     let counts = h.emulator.requests().await;
@@ -191,4 +234,63 @@ async fn a_failed_build_is_rolled_back_to_the_revision_that_served_without_verif
     let log = h.emulator.requests().await;
     assert_eq!(log.count(route::REDEPLOY_REVISION), 1);
     assert_eq!(log.count(route::PATCH), 1);
+
+    // `agentctl revisions list`: the failed build, rolled back from; the
+    // revision that served, gone back to.
+    let notes = revision_notes(&h, name, Some(&h.kubeconfig));
+    let of = |id: &str| {
+        notes
+            .iter()
+            .find(|(r, _)| r == id)
+            .map(|(_, n)| n.join(", "))
+    };
+    assert_eq!(
+        of(&r.from_revision_id).as_deref(),
+        Some("failed, rolled back (BUILD_FAILED)"),
+        "{notes:?}"
+    );
+    assert_eq!(
+        of(&good_rid).as_deref(),
+        Some("rollback target"),
+        "{notes:?}"
+    );
+}
+
+/// `agentctl revisions list NAME -o json` against the harness's emulator,
+/// reading the cluster of `kubeconfig` (`None`: no cluster): each
+/// revision's id and notes, newest first.
+fn revision_notes(
+    h: &Harness,
+    name: &str,
+    kubeconfig: Option<&std::path::Path>,
+) -> Vec<(String, Vec<String>)> {
+    let none = std::env::temp_dir().join("agentctl-no-cluster/kubeconfig");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentctl"))
+        .args(["revisions", "list", name, "-n", &h.ns, "-o", "json"])
+        .env("AGENT_CONTROL_PLANE_URL", &h.emulator.base_url)
+        .env("AGENT_WORKSPACE_ID", support::WORKSPACE)
+        .env("AGENT_API_KEY", support::API_KEY)
+        .env("KUBECONFIG", kubeconfig.unwrap_or(&none))
+        .env_remove("AGENT_CONTROL_PLANE_REGION")
+        .output()
+        .expect("running agentctl");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout).expect("a JSON list");
+    rows.iter()
+        .map(|r| {
+            let notes = r["notes"].as_array().cloned().unwrap_or_default();
+            (
+                r["id"].as_str().unwrap_or_default().to_owned(),
+                notes
+                    .iter()
+                    .map(|n| n.as_str().unwrap_or_default().to_owned())
+                    .collect(),
+            )
+        })
+        .collect()
 }

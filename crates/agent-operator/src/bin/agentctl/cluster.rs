@@ -3,14 +3,15 @@
 //! which AgentDeployments hold or claim the deployments of a workspace (one
 //! owner per remote deployment: docs/BEHAVIOUR.md, decided by
 //! [`agent_operator::plan::unmanaged::Managed`] as the operator decides its
-//! unmanaged report), and the Secrets a file refers to but does not hold.
-//! Reads only: a list of the AgentDeployments, a `GET` of an
-//! AgentControlPlane or a Secret.
+//! unmanaged report), the AgentDeployment that holds one deployment, and
+//! the Secrets a file refers to but does not hold. Reads only: a list of the
+//! AgentDeployments, a `GET` of an AgentControlPlane or a Secret.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use agent_operator::api::AgentDeployment;
+use agent_operator::controller::deployment::claims::claim_of;
 use agent_operator::controller::unmanaged::{Planes, add_all};
 use agent_operator::controlplane::ControlPlaneClient;
 use agent_operator::controlplane::types::Deployment;
@@ -96,6 +97,19 @@ pub async fn managed(
         "reading the AgentControlPlanes of the AgentDeployments (kubeconfig)",
     )?;
     Ok(managed)
+}
+
+/// The AgentDeployment of `deployments` that holds the remote deployment
+/// `id` (its `status.deploymentId` or id annotation), if one does.
+pub fn holder<'a>(deployments: &'a [AgentDeployment], id: &str) -> Option<&'a AgentDeployment> {
+    deployments.iter().find(|d| {
+        let claim = claim_of(d, None);
+        !claim.expired
+            && claim
+                .holds
+                .as_deref()
+                .is_some_and(|h| h.eq_ignore_ascii_case(id))
+    })
 }
 
 /// The Secrets of `wanted` (namespace, name) that the cluster has, and for

@@ -19,7 +19,7 @@
 //!   `export` writes AgentDeployments for the others (see [`export`]); both
 //!   read the cluster of the current kubeconfig (see [`cluster`]), as do
 //!   `apply`, `diff` and `get` for a Secret the file names but does not
-//!   hold;
+//!   hold, and `revisions list` for the operator's notes (see [`history`]);
 //! - `deployments list|get|delete [--wait]`, `revisions list|get|wait`,
 //!   `redeploy`, `rollback --to REVISION`, `logs [--build] [--revision R]
 //!   [--follow]` (see [`logs`]), `listeners list|get`,
@@ -38,6 +38,7 @@ mod cluster;
 mod desired;
 mod exit;
 mod export;
+mod history;
 mod logs;
 mod output;
 mod plane;

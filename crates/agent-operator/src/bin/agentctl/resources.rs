@@ -8,13 +8,13 @@
 
 use std::time::Instant;
 
-use agent_operator::controlplane::types::{Deployment, Listener, Revision, RevisionStatus};
+use agent_operator::api::AgentDeploymentStatus;
+use agent_operator::controlplane::types::{Deployment, Listener};
 use agent_operator::controlplane::{ControlPlaneClient, ListDeployments, ListRevisions};
-use agent_operator::plan::serving;
-use agent_operator::registry;
 use clap::{Args, Subcommand};
 
 use crate::exit::{CliError, CliResult, Exit, PlaneResult};
+use crate::history;
 use crate::output::{
     Output, fields, or_dash, print_structured, print_text, redact_deployment, table,
 };
@@ -78,11 +78,19 @@ enum RevisionsCommand {
     /// serving, a DEPLOYED revision that no longer serves reads REPLACED,
     /// COMMIT/DIGEST is the commit the platform built (7 characters) or the
     /// image digest (12 hex digits), as `kubectl get agd -o wide` shows the
-    /// serving one. Whether a revision passed verification is known to the
-    /// operator only: `status.revisions[].verified` of the AgentDeployment.
+    /// serving one. NOTES marks a revision that failed, was interrupted or
+    /// skipped, and, from the status of the AgentDeployment that holds the
+    /// deployment (read from the cluster of the current kubeconfig, when
+    /// there is one), one that passed or failed verification and those of
+    /// an automatic rollback (rolled back, rollback target, rollback to).
     List {
         /// Deployment name or id.
         deployment: String,
+        /// Namespace of the AgentDeployment that holds the deployment, read
+        /// alone when the kubeconfig may not list the AgentDeployments of
+        /// every namespace.
+        #[arg(long, short = 'n', default_value = "default")]
+        namespace: String,
     },
     /// Show one revision.
     Get {
@@ -335,88 +343,14 @@ async fn delete(cp: &ControlPlaneClient, d: &Deployment, wait: &WaitArgs) -> Cli
     }
 }
 
-/// The status a revision list shows: a `DEPLOYED` revision that no longer
-/// serves reads `REPLACED`, as the official CLIs list it
-/// (docs/control-plane-api.md "Revision").
-fn shown_status(r: &Revision, active: Option<&str>) -> String {
-    if r.status == RevisionStatus::Deployed && active.is_some_and(|a| a != r.id) {
-        "REPLACED".to_owned()
-    } else {
-        r.status.to_string()
-    }
-}
-
-/// What a revision runs, in the short forms of the operator's `SERVING`
-/// column (`kubectl get agd -o wide`, [`serving::short`]): the commit the
-/// platform built (`repo_commit_sha`, its first 7 characters) or the digest
-/// its image names (`@sha256:`, its first 12 hex digits); `-` when neither is
-/// known (an image by tag).
-fn provenance(r: &Revision) -> String {
-    let rc = r.source_revision_config.clone().unwrap_or_default();
-    let digest = rc.image_uri.as_deref().and_then(registry::digest_of);
-    match (rc.repo_commit_sha.filter(|s| !s.is_empty()), digest) {
-        (Some(sha), _) => serving::short(Some(&sha), None).unwrap_or_default(),
-        (None, Some(d)) => format!(
-            "sha256:{}",
-            serving::short(None, Some(&d)).unwrap_or_default()
-        ),
-        (None, None) => "-".to_owned(),
-    }
-}
-
-fn revision_row(r: &Revision, active: Option<&str>) -> Vec<String> {
-    let rc = r.source_revision_config.clone().unwrap_or_default();
-    let source = rc
-        .image_uri
-        .clone()
-        .or(rc.repo_ref)
-        .unwrap_or_else(|| "-".to_owned());
-    vec![
-        r.id.clone(),
-        shown_status(r, active),
-        if Some(r.id.as_str()) == active {
-            "*"
-        } else {
-            ""
-        }
-        .to_owned(),
-        provenance(r),
-        source,
-        or_dash(r.created_at.as_deref()),
-    ]
-}
-
 /// `agentctl revisions`.
 pub async fn revisions(args: RevisionsArgs) -> CliResult {
     let cp = args.plane.client()?;
     match args.command {
-        RevisionsCommand::List { deployment } => {
-            let d = find_deployment(&cp, &deployment).await?;
-            let list = cp
-                .list_all_revisions(&d.id, &ListRevisions::default())
-                .await
-                .plane(format!("listing the revisions of {}", d.name))?;
-            match args.output {
-                Output::Table => {
-                    let rows: Vec<Vec<String>> = list
-                        .iter()
-                        .map(|r| revision_row(r, d.active_revision_id.as_deref()))
-                        .collect();
-                    print_text(&table(
-                        &[
-                            "ID",
-                            "STATUS",
-                            "SERVING",
-                            "COMMIT/DIGEST",
-                            "REF/IMAGE",
-                            "CREATED",
-                        ],
-                        &rows,
-                    ));
-                }
-                other => print_structured(&list, other)?,
-            }
-        }
+        RevisionsCommand::List {
+            deployment,
+            namespace,
+        } => list_revisions(&cp, &deployment, &namespace, args.output).await?,
         RevisionsCommand::Get {
             deployment,
             revision,
@@ -477,6 +411,60 @@ pub async fn revisions(args: RevisionsArgs) -> CliResult {
         }
     }
     Ok(Exit::Success)
+}
+
+/// `agentctl revisions list`: the revisions of `deployment`, newest first,
+/// with the notes of [`history::notes`] (the operator's from the
+/// AgentDeployment that holds it, [`operator_status`]).
+async fn list_revisions(
+    cp: &ControlPlaneClient,
+    deployment: &str,
+    namespace: &str,
+    output: Output,
+) -> CliResult<()> {
+    let d = find_deployment(cp, deployment).await?;
+    let list = cp
+        .list_all_revisions(&d.id, &ListRevisions::default())
+        .await
+        .plane(format!("listing the revisions of {}", d.name))?;
+    let status = operator_status(&d.id, namespace).await;
+    let status = status.as_ref();
+    let active = d.active_revision_id.as_deref();
+    if output == Output::Table {
+        let rows: Vec<Vec<String>> = list
+            .iter()
+            .map(|r| history::row(r, active, status))
+            .collect();
+        print_text(&table(&history::COLUMNS, &rows));
+        return Ok(());
+    }
+    let listed: Vec<history::Listed> = list
+        .iter()
+        .map(|revision| history::Listed {
+            revision,
+            notes: history::notes(revision, status),
+        })
+        .collect();
+    print_structured(&listed, output)
+}
+
+/// The status of the AgentDeployment that holds the deployment `id`, read
+/// from the cluster of the current kubeconfig (every namespace, else
+/// `namespace`: [`crate::cluster::agent_deployments`]); `None` when no
+/// cluster is configured (quietly: agentctl runs without one), when none
+/// holds it, or when the cluster cannot be read (with a note on stderr).
+async fn operator_status(id: &str, namespace: &str) -> Option<AgentDeploymentStatus> {
+    let client = crate::cluster::connect().await.ok()?;
+    match crate::cluster::agent_deployments(&client, namespace).await {
+        Ok(listed) => crate::cluster::holder(&listed, id)?.status.clone(),
+        Err(e) => {
+            eprintln!(
+                "agentctl: note: {:#}; the notes show the control plane's outcomes only",
+                e.error
+            );
+            None
+        }
+    }
 }
 
 /// `agentctl redeploy`: `POST /v2/deployments/{id}/revisions` (never
@@ -635,66 +623,4 @@ pub async fn integrations(args: IntegrationsArgs) -> CliResult {
         }
     }
     Ok(Exit::Success)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use agent_operator::controlplane::types::SourceRevisionConfig;
-
-    fn revision(id: &str, status: RevisionStatus, rc: SourceRevisionConfig) -> Revision {
-        Revision {
-            id: id.to_owned(),
-            status,
-            created_at: None,
-            updated_at: None,
-            source: None,
-            source_revision_config: Some(rc),
-        }
-    }
-
-    #[test]
-    fn superseded_deployed_revisions_read_replaced_with_their_commit_or_digest() {
-        let sha = "0123456789abcdef0123456789abcdef01234567";
-        let digest = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
-        let built = revision(
-            "r1",
-            RevisionStatus::Deployed,
-            SourceRevisionConfig {
-                repo_ref: Some("main".into()),
-                repo_commit_sha: Some(sha.into()),
-                ..SourceRevisionConfig::default()
-            },
-        );
-        let pinned = revision(
-            "r2",
-            RevisionStatus::Deployed,
-            SourceRevisionConfig {
-                image_uri: Some(format!("ghcr.io/acme/agent@{digest}")),
-                ..SourceRevisionConfig::default()
-            },
-        );
-        let by_tag = revision(
-            "r3",
-            RevisionStatus::BuildFailed,
-            SourceRevisionConfig {
-                image_uri: Some("ghcr.io/acme/agent:v3".into()),
-                ..SourceRevisionConfig::default()
-            },
-        );
-        assert_eq!(
-            revision_row(&built, Some("r2"))[1..4],
-            ["REPLACED", "", "0123456"]
-        );
-        assert_eq!(
-            revision_row(&pinned, Some("r2"))[1..4],
-            ["DEPLOYED", "*", "sha256:fedcba987654"]
-        );
-        assert_eq!(
-            revision_row(&by_tag, Some("r2"))[1..4],
-            ["BUILD_FAILED", "", "-"]
-        );
-        // No revision serves yet: nothing is REPLACED.
-        assert_eq!(shown_status(&built, None), "DEPLOYED");
-    }
 }

@@ -8,10 +8,16 @@
 //! `metadata` and `end_time: null` clears it; DELETE answers 204, then 404;
 //! a bad schedule is 422 `Invalid cron schedule: ...`; an unknown graph is
 //! 404 `Graph 'x' not found. Expected one of: [...]`). Emulator choices:
-//! nothing runs; `next_run_date` is the next whole minute after the create
-//! or the last PATCH; the time zone is not checked. The answers and the
+//! a run does nothing but record its thread; an unknown time zone is read as
+//! UTC (not refused). The answers and the
 //! error details are the pinned server's (`contract_agent_server`, a test of
 //! agent-operator, sends the same requests to both and compares them).
+//! `next_run_date` is computed from the schedule in the cron's time zone
+//! ([`super::cron_schedule`]); a cron whose time has passed runs when its
+//! deployment's crons or threads are next read: nothing is sent anywhere,
+//! `next_run_date` moves on, and with `on_run_completed: keep` the run's
+//! thread is kept for `POST /threads/search` (with `delete`, the default,
+//! it is gone once the run ends, as on the real server).
 
 use agent_server_wire::{Cron, CronCreate, CronPatch, CronSearch};
 use axum::Json;
@@ -23,6 +29,8 @@ use uuid::Uuid;
 
 use super::agent::{GRAPH_ID, target};
 use super::agent_route::{AgentRoute, route};
+use super::agent_store::{Crons, RUNS_KEPT};
+use super::cron_schedule;
 use super::errors::ApiError;
 use super::extract::{OptionalJsonBody, PathIds};
 use super::state::EmulatorState;
@@ -42,11 +50,37 @@ fn now() -> chrono::DateTime<chrono::Utc> {
     chrono::Utc::now()
 }
 
-/// The next whole minute after `t`, as RFC 3339.
-fn next_minute(t: chrono::DateTime<chrono::Utc>) -> String {
-    use chrono::{DurationRound, TimeDelta};
-    let m = TimeDelta::minutes(1);
-    super::store::rfc3339(t.duration_trunc(m).unwrap_or(t) + m)
+/// `next_run_date` of `schedule` in `timezone`, counted from now.
+fn next_run(schedule: &str, timezone: Option<&str>) -> Option<String> {
+    cron_schedule::next_run(schedule, timezone, jiff::Timestamp::now()).map(cron_schedule::iso)
+}
+
+/// Runs the crons of deployment `dep` whose time has passed
+/// ([`cron_schedule::take_due_run`]), keeping the threads of those with
+/// `on_run_completed: keep`.
+fn run_due(state: &EmulatorState, dep: Uuid) {
+    let now = jiff::Timestamp::now();
+    state.with_crons(|all| {
+        let Crons { crons, runs } = all;
+        for ((_, c), cron) in crons.iter_mut().filter(|((d, _), _)| *d == dep) {
+            let Some(at) = cron_schedule::take_due_run(cron, now) else {
+                continue;
+            };
+            tracing::debug!(cron_id = %c, "cron ran");
+            if cron.on_run_completed.as_deref() == Some("keep") {
+                runs.push((dep, cron_schedule::run_thread(cron, GRAPH_ID, at)));
+            }
+        }
+        let kept = runs.iter().filter(|(d, _)| *d == dep).count();
+        if kept > RUNS_KEPT {
+            let mut extra = kept - RUNS_KEPT;
+            runs.retain(|(d, _)| {
+                let drop = *d == dep && extra > 0;
+                extra -= usize::from(drop);
+                !drop
+            });
+        }
+    });
 }
 
 /// The body as `T`, or a 422 naming the decode error.
@@ -207,6 +241,7 @@ async fn create(
     );
     set_payload(&mut payload, "webhook", body.webhook.map(Value::String));
     set_payload(&mut payload, "enabled", body.enabled.map(Value::Bool));
+    let next_run_date = next_run(&body.schedule, body.timezone.as_deref());
     let cron = Cron {
         cron_id: id.to_string(),
         assistant_id: Some(assistant_id),
@@ -219,18 +254,20 @@ async fn create(
         enabled: body.enabled.unwrap_or(true),
         metadata: body.metadata.unwrap_or_default(),
         payload,
-        next_run_date: Some(next_minute(at)),
+        next_run_date,
         created_at: Some(super::store::rfc3339(at)),
         updated_at: Some(super::store::rfc3339(at)),
         extra: Map::new(),
     };
-    state.with_crons(|all| all.insert((dep, id), cron.clone()));
+    state.with_crons(|all| all.crons.insert((dep, id), cron.clone()));
     Ok(as_json(&cron))
 }
 
-/// `POST /threads/search`: the emulator's crons never run, so no thread
-/// carries a cron's metadata; the body is checked like the real server's
-/// (`ThreadSearchRequest`) and the answer is an empty list.
+/// `POST /threads/search`: the threads of the cron runs kept on this
+/// deployment (after running the crons that are due), those whose metadata
+/// holds every pair of the body's, sorted by `sort_by` (`created_at`
+/// unless `updated_at`) in `sort_order` (`desc` unless `asc`), paged by
+/// `offset` and `limit` (10), with only the `select` fields.
 async fn search_threads(
     State(state): State<EmulatorState>,
     ids: PathIds,
@@ -238,8 +275,53 @@ async fn search_threads(
     OptionalJsonBody(body): OptionalJsonBody,
 ) -> Result<Json<Value>, ApiError> {
     target(&state, &ids, &headers)?;
-    let _: agent_server_wire::ThreadSearch = decode(body)?;
-    Ok(Json(json!([])))
+    let dep = ids.at(0);
+    let q: agent_server_wire::ThreadSearch = decode(body)?;
+    run_due(&state, dep);
+    let mut list: Vec<agent_server_wire::Thread> = state.with_crons(|all| {
+        all.runs
+            .iter()
+            .filter(|(d, t)| {
+                *d == dep
+                    && q.metadata
+                        .as_ref()
+                        .is_none_or(|m| m.iter().all(|(k, v)| t.metadata.get(k) == Some(v)))
+            })
+            .map(|(_, t)| t.clone())
+            .collect()
+    });
+    let by_updated = q.sort_by.as_deref() == Some("updated_at");
+    list.sort_by(|a, b| match by_updated {
+        true => a.updated_at.cmp(&b.updated_at),
+        false => a.created_at.cmp(&b.created_at),
+    });
+    if q.sort_order.as_deref() != Some("asc") {
+        list.reverse();
+    }
+    let page = list
+        .into_iter()
+        .skip(q.offset.unwrap_or(0) as usize)
+        .take(q.limit.unwrap_or(10) as usize)
+        .map(|t| {
+            selected(
+                serde_json::to_value(t).unwrap_or_default(),
+                q.select.as_deref(),
+            )
+        })
+        .collect();
+    Ok(Json(Value::Array(page)))
+}
+
+/// `v` with only the `select` fields (all when `None`).
+fn selected(v: Value, select: Option<&[String]>) -> Value {
+    match (v, select) {
+        (Value::Object(o), Some(fields)) => Value::Object(
+            o.into_iter()
+                .filter(|(k, _)| fields.iter().any(|f| f == k))
+                .collect(),
+        ),
+        (v, _) => v,
+    }
 }
 
 async fn search(
@@ -251,8 +333,10 @@ async fn search(
     target(&state, &ids, &headers)?;
     let dep = ids.at(0);
     let q: CronSearch = decode(body)?;
+    run_due(&state, dep);
     let mut list: Vec<Cron> = state.with_crons(|all| {
-        all.iter()
+        all.crons
+            .iter()
             .filter(|((d, _), _)| *d == dep)
             .map(|(_, c)| c.clone())
             .filter(|c| {
@@ -287,6 +371,7 @@ async fn update(
     let body: CronPatch = decode(body)?;
     state.with_crons(|all| {
         let c = all
+            .crons
             .get_mut(&key)
             .ok_or_else(|| cron_not_found(&key.1.to_string()))?;
         if let Some(s) = body.schedule.as_deref().filter(|s| !valid_schedule(s)) {
@@ -333,7 +418,7 @@ async fn update(
         }
         set_payload(&mut c.payload, "context", body.context);
         set_payload(&mut c.payload, "webhook", body.webhook.map(Value::String));
-        c.next_run_date = Some(next_minute(at));
+        c.next_run_date = next_run(&c.schedule, c.timezone.as_deref());
         c.updated_at = Some(super::store::rfc3339(at));
         Ok(as_json(c))
     })
@@ -347,7 +432,8 @@ async fn delete(
     target(&state, &ids, &headers)?;
     let key = (ids.at(0), ids.at(1));
     state.with_crons(|all| {
-        all.remove(&key)
+        all.crons
+            .remove(&key)
             .map(|_| StatusCode::NO_CONTENT.into_response())
             .ok_or_else(|| ApiError::not_found("Not Found"))
     })

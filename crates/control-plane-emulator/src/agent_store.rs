@@ -51,5 +51,15 @@ pub(crate) fn listed(all: &Assistants, dep: Uuid) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The crons of every built-in agent server, by (deployment, cron id).
-pub(crate) type Crons = HashMap<(Uuid, Uuid), agent_server_wire::Cron>;
+/// Most run threads kept per deployment (the oldest go first).
+pub(crate) const RUNS_KEPT: usize = 100;
+
+/// The crons of every built-in agent server, and the threads of their runs.
+#[derive(Debug, Default)]
+pub(crate) struct Crons {
+    /// Every cron, by (deployment, cron id).
+    pub(crate) crons: HashMap<(Uuid, Uuid), agent_server_wire::Cron>,
+    /// The threads of the runs kept (`on_run_completed: keep`), by
+    /// deployment, oldest first; at most [`RUNS_KEPT`] per deployment.
+    pub(crate) runs: Vec<(Uuid, agent_server_wire::Thread)>,
+}

@@ -35,6 +35,7 @@ mod agent_store;
 pub mod auth;
 pub mod cli;
 pub mod config;
+mod cron_schedule;
 pub mod errors;
 mod extract;
 pub mod faults;

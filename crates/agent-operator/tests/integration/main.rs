@@ -82,6 +82,7 @@ mod outbound_requests;
 mod ownership;
 mod promotion_truth;
 mod proptest_decoding;
+mod readme_outputs;
 mod registry_auth;
 mod registry_resolve;
 mod release;

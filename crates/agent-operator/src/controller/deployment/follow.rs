@@ -361,17 +361,7 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
         s.last_failed_revision_id = latest.id.clone();
         s.last_failed_revision_status = s.revision_status.clone();
     }
-    if let Some(id) = latest.id.as_deref().filter(|_| latest.started_here) {
-        // Started by this pass and not read yet: listed at once, so the
-        // newest revisions are always the ones kept.
-        history::started(&mut s.revisions, id, &jiff::Timestamp::now().to_string());
-    }
-    if let Some(rev) = &latest.read {
-        history::record(&mut s.revisions, rev);
-        if rev.source.as_deref() == Some("github") {
-            (s.source_commit, s.built_image) = shapes::revision_provenance(rev);
-        }
-    }
+    record_history(s, latest);
     let revision_changed = previous.revision_status != s.revision_status
         || previous.latest_revision_id != s.latest_revision_id;
     // A revision seen ending by this pass counts once in
@@ -399,6 +389,21 @@ fn record(pass: &mut Pass<'_>, view: &RemoteView, latest: &Latest, outcome: &Out
                 e
             }
         }));
+}
+
+/// `status.revisions` ([`history`]) and the provenance of a `github`
+/// revision: the revision this pass read, or the one it started (listed at
+/// once, so the newest revisions are always the ones kept).
+fn record_history(s: &mut crate::api::deployment::AgentDeploymentStatus, latest: &Latest) {
+    if let Some(id) = latest.id.as_deref().filter(|_| latest.started_here) {
+        history::started(&mut s.revisions, id, &jiff::Timestamp::now().to_string());
+    }
+    if let Some(rev) = &latest.read {
+        history::record(&mut s.revisions, rev);
+        if rev.source.as_deref() == Some("github") {
+            (s.source_commit, s.built_image) = shapes::revision_provenance(rev);
+        }
+    }
 }
 
 /// The requeue ([`verdict::next`]): the verification's delay, the poll

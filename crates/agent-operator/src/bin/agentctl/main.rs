@@ -126,7 +126,10 @@ enum Command {
     /// revision. To keep a rollback, first annotate the AgentDeployment
     /// agentserver.dev/paused="true" (no remote call is made while it is
     /// set), roll back, put the rolled-back configuration in the spec
-    /// (revert the commit in Git), then remove the annotation.
+    /// (revert the commit in Git), then remove the annotation. While the
+    /// AgentDeployment is paused its AgentCrons are disabled on the agent
+    /// server (no scheduled run) and its AgentAssistants wait; both go on
+    /// when the annotation is removed.
     #[command(after_help = exit::EXIT_CODES_HELP)]
     Rollback(resources::RollbackArgs),
     /// Print the server log of a deployment (or a revision), or with

@@ -101,3 +101,4 @@ mod status_churn;
 mod supported_versions;
 mod tenants;
 mod troubleshooting_advice;
+mod upgrades;

@@ -481,6 +481,7 @@ const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "--strict",
     "--values",
     "--api-versions",
+    "--reuse-values",
     // cargo and the libtest harness
     "--test",
     "--release",

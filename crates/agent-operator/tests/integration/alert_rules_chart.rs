@@ -20,6 +20,10 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+/// A scenario: its name, its input series and the (alertname, job) pairs
+/// that fire at its end.
+type Case<'a> = (&'a str, Vec<Value>, Vec<(&'a str, &'a str)>);
+
 /// The two releases: (release name, shard key).
 const RELEASES: [(&str, &str); 2] = [
     ("platform", "shard-1"),
@@ -234,7 +238,7 @@ fn chart_rules_alert_per_release_and_per_shard() {
         series.extend(series_of(&recorded, b, edit_b));
         series
     };
-    let cases: [(&str, Vec<Value>, Vec<(&str, &str)>); 3] = [
+    let cases: [Case; 3] = [
         ("healthy pair", pair(&healthy), vec![]),
         ("dead shard", pair(&dead), vec![("AgentOperatorDown", b)]),
         (

@@ -151,6 +151,7 @@ async fn readme_kubectl_get_agd_samples_are_what_the_demo_shows() {
     let samples = readme_samples();
     assert_eq!(samples.len(), 2, "README shows kubectl get agd twice");
     let url = regex::Regex::new(r"^http://127\.0\.0\.1:\d+/agents/[0-9a-f-]{36}$").unwrap();
+    let age = regex::Regex::new(r"^\d+s$").unwrap();
     let mut from = 0;
     for sample in &samples {
         assert_eq!(sample.columns, crd_columns(), "README's header");
@@ -163,7 +164,7 @@ async fn readme_kubectl_get_agd_samples_are_what_the_demo_shows() {
             .collect();
         assert_eq!(row["NAME"], NAME);
         assert!(url.is_match(row["URL"]), "README's URL {}", row["URL"]);
-        assert!(regex::Regex::new(r"^\d+s$").unwrap().is_match(row["AGE"]));
+        assert!(age.is_match(row["AGE"]), "README's AGE {}", row["AGE"]);
         let values = [row["READY"], row["STATUS"], row["REVISION"]].map(str::to_owned);
         let at = seen[from..]
             .iter()

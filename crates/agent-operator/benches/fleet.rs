@@ -23,6 +23,10 @@
 //! - `s6`: N (default 10,000) AgentDeployments over 8 workspaces, same shape.
 //! - `agents`: N (default 200) AgentDeployments with 2 AgentAssistants and 1
 //!   AgentCron each, all applied at once (fleet/agents.rs).
+//! - `starts`: `--starts` (default 20) operator starts, each with N (default
+//!   200) AgentDeployments on an undeclared AgentControlPlane whose
+//!   workspace answers once, then throttles: requests in flight at the
+//!   client's first 429 and sent after it (fleet/starts.rs).
 //! - `baseline`: the documented client flow (docs/control-plane-api.md
 //!   "Polling") done one resource after the
 //!   other with the control plane client (create, read the newest revision,
@@ -52,6 +56,8 @@ mod kube_side;
 mod procs;
 #[path = "fleet/ready_watch.rs"]
 mod ready_watch;
+#[path = "fleet/starts.rs"]
+mod starts;
 #[path = "fleet/tenants.rs"]
 mod tenants;
 
@@ -97,6 +103,7 @@ enum Scenario {
     S5,
     S6,
     Agents,
+    Starts,
     Baseline,
     All,
 }
@@ -116,12 +123,12 @@ enum Variant {
 #[command(name = "fleet")]
 struct Args {
     /// Scenarios to run, in this order: baseline s1 s2 s3 s4 s5 s6 agents
-    /// (all: every one).
+    /// starts (all: every one).
     #[arg(value_enum, default_values_t = [Scenario::S1, Scenario::S2])]
     scenarios: Vec<Scenario>,
     /// Resources per fleet. Default: 500 for s1/s2/s4 (2,000 when s4 runs
-    /// after s3), 2,000 for s3 and s5, 10,000 for s6, 200 for agents, 10
-    /// for the baseline sample.
+    /// after s3), 2,000 for s3 and s5, 10,000 for s6, 200 for agents and
+    /// for each start of starts, 10 for the baseline sample.
     #[arg(long)]
     count: Option<usize>,
     /// Length of the S3 steady-state window, in minutes.
@@ -165,6 +172,9 @@ struct Args {
     /// of the same length) from the start of the rollout.
     #[arg(long, default_value_t = 120)]
     throttle_seconds: u64,
+    /// `starts`: how many operator starts.
+    #[arg(long, default_value_t = 20)]
+    starts: usize,
     /// Passed by `cargo bench`; without it (`cargo test`) nothing runs.
     #[arg(long = "bench", hide = true)]
     _bench: bool,
@@ -236,6 +246,8 @@ struct Bench {
     tenant_runs: Vec<(Scenario, TenantRun)>,
     /// The failures of the `agents` run's gate.
     agents_failures: Vec<String>,
+    /// The `starts` run.
+    starts_run: Option<starts::StartsRun>,
 }
 
 /// Relative margin on times and memory beyond which a figure fails the run
@@ -902,6 +914,9 @@ impl Bench {
         for (scenario, run) in &self.tenant_runs {
             self.tenant_summary(*scenario, run, &mut gate);
         }
+        if let Some(run) = &self.starts_run {
+            run.summary(&mut gate);
+        }
         gate.failures
     }
 
@@ -947,18 +962,7 @@ impl Bench {
                     );
                 }
                 for w in &run.workspaces {
-                    println!(
-                        "  {label}: workspace {}{}: sent during Retry-After {} (0) {}",
-                        w.index,
-                        if w.throttled { " (throttled)" } else { "" },
-                        w.during_retry_after,
-                        gate.at_most(
-                            &format!("{label}: workspace {} sent during Retry-After", w.index),
-                            w.during_retry_after as f64,
-                            0.0,
-                            0.0
-                        )
-                    );
+                    retry_after_summary(label, w, gate);
                 }
                 println!(
                     "  {label}: requests/resource {per:.2} (≤ 2.1) {} | all Ready {} | RSS peak {:.1} MiB (≤ 48) {}",
@@ -1022,6 +1026,44 @@ impl Bench {
             _ => {}
         }
     }
+}
+
+/// The requests of workspace `w` around its first 429: those the client
+/// sent after it received it (the gate: 0; a workspace that got a 429 and
+/// has no client log fails), and beside them the server-side count of
+/// arrivals during the `Retry-After` with its bound, the requests already
+/// in flight (plus any sent after).
+fn retry_after_summary(label: &str, w: &tenants::WorkspaceFigures, gate: &mut Gate) {
+    let what = format!("{label}: workspace {}", w.index);
+    let throttled = if w.throttled { " (throttled)" } else { "" };
+    let (sent_after, bound) = match w.client {
+        Some(c) => (c.sent_after, Some(c.in_flight + c.sent_after)),
+        None if w.too_many == 0 => (0, Some(0)),
+        None => (0, None),
+    };
+    let bound_text = match bound {
+        Some(b) => format!(
+            "≤ {b} in flight when the client received it {}",
+            gate.require(
+                &format!("{what}: arrived during Retry-After within the requests in flight"),
+                w.during_retry_after <= b as u64
+            )
+        ),
+        None => format!(
+            "no client log of its 429 {}",
+            gate.require(&format!("{what}: the client's log of its 429"), false)
+        ),
+    };
+    println!(
+        "  {what}{throttled}: sent after the client received a 429 {sent_after} (0) {} | arrived during Retry-After {} ({bound_text})",
+        gate.at_most(
+            &format!("{what} sent after the client received a 429"),
+            sent_after as f64,
+            0.0,
+            0.0
+        ),
+        w.during_retry_after,
+    );
 }
 
 fn variant_label(declared: bool) -> &'static str {
@@ -1175,6 +1217,7 @@ async fn run(args: Args) -> Vec<String> {
         baseline: None,
         tenant_runs: Vec::new(),
         agents_failures: Vec::new(),
+        starts_run: None,
         args,
     };
     let count = bench.args.count;
@@ -1245,6 +1288,10 @@ async fn run(args: Args) -> Vec<String> {
     if bench.args.has(Scenario::Agents) {
         let (_, gate) = bench.agents(count.unwrap_or(200)).await;
         bench.agents_failures = gate.failures;
+    }
+    if bench.args.has(Scenario::Starts) {
+        let run = bench.starts(bench.args.starts, count.unwrap_or(200)).await;
+        bench.starts_run = Some(run);
     }
     let mut failures = bench.summary();
     failures.extend(bench.agents_failures.iter().cloned());

@@ -408,11 +408,13 @@ mod tests {
             [
                 ThrottleRule {
                     workspace: "ws-1".into(),
-                    retry_after_seconds: 30
+                    retry_after_seconds: 30,
+                    after_requests: 0,
                 },
                 ThrottleRule {
                     workspace: "00000000-0000-4000-8000-000000000001".into(),
-                    retry_after_seconds: 5
+                    retry_after_seconds: 5,
+                    after_requests: 0,
                 },
             ]
         );

@@ -119,6 +119,15 @@ pub struct ThrottleRule {
     pub workspace: String,
     /// The `Retry-After` sent with each 429, in whole seconds (0 allowed).
     pub retry_after_seconds: u64,
+    /// Requests of the workspace answered as usual after the rule was put
+    /// in force, before the throttle begins (a service that answers once,
+    /// then throttles). Default 0: throttled from the first request.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub after_requests: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl ThrottleRule {
@@ -150,6 +159,7 @@ impl FromStr for ThrottleRule {
         Ok(Self {
             workspace: workspace.to_owned(),
             retry_after_seconds,
+            after_requests: 0,
         })
     }
 }
@@ -372,6 +382,9 @@ pub(crate) struct Faults(Arc<FaultsInner>);
 struct FaultsInner {
     config: Mutex<FaultConfig>,
     limiter: Mutex<RateLimiter>,
+    /// Requests each throttled workspace was answered since its rule was
+    /// put in force ([`ThrottleRule::after_requests`]).
+    answered_before_throttle: Mutex<HashMap<String, u64>>,
 }
 
 impl Faults {
@@ -381,6 +394,7 @@ impl Faults {
         Self(Arc::new(FaultsInner {
             config: Mutex::new(config),
             limiter: Mutex::new(RateLimiter::default()),
+            answered_before_throttle: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -393,6 +407,23 @@ impl Faults {
     pub fn replace(&self, config: FaultConfig) {
         *lock(&self.0.config) = config;
         lock(&self.0.limiter).clear();
+        lock(&self.0.answered_before_throttle).clear();
+    }
+
+    /// True when `rule` throttles this request of `workspace`: once
+    /// `rule.after_requests` of its requests were let through (this one
+    /// counted when it is let through).
+    pub fn throttles(&self, rule: &ThrottleRule, workspace: &str) -> bool {
+        if rule.after_requests == 0 {
+            return true;
+        }
+        let mut answered = lock(&self.0.answered_before_throttle);
+        let n = answered.entry(workspace.to_owned()).or_default();
+        if *n >= rule.after_requests {
+            return true;
+        }
+        *n += 1;
+        false
     }
 
     /// Refills every bucket (forgets the pending rate-limit waits).
@@ -517,7 +548,9 @@ pub(crate) async fn inject_faults(
         .unwrap_or_default();
     // Counted and logged as a 429 by the stats middleware, which also notes
     // the Retry-After (requests sent before it ends are `during_retry_after`).
-    if let Some(rule) = cfg.throttle(&workspace) {
+    if let Some(rule) = cfg.throttle(&workspace)
+        && injector.faults.throttles(rule, &workspace)
+    {
         let secs = rule.retry_after_seconds;
         return ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -724,6 +757,7 @@ mod tests {
         );
         let f = FaultConfig {
             throttled_workspaces: vec![ThrottleRule {
+                after_requests: 0,
                 workspace: " ".into(),
                 retry_after_seconds: 1,
             }],
@@ -789,6 +823,7 @@ mod tests {
                     // Upper case: matched as the same uuid.
                     workspace: THROTTLED.to_uppercase(),
                     retry_after_seconds: 30,
+                    after_requests: 0,
                 }],
                 // Never reached for the throttled workspace (checked first);
                 // the other workspace stays under it.
@@ -838,6 +873,49 @@ mod tests {
             state.set_faults(FaultConfig::default()).unwrap();
             let res = get(&state, "k1", THROTTLED, "/v2/deployments").await;
             assert_eq!(res.status(), StatusCode::OK);
+        }
+
+        #[tokio::test]
+        async fn a_throttle_after_requests_answers_them_then_throttles() {
+            let rule = ThrottleRule {
+                workspace: THROTTLED.into(),
+                retry_after_seconds: 30,
+                after_requests: 2,
+            };
+            let state = state(FaultConfig {
+                throttled_workspaces: vec![rule.clone()],
+                ..Default::default()
+            });
+            let mut statuses = vec![];
+            for _ in 0..4 {
+                statuses.push(
+                    get(&state, "k1", THROTTLED, "/v2/deployments")
+                        .await
+                        .status(),
+                );
+            }
+            assert_eq!(
+                statuses,
+                [
+                    StatusCode::OK,
+                    StatusCode::OK,
+                    StatusCode::TOO_MANY_REQUESTS,
+                    StatusCode::TOO_MANY_REQUESTS
+                ]
+            );
+            // Put in force again: the count starts again.
+            state
+                .set_faults(FaultConfig {
+                    throttled_workspaces: vec![rule],
+                    ..Default::default()
+                })
+                .unwrap();
+            let res = get(&state, "k1", THROTTLED, "/v2/deployments").await;
+            assert_eq!(res.status(), StatusCode::OK);
+            // The JSON form: the field is optional.
+            let parsed: ThrottleRule =
+                serde_json::from_str(r#"{"workspace": "w", "retry_after_seconds": 1}"#).unwrap();
+            assert_eq!(parsed.after_requests, 0);
         }
 
         async fn send(
@@ -1003,6 +1081,7 @@ mod tests {
                     throttled_workspaces: vec![ThrottleRule {
                         workspace: String::new(),
                         retry_after_seconds: 5,
+                        after_requests: 0,
                     }],
                     ..Default::default()
                 })

@@ -9,6 +9,8 @@
 //!   skips; `make test` fails instead);
 //! - [`budget`]: the request-budget guard every integration test ends with
 //!   (the emulator's request log against a [`budget::Budget`]);
+//! - [`client_log`]: what the operator's control plane client sent around
+//!   the first 429, read from its log (in flight, sent after);
 //! - [`langgraph`]: the real agent server (`langgraph dev`) serving
 //!   `fixtures/echo-agent`;
 //! - [`install`]: the operator's RBAC as shipped and a team's
@@ -28,6 +30,7 @@ use std::time::Duration;
 
 pub mod binaries;
 pub mod budget;
+pub mod client_log;
 pub mod envtest;
 pub mod install;
 pub mod langgraph;

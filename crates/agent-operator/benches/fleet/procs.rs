@@ -147,6 +147,23 @@ impl Emulator {
     /// those workspaces answered 429 with `Retry-After`), keeping its other
     /// faults: `GET`, then `PUT /_emulator/faults`.
     pub async fn throttle(&self, workspaces: &[(&str, u64)]) {
+        let rules = workspaces
+            .iter()
+            .map(|(ws, secs)| serde_json::json!({"workspace": ws, "retry_after_seconds": secs}))
+            .collect();
+        self.put_throttles(rules).await;
+    }
+
+    /// Throttles `workspace` like [`Self::throttle`], after its next
+    /// `after` requests were answered as usual (a service that answers
+    /// once, then throttles: `after` = 1).
+    pub async fn throttle_after(&self, workspace: &str, retry_after: u64, after: u64) {
+        self.put_throttles(serde_json::json!([{"workspace": workspace,
+            "retry_after_seconds": retry_after, "after_requests": after}]))
+            .await;
+    }
+
+    async fn put_throttles(&self, rules: serde_json::Value) {
         let url = format!("{}/_emulator/faults", self.base_url);
         let mut faults: serde_json::Value = self
             .http
@@ -158,10 +175,7 @@ impl Emulator {
             .json()
             .await
             .expect("decoding /_emulator/faults");
-        faults["throttled_workspaces"] = workspaces
-            .iter()
-            .map(|(ws, secs)| serde_json::json!({"workspace": ws, "retry_after_seconds": secs}))
-            .collect();
+        faults["throttled_workspaces"] = rules;
         self.http
             .put(&url)
             .json(&faults)
@@ -207,7 +221,8 @@ impl Operator {
     }
 
     /// [`Operator::start`] watching `namespace`, or the whole cluster when
-    /// `None`, with the extra environment variables `env`.
+    /// `None`, with the extra environment variables `env` (which may
+    /// replace `RUST_LOG`).
     pub fn start_with(
         binary: &Path,
         run: &str,
@@ -223,6 +238,7 @@ impl Operator {
         if let Some(namespace) = namespace {
             command.args(["--namespace", namespace]);
         }
+        command.env("RUST_LOG", "info,kube=warn");
         command.envs(env.iter().copied());
         let child = command
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
@@ -232,7 +248,6 @@ impl Operator {
             .args(args)
             .env_remove("KUBECONFIG")
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,kube=warn")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(log_handle.try_clone().expect("log file"))

@@ -70,7 +70,14 @@ pub struct WorkspaceFigures {
     pub t_min: Duration,
     pub requests: u64,
     pub too_many: u64,
+    /// Arrived at the emulator while a `Retry-After` it sent ran.
     pub during_retry_after: u64,
+    /// What the operator's client did around its first 429 of this
+    /// workspace, from its log (S5 only; `None`: no 429 in it).
+    pub client: Option<test_support::client_log::AtFirstThrottle>,
+    /// Requests the client held back at the last moment because a
+    /// `Retry-After` began while they waited for another bucket's token.
+    pub held_back: usize,
 }
 
 impl WorkspaceFigures {
@@ -93,7 +100,7 @@ pub struct TenantRun {
 }
 
 /// The uuid of workspace `i` (0-based).
-fn workspace_id(i: usize) -> String {
+pub fn workspace_id(i: usize) -> String {
     format!("7a3c0b5e-1f2d-4c6b-9e8a-{:012x}", i + 1)
 }
 
@@ -103,7 +110,7 @@ const READY_CHECK_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The per-workspace part of `GET /_emulator/requests`:
 /// workspace → (total, 429s, during Retry-After).
-fn workspace_counts(v: &Value) -> BTreeMap<String, (u64, u64, u64)> {
+pub fn workspace_counts(v: &Value) -> BTreeMap<String, (u64, u64, u64)> {
     let Some(map) = v.get("workspaces").and_then(Value::as_object) else {
         return BTreeMap::new();
     };
@@ -120,7 +127,7 @@ fn workspace_counts(v: &Value) -> BTreeMap<String, (u64, u64, u64)> {
         .collect()
 }
 
-async fn create_namespace(client: &kube::Client, name: &str) {
+pub async fn create_namespace(client: &kube::Client, name: &str) {
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
@@ -266,6 +273,16 @@ impl Bench {
             &[
                 ("POD_NAME", "agent-operator-bench-0"),
                 ("POD_NAMESPACE", OPERATOR_NAMESPACE),
+                // Each attempt's send and answer times, for what the
+                // client sent around the throttled workspace's first 429.
+                (
+                    "RUST_LOG",
+                    if setup.throttle.is_some() {
+                        test_support::client_log::CLIENT_LOG
+                    } else {
+                        "info,kube=warn"
+                    },
+                ),
             ],
         );
         operator
@@ -444,6 +461,9 @@ impl Bench {
         }
         let counts = Counts::from_json(&after_json).since(&before);
         let ws_after = workspace_counts(&after_json);
+        let log = std::fs::read_to_string(&operator.log).unwrap_or_default();
+        let attempts = test_support::client_log::attempts(&log);
+        let pause = Duration::from_secs(setup.throttle.map_or(0, |t| t.0));
         let time_to_ready = done
             .iter()
             .copied()
@@ -458,6 +478,11 @@ impl Bench {
                     .map(|k| per_plane_n[w * setup.planes_per_workspace + k])
                     .sum();
                 let throttled = throttled_ws.as_deref() == Some(id.as_str());
+                let ws_namespaces: Vec<&str> = namespaces[w * setup.planes_per_workspace..]
+                    [..setup.planes_per_workspace]
+                    .iter()
+                    .map(String::as_str)
+                    .collect();
                 let window = if throttled {
                     setup.throttle.map_or(Duration::ZERO, |t| t.1)
                 } else {
@@ -472,6 +497,12 @@ impl Bench {
                     requests: t1 - t0_,
                     too_many: m1 - m0,
                     during_retry_after: d1 - d0,
+                    client: test_support::client_log::at_first_throttle(
+                        &attempts,
+                        &ws_namespaces,
+                        pause,
+                    ),
+                    held_back: test_support::client_log::held_back(&log, &ws_namespaces),
                 }
             })
             .collect();
@@ -524,13 +555,17 @@ impl TenantRun {
                 _ => format!("NOT all {} Ready", w.n),
             };
             out.push_str(&format!(
-                "    workspace {}{}: {time} | requests {} ({:.2} per resource) | 429 {} | sent during Retry-After {}\n",
+                "    workspace {}{}: {time} | requests {} ({:.2} per resource) | 429 {} | arrived during Retry-After {}{}\n",
                 w.index,
                 if w.throttled { " (throttled)" } else { "" },
                 w.requests,
                 w.requests as f64 / w.n.max(1) as f64,
                 w.too_many,
-                w.during_retry_after
+                w.during_retry_after,
+                w.client.map_or(String::new(), |c| format!(
+                    " | at the client's first 429: {} others in flight, {} sent after, {} held back at send",
+                    c.in_flight, c.sent_after, w.held_back
+                ))
             ));
         }
         out

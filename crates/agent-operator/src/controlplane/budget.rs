@@ -19,11 +19,20 @@
 //!   control plane until it has passed;
 //! - a declared limit starts at the ceiling: the user said what the service
 //!   accepts;
-//! - an undeclared budget sends one request and waits for its answer (at
-//!   most [`PROBE_WAIT`]) before the next: until the control plane has
-//!   answered once, the operator does not know whether it is throttled, and
-//!   a burst at start would reach it before the first 429 could stop the
-//!   rest.
+//! - an undeclared budget also bounds its requests **in flight** with a slow
+//!   start ([`super::window`]): one before the first answer, one more per
+//!   successful answer while the window is in use, at most
+//!   [`super::window::MAX_WINDOW`]; a 429, 502, 503, 504 or timeout drops
+//!   it back to one. Until the control plane has answered, the operator
+//!   does not know whether it is throttled, and a bucket lets its whole
+//!   burst go before the first 429 could stop the rest.
+//!
+//! Every request holds a [`Slot`] from its token to its answer (counted in
+//! flight; dropped, also by a cancelled pass, it frees its place in the
+//! window). The client checks the slot ([`Slot::confirm`]) right before it
+//! sends, after every other bucket gave its token: a `Retry-After` that
+//! began while the request waited stops it there, so no request leaves
+//! after the client received a 429 with a pause still running.
 //!
 //! Requests have a [`Priority`]: while a mutation (create, patch, redeploy,
 //! delete) waits for a token, reads (polls, drift checks, lookups) wait
@@ -33,16 +42,19 @@
 //! adaptive rate needs a bucket whose refill rate changes with every answer
 //! (rebuilding a governor limiter would reset its state and lose the pause).
 //! The bucket below is the textbook one (refill `rate × elapsed`, capped at
-//! `burst`), a few lines under one mutex.
+//! `burst`), a few lines under one mutex, with the window and the pause
+//! under the same lock.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::limit::RateLimit;
+use super::window::Window;
 
 /// Ceiling of an AgentControlPlane without `requestsPerSecond`: 20 requests
 /// per second, with a bucket of [`DEFAULT_BURST`]. The service's limit is not
@@ -70,12 +82,9 @@ pub const DECREASE_HOLD: Duration = Duration::from_secs(1);
 /// is capped (a broken header must not stop the operator for days).
 pub const MAX_PAUSE: Duration = Duration::from_secs(600);
 
-/// Longest wait for the answer to an undeclared budget's first request
-/// before another request may go (a request that got no answer: refused
-/// connection, cancelled pass).
-pub const PROBE_WAIT: Duration = Duration::from_secs(2);
-/// How often a request waiting behind the first one looks again.
-const PROBE_POLL: Duration = Duration::from_millis(5);
+/// When a request gave up waiting for a place in a full window
+/// ([`Budget::acquire_within`]), how soon it may try again.
+pub const WINDOW_RETRY: Duration = Duration::from_secs(1);
 
 /// Which requests go first when the budget is short.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,13 +118,11 @@ struct State {
     /// What the last answer that slowed the budget down said (its stable
     /// summary), until an answer that does not slow it down.
     cause: Option<String>,
-    /// No limit is declared: the first request waits for its answer before
-    /// the next goes ([`PROBE_WAIT`]).
-    undeclared: bool,
-    /// An answer (any status, or a timeout) has come back.
-    answered: bool,
-    /// When the last request before the first answer went.
-    probe_sent: Option<Instant>,
+    /// No limit is declared: the requests in flight at once (the slow
+    /// start); `None` for a declared limit.
+    window: Option<Window>,
+    /// Requests that took a token and have not ended ([`Slot`]s alive).
+    in_flight: u32,
 }
 
 impl State {
@@ -139,6 +146,8 @@ pub struct Budget {
     state: Arc<Mutex<State>>,
     /// Mutations waiting for a token right now.
     mutations_waiting: Arc<AtomicUsize>,
+    /// Woken when a place in the window may have become free.
+    freed: Arc<Notify>,
 }
 
 impl fmt::Debug for Budget {
@@ -148,6 +157,8 @@ impl fmt::Debug for Budget {
             .field("ceiling", &s.ceiling)
             .field("rate", &s.rate)
             .field("burst", &s.burst)
+            .field("window", &s.window.map(|w| w.limit()))
+            .field("in_flight", &s.in_flight)
             .finish_non_exhaustive()
     }
 }
@@ -181,11 +192,11 @@ impl Budget {
                 throttled: 0,
                 slowed: 0,
                 cause: None,
-                undeclared: limit.is_none(),
-                answered: false,
-                probe_sent: None,
+                window: limit.is_none().then(Window::default),
+                in_flight: 0,
             })),
             mutations_waiting: Arc::new(AtomicUsize::new(0)),
+            freed: Arc::new(Notify::new()),
         }
     }
 
@@ -213,7 +224,11 @@ impl Budget {
     pub fn set_limit(&self, limit: Option<RateLimit>) {
         let (ceiling, burst, start) = Self::shape(limit);
         let mut s = self.lock();
-        s.undeclared = limit.is_none();
+        match (limit, s.window) {
+            (None, None) => s.window = Some(Window::default()),
+            (Some(_), Some(_)) => s.window = None,
+            _ => {}
+        }
         if (s.ceiling, s.burst) == (ceiling, burst) {
             return;
         }
@@ -261,24 +276,29 @@ impl Budget {
         self.lock().slowed
     }
 
-    /// How long a request of `priority` must wait now (zero: it took a
-    /// token).
-    fn try_take(&self, priority: Priority, now: Instant) -> Duration {
+    /// Requests that took a token and have not ended.
+    pub fn in_flight(&self) -> u32 {
+        self.lock().in_flight
+    }
+
+    /// How many requests may be in flight at once: the slow start's
+    /// window of an undeclared budget; `None` for a declared one.
+    pub fn window(&self) -> Option<u32> {
+        self.lock().window.map(|w| w.limit())
+    }
+
+    /// Whether a request of `priority` may go now: it took a token and a
+    /// place in the window ([`Take::Now`], counted in flight), or how long
+    /// to wait, or the window is full.
+    fn try_take(&self, priority: Priority, now: Instant) -> Take {
         let mut s = self.lock();
         if let Some(until) = s.paused_until {
             if until > now {
-                return until - now;
+                return Take::Wait(until - now);
             }
             // Tokens accumulate from the end of the pause, not during it.
             s.paused_until = None;
             s.refilled = s.refilled.max(until);
-        }
-        if s.undeclared
-            && !s.answered
-            && let Some(until) = s.probe_sent.map(|sent| sent + PROBE_WAIT)
-            && until > now
-        {
-            return (until - now).min(PROBE_POLL);
         }
         s.refill(now);
         let token_wait = |tokens: f64, rate: f64| {
@@ -286,16 +306,17 @@ impl Budget {
         };
         if priority == Priority::Read && self.mutations_waiting.load(Ordering::SeqCst) > 0 {
             // Leave the next token to the waiting mutation.
-            return token_wait(s.tokens.min(0.0), s.rate);
+            return Take::Wait(token_wait(s.tokens.min(0.0), s.rate));
+        }
+        if s.window.is_some_and(|w| s.in_flight >= w.limit()) {
+            return Take::Full;
         }
         if s.tokens >= 1.0 {
             s.tokens -= 1.0;
-            if s.undeclared && !s.answered {
-                s.probe_sent = Some(now);
-            }
-            Duration::ZERO
+            s.in_flight += 1;
+            Take::Now
         } else {
-            token_wait(s.tokens, s.rate)
+            Take::Wait(token_wait(s.tokens, s.rate))
         }
     }
 
@@ -328,40 +349,56 @@ impl Budget {
         }
     }
 
-    /// Waits until a request of `priority` may be sent and takes its token.
+    /// Waits until a request of `priority` may be sent and takes its token
+    /// and a place in the window: the [`Slot`] to hold until the answer.
     /// Cancellation-safe.
-    pub async fn acquire(&self, priority: Priority) {
-        // Without a limit the wait always ends with a token.
-        let _ = self.acquire_within(priority, None).await;
+    pub async fn acquire(&self, priority: Priority) -> Slot {
+        match self.acquire_within(priority, None).await {
+            Ok((_, slot)) => slot,
+            // Without a limit the wait always ends with a slot.
+            Err(_) => unreachable!("acquire_within without a limit gave up"),
+        }
     }
 
     /// Like [`Budget::acquire`], but gives up instead of waiting longer
     /// than `max` in all (`None`: no limit).
     ///
-    /// Returns the time waited for the token; or `Err(retry_in)`, without a
-    /// token, when the next one (or the end of a pause) is further away than
-    /// the rest of `max`. Cancellation-safe.
+    /// Returns the time waited and the [`Slot`]; or `Err(retry_in)`,
+    /// without a token, when the next one (or the end of a pause) is
+    /// further away than the rest of `max`, or the window stayed full for
+    /// it ([`WINDOW_RETRY`]). Cancellation-safe.
     pub async fn acquire_within(
         &self,
         priority: Priority,
         max: Option<Duration>,
-    ) -> Result<Duration, Duration> {
+    ) -> Result<(Duration, Slot), Duration> {
         let _waiting = (priority == Priority::Mutation).then(|| {
             self.mutations_waiting.fetch_add(1, Ordering::SeqCst);
             Waiting(&self.mutations_waiting)
         });
         let start = Instant::now();
         loop {
-            let wait = self.try_take(priority, Instant::now());
-            if wait.is_zero() {
-                return Ok(start.elapsed());
+            // Registered before looking, so that a place freed between the
+            // look and the wait is not missed.
+            let freed = self.freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            let wait = match self.try_take(priority, Instant::now()) {
+                Take::Now => return Ok((start.elapsed(), Slot::new(self.clone()))),
+                Take::Wait(wait) => Some(wait),
+                Take::Full => None,
+            };
+            let left = max.map(|m| m.saturating_sub(start.elapsed()));
+            match (wait, left) {
+                (Some(wait), Some(left)) if wait > left => return Err(wait),
+                (Some(wait), _) => tokio::time::sleep(wait).await,
+                (None, Some(left)) => {
+                    if tokio::time::timeout(left, freed).await.is_err() {
+                        return Err(WINDOW_RETRY);
+                    }
+                }
+                (None, None) => freed.await,
             }
-            if let Some(max) = max
-                && start.elapsed() + wait > max
-            {
-                return Err(wait);
-            }
-            tokio::time::sleep(wait).await;
         }
     }
 
@@ -370,11 +407,16 @@ impl Budget {
     /// full use), up to the ceiling.
     pub fn on_success(&self) {
         let mut s = self.lock();
-        s.answered = true;
         s.cause = None;
         if s.rate < s.ceiling {
             s.rate = (s.rate + ADDITIVE_INCREASE / s.rate).min(s.ceiling);
         }
+        let in_flight = s.in_flight;
+        if let Some(window) = s.window.as_mut() {
+            window.on_success(in_flight);
+        }
+        drop(s);
+        self.freed.notify_waiters();
     }
 
     /// Records what the answer that slowed the budget down said (a short
@@ -394,31 +436,30 @@ impl Budget {
     }
 
     /// A 429 or 503: halves the rate (once per [`DECREASE_HOLD`]), empties the
-    /// bucket, and pauses every request until `retry_after` (capped at
-    /// [`MAX_PAUSE`]) has passed.
+    /// bucket, drops the window of an undeclared budget to one, and pauses
+    /// every request until `retry_after` (capped at [`MAX_PAUSE`]) has
+    /// passed. Called as soon as the answer's status and headers are there,
+    /// before its body is read.
     pub fn on_throttled(&self, retry_after: Option<Duration>) {
         self.on_throttled_at(retry_after, Instant::now());
     }
 
-    /// A request that ended without an answer (a refused connection, a TLS
-    /// failure): an undeclared budget's next request may go now as its new
-    /// first one ([`PROBE_WAIT`] is for a request that never ends).
-    pub fn on_unanswered(&self) {
-        self.lock().probe_sent = None;
-    }
-
     /// A 502, a 504 or a timeout: the service (or a proxy in front of it)
     /// is struggling, so the rate halves as on a 429 (once per
-    /// [`DECREASE_HOLD`]), but nothing is paused and the tokens in the
-    /// bucket stay: it slows the budget down, it does not stop it.
+    /// [`DECREASE_HOLD`]) and the window drops to one, but nothing is
+    /// paused and the tokens in the bucket stay: it slows the budget down,
+    /// it does not stop it.
     pub fn on_slowdown(&self) {
         let now = Instant::now();
         let mut s = self.lock();
-        s.answered = true;
         s.slowed += 1;
-        if !s.held(now) {
+        let new_episode = !s.held(now);
+        if new_episode {
             s.rate = (s.rate * MULTIPLICATIVE_DECREASE).max(MIN_RATE);
             s.decreased = Some(now);
+        }
+        if let Some(window) = s.window.as_mut() {
+            window.on_slowdown(new_episode);
         }
         tracing::debug!(
             rate = s.rate,
@@ -428,13 +469,16 @@ impl Budget {
 
     fn on_throttled_at(&self, retry_after: Option<Duration>, now: Instant) {
         let mut s = self.lock();
-        s.answered = true;
         s.throttled += 1;
-        if !s.held(now) {
+        let new_episode = !s.held(now);
+        if new_episode {
             s.rate = (s.rate * MULTIPLICATIVE_DECREASE).max(MIN_RATE);
             s.decreased = Some(now);
             s.tokens = 0.0;
             s.refilled = now;
+        }
+        if let Some(window) = s.window.as_mut() {
+            window.on_slowdown(new_episode);
         }
         if let Some(ra) = retry_after {
             let until = now + ra.min(MAX_PAUSE);
@@ -443,8 +487,60 @@ impl Budget {
         tracing::debug!(
             rate = s.rate,
             retry_after_s = retry_after.map(|d| d.as_secs_f64()),
+            in_flight = s.in_flight,
             "control plane throttled: budget slowed down"
         );
+    }
+}
+
+/// What [`Budget::try_take`] decided.
+#[derive(Debug, PartialEq, Eq)]
+enum Take {
+    /// A token and a place in the window were taken: send.
+    Now,
+    /// Look again after this long (a pause, the bucket's refill, a
+    /// mutation first).
+    Wait(Duration),
+    /// The window is full: look again when a request ends.
+    Full,
+}
+
+/// One request of a budget from its token to its answer: counted in
+/// flight while it lives; dropped (the answer came, or the request was
+/// cancelled), it frees its place in the window.
+#[must_use = "the request is counted in flight until the slot is dropped"]
+pub struct Slot {
+    budget: Budget,
+}
+
+impl fmt::Debug for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slot").finish_non_exhaustive()
+    }
+}
+
+impl Slot {
+    fn new(budget: Budget) -> Self {
+        Self { budget }
+    }
+
+    /// Checked right before the request is sent: `Err(pause_left)` when a
+    /// `Retry-After` of the budget began since the slot was taken (the
+    /// request must not go; drop the slot).
+    pub fn confirm(&self) -> Result<(), Duration> {
+        match self.budget.pause_left() {
+            left if left.is_zero() => Ok(()),
+            left => Err(left),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut s = self.budget.lock();
+        s.in_flight = s.in_flight.saturating_sub(1);
+        drop(s);
+        self.budget.freed.notify_waiters();
     }
 }
 
@@ -459,48 +555,162 @@ mod tests {
         }))
     }
 
+    /// The wait of a decision that is not [`Take::Now`] (zero for `Now`,
+    /// [`Duration::MAX`] for a full window).
+    fn wait_of(t: Take) -> Duration {
+        match t {
+            Take::Now => Duration::ZERO,
+            Take::Wait(w) => w,
+            Take::Full => Duration::MAX,
+        }
+    }
+
+    /// Takes one request of `b` at `t`, as [`Budget::acquire`] would; the
+    /// slot, or the reason it could not.
+    fn take(b: &Budget, p: Priority, t: Instant) -> Result<Slot, Take> {
+        match b.try_take(p, t) {
+            Take::Now => Ok(Slot::new(b.clone())),
+            other => Err(other),
+        }
+    }
+
     #[test]
-    fn an_undeclared_budget_waits_for_its_first_answer_before_the_second_request() {
+    fn an_undeclared_budget_grows_its_requests_in_flight_from_one() {
         let b = Budget::new(None);
         let t = Instant::now();
+        assert_eq!(b.window(), Some(1));
+        let first = take(&b, Priority::Read, t).expect("the first goes");
         assert_eq!(
-            b.try_take(Priority::Read, t),
-            Duration::ZERO,
-            "the first goes"
+            take(&b, Priority::Mutation, t).unwrap_err(),
+            Take::Full,
+            "no second before the first answer"
         );
-        let later = t + Duration::from_millis(50);
-        assert!(
-            !b.try_take(Priority::Mutation, later).is_zero(),
-            "no second before an answer"
-        );
-        // A request that never ends: another goes after PROBE_WAIT.
-        assert_eq!(b.try_take(Priority::Read, t + PROBE_WAIT), Duration::ZERO);
-        assert!(!b.try_take(Priority::Read, t + PROBE_WAIT).is_zero());
-        // One that ended without an answer (a refused connection): now.
-        b.on_unanswered();
-        assert_eq!(b.try_take(Priority::Read, t + PROBE_WAIT), Duration::ZERO);
-        assert!(!b.try_take(Priority::Read, t + PROBE_WAIT).is_zero());
-        // A 429 answers: the pause rules from then on.
-        b.on_throttled_at(Some(Duration::from_secs(5)), later);
-        assert!(b.try_take(Priority::Read, later) > Duration::from_secs(4));
-
-        let b = Budget::new(None);
-        assert!(b.try_take(Priority::Read, t).is_zero());
+        // A request that ends without an answer (a refused connection, a
+        // cancelled pass) frees its place.
+        drop(first);
+        assert_eq!(b.in_flight(), 0);
+        let first = take(&b, Priority::Read, t).unwrap();
         b.on_success();
-        for i in 0..5 {
-            assert!(
-                b.try_take(Priority::Read, t).is_zero(),
-                "burst after an answer: {i}"
-            );
-        }
+        drop(first);
+        assert_eq!(b.window(), Some(2), "one success: two at once");
+        let (x, y) = (take(&b, Priority::Read, t), take(&b, Priority::Read, t));
+        assert!(x.is_ok() && y.is_ok());
+        assert_eq!(take(&b, Priority::Read, t).unwrap_err(), Take::Full);
+        assert_eq!(b.in_flight(), 2);
+        // Both answered while both were in flight: four.
+        b.on_success();
+        b.on_success();
+        drop((x, y));
+        assert_eq!(b.window(), Some(4));
+    }
 
-        let declared = declared(10.0, 5);
-        for i in 0..5 {
+    #[test]
+    fn when_a_throttle_begins_at_most_the_window_is_in_flight_and_it_drops_to_one() {
+        // Table: rounds of requests before the first 429 (one request per
+        // round, or as many as the window takes), each ended by one
+        // success; requests in flight when the 429 comes back.
+        let cases: &[(&str, usize, bool, u32)] = &[
+            ("at start, before any answer", 0, true, 1),
+            ("after one answer", 1, true, 2),
+            ("after three rounds, window full", 3, true, 4),
+            ("after a hundred answers one at a time", 100, false, 3),
+        ];
+        for (what, successes, full, in_flight) in cases {
+            let b = Budget::new(None);
+            let t0 = Instant::now();
+            // A second per round: the bucket refills, the window decides.
+            for round in 0..*successes {
+                let t = t0 + Duration::from_secs(round as u64);
+                let mut held = vec![];
+                while let Ok(slot) = take(&b, Priority::Read, t) {
+                    held.push(slot);
+                    if !full {
+                        break;
+                    }
+                }
+                b.on_success();
+            }
+            let t = t0 + Duration::from_secs(*successes as u64);
+            let mut sent = vec![];
+            while let Ok(slot) = take(&b, Priority::Read, t) {
+                sent.push(slot);
+            }
+            assert_eq!(sent.len() as u32, *in_flight, "{what}: in flight");
+            b.on_throttled_at(Some(Duration::from_secs(120)), t);
             assert!(
-                declared.try_take(Priority::Read, t).is_zero(),
-                "declared burst: {i}"
+                sent.iter().all(|s| s.confirm().is_err()),
+                "{what}: none not yet sent may go"
             );
+            drop(sent);
+            assert_eq!(b.window(), Some(1), "{what}: back to one");
+            assert!(take(&b, Priority::Mutation, t).is_err(), "{what}: paused");
         }
+    }
+
+    #[test]
+    fn a_slowdown_or_a_timeout_drops_the_window_to_one_without_a_pause() {
+        let b = Budget::new(None);
+        let t = Instant::now();
+        for _ in 0..5 {
+            let s = take(&b, Priority::Read, t).unwrap();
+            b.on_success();
+            drop(s);
+        }
+        assert_eq!(b.window(), Some(3));
+        b.on_slowdown();
+        assert_eq!(b.window(), Some(1));
+        let s = take(&b, Priority::Read, t).expect("not paused");
+        assert!(s.confirm().is_ok());
+    }
+
+    #[test]
+    fn a_declared_budget_has_no_window_and_keeps_its_burst() {
+        let declared = declared(10.0, 5);
+        let t = Instant::now();
+        assert_eq!(declared.window(), None);
+        let slots: Vec<Slot> = (0..5)
+            .map(|i| take(&declared, Priority::Read, t).unwrap_or_else(|e| panic!("{i}: {e:?}")))
+            .collect();
+        assert_eq!(declared.in_flight(), 5);
+        drop(slots);
+        // A declared limit removed: the slow start begins; set again: gone.
+        declared.set_limit(None);
+        assert_eq!(declared.window(), Some(1));
+        declared.set_limit(Some(RateLimit {
+            requests_per_second: 10.0,
+            burst: 5,
+        }));
+        assert_eq!(declared.window(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waiting_for_the_window_goes_when_one_ends_or_gives_up() {
+        let b = Budget::new(None);
+        let first = b.acquire(Priority::Read).await;
+        let waiter = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                b.acquire_within(Priority::Read, Some(Duration::from_secs(5)))
+                    .await
+                    .map(|(waited, _)| waited)
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        b.on_success();
+        drop(first);
+        let waited = waiter.await.unwrap().expect("went when the first ended");
+        assert!(waited >= Duration::from_millis(300), "{waited:?}");
+        // Nothing ends within the limit: it gives up, holding nothing.
+        let _held = b.acquire(Priority::Read).await;
+        let _held2 = b.acquire(Priority::Read).await;
+        let started = Instant::now();
+        let e = b
+            .acquire_within(Priority::Read, Some(Duration::from_secs(5)))
+            .await
+            .unwrap_err();
+        assert_eq!(e, WINDOW_RETRY);
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        assert_eq!(b.in_flight(), 2);
     }
 
     #[test]
@@ -552,11 +762,11 @@ mod tests {
         assert!((b.rate() - 5.0).abs() < 1e-9);
         assert_eq!(b.throttled(), 3);
         // Nothing may be sent while the Retry-After is pending.
-        let wait = b.try_take(Priority::Mutation, now + Duration::from_millis(500));
+        let wait = wait_of(b.try_take(Priority::Mutation, now + Duration::from_millis(500)));
         assert!(wait >= Duration::from_millis(1400), "{wait:?}");
         // Afterwards requests flow again at the lower rate.
         let later = now + Duration::from_secs(3);
-        assert_eq!(b.try_take(Priority::Mutation, later), Duration::ZERO);
+        assert_eq!(b.try_take(Priority::Mutation, later), Take::Now);
     }
 
     #[test]
@@ -574,11 +784,11 @@ mod tests {
     fn reads_wait_behind_a_waiting_mutation() {
         let b = declared(1.0, 1);
         let now = Instant::now();
-        assert_eq!(b.try_take(Priority::Read, now), Duration::ZERO);
+        assert_eq!(b.try_take(Priority::Read, now), Take::Now);
         b.mutations_waiting.fetch_add(1, Ordering::SeqCst);
         let later = now + Duration::from_secs(2);
-        assert!(b.try_take(Priority::Read, later) > Duration::ZERO);
-        assert_eq!(b.try_take(Priority::Mutation, later), Duration::ZERO);
+        assert!(wait_of(b.try_take(Priority::Read, later)) > Duration::ZERO);
+        assert_eq!(b.try_take(Priority::Mutation, later), Take::Now);
     }
 
     #[test]
@@ -586,7 +796,7 @@ mod tests {
         let b = declared(5.0, 3);
         let now = Instant::now();
         let taken = (0..10)
-            .filter(|_| b.try_take(Priority::Read, now).is_zero())
+            .filter(|_| b.try_take(Priority::Read, now) == Take::Now)
             .count();
         assert_eq!(taken, 3);
     }
@@ -601,7 +811,7 @@ mod tests {
             Duration::ZERO,
             "nothing taken"
         );
-        assert_eq!(b.try_take(Priority::Read, now), Duration::ZERO);
+        assert_eq!(b.try_take(Priority::Read, now), Take::Now);
         let refill = b.ready_in_at(Priority::Read, now);
         assert!(
             refill > Duration::from_millis(400) && refill <= Duration::from_millis(500),
@@ -628,8 +838,8 @@ mod tests {
         );
         // A short wait is waited out.
         let b = declared(1.0 / DECLARED_MARGIN, 1);
-        b.acquire(Priority::Read).await;
-        let waited = b
+        drop(b.acquire(Priority::Read).await);
+        let (waited, _) = b
             .acquire_within(Priority::Read, Some(Duration::from_secs(5)))
             .await
             .unwrap();
@@ -642,7 +852,7 @@ mod tests {
         b.on_slowdown();
         assert!((b.rate() - 10.0).abs() < 1e-9);
         assert!(!b.paused());
-        assert_eq!(b.try_take(Priority::Read, Instant::now()), Duration::ZERO);
+        assert_eq!(b.try_take(Priority::Read, Instant::now()), Take::Now);
         assert_eq!(b.slowed(), 1);
         assert_eq!(b.throttled(), 0);
     }
@@ -652,7 +862,7 @@ mod tests {
         let b = declared(50.0, 1);
         let start = Instant::now();
         for _ in 0..11 {
-            b.acquire(Priority::Read).await;
+            drop(b.acquire(Priority::Read).await);
         }
         // One token at once, then ten at 50 per second: at least 200 ms.
         let elapsed = start.elapsed();

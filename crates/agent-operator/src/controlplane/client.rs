@@ -317,6 +317,13 @@ fn encode_segment(segment: &str) -> String {
 /// Reads a whole answer body, refusing one over [`MAX_RESPONSE_BYTES`]
 /// ([`Error::Decode`], without any of its bytes) so that a broken or hostile
 /// server cannot exhaust memory.
+/// Microseconds since the Unix epoch, now (0 before 1970).
+fn unix_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 async fn read_body(mut resp: reqwest::Response, status: StatusCode) -> Result<Bytes, Error> {
     let mut body = bytes::BytesMut::new();
     while let Some(chunk) = resp.chunk().await.map_err(Error::from_reqwest)? {
@@ -550,46 +557,49 @@ impl ControlPlaneClient {
             .map_err(|e| Error::InvalidEndpoint(format!("building the request: {e}")))
     }
 
-    /// One HTTP attempt: waits for a rate-limit token, sends, reads the whole
-    /// body, reports to the observer, and checks the status.
+    /// One HTTP attempt: waits for a rate-limit token (and a place in the
+    /// window, [`super::budget::Slot`]), checks that no `Retry-After` began
+    /// meanwhile, sends, tells the budget of a 429 or 503 as soon as its
+    /// headers are there, reads the whole body, reports to the observer,
+    /// and checks the status.
+    ///
+    /// Each attempt is logged at debug level (target
+    /// `agent_operator::controlplane::client`) with its AgentControlPlane
+    /// and the wall-clock microseconds at which it was sent and its answer
+    /// (status and headers) or error came: the fleet benchmark reads them
+    /// to count requests sent after the client received a 429.
     async fn attempt(
         &self,
         op: Operation,
         req: reqwest::Request,
     ) -> Result<(StatusCode, Bytes), Error> {
-        self.take_tokens(op.priority()).await?;
+        let slots = self.take_tokens(op.priority()).await?;
         // What an error answer must not repeat into our errors, conditions
         // and logs: the API key and the secret values this request carries.
         let echoes = self.echoes_of(&req);
+        self.confirm_unpaused(op, &slots)?;
+        let sent_at = unix_micros();
         let started = Instant::now();
-        let answer = async {
-            let resp = self.http.execute(req).await.map_err(Error::from_reqwest)?;
-            let status = resp.status();
-            let retry_after = resp.headers().get(RETRY_AFTER).cloned();
-            let body = read_body(resp, status).await?;
-            Ok::<_, Error>((status, retry_after, body))
-        }
-        .await;
+        let (answer, answered_at) = self.send(req).await;
         let elapsed = started.elapsed();
-        match &answer {
-            Err(e @ Error::Timeout) => self.slowed_down("timeout", None, e),
-            Err(_) => {
-                if let Some(budget) = &self.budget {
-                    budget.on_unanswered();
-                }
-            }
-            Ok(_) => {}
+        if let Err(e @ Error::Timeout) = &answer {
+            self.slowed_down("timeout", false, e);
         }
         let class = match &answer {
             Ok((status, _, _)) => status_class(status.as_u16()),
             Err(Error::Timeout) => STATUS_CLASS_TIMEOUT,
             Err(_) => STATUS_CLASS_TRANSPORT,
         };
+        let plane = self.plane.as_ref();
         tracing::debug!(
             operation = op.as_str(),
             status_class = class,
             status = answer.as_ref().ok().map(|a| a.0.as_u16()),
             elapsed_ms = elapsed.as_millis() as u64,
+            namespace = plane.map_or("", |p| p.namespace.as_str()),
+            control_plane = plane.map_or("", |p| p.name.as_str()),
+            sent_unix_us = sent_at,
+            answered_unix_us = answered_at,
             "control plane request"
         );
         if let Some(observer) = &self.observer {
@@ -604,41 +614,103 @@ impl ControlPlaneClient {
             crate::redact::bytes(body, &echoes)
         };
         let checked = check_status_redacted(op, status, retry_after.as_ref(), &body, &echoes);
-        match &checked {
-            Err(
-                e @ Error::RateLimited {
-                    status,
-                    retry_after,
-                },
-            ) => self.slowed_down(
-                if *status == 429 { "429" } else { "503" },
-                Some(*retry_after),
-                e,
-            ),
-            Err(e @ Error::Server { status: 502, .. }) => self.slowed_down("502", None, e),
-            Err(e @ Error::Server { status: 504, .. }) => self.slowed_down("504", None, e),
+        self.account(&checked);
+        drop(slots);
+        checked?;
+        Ok((status, body))
+    }
+
+    /// Sends `req` and reads its answer: the status, `Retry-After` and
+    /// body, and the wall-clock microseconds at which the status and
+    /// headers (or the error) came.
+    async fn send(
+        &self,
+        req: reqwest::Request,
+    ) -> (Result<(StatusCode, Option<HeaderValue>, Bytes), Error>, u64) {
+        let mut answered_at = None;
+        let answer = async {
+            let resp = self.http.execute(req).await.map_err(Error::from_reqwest)?;
+            let status = resp.status();
+            let retry_after = resp.headers().get(RETRY_AFTER).cloned();
+            answered_at = Some(unix_micros());
+            self.throttled_at_headers(status, retry_after.as_ref());
+            let body = read_body(resp, status).await?;
+            Ok((status, retry_after, body))
+        }
+        .await;
+        (answer, answered_at.unwrap_or_else(unix_micros))
+    }
+
+    /// What a checked answer tells the budget: a 429 or 503, a 502 or 504
+    /// slow it down; anything else is a success.
+    fn account(&self, checked: &Result<(), Error>) {
+        match checked {
+            Err(e @ Error::RateLimited { status, .. }) => {
+                self.slowed_down(if *status == 429 { "429" } else { "503" }, true, e)
+            }
+            Err(e @ Error::Server { status: 502, .. }) => self.slowed_down("502", false, e),
+            Err(e @ Error::Server { status: 504, .. }) => self.slowed_down("504", false, e),
             _ => {
                 if let Some(budget) = &self.budget {
                     budget.on_success();
                 }
             }
         }
-        checked?;
-        Ok((status, body))
+    }
+
+    /// Checks, right before sending, that no `Retry-After` of the budget
+    /// began while the request waited for its tokens (it took the budget's
+    /// before the 429 came, then waited for a cap's).
+    ///
+    /// Errors: [`Error::Deferred`] until the pause ends; nothing is sent.
+    fn confirm_unpaused(&self, op: Operation, slots: &[super::budget::Slot]) -> Result<(), Error> {
+        let Some(retry_in) = slots.iter().find_map(|s| s.confirm().err()) else {
+            return Ok(());
+        };
+        let plane = self.plane.as_ref();
+        tracing::debug!(
+            operation = op.as_str(),
+            namespace = plane.map_or("", |p| p.namespace.as_str()),
+            control_plane = plane.map_or("", |p| p.name.as_str()),
+            "control plane request held back: a Retry-After began while it waited"
+        );
+        Err(Error::Deferred {
+            retry_in,
+            cause: self.budget.as_ref().and_then(Budget::cause),
+        })
+    }
+
+    /// A 429 or 503 tells the budget at once, from its status and
+    /// `Retry-After` header, before its body is read: from then on no
+    /// request of the budget goes out while the pause runs.
+    fn throttled_at_headers(&self, status: StatusCode, retry_after: Option<&HeaderValue>) {
+        if let Some(budget) = &self.budget
+            && matches!(status.as_u16(), 429 | 503)
+        {
+            budget.on_throttled(super::error::parse_retry_after(retry_after));
+        }
     }
 
     /// Takes one token of the budget and of each cap, waiting at most
-    /// `max_token_wait` in all; reports the wait to the observer.
+    /// `max_token_wait` in all; reports the wait to the observer. Returns
+    /// the slots to hold until the answer (the budget's first).
     ///
     /// Errors: [`Error::Deferred`] when a token (or the end of a pause) is
     /// further away than the rest of `max_token_wait`. Tokens already taken
     /// from earlier buckets are spent.
-    async fn take_tokens(&self, priority: super::Priority) -> Result<(), Error> {
+    async fn take_tokens(
+        &self,
+        priority: super::Priority,
+    ) -> Result<Vec<super::budget::Slot>, Error> {
         let mut waited = Duration::ZERO;
+        let mut slots = Vec::with_capacity(1 + self.caps.len());
         for bucket in self.budget.iter().chain(self.caps.iter()) {
             let left = self.max_token_wait.map(|m| m.saturating_sub(waited));
             match bucket.acquire_within(priority, left).await {
-                Ok(w) => waited += w,
+                Ok((w, slot)) => {
+                    waited += w;
+                    slots.push(slot);
+                }
                 Err(retry_in) => {
                     return Err(Error::Deferred {
                         retry_in,
@@ -650,24 +722,18 @@ impl ControlPlaneClient {
         if let (Some(observer), Some(plane)) = (&self.observer, &self.plane) {
             observer.observe_token_wait(plane, waited);
         }
-        Ok(())
+        Ok(slots)
     }
 
-    /// An answer that slows the budget: 429 and 503 (`retry_after` is
-    /// `Some`) halve it and pause for the `Retry-After`; 502, 504 and
-    /// timeouts (`None`) halve it only. `answer` is kept as the budget's
-    /// cause ([`Budget::note_cause`]).
-    fn slowed_down(
-        &self,
-        cause: &'static str,
-        retry_after: Option<Option<Duration>>,
-        answer: &Error,
-    ) {
+    /// An answer that slows the budget: 429 and 503 (`throttled`; the
+    /// budget was told at their headers, [`Self::throttled_at_headers`]);
+    /// 502, 504 and timeouts halve it and drop its window. `answer` is
+    /// kept as the budget's cause ([`Budget::note_cause`]).
+    fn slowed_down(&self, cause: &'static str, throttled: bool, answer: &Error) {
         if let Some(budget) = &self.budget {
             budget.note_cause(answer.stable_summary());
-            match retry_after {
-                Some(ra) => budget.on_throttled(ra),
-                None => budget.on_slowdown(),
+            if !throttled {
+                budget.on_slowdown();
             }
         }
         if let (Some(observer), Some(plane)) = (&self.observer, &self.plane) {

@@ -9,6 +9,8 @@
 //! - [`error`]: [`Error`], classified transient or permanent;
 //! - [`retry`]: [`RetryPolicy`] (GET and DELETE only, honouring `Retry-After`);
 //! - [`limit`]: the client-side [`RateLimit`];
+//! - [`budget`]: the shared, adaptive [`Budget`] of one control plane, and
+//!   [`window`]: its slow start of the requests in flight;
 //! - [`operation`]: the fixed [`Operation`] names and the [`RequestObserver`];
 //! - [`response`]: pure decoding of one answer;
 //! - [`merge`]: merging a partial `resource_spec`;
@@ -26,8 +28,9 @@ pub mod operation;
 pub mod response;
 pub mod retry;
 pub mod types;
+pub mod window;
 
-pub use budget::{Budget, Priority};
+pub use budget::{Budget, Priority, Slot};
 pub use client::{ClientConfig, ControlPlaneClient, ListDeployments, ListRevisions};
 pub use endpoint::Region;
 pub use error::Error;

@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -42,9 +42,17 @@ use tokio::sync::broadcast;
 use super::Error;
 use crate::api::SecretKeyRef;
 
-/// Objects per page of the Secret list: a page of Secrets whose
-/// annotations each hold 50 KB stays near 2.5 MB while it is decoded.
-pub const LIST_PAGE_SIZE: u32 = 50;
+/// Objects per page of the Secret list. A page is read whole before it is
+/// decoded, and the kube client copies its body twice on the way (into
+/// one buffer, then into a `String`), so a page of Secrets applied with
+/// kubectl (their data again in an annotation: 50 KB each in the fleet
+/// benchmark's S5) costs about three times its size at once; glibc keeps
+/// much of that as RSS after the list. At 10 per page a page of such
+/// Secrets is about 0.5 MB (at 50, 2.5 MB: S5 started at 41.3 MiB where
+/// the same operator without the Secrets started at 23.6). The cost: one
+/// LIST per 10 Secrets at start and after a `410 Gone` (100 for S5's
+/// 1,000), each small and served from kube-apiserver's watch cache.
+pub const LIST_PAGE_SIZE: u32 = 10;
 
 /// Set on the copy of a Secret's metadata that [`Secrets::subscribe`]
 /// forwards (never written to the cluster) when the watch sees a
@@ -229,6 +237,98 @@ fn lock(known: &Mutex<Known>) -> std::sync::MutexGuard<'_, Known> {
     known.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A Secret's metadata as the watch decodes it, trimmed while it is
+/// decoded: what [`strip_secret_metadata`] keeps is read, and the rest
+/// (annotations, where `kubectl apply` copies a Secret's whole data into
+/// `last-applied-configuration`; labels, owner references, finalizers,
+/// managed fields) is skipped by the JSON parser without being allocated.
+/// A list page of Secrets applied with kubectl is mostly those
+/// annotations: decoded whole, a page of 50 Secrets of 50 KB held 2.5 MB
+/// in 50 KB strings only to drop them (docs/BENCHMARKS.md, S5 start).
+/// Requests are metadata-only (`as=PartialObjectMetadata`), like
+/// `PartialObjectMeta<Secret>`'s, into which each event is unwrapped
+/// before the store.
+#[derive(Clone, Debug)]
+pub struct TrimmedSecretMeta(pub PartialObjectMeta<Secret>);
+
+impl<'de> serde::Deserialize<'de> for TrimmedSecretMeta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+        use kube::core::PartialObjectMetaExt;
+        /// Unknown fields (everything else) are ignored without allocating.
+        #[derive(serde::Deserialize)]
+        struct Object {
+            #[serde(default)]
+            metadata: Meta,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(default, rename_all = "camelCase")]
+        struct Meta {
+            name: Option<String>,
+            namespace: Option<String>,
+            uid: Option<String>,
+            resource_version: Option<String>,
+            generation: Option<i64>,
+            creation_timestamp: Option<Time>,
+            deletion_timestamp: Option<Time>,
+            deletion_grace_period_seconds: Option<i64>,
+        }
+        let m = Object::deserialize(d)?.metadata;
+        let meta = ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            ..ObjectMeta::default()
+        };
+        Ok(Self(meta.into_response_partial::<Secret>()))
+    }
+}
+
+impl kube::Resource for TrimmedSecretMeta {
+    type DynamicType = ();
+    type Scope = <Secret as kube::Resource>::Scope;
+
+    fn metadata_api() -> bool {
+        true
+    }
+    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+        <Secret as kube::Resource>::kind(dt)
+    }
+    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+        <Secret as kube::Resource>::group(dt)
+    }
+    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+        <Secret as kube::Resource>::version(dt)
+    }
+    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+        <Secret as kube::Resource>::plural(dt)
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// The event of a trimmed Secret as the event of its metadata.
+fn untrimmed(
+    event: watcher::Event<TrimmedSecretMeta>,
+) -> watcher::Event<PartialObjectMeta<Secret>> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(o.0),
+        watcher::Event::Delete(o) => watcher::Event::Delete(o.0),
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(o.0),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
 /// Strips a Secret's metadata to what the operator uses: name, namespace,
 /// uid, resourceVersion (and the deletion timestamp).
 pub fn strip_secret_metadata(obj: &mut PartialObjectMeta<Secret>) {
@@ -356,14 +456,15 @@ impl Secrets {
     /// the process).
     fn start(&self, client: &kube::Client, namespace: Option<&str>) -> Watch {
         // kube 5 sends metadata-only requests (`as=PartialObjectMetadata`)
-        // for an `Api<PartialObjectMeta<_>>`: `data` never leaves the API
-        // server (its deprecated `metadata_watcher` does the same).
-        let api: Api<PartialObjectMeta<Secret>> = super::scoped_api(client, namespace);
+        // for a type whose `metadata_api()` is true: `data` never leaves
+        // the API server (its deprecated `metadata_watcher` does the same),
+        // and the annotations are skipped while decoding.
+        let api: Api<TrimmedSecretMeta> = super::scoped_api(client, namespace);
         let (store, writer) = reflector::store::<PartialObjectMeta<Secret>>();
         let (tx, _) = broadcast::channel(FANOUT_BUFFER);
         let stream = super::scaffold::relist_at_once(
             "Secret",
-            watcher(api, watcher::Config::default().page_size(LIST_PAGE_SIZE)),
+            watcher(api, watcher::Config::default().page_size(LIST_PAGE_SIZE)).map_ok(untrimmed),
         )
         .default_backoff()
         .modify(strip_secret_metadata)
@@ -468,6 +569,43 @@ mod tests {
         let absent = digest(&data, &keys);
         data.insert("a".to_owned(), Vec::new());
         assert_ne!(digest(&data, &keys), absent, "absent is not empty");
+    }
+
+    #[test]
+    fn a_trimmed_secret_decodes_what_stripping_keeps_and_nothing_else() {
+        let json = serde_json::json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {
+                "name": "s", "namespace": "ns", "uid": "u-1", "resourceVersion": "7",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration":
+                    format!("{{\"stringData\":{{\"blob\":\"{}\"}}}}", "x".repeat(50_000))},
+                "labels": {"a": "b"},
+                "finalizers": ["f/x"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u"}],
+                "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update"}]
+            }
+        });
+        let trimmed: TrimmedSecretMeta = serde_json::from_value(json.clone()).unwrap();
+        let mut full: PartialObjectMeta<Secret> = serde_json::from_value(json).unwrap();
+        strip_secret_metadata(&mut full);
+        assert_eq!(trimmed.0.metadata, full.metadata);
+        assert_eq!(trimmed.0.metadata.uid.as_deref(), Some("u-1"));
+        // A list page decodes item by item.
+        let page: kube::core::ObjectList<TrimmedSecretMeta> = serde_json::from_value(
+            serde_json::json!({"metadata": {"resourceVersion": "9"}, "items": [
+                {"metadata": {"name": "a", "annotations": {"k": "v"}}},
+                {"metadata": {"name": "b"}}
+            ]}),
+        )
+        .unwrap();
+        let names: Vec<_> = page.items.iter().map(|s| s.0.name_any()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(<TrimmedSecretMeta as kube::Resource>::metadata_api());
+        assert_eq!(
+            <TrimmedSecretMeta as kube::Resource>::plural(&()),
+            "secrets"
+        );
     }
 
     #[test]

@@ -21,6 +21,9 @@
 //!   built from it afterwards record it as `repo_commit_sha` (answers
 //!   `{"sha": ...}`). Until then every revision of a ref records the same
 //!   commit; a rollback to an earlier revision keeps that revision's commit.
+//! - `POST /_emulator/api-keys/revoke` with `{"key": ...}`: that API key
+//!   (or bearer token) is answered 401 from now on, as a key deleted in the
+//!   LangSmith settings (204); a reset restores it.
 //! - `POST /_emulator/deployments/{id}/revisions/{rid}/status` with
 //!   `{"status": "BUILD_FAILED"}`: freezes the revision at that status (any
 //!   string, so unknown statuses can be tested); answers the Revision.
@@ -57,6 +60,7 @@ pub(crate) fn admin_routes() -> Router<EmulatorState> {
         )
         .route("/_emulator/faults", get(get_faults).put(put_faults))
         .route("/_emulator/repos/push", post(push))
+        .route("/_emulator/api-keys/revoke", post(revoke_api_key))
         .route(
             "/_emulator/deployments/{deployment_id}/revisions/{revision_id}/status",
             post(force_status),
@@ -93,6 +97,23 @@ async fn request_log(State(state): State<EmulatorState>) -> Json<Value> {
 
 async fn store(State(state): State<EmulatorState>) -> Json<Value> {
     Json(state.dump())
+}
+
+/// `POST /_emulator/api-keys/revoke` with `{"key": "..."}`: the key is
+/// answered 401 from now on (204; the key is not logged).
+async fn revoke_api_key(
+    State(state): State<EmulatorState>,
+    JsonBody(body): JsonBody,
+) -> Result<StatusCode, ApiError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Revoke {
+        key: String,
+    }
+    let Revoke { key } = decode(body)?;
+    state.revoke_api_key(&key);
+    tracing::info!("emulator: an API key was revoked");
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn reset(State(state): State<EmulatorState>) -> StatusCode {

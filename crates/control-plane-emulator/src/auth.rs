@@ -8,9 +8,13 @@
 //! workspace → 403 whose detail says `requires workspace specification`;
 //! an organisation without Deployment → 403 whose detail says `not
 //! enabled`). Emulator choice: a bearer token is checked against the same
-//! list as API keys. The key is never echoed in a body or a log.
+//! list as API keys; a key revoked at run time (`POST
+//! /_emulator/api-keys/revoke`, as a key deleted in the LangSmith settings)
+//! is answered as an unknown one, 401. The key is never echoed in a body or
+//! a log.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use axum::extract::{Request, State};
 use axum::http::HeaderMap;
@@ -68,20 +72,38 @@ pub(crate) fn authenticate(
         })
 }
 
+/// What the authentication middleware reads: the start configuration
+/// (keys, and the workspaces where Deployment is off) and the keys revoked
+/// since the start.
+#[derive(Clone)]
+pub(crate) struct Auth {
+    /// The start configuration.
+    pub config: Arc<EmulatorConfig>,
+    /// Keys (or bearer tokens) revoked at run time: answered 401.
+    pub revoked: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Auth {
+    /// True when `key` was revoked.
+    fn is_revoked(&self, key: &str) -> bool {
+        crate::sync::lock(&self.revoked).contains(key)
+    }
+}
+
 /// Middleware on the control plane routes: answers 401/403 or puts the
-/// [`Tenant`] in the request extensions. Its state is the one piece of the
-/// emulator's it reads: the start configuration (keys, and the workspaces
-/// where Deployment is off).
+/// [`Tenant`] in the request extensions.
 pub(crate) async fn require_api_key(
-    State(config): State<Arc<EmulatorConfig>>,
+    State(auth): State<Auth>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let who = authenticate(
-        &config.api_keys,
-        header(req.headers(), "x-api-key").or_else(|| bearer(req.headers())),
-        header(req.headers(), "x-tenant-id"),
-    )
+    let config = &auth.config;
+    let key = header(req.headers(), "x-api-key").or_else(|| bearer(req.headers()));
+    let who = if key.is_some_and(|k| auth.is_revoked(k)) {
+        Err(ApiError::unauthorized("Invalid API key."))
+    } else {
+        authenticate(&config.api_keys, key, header(req.headers(), "x-tenant-id"))
+    }
     .and_then(|ws| {
         if config.deployment_disabled(&ws) {
             Err(ApiError::forbidden(
@@ -171,5 +193,64 @@ mod tests {
             let e = authenticate(&keys(), Some(k), t).unwrap_err();
             assert!(!e.body().to_string().contains("secret-key"));
         }
+    }
+
+    /// A key revoked at run time is answered 401 on every route, the other
+    /// key of its workspace still authenticates, and a reset restores it.
+    #[tokio::test]
+    async fn a_revoked_key_is_refused_and_the_other_key_still_works() {
+        use axum::body::Body;
+        use tower::ServiceExt;
+        const WS: &str = "00000000-0000-4000-8000-000000000001";
+        let state = crate::EmulatorState::new(
+            EmulatorConfig {
+                api_keys: vec![ApiKey::new("old", WS), ApiKey::new("new", WS)],
+                ..Default::default()
+            },
+            "http://emu",
+        );
+        let status = |key: &'static str, method: &str, path: &str, body: &str| {
+            let req = Request::builder()
+                .method(method)
+                .uri(path)
+                .header("x-api-key", key)
+                .header("x-tenant-id", WS)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_owned()))
+                .unwrap();
+            let router = crate::router(state.clone());
+            async move { router.oneshot(req).await.unwrap().status() }
+        };
+        assert_eq!(
+            status("old", "GET", "/v2/deployments", "").await,
+            StatusCode::OK
+        );
+        assert_eq!(
+            status(
+                "old",
+                "POST",
+                "/_emulator/api-keys/revoke",
+                r#"{"key": "old"}"#
+            )
+            .await,
+            StatusCode::NO_CONTENT
+        );
+        assert_eq!(
+            status("old", "GET", "/v2/deployments", "").await,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            status("old", "GET", "/api-host/v2/deployments", "").await,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            status("new", "GET", "/v2/deployments", "").await,
+            StatusCode::OK
+        );
+        state.reset();
+        assert_eq!(
+            status("old", "GET", "/v2/deployments", "").await,
+            StatusCode::OK
+        );
     }
 }

@@ -110,7 +110,7 @@ pub fn router(state: EmulatorState) -> Router {
             faults::inject_faults,
         ))
         .route_layer(middleware::from_fn_with_state(
-            state.auth_config(),
+            state.auth(),
             auth::require_api_key,
         ));
     Router::new()

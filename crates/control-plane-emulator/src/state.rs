@@ -44,6 +44,8 @@ struct Inner {
     faults: Faults,
     stats: Stats,
     shutdown: Shutdown,
+    /// API keys revoked at run time ([`EmulatorState::revoke_api_key`]).
+    revoked_keys: Arc<Mutex<std::collections::HashSet<String>>>,
 }
 
 impl std::fmt::Debug for EmulatorState {
@@ -94,6 +96,7 @@ impl EmulatorState {
                 public_url,
                 listeners,
                 store: Mutex::new(Store::default()),
+                revoked_keys: Arc::new(Mutex::new(std::collections::HashSet::new())),
                 heads: Mutex::new(std::collections::HashMap::new()),
                 assistants: Mutex::new(Default::default()),
                 crons: Mutex::new(Default::default()),
@@ -162,6 +165,7 @@ impl EmulatorState {
         self.inner.faults.clear_limits();
         *lock(&self.inner.scenarios) = self.inner.config.scenarios.clone();
         self.inner.faults.replace(self.inner.config.faults.clone());
+        lock(&self.inner.revoked_keys).clear();
     }
 
     /// The commit `repo_ref` of `repo_url` points at: a fresh fake sha the
@@ -212,9 +216,21 @@ impl EmulatorState {
         self.inner.shutdown.raised().await;
     }
 
-    /// The authentication middleware's piece: the start configuration.
-    pub(crate) fn auth_config(&self) -> Arc<EmulatorConfig> {
-        self.inner.config.clone()
+    /// The authentication middleware's piece: the start configuration and
+    /// the revoked keys.
+    pub(crate) fn auth(&self) -> crate::auth::Auth {
+        crate::auth::Auth {
+            config: self.inner.config.clone(),
+            revoked: self.inner.revoked_keys.clone(),
+        }
+    }
+
+    /// Revokes the API key (or bearer token) `key`: from now on every
+    /// request carrying it is answered 401, as one carrying an unknown key
+    /// (a key deleted in the LangSmith settings). [`EmulatorState::reset`]
+    /// forgets it.
+    pub fn revoke_api_key(&self, key: &str) {
+        lock(&self.inner.revoked_keys).insert(key.to_owned());
     }
 
     /// The counting middleware's piece: the request counts and log.

@@ -70,6 +70,10 @@ pub mod reason {
     /// A deployment with this resource's remote name is being deleted on
     /// the control plane; this resource creates its own once it is gone.
     pub const NAME_RELEASING: &str = "NameReleasing";
+    /// The object's namespace may not use the ClusterAgentControlPlane its
+    /// `controlPlaneRef` names (its `spec.namespaces` allows it neither by
+    /// name nor by label); nothing is sent.
+    pub const CONTROL_PLANE_NOT_ALLOWED: &str = "ControlPlaneNotAllowed";
     /// The AgentControlPlane now leads to another control plane (URL or
     /// workspace) than the one the remote deployment lives on
     /// (`status.controlPlane`), where the deployment does not exist:

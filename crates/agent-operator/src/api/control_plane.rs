@@ -7,6 +7,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::SecretKeyRef;
@@ -18,6 +19,81 @@ use super::SecretKeyRef;
 /// stay until the last AgentDeployment that uses it is gone (docs/BEHAVIOUR.md
 /// "Deletion in any order").
 pub const IN_USE_FINALIZER: &str = "agentserver.dev/in-use";
+
+/// The kind of control plane object a `controlPlaneRef` names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum PlaneKind {
+    /// An `AgentControlPlane` of the referring object's namespace (the
+    /// default): the team holds the API key in a Secret of its namespace.
+    #[default]
+    AgentControlPlane,
+    /// A `ClusterAgentControlPlane`: the platform team holds the key in the
+    /// operator's cluster resource namespace; usable by the namespaces it
+    /// allows (`spec.namespaces`).
+    ClusterAgentControlPlane,
+}
+
+impl PlaneKind {
+    /// The kind's name as written in a `controlPlaneRef`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlaneKind::AgentControlPlane => "AgentControlPlane",
+            PlaneKind::ClusterAgentControlPlane => "ClusterAgentControlPlane",
+        }
+    }
+}
+
+/// Reference to the control plane an object lives on: an
+/// `AgentControlPlane` of its namespace (the default), or a
+/// `ClusterAgentControlPlane` (`kind`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneRef {
+    /// `AgentControlPlane` (default: of the same namespace) or
+    /// `ClusterAgentControlPlane` (cluster-scoped, kept by the platform
+    /// team; the namespace must be allowed by its `spec.namespaces`).
+    #[serde(default)]
+    pub kind: PlaneKind,
+    /// Name of the control plane object (a DNS-1123 subdomain).
+    #[serde(default = "default_control_plane")]
+    #[schemars(
+        regex(pattern = crate::api::rules::DNS_SUBDOMAIN_PATTERN),
+        length(min = 1, max = 253)
+    )]
+    pub name: String,
+}
+
+fn default_control_plane() -> String {
+    "default".to_owned()
+}
+
+impl Default for ControlPlaneRef {
+    fn default() -> Self {
+        Self {
+            kind: PlaneKind::default(),
+            name: default_control_plane(),
+        }
+    }
+}
+
+impl ControlPlaneRef {
+    /// True when it names a `ClusterAgentControlPlane`.
+    pub fn is_cluster(&self) -> bool {
+        self.kind == PlaneKind::ClusterAgentControlPlane
+    }
+
+    /// How a message names the plane: `AgentControlPlane NS/NAME` or
+    /// `ClusterAgentControlPlane NAME`, for a referring object of
+    /// `namespace`.
+    pub fn shown(&self, namespace: &str) -> String {
+        match self.kind {
+            PlaneKind::AgentControlPlane => format!("AgentControlPlane {namespace}/{}", self.name),
+            PlaneKind::ClusterAgentControlPlane => {
+                format!("ClusterAgentControlPlane {}", self.name)
+            }
+        }
+    }
+}
 
 /// Desired state of an `AgentControlPlane`: where the API is and how to
 /// authenticate. Exactly one of `region` and `url` is set.
@@ -74,13 +150,16 @@ pub struct AgentControlPlaneSpec {
     /// Workspace id, sent as the `X-Tenant-Id` header on every request.
     #[x_kube(validation = Rule::new("self != ''").message("workspaceId must not be empty"))]
     pub workspace_id: String,
-    /// Secret key (same namespace) holding the API key sent as `X-Api-Key`.
+    /// Secret key holding the API key sent as `X-Api-Key`: a Secret of the
+    /// AgentControlPlane's namespace (of the operator's cluster resource
+    /// namespace for a ClusterAgentControlPlane).
     /// Surrounding whitespace is ignored. A change of the Secret is picked up
     /// without restarting the operator. Exactly one of this and
     /// `bearerTokenSecretRef` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_secret_ref: Option<SecretKeyRef>,
-    /// Secret key (same namespace) holding a bearer token sent as
+    /// Secret key (of the namespace the API key would be in) holding a
+    /// bearer token sent as
     /// `Authorization: Bearer <token>` instead of an API key (the control
     /// plane accepts either: the project's API notes, section "Credentials
     /// and refusals"). Surrounding whitespace is ignored; picked up without a
@@ -89,7 +168,8 @@ pub struct AgentControlPlaneSpec {
     /// AgentDeployment. Exactly one of this and `apiKeySecretRef` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token_secret_ref: Option<SecretKeyRef>,
-    /// Secret key (same namespace) holding a PEM bundle of CA certificates
+    /// Secret key (of the namespace the API key is in) holding a PEM bundle
+    /// of CA certificates
     /// trusted in addition to the system roots, for a self-hosted control
     /// plane behind a private CA.
     #[serde(default, skip_serializing_if = "Option::is_none")]

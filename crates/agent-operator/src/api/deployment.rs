@@ -197,30 +197,7 @@ impl DeploymentType {
     }
 }
 
-/// Reference to the `AgentControlPlane` (same namespace) a deployment lives on.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ControlPlaneRef {
-    /// Name of the `AgentControlPlane` (a DNS-1123 subdomain).
-    #[serde(default = "default_control_plane")]
-    #[schemars(
-        regex(pattern = crate::api::rules::DNS_SUBDOMAIN_PATTERN),
-        length(min = 1, max = 253)
-    )]
-    pub name: String,
-}
-
-fn default_control_plane() -> String {
-    "default".to_owned()
-}
-
-impl Default for ControlPlaneRef {
-    fn default() -> Self {
-        Self {
-            name: default_control_plane(),
-        }
-    }
-}
+pub use super::control_plane::{ControlPlaneRef, PlaneKind};
 
 /// Reference to an object by name in the same namespace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -512,7 +489,8 @@ pub struct RecordedPlane {
 #[x_kube(validation = spec_rule())]
 #[serde(rename_all = "camelCase")]
 pub struct AgentDeploymentSpec {
-    /// The `AgentControlPlane` (same namespace) to deploy on; default `default`.
+    /// The control plane to deploy on: the `AgentControlPlane` `default` of the
+    /// same namespace by default, or a `ClusterAgentControlPlane` by `kind`.
     #[serde(default)]
     pub control_plane_ref: ControlPlaneRef,
     /// Remote deployment name; default `metadata.name`. Lowercase letters,

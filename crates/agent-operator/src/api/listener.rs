@@ -47,8 +47,9 @@ pub struct AgentListenerSpec {
         pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
     ))]
     pub listener_id: String,
-    /// The `AgentControlPlane` (same namespace) to read the listener from;
-    /// default `default`.
+    /// The control plane to read the listener from: the `AgentControlPlane`
+    /// `default` of the same namespace by default, or a
+    /// `ClusterAgentControlPlane` by `kind`.
     #[serde(default)]
     pub control_plane_ref: ControlPlaneRef,
 }

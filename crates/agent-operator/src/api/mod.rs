@@ -6,6 +6,7 @@
 //! explicit functions in [`crate::controller`].
 
 pub mod assistant;
+pub mod cluster_control_plane;
 pub mod conditions;
 pub mod control_plane;
 pub mod cron;
@@ -17,6 +18,7 @@ pub mod resource_spec;
 pub mod rules;
 
 pub use assistant::{AgentAssistant, AgentAssistantSpec, AgentAssistantStatus};
+pub use cluster_control_plane::{ClusterAgentControlPlane, ClusterAgentControlPlaneSpec};
 pub use control_plane::{AgentControlPlane, AgentControlPlaneSpec, AgentControlPlaneStatus};
 pub use cron::{AgentCron, AgentCronSpec, AgentCronStatus};
 pub use deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeploymentStatus};
@@ -37,6 +39,7 @@ pub const FIELD_MANAGER: &str = "agent-operator";
 /// [`with_unobserved_status`]).
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
+        ClusterAgentControlPlane::crd(),
         AgentControlPlane::crd(),
         AgentListener::crd(),
         AgentDeployment::crd(),

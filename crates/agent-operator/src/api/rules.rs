@@ -355,10 +355,11 @@ pub const FROZEN_FIELDS: &[(&str, Option<&str>)] = &[
 
 /// CEL condition over the whole AgentDeployment, checked once a remote
 /// deployment exists: `spec.controlPlaneRef` names the same control plane
-/// (unset counting as `default`). The deployment lives on that plane's
+/// (its `kind` and `name`; unset counting as `AgentControlPlane` and
+/// `default`). The deployment lives on that plane's
 /// URL and workspace; a change would create a second deployment on the new
 /// plane and leave the first one running unmanaged.
-pub const CONTROL_PLANE_REF_CONDITION: &str = "(has(self.spec.controlPlaneRef) && has(self.spec.controlPlaneRef.name) ? self.spec.controlPlaneRef.name : 'default') == (has(oldSelf.spec.controlPlaneRef) && has(oldSelf.spec.controlPlaneRef.name) ? oldSelf.spec.controlPlaneRef.name : 'default')";
+pub const CONTROL_PLANE_REF_CONDITION: &str = "(has(self.spec.controlPlaneRef) && has(self.spec.controlPlaneRef.name) ? self.spec.controlPlaneRef.name : 'default') == (has(oldSelf.spec.controlPlaneRef) && has(oldSelf.spec.controlPlaneRef.name) ? oldSelf.spec.controlPlaneRef.name : 'default') && (has(self.spec.controlPlaneRef) && has(self.spec.controlPlaneRef.kind) ? self.spec.controlPlaneRef.kind : 'AgentControlPlane') == (has(oldSelf.spec.controlPlaneRef) && has(oldSelf.spec.controlPlaneRef.kind) ? oldSelf.spec.controlPlaneRef.kind : 'AgentControlPlane')";
 
 /// Message of [`CONTROL_PLANE_REF_CONDITION`]: what happens instead, and
 /// the move recipe.

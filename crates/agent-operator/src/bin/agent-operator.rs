@@ -10,7 +10,8 @@ use agent_operator::controller::deployment::runner;
 use agent_operator::controller::deployment::verify::VerifyConfig;
 use agent_operator::controller::scaffold::Scope;
 use agent_operator::controller::{
-    Context, OperatorConfig, assistant, control_plane, cron, hash_key, listener,
+    Context, OperatorConfig, assistant, cluster_control_plane, control_plane, cron, hash_key,
+    listener,
 };
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};
@@ -179,6 +180,14 @@ struct RunArgs {
     /// Namespace of that Secret. Default: `POD_NAMESPACE`, else `default`.
     #[arg(long, env = "HASH_KEY_NAMESPACE")]
     hash_key_namespace: Option<String>,
+    /// The namespace whose Secrets hold the keys of ClusterAgentControlPlanes
+    /// (their `apiKeySecretRef`, `bearerTokenSecretRef`, `caBundleSecretRef`),
+    /// like cert-manager's `--cluster-resource-namespace`. Default:
+    /// `POD_NAMESPACE`, else `default`. ClusterAgentControlPlanes are
+    /// reconciled only when the operator watches every namespace (no
+    /// `--namespace`).
+    #[arg(long, env = "CLUSTER_RESOURCE_NAMESPACE")]
+    cluster_resource_namespace: Option<String>,
     /// Enforce the data-plane pod policy (docs/SECURITY.md, "What a
     /// self-hosted data plane trusts") in the operator too: an
     /// AgentDeployment or AgentListener that the shipped
@@ -275,6 +284,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     let mut ctx = Context::new(client.clone(), config);
     ctx.planes.set_host_ceiling(host_ceiling);
+    ctx.planes.set_cluster_resource_namespace(
+        &args
+            .cluster_resource_namespace
+            .clone()
+            .unwrap_or_else(leader::default_namespace),
+    );
     let hash_key_namespace = args
         .hash_key_namespace
         .clone()
@@ -388,10 +403,10 @@ async fn release(leadership: Option<leader::Leadership>) {
     }
 }
 
-/// The four controllers (AgentDeployment, AgentControlPlane, AgentListener,
-/// AgentAssistant)
-/// of `scope` until `shutdown`; `health` turns synced once the
-/// AgentDeployment watches listed.
+/// The controllers of every kind (AgentDeployment, AgentControlPlane,
+/// AgentListener, AgentAssistant, AgentCron, and ClusterAgentControlPlane
+/// when `scope` is every namespace) until `shutdown`; `health` turns synced
+/// once the AgentDeployment watches listed.
 async fn run_controllers<S>(
     ctx: Arc<Context>,
     scope: Scope,
@@ -402,18 +417,32 @@ async fn run_controllers<S>(
     S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 {
     let synced = health.clone();
-    futures::future::join5(
-        runner::run_with(
-            ctx.clone(),
-            scope.clone(),
-            concurrency,
-            shutdown.clone(),
-            move || synced.set_synced(),
+    // A cluster plane serves every namespace: reconciled by an operator that
+    // watches them all.
+    let cluster_planes = {
+        let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
+        let everywhere = scope.targets() == [None];
+        async move {
+            if everywhere {
+                cluster_control_plane::run(ctx, shutdown).await;
+            }
+        }
+    };
+    futures::future::join(
+        futures::future::join5(
+            runner::run_with(
+                ctx.clone(),
+                scope.clone(),
+                concurrency,
+                shutdown.clone(),
+                move || synced.set_synced(),
+            ),
+            control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
+            listener::run(ctx.clone(), scope.clone(), shutdown.clone()),
+            assistant::run(ctx.clone(), scope.clone(), shutdown.clone()),
+            cron::run(ctx, scope, shutdown),
         ),
-        control_plane::run(ctx.clone(), scope.clone(), shutdown.clone()),
-        listener::run(ctx.clone(), scope.clone(), shutdown.clone()),
-        assistant::run(ctx.clone(), scope.clone(), shutdown.clone()),
-        cron::run(ctx, scope, shutdown),
+        cluster_planes,
     )
     .await;
 }

@@ -212,7 +212,7 @@ async fn key(
     }
     Ok(
         match ctx
-            .plane_client(ns, &dep.spec.control_plane_ref.name)
+            .plane_client_for(ns, &dep.spec.control_plane_ref)
             .await?
         {
             Ok(cp) if !cp.uses_bearer() => Ok(Some(cp.api_key().clone())),

@@ -125,14 +125,16 @@ fn credential_hint(spec: &AgentControlPlaneSpec) -> String {
     }
 }
 
-/// The report of `outcome`, then `then`, with `unmanaged` as
-/// `status.unmanaged` (the last one carried forward when `None`).
-fn report(
-    obj: &AgentControlPlane,
+/// The report of `outcome` about a plane object of either kind (an
+/// AgentControlPlane or a ClusterAgentControlPlane), then `then`, with
+/// `unmanaged` as `status.unmanaged` (the last one carried forward when
+/// `None`).
+pub(crate) fn report<K: Kind<Status = AgentControlPlaneStatus>>(
+    obj: &K,
     outcome: &Outcome,
     then: Result<Action, Error>,
     unmanaged: Option<UnmanagedDeployments>,
-) -> Box<Report<AgentControlPlane>> {
+) -> Box<Report<K>> {
     let unmanaged = unmanaged.or_else(|| previous_unmanaged(obj).cloned());
     Report::outcome_with(obj, outcome, then, |observed_generation, conditions| {
         AgentControlPlaneStatus {
@@ -144,8 +146,10 @@ fn report(
 }
 
 /// The object's `status.unmanaged`, if any.
-fn previous_unmanaged(obj: &AgentControlPlane) -> Option<&UnmanagedDeployments> {
-    obj.status.as_ref().and_then(|s| s.unmanaged.as_ref())
+fn previous_unmanaged<K: Kind<Status = AgentControlPlaneStatus>>(
+    obj: &K,
+) -> Option<&UnmanagedDeployments> {
+    obj.status().and_then(|s| s.unmanaged.as_ref())
 }
 
 impl Kind for AgentControlPlane {
@@ -207,7 +211,7 @@ pub async fn reconcile(obj: Arc<AgentControlPlane>, ctx: Arc<Context>) -> Result
 pub fn users_of(deployments: &[AgentDeployment], name: &str) -> Vec<String> {
     let mut users: Vec<String> = deployments
         .iter()
-        .filter(|d| d.spec.control_plane_ref.name == name)
+        .filter(|d| !d.spec.control_plane_ref.is_cluster() && d.spec.control_plane_ref.name == name)
         .map(|d| d.name_any())
         .collect();
     users.sort();
@@ -292,6 +296,19 @@ async fn probe(
     ctx: &Context,
     cp: ControlPlaneClient,
 ) -> Box<Report<AgentControlPlane>> {
+    probe_plane(obj, obj, ctx, cp).await
+}
+
+/// [`probe`] of a plane object of either kind: `obj`, read as the
+/// AgentControlPlane `view` (a ClusterAgentControlPlane's
+/// [`as_plane`](crate::api::cluster_control_plane::ClusterAgentControlPlane::as_plane)).
+pub(crate) async fn probe_plane<K: Kind<Status = AgentControlPlaneStatus>>(
+    obj: &K,
+    view: &AgentControlPlane,
+    ctx: &Context,
+    cp: ControlPlaneClient,
+) -> Box<Report<K>> {
+    let obj_view = view;
     let period = ctx.config.resync_interval;
     let wait = unmanaged::list_due(
         previous_unmanaged(obj).map(|u| u.observed_at.as_str()),
@@ -309,14 +326,14 @@ async fn probe(
                 .map(|_| ());
             (probe, None)
         }
-        None => match list_workspace(obj, ctx, &cp).await {
+        None => match list_workspace(obj_view, ctx, &cp).await {
             Ok(Ok(found)) => (Ok(()), Some(found)),
             Ok(Err(e)) => (Err(e), None),
             Err(e) => return Report::failed(e),
         },
     };
     let base_url = cp.base_url().trim_end_matches('/').to_owned();
-    let outcome = probe_outcome(&base_url, &obj.spec, probe.as_ref().map(|_| ()));
+    let outcome = probe_outcome(&base_url, &obj_view.spec, probe.as_ref().map(|_| ()));
     report(obj, &outcome, probe_then(probe, wait, period), unmanaged)
 }
 

@@ -32,11 +32,41 @@ use crate::api::conditions::{READY, find};
 use crate::plan::status::Outcome;
 use crate::plan::verdict::Note;
 
+/// The scope of a reconciled kind: how its pass reaches its objects
+/// (namespaced kinds in their namespace, cluster-scoped kinds across the
+/// cluster).
+pub trait KindScope {
+    /// The API of objects of `K` in `namespace` (ignored for a
+    /// cluster-scoped kind). Errors: a namespaced kind without a namespace.
+    fn api<K>(client: kube::Client, namespace: Option<&str>) -> Result<Api<K>, Error>
+    where
+        K: Resource<DynamicType = (), Scope = Self>;
+}
+
+impl KindScope for k8s_openapi::NamespaceResourceScope {
+    fn api<K>(client: kube::Client, namespace: Option<&str>) -> Result<Api<K>, Error>
+    where
+        K: Resource<DynamicType = (), Scope = Self>,
+    {
+        let ns = namespace.ok_or(Error::MissingObjectKey("namespace"))?;
+        Ok(Api::namespaced(client, ns))
+    }
+}
+
+impl KindScope for k8s_openapi::ClusterResourceScope {
+    fn api<K>(client: kube::Client, _namespace: Option<&str>) -> Result<Api<K>, Error>
+    where
+        K: Resource<DynamicType = (), Scope = Self>,
+    {
+        Ok(Api::all(client))
+    }
+}
+
 /// What differs from one reconciled kind to the next; the rest of a pass
 /// (the finalizer, the order of the writes, the backoff bookkeeping) is
 /// [`reconcile`]'s.
 pub trait Kind:
-    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    Resource<DynamicType = (), Scope: KindScope>
     + Clone
     + DeserializeOwned
     + Serialize
@@ -479,12 +509,9 @@ pub async fn write<K: Kind>(
 /// is written before they are returned).
 #[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
 pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let ns = obj
-        .namespace()
-        .ok_or(Error::MissingObjectKey("namespace"))?;
     let key = object_key(obj.as_ref());
     let deleted = obj.meta().deletion_timestamp.is_some();
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<K> = <K::Scope as KindScope>::api(ctx.client.clone(), obj.namespace().as_deref())?;
     let result = match K::FINALIZER {
         None => {
             let report = K::apply(&api, &obj, &ctx).await;

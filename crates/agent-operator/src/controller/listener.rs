@@ -140,7 +140,7 @@ async fn observe(obj: &AgentListener, ctx: &Context) -> Flow<ControlPlaneClient,
     }
     let ns = obj.namespace().unwrap_or_default();
     let blocked = match ctx
-        .plane_client(&ns, &obj.spec.control_plane_ref.name)
+        .plane_client_for(&ns, &obj.spec.control_plane_ref)
         .await?
     {
         Ok(cp) => return Ok(cp),

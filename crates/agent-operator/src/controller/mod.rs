@@ -6,6 +6,7 @@
 
 pub mod assistant;
 pub(crate) mod child;
+pub mod cluster_control_plane;
 pub mod control_plane;
 pub mod cron;
 pub mod deployment;
@@ -482,6 +483,81 @@ impl Context {
                 Some(self.metrics.request_observer()),
             )
             .await
+    }
+
+    /// The client of the control plane `plane` names, for an object of
+    /// `namespace`: its AgentControlPlane ([`Context::plane_client`]), or a
+    /// ClusterAgentControlPlane the namespace may use
+    /// ([`planes::ClientCache::client_for_cluster`]).
+    ///
+    /// Returns `Ok(Err(Blocked))` as [`Context::plane_client`] does, and
+    /// with [`reason::CONTROL_PLANE_NOT_ALLOWED`] when the namespace may
+    /// not use the cluster plane (nothing is sent). Errors: Kubernetes API
+    /// failures.
+    pub async fn plane_client_for(
+        &self,
+        namespace: &str,
+        plane: &crate::api::control_plane::ControlPlaneRef,
+    ) -> Result<Result<crate::controlplane::ControlPlaneClient, resolve::Blocked>, Error> {
+        if !plane.is_cluster() {
+            return self.plane_client(namespace, &plane.name).await;
+        }
+        if let Some(refused) = self.cluster_plane_refused(namespace, &plane.name).await? {
+            return Ok(Err(refused));
+        }
+        self.planes
+            .client_for_cluster(
+                &self.client,
+                &plane.name,
+                self.config.request_timeout,
+                Some(self.metrics.request_observer()),
+            )
+            .await
+    }
+
+    /// Why an object of `namespace` may not use the ClusterAgentControlPlane
+    /// `name` ([`reason::CONTROL_PLANE_NOT_ALLOWED`], naming the plane and
+    /// how to allow the namespace); `None`: it may (or the plane does not
+    /// exist, which its client reports). Read from the watch stores, else
+    /// from the API server. Errors: Kubernetes API failures.
+    async fn cluster_plane_refused(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<resolve::Blocked>, Error> {
+        use crate::api::cluster_control_plane::{AllowedNamespaces, ClusterAgentControlPlane};
+        let plane = match self.planes.cached_cluster_plane(name) {
+            Some(p) => p.spec.namespaces.clone(),
+            None => {
+                let api: kube::Api<ClusterAgentControlPlane> = kube::Api::all(self.client.clone());
+                match api.get_opt(name).await.map_err(Error::Kube)? {
+                    Some(p) => p.spec.namespaces,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let labels = match self.planes.cached_namespace_labels(namespace) {
+            Some(l) => l,
+            None => {
+                let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                    kube::Api::all(self.client.clone());
+                api.get_metadata_opt(namespace)
+                    .await
+                    .map_err(Error::Kube)?
+                    .and_then(|n| n.metadata.labels)
+                    .unwrap_or_default()
+            }
+        };
+        if plane.allows(namespace, &labels) {
+            return Ok(None);
+        }
+        Ok(Some(resolve::Blocked {
+            reason: crate::api::conditions::reason::CONTROL_PLANE_NOT_ALLOWED,
+            message: format!(
+                "namespace {namespace} may not use ClusterAgentControlPlane {name}; nothing is sent. The platform team can {}",
+                AllowedNamespaces::how_to_allow(namespace, name)
+            ),
+        }))
     }
 
     /// Forgets the polling state of `key` (the revision ended).

@@ -145,13 +145,15 @@ pub async fn listener_id(
                     message: format!("AgentListener {namespace}/{} not found", r.name),
                 }));
             };
-            let on = &listener.spec.control_plane_ref.name;
-            if on != &spec.control_plane_ref.name {
+            let on = &listener.spec.control_plane_ref;
+            if on != &spec.control_plane_ref {
                 return Ok(Err(Blocked {
                     reason: reason::PLACEMENT_INVALID,
                     message: format!(
-                        "AgentListener {namespace}/{} is on AgentControlPlane {on:?}, the deployment on {:?}",
-                        r.name, spec.control_plane_ref.name
+                        "AgentListener {namespace}/{} is on {}, the deployment on {}",
+                        r.name,
+                        on.shown(namespace),
+                        spec.control_plane_ref.shown(namespace)
                     ),
                 }));
             }

@@ -33,6 +33,7 @@ use secrecy::SecretString;
 use super::Error;
 use super::resolve::Blocked;
 use crate::api::SecretKeyRef;
+use crate::api::cluster_control_plane::ClusterAgentControlPlane;
 use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneSpec};
 use crate::controlplane::{
@@ -377,6 +378,56 @@ impl PlaneGate {
 /// metadata.
 type WatchStores = (Store<AgentControlPlane>, Store<PartialObjectMeta<Secret>>);
 
+/// Which control plane object a client serves: the key of its cache entry,
+/// budget user, admission gate and metric labels (`(namespace, name)` of an
+/// AgentControlPlane; `("", name)` of a ClusterAgentControlPlane, a name no
+/// namespace has), how messages name it, and the namespace of its Secrets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// `(namespace, name)`; `("", name)` for a cluster plane.
+    pub key: (String, String),
+    /// `AgentControlPlane NS/NAME` or `ClusterAgentControlPlane NAME`.
+    pub shown: String,
+    /// Where its Secrets (key, CA bundle) are read.
+    pub secret_namespace: String,
+}
+
+impl Origin {
+    /// The AgentControlPlane `namespace`/`name` (its Secrets in its own
+    /// namespace).
+    pub fn namespaced(namespace: &str, name: &str) -> Self {
+        Self {
+            key: (namespace.to_owned(), name.to_owned()),
+            shown: format!("AgentControlPlane {namespace}/{name}"),
+            secret_namespace: namespace.to_owned(),
+        }
+    }
+
+    /// The ClusterAgentControlPlane `name`, its Secrets in the cluster
+    /// resource namespace `secrets`.
+    pub fn cluster(name: &str, secrets: &str) -> Self {
+        Self {
+            key: (String::new(), name.to_owned()),
+            shown: format!("ClusterAgentControlPlane {name}"),
+            secret_namespace: secrets.to_owned(),
+        }
+    }
+
+    /// The plane a `controlPlaneRef` of an object of `namespace` names
+    /// (`secrets`: the cluster resource namespace, for a cluster plane).
+    pub fn of_ref(
+        namespace: &str,
+        plane: &crate::api::control_plane::ControlPlaneRef,
+        secrets: &str,
+    ) -> Self {
+        if plane.is_cluster() {
+            Self::cluster(&plane.name, secrets)
+        } else {
+            Self::namespaced(namespace, &plane.name)
+        }
+    }
+}
+
 /// Cache of control plane clients keyed by (namespace, AgentControlPlane
 /// name). Cheap to share: one per operator, in [`super::Context`].
 #[derive(Default)]
@@ -405,6 +456,15 @@ pub struct ClientCache {
     /// by the controllers' watches: when a cached client's fingerprint still
     /// matches them, a pass reads nothing from the Kubernetes API.
     stores: Mutex<Vec<WatchStores>>,
+    /// The ClusterAgentControlPlane stores (their watch, when the operator
+    /// watches every namespace).
+    cluster_stores: Mutex<Vec<Store<ClusterAgentControlPlane>>>,
+    /// Where the Secrets of ClusterAgentControlPlanes are
+    /// (`--cluster-resource-namespace`).
+    cluster_resource_namespace: Mutex<String>,
+    /// The metadata of every Namespace (their labels decide which may use a
+    /// ClusterAgentControlPlane), when the operator watches them.
+    namespaces: Mutex<Option<Store<PartialObjectMeta<k8s_openapi::api::core::v1::Namespace>>>>,
 }
 
 impl fmt::Debug for ClientCache {
@@ -444,7 +504,8 @@ struct Credentials {
 }
 
 /// Reads the credential (`apiKeySecretRef` or `bearerTokenSecretRef`) and
-/// the CA bundle of `plane` (`namespace`/`name`) with [`read_secret`].
+/// the CA bundle of `plane` (from the Secrets of `origin`) with
+/// [`read_secret`].
 ///
 /// `Ok(Err(Blocked))`: neither reference is set ([`reason::INVALID_SPEC`]),
 /// or a Secret or key is missing or the credential is empty
@@ -453,15 +514,14 @@ struct Credentials {
 async fn read_credentials(
     kube: &kube::Client,
     plane: &AgentControlPlane,
-    namespace: &str,
-    name: &str,
+    origin: &Origin,
 ) -> Result<Result<Credentials, Blocked>, Error> {
+    let shown = &origin.shown;
+    let namespace = origin.secret_namespace.as_str();
     let Some(credential_ref) = plane.spec.credential_ref() else {
         return Ok(Err(Blocked {
             reason: reason::INVALID_SPEC,
-            message: format!(
-                "AgentControlPlane {namespace}/{name}: sets neither apiKeySecretRef nor bearerTokenSecretRef"
-            ),
+            message: format!("{shown}: sets neither apiKeySecretRef nor bearerTokenSecretRef"),
         }));
     };
     let what = if plane.spec.uses_bearer_token() {
@@ -470,13 +530,13 @@ async fn read_credentials(
         "API key"
     };
     let (api_key, api_key_version) =
-        match read_secret(kube, namespace, name, what, credential_ref).await? {
+        match read_secret(kube, namespace, shown, what, credential_ref).await? {
             Ok(v) => v,
             Err(blocked) => return Ok(Err(blocked)),
         };
     let (ca_bundle, ca_bundle_version) = match &plane.spec.ca_bundle_secret_ref {
         None => (None, None),
-        Some(r) => match read_secret(kube, namespace, name, "CA bundle", r).await? {
+        Some(r) => match read_secret(kube, namespace, shown, "CA bundle", r).await? {
             Ok((pem, version)) => (Some(pem), version),
             Err(blocked) => return Ok(Err(blocked)),
         },
@@ -487,7 +547,7 @@ async fn read_credentials(
         return Ok(Err(Blocked {
             reason: reason::SECRET_NOT_FOUND,
             message: format!(
-                "AgentControlPlane {namespace}/{name}: {what} Secret {namespace}/{} key {:?} is empty",
+                "{shown}: {what} Secret {namespace}/{} key {:?} is empty",
                 r.name, r.key
             ),
         }));
@@ -501,21 +561,21 @@ async fn read_credentials(
 }
 
 /// Reads `key` of the Secret `r` in `namespace`: its bytes and the Secret's
-/// `resourceVersion`. `what` names the Secret's role in the messages (e.g.
-/// `API key`). A missing Secret or key is `Ok(Err(Blocked))` with
+/// `resourceVersion`. `shown` names the plane and `what` the Secret's role
+/// in the messages (e.g. `API key`). A missing Secret or key is `Ok(Err(Blocked))` with
 /// [`reason::SECRET_NOT_FOUND`]; other API errors are `Err`. The messages
 /// never contain the value.
 async fn read_secret(
     client: &kube::Client,
     namespace: &str,
-    plane: &str,
+    shown: &str,
     what: &str,
     r: &SecretKeyRef,
 ) -> Result<Result<(Vec<u8>, Option<String>), Blocked>, Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let missing = |detail: String| Blocked {
         reason: reason::SECRET_NOT_FOUND,
-        message: format!("AgentControlPlane {namespace}/{plane}: {what} {detail}"),
+        message: format!("{shown}: {what} {detail}"),
     };
     let Some(secret) = api.get_opt(&r.name).await.map_err(Error::Kube)? else {
         return Ok(Err(missing(format!(
@@ -579,7 +639,7 @@ impl ClientCache {
     /// the flag) when `plane`'s URL (or the host of its region) is outside
     /// [`ClientCache::allowed_hosts`]; `None` when allowed or when the spec
     /// names no URL at all.
-    fn host_refused(&self, plane: &AgentControlPlane) -> Option<Blocked> {
+    fn host_refused(&self, plane: &AgentControlPlane, origin: &Origin) -> Option<Blocked> {
         let base_url = plane.spec.base_url()?;
         let field = if plane.spec.url.is_some() {
             "spec.url"
@@ -594,11 +654,7 @@ impl ClientCache {
             .err()?;
         Some(Blocked {
             reason: reason::HOST_NOT_ALLOWED,
-            message: format!(
-                "AgentControlPlane {}/{}: {refused}",
-                plane.namespace().unwrap_or_default(),
-                plane.name_any()
-            ),
+            message: format!("{}: {refused}", origin.shown),
         })
     }
 
@@ -639,32 +695,22 @@ impl ClientCache {
                 message: format!("AgentControlPlane {namespace}/{name} not found"),
             }));
         };
-        if let Some(blocked) = self.not_usable(&plane, namespace, name) {
+        let origin = Origin::namespaced(namespace, name);
+        if let Some(blocked) = self.not_usable(&plane, &origin) {
             return Ok(Err(blocked));
         }
         Ok(self
-            .client_for_plane(kube, &plane, request_timeout, observer)
+            .client_for_origin(kube, &plane, &origin, request_timeout, observer)
             .await?
-            .map_err(|mut blocked| {
-                if blocked.reason != reason::SECRET_NOT_FOUND
-                    && blocked.reason != reason::HOST_NOT_ALLOWED
-                {
-                    blocked.reason = reason::CONTROL_PLANE_NOT_READY;
-                }
-                blocked
-            }))
+            .map_err(as_users_see_it))
     }
 
     /// Why the AgentControlPlane `plane` (read as `namespace`/`name`) is
     /// not usable by this process now, checked in this order: another shard
     /// keeps its budget, its host is not allowed, it is stalled, or its own
     /// probe has not judged its current spec and key yet; `None`: usable.
-    fn not_usable(
-        &self,
-        plane: &AgentControlPlane,
-        namespace: &str,
-        name: &str,
-    ) -> Option<Blocked> {
+    fn not_usable(&self, plane: &AgentControlPlane, origin: &Origin) -> Option<Blocked> {
+        let shown = &origin.shown;
         let foreign = self
             .shard
             .lock()
@@ -675,10 +721,10 @@ impl ClientCache {
             // let two shards spend one workspace's limit.
             return Some(Blocked {
                 reason: reason::CONTROL_PLANE_NOT_READY,
-                message: format!("AgentControlPlane {namespace}/{name} is not usable here: {why}"),
+                message: format!("{shown} is not usable here: {why}"),
             });
         }
-        if let Some(refused) = self.host_refused(plane) {
+        if let Some(refused) = self.host_refused(plane, origin) {
             return Some(refused);
         }
         if let Some(why) = stalled(plane) {
@@ -686,13 +732,13 @@ impl ClientCache {
             // of each failing against the control plane.
             return Some(Blocked {
                 reason: reason::CONTROL_PLANE_NOT_READY,
-                message: format!("AgentControlPlane {namespace}/{name} is not ready: {why}"),
+                message: format!("{shown} is not ready: {why}"),
             });
         }
         // Nothing is sent for a plane before its own probe has judged its
         // current spec and key: a refused key would otherwise cost one
         // refused request per AgentDeployment.
-        (!checked(plane)).then(|| not_checked(namespace, name))
+        (!checked(plane)).then(|| not_checked(origin))
     }
 
     /// Like [`ClientCache::client_for`] (without the `Stalled` check), for an AgentControlPlane already
@@ -712,26 +758,47 @@ impl ClientCache {
         let namespace = plane
             .namespace()
             .ok_or(Error::MissingObjectKey("namespace"))?;
-        let name = plane.name_any();
+        let origin = Origin::namespaced(&namespace, &plane.name_any());
+        self.client_for_origin(kube, plane, &origin, request_timeout, observer)
+            .await
+    }
+
+    /// [`ClientCache::client_for_plane`] for the plane `plane` of `origin`
+    /// (an AgentControlPlane, or a ClusterAgentControlPlane read as one:
+    /// [`crate::api::cluster_control_plane::ClusterAgentControlPlane::as_plane`]).
+    pub async fn client_for_origin(
+        &self,
+        kube: &kube::Client,
+        plane: &AgentControlPlane,
+        origin: &Origin,
+        request_timeout: Duration,
+        observer: Option<Arc<dyn RequestObserver>>,
+    ) -> Result<Result<ControlPlaneClient, Blocked>, Error> {
         let invalid = |message: String| Blocked {
             reason: reason::INVALID_SPEC,
-            message: format!("AgentControlPlane {namespace}/{name}: {message}"),
+            message: format!("{}: {message}", origin.shown),
         };
         let Some(base_url) = plane.spec.base_url() else {
             return Ok(Err(invalid("sets neither region nor url".into())));
         };
         // Before anything is read or sent: a host outside the operator's
         // list gets no request at all.
-        if let Some(refused) = self.host_refused(plane) {
+        if let Some(refused) = self.host_refused(plane, origin) {
             return Ok(Err(refused));
         }
-        let credentials = match read_credentials(kube, plane, &namespace, &name).await? {
+        let credentials = match read_credentials(kube, plane, origin).await? {
             Ok(c) => c,
             Err(blocked) => return Ok(Err(blocked)),
         };
-        let key = (namespace.clone(), name.clone());
         Ok(self
-            .cached_or_built(key, plane, base_url, credentials, request_timeout, observer)
+            .cached_or_built(
+                origin.key.clone(),
+                plane,
+                base_url,
+                credentials,
+                request_timeout,
+                observer,
+            )
             .map_err(|e| invalid(e.to_string())))
     }
 
@@ -839,6 +906,111 @@ impl ClientCache {
             .push((planes, secrets));
     }
 
+    /// Sets the namespace of the Secrets of ClusterAgentControlPlanes
+    /// (`--cluster-resource-namespace`), before the first client is built.
+    pub fn set_cluster_resource_namespace(&self, namespace: &str) {
+        *self
+            .cluster_resource_namespace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = namespace.to_owned();
+    }
+
+    /// The namespace of the Secrets of ClusterAgentControlPlanes.
+    pub fn cluster_resource_namespace(&self) -> String {
+        self.cluster_resource_namespace
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Registers the store of the Namespace metadata watch.
+    pub fn register_namespace_store(
+        &self,
+        store: Store<PartialObjectMeta<k8s_openapi::api::core::v1::Namespace>>,
+    ) {
+        *self.namespaces.lock().unwrap_or_else(|p| p.into_inner()) = Some(store);
+    }
+
+    /// The labels of namespace `name` as the Namespace watch holds them;
+    /// `None` when there is no such watch or it does not hold it.
+    pub fn cached_namespace_labels(
+        &self,
+        name: &str,
+    ) -> Option<std::collections::BTreeMap<String, String>> {
+        let store = self.namespaces.lock().unwrap_or_else(|p| p.into_inner());
+        let ns = store.as_ref()?.get(&ObjectRef::new(name))?;
+        Some(ns.metadata.labels.clone().unwrap_or_default())
+    }
+
+    /// Registers the store of the ClusterAgentControlPlane watch.
+    pub fn register_cluster_store(&self, store: Store<ClusterAgentControlPlane>) {
+        self.cluster_stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(store);
+    }
+
+    /// The ClusterAgentControlPlane `name` as the watch store holds it.
+    pub fn cached_cluster_plane(&self, name: &str) -> Option<Arc<ClusterAgentControlPlane>> {
+        let stores = self
+            .cluster_stores
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let plane_ref = ObjectRef::<ClusterAgentControlPlane>::new(name);
+        stores.iter().find_map(|s| s.get(&plane_ref))
+    }
+
+    /// The client of the ClusterAgentControlPlane `name` (its Secrets in
+    /// the cluster resource namespace), as [`ClientCache::client_for`] is
+    /// for an AgentControlPlane: from the cache while the stores show the
+    /// plane and its Secrets unchanged, else read and (re)built. Whether a
+    /// namespace may use it is the caller's check
+    /// ([`super::Context::plane_client_for`]). Errors: as
+    /// [`ClientCache::client_for`].
+    pub async fn client_for_cluster(
+        &self,
+        kube: &kube::Client,
+        name: &str,
+        request_timeout: Duration,
+        observer: Option<Arc<dyn RequestObserver>>,
+    ) -> Result<Result<ControlPlaneClient, Blocked>, Error> {
+        let secrets = self.cluster_resource_namespace();
+        let origin = Origin::cluster(name, &secrets);
+        let cached = self.cached_cluster_plane(name);
+        if let Some(plane) = &cached
+            && let Some(client) = self.cached_for_view(
+                &plane.as_plane(&secrets),
+                &origin,
+                request_timeout,
+                &observer,
+            )
+        {
+            return Ok(Ok(client));
+        }
+        let plane = match cached {
+            Some(p) => (*p).clone(),
+            None => {
+                let api: Api<ClusterAgentControlPlane> = Api::all(kube.clone());
+                let Some(p) = api.get_opt(name).await.map_err(Error::Kube)? else {
+                    self.forget("", name);
+                    return Ok(Err(Blocked {
+                        reason: reason::CONTROL_PLANE_NOT_READY,
+                        message: format!("ClusterAgentControlPlane {name} not found"),
+                    }));
+                };
+                p
+            }
+        };
+        let view = plane.as_plane(&secrets);
+        if let Some(blocked) = self.not_usable(&view, &origin) {
+            return Ok(Err(blocked));
+        }
+        Ok(self
+            .client_for_origin(kube, &view, &origin, request_timeout, observer)
+            .await?
+            .map_err(as_users_see_it))
+    }
+
     /// The AgentControlPlane `namespace`/`name` as the watch stores hold
     /// it; `None` when no store has it.
     pub fn cached_plane(&self, namespace: &str, name: &str) -> Option<Arc<AgentControlPlane>> {
@@ -857,18 +1029,36 @@ impl ClientCache {
         request_timeout: Duration,
         observer: &Option<Arc<dyn RequestObserver>>,
     ) -> Option<ControlPlaneClient> {
-        let stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        let plane_ref = ObjectRef::<AgentControlPlane>::new(name).within(namespace);
-        let (plane, secrets) = stores
-            .iter()
-            .find_map(|(p, s)| p.get(&plane_ref).map(|plane| (plane, s)))?;
-        if stalled(&plane).is_some() || !checked(&plane) {
+        let plane = self.cached_plane(namespace, name)?;
+        self.cached_for_view(
+            &plane,
+            &Origin::namespaced(namespace, name),
+            request_timeout,
+            observer,
+        )
+    }
+
+    /// The cached client of `plane` (of `origin`) when the Secret stores
+    /// show its Secrets unchanged since it was built, and it is checked
+    /// and not stalled; `None` means "read them from the API".
+    fn cached_for_view(
+        &self,
+        plane: &AgentControlPlane,
+        origin: &Origin,
+        request_timeout: Duration,
+        observer: &Option<Arc<dyn RequestObserver>>,
+    ) -> Option<ControlPlaneClient> {
+        if stalled(plane).is_some() || !checked(plane) {
             return None;
         }
+        let namespace = origin.secret_namespace.as_str();
+        let stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
         let version = |r: &SecretKeyRef| {
-            secrets
-                .get(&ObjectRef::new(&r.name).within(namespace))
-                .and_then(|m| m.resource_version())
+            stores.iter().find_map(|(_, secrets)| {
+                secrets
+                    .get(&ObjectRef::new(&r.name).within(namespace))
+                    .and_then(|m| m.resource_version())
+            })
         };
         let fingerprint = Fingerprint {
             uid: plane.uid(),
@@ -882,7 +1072,7 @@ impl ClientCache {
         };
         drop(stores);
         let entries = self.lock();
-        let entry = entries.get(&(namespace.to_owned(), name.to_owned()))?;
+        let entry = entries.get(&origin.key)?;
         (entry.fingerprint == fingerprint && observer_fits(&entry.observer, observer))
             .then(|| entry.client.clone())
     }
@@ -1092,13 +1282,23 @@ fn checked(plane: &AgentControlPlane) -> bool {
 }
 
 /// The wait of an AgentDeployment whose plane has not been checked yet.
-fn not_checked(namespace: &str, name: &str) -> Blocked {
+fn not_checked(origin: &Origin) -> Blocked {
     Blocked {
         reason: reason::CONTROL_PLANE_NOT_CHECKED,
         message: format!(
-            "waiting for AgentControlPlane {namespace}/{name} to check its spec and API key; nothing is sent until it has"
+            "waiting for {} to check its spec and API key; nothing is sent until it has",
+            origin.shown
         ),
     }
+}
+
+/// A refusal of a plane as its users see it: a missing Secret and a host
+/// not allowed keep their reasons, any other is `ControlPlaneNotReady`.
+fn as_users_see_it(mut blocked: Blocked) -> Blocked {
+    if blocked.reason != reason::SECRET_NOT_FOUND && blocked.reason != reason::HOST_NOT_ALLOWED {
+        blocked.reason = reason::CONTROL_PLANE_NOT_READY;
+    }
+    blocked
 }
 
 /// `"<reason>: <message>"` of an AgentControlPlane that reports

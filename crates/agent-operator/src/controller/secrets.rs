@@ -412,6 +412,25 @@ fn data_of(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 }
 
 impl Secrets {
+    /// Like [`Secrets::register`], for cluster-scoped objects whose Secrets
+    /// are all in `namespace` (a ClusterAgentControlPlane's, in the
+    /// cluster resource namespace).
+    pub fn register_in<K: ReferencesSecrets>(&self, store: Store<K>, namespace: String) {
+        let referrer: Referrer = Box::new(move |ns, name, keys| {
+            if ns != namespace {
+                return;
+            }
+            for o in store.state() {
+                for r in o.secret_refs() {
+                    if r.name == name {
+                        keys.insert(r.key.clone());
+                    }
+                }
+            }
+        });
+        lock(&self.known).referrers.0.push(referrer);
+    }
+
     /// Registers a store of a kind that reads Secrets: the Secret keys its
     /// objects reference ([`ReferencesSecrets`]) are watched for changes.
     pub fn register<K: ReferencesSecrets>(&self, store: Store<K>) {

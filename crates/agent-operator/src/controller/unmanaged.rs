@@ -77,6 +77,42 @@ impl<'a> Planes<'a> {
         Ok(plane)
     }
 
+    /// The plane `plane` names for an object of `namespace`: its
+    /// AgentControlPlane ([`Self::get`]) or ClusterAgentControlPlane (the
+    /// store's copy, else one `GET`, each once per report). Errors: the
+    /// Kubernetes API error of its `GET`.
+    pub async fn of_ref(
+        &mut self,
+        namespace: &str,
+        plane: &crate::api::control_plane::ControlPlaneRef,
+    ) -> Result<Option<PlaneId>, kube::Error> {
+        if !plane.is_cluster() {
+            return self.get(namespace, &plane.name).await;
+        }
+        let key = (String::new(), plane.name.clone());
+        if let Some(known) = self.known.get(&key) {
+            return Ok(known.clone());
+        }
+        let id_of = |p: &crate::api::ClusterAgentControlPlane| {
+            Some(PlaneId::new(
+                &p.spec.plane.base_url()?,
+                &p.spec.plane.workspace_id,
+            ))
+        };
+        let found = match self
+            .stores
+            .and_then(|s| s.cached_cluster_plane(&plane.name))
+        {
+            Some(p) => id_of(&p),
+            None => {
+                let api: Api<crate::api::ClusterAgentControlPlane> = Api::all(self.client.clone());
+                api.get_opt(&plane.name).await?.as_ref().and_then(id_of)
+            }
+        };
+        self.known.insert(key, found.clone());
+        Ok(found)
+    }
+
     /// The claim of `d`, with its plane when it claims by name one of
     /// `names` (else without: it is not needed). Errors: as [`Planes::get`].
     pub async fn claim(
@@ -87,7 +123,7 @@ impl<'a> Planes<'a> {
         let mut claim = claim_of(d, None);
         if Managed::by_name(&claim) && names.contains(claim.name.as_str()) {
             let namespace = d.metadata.namespace.as_deref().unwrap_or_default();
-            claim.plane = self.get(namespace, &d.spec.control_plane_ref.name).await?;
+            claim.plane = self.of_ref(namespace, &d.spec.control_plane_ref).await?;
         }
         Ok(claim)
     }

@@ -92,8 +92,8 @@ pub fn expire(policy: DeletionPolicy, id: Option<&str>, create_pending: bool) ->
 /// An AgentDeployment of the namespace as the preview cap sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Preview<'a> {
-    /// `metadata.name`.
-    pub name: &'a str,
+    /// `namespace/name` of the object.
+    pub name: String,
     /// `spec.controlPlaneRef.name`.
     pub plane: &'a str,
     /// `spec.expiry` is set.
@@ -244,7 +244,7 @@ mod tests {
 
     fn preview<'a>(name: &'a str, plane: &'a str) -> Preview<'a> {
         Preview {
-            name,
+            name: name.to_owned(),
             plane,
             has_expiry: true,
             holds_remote: true,

@@ -193,6 +193,31 @@ fn the_argo_cd_applications_render_in_waves_and_apply() {
     );
 }
 
+/// The platform path (docs/PLATFORM-PLANES.md): after the operator in both
+/// tools (Flux `dependsOn`, Argo CD the operator's wave), rendering the
+/// ClusterAgentControlPlane, which the API server accepts.
+#[test]
+fn the_platform_path_comes_after_the_operator_and_applies() {
+    test_support::skip_without!(Envtest);
+    let flux = file("deploy/gitops/flux/platform.yaml");
+    assert_eq!(flux[0]["spec"]["dependsOn"][0]["name"], "agent-operator");
+    assert_eq!(flux[0]["spec"]["wait"], true);
+    let argo = file("deploy/gitops/argocd/platform.yaml");
+    assert_eq!(
+        argo[0]["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"],
+        "-1"
+    );
+    for path in [
+        flux[0]["spec"]["path"].as_str().unwrap(),
+        argo[0]["spec"]["source"]["path"].as_str().unwrap(),
+    ] {
+        let rendered = render(&local(path), json!([]));
+        let kinds: Vec<&str> = rendered.iter().filter_map(|d| d["kind"].as_str()).collect();
+        assert_eq!(kinds, ["ClusterAgentControlPlane"], "{path}");
+        check_rendered(path, &rendered);
+    }
+}
+
 /// The workspace of `examples/control-plane.yaml` (the emulator's demo key),
 /// which the emulator of the end-to-end tests also accepts.
 const EXAMPLE_WORKSPACE: &str = "00000000-0000-4000-8000-000000000001";

@@ -405,8 +405,10 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
     h.apply(manifest).await;
     rows.push(Row {
         state: "AgentDeployment observed (managementPolicy: Observe), differs from the spec",
+        // Its outside revision done: an observed one in progress is InProgress.
         object: wait_raw::<AgentDeployment>(&client, &ns, "observed", "Drifted", |v| {
             has(v, "Drifted", "True", "RemoteDiffers")
+                && cond(v, "Ready").is_some_and(|(status, _)| status == "True")
         })
         .await,
         kstatus: "Current",
@@ -539,7 +541,8 @@ async fn kstatus_and_argocd_lua_agree_with_the_user_in_every_state() {
 }
 
 /// The Argo CD ConfigMap snippet carries `deploy/argocd/health.lua` for each
-/// of the three kinds, byte for byte.
+/// kind of the registry (`api::crds`), byte for byte, and no other key
+/// (`make generate` writes it).
 #[test]
 fn argocd_configmap_snippet_embeds_the_tested_script() {
     let root = test_support::repo_root();
@@ -548,13 +551,16 @@ fn argocd_configmap_snippet_embeds_the_tested_script() {
         &std::fs::read_to_string(root.join("deploy/argocd/argocd-cm.yaml")).unwrap(),
     )
     .unwrap();
-    for kind in [
-        "AgentDeployment",
-        "AgentControlPlane",
-        "AgentListener",
-        "AgentAssistant",
-        "AgentCron",
-    ] {
+    let kinds: Vec<String> = agent_operator::api::crds()
+        .into_iter()
+        .map(|crd| crd.spec.names.kind)
+        .collect();
+    assert_eq!(
+        cm["data"].as_object().map(serde_json::Map::len),
+        Some(kinds.len()),
+        "one key per kind: run make generate"
+    );
+    for kind in kinds {
         let key = format!("resource.customizations.health.agentserver.dev_{kind}");
         assert_eq!(
             cm["data"][&key].as_str(),

@@ -19,6 +19,7 @@ mod alert_rules;
 mod alert_rules_chart;
 mod alert_series;
 mod answer_shapes;
+mod cluster_planes;
 mod contract_agent_server;
 mod contract_deployments;
 mod contract_errors;

@@ -85,7 +85,9 @@ async fn every_shipped_manifest_goes_through_every_entry_point() {
     let env = common::shared_env();
     let client = env.client().await;
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client);
-    for ns in ["default", "agents"] {
+    // The namespaces the shipped manifests name (docs/PLATFORM-PLANES.md's
+    // team-a among them).
+    for ns in ["default", "agents", "team-a"] {
         let _ = namespaces
             .create(
                 &Default::default(),

@@ -490,8 +490,10 @@ fn reasons_with_changing_advice() -> Vec<String> {
 fn the_advice_test_covers_every_row_that_advises_a_change() {
     let covered: Vec<&str> = advice().iter().map(|a| a.reason).collect();
     // Applied by the AgentControlPlane, AgentAssistant and AgentCron parts
-    // of the test.
+    // of the test; ControlPlaneNotAllowed by cluster_planes.rs (the label
+    // of docs/PLATFORM-PLANES.md lets the refused namespace in).
     let plane_reasons = [
+        "ControlPlaneNotAllowed",
         "WorkspaceRequired",
         "DeploymentNotEnabled",
         "GraphNotFound",

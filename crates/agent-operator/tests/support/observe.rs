@@ -66,6 +66,18 @@ impl EmulatorProcess {
         .await;
     }
 
+    /// `POST /_emulator/api-keys/revoke`: `key` is answered 401 from now on
+    /// (a key deleted in the LangSmith settings).
+    pub async fn revoke_api_key(&self, key: &str) {
+        self.admin_send(
+            admin_http()
+                .post(self.admin_url("api-keys/revoke"))
+                .json(&serde_json::json!({"key": key})),
+            "api-keys/revoke",
+        )
+        .await;
+    }
+
     /// `PUT /_emulator/scenarios` with a JSON array of rules, e.g.
     /// `{"field": "repo_ref", "equals": "broken", "outcome": "BUILD_FAILED"}`.
     pub async fn set_scenarios(&self, rules: Value) {

@@ -47,8 +47,10 @@ pub struct ExportArgs {
     /// AgentDeployments of every namespace.
     #[arg(long, short = 'n', default_value = "default")]
     namespace: String,
-    /// Name of the AgentControlPlane the AgentDeployments use.
-    #[arg(long, default_value = "default")]
+    /// The control plane the AgentDeployments name: `NAME` (the
+    /// namespace's AgentControlPlane) or `cacp/NAME` (a
+    /// ClusterAgentControlPlane, docs/PLATFORM-PLANES.md).
+    #[arg(long, default_value = "default", value_parser = plane_ref)]
     control_plane: String,
     /// `spec.managementPolicy` of the AgentDeployments: `Observe` (the
     /// default: adopted, never changed, drift reported, so that the first
@@ -188,6 +190,47 @@ fn note_left_out(left_out: &[Deployment], managed: &Managed) {
 
 /// One `---` document: comments (the Secret to create, what was left out),
 /// then the AgentDeployment.
+/// `--control-plane` checked: `NAME`, or `KIND/NAME` where `KIND` is
+/// `cacp`, `clusteragentcontrolplane` or `ClusterAgentControlPlane` (also
+/// `acp`, `agentcontrolplane`, `AgentControlPlane`). Errors: another kind,
+/// or an empty name.
+pub fn plane_ref(arg: &str) -> Result<String, String> {
+    let name = match arg.split_once('/') {
+        None => arg,
+        Some((kind, name)) => {
+            let kind = kind.to_ascii_lowercase();
+            if ![
+                "cacp",
+                "clusteragentcontrolplane",
+                "acp",
+                "agentcontrolplane",
+            ]
+            .contains(&kind.as_str())
+            {
+                return Err(format!(
+                    "{arg}: the kind is cacp (ClusterAgentControlPlane) or acp (AgentControlPlane)"
+                ));
+            }
+            name
+        }
+    };
+    if name.is_empty() {
+        return Err(format!("{arg}: no name"));
+    }
+    Ok(arg.to_owned())
+}
+
+/// The `controlPlaneRef` of a checked `--control-plane` ([`plane_ref`]).
+fn plane_ref_json(arg: &str) -> Value {
+    match arg.split_once('/') {
+        Some((kind, name)) if kind.to_ascii_lowercase().starts_with('c') => {
+            json!({"kind": "ClusterAgentControlPlane", "name": name})
+        }
+        Some((_, name)) => json!({"name": name}),
+        None => json!({"name": arg}),
+    }
+}
+
 fn document(d: &Deployment, namespace: &str, control_plane: &str, policy: &str) -> String {
     let (mut manifest, secret, left_out) = agent_deployment(d, namespace, control_plane);
     manifest["spec"]["managementPolicy"] = Value::String(policy.to_owned());
@@ -281,7 +324,7 @@ fn agent_deployment(
         put(&mut revision, "imageUri", s(&rc.image_uri));
     }
     let mut spec = json!({
-        "controlPlaneRef": {"name": control_plane},
+        "controlPlaneRef": plane_ref_json(control_plane),
         "deploymentId": d.id,
         "source": source,
         "sourceConfig": config,
@@ -383,5 +426,27 @@ mod tests {
         );
         assert_eq!(m["spec"]["secretReferences"][0]["secretName"], "s");
         assert_eq!(m["spec"]["controlPlaneRef"]["name"], "edge");
+    }
+
+    #[test]
+    fn a_cluster_plane_is_named_by_kind() {
+        assert_eq!(
+            plane_ref_json(&plane_ref("cacp/langsmith").unwrap()),
+            json!({"kind": "ClusterAgentControlPlane", "name": "langsmith"})
+        );
+        assert_eq!(
+            plane_ref_json(&plane_ref("ClusterAgentControlPlane/x").unwrap()),
+            json!({"kind": "ClusterAgentControlPlane", "name": "x"})
+        );
+        assert_eq!(
+            plane_ref_json(&plane_ref("acp/edge").unwrap()),
+            json!({"name": "edge"})
+        );
+        assert_eq!(
+            plane_ref_json(&plane_ref("edge").unwrap()),
+            json!({"name": "edge"})
+        );
+        assert!(plane_ref("secret/x").unwrap_err().contains("cacp"));
+        assert!(plane_ref("cacp/").is_err());
     }
 }

@@ -33,8 +33,9 @@ pub struct UnmanagedArgs {
     /// kubeconfig may not list the AgentDeployments of every namespace.
     #[arg(long, short = 'n', default_value = "default")]
     namespace: String,
-    /// Name of the AgentControlPlane the printed export commands name.
-    #[arg(long, default_value = "default")]
+    /// The control plane the printed export commands name: `NAME` (an
+    /// AgentControlPlane) or `cacp/NAME` (a ClusterAgentControlPlane).
+    #[arg(long, default_value = "default", value_parser = super::export::plane_ref)]
     control_plane: String,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Output::Table)]

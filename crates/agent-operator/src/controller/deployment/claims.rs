@@ -123,12 +123,25 @@ fn plane_of(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     spec: &AgentDeploymentSpec,
 ) -> Option<PlaneId> {
-    let ns = meta.namespace.as_deref()?;
-    plane_id(
-        planes
-            .cached_plane(ns, &spec.control_plane_ref.name)?
-            .as_ref(),
-    )
+    cached_plane_id(planes, meta.namespace.as_deref()?, &spec.control_plane_ref)
+}
+
+/// The identity of the plane `plane` names for an object of `namespace`, as
+/// the watch stores hold its object (an AgentControlPlane, or a
+/// ClusterAgentControlPlane); `None` when no store has it.
+pub fn cached_plane_id(
+    planes: &ClientCache,
+    namespace: &str,
+    plane: &crate::api::control_plane::ControlPlaneRef,
+) -> Option<PlaneId> {
+    if plane.is_cluster() {
+        let p = planes.cached_cluster_plane(&plane.name)?;
+        return Some(PlaneId::new(
+            &p.spec.plane.base_url()?,
+            &p.spec.plane.workspace_id,
+        ));
+    }
+    plane_id(planes.cached_plane(namespace, &plane.name)?.as_ref())
 }
 
 /// The claim of an object (metadata, spec, the id its status holds, whether
@@ -188,15 +201,32 @@ pub async fn fresh(ctx: &Context, key: &str) -> Result<Option<(AgentDeployment, 
     let Some(obj) = api.get_opt(name).await.map_err(Error::Kube)? else {
         return Ok(None);
     };
-    let planes: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), ns);
-    let plane = planes
-        .get_opt(&obj.spec.control_plane_ref.name)
-        .await
-        .map_err(Error::Kube)?
-        .as_ref()
-        .and_then(plane_id);
+    let plane = fresh_plane_id(ctx, ns, &obj.spec.control_plane_ref).await?;
     let claim = claim_of(&obj, plane);
     Ok(Some((obj, claim)))
+}
+
+/// The identity of the plane `plane` names for an object of `namespace`,
+/// its object read fresh from the API server; `None` when it does not
+/// exist. Errors: the Kubernetes API error.
+async fn fresh_plane_id(
+    ctx: &Context,
+    namespace: &str,
+    plane: &crate::api::control_plane::ControlPlaneRef,
+) -> Result<Option<PlaneId>, Error> {
+    if plane.is_cluster() {
+        let api: Api<crate::api::ClusterAgentControlPlane> = Api::all(ctx.client.clone());
+        let found = api.get_opt(&plane.name).await.map_err(Error::Kube)?;
+        return Ok(found.and_then(|p| {
+            Some(PlaneId::new(
+                &p.spec.plane.base_url()?,
+                &p.spec.plane.workspace_id,
+            ))
+        }));
+    }
+    let api: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), namespace);
+    let found = api.get_opt(&plane.name).await.map_err(Error::Kube)?;
+    Ok(found.as_ref().and_then(plane_id))
 }
 
 /// Gives the remote deployment `id` to `to` (read fresh): its id

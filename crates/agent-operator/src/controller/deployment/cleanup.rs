@@ -150,11 +150,12 @@ async fn hand_over(
 /// its namespace); `None` when neither is known.
 fn plane_id_of(obj: &AgentDeployment, ctx: &Context) -> Option<crate::plan::claims::PlaneId> {
     let ns = obj.namespace()?;
-    let name = &obj.spec.control_plane_ref.name;
-    if let Some(plane) = ctx.planes.cached_plane(&ns, name) {
-        return super::claims::plane_id(&plane);
+    let plane = &obj.spec.control_plane_ref;
+    if let Some(id) = super::claims::cached_plane_id(&ctx.planes, &ns, plane) {
+        return Some(id);
     }
-    let cp = ctx.planes.retained(&ns, name)?;
+    let origin = origin_of(ctx, &ns, plane);
+    let cp = ctx.planes.retained(&origin.key.0, &origin.key.1)?;
     Some(crate::plan::claims::PlaneId::new(
         cp.base_url(),
         cp.workspace_id(),
@@ -310,9 +311,10 @@ async fn plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient>
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let name = &obj.spec.control_plane_ref.name;
-    let retained = ctx.planes.retained(&ns, name);
-    match ctx.plane_client(&ns, name).await? {
+    let plane_ref = &obj.spec.control_plane_ref;
+    let origin = origin_of(ctx, &ns, plane_ref);
+    let retained = ctx.planes.retained(&origin.key.0, &origin.key.1);
+    match ctx.plane_client_for(&ns, plane_ref).await? {
         Ok(cp) => Ok(cp),
         Err(why) => match retained {
             Some(cp) => {
@@ -335,12 +337,27 @@ async fn plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient>
             }
             None => {
                 let fix = format!(
-                    "re-create what is missing (the AgentControlPlane {ns}/{name} and its API key Secret) so that the deletion can finish"
+                    "re-create what is missing (the {} and its API key Secret in namespace {}) so that the deletion can finish",
+                    origin.shown, origin.secret_namespace
                 );
                 Err(blocked(obj, ctx, &why.message, &fix))
             }
         },
     }
+}
+
+/// The plane `plane` names for an object of `namespace`
+/// ([`crate::controller::planes::Origin`]).
+fn origin_of(
+    ctx: &Context,
+    namespace: &str,
+    plane: &crate::api::control_plane::ControlPlaneRef,
+) -> crate::controller::planes::Origin {
+    crate::controller::planes::Origin::of_ref(
+        namespace,
+        plane,
+        &ctx.planes.cluster_resource_namespace(),
+    )
 }
 
 /// True when the namespace `ns` is being deleted (`deletionTimestamp`);

@@ -32,6 +32,7 @@ pub mod observe;
 mod obtain;
 pub mod pass;
 pub mod plane;
+mod plane_watch;
 pub mod previews;
 pub mod promotion;
 pub mod report;

@@ -25,7 +25,7 @@ pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<Control
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
     match ctx
-        .plane_client(&ns, &obj.spec.control_plane_ref.name)
+        .plane_client_for(&ns, &obj.spec.control_plane_ref)
         .await?
     {
         Ok(cp) => Ok(cp),

@@ -20,11 +20,35 @@ use crate::plan::expiry::{self, Preview};
 use crate::plan::status::Outcome;
 use crate::plan::verdict::EventType;
 
-/// What the cap sees of `d`.
+/// `spec.previews.maxLive` of the plane `plane` names for an object of
+/// `namespace` (read from the API server: the count decides a create).
+/// Errors: the Kubernetes API's.
+async fn max_live(
+    ctx: &Context,
+    namespace: &str,
+    plane: &crate::api::control_plane::ControlPlaneRef,
+) -> Result<Option<u32>, Error> {
+    let previews = if plane.is_cluster() {
+        let api: Api<crate::api::ClusterAgentControlPlane> = Api::all(ctx.client.clone());
+        let found = api.get_opt(&plane.name).await.map_err(Error::Kube)?;
+        found.and_then(|p| p.spec.plane.previews)
+    } else {
+        let api: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), namespace);
+        let found = api.get_opt(&plane.name).await.map_err(Error::Kube)?;
+        found.and_then(|p| p.spec.previews)
+    };
+    Ok(previews.and_then(|p| p.max_live))
+}
+
+/// What the cap sees of `d` (named `namespace/name`).
 fn preview(d: &AgentDeployment) -> Preview<'_> {
     let status = d.status.as_ref();
     Preview {
-        name: d.metadata.name.as_deref().unwrap_or_default(),
+        name: format!(
+            "{}/{}",
+            d.metadata.namespace.as_deref().unwrap_or_default(),
+            d.metadata.name.as_deref().unwrap_or_default()
+        ),
         plane: &d.spec.control_plane_ref.name,
         has_expiry: d.spec.expiry.is_some(),
         holds_remote: status.is_some_and(|s| s.deployment_id.is_some())
@@ -52,30 +76,34 @@ pub async fn admit<'c>(
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let plane = &obj.spec.control_plane_ref.name;
-    let planes: Api<AgentControlPlane> = Api::namespaced(ctx.client.clone(), &ns);
-    let max_live = planes
-        .get_opt(plane)
-        .await
-        .map_err(Error::Kube)?
-        .and_then(|p| p.spec.previews)
-        .and_then(|p| p.max_live);
+    let plane_ref = &obj.spec.control_plane_ref;
+    let plane = &plane_ref.name;
+    let max_live = max_live(ctx, &ns, plane_ref).await?;
     if max_live.is_none() {
         return Ok(None);
     }
     let guard = ctx.previews.lock().await;
-    let all: Api<AgentDeployment> = Api::namespaced(ctx.client.clone(), &ns);
+    // A cluster plane's cap counts the previews of every namespace on it.
+    let all: Api<AgentDeployment> = if plane_ref.is_cluster() {
+        Api::all(ctx.client.clone())
+    } else {
+        Api::namespaced(ctx.client.clone(), &ns)
+    };
     let listed = all
         .list(&ListParams::default())
         .await
         .map_err(Error::Kube)?;
-    let me = obj.name_any();
-    let Some(live) = expiry::over_cap(max_live, plane, &me, listed.items.iter().map(preview))
-    else {
+    let me = format!("{ns}/{}", obj.name_any());
+    let on_plane = listed
+        .items
+        .iter()
+        .filter(|d| d.spec.control_plane_ref.kind == plane_ref.kind);
+    let Some(live) = expiry::over_cap(max_live, plane, &me, on_plane.map(preview)) else {
         return Ok(Some(guard));
     };
     let message = format!(
-        "{live} previews of AgentControlPlane {plane} are live, its spec.previews.maxLive is {}: waiting, with no request, until one expires or is deleted",
+        "{live} previews of {} are live, its spec.previews.maxLive is {}: waiting, with no request, until one expires or is deleted",
+        plane_ref.shown(&ns),
         max_live.unwrap_or_default()
     );
     let repeated = already_reported(obj, reason::PREVIEW_LIMIT_REACHED, &message);

@@ -147,9 +147,10 @@ pub fn apply_error_outcome(obj: &AgentDeployment, operation: &str, e: &CpError) 
     Outcome::Stalled {
         reason: reason::CONTROL_PLANE_NOT_READY,
         message: format!(
-            "AgentControlPlane {}/{} is not ready: Unauthorized: {operation}: {e}",
-            obj.namespace().unwrap_or_default(),
-            obj.spec.control_plane_ref.name
+            "{} is not ready: Unauthorized: {operation}: {e}",
+            obj.spec
+                .control_plane_ref
+                .shown(&obj.namespace().unwrap_or_default())
         ),
     }
 }

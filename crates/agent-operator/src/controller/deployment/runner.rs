@@ -19,6 +19,7 @@ use tokio::sync::Semaphore;
 use tracing::debug;
 
 use super::cached::{CachedDeployment, cached_event, full};
+use super::plane_watch::{is_blocked, plane_trigger_hash, plane_wave_hash};
 use super::{error_policy, reconcile};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
@@ -124,9 +125,14 @@ fn drift_samples(store: &Store<CachedDeployment>) -> Vec<crate::metrics::DriftSa
         if o.spec.management_policy != ManagementPolicy::Observe {
             continue;
         }
+        let plane_ref = &o.spec.control_plane_ref;
         let plane = crate::controlplane::PlaneLabel {
-            namespace: o.namespace().unwrap_or_default(),
-            name: o.spec.control_plane_ref.name.clone(),
+            namespace: if plane_ref.is_cluster() {
+                String::new()
+            } else {
+                o.namespace().unwrap_or_default()
+            },
+            name: plane_ref.name.clone(),
         };
         let drifted = o.condition_status(DRIFTED).is_some_and(|s| s == TRUE);
         *by_plane.entry(plane).or_insert(0) += i64::from(drifted);
@@ -177,8 +183,13 @@ async fn observed_reconcile(
     wake: mpsc::UnboundedSender<ObjectRef<CachedDeployment>>,
 ) -> Result<Action, Error> {
     use std::sync::atomic::Ordering;
-    let ns = cached.namespace().unwrap_or_default();
-    let plane = cached.spec.control_plane_ref.name.clone();
+    // The plane's key: (namespace, name), ("", name) for a cluster plane.
+    let (ns, plane) = crate::controller::planes::Origin::of_ref(
+        &cached.namespace().unwrap_or_default(),
+        &cached.spec.control_plane_ref,
+        "",
+    )
+    .key;
     let gate = ctx.planes.gate(&ns, &plane);
     let key = crate::controller::object_key(cached.as_ref());
     let deferral = || {
@@ -255,6 +266,7 @@ where
     let controller = Controller::for_stream(trigger, store.clone()).reconcile_on(woken);
     let deployment_store = store.clone();
     let secret_store = store.clone();
+    let cluster_store = store.clone();
     let plane_store_for_secrets = plane_store.clone();
     let controller = controller
         .watches_stream(secret_trigger, move |secret: PartialObjectMeta<Secret>| {
@@ -267,6 +279,8 @@ where
         .watches_stream(promotion_changes, move |source: AgentDeployment| {
             super::promotion::targets_of(&promotion_store, &source)
         });
+    let controller =
+        super::plane_watch::cluster_watches(controller, &ctx, namespace, cluster_store);
     // Unbounded here (0): the permits of [`observed_reconcile`] bound the
     // passes that run, while passes waiting for their plane's turn must not
     // take the controller's slots from other planes.
@@ -447,63 +461,6 @@ pub fn deployment_trigger_hash(obj: &AgentDeployment) -> Option<u64> {
     Some(h.finish())
 }
 
-/// Hash of what in an AgentControlPlane changes the decision of every one
-/// of its AgentDeployments: its generation (the spec) and its `Stalled`
-/// status. A `Ready` flip is not in it: a probe that fails for a while and
-/// recovers would otherwise send a wave of drift checks, the second exactly
-/// when the service recovers.
-pub fn plane_wave_hash(obj: &AgentControlPlane) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    obj.metadata.generation.hash(&mut h);
-    let conditions = obj
-        .status
-        .as_ref()
-        .map(|s| s.conditions.as_slice())
-        .unwrap_or_default();
-    find(conditions, crate::plan::status::STALLED)
-        .map(|c| c.status.as_str())
-        .hash(&mut h);
-    h.finish()
-}
-
-/// Hash of what in an AgentControlPlane may unblock or change its
-/// AgentDeployments: its generation (the spec) and its `Ready` and `Stalled`
-/// condition statuses (not their messages or times). Which of its
-/// AgentDeployments a change triggers is [`referencing_plane`]'s choice.
-pub fn plane_trigger_hash(obj: &AgentControlPlane) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    plane_wave_hash(obj).hash(&mut h);
-    obj.status
-        .as_ref()
-        .and_then(|s| find(&s.conditions, READY))
-        .map(|c| {
-            (
-                c.status.as_str(),
-                // A probe of a new generation that stays Ready still
-                // releases the AgentDeployments waiting for that check.
-                c.observed_generation == obj.metadata.generation,
-            )
-        })
-        .hash(&mut h);
-    Some(h.finish())
-}
-
-/// True when `d` waits for its AgentControlPlane or a Secret (its `Ready`
-/// condition says `ControlPlaneNotReady` or `SecretNotFound`): such an
-/// object is retried when its plane or a Secret of the plane changes, while
-/// steady ones are not.
-fn is_blocked(d: &CachedDeployment) -> bool {
-    use crate::api::conditions::reason;
-    find(&d.conditions(), READY).is_some_and(|c| {
-        c.reason == reason::CONTROL_PLANE_NOT_READY
-            || c.reason == reason::CONTROL_PLANE_NOT_CHECKED
-            || c.reason == reason::SECRET_NOT_FOUND
-            || c.reason == reason::DELETION_BLOCKED
-    })
-}
-
 /// AgentDeployments that reference `secret` in `spec.secrets` or
 /// `spec.verify`, and the blocked ones ([`is_blocked`]) whose
 /// AgentControlPlane's credential it holds. A new API key rebuilds the
@@ -530,7 +487,8 @@ fn referencing_secret(
         .filter(|d| d.namespace() == ns)
         .filter(|d| {
             let direct = d.secret_refs().iter().any(|r| r.name == name);
-            let of_plane = key_of.contains(&d.spec.control_plane_ref.name);
+            let of_plane = !d.spec.control_plane_ref.is_cluster()
+                && key_of.contains(&d.spec.control_plane_ref.name);
             (direct && (!first_sight || is_blocked(d))) || (of_plane && is_blocked(d))
         })
         .map(|d| ObjectRef::from_obj(d.as_ref()))
@@ -550,7 +508,11 @@ fn referencing_plane(
     deployments
         .state()
         .iter()
-        .filter(|d| d.namespace() == ns && d.spec.control_plane_ref.name == name)
+        .filter(|d| {
+            d.namespace() == ns
+                && !d.spec.control_plane_ref.is_cluster()
+                && d.spec.control_plane_ref.name == name
+        })
         .filter(|d| wave || is_blocked(d))
         .map(|d| ObjectRef::from_obj(d.as_ref()))
         .collect()

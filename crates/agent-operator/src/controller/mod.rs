@@ -491,7 +491,7 @@ impl Context {
     /// ([`planes::ClientCache::client_for_cluster`]).
     ///
     /// Returns `Ok(Err(Blocked))` as [`Context::plane_client`] does, and
-    /// with [`reason::CONTROL_PLANE_NOT_ALLOWED`] when the namespace may
+    /// with [`crate::api::conditions::reason::CONTROL_PLANE_NOT_ALLOWED`] when the namespace may
     /// not use the cluster plane (nothing is sent). Errors: Kubernetes API
     /// failures.
     pub async fn plane_client_for(
@@ -516,7 +516,7 @@ impl Context {
     }
 
     /// Why an object of `namespace` may not use the ClusterAgentControlPlane
-    /// `name` ([`reason::CONTROL_PLANE_NOT_ALLOWED`], naming the plane and
+    /// `name` ([`crate::api::conditions::reason::CONTROL_PLANE_NOT_ALLOWED`], naming the plane and
     /// how to allow the namespace); `None`: it may (or the plane does not
     /// exist, which its client reports). Read from the watch stores, else
     /// from the API server. Errors: Kubernetes API failures.

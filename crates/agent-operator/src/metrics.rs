@@ -76,22 +76,17 @@ pub const OUTCOME_ERROR: &str = "error";
 /// Every `outcome` of `agent_operator_reconciles_total`.
 pub const OUTCOMES: [&str; 3] = [OUTCOME_SUCCESS, OUTCOME_BLOCKED, OUTCOME_ERROR];
 
-/// Every `kind` label value: the kinds the operator reconciles.
-/// (Written out, not taken from the controllers, which use this module: a
-/// unit test checks them against the controllers' names.)
-pub const KINDS: [&str; 3] = ["AgentDeployment", "AgentControlPlane", "AgentListener"];
+/// Every `kind` label value: the kinds the operator reconciles, from the
+/// registry [`crate::api::kinds::KINDS`].
+pub const KINDS: [&str; crate::api::kinds::KINDS.len()] = crate::api::kinds::NAMES;
 
 /// Every value of [`crate::controller::Error::reason`] (the `reason` of
-/// `agent_operator_reconcile_errors_total`); a unit test keeps it complete.
-pub const ERROR_REASONS: [&str; 7] = [
-    "KubeError",
-    "ControlPlaneError",
-    "FinalizerError",
-    "DeletionPending",
-    "DeletionBlocked",
-    "InUse",
-    "InvalidObject",
-];
+/// `agent_operator_reconcile_errors_total`): one per variant of the error,
+/// from its exhaustive `match`.
+pub fn error_reasons() -> impl Iterator<Item = &'static str> {
+    use strum::IntoEnumIterator;
+    crate::controller::ErrorKind::iter().map(crate::controller::ErrorKind::reason)
+}
 
 /// Every `outcome` of `agent_operator_verifications_total`: `Verified` and
 /// the failure reasons of `spec.verify`.
@@ -672,7 +667,7 @@ impl Metrics {
             for outcome in OUTCOMES {
                 let _ = reconciles.get_or_create(&OutcomeLabels { kind, outcome });
             }
-            for reason in ERROR_REASONS {
+            for reason in error_reasons() {
                 let _ = reconcile_errors.get_or_create(&ErrorLabels { kind, reason });
             }
         }
@@ -850,14 +845,20 @@ mod tests {
 
     #[test]
     fn the_kinds_are_the_controllers() {
-        assert_eq!(
-            KINDS,
-            [
-                crate::controller::deployment::runner::DEPLOYMENT_KIND,
-                crate::controller::control_plane::KIND,
-                crate::controller::listener::KIND,
-            ]
-        );
+        // The kind names the controllers count their passes under
+        // (AgentAssistant and AgentCron name theirs in `run_in_scope`).
+        let mut controllers = [
+            crate::controller::cluster_control_plane::KIND,
+            crate::controller::control_plane::KIND,
+            crate::controller::listener::KIND,
+            crate::controller::deployment::runner::DEPLOYMENT_KIND,
+            "AgentAssistant",
+            "AgentCron",
+        ];
+        let mut kinds = KINDS;
+        controllers.sort_unstable();
+        kinds.sort_unstable();
+        assert_eq!(kinds, controllers);
     }
 
     #[test]
@@ -1052,7 +1053,7 @@ mod tests {
                     r#"agent_operator_reconciles_total{{kind="{kind}",outcome="{outcome}"}}"#
                 ));
             }
-            for reason in ERROR_REASONS {
+            for reason in error_reasons() {
                 zero(format!(
                     r#"agent_operator_reconcile_errors_total{{kind="{kind}",reason="{reason}"}}"#
                 ));
@@ -1126,21 +1127,28 @@ mod tests {
 
     #[test]
     fn error_reasons_cover_every_error() {
-        use crate::controller::Error;
-        let errors = [
-            Error::Kube(kube::Error::LinesCodecMaxLineLengthExceeded),
-            Error::ControlPlane {
-                operation: "get deployment",
-                source: crate::controlplane::Error::InvalidEndpoint("x".into()),
-            },
-            Error::Finalizer(Box::new(kube::runtime::finalizer::Error::UnnamedObject)),
-            Error::DeletionPending(String::new()),
-            Error::DeletionBlocked(String::new()),
-            Error::InUse(String::new()),
-            Error::MissingObjectKey("name"),
-        ];
-        let reasons: Vec<_> = errors.iter().map(Error::reason).collect();
-        assert_eq!(reasons, ERROR_REASONS);
+        let reasons: Vec<&str> = error_reasons().collect();
+        assert_eq!(
+            reasons,
+            [
+                "KubeError",
+                "ControlPlaneError",
+                "FinalizerError",
+                "DeletionPending",
+                "DeletionBlocked",
+                "InUse",
+                "InvalidObject",
+                "RegistryUnavailable",
+            ]
+        );
+        // Each reason once: a dashboard sums over them.
+        let unique: std::collections::BTreeSet<&str> = reasons.iter().copied().collect();
+        assert_eq!(unique.len(), reasons.len());
+        let text = Metrics::new().encode().unwrap();
+        assert!(
+            text.contains(r#"reason="RegistryUnavailable""#),
+            "pre-registered"
+        );
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@ pub mod conditions;
 pub mod control_plane;
 pub mod cron;
 pub mod deployment;
+pub mod kinds;
 pub mod listener;
 pub mod preflight;
 pub mod reference;
@@ -25,7 +26,6 @@ pub use deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeploymentStatus
 pub use listener::{AgentListener, AgentListenerSpec, AgentListenerStatus};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 
 /// API group of every kind of this operator.
 pub const GROUP: &str = "agentserver.dev";
@@ -33,22 +33,16 @@ pub const GROUP: &str = "agentserver.dev";
 /// Field manager used for every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "agent-operator";
 
-/// Every CustomResourceDefinition of this operator, in install order.
+/// Every CustomResourceDefinition of this operator, in install order: one
+/// per row of the registry [`kinds::KINDS`].
 ///
 /// Each one defaults `status` to `{observedGeneration: 0}` (see
 /// [`with_unobserved_status`]).
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![
-        ClusterAgentControlPlane::crd(),
-        AgentControlPlane::crd(),
-        AgentListener::crd(),
-        AgentDeployment::crd(),
-        AgentAssistant::crd(),
-        AgentCron::crd(),
-    ]
-    .into_iter()
-    .map(with_unobserved_status)
-    .collect()
+    kinds::KINDS
+        .iter()
+        .map(|k| with_unobserved_status((k.crd)()))
+        .collect()
 }
 
 /// `crd` with `status` defaulted to `{"observedGeneration": 0}`: the API
@@ -112,6 +106,7 @@ pub struct SecretKeyRef {
 #[cfg(test)]
 mod explain_tests {
     use super::*;
+    use kube::CustomResourceExt;
 
     /// The parts of a description that are source code or repository
     /// layout rather than text for people: Rust paths (`crate::`, `a::b`),

@@ -284,7 +284,7 @@ impl Context {
         self.seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(memory_key(key))
+            .insert(memory_key(key));
     }
 
     /// Records that a mutation of `key` started revision `rid` just now.
@@ -682,7 +682,11 @@ pub fn backoff_delay(attempt: u32, max: Duration) -> Duration {
 ///
 /// Errors of the input (missing Secret, invalid spec) are not here: they are
 /// written to status and the pass returns normally.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, thiserror::Error, strum::EnumDiscriminants)]
+#[strum_discriminants(name(ErrorKind), derive(strum::EnumIter))]
+#[strum_discriminants(
+    doc = "The variant of an [`Error`], without its data: every one is listed by `ErrorKind::iter()` (strum), so the metric label sets of [`ErrorKind::reason`] cannot miss one."
+)]
 pub enum Error {
     /// A Kubernetes API call failed.
     #[error("kubernetes API: {0}")]
@@ -720,19 +724,27 @@ pub enum Error {
     Registry(#[source] crate::registry::Error),
 }
 
-impl Error {
+impl ErrorKind {
     /// A fixed, bounded reason for events and metric labels.
-    pub fn reason(&self) -> &'static str {
+    pub const fn reason(self) -> &'static str {
         match self {
-            Error::Kube(_) => "KubeError",
-            Error::ControlPlane { .. } => "ControlPlaneError",
-            Error::Finalizer(_) => "FinalizerError",
-            Error::DeletionPending(_) => "DeletionPending",
-            Error::DeletionBlocked(_) => "DeletionBlocked",
-            Error::InUse(_) => "InUse",
-            Error::MissingObjectKey(_) => "InvalidObject",
-            Error::Registry(_) => "RegistryUnavailable",
+            ErrorKind::Kube => "KubeError",
+            ErrorKind::ControlPlane => "ControlPlaneError",
+            ErrorKind::Finalizer => "FinalizerError",
+            ErrorKind::DeletionPending => "DeletionPending",
+            ErrorKind::DeletionBlocked => "DeletionBlocked",
+            ErrorKind::InUse => "InUse",
+            ErrorKind::MissingObjectKey => "InvalidObject",
+            ErrorKind::Registry => "RegistryUnavailable",
         }
+    }
+}
+
+impl Error {
+    /// A fixed, bounded reason for events and metric labels
+    /// ([`ErrorKind::reason`]).
+    pub fn reason(&self) -> &'static str {
+        ErrorKind::from(self).reason()
     }
 
     /// The delay the control plane asked for, if any.

@@ -325,6 +325,7 @@ fn start_as_rendered(env: &TestEnv, test: &str, docs: &[Value]) -> OperatorProce
             env: vec![("POD_NAME", "agent-operator-0")],
             service_account: Some((namespace, service_account)),
             token: None,
+            binary: None,
         },
     )
 }

@@ -103,4 +103,5 @@ mod status_churn;
 mod supported_versions;
 mod tenants;
 mod troubleshooting_advice;
+mod upgrade_recorded;
 mod upgrades;

@@ -238,6 +238,10 @@ pub struct OperatorOptions<'a> {
     /// `service_account`: see [`token_kubeconfig`]. `service_account` then
     /// only sets `POD_NAMESPACE`.
     pub token: Option<&'a str>,
+    /// Another `agent-operator` binary to run instead of this tree's (the
+    /// previous release's, to record a fixture from it); `None`: this
+    /// tree's.
+    pub binary: Option<&'a Path>,
 }
 
 /// Writes a copy of `kubeconfig` whose every user authenticates with the
@@ -323,7 +327,11 @@ impl OperatorProcess {
         };
         let log = log_file(options.log_name, "operator");
         leaks::register_log(&log_path(options.log_name, "operator"));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_agent-operator"));
+        let mut command = Command::new(
+            options
+                .binary
+                .unwrap_or(Path::new(env!("CARGO_BIN_EXE_agent-operator"))),
+        );
         command.arg("run");
         for ns in &options.namespaces {
             command.args(["--namespace", ns]);

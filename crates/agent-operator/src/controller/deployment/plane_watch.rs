@@ -161,7 +161,8 @@ pub fn plane_wave_hash(obj: &AgentControlPlane) -> u64 {
 /// Hash of what in an AgentControlPlane may unblock or change its
 /// AgentDeployments: its generation (the spec) and its `Ready` and `Stalled`
 /// condition statuses (not their messages or times). Which of its
-/// AgentDeployments a change triggers is [`referencing_plane`](super::runner::referencing_plane)'s choice.
+/// AgentDeployments a change triggers is the choice of `referencing_plane`
+/// in [`super::runner`].
 pub fn plane_trigger_hash(obj: &AgentControlPlane) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();

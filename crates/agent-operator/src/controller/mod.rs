@@ -102,7 +102,7 @@ pub struct Context {
     /// when the object is deleted ([`Context::forget`]).
     pub objects: std::sync::Mutex<std::collections::HashMap<u64, ObjectMemory>>,
     /// The objects ([`memory_key`]) that had a pass since the operator
-    /// started (the cold start: [`Context::first_pass`]). Apart from
+    /// started (the cold start: [`Context::is_first_pass`]). Apart from
     /// [`Self::objects`] so that an object at rest costs 8 bytes here, not
     /// a whole [`ObjectMemory`].
     pub seen: std::sync::Mutex<std::collections::HashSet<u64>>,
@@ -162,6 +162,18 @@ pub const SECRETS_PATCH_INTERVAL: std::time::Duration = std::time::Duration::fro
 /// learned about how long revisions take; the others wait for what the
 /// scouts learn instead of each polling early.
 pub const SCOUTS: usize = 4;
+
+/// When a pass polls the revision it follows ([`Context::poll_wait`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PollDue {
+    /// Poll now.
+    Now,
+    /// Poll now, as one of the plane's [`SCOUTS`] while nothing is learned
+    /// of it: the pass's report remembers it ([`Context::scout`]).
+    Scout,
+    /// Wait this long, with no request.
+    In(Duration),
+}
 
 /// What the operator remembers of one object between its passes (every
 /// kind: the error backoff; AgentDeployment: the rest). Lost on restart
@@ -278,9 +290,19 @@ impl Context {
         (!wait.is_zero()).then_some(wait)
     }
 
-    /// True the first time it is called for `key` since the operator started
-    /// (or since it was forgotten).
-    pub fn first_pass(&self, key: &str) -> bool {
+    /// True while `key` had no pass since the operator started (or since
+    /// it was forgotten): the cold start of its pass. Reads only; the pass
+    /// remembers it ([`Context::passed`]) once its writes are done.
+    pub fn is_first_pass(&self, key: &str) -> bool {
+        !self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&memory_key(key))
+    }
+
+    /// Remembers that `key` had a pass ([`Context::is_first_pass`]).
+    pub fn passed(&self, key: &str) {
         self.seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -293,8 +315,9 @@ impl Context {
         self.with_object(key, |m| m.revision_started = Some(started));
     }
 
-    /// How long `key` should wait, without any request, before polling
-    /// revision `rid` of control plane `plane`; `None`: poll now.
+    /// When `key` polls revision `rid` of control plane `plane`: now, now
+    /// as a scout, or after a wait without any request. Reads only: a
+    /// scout is remembered by the pass's report ([`Context::scout`]).
     ///
     /// Only for a revision this operator started (its start time is known):
     /// when revisions of the plane have a learned duration, the poll waits
@@ -303,11 +326,13 @@ impl Context {
     /// nothing is learned yet, up to [`SCOUTS`]
     /// objects poll and the others check again after `poll_interval`
     /// (a wake-up with no request) until the scouts have learned it.
-    pub fn poll_wait(&self, key: &str, plane: &str, rid: &str) -> Option<Duration> {
-        let since = self.recall(key, |m| match &m.revision_started {
+    pub fn poll_wait(&self, key: &str, plane: &str, rid: &str) -> PollDue {
+        let Some(since) = self.recall(key, |m| match &m.revision_started {
             Some((r, at)) if r == rid => Some(at.elapsed()),
             _ => None,
-        })?;
+        }) else {
+            return PollDue::Now;
+        };
         if let Some(expected) = self.expected_seconds(plane) {
             // Never longer than the longest poll interval after the start:
             // a revision in progress is read at least that often.
@@ -317,16 +342,30 @@ impl Context {
                 .saturating_sub(since)
                 .as_secs_f64();
             let left = (expected - since.as_secs_f64()).min(cap);
-            return (left > 0.5).then(|| Duration::from_secs_f64(left));
+            return if left > 0.5 {
+                PollDue::In(Duration::from_secs_f64(left))
+            } else {
+                PollDue::Now
+            };
         }
+        let id = memory_key(key);
+        let planes = self.plane_memory.lock().unwrap_or_else(|p| p.into_inner());
+        let scouts = planes.get(plane).map(|p| &p.scouts);
+        if scouts.is_none_or(|s| s.contains(&id) || s.len() < SCOUTS) {
+            PollDue::Scout
+        } else {
+            PollDue::In(self.config.poll_interval)
+        }
+    }
+
+    /// Remembers `key` among the scouts of `plane` ([`PollDue::Scout`]),
+    /// while there is room ([`SCOUTS`]).
+    pub fn scout(&self, key: &str, plane: &str) {
         let id = memory_key(key);
         let mut planes = self.plane_memory.lock().unwrap_or_else(|p| p.into_inner());
         let scouts = &mut planes.entry(plane.to_owned()).or_default().scouts;
-        if scouts.contains(&id) || scouts.len() < SCOUTS {
+        if scouts.len() < SCOUTS {
             scouts.insert(id);
-            None
-        } else {
-            Some(self.config.poll_interval)
         }
     }
 
@@ -785,8 +824,9 @@ mod tests {
     async fn the_memory_of_an_object_is_one_entry_until_forgotten() {
         let ctx = context();
         let (agd, acp) = ("AgentDeployment/ns/a", "AgentControlPlane/ns/a");
-        assert!(ctx.first_pass(agd));
-        assert!(!ctx.first_pass(agd));
+        assert!(ctx.is_first_pass(agd));
+        ctx.passed(agd);
+        assert!(!ctx.is_first_pass(agd));
         ctx.backoff(agd);
         ctx.secrets_sent(agd);
         ctx.revision_started(agd, "r1");
@@ -799,12 +839,16 @@ mod tests {
         assert_eq!(entries(&ctx), 2);
         ctx.reset_backoff(acp);
         assert_eq!(entries(&ctx), 1, "an entry that holds nothing goes");
-        assert_eq!(ctx.poll_wait(agd, "plane", "r1"), None, "a scout");
+        assert_eq!(ctx.poll_wait(agd, "plane", "r1"), PollDue::Scout);
+        ctx.scout(agd, "plane");
         ctx.forget(agd);
         assert_eq!(entries(&ctx), 0);
         assert!(ctx.secrets_due_in(agd).is_none());
         assert_eq!(ctx.next_poll(agd, "r1/BUILDING").1, 0);
-        assert!(ctx.first_pass(agd), "a new object of that name starts cold");
+        assert!(
+            ctx.is_first_pass(agd),
+            "a new object of that name starts cold"
+        );
         let planes = ctx.plane_memory.lock().unwrap();
         assert!(planes["plane"].scouts.is_empty(), "no longer a scout");
     }
@@ -822,7 +866,9 @@ mod tests {
             .expect("a revision");
         ctx.learn_revision("plane", &hour);
         ctx.revision_started(agd, "r1");
-        let wait = ctx.poll_wait(agd, "plane", "r1").expect("a wait");
+        let PollDue::In(wait) = ctx.poll_wait(agd, "plane", "r1") else {
+            panic!("a wait");
+        };
         assert!(
             wait <= ctx.config.max_poll_interval,
             "{wait:?} beyond {:?}",

@@ -14,7 +14,7 @@ use super::{deleting, plane_key};
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, ManagementPolicy};
 use crate::controller::report::conditions;
-use crate::controller::{Context, integrations, jittered, object_key, placement};
+use crate::controller::{Context, PollDue, integrations, jittered, object_key, placement};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch, RevisionStatus};
 use crate::plan::decide::{self, After};
@@ -32,8 +32,14 @@ use crate::plan::verdict::{self, UNUSED};
 /// on to read the deployment.
 pub(super) async fn poll_revision(pass: &mut Pass<'_>, rid: &str) -> Flow<Acted> {
     let (ctx, cp) = (pass.ctx, pass.cp);
-    if let Some(wait) = ctx.poll_wait(&pass.seen.key, &plane_key(cp), rid) {
-        return Err(Report::end(Requeue::after(wait)));
+    let plane = plane_key(cp);
+    match ctx.poll_wait(&pass.seen.key, &plane, rid) {
+        PollDue::In(wait) => return Err(Report::end(Requeue::after(wait))),
+        PollDue::Scout => {
+            let key = pass.seen.key.clone();
+            pass.remember.push(move |ctx| ctx.scout(&key, &plane));
+        }
+        PollDue::Now => {}
     }
     let id = pass.previous.deployment_id.clone().unwrap_or_default();
     match cp.get_revision(&id, rid).await {
@@ -302,13 +308,15 @@ fn remote_deleting(pass: &mut Pass<'_>, id: &str) -> Box<Report> {
         reason: reason::REMOTE_DELETED,
         message: format!("remote deployment {id} is being deleted outside the operator"),
     };
-    let wait = pass.ctx.deletes.read(
+    let read = pass.ctx.deletes.read(
         &object_key(pass.obj),
         id,
         true,
         pass.ctx.config.poll_interval,
         pass.ctx.config.max_poll_interval,
     );
+    let wait = read.delay;
+    pass.remember.push(move |ctx| ctx.deletes.record(read));
     pass.finish(&outcome, Ok(Requeue::after(wait)))
 }
 
@@ -486,4 +494,53 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
         ),
     ));
     report
+}
+
+/// `Ok` when the remote deployment of `pass` lives on the control plane its
+/// AgentControlPlane leads to now: the one recorded in
+/// `status.controlPlane` (or none recorded yet), or another one where a
+/// read finds the same deployment (the same service under another URL:
+/// the new plane is recorded by this pass). `Err` ends the pass: `Stalled`
+/// (`ControlPlaneChanged`) when the deployment is not there, with nothing
+/// sent or created (a create there would be a second deployment, and the
+/// first one would run on unmanaged); the error backoff when the read
+/// fails.
+pub(super) async fn same_plane(pass: &mut Pass<'_>) -> Flow<()> {
+    use crate::plan::claims::PlaneId;
+    let Some(recorded) = pass.previous.control_plane.as_ref() else {
+        return Ok(());
+    };
+    let was = PlaneId::new(&recorded.url, &recorded.workspace_id);
+    let now = PlaneId::new(pass.cp.base_url(), pass.cp.workspace_id());
+    if was == now {
+        return Ok(());
+    }
+    let id = pass.previous.deployment_id.clone().unwrap_or_default();
+    match pass.cp.get_deployment(&id).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_transient() => Err(pass.fail("get deployment on the new control plane", e)),
+        Err(_) => {
+            let message = plane_changed_message(&id, &was, &now);
+            let resync = Requeue::after(jittered(pass.ctx.config.resync_interval));
+            Err(pass.finish(
+                &crate::plan::status::Outcome::Stalled {
+                    reason: crate::api::conditions::reason::CONTROL_PLANE_CHANGED,
+                    message,
+                },
+                Ok(resync),
+            ))
+        }
+    }
+}
+
+/// The message of `ControlPlaneChanged`: remote deployment `id` lives on
+/// `was`, the AgentControlPlane leads to `now`. Pure.
+pub fn plane_changed_message(
+    id: &str,
+    was: &crate::plan::claims::PlaneId,
+    now: &crate::plan::claims::PlaneId,
+) -> String {
+    format!(
+        "remote deployment {id} lives on {was} (status.controlPlane), but the AgentControlPlane now leads to {now}, where it does not exist; nothing is sent and no second deployment is created. Point the AgentControlPlane back at {was}, or move the deployment as docs/RENAME-AND-MOVE.md says (a new AgentDeployment on the new plane, this one deleted by its deletionPolicy)"
+    )
 }

@@ -411,13 +411,14 @@ fn still_there(
     remote_status: Option<String>,
 ) -> Box<Report> {
     let is_deleting = deleting::is_deleting(remote_status.as_deref());
-    let wait = ctx.deletes.read(
+    let read = ctx.deletes.read(
         key,
         &id,
         is_deleting,
         ctx.config.poll_interval,
         ctx.config.max_poll_interval,
     );
+    let wait = read.delay;
     debug!(deployment_id = %id, deleting = is_deleting, read_in_s = wait.as_secs_f64(), "remote delete in progress");
     let shown = remote_status.as_deref().unwrap_or("unknown");
     let message = if is_deleting {
@@ -440,5 +441,6 @@ fn still_there(
     let mut report =
         Report::end(Requeue::await_change()).then(Err::<Requeue, _>(Error::DeletionPending(id)));
     report.status = changed(obj, status);
+    report.remember.push(move |ctx| ctx.deletes.record(read));
     report
 }

@@ -76,6 +76,18 @@ struct Watch {
     next: Instant,
 }
 
+/// A read of a remote delete ([`Deletes::read`]), remembered once the
+/// pass's writes are done ([`Deletes::record`]).
+#[derive(Clone, Debug)]
+pub struct Read {
+    /// The object that read.
+    key: String,
+    /// The delay until the next read.
+    pub delay: Duration,
+    /// What the object remembers of the delete after this read.
+    watch: Watch,
+}
+
 /// Per object (the [`crate::controller::object_key`]): the remote delete in
 /// progress, for [`before`] and the requeue of `Error::DeletionPending`.
 /// In memory only (see the module documentation).
@@ -100,35 +112,34 @@ impl Deletes {
         })
     }
 
-    /// Records a read of deployment `id` by `key` that found it deleting
-    /// (`deleting`) or not (then the next pass sends DELETE again), and
-    /// returns the delay until the next read: [`read_delay`] of the reads of
-    /// this deployment so far, jittered ±25 %. A delete that does not take
-    /// is thus sent again on the same backoff, never every poll interval.
-    pub fn read(
-        &self,
-        key: &str,
-        id: &str,
-        deleting: bool,
-        base: Duration,
-        cap: Duration,
-    ) -> Duration {
-        let mut watches = self.lock();
-        let reads = match watches.get(key) {
+    /// What a read of deployment `id` by `key` that found it deleting
+    /// (`deleting`) or not (then the next pass sends DELETE again) makes
+    /// of the memory, with the delay until the next read: [`read_delay`] of
+    /// the reads of this deployment so far, jittered ±25 %. A delete that
+    /// does not take is thus sent again on the same backoff, never every
+    /// poll interval. Reads only: the pass carries the [`Read`] in its
+    /// report, [`Deletes::record`] remembers it once the writes are done.
+    pub fn read(&self, key: &str, id: &str, deleting: bool, base: Duration, cap: Duration) -> Read {
+        let reads = match self.lock().get(key) {
             Some(w) if w.id == id => w.reads.saturating_add(1),
             _ => 0,
         };
         let delay = crate::controller::jittered(read_delay(reads, base, cap));
-        watches.insert(
-            key.to_owned(),
-            Watch {
+        Read {
+            key: key.to_owned(),
+            delay,
+            watch: Watch {
                 id: id.to_owned(),
                 accepted: deleting,
                 reads,
                 next: Instant::now() + delay,
             },
-        );
-        delay
+        }
+    }
+
+    /// Remembers `read` ([`Deletes::read`]).
+    pub fn record(&self, read: Read) {
+        self.lock().insert(read.key, read.watch);
     }
 
     /// Time left before the next read of `key` is due (zero when it is);
@@ -212,20 +223,29 @@ mod tests {
                 "{got:?} is not {want:?} ± 25 %"
             );
         };
-        within(d.read("k", "a", true, base, cap), base);
-        within(d.read("k", "a", true, base, cap), base * 2);
-        within(d.read("k", "a", true, base, cap), base * 4);
+        let read = |id: &str, deleting: bool| {
+            let read = d.read("k", id, deleting, base, cap);
+            let delay = read.delay;
+            d.record(read);
+            delay
+        };
+        let unrecorded = d.read("k", "a", true, base, cap);
+        assert_eq!(d.known("k", "a"), None, "a read alone remembers nothing");
+        within(unrecorded.delay, base);
+        within(read("a", true), base);
+        within(read("a", true), base * 2);
+        within(read("a", true), base * 4);
         let known = d.known("k", "a").unwrap();
         assert!(known.accepted && known.due_in.is_some());
         assert!(matches!(before(known), Step::Wait(_)));
         assert_eq!(d.known("k", "b"), None, "another deployment id");
         // Not deleting any more: DELETE again, still on the backoff.
-        within(d.read("k", "a", false, base, cap), base * 8);
+        within(read("a", false), base * 8);
         assert_eq!(before(d.known("k", "a").unwrap()), Step::Delete);
-        within(d.read("k", "a", true, base, cap), cap);
+        within(read("a", true), cap);
         assert!(d.due_in("k").is_some());
         // Another deployment under the same key starts again.
-        within(d.read("k", "b", true, base, cap), base);
+        within(read("b", true), base);
         d.forget("k");
         assert_eq!(d.due_in("k"), None);
     }

@@ -1,5 +1,7 @@
-//! Preview environments (`spec.expiry`): the expiry step at the start of
-//! an AgentDeployment pass, and the wake-up at the expiry instant.
+//! Preview environments (`spec.expiry`): the expiry step of an
+//! AgentDeployment pass ([`Step::Expire`](super::step::Step::Expire), and
+//! the report of an object already expired), and the wake-up at the
+//! expiry instant.
 //!
 //! Once `status.expiredAt` is set, a pass ends at once with no request (the
 //! remote deployment was deleted once, or orphaned, and is never created
@@ -46,7 +48,7 @@ pub fn expires_at(
 }
 
 /// The expiry step of `obj` now.
-fn step_of(obj: &AgentDeployment) -> Step {
+pub fn step_of(obj: &AgentDeployment) -> Step {
     let status = obj.status.as_ref();
     let expired = status.is_some_and(|s| s.expired_at.is_some());
     expiry::step(expired, expires_at(obj, status), Timestamp::now())
@@ -83,16 +85,13 @@ fn expired_outcome(obj: &AgentDeployment, when: &str, deleted: Option<&str>) -> 
     ))
 }
 
-/// The expiry step of a pass: `Ok` goes on (no expiry, not yet, or a
-/// create to recover first); `Err` ends the pass: already expired (no
-/// write unless the conditions must say so, no request), or expired by
-/// this pass (one DELETE at most, then `expiredAt` in status).
-pub async fn check(api: &Api<AgentDeployment>, obj: &AgentDeployment, ctx: &Context) -> Flow<()> {
-    match step_of(obj) {
-        Step::None | Step::Live(_) => return Ok(()),
-        Step::Expired => return Err(already_expired(obj)),
-        Step::Due => {}
-    }
+/// The expiry step of a pass whose expiry instant passed
+/// ([`Step::Expire`](super::step::Step::Expire)): `Ok` goes on (the fresh
+/// read pushed the instant back or removed it, or a create to recover
+/// first); `Err` ends the pass: expired meanwhile (no write unless the
+/// conditions must say so, no request), or expired by this pass (one
+/// DELETE at most, then `expiredAt` in status).
+pub async fn run(api: &Api<AgentDeployment>, ctx: &Context, obj: &AgentDeployment) -> Flow<()> {
     // The DELETE is decided on a fresh read.
     let fresh = match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
         Some(o) if o.metadata.deletion_timestamp.is_none() => o,
@@ -156,7 +155,7 @@ async fn delete_remote(fresh: &AgentDeployment, ctx: &Context, id: String) -> Fl
 /// The pass of an object already expired: its conditions say `Expired`
 /// (written only when they do not yet, e.g. after a new generation), no
 /// request, no requeue.
-fn already_expired(obj: &AgentDeployment) -> Box<Report> {
+pub fn already_expired(obj: &AgentDeployment) -> Box<Report> {
     let when = obj
         .status
         .as_ref()

@@ -1,32 +1,43 @@
 //! Reconciler of `AgentDeployment`: creates, patches and deletes the remote
 //! deployment on the control plane and follows its latest revision.
 //!
-//! A pass is a pipeline of step files with typed hand-offs
-//! (docs/control-plane-api.md "Polling": the documented client flow;
-//! "Requests" and "Revision"):
-//! 1. [`observe`] → [`observe::Observed`]: the inputs read from Kubernetes
-//!    and the desired state built from them;
-//! 2. [`decide`] (pure): the one step to take before any request;
-//! 3. [`act`](mod@act) → [`pass::Acted`]: at most one read and one mutation of the
-//!    control plane (finding or creating the deployment: [`obtain`]);
-//! 4. [`follow`]: the latest revision, decided by
-//!    [`verdict`](crate::plan::verdict) (pure);
-//! 5. [`report`]: every step ends with one [`report::Report`] (status,
-//!    annotations, events, requeue) that only [`reconcile`] writes
-//!    ([`kind::write`]), in the one order of every path and every kind.
-//!
-//! Deletion ([`cleanup`]) DELETEs the remote deployment (404 counts as done)
-//! and keeps the finalizer until GET answers 404, since delete is
-//! asynchronous; meanwhile the deployment is read on a backoff and DELETE is
-//! not sent again unless the delete did not take ([`deleting`]).
+//! A pass is a state machine of steps (Flux helm-controller's
+//! `DetermineReleaseState` then `actionForState`; docs/control-plane-api.md
+//! "Polling": the documented client flow; "Requests" and "Revision"):
+//! [`step::decide()`] (pure) reads what the pass observed so far
+//! ([`step::Seen`]: the object, the in-process memory and the clock, the
+//! inputs once read) and returns the one [`step::Step`] to take;
+//! [`machine`] takes it and decides again, until a step ends the pass with
+//! one [`report::Report`] (status, annotations, events, requeue, and the
+//! changes of the in-process memory) that only [`reconcile`] writes
+//! ([`kind::write`]), in the one order of every path and every kind. The
+//! steps, one file each:
+//! - [`finalize`]: the finalizer, written alone before anything else;
+//! - [`observe`] → [`observe::Observed`]: the inputs read from Kubernetes
+//!   (and the image's registry) and the desired state built from them;
+//! - [`expire`]: `spec.expiry` reached, on a fresh read;
+//! - [`ending`]: the pass ends with no request (paused, expired, an input
+//!   missing, a wait, the spread first check after a restart);
+//! - [`act`](mod@act): at most one read and one mutation of the control
+//!   plane (finding or creating the deployment: [`obtain`]), then
+//!   [`follow`]: the latest revision, decided by
+//!   [`verdict`](crate::plan::verdict) (pure);
+//! - [`cleanup`]: the deletion, which DELETEs the remote deployment (404
+//!   counts as done) and keeps the finalizer until GET answers 404, since
+//!   delete is asynchronous; meanwhile the deployment is read on a backoff
+//!   and DELETE is not sent again unless the delete did not take
+//!   ([`deleting`]).
 
 mod act;
 pub mod cached;
 pub mod claims;
 pub mod cleanup;
 pub mod deleting;
+mod ending;
 pub mod expire;
+mod finalize;
 mod follow;
+mod machine;
 pub mod names;
 pub mod observe;
 mod obtain;
@@ -39,6 +50,7 @@ pub mod report;
 pub mod runner;
 #[cfg(test)]
 mod sequence_tests;
+pub mod step;
 pub mod trigger;
 pub mod verify;
 
@@ -47,73 +59,65 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::controller::kind::Requeue;
 use kube::Api;
 use kube::runtime::controller::Action;
-use tracing::debug;
 
-use self::observe::Observed;
-use self::pass::Pass;
 use self::report::{Flow, Report};
+use self::step::{Seen, Step};
 use super::kind::{self, Kind};
 use super::report::ReasonTable;
 use super::secrets::ReferencesSecrets;
 use super::{Context, Error, object_key, requeue_after_error};
 use crate::api::SecretKeyRef;
-use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, FINALIZER, ImagePolicy,
-};
+use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER, ImagePolicy};
 use crate::controlplane::ControlPlaneClient;
-use crate::plan::decide::{self, Before};
-use crate::plan::policy;
-use crate::plan::steps;
 use crate::registry::docker_config::DOCKER_CONFIG_KEY;
-use kube::ResourceExt;
 
 impl Kind for AgentDeployment {
     crate::kind_status!(AgentDeploymentStatus);
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
     const REASONS: ReasonTable = ReasonTable::DEPLOYMENT;
-    type Observed = Observed;
-    type Decision = Before;
+    type Observed = Seen;
+    type Decision = Step;
 
+    /// What the pass knows at its start, with no request
+    /// ([`Seen::start`]); the inputs are a step of their own.
     fn observe(
-        api: &Api<Self>,
+        _api: &Api<Self>,
         obj: &Self,
         ctx: &Context,
-    ) -> impl Future<Output = Flow<Observed>> + Send {
-        observe::observe(api, obj, ctx)
+    ) -> impl Future<Output = Flow<Seen>> + Send {
+        let key = object_key(obj);
+        let first_pass = ctx.is_first_pass(&key);
+        std::future::ready(Ok(Seen::start(obj, key, first_pass)))
     }
 
-    /// [`decide::before_remote`] on the object the pass decides on (its
-    /// fresh read when there is one), under its management policy
-    /// ([`policy::before`]).
-    fn decide(obj: &Self, seen: &Observed) -> Before {
-        let obj = seen.fresh.as_deref().unwrap_or(obj);
-        let step = decide::before_remote(&seen.known(obj));
-        policy::before(
-            obj.spec.management_policy,
-            step,
-            seen.previous.deployment_id.is_some(),
-        )
+    /// [`step::decide()`] on what was seen of `obj`. Pure.
+    fn decide(obj: &Self, seen: &Seen) -> Step {
+        step::decide(&seen.view(obj))
     }
 
+    /// Takes `step`, then the next ones ([`machine::run`]), until one ends
+    /// the pass.
     fn act(
         api: &Api<Self>,
         obj: &Self,
         ctx: &Context,
-        seen: Observed,
-        step: Before,
+        seen: Seen,
+        step: Step,
     ) -> impl Future<Output = Box<Report>> + Send {
-        act_and_follow(api, obj, ctx, seen, step)
+        machine::run(api, obj, ctx, seen, step)
     }
 
+    /// The same machine, on an object being deleted: [`Step::Delete`].
     fn cleanup(
         api: &Api<Self>,
         obj: &Self,
         ctx: &Context,
     ) -> impl Future<Output = Box<Report>> + Send {
-        cleanup::cleanup(api, obj, ctx)
+        let seen = Seen::start(obj, object_key(obj), false);
+        let step = Self::decide(obj, &seen);
+        machine::run(api, obj, ctx, seen, step)
     }
 
     /// Forgets the remote delete that was in progress.
@@ -123,9 +127,9 @@ impl Kind for AgentDeployment {
 
     /// The pass adds the finalizer itself: with the create-pending marker
     /// for an object that names no deployment yet
-    /// ([`steps::finalizer_with_marker`]), alone at the start of its pass
-    /// for any other ([`observe::observe`]). No pass waits for the write of
-    /// the finalizer to trigger the next one.
+    /// ([`step::finalizer_with_marker`]), alone as its first step for any
+    /// other ([`Step::Finalize`]). No pass waits for the write of the
+    /// finalizer to trigger the next one.
     fn finalizer_with_first_write(&self) -> bool {
         true
     }
@@ -177,8 +181,8 @@ fn secret_refs_of(
 }
 
 /// One reconcile pass ([`kind::reconcile`]): the finalizer helper
-/// dispatches to [`Kind::apply`] or [`cleanup::cleanup`], and the report they
-/// return is written ([`kind::write`]).
+/// dispatches to [`Kind::apply`] or [`Kind::cleanup`] (both the [`machine`]
+/// of steps), and the report they return is written ([`kind::write`]).
 ///
 /// Errors: Kubernetes API failures and transient control plane failures
 /// (status is written before they are returned); input problems are reported
@@ -208,180 +212,6 @@ pub fn error_policy(obj: Arc<AgentDeployment>, error: &Error, ctx: Arc<Context>)
 
 /// Shortest requeue of a pending deletion (a guard against a zero delay).
 const DELETE_REQUEUE_FLOOR: Duration = Duration::from_millis(100);
-
-/// Makes the remote deployment equal to the spec and follows its revision:
-/// act on `step` (at most one remote mutation) on the object the pass
-/// decided on, then follow, ending with the one report of the pass.
-async fn act_and_follow(
-    api: &Api<AgentDeployment>,
-    obj: &AgentDeployment,
-    ctx: &Context,
-    seen: Observed,
-    step: Before,
-) -> Box<Report> {
-    let fresh = seen.fresh.as_deref();
-    // The fresh read names a deployment the cached object did not (its
-    // finalizer was left to the create-pending marker): the finalizer
-    // goes first, before any request.
-    if let Some(obj) = fresh
-        && let Err(e) = add_finalizer_alone(api, obj).await
-    {
-        return Report::failed(e).on(fresh);
-    }
-    let obj = fresh.unwrap_or(obj);
-    let mut pass = Pass::new(api, obj, ctx, &seen);
-    let acted = match act(&mut pass, step).await {
-        Ok(acted) => acted,
-        Err(report) => return report.on(fresh),
-    };
-    follow::follow(&mut pass, acted).await.on(fresh)
-}
-
-/// The act step chosen by [`decide::before_remote`]: a wait ends the pass
-/// without a request.
-async fn act(pass: &mut Pass<'_>, step: Before) -> Flow<pass::Acted> {
-    let wait = match step {
-        Before::WaitRejected(delay) => {
-            debug!(
-                retry_in_s = delay.as_secs(),
-                "a rejected request is not due yet"
-            );
-            delay
-        }
-        Before::WaitSecrets(delay) => {
-            debug!(
-                retry_in_s = delay.as_secs(),
-                "a change of Secret values waits for the last one's interval"
-            );
-            delay
-        }
-        Before::WaitRemoteDeleting(delay) => {
-            debug!(
-                read_in_s = delay.as_secs_f64(),
-                "the remote deployment is being deleted outside the operator"
-            );
-            delay
-        }
-        Before::SpreadColdStart => return Err(cold_start(pass)),
-        Before::PollRevision(rid) => {
-            same_plane(pass).await?;
-            return act::poll_revision(pass, &rid).await;
-        }
-        Before::Obtain => return act::find_or_create(pass).await,
-        Before::ReadDeployment => {
-            same_plane(pass).await?;
-            return act::read_and_change(pass).await;
-        }
-    };
-    Err(Report::end(Requeue::after(wait)))
-}
-
-/// The end of the first pass after a restart of an object that had
-/// converged on its generation: its drift check, spread at random over the
-/// resync period.
-fn cold_start(pass: &Pass<'_>) -> Box<Report> {
-    let delay = pass
-        .ctx
-        .config
-        .resync_interval
-        .mul_f64(rand::random_range(0.0..1.0));
-    debug!(check_in_s = delay.as_secs(), "converged before the restart");
-    // A replica killed between the status write that recorded the id and
-    // the annotation write after it left status without the annotation:
-    // write it now (no request), by the rule every report follows, so that
-    // a restore without status still leads back to the deployment.
-    let mut report = Report::end(Requeue::after(delay));
-    report.annotations = crate::plan::steps::id_annotations(
-        pass.obj
-            .status
-            .as_ref()
-            .and_then(|s| s.deployment_id.as_deref()),
-        pass.obj.create_pending(),
-        pass.obj
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(DEPLOYMENT_ID_ANNOTATION))
-            .map(String::as_str),
-    );
-    report
-}
-
-/// `Ok` when the remote deployment of `pass` lives on the control plane its
-/// AgentControlPlane leads to now: the one recorded in
-/// `status.controlPlane` (or none recorded yet), or another one where a
-/// read finds the same deployment (the same service under another URL:
-/// the new plane is recorded by this pass). `Err` ends the pass: `Stalled`
-/// (`ControlPlaneChanged`) when the deployment is not there, with nothing
-/// sent or created (a create there would be a second deployment, and the
-/// first one would run on unmanaged); the error backoff when the read
-/// fails.
-async fn same_plane(pass: &mut Pass<'_>) -> Flow<()> {
-    use crate::plan::claims::PlaneId;
-    let Some(recorded) = pass.previous.control_plane.as_ref() else {
-        return Ok(());
-    };
-    let was = PlaneId::new(&recorded.url, &recorded.workspace_id);
-    let now = PlaneId::new(pass.cp.base_url(), pass.cp.workspace_id());
-    if was == now {
-        return Ok(());
-    }
-    let id = pass.previous.deployment_id.clone().unwrap_or_default();
-    match pass.cp.get_deployment(&id).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_transient() => Err(pass.fail("get deployment on the new control plane", e)),
-        Err(_) => {
-            let message = plane_changed_message(&id, &was, &now);
-            let resync = Requeue::after(super::jittered(pass.ctx.config.resync_interval));
-            Err(pass.finish(
-                &crate::plan::status::Outcome::Stalled {
-                    reason: crate::api::conditions::reason::CONTROL_PLANE_CHANGED,
-                    message,
-                },
-                Ok(resync),
-            ))
-        }
-    }
-}
-
-/// The message of `ControlPlaneChanged`: remote deployment `id` lives on
-/// `was`, the AgentControlPlane leads to `now`. Pure.
-pub fn plane_changed_message(
-    id: &str,
-    was: &crate::plan::claims::PlaneId,
-    now: &crate::plan::claims::PlaneId,
-) -> String {
-    format!(
-        "remote deployment {id} lives on {was} (status.controlPlane), but the AgentControlPlane now leads to {now}, where it does not exist; nothing is sent and no second deployment is created. Point the AgentControlPlane back at {was}, or move the deployment as docs/RENAME-AND-MOVE.md says (a new AgentDeployment on the new plane, this one deleted by its deletionPolicy)"
-    )
-}
-
-/// Adds the finalizer to `obj` alone, when it lacks it and names a
-/// deployment (one that names none gets it with the create-pending
-/// marker). Errors: the Kubernetes API error (409 when `obj` is not the
-/// object as stored).
-pub(crate) async fn add_finalizer_alone(
-    api: &Api<AgentDeployment>,
-    obj: &AgentDeployment,
-) -> Result<(), Error> {
-    if kind::has_finalizer(obj, FINALIZER) || finalizer_with_marker(obj) {
-        return Ok(());
-    }
-    kind::set_metadata(api, obj, Some(FINALIZER), &[]).await
-}
-
-/// True when `obj` names no deployment, so it gets its finalizer with the
-/// create-pending marker ([`steps::finalizer_with_marker`]).
-fn finalizer_with_marker(obj: &AgentDeployment) -> bool {
-    steps::finalizer_with_marker(
-        obj.status
-            .as_ref()
-            .is_some_and(|s| s.deployment_id.is_some()),
-        obj.spec.deployment_id.is_some(),
-        obj.annotations().contains_key(DEPLOYMENT_ID_ANNOTATION),
-        obj.create_pending(),
-    )
-}
 
 /// The key of the learned revision duration: the control plane's base URL
 /// and workspace.

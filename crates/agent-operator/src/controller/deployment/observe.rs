@@ -1,9 +1,13 @@
-//! The "observe" step of the AgentDeployment pass: everything read from
-//! Kubernetes before any control plane request (the pause annotation, a
-//! fresh read when a risky decision is ahead, the preflight rules, the
-//! AgentControlPlane, the referenced Secrets, the listener), and the desired
+//! The "observe" step of the AgentDeployment pass ([`Step::Observe`]):
+//! everything read before any control plane request (a fresh read when a
+//! risky decision is ahead, the preflight rules, the AgentControlPlane, the
+//! referenced Secrets, the listener, the image's registry), and the desired
 //! state built from it ([`Observed`]). Nothing remote happens while an input
-//! is missing: the step ends the pass with `Stalled`.
+//! is missing: the step ends the pass with `Stalled`. It writes nothing
+//! (the finalizer, the pause and the expiry are steps of their own:
+//! [`super::step`]).
+//!
+//! [`Step::Observe`]: super::step::Step::Observe
 
 use crate::controller::kind::Requeue;
 use kube::{Api, ResourceExt};
@@ -15,11 +19,10 @@ use super::report::{Flow, Report};
 use super::seconds_until;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
-    AgentDeployment, AgentDeploymentStatus, ManagementPolicy, PAUSED_ANNOTATION,
-    REDEPLOY_ANNOTATION, ResolvedImage,
+    AgentDeployment, AgentDeploymentStatus, ManagementPolicy, REDEPLOY_ANNOTATION, ResolvedImage,
 };
 use crate::api::preflight;
-use crate::controller::{Context, Error, hash_key, object_key, placement, resolve};
+use crate::controller::{Context, Error, hash_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
 use crate::plan::promotion::{Hold, Step, Take};
@@ -135,28 +138,17 @@ impl Observed {
     }
 }
 
-/// The status reported while the pause annotation is set.
-pub fn paused_outcome() -> Outcome {
-    Outcome::Paused {
-        message: format!("paused by the annotation {PAUSED_ANNOTATION}; no remote call is made"),
-    }
-}
-
-/// Reads the inputs of `obj`; `Err`: the pass ends there (paused, stalled
-/// on a spec or input, or the object is gone).
-pub async fn observe(
+/// Reads the inputs of `obj` (the [`Step::Observe`](super::step::Step::Observe)
+/// of its pass `key`, `first_pass` as the pass saw it at its start);
+/// `Err`: the pass ends there (stalled on a spec or input, or the object
+/// is gone). Writes nothing.
+pub async fn read(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
     ctx: &Context,
+    key: String,
+    first_pass: bool,
 ) -> Flow<Observed> {
-    let key = object_key(obj);
-    // Before anything else, paused or not: an object that names a
-    // deployment keeps it through its finalizer.
-    super::add_finalizer_alone(api, obj).await?;
-    let first_pass = ctx.first_pass(&key);
-    not_paused(obj, ctx)?;
-    // An expired preview makes no request; one due expires now.
-    super::expire::check(api, obj, ctx).await?;
     let last = last_written(api, obj).await?;
     let o = last.fresh.as_deref().unwrap_or(obj);
     let wanted = match wanted(api, o, ctx, &last.previous).await {
@@ -178,26 +170,6 @@ pub async fn observe(
     seen.resolved_image = wanted.resolved_image;
     seen.image_moved = wanted.image_moved;
     Ok(seen)
-}
-
-/// `Err` ends the pass while the pause annotation is set (`Paused`), or
-/// holds a value that is neither "true" nor "false" (a typo of a pause,
-/// most likely: `Stalled`, nothing is sent until it is one of them).
-fn not_paused(obj: &AgentDeployment, ctx: &Context) -> Flow<()> {
-    match obj.paused() {
-        Ok(false) => Ok(()),
-        Ok(true) => Err(Report::outcome(
-            obj,
-            &paused_outcome(),
-            Requeue::await_change(),
-        )),
-        Err(message) => Err(Report::stalled(
-            obj,
-            ctx,
-            reason::INVALID_ANNOTATION,
-            message,
-        )),
-    }
 }
 
 /// The status a pass decides on ([`last_written`]), and the fresh read it

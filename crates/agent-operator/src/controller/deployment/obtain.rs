@@ -299,13 +299,15 @@ async fn taken(
             "a remote deployment named {} ({}) is being deleted on the control plane ({shown}); this resource creates its own once it is gone",
             remote.name, remote.id
         );
-        let wait = pass.ctx.deletes.read(
+        let read = pass.ctx.deletes.read(
             &pass.seen.key,
             &remote.id,
             true,
             pass.ctx.config.poll_interval,
             pass.ctx.config.max_poll_interval,
         );
+        let wait = read.delay;
+        pass.remember.push(move |ctx| ctx.deletes.record(read));
         return Err(pass.finish(
             &Outcome::Progressing {
                 reason: reason::NAME_RELEASING,
@@ -439,7 +441,7 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
         // An object that names no deployment gets its finalizer here
         // (`Kind::finalizer_with_first_write`); any other got it before
         // the pass's first request.
-        let finalizer = super::finalizer_with_marker(pass.obj).then_some(FINALIZER);
+        let finalizer = super::step::finalizer_with_marker(pass.obj).then_some(FINALIZER);
         set_metadata(
             pass.api,
             pass.obj,

@@ -1,6 +1,6 @@
 //! The control plane client of an AgentDeployment's `controlPlaneRef`, or
 //! the report of why there is none: shared by the pass's observe and the
-//! expiry check.
+//! expiry step.
 
 use crate::controller::kind::Requeue;
 use kube::ResourceExt;

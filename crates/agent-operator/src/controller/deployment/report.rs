@@ -202,7 +202,7 @@ mod tests {
             reason: reason::SECRET_NOT_FOUND,
             message: "Secret env not found".into(),
         };
-        for outcome in [super::super::observe::paused_outcome(), missing_secret] {
+        for outcome in [super::super::ending::paused_outcome(), missing_secret] {
             let status = outcome_status(&obj, &outcome);
             assert_eq!(
                 find(&status.conditions, DRIFTED),
@@ -217,7 +217,7 @@ mod tests {
             );
         }
         let managed = observed_with_drift("Manage");
-        let status = outcome_status(&managed, &super::super::observe::paused_outcome());
+        let status = outcome_status(&managed, &super::super::ending::paused_outcome());
         assert!(find(&status.conditions, DRIFTED).is_none());
         assert!(status.drift.is_empty());
     }

@@ -67,7 +67,11 @@ fn member(i: usize) -> Value {
         )
         .build();
     }
-    let branch = if i.is_multiple_of(2) { "main" } else { "release-1" };
+    let branch = if i.is_multiple_of(2) {
+        "main"
+    } else {
+        "release-1"
+    };
     let manifest = AgentDeploymentManifest::github(&name, branch);
     if i.is_multiple_of(3) {
         manifest.secret("LOG_LEVEL", "info").build()

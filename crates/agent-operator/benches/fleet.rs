@@ -56,6 +56,8 @@ mod kube_side;
 mod procs;
 #[path = "fleet/ready_watch.rs"]
 mod ready_watch;
+#[path = "fleet/results.rs"]
+mod results;
 #[path = "fleet/starts.rs"]
 mod starts;
 #[path = "fleet/tenants.rs"]
@@ -282,6 +284,12 @@ impl Gate {
     /// `value` against "at most `target`", failing beyond `target + margin`;
     /// the mark to print: PASS, OVER (within the margin) or FAIL.
     fn at_most(&mut self, what: &str, value: f64, target: f64, margin: f64) -> &'static str {
+        let mark = self.at_most_mark(what, value, target, margin);
+        results::record(what, value, format!("≤ {target}"), mark);
+        mark
+    }
+
+    fn at_most_mark(&mut self, what: &str, value: f64, target: f64, margin: f64) -> &'static str {
         if value <= target {
             "PASS"
         } else if value <= target + margin {
@@ -296,6 +304,12 @@ impl Gate {
 
     /// `value` against "at least `target`", failing below `target - margin`.
     fn at_least(&mut self, what: &str, value: f64, target: f64, margin: f64) -> &'static str {
+        let mark = self.at_least_mark(what, value, target, margin);
+        results::record(what, value, format!("≥ {target}"), mark);
+        mark
+    }
+
+    fn at_least_mark(&mut self, what: &str, value: f64, target: f64, margin: f64) -> &'static str {
         if value >= target {
             "PASS"
         } else if value >= target - margin {
@@ -310,12 +324,12 @@ impl Gate {
 
     /// A requirement with no margin (e.g. every resource Ready).
     fn require(&mut self, what: &str, ok: bool) -> &'static str {
-        if ok {
-            "PASS"
-        } else {
+        let mark = if ok { "PASS" } else { "FAIL" };
+        results::record(what, f64::from(u8::from(ok)), "1".to_owned(), mark);
+        if !ok {
             self.failures.push(what.to_owned());
-            "FAIL"
         }
+        mark
     }
 }
 
@@ -1153,6 +1167,17 @@ async fn main() {
         }
     };
     // Every child was killed when the run was dropped.
+    let interrupted = failures.iter().any(|f| f == "interrupted");
+    if !interrupted {
+        let command: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| a != "--bench")
+            .collect();
+        if let Err(e) = results::append(&format!("make bench-fleet ARGS=\"{}\"", command.join(" ")))
+        {
+            eprintln!("fleet: the results file: {e}");
+        }
+    }
     if !failures.is_empty() {
         eprintln!(
             "fleet: {} figure(s) beyond target and margin:",

@@ -21,6 +21,7 @@ pub mod api;
 pub mod controller;
 pub mod controlplane;
 pub mod converge;
+pub mod docgen;
 pub mod http;
 pub mod leader;
 pub mod metrics;

@@ -7,27 +7,9 @@
 //! AgentControlPlanes (one or a few per tenant). Names of other objects and
 //! error strings never become label values (STYLE "Observability").
 //!
-//! | metric | type | labels |
-//! | --- | --- | --- |
-//! | `agent_operator_reconciles_total` | counter | `kind`, `outcome` = `success` \| `blocked` \| `error` |
-//! | `agent_operator_reconcile_errors_total` | counter | `kind`, `reason` (`Error::reason()`) |
-//! | `agent_operator_reconcile_duration_seconds` | histogram | `kind` |
-//! | `agent_operator_control_plane_requests_total` | counter | `operation`, `status_class` |
-//! | `agent_operator_control_plane_request_duration_seconds` | histogram | `operation` |
-//! | `agent_operator_resources` | gauge (computed at scrape) | `kind`, `ready` = `True` \| `False` \| `Unknown` |
-//! | `agent_operator_time_to_ready_seconds` | histogram | none (AgentDeployment) |
-//! | `agent_operator_leader` | gauge | none: 1 while this replica runs the controllers |
-//! | `agent_operator_verifications_total` | counter | `outcome` = `Verified` or a fixed failure reason (`spec.verify`) |
-//! | `agent_operator_revision_outcomes_total` | counter | `outcome` = the end status of each revision the operator followed to its end: `DEPLOYED`, `CREATE_FAILED`, `BUILD_FAILED`, `DEPLOY_FAILED`, `SKIPPED`, `INTERRUPTED`, `OTHER_FAILED` |
-//! | `agent_operator_control_plane_budget_rate` | gauge (at scrape) | `namespace`, `control_plane`: requests per second its budget allows now |
-//! | `agent_operator_control_plane_budget_ceiling` | gauge (at scrape) | `namespace`, `control_plane`: highest rate the budget may reach |
-//! | `agent_operator_control_plane_pause_seconds` | gauge (at scrape) | `namespace`, `control_plane`: seconds left of a `Retry-After` pause |
-//! | `agent_operator_control_plane_token_wait_seconds` | histogram | `namespace`, `control_plane`: wait of each attempt for a budget token |
-//! | `agent_operator_control_plane_slowdowns_total` | counter | `namespace`, `control_plane`, `cause` = `429` \| `503` \| `502` \| `504` \| `timeout` |
-//! | `agent_operator_reconcile_queue` | gauge (at scrape) | `namespace`, `control_plane`, `state` = `running` \| `waiting` \| `deferred` |
-//! | `agent_operator_deferred_passes_total` | counter (at scrape) | `namespace`, `control_plane`: passes put off while the budget was short or parked behind a full queue of waiting passes |
-//! | `agent_operator_drifted_deployments` | gauge (at scrape) | `namespace`, `control_plane`: AgentDeployments under `managementPolicy: Observe` whose remote deployment differs from the spec (`Drifted=True`); 0 for a control plane whose observed ones all match |
-//! | `agent_operator_leader_lease_renewal_age_seconds` | gauge (at scrape) | none: seconds since the leader lease was last acquired or renewed |
+//! Every metric, its type, its labels with their values and its help are
+//! listed in docs/METRICS.md, generated from this registry
+//! (`crate::docgen::metrics`, `make generate`).
 //!
 //! AgentControlPlanes that share a key share one budget: each of them shows
 //! the same rate, ceiling and pause.
@@ -397,7 +379,7 @@ impl Collector for DriftStates {
         if any {
             family.encode(encoder.encode_descriptor(
                 "drifted_deployments",
-                "AgentDeployments under managementPolicy Observe whose remote deployment differs from the spec (Drifted=True)",
+                "AgentDeployments under managementPolicy Observe whose remote deployment differs from the spec (Drifted=True), per AgentControlPlane; 0 for a control plane whose observed ones all match, absent for one with none observed",
                 None,
                 family.metric_type(),
             )?)?;
@@ -482,7 +464,7 @@ impl Collector for PlaneStates {
             }
             queue.encode(encoder.encode_descriptor(
                 "reconcile_queue",
-                "AgentDeployments of a control plane by state: running (holds a permit), waiting (for a permit), deferred (until the budget allows, or parked behind a full queue)",
+                "AgentDeployments of a control plane by state: running (holds a reconcile permit), waiting (for a permit), deferred (requeued until the budget allows, or parked behind a full queue of 8 waiting passes per plane permit)",
                 None,
                 queue.metric_type(),
             )?)?;
@@ -498,7 +480,7 @@ impl Collector for PlaneStates {
             g.set(age.as_secs_f64());
             g.encode(encoder.encode_descriptor(
                 "leader_lease_renewal_age_seconds",
-                "Seconds since this replica last acquired or renewed the leader lease",
+                "Seconds since this replica last acquired or renewed the leader Lease (every 2 s with the default 15 s Lease); meaningful only while agent_operator_leader is 1 on the same replica",
                 None,
                 g.metric_type(),
             )?)?;
@@ -584,7 +566,7 @@ impl Metrics {
         let reconciles = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "reconciles",
-            "Reconcile passes by kind and outcome (success|error)",
+            "Reconcile passes by kind and outcome: success; blocked, a pass that ended with the object Stalled (progress needs a person: SecretNotFound, NameConflict, InvalidSpec, a failed revision...); error, a pass that failed and is retried",
             reconciles.clone(),
         );
         let reconcile_errors = Family::<ErrorLabels, Counter>::default();
@@ -620,7 +602,7 @@ impl Metrics {
         );
         registry.register(
             "control_plane_requests",
-            "Control plane HTTP attempts by operation and status class (2xx|4xx|5xx|timeout|transport)",
+            "Control plane HTTP attempts by operation and status class (a retried request counts once per attempt)",
             control_plane.requests.clone(),
         );
         registry.register_with_unit(
@@ -645,7 +627,7 @@ impl Metrics {
         let verifications = Family::<VerificationLabels, Counter>::default();
         registry.register(
             "verifications",
-            "Verifications of AgentDeployments on their agent server (spec.verify) by outcome (Verified or the failure reason)",
+            "Verifications of AgentDeployments on their agent server (spec.verify) by outcome, Verified or the failure reason (a deferred verification does not count)",
             verifications.clone(),
         );
         let revision_outcomes = Family::<VerificationLabels, Counter>::default();

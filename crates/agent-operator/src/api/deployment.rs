@@ -1299,7 +1299,6 @@ pub struct AgentDeploymentStatus {
     /// is not sent again while the desired state has the same fingerprint
     /// (spec, Secret values, AgentControlPlane, listener, redeploy request),
     /// until the retry time of its capped backoff (10 min doubling to 2 h).
-    /// Source: the issue "A well-mannered client" item 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected_request: Option<Box<RejectedRequest>>,
     /// Fingerprint of a PATCH the service accepted but did not hold (the
@@ -1315,8 +1314,7 @@ pub struct AgentDeploymentStatus {
     /// within an hour, another writer is fighting the operator over it: the
     /// next difference is not corrected but reported (`Stalled`, reason
     /// `DriftFight`), until a new generation of the spec or a redeploy
-    /// request clears this list. Source: the issue "Many teams on one
-    /// operator", item 5.
+    /// request clears this list.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 10))]
     pub drift_corrections: Vec<DriftCorrection>,

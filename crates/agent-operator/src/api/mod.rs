@@ -14,6 +14,7 @@ pub mod deployment;
 pub mod kinds;
 pub mod listener;
 pub mod preflight;
+pub mod reasons;
 pub mod reference;
 pub mod resource_spec;
 pub mod rules;

@@ -194,7 +194,7 @@ fn cel_string(text: &str) -> String {
 /// schema's properties at that level afresh (`AgentDeploymentSpec` has 20).
 /// One rule reads the guard once, and `skip` (the spec did not change)
 /// saves the checks on the writes that leave the spec as it was: the
-/// operator's own. docs/BENCHMARKS.md "Session 18" has the figures.
+/// operator's own. `hack/crd-write-cost.sh` measures what they cost.
 pub fn all_of(skip: Option<&str>, checks: &[Check]) -> kube::core::Rule {
     let all = checks
         .iter()

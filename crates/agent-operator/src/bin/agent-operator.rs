@@ -1,5 +1,6 @@
-//! `agent-operator`: the Kubernetes operator (`run`), CRD generation (`crds`)
-//! and the CRD reference (`reference`).
+//! `agent-operator`: the Kubernetes operator (`run`), CRD generation (`crds`),
+//! the CRD reference (`reference`) and the generated parts of the docs
+//! (`docs`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,7 +19,7 @@ use agent_operator::leader::{self, LeaderConfig};
 use agent_operator::pod_policy::PodPolicy;
 use agent_operator::telemetry::{self, LogFormat};
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use futures::FutureExt;
 use tokio::net::TcpListener;
 
@@ -48,12 +49,30 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Rewrite every generated block of the docs (the flags, Helm values,
+    /// metrics, alerts, reasons and benchmark results tables) from the code
+    /// and the repository's files, or print one block.
+    Docs {
+        /// The repository's root.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// Print this block instead of writing the pages: flags,
+        /// helm-values, metrics, alerts, reasons or results.
+        #[arg(long)]
+        print: Option<String>,
+        /// Write nothing; fail, naming each block, when a page's block
+        /// differs from what the code generates (the drift test).
+        #[arg(long, conflicts_with = "print")]
+        check: bool,
+    },
 }
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Watch this namespace; repeat the flag (or comma-separate the
-    /// environment variable) for several. Default: all namespaces.
+    /// environment variable) for several. Default: all namespaces. One
+    /// namespace needs only a Role (`deploy/overlays/namespaced`);
+    /// ClusterAgentControlPlanes are reconciled only without this flag.
     #[arg(long = "namespace", env = "WATCH_NAMESPACE", value_delimiter = ',')]
     namespaces: Vec<String>,
     /// Seconds between polls of a revision in progress; also the first wait
@@ -67,7 +86,8 @@ struct RunArgs {
     /// deadline is polled every four times this.
     #[arg(long, env = "MAX_POLL_INTERVAL_SECONDS", default_value_t = 30.0)]
     max_poll_interval_seconds: f64,
-    /// Seconds between drift checks of a steady resource (jittered ±25 %).
+    /// Seconds between drift checks of a steady resource (jittered ±25 %;
+    /// spread over the whole period after a restart).
     #[arg(long, env = "RESYNC_INTERVAL_SECONDS", default_value_t = 300.0)]
     resync_interval_seconds: f64,
     /// Seconds before re-checking a resource blocked on a missing Secret or
@@ -78,15 +98,23 @@ struct RunArgs {
     #[arg(long, env = "REQUEST_TIMEOUT_SECONDS", default_value_t = 30.0)]
     request_timeout_seconds: f64,
     /// Maximum number of AgentDeployment reconciles running at once, across
-    /// every watched namespace.
+    /// every watched namespace. The passes of one AgentControlPlane hold at
+    /// most half of them (rounded up), and a control plane paused by
+    /// `Retry-After` or short of budget puts its passes off without holding
+    /// any (docs/RELIABILITY.md, "Many tenants").
     #[arg(long, env = "RECONCILE_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
     /// Ceiling of all requests to one control plane URL, requests per
     /// second, shared by every AgentControlPlane on it (everything leaves
-    /// from one address). 95 % of it is used. Must be more than 0.
+    /// from one address). 95 % of it is used. Must be more than 0. Each
+    /// (URL, credential) also has its own adaptive budget
+    /// (`requestsPerSecond` of the AgentControlPlane, docs/reference.md).
     #[arg(long, env = "MAX_REQUESTS_PER_SECOND_PER_HOST", default_value_t = agent_operator::controller::planes::DEFAULT_HOST_CEILING)]
     max_requests_per_second_per_host: f64,
-    /// Log format.
+    /// Log format: `text` (colours only on a terminal, none with
+    /// `NO_COLOR`) or `json` (one object per line). `RUST_LOG` sets the
+    /// levels (default `info,kube=warn`). The start line carries the
+    /// version and every flag as parsed.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Address of the HTTP server of /metrics, /livez and /readyz.
@@ -105,11 +133,13 @@ struct RunArgs {
     #[arg(long, env = "METRICS_AUTHORIZATION")]
     metrics_authorization: bool,
     /// Run the controllers only while holding the leader Lease, so that of
-    /// several replicas exactly one reconciles.
+    /// several replicas exactly one reconciles (needed with more than one
+    /// replica).
     #[arg(long, env = "LEADER_ELECT")]
     leader_elect: bool,
-    /// Reconcile only the AgentDeployments, AgentControlPlanes,
-    /// AgentListeners and AgentAssistants labelled
+    /// Reconcile only the objects of every kind of agentserver.dev
+    /// (ClusterAgentControlPlane, AgentControlPlane, AgentListener,
+    /// AgentDeployment, AgentAssistant, AgentCron) labelled
     /// `sharding.fluxcd.io/key=<KEY>` (the Flux convention), and elect the
     /// leader on the Lease `<lease-name>-<KEY>`. Without it the operator
     /// reconciles the objects without that label. A DNS label (lowercase
@@ -133,10 +163,12 @@ struct RunArgs {
     /// Seconds that in-flight reconciles get to finish after SIGTERM/SIGINT.
     /// Past it the process exits with an error without releasing the leader
     /// Lease (it expires), so that no reconcile overlaps the next leader.
+    /// Keep it below the pod's `terminationGracePeriodSeconds`.
     #[arg(long, env = "SHUTDOWN_TIMEOUT_SECONDS", default_value_t = 40.0)]
     shutdown_timeout_seconds: f64,
     /// Seconds between two verifications of a verified revision
-    /// (`spec.verify`). Default: the resync interval.
+    /// (`spec.verify`). Default: the resync interval. A new revision or a
+    /// new generation is verified at once.
     #[arg(long, env = "VERIFY_INTERVAL_SECONDS")]
     verify_interval_seconds: Option<f64>,
     /// Seconds before the first retry of a failed verification; doubles per
@@ -146,6 +178,8 @@ struct RunArgs {
     /// Calls per second to each agent server: one token bucket per
     /// deployment, shared by its verification, AgentAssistants and
     /// AgentCrons, apart from every control plane budget. 0: no rate limit.
+    /// A pass that does not fit is deferred, spread over that server's
+    /// backlog.
     #[arg(long, env = "VERIFY_REQUESTS_PER_SECOND", default_value_t = 2.0)]
     verify_requests_per_second: f64,
     /// Burst of each agent server's token bucket (calls).
@@ -185,7 +219,7 @@ struct RunArgs {
     /// like cert-manager's `--cluster-resource-namespace`. Default:
     /// `POD_NAMESPACE`, else `default`. ClusterAgentControlPlanes are
     /// reconciled only when the operator watches every namespace (no
-    /// `--namespace`).
+    /// `--namespace`; docs/PLATFORM-PLANES.md).
     #[arg(long, env = "CLUSTER_RESOURCE_NAMESPACE")]
     cluster_resource_namespace: Option<String>,
     /// Enforce the data-plane pod policy (docs/SECURITY.md, "What a
@@ -193,6 +227,8 @@ struct RunArgs {
     /// AgentDeployment or AgentListener that the shipped
     /// ValidatingAdmissionPolicy refuses is Stalled (PodPolicyRefused) and
     /// gets no request, also when it was stored while the policy was absent.
+    /// Set by the Helm values `podPolicy` and by the kustomize component
+    /// `deploy/components/pod-policy`.
     #[arg(long, env = "POD_POLICY")]
     pod_policy: bool,
     /// With --pod-policy: the values resourceSpec.serviceAccountName may
@@ -254,8 +290,68 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Docs { root, print, check } => docs(&root, print.as_deref(), check),
         Command::Run(args) => run(*args).await,
     }
+}
+
+/// The content of the generated block `name` of the docs.
+fn generated_block(root: &std::path::Path, name: &str) -> anyhow::Result<String> {
+    use agent_operator::docgen::{self, inputs};
+    let read = |path: &str| {
+        std::fs::read_to_string(root.join(path)).with_context(|| format!("reading {path}"))
+    };
+    Ok(match name {
+        "flags" => {
+            let cli = Cli::command();
+            let run = cli.find_subcommand("run").context("the run subcommand")?;
+            docgen::flags::table(run)
+        }
+        "helm-values" => {
+            docgen::helm::table(&read(inputs::HELM_VALUES)?, &read(inputs::HELM_SCHEMA)?)?
+        }
+        "metrics" => docgen::metrics::table(),
+        "alerts" => docgen::alerts::table(&read(inputs::ALERTS)?)?,
+        "reasons" => docgen::reasons::table(),
+        "results" => docgen::bench::table(&docgen::bench::parse(&read(inputs::BENCH_RESULTS)?)?),
+        other => anyhow::bail!("no generated block {other:?}"),
+    })
+}
+
+/// `agent-operator docs`: prints one block, checks every page, or rewrites
+/// every page.
+fn docs(root: &std::path::Path, print: Option<&str>, check: bool) -> anyhow::Result<()> {
+    if let Some(name) = print {
+        print!("{}", generated_block(root, name)?);
+        return Ok(());
+    }
+    let mut drifted = Vec::new();
+    for block in agent_operator::docgen::BLOCKS {
+        let path = root.join(block.page);
+        let page =
+            std::fs::read_to_string(&path).with_context(|| format!("reading {}", block.page))?;
+        let new = agent_operator::docgen::replace_block(
+            &page,
+            block.name,
+            &generated_block(root, block.name)?,
+        )
+        .with_context(|| format!("{}, block {}", block.page, block.name))?;
+        if new == page {
+            continue;
+        }
+        if check {
+            drifted.push(format!("{} (block {})", block.page, block.name));
+        } else {
+            std::fs::write(&path, new)?;
+            eprintln!("wrote {} ({})", block.page, block.name);
+        }
+    }
+    anyhow::ensure!(
+        drifted.is_empty(),
+        "generated blocks that differ from the code (run `make generate`): {}",
+        drifted.join(", ")
+    );
+    Ok(())
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {

@@ -563,6 +563,55 @@ pub(crate) fn bounded(mut s: String) -> String {
 mod tests {
     use super::*;
 
+    /// Every reason a row of the table gives names that row's kinds in the
+    /// registry of reasons (docs/TROUBLESHOOTING.md is generated from it).
+    #[test]
+    fn every_reason_a_row_gives_lists_its_kinds_in_the_registry() {
+        use crate::api::reasons::Reason;
+        let rows: [(&ReasonTable, &[&str]); 8] = [
+            (&ReasonTable::DEPLOYMENT, &["AgentDeployment"]),
+            (
+                &ReasonTable::CONTROL_PLANE,
+                &["AgentControlPlane", "ClusterAgentControlPlane"],
+            ),
+            (&ReasonTable::LISTENER, &["AgentListener"]),
+            (&ReasonTable::LISTENER_CHECK, &["AgentDeployment"]),
+            (&ReasonTable::INTEGRATION_CHECK, &["AgentDeployment"]),
+            (&ReasonTable::VERIFY, &["AgentDeployment"]),
+            (&ReasonTable::ASSISTANT, &["AgentAssistant"]),
+            (&ReasonTable::CRON, &["AgentCron"]),
+        ];
+        let mut missing = Vec::new();
+        for (table, kinds) in rows {
+            let mut reasons = vec![
+                table.unauthorized,
+                table.forbidden,
+                table.not_found,
+                table.rejected,
+                table.conflict,
+            ];
+            reasons.extend(table.invalid_endpoint);
+            reasons.extend(table.other);
+            if table.refusals {
+                reasons.extend([reason::WORKSPACE_REQUIRED, reason::DEPLOYMENT_NOT_ENABLED]);
+            }
+            for r in reasons {
+                let listed = Reason::of(r).map(|row| row.kinds).unwrap_or_default();
+                for kind in kinds {
+                    if !listed.contains(kind) {
+                        missing.push(format!("{r}: {kind}"));
+                    }
+                }
+            }
+        }
+        missing.sort();
+        missing.dedup();
+        assert!(
+            missing.is_empty(),
+            "kinds missing from the registry: {missing:?}"
+        );
+    }
+
     /// One control plane error of each class, in the order of the rows
     /// below: unauthorized, forbidden, workspace required, not enabled, not
     /// found, bad request, conflict, timeout, invalid endpoint, other.

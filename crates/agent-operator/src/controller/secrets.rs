@@ -244,7 +244,7 @@ fn lock(known: &Mutex<Known>) -> std::sync::MutexGuard<'_, Known> {
 /// managed fields) is skipped by the JSON parser without being allocated.
 /// A list page of Secrets applied with kubectl is mostly those
 /// annotations: decoded whole, a page of 50 Secrets of 50 KB held 2.5 MB
-/// in 50 KB strings only to drop them (docs/BENCHMARKS.md, S5 start).
+/// in 50 KB strings only to drop them (docs/BENCHMARKS.md, S5).
 /// Requests are metadata-only (`as=PartialObjectMetadata`), like
 /// `PartialObjectMeta<Secret>`'s, into which each event is unwrapped
 /// before the store.

@@ -113,7 +113,7 @@ impl Outcome {
     /// controllers remove them rather than write them `False`. Leaving them
     /// out keeps each status write, watch event and cached object two
     /// conditions smaller (docs/BEHAVIOUR.md, "AgentDeployment";
-    /// docs/BENCHMARKS.md, "Where the memory goes"). The conditions
+    /// docs/BENCHMARKS.md, "Capacity"). The conditions
     /// themselves, with their transition times, are built by the report
     /// edge (`controller::report::conditions`).
     pub fn kstatus(&self) -> impl Iterator<Item = (&'static str, &'static str)> + use<> {

@@ -192,28 +192,6 @@ fn docs_set_only_helm_values_that_exist() {
     );
 }
 
-/// docs/INSTALL.md names every top-level value of the Helm chart, so that
-/// a new value is documented where users look for it.
-#[test]
-fn install_guide_names_every_helm_value() {
-    let values: serde_json::Value = yaml_serde::from_str(
-        &std::fs::read_to_string(root().join("deploy/helm/agent-operator/values.yaml")).unwrap(),
-    )
-    .unwrap();
-    let guide = std::fs::read_to_string(root().join("docs/INSTALL.md")).unwrap();
-    let named: BTreeSet<String> = code_spans(&guide).into_iter().collect();
-    let missing: Vec<&String> = values
-        .as_object()
-        .unwrap()
-        .keys()
-        .filter(|k| !named.contains(*k))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "Helm values docs/INSTALL.md does not name: {missing:?}"
-    );
-}
-
 /// Relative links `](path)` of the Markdown files under docs/ and README.md.
 #[test]
 fn relative_links_of_the_docs_resolve() {

@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use agent_operator::api::AgentDeployment;
+use agent_operator::api::{AgentAssistant, AgentCron, AgentDeployment};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
@@ -88,6 +88,9 @@ fn agent_deployments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
         &ApiResource::erase::<AgentDeployment>(&()),
     )
 }
+
+/// Every kind, in the order docs/INSTALL.md's uninstall deletes them.
+const EVERY_KIND: &str = "agc,aga,agd,agl,acp,cacp";
 
 async fn create(client: &kube::Client, ns: &str, manifest: &Value) -> Result<(), kube::Error> {
     let object: DynamicObject = serde_json::from_value(manifest.clone()).expect("an object");
@@ -633,21 +636,57 @@ async fn helm_uninstall_leaves_what_install_md_says() {
         is_ready_now(o).then_some(())
     })
     .await;
+    // An AgentAssistant and an AgentCron on it: both carry a finalizer, so
+    // the uninstall must delete them while the operator runs.
+    let assistants: Api<AgentAssistant> = Api::namespaced(client.clone(), &tenant);
+    let crons: Api<AgentCron> = Api::namespaced(client.clone(), &tenant);
+    support::apply_json(
+        &assistants,
+        "helper",
+        json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentAssistant",
+            "metadata": {"name": "helper"},
+            "spec": {"deploymentRef": {"name": "to-remove"}, "graphId": "agent"}}),
+    )
+    .await;
+    support::apply_json(
+        &crons,
+        "nightly",
+        json!({"apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentCron",
+            "metadata": {"name": "nightly"},
+            "spec": {"deploymentRef": {"name": "to-remove"}, "schedule": "0 3 * * *",
+                "assistantRef": {"name": "helper"}}}),
+    )
+    .await;
+    support::wait_object(&assistants, "helper", TIMEOUT, "a finalizer", |o| {
+        o.filter(|o| !o.metadata.finalizers.clone().unwrap_or_default().is_empty())
+            .map(|_| ())
+    })
+    .await;
+    support::wait_object(&crons, "nightly", TIMEOUT, "a finalizer", |o| {
+        o.filter(|o| !o.metadata.finalizers.clone().unwrap_or_default().is_empty())
+            .map(|_| ())
+    })
+    .await;
 
     // The documented steps, with the operator still running.
     let mut command = kubectl(&env);
-    command.args(["delete", "agd,agl,acp", "--all", "-A", "--timeout=60s"]);
+    command.args(["delete", EVERY_KIND, "--all", "-A", "--wait=false"]);
     succeed(command, None);
     let mut command = kubectl(&env);
     command.args([
         "wait",
         "--for=delete",
-        "agd,agl,acp",
+        EVERY_KIND,
         "--all",
         "-A",
         "--timeout=60s",
     ]);
     succeed(command, None);
+    assert_eq!(
+        object_names(&env, EVERY_KIND, Some(&tenant), None),
+        Vec::<String>::new(),
+        "every object is gone"
+    );
     helm_on(&env, &["uninstall", release, "--namespace", ops, "--wait"]);
     // The Deployment's pods get SIGTERM as it goes.
     let _ = leader.terminate(TIMEOUT).await;

@@ -84,6 +84,7 @@ mod ownership;
 mod promotion_truth;
 mod proptest_decoding;
 mod readme_outputs;
+mod reference_docs;
 mod registry;
 mod registry_auth;
 mod registry_resolve;

@@ -130,7 +130,7 @@ async fn a_control_plane_over_https_is_trusted_only_with_its_ca_bundle() {
     );
 }
 
-/// README.md, "Self-hosted LangSmith", as written: the shipped example
+/// docs/INSTALL.md, "Self-hosted LangSmith", as written: the shipped example
 /// `examples/more/control-plane-self-hosted.yaml` (its host, CA and
 /// workspace replaced by the test's) against the emulator behind TLS on a
 /// port other than 443, with the operator allowed exactly that `host:port`

@@ -500,6 +500,8 @@ fn the_advice_test_covers_every_row_that_advises_a_change() {
         "CronSuspended",
         "CronCompleted",
         "CronRejected",
+        // Adoption by `spec.deploymentId`: operator_adoption.rs.
+        "Orphaned",
     ];
     let missing: Vec<String> = reasons_with_changing_advice()
         .into_iter()

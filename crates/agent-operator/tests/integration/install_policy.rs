@@ -745,3 +745,101 @@ async fn helm_uninstall_leaves_what_install_md_says() {
         Vec::<String>::new()
     );
 }
+
+/// The words of `line`, split as a shell splits them (single quotes only,
+/// which is all the docs' commands use).
+fn shell_words(line: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted, mut any) = (Vec::new(), String::new(), false, false);
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            c => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(word);
+    }
+    words
+}
+
+/// docs/INSTALL.md, "Self-hosted LangSmith": its `helm install`, as
+/// written (the chart's directory in place of the release's package), on a
+/// cluster whose CRDs were applied before without Helm: the chart leaves
+/// them alone (`crds.enabled` off) and the release is deployed with the
+/// self-hosted host and port allowed.
+#[tokio::test]
+async fn helm_self_hosted_install_after_the_crds_works_as_written() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(Tools);
+    let env = common::own_env(&[]).await;
+    let guide = std::fs::read_to_string(test_support::repo_root().join("docs/INSTALL.md"))
+        .expect("reading docs/INSTALL.md");
+    let section = guide
+        .split("## Self-hosted LangSmith")
+        .nth(1)
+        .expect("the section");
+    let mut command_line = String::new();
+    for line in section
+        .lines()
+        .skip_while(|l| !l.starts_with("helm install "))
+    {
+        command_line.push_str(line.trim_end_matches('\\').trim());
+        command_line.push(' ');
+        if !line.ends_with('\\') {
+            break;
+        }
+    }
+    let words = shell_words(&command_line);
+    assert!(
+        words.len() > 5 && !command_line.contains("crds.enabled"),
+        "{command_line}"
+    );
+    // The test's own cluster already holds the shipped RBAC under the names
+    // `agent-operator` (every operator of the suite acts as it): the
+    // release and its namespace get other names, the flags stay as written.
+    let (release, ns) = ("self-hosted", "self-hosted-ops");
+    let chart = chart().display().to_string();
+    let args: Vec<&str> = words[1..]
+        .iter()
+        .enumerate()
+        .map(|(i, w)| match w.as_str() {
+            w if w.ends_with(".tgz") => chart.as_str(),
+            "agent-operator" if i == 1 => release,
+            "agent-operator" => ns,
+            w => w,
+        })
+        .collect();
+    helm_on(&env, &args);
+    let (status, _) = helm_on(&env, &["status", release, "-n", ns]);
+    assert!(status.contains("STATUS: deployed"), "{status}");
+    let (values, _) = helm_on(&env, &["get", "values", release, "-n", ns]);
+    assert!(values.contains("langsmith.example.com:8443"), "{values}");
+}
+
+#[test]
+fn shell_words_keep_single_quoted_words_whole() {
+    assert_eq!(
+        shell_words("helm install a  --set-json 'x=[\"h:1\"]' -n b "),
+        [
+            "helm",
+            "install",
+            "a",
+            "--set-json",
+            "x=[\"h:1\"]",
+            "-n",
+            "b"
+        ]
+    );
+}

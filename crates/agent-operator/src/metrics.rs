@@ -67,7 +67,7 @@ pub const KINDS: [&str; crate::api::kinds::KINDS.len()] = crate::api::kinds::NAM
 /// from its exhaustive `match`.
 pub fn error_reasons() -> impl Iterator<Item = &'static str> {
     use strum::IntoEnumIterator;
-    crate::controller::ErrorKind::iter().map(crate::controller::ErrorKind::reason)
+    crate::controller::error::ErrorKind::iter().map(crate::controller::error::ErrorKind::reason)
 }
 
 /// Every `outcome` of `agent_operator_verifications_total`: `Verified` and

@@ -89,7 +89,7 @@ secret-scan: ## scan every operator log in target/test-logs for the tests' secre
 bench: ## emulator scale benchmark (prints latencies and memory at 100 and 5,000 deployments)
 	cargo bench -p control-plane-emulator --bench emulator_scale
 
-bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + rate-limited emulator (ARGS="s1 s2 --count 500")
+bench-fleet: ## operator fleet benchmark, release binaries vs kube-apiserver + rate-limited emulator (ARGS="s1 s2 --count 500"); appends its figures to crates/agent-operator/benches/results.jsonl (make generate shows them in docs/BENCHMARKS.md)
 	cargo build --release --workspace --bins
 	KUBEBUILDER_ASSETS="$$(hack/envtest/install.sh | tail -n1)" cargo bench -p agent-operator --bench fleet -- $(ARGS)
 

@@ -107,7 +107,7 @@ pub fn replace_block(page: &str, name: &str, content: &str) -> anyhow::Result<St
     ))
 }
 
-/// The line ranges (1-based, markers included) of every generated block of
+/// The number of lines (markers included) of the generated blocks of
 /// `page`: what the count of hand-written lines leaves out.
 pub fn generated_lines(page: &str) -> usize {
     let mut inside = false;

@@ -455,9 +455,18 @@ async fn helm_reinstall_with_the_pod_policy_keeps_agent_deployments_writable_and
     // policy does not list.
     let mut between = github_deployment("between", "main");
     between["spec"]["sourceConfig"]["resourceSpec"] = json!({"serviceAccountName": "root-sa"});
-    create(&client, &tenant, &between)
-        .await
-        .expect("without the policy, an unlisted ServiceAccount is admitted");
+    // kube-apiserver's admission reads policies from its informer: a policy
+    // deleted a moment ago may still refuse for a moment on a loaded host.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match create(&client, &tenant, &between).await {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline && e.to_string().contains("pod-policy") => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => panic!("without the policy, an unlisted ServiceAccount is admitted: {e}"),
+        }
+    }
 
     // Installed again: the next create is admitted at once (no window in
     // which a policy refuses every write), and the policy is in force.

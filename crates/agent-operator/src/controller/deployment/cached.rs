@@ -12,7 +12,7 @@
 //! its own object once, at its start ([`CachedDeployment::to_full`]); the
 //! mappers and metrics that read a condition of many objects parse only
 //! the conditions ([`CachedDeployment::conditions`]). Measured in
-//! docs/BENCHMARKS.md, "Where the memory goes".
+//! docs/BENCHMARKS.md, "Capacity".
 //!
 //! The status goes through JSON without loss: its fields are strings,
 //! integers, booleans and RFC 3339 times in whole seconds, as the API

@@ -4,7 +4,7 @@
 //! object's name, namespace and uid as three strings: about 270 bytes per
 //! AgentDeployment for as long as it exists (its table slot and the three
 //! allocations), where the fleet's memory target is 6 KiB per resource
-//! (docs/BENCHMARKS.md, "Where the memory goes"). This filter keeps one
+//! (docs/BENCHMARKS.md, "Capacity"). This filter keeps one
 //! 64-bit hash of those three per object, and the 64-bit hash of what
 //! triggers a pass ([`super::runner::deployment_trigger_hash`]): about 20
 //! bytes per object. It forgets an object on its deletion (kube's filter

@@ -827,6 +827,7 @@ impl Bench {
             match scenario {
                 Scenario::S1 | Scenario::S2 => {
                     let label = &p.label;
+                    results::count(label, p.n);
                     let per = p.per_resource();
                     let per_mark = gate.at_most(
                         &format!("{label}: requests/resource"),
@@ -937,6 +938,7 @@ impl Bench {
     fn tenant_summary(&self, scenario: Scenario, run: &TenantRun, gate: &mut Gate) {
         let p = &run.phase;
         let label = &run.setup.label;
+        results::count(label, p.n);
         let per = p.per_resource();
         // The leader election's Lease renewals follow the run's duration
         // (about one per 2 s), not N: printed above, not counted here.

@@ -12,6 +12,18 @@ use agent_operator::docgen::bench::{Figure, Row, worst_mark};
 /// Every figure judged so far, with the label of its phase or scenario.
 static FIGURES: Mutex<Vec<(String, Figure)>> = Mutex::new(Vec::new());
 
+/// The resources (N) of each scenario label judged so far.
+static COUNTS: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
+
+/// Records that the scenario `label` ran on `n` resources (its row's N
+/// when the label does not say `N=`).
+pub fn count(label: &str, n: usize) {
+    COUNTS
+        .lock()
+        .expect("not poisoned")
+        .push((label.to_owned(), n as u64));
+}
+
 /// Records one judged figure; `what` is `"<scenario label>: <figure>"`.
 pub fn record(what: &str, value: f64, target: String, mark: &str) {
     let (scenario, name) = what.split_once(": ").unwrap_or((what, what));
@@ -53,6 +65,14 @@ fn machine() -> String {
 /// The rows of the figures recorded, one per scenario label in order.
 pub fn rows(command: &str) -> Vec<Row> {
     let figures = FIGURES.lock().expect("not poisoned");
+    let counts = COUNTS.lock().expect("not poisoned");
+    let counted = |scenario: &str| {
+        counts
+            .iter()
+            .rev()
+            .find(|(label, _)| label == scenario)
+            .map_or(0, |(_, n)| *n)
+    };
     let n_of = regex::Regex::new(r"N=([0-9]+)").expect("a valid pattern");
     let mut commit = output("git", &["rev-parse", "--short", "HEAD"]);
     if !output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty() {
@@ -68,7 +88,7 @@ pub fn rows(command: &str) -> Vec<Row> {
                 n: n_of
                     .captures(scenario)
                     .and_then(|c| c[1].parse().ok())
-                    .unwrap_or(0),
+                    .unwrap_or_else(|| counted(scenario)),
                 figures: Vec::new(),
                 gate: String::new(),
                 machine: machine.clone(),

@@ -2,8 +2,8 @@
 //! `reconcile` on one shared context; Stackable's steps that return values):
 //! the [`Kind`] trait says what differs per kind, [`Report`] is the one value
 //! a pass returns (status, annotations, events, requeue), [`write`](fn@write)
-//! writes it in one order for every kind and every path (status, then
-//! annotations, then events), and [`reconcile`] wraps a kind's pass in its
+//! writes it in one order for every kind and every path (annotations, then
+//! status, then events), and [`reconcile`] wraps a kind's pass in its
 //! finalizer, if it has one, and forgets the in-process memory of an object
 //! once its deletion is done.
 //!
@@ -452,8 +452,8 @@ pub fn has_finalizer<K: Kind>(obj: &K, name: &str) -> bool {
     obj.finalizers().iter().any(|f| f == name)
 }
 
-/// Writes `report` about `obj` (or the fresh read it names): status, then
-/// annotations, then the changes of the in-process memory it carries, then
+/// Writes `report` about `obj` (or the fresh read it names): annotations,
+/// then status, then the changes of the in-process memory it carries, then
 /// events; returns its `then`, or the wake-up of `obj` when that comes
 /// sooner ([`Kind::wake_in`]). A failed write returns the Kubernetes error,
 /// and what follows it is neither written nor remembered.
@@ -481,15 +481,22 @@ pub async fn write<K: Kind>(
         find(c, crate::plan::status::STALLED)
             .is_some_and(|s| s.status == crate::api::conditions::TRUE)
     }));
-    if let Some(status) = status {
-        apply_status(api, &obj.name_any(), &*status).await?;
-    }
+    // Annotations first: the AgentDeployment's admission lock compares
+    // the whole spec on every write once `status.deploymentId` is set
+    // (crds/, the root rule), so the id annotation of a create, written
+    // while the status holds no id yet, skips that comparison; the status
+    // write that follows sets the lock. A failed status write leaves the
+    // id in the annotation, which the next pass reads
+    // (docs/BEHAVIOUR.md, "AgentDeployment").
     if !annotations.is_empty() {
         let pairs: Vec<(&str, Option<&str>)> = annotations
             .iter()
             .map(|(k, v)| (*k, v.as_deref()))
             .collect();
         set_annotations(api, obj, &pairs).await?;
+    }
+    if let Some(status) = status {
+        apply_status(api, &obj.name_any(), &*status).await?;
     }
     remember.apply(ctx);
     for (type_, reason, note) in events {

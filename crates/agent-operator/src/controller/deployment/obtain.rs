@@ -10,11 +10,14 @@
 //!    finalizer when the object has none yet, in one metadata write (the
 //!    only write before a remote call),
 //! 2. POSTs the deployment,
-//! 3. writes the status that records `status.deploymentId` (so that the
-//!    fields the control plane cannot change are locked at admission from
-//!    then on), then replaces the marker with the
-//!    [`DEPLOYMENT_ID_ANNOTATION`] (the durable record of the id, which a
-//!    restore without status keeps).
+//! 3. replaces the marker with the [`DEPLOYMENT_ID_ANNOTATION`] (the
+//!    durable record of the id, which a restore without status keeps),
+//!    then writes the status that records `status.deploymentId` (so that
+//!    the fields the control plane cannot change are locked at admission
+//!    from then on). Written in this order, the annotation's write is
+//!    admitted before the lock exists, without its comparison of the
+//!    whole spec; if the status write fails, the next pass finds the id in
+//!    the annotation.
 //!
 //! If it dies between 1 and 3, the next pass sees the marker without an id
 //! and resolves it by exact-name lookup (list with `name_contains`, then an

@@ -235,7 +235,8 @@ impl<'a> Pass<'a> {
         // admission from the moment a remote exists.
         report.status = changed(self.obj, std::mem::take(&mut self.status));
         // The marker is replaced by the id annotation once the id is known,
-        // after the status that records it.
+        // written just before the status that records it
+        // ([`crate::controller::kind::write`]).
         report.annotations = steps::id_annotations(
             id.as_deref(),
             self.obj.create_pending(),

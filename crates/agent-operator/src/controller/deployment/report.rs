@@ -1,6 +1,6 @@
 //! The "report" step of the AgentDeployment pass: the reports of its
 //! outcomes ([`Report`], the AgentDeployment's [`kind::Report`], written by
-//! [`kind::write`] in the one order of every kind: status, annotations,
+//! [`kind::write`] in the one order of every kind: annotations, status,
 //! events), and what a control plane error means for an AgentDeployment
 //! (docs/control-plane-api.md "Errors").
 

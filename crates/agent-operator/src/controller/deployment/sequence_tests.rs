@@ -140,8 +140,8 @@ async fn a_quick_create_writes_the_finalizer_with_the_marker_the_id_then_ready()
         seen(
             &[
                 "metadata +finalizer +create-pending",
-                "status Creating",
                 "annotations -create-pending +deployment-id",
+                "status Creating",
             ],
             &[LIST, "POST /v2/deployments 201"],
         )
@@ -184,8 +184,8 @@ async fn a_long_first_revision_shows_creating_from_the_create_on() {
         s.pass().await,
         [
             "annotations +create-pending",
-            "status Creating",
             "annotations -create-pending +deployment-id",
+            "status Creating",
         ]
     );
     assert_eq!(
@@ -292,8 +292,8 @@ async fn rejection_writes_status_removes_the_marker_and_warns_once() {
         s.pass().await,
         [
             "annotations +create-pending",
-            "status InvalidSpec",
             "annotations -create-pending",
+            "status InvalidSpec",
             "event Warning InvalidSpec",
         ]
     );
@@ -406,8 +406,8 @@ async fn adoption_by_id_reads_the_deployment_once_and_sends_nothing() {
         s.step().await,
         seen(
             &[
-                "status RevisionInProgress",
                 "annotations -create-pending +deployment-id",
+                "status RevisionInProgress",
                 "event Normal Adopted",
             ],
             &[GET],
@@ -441,8 +441,8 @@ async fn an_adoption_without_the_finalizer_gets_it_alone_before_its_first_reques
         seen(
             &[
                 "metadata +finalizer",
-                "status RevisionInProgress",
                 "annotations -create-pending +deployment-id",
+                "status RevisionInProgress",
                 "event Normal Adopted",
             ],
             &[GET],
@@ -486,8 +486,8 @@ async fn crash_recovery_finds_the_landed_create_by_name_and_records_its_id() {
         s.step().await,
         seen(
             &[
-                "status RevisionInProgress",
                 "annotations -create-pending +deployment-id",
+                "status RevisionInProgress",
                 "event Normal CreateRecovered",
             ],
             &[LIST],
@@ -546,8 +546,8 @@ async fn a_create_answered_409_stalls_on_the_name_and_is_not_sent_again() {
         seen(
             &[
                 "annotations +create-pending",
-                "status NameConflict",
                 "annotations -create-pending",
+                "status NameConflict",
                 "event Warning NameConflict",
             ],
             &[LIST, "POST /v2/deployments 409"],
@@ -607,8 +607,8 @@ async fn a_deployment_deleted_outside_is_reported_then_created_again() {
         seen(
             &[
                 "annotations +create-pending",
-                "status Creating",
                 "annotations -create-pending +deployment-id",
+                "status Creating",
             ],
             // The id annotation still names the deleted deployment: read
             // (404) before the name lookup.

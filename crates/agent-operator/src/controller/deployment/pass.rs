@@ -178,6 +178,18 @@ impl<'a> Pass<'a> {
     /// the desired state changes or its backoff passes; a transient error is
     /// returned for the per-object backoff.
     pub(super) fn fail(&mut self, operation: &'static str, e: CpError) -> Box<Report> {
+        // Not sent because the operator's own budget is short (many
+        // requests at once, no slow answer behind it): the pass is put off
+        // as the runner puts off a pass whose plane has no token soon
+        // (`runner::DEFER_AFTER`), with no write: nothing happened that the
+        // status or an event should tell.
+        if let CpError::Deferred {
+            retry_in,
+            cause: None,
+        } = &e
+        {
+            return Report::end(Requeue::after(jittered(*retry_in)));
+        }
         let mut outcome = apply_error_outcome(self.obj, operation, &e);
         if e.is_transient() {
             return self.finish(

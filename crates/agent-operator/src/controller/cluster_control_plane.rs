@@ -31,7 +31,6 @@ use super::{Context, Error};
 use crate::api::SecretKeyRef;
 use crate::api::cluster_control_plane::ClusterAgentControlPlane;
 use crate::api::conditions::reason;
-use crate::api::control_plane::{AgentControlPlaneStatus, IN_USE_FINALIZER};
 use crate::api::deployment::AgentDeployment;
 use crate::api::listener::AgentListener;
 use crate::controlplane::ControlPlaneClient;
@@ -43,47 +42,7 @@ pub const KIND: &str = "ClusterAgentControlPlane";
 /// Reconciles of this kind running at once (each makes one small request).
 pub const CONCURRENCY: u16 = 2;
 
-impl Kind for ClusterAgentControlPlane {
-    crate::kind_status!(AgentControlPlaneStatus);
-    const FINALIZER: Option<&'static str> = Some(IN_USE_FINALIZER);
-    const REASONS: ReasonTable = ReasonTable::CONTROL_PLANE;
-    type Observed = ControlPlaneClient;
-    /// Every pass takes the same step: the authentication probe.
-    type Decision = ();
-
-    fn observe(
-        _api: &Api<Self>,
-        obj: &Self,
-        ctx: &Context,
-    ) -> impl Future<Output = Flow<ControlPlaneClient, Self>> + Send {
-        observe(obj, ctx)
-    }
-
-    fn decide(_obj: &Self, _seen: &ControlPlaneClient) {}
-
-    fn act(
-        _api: &Api<Self>,
-        obj: &Self,
-        ctx: &Context,
-        cp: ControlPlaneClient,
-        _decision: (),
-    ) -> impl Future<Output = Box<Report<Self>>> + Send {
-        probe(obj, ctx, cp)
-    }
-
-    fn cleanup(
-        _api: &Api<Self>,
-        obj: &Self,
-        ctx: &Context,
-    ) -> impl Future<Output = Box<Report<Self>>> + Send {
-        cleanup(obj, ctx)
-    }
-
-    /// Drops the plane's cached client.
-    fn forget(ctx: &Context, obj: &Self) {
-        ctx.planes.forget("", &obj.name_any());
-    }
-}
+crate::plane_kind!(ClusterAgentControlPlane, |obj| "");
 
 /// The probe of `obj` read as an AgentControlPlane of the cluster resource
 /// namespace ([`probe_plane`]).

@@ -152,48 +152,64 @@ fn previous_unmanaged<K: Kind<Status = AgentControlPlaneStatus>>(
     obj.status().and_then(|s| s.unmanaged.as_ref())
 }
 
-impl Kind for AgentControlPlane {
-    crate::kind_status!(AgentControlPlaneStatus);
-    const FINALIZER: Option<&'static str> = Some(IN_USE_FINALIZER);
-    const REASONS: ReasonTable = ReasonTable::CONTROL_PLANE;
-    type Observed = ControlPlaneClient;
-    /// Every pass takes the same step: the authentication probe.
-    type Decision = ();
+/// The [`Kind`] impl of a plane kind (AgentControlPlane and
+/// ClusterAgentControlPlane: one pass, the authentication probe, and the
+/// in-use finalizer), over the functions `observe`, `probe` and `cleanup`
+/// of the module that invokes it. `|obj| namespace` is the namespace (a
+/// `&str`) under which the client cache keys the plane (`""` for a
+/// cluster plane).
+#[macro_export]
+macro_rules! plane_kind {
+    ($kind:ty, |$obj:ident| $namespace:expr) => {
+        impl Kind for $kind {
+            $crate::kind_status!($crate::api::control_plane::AgentControlPlaneStatus);
+            const FINALIZER: Option<&'static str> =
+                Some($crate::api::control_plane::IN_USE_FINALIZER);
+            const REASONS: ReasonTable = ReasonTable::CONTROL_PLANE;
+            type Observed = $crate::controlplane::ControlPlaneClient;
+            /// Every pass takes the same step: the authentication probe.
+            type Decision = ();
 
-    fn observe(
-        _api: &Api<Self>,
-        obj: &Self,
-        ctx: &Context,
-    ) -> impl Future<Output = Flow<ControlPlaneClient, Self>> + Send {
-        observe(obj, ctx)
-    }
+            fn observe(
+                _api: &Api<Self>,
+                obj: &Self,
+                ctx: &Context,
+            ) -> impl Future<Output = Flow<$crate::controlplane::ControlPlaneClient, Self>> + Send
+            {
+                observe(obj, ctx)
+            }
 
-    fn decide(_obj: &Self, _seen: &ControlPlaneClient) {}
+            fn decide(_obj: &Self, _seen: &$crate::controlplane::ControlPlaneClient) {}
 
-    fn act(
-        _api: &Api<Self>,
-        obj: &Self,
-        ctx: &Context,
-        cp: ControlPlaneClient,
-        _decision: (),
-    ) -> impl Future<Output = Box<Report<Self>>> + Send {
-        probe(obj, ctx, cp)
-    }
+            fn act(
+                _api: &Api<Self>,
+                obj: &Self,
+                ctx: &Context,
+                cp: $crate::controlplane::ControlPlaneClient,
+                _decision: (),
+            ) -> impl Future<Output = Box<Report<Self>>> + Send {
+                probe(obj, ctx, cp)
+            }
 
-    fn cleanup(
-        _api: &Api<Self>,
-        obj: &Self,
-        ctx: &Context,
-    ) -> impl Future<Output = Box<Report<Self>>> + Send {
-        cleanup(obj, ctx)
-    }
+            fn cleanup(
+                _api: &Api<Self>,
+                obj: &Self,
+                ctx: &Context,
+            ) -> impl Future<Output = Box<Report<Self>>> + Send {
+                cleanup(obj, ctx)
+            }
 
-    /// Drops the plane's cached client.
-    fn forget(ctx: &Context, obj: &Self) {
-        ctx.planes
-            .forget(&obj.namespace().unwrap_or_default(), &obj.name_any());
-    }
+            /// Drops the plane's cached client.
+            fn forget(ctx: &Context, $obj: &Self) {
+                ctx.planes.forget($namespace, &$obj.name_any());
+            }
+        }
+    };
 }
+
+crate::plane_kind!(AgentControlPlane, |obj| &obj
+    .namespace()
+    .unwrap_or_default());
 
 /// One reconcile pass ([`kind::reconcile`]): the finalizer helper adds
 /// [`IN_USE_FINALIZER`] and dispatches to the probe ([`observe`], [`probe`]) or

@@ -36,11 +36,12 @@ help: ## list the targets
 setup: ## what make test needs: checks the prerequisites, then kube-apiserver/etcd/kubectl, the agent server, helm, crane, hadolint, promtool, the GitOps health checker, cargo-deny
 	hack/setup.sh
 
-generate: ## regenerate the CRD YAML in crds/ (and the chart's copy), docs/reference.md, the Argo CD health keys (deploy/argocd/argocd-cm.yaml) and the generated tables of the docs (flags, Helm values, metrics, alerts, reasons, benchmark results) from the code
+generate: ## regenerate the CRD YAML in crds/ (and the chart's copy), docs/reference.md, the Argo CD health keys (deploy/argocd/argocd-cm.yaml) and the generated tables of the docs (flags, Helm values, metrics, alerts, reasons, benchmark results, agentctl's commands) from the code
 	cargo run --quiet -p agent-operator --bin agent-operator -- crds --out crds
 	cargo run --quiet -p agent-operator --bin agent-operator -- crds --out deploy/helm/agent-operator/files/crds
 	cargo run --quiet -p agent-operator --bin agent-operator -- reference --out docs/reference.md
 	cargo run --quiet -p agent-operator --bin agent-operator -- docs
+	cargo run --quiet -p agent-operator --bin agentctl -- docs
 	python3 hack/argocd-cm.py
 
 lint: ## rustfmt and clippy on every crate (warnings are errors), no import cycle, no controller function over 60 lines, every doc link resolves, the fuzz targets compile, hadolint on the Dockerfile, helm lint --strict on the chart

@@ -1,5 +1,6 @@
 //! The docs as reference: every generated block of a page (the flags, Helm
-//! values, metrics, alerts, reasons and benchmark results tables, between
+//! values, metrics, alerts, reasons and benchmark results tables, and
+//! agentctl's commands, configuration and exit codes, between
 //! `<!-- generated: NAME (make generate) -->` markers) is what the code
 //! generates now, and no page or CRD description speaks of how the project
 //! was made (sessions, issue numbers, commit hashes outside the generated
@@ -43,6 +44,51 @@ fn every_generated_block_is_what_the_code_generates() {
             block.name
         );
     }
+}
+
+/// `agentctl docs --check` fails, naming the block, when the command
+/// reference of docs/AGENTCTL.md differs from agentctl's command line: run
+/// on the repository (passes), then on a copy whose `commands` block lost
+/// a row (fails, naming it).
+#[test]
+fn the_agentctl_reference_is_what_its_command_line_generates() {
+    let check = |root: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_agentctl"))
+            .args(["docs", "--check", "--root"])
+            .arg(root)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("running agentctl docs --check")
+    };
+    let out = check(root());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(root().join("docs/AGENTCTL.md")).unwrap();
+    let commands = agent_operator::docgen::block(&page, "commands").expect("the commands block");
+    assert!(
+        commands.contains("| `agentctl deployments list` |"),
+        "{commands}"
+    );
+    let planted = tempfile::tempdir().unwrap();
+    std::fs::create_dir(planted.path().join("docs")).unwrap();
+    let row = commands
+        .lines()
+        .find(|l| l.starts_with("| `agentctl redeploy"))
+        .expect("the redeploy row");
+    std::fs::write(
+        planted.path().join("docs/AGENTCTL.md"),
+        page.replacen(&format!("{row}\n"), "", 1),
+    )
+    .unwrap();
+    let out = check(planted.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("docs/AGENTCTL.md (block commands)"),
+        "a lost row must fail the check: {stderr}"
+    );
 }
 
 /// The text of `page` outside its generated blocks.

@@ -27,7 +27,9 @@
 //!   table|json|yaml`.
 //!
 //! Agent server commands: `assistants search`, `runs stream` (see [`server`]).
-//! Shell completion: `completions SHELL`. (The envtest API server of the
+//! Shell completion: `completions SHELL`. The command reference of
+//! docs/AGENTCTL.md is generated from this definition (hidden `docs`, see
+//! [`reference`]). (The envtest API server of the
 //! demo is the `testenv` binary of `agent-operator-test-support`.)
 //!
 //! Exit codes: [`exit::EXIT_CODES_HELP`].
@@ -42,6 +44,7 @@ mod history;
 mod logs;
 mod output;
 mod plane;
+mod reference;
 mod resources;
 mod server;
 mod unmanaged;
@@ -152,6 +155,17 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Rewrite the command reference of docs/AGENTCTL.md from this command
+    /// line (`make generate`), or with --check fail when it differs.
+    #[command(hide = true)]
+    Docs {
+        /// The repository root.
+        #[arg(long, default_value = ".")]
+        root: std::path::PathBuf,
+        /// Compare instead of writing; exit 1 when a block differs.
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 #[tokio::main]
@@ -189,6 +203,9 @@ async fn main() -> ExitCode {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Docs { root, check } => reference::docs(&Cli::command(), &root, check)
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(failed),
     };
     result.unwrap_or_else(|e| {
         eprintln!("agentctl: error: {:#}", e.error);

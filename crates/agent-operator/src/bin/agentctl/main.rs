@@ -29,7 +29,7 @@
 //! Agent server commands: `assistants search`, `runs stream` (see [`server`]).
 //! Shell completion: `completions SHELL`. The command reference of
 //! docs/AGENTCTL.md is generated from this definition (hidden `docs`, see
-//! [`reference`]). (The envtest API server of the
+//! [`mod@reference`]). (The envtest API server of the
 //! demo is the `testenv` binary of `agent-operator-test-support`.)
 //!
 //! Exit codes: [`exit::EXIT_CODES_HELP`].

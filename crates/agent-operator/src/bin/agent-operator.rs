@@ -325,33 +325,9 @@ fn docs(root: &std::path::Path, print: Option<&str>, check: bool) -> anyhow::Res
         print!("{}", generated_block(root, name)?);
         return Ok(());
     }
-    let mut drifted = Vec::new();
-    for block in agent_operator::docgen::BLOCKS {
-        let path = root.join(block.page);
-        let page =
-            std::fs::read_to_string(&path).with_context(|| format!("reading {}", block.page))?;
-        let new = agent_operator::docgen::replace_block(
-            &page,
-            block.name,
-            &generated_block(root, block.name)?,
-        )
-        .with_context(|| format!("{}, block {}", block.page, block.name))?;
-        if new == page {
-            continue;
-        }
-        if check {
-            drifted.push(format!("{} (block {})", block.page, block.name));
-        } else {
-            std::fs::write(&path, new)?;
-            eprintln!("wrote {} ({})", block.page, block.name);
-        }
-    }
-    anyhow::ensure!(
-        drifted.is_empty(),
-        "generated blocks that differ from the code (run `make generate`): {}",
-        drifted.join(", ")
-    );
-    Ok(())
+    agent_operator::docgen::write_blocks(root, agent_operator::docgen::BLOCKS, check, |name| {
+        generated_block(root, name)
+    })
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {

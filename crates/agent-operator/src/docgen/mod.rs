@@ -88,7 +88,45 @@ pub fn block<'a>(page: &'a str, name: &str) -> Option<&'a str> {
     Some(page[start..end].trim_matches('\n'))
 }
 
-/// `page` with the content of block `name` replaced by `content`.
+/// Rewrites each block of `blocks` under the repository root `root` with
+/// what `generate` returns for its name, or with `check` writes nothing and
+/// fails naming every block that differs (`agent-operator docs`,
+/// `agentctl docs`). Errors: a page cannot be read or written, a block's
+/// markers are missing, `generate` fails, or (with `check`) a block
+/// differs.
+pub fn write_blocks(
+    root: &std::path::Path,
+    blocks: impl IntoIterator<Item = Block>,
+    check: bool,
+    mut generate: impl FnMut(&str) -> anyhow::Result<String>,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let mut drifted = Vec::new();
+    for block in blocks {
+        let path = root.join(block.page);
+        let page =
+            std::fs::read_to_string(&path).with_context(|| format!("reading {}", block.page))?;
+        let new = replace_block(&page, block.name, &generate(block.name)?)
+            .with_context(|| format!("{}, block {}", block.page, block.name))?;
+        if new == page {
+            continue;
+        }
+        if check {
+            drifted.push(format!("{} (block {})", block.page, block.name));
+        } else {
+            std::fs::write(&path, new).with_context(|| format!("writing {}", block.page))?;
+            eprintln!("wrote {} ({})", block.page, block.name);
+        }
+    }
+    anyhow::ensure!(
+        drifted.is_empty(),
+        "generated blocks that differ from the code (run `make generate`): {}",
+        drifted.join(", ")
+    );
+    Ok(())
+}
+
+/// `page` with the content of its block `name` replaced by `content`.
 pub fn replace_block(page: &str, name: &str, content: &str) -> anyhow::Result<String> {
     let begin = begin_marker(name);
     let start = page

@@ -47,33 +47,8 @@ pub fn block(cli: &Command, name: &str) -> anyhow::Result<String> {
 /// written, a block's markers are missing, or (with `check`) a block
 /// differs.
 pub fn docs(cli: &Command, root: &Path, check: bool) -> anyhow::Result<()> {
-    let path = root.join(PAGE);
-    let page = std::fs::read_to_string(&path).with_context(|| format!("reading {PAGE}"))?;
-    let mut new = page.clone();
-    let mut drifted = Vec::new();
-    for name in BLOCKS {
-        let next = agent_operator::docgen::replace_block(&new, name, &block(cli, name)?)
-            .with_context(|| format!("{PAGE}, block {name}"))?;
-        if next != new {
-            drifted.push(name);
-        }
-        new = next;
-    }
-    if check {
-        anyhow::ensure!(
-            drifted.is_empty(),
-            "generated blocks that differ from the code (run `make generate`): {}",
-            drifted
-                .iter()
-                .map(|b| format!("{PAGE} (block {b})"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    } else if new != page {
-        std::fs::write(&path, new).with_context(|| format!("writing {PAGE}"))?;
-        eprintln!("wrote {PAGE} ({})", drifted.join(", "));
-    }
-    Ok(())
+    let blocks = BLOCKS.map(|name| agent_operator::docgen::Block { page: PAGE, name });
+    agent_operator::docgen::write_blocks(root, blocks, check, |name| block(cli, name))
 }
 
 /// The subcommand of `cli` at `path`.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What the AgentDeployment writes of the fleet benchmark cost kube-apiserver,
-with two sets of CRDs side by side (docs/BENCHMARKS.md, "Session 18").
+with two sets of CRDs side by side (docs/BENCHMARKS.md, "Capacity").
 
 Usage: hack/crd-write-cost.sh DIR_A DIR_B [N] [ROUNDS]
 

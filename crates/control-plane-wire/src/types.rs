@@ -281,7 +281,8 @@ pub struct Deployment {
     pub display_name: Option<String>,
     /// True for a preview deployment the platform made for a pull request
     /// (it may share its parent's name); lookups by name skip it, as the
-    /// official CLI does (docs/control-plane-api.md "Listing").
+    /// official CLI does (docs/control-plane-api.md "Requests as the
+    /// official clients send them").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_preview: Option<bool>,
     /// Source kind.

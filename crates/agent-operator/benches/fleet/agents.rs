@@ -5,7 +5,7 @@
 //! Ready, control plane requests per AgentDeployment, agent server requests
 //! per AgentAssistant and per AgentCron (by route, from the emulator's
 //! counts), 429s and the operator's RSS, each against its target
-//! (docs/BENCHMARKS.md, "Targets").
+//! (docs/BENCHMARKS.md, "Targets and gate").
 
 use std::time::{Duration, Instant};
 

@@ -28,6 +28,7 @@ mod contract_retries;
 mod control_plane_status;
 mod crds;
 mod dashboard;
+mod doc_citations;
 mod docs;
 mod e2e_lifecycle;
 mod envtest_smoke;

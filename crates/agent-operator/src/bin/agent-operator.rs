@@ -253,6 +253,8 @@ struct RunArgs {
     pod_policy_listener_ids: Vec<String>,
 }
 
+/// `s` seconds as a duration. Errors: negative, not finite or too large,
+/// naming `--flag`.
 fn seconds(s: f64, flag: &str) -> anyhow::Result<Duration> {
     Duration::try_from_secs_f64(s).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
 }
@@ -330,6 +332,9 @@ fn docs(root: &std::path::Path, print: Option<&str>, check: bool) -> anyhow::Res
     })
 }
 
+/// `agent-operator run`: logs the startup line, serves the HTTP endpoints
+/// (metrics, health), waits for the leader lease with `--leader-elect`,
+/// then runs the controllers until the shutdown signal ([`lead`]).
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     telemetry::init(args.log_format, "info,kube=warn");
     // The startup line: version, every flag as parsed (none is secret), then
@@ -354,7 +359,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         leader_election = ?election,
         "agent-operator starting"
     );
-    let mut ctx = Context::new(client.clone(), config);
+    let ctx = Context::new(client.clone(), config);
     ctx.planes.set_host_ceiling(host_ceiling);
     ctx.planes.set_cluster_resource_namespace(
         &args
@@ -362,30 +367,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(leader::default_namespace),
     );
-    let hash_key_namespace = args
-        .hash_key_namespace
-        .clone()
-        .unwrap_or_else(leader::default_namespace);
     let health = Health::new();
     // One shutdown signal for the HTTP server, the lease wait and every
     // controller (graceful: in-flight reconciles finish).
     let shutdown = agent_operator::telemetry::shutdown_signal()
         .boxed()
         .shared();
-    let metrics = ctx.metrics.clone();
-    let metrics_auth = args.metrics_authorization.then(|| {
-        Arc::new(agent_operator::metrics_auth::MetricsAuth::new(
-            client.clone(),
-        ))
-    });
-    let server = tokio::spawn(http::serve_with(
-        http_listener,
-        metrics.clone(),
-        health.clone(),
-        metrics_auth,
-        shutdown.clone(),
-    ));
-
+    let server = serve(&args, http_listener, &ctx, &health, shutdown.clone());
     let leadership = match election {
         Some(election) => {
             health.set_standby();
@@ -401,16 +389,73 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    lead(ctx, leadership, &args, shutdown, shutdown_timeout, &health).await?;
+    server.await??;
+    tracing::info!("agent-operator stopped");
+    Ok(())
+}
+
+/// Spawns the HTTP server of the metrics and health endpoints on
+/// `listener` until `shutdown` (the metrics behind a TokenReview and
+/// SubjectAccessReview with `--metrics-authorization`).
+fn serve<S>(
+    args: &RunArgs,
+    listener: TcpListener,
+    ctx: &Context,
+    health: &Health,
+    shutdown: S,
+) -> tokio::task::JoinHandle<std::io::Result<()>>
+where
+    S: std::future::Future<Output = ()> + Send + 'static,
+{
+    let metrics_auth = args.metrics_authorization.then(|| {
+        Arc::new(agent_operator::metrics_auth::MetricsAuth::new(
+            ctx.client.clone(),
+        ))
+    });
+    tokio::spawn(http::serve_with(
+        listener,
+        ctx.metrics.clone(),
+        health.clone(),
+        metrics_auth,
+        shutdown,
+    ))
+}
+
+/// What the replica that reconciles does, once it leads (or at once
+/// without `--leader-elect`): loads the secrets hash key, runs the
+/// controllers until `shutdown` ([`until_stopped`]), then releases the
+/// lease.
+///
+/// Errors: the hash key could not be read or created (the lease is
+/// released first).
+async fn lead<S>(
+    mut ctx: Context,
+    leadership: Option<leader::Leadership>,
+    args: &RunArgs,
+    shutdown: S,
+    shutdown_timeout: Duration,
+    health: &Health,
+) -> anyhow::Result<()>
+where
+    S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+{
+    let hash_key_namespace = args
+        .hash_key_namespace
+        .clone()
+        .unwrap_or_else(leader::default_namespace);
     // The key of status.secretsHash, read by the replica that reconciles,
     // when it starts to (so a leader change after a rotation uses the new
     // key, and replicas never take turns with two keys).
-    match hash_key::load_or_create(&client, &hash_key_namespace, &args.hash_key_secret).await {
+    match hash_key::load_or_create(&ctx.client, &hash_key_namespace, &args.hash_key_secret).await {
         Ok(key) => ctx.hash_key = key,
         Err(e) => {
             release(leadership).await;
             return Err(anyhow::Error::from(e).context("the secrets hash key"));
         }
     }
+    let scope = ctx.config.scope.clone();
+    let metrics = ctx.metrics.clone();
     let ctx = Arc::new(ctx);
     let lost = match &leadership {
         Some(l) => l.lost().boxed(),
@@ -418,13 +463,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     metrics.set_leader(true);
     health.set_starting();
-    let controllers = run_controllers(ctx, scope, args.concurrency, shutdown.clone(), &health);
-    until_stopped(controllers, shutdown.clone(), shutdown_timeout, lost).await;
+    let controllers = run_controllers(ctx, scope, args.concurrency, shutdown.clone(), health);
+    until_stopped(controllers, shutdown, shutdown_timeout, lost).await;
     health.set_stopping();
     metrics.set_leader(false);
     release(leadership).await;
-    server.await??;
-    tracing::info!("agent-operator stopped");
     Ok(())
 }
 

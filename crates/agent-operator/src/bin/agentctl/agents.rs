@@ -3,6 +3,9 @@
 //! deployment in the same file, in dependency order (assistants, then the
 //! crons that run them), by [`agent_operator::converge::agents`].
 
+use agent_operator::agentserver::{Assistant, Cron};
+use agent_operator::api::assistant::AgentAssistant;
+use agent_operator::api::cron::AgentCron;
 use agent_operator::controlplane::ControlPlaneClient;
 use agent_operator::converge::agents::{self, NotServing, Server};
 use agent_operator::converge::{Desired, Manifest, manifest::namespace_of};
@@ -84,76 +87,18 @@ pub async fn converge(
             .and_then(|i| servers[i].as_ref())
             .expect("checked: every reference is a deployment of the file")
     };
-    let skipped = match mode {
-        Mode::Apply => "not applied",
-        Mode::Diff | Mode::Get => "not read",
-    };
     let mut worst = Exit::Success;
     for a in &m.assistants {
         let object = format!(
             "agentassistant/{}",
             a.metadata.name.as_deref().unwrap_or_default()
         );
-        let server = match server_of(&a.metadata.namespace, &a.spec.deployment_ref.name) {
-            Ok(s) => s,
-            Err(NotServing(why)) => {
-                println!("{object} {skipped}: {why}");
-                worst = worst.max(Exit::Failed);
-                continue;
-            }
-        };
-        let plan = agents::plan_assistant(&server.client, a).await?;
-        let id = &plan.id;
-        match mode {
-            Mode::Diff => {
-                worst = worst.max(diff_assistant(&object, &plan, &server.url)?);
-                continue;
-            }
-            Mode::Get => {
-                let state = match (&plan.current, &plan.step) {
-                    (None, _) => format!("assistant {id} does not exist"),
-                    (Some(x), step) => format!(
-                        "assistant {id} (graph {}), version {}, {}",
-                        x.graph_id,
-                        x.version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
-                        in_sync(
-                            matches!(step, assistant::Step::Nothing)
-                                || matches!(step, assistant::Step::Observe(d) if d.is_empty())
-                        )
-                    ),
-                };
-                println!("{object}: {state}");
-                continue;
-            }
-            Mode::Apply => {}
-        }
-        let now = agents::execute_assistant(&server.client, &plan).await?;
-        let version = now
-            .as_ref()
-            .and_then(|x| x.version)
-            .map_or_else(|| "-".to_owned(), |v| v.to_string());
-        match &plan.step {
-            assistant::Step::Create(_) => println!(
-                "{object} created: assistant {id} (graph {}), version {version}, at {}",
-                a.spec.graph_id, server.url
-            ),
-            assistant::Step::Patch(_) => {
-                println!("{object} patched: assistant {id}, new version {version}")
-            }
-            assistant::Step::SetLatest(v) => {
-                println!("{object}: version {v} of assistant {id} serves now")
-            }
-            assistant::Step::Nothing | assistant::Step::Held(_) => {
-                println!("{object} unchanged: assistant {id}, version {version}")
-            }
-            assistant::Step::Observe(drift) => println!(
-                "{object} observed (managementPolicy: Observe, nothing sent): assistant {id}, version {version}{}",
-                drift_note(drift)
-            ),
-            assistant::Step::NothingToObserve => println!(
-                "{object}: assistant {id} does not exist; nothing created (managementPolicy: Observe)"
-            ),
-        }
+        worst = worst.max(
+            match server_of(&a.metadata.namespace, &a.spec.deployment_ref.name) {
+                Ok(server) => converge_assistant(server, a, &object, mode).await?,
+                Err(not_serving) => skip(&object, mode, not_serving),
+            },
+        );
     }
     let now = Timestamp::now();
     for c in &m.crons {
@@ -161,82 +106,193 @@ pub async fn converge(
             "agentcron/{}",
             c.metadata.name.as_deref().unwrap_or_default()
         );
-        let server = match server_of(&c.metadata.namespace, &c.spec.deployment_ref.name) {
-            Ok(s) => s,
-            Err(NotServing(why)) => {
-                println!("{object} {skipped}: {why}");
-                worst = worst.max(Exit::Failed);
-                continue;
-            }
-        };
-        let ns = namespace_of(&c.metadata.namespace);
-        let runs = match (&c.spec.assistant_ref, &c.spec.graph_id) {
-            (Some(r), _) => m
-                .assistant(&ns, &r.name)
-                .map(agents::assistant_id_in_file)
-                .expect("checked: every assistantRef is an assistant of the file"),
-            (None, graph) => graph.clone().unwrap_or_default(),
-        };
-        let paused = m
-            .deployment_index(&ns, &c.spec.deployment_ref.name)
-            .is_some_and(|i| m.deployments[i].paused() == Ok(true));
-        // Duplicates (one per step) first, then the create or PATCH: a
-        // bounded loop, as each step is one request.
-        for _ in 0..=cron::SEARCH_LIMIT {
-            let plan = agents::plan_cron(&server.client, c, &runs, paused, now).await?;
-            match mode {
-                Mode::Diff => {
-                    worst = worst.max(diff_cron(&object, &plan)?);
-                    break;
-                }
-                Mode::Get => {
-                    let state = match cron::kept(&plan.found, None) {
-                        None => "no cron carries its tag".to_owned(),
-                        Some(x) => format!(
-                            "{}, {}",
-                            shown(x),
-                            in_sync(
-                                matches!(plan.step, cron::Step::Nothing)
-                                    || matches!(&plan.step, cron::Step::Observe(d) if d.is_empty())
-                            )
-                        ),
-                    };
-                    println!("{object}: {state}");
-                    break;
-                }
-                Mode::Apply => {}
-            }
-            let after = agents::execute_cron(&server.client, &plan).await?;
-            let shown = after.as_ref().map_or_else(|| "none".to_owned(), shown);
-            match &plan.step {
-                cron::Step::DeleteDuplicate(id) => {
-                    println!("{object}: deleted duplicate cron {id}");
-                    continue;
-                }
-                cron::Step::Create(_) => println!("{object} created: {shown}"),
-                cron::Step::Patch(..) => println!("{object} patched: {shown}"),
-                cron::Step::Nothing | cron::Step::Held(_) if after.is_none() => {
-                    println!("{object}: endTime has passed; no cron")
-                }
-                cron::Step::Nothing | cron::Step::Held(_) => {
-                    println!("{object} unchanged: {shown}")
-                }
-                cron::Step::Observe(drift) => println!(
-                    "{object} observed (managementPolicy: Observe, nothing sent): {shown}{}",
-                    drift_note(drift)
-                ),
-                cron::Step::NothingToObserve => println!(
-                    "{object}: no cron carries its tag; nothing created (managementPolicy: Observe)"
-                ),
-            }
-            break;
-        }
+        worst = worst.max(
+            match server_of(&c.metadata.namespace, &c.spec.deployment_ref.name) {
+                Ok(server) => converge_cron(m, server, c, &object, mode, now).await?,
+                Err(not_serving) => skip(&object, mode, not_serving),
+            },
+        );
     }
     Ok(worst)
 }
 
+/// Prints that `object` was not applied (or not read) because its
+/// deployment is not serving, and why; returns 1.
+fn skip(object: &str, mode: Mode, NotServing(why): &NotServing) -> Exit {
+    let skipped = match mode {
+        Mode::Apply => "not applied",
+        Mode::Diff | Mode::Get => "not read",
+    };
+    println!("{object} {skipped}: {why}");
+    Exit::Failed
+}
+
+/// Reads one assistant on its agent server and, as `mode` says, prints
+/// what would be sent (diff), prints its state (get), or sends its one
+/// request and prints the outcome (apply). Returns 1 when a diff shows a
+/// change, else 0.
+async fn converge_assistant(
+    server: &Server,
+    a: &AgentAssistant,
+    object: &str,
+    mode: Mode,
+) -> CliResult {
+    let plan = agents::plan_assistant(&server.client, a).await?;
+    match mode {
+        Mode::Diff => return diff_assistant(object, &plan, &server.url),
+        Mode::Get => {
+            println!("{object}: {}", assistant_state(&plan));
+            return Ok(Exit::Success);
+        }
+        Mode::Apply => {}
+    }
+    let now = agents::execute_assistant(&server.client, &plan).await?;
+    print_assistant_applied(object, a, &plan, now.as_ref(), &server.url);
+    Ok(Exit::Success)
+}
+
+/// An assistant's remote state and whether it matches the file, as
+/// `get -f` prints it.
+fn assistant_state(plan: &agents::AssistantPlan) -> String {
+    let id = &plan.id;
+    match (&plan.current, &plan.step) {
+        (None, _) => format!("assistant {id} does not exist"),
+        (Some(x), step) => format!(
+            "assistant {id} (graph {}), version {}, {}",
+            x.graph_id,
+            x.version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+            in_sync(
+                matches!(step, assistant::Step::Nothing)
+                    || matches!(step, assistant::Step::Observe(d) if d.is_empty())
+            )
+        ),
+    }
+}
+
+/// Prints the line `apply` prints for an assistant once its step was
+/// executed; `now` is the assistant as the server answered (or as read).
+fn print_assistant_applied(
+    object: &str,
+    a: &AgentAssistant,
+    plan: &agents::AssistantPlan,
+    now: Option<&Assistant>,
+    url: &str,
+) {
+    let id = &plan.id;
+    let version = now
+        .and_then(|x| x.version)
+        .map_or_else(|| "-".to_owned(), |v| v.to_string());
+    match &plan.step {
+        assistant::Step::Create(_) => println!(
+            "{object} created: assistant {id} (graph {}), version {version}, at {url}",
+            a.spec.graph_id
+        ),
+        assistant::Step::Patch(_) => {
+            println!("{object} patched: assistant {id}, new version {version}")
+        }
+        assistant::Step::SetLatest(v) => {
+            println!("{object}: version {v} of assistant {id} serves now")
+        }
+        assistant::Step::Nothing | assistant::Step::Held(_) => {
+            println!("{object} unchanged: assistant {id}, version {version}")
+        }
+        assistant::Step::Observe(drift) => println!(
+            "{object} observed (managementPolicy: Observe, nothing sent): assistant {id}, version {version}{}",
+            drift_note(drift)
+        ),
+        assistant::Step::NothingToObserve => println!(
+            "{object}: assistant {id} does not exist; nothing created (managementPolicy: Observe)"
+        ),
+    }
+}
+
+/// Searches one cron on its agent server and, as `mode` says, prints what
+/// would be sent (diff), prints its state (get), or sends its requests and
+/// prints each outcome (apply): the duplicates' deletes (one per step)
+/// first, then the create or PATCH, in a bounded loop as each step is one
+/// request. Returns 1 when a diff shows a change, else 0.
+async fn converge_cron(
+    m: &Manifest,
+    server: &Server,
+    c: &AgentCron,
+    object: &str,
+    mode: Mode,
+    now: Timestamp,
+) -> CliResult {
+    let ns = namespace_of(&c.metadata.namespace);
+    let runs = match (&c.spec.assistant_ref, &c.spec.graph_id) {
+        (Some(r), _) => m
+            .assistant(&ns, &r.name)
+            .map(agents::assistant_id_in_file)
+            .expect("checked: every assistantRef is an assistant of the file"),
+        (None, graph) => graph.clone().unwrap_or_default(),
+    };
+    let paused = m
+        .deployment_index(&ns, &c.spec.deployment_ref.name)
+        .is_some_and(|i| m.deployments[i].paused() == Ok(true));
+    for _ in 0..=cron::SEARCH_LIMIT {
+        let plan = agents::plan_cron(&server.client, c, &runs, paused, now).await?;
+        match mode {
+            Mode::Diff => return diff_cron(object, &plan),
+            Mode::Get => {
+                println!("{object}: {}", cron_state(&plan));
+                return Ok(Exit::Success);
+            }
+            Mode::Apply => {}
+        }
+        let after = agents::execute_cron(&server.client, &plan).await?;
+        print_cron_applied(object, &plan.step, after.as_ref());
+        if !matches!(plan.step, cron::Step::DeleteDuplicate(_)) {
+            break;
+        }
+    }
+    Ok(Exit::Success)
+}
+
+/// A cron's remote state and whether it matches the file, as `get -f`
+/// prints it.
+fn cron_state(plan: &agents::CronPlan) -> String {
+    match cron::kept(&plan.found, None) {
+        None => "no cron carries its tag".to_owned(),
+        Some(x) => format!(
+            "{}, {}",
+            shown(x),
+            in_sync(
+                matches!(plan.step, cron::Step::Nothing)
+                    || matches!(&plan.step, cron::Step::Observe(d) if d.is_empty())
+            )
+        ),
+    }
+}
+
+/// Prints the line `apply` prints for one executed cron step; `after` is
+/// the cron as the server answered (or as read; `None` when there is none).
+fn print_cron_applied(object: &str, step: &cron::Step, after: Option<&Cron>) {
+    let shown = after.map_or_else(|| "none".to_owned(), shown);
+    match step {
+        cron::Step::DeleteDuplicate(id) => {
+            println!("{object}: deleted duplicate cron {id}");
+        }
+        cron::Step::Create(_) => println!("{object} created: {shown}"),
+        cron::Step::Patch(..) => println!("{object} patched: {shown}"),
+        cron::Step::Nothing | cron::Step::Held(_) if after.is_none() => {
+            println!("{object}: endTime has passed; no cron")
+        }
+        cron::Step::Nothing | cron::Step::Held(_) => {
+            println!("{object} unchanged: {shown}")
+        }
+        cron::Step::Observe(drift) => println!(
+            "{object} observed (managementPolicy: Observe, nothing sent): {shown}{}",
+            drift_note(drift)
+        ),
+        cron::Step::NothingToObserve => println!(
+            "{object}: no cron carries its tag; nothing created (managementPolicy: Observe)"
+        ),
+    }
+}
+
 /// One cron, as the lines print it.
-fn shown(x: &agent_operator::agentserver::Cron) -> String {
+fn shown(x: &Cron) -> String {
     format!(
         "cron {} ({}, {}), next run {}",
         x.cron_id,

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use agent_operator::controlplane::ControlPlaneClient;
+use agent_operator::controlplane::types::Deployment;
 use agent_operator::converge::{self, Action, Desired, Plan};
 use clap::Args;
 
@@ -98,6 +99,11 @@ async fn apply_one(
     Ok((applied_one(cp, want, wait, applied).await?, id))
 }
 
+/// Prints what was done to one deployment, then with `--wait` follows its
+/// latest revision (and runs `spec.verify` once it is DEPLOYED), else
+/// tells how to follow it. Returns the deployment's exit code.
+///
+/// Errors: a failed read of the revision, with its exit code.
 async fn applied_one(
     cp: &ControlPlaneClient,
     want: &Desired,
@@ -113,63 +119,26 @@ async fn applied_one(
     let object = &want.object;
     let latest = d.latest_revision_id.clone();
     let revision = latest.as_deref().unwrap_or("-");
-    let mut code = Exit::Success;
-    match &applied.action {
-        Action::Created => println!(
-            "{object} created: deployment {} ({}), revision {revision}",
-            d.name, d.id
-        ),
+    let code = match &applied.action {
+        Action::Created => {
+            println!(
+                "{object} created: deployment {} ({}), revision {revision}",
+                d.name, d.id
+            );
+            Exit::Success
+        }
         Action::Patched {
             fields,
             new_revision,
             not_held,
-        } => {
-            let starts = if *new_revision {
-                format!("new revision {revision}")
-            } else {
-                "no new revision".to_owned()
-            };
-            println!(
-                "{object} patched: deployment {} ({}): {}; {starts}",
-                d.name,
-                d.id,
-                fields.join(", ")
-            );
-            if !not_held.is_empty() {
-                println!(
-                    "{object}: the control plane did not hold {} (its answer still differs from \
-                     the spec)",
-                    not_held.join(", ")
-                );
-                code = Exit::Failed;
-            }
-        }
+        } => print_patched(object, d, revision, fields, *new_revision, not_held),
         Action::Unchanged => {
-            let revision_read = match &latest {
-                Some(rid) => Some(
-                    cp.get_revision(&d.id, rid)
-                        .await
-                        .plane("reading the latest revision")?,
-                ),
-                None => None,
-            };
-            let status = revision_read
-                .as_ref()
-                .map_or_else(|| "-".to_owned(), |r| r.status.to_string());
-            println!(
-                "{object} unchanged: deployment {} ({}), revision {revision} is {status}",
-                d.name, d.id
-            );
-            // A revision that already ended needs no follow: --wait reports
-            // its outcome (and a failure's log) at once.
-            if let Some(rev) = revision_read.filter(|r| !r.status.is_in_progress())
-                && wait.wait
-            {
-                let ended = crate::wait::report_ended(cp, object, d, &rev, None).await;
-                return Ok(verify_after(cp, want, &d.id, ended).await);
+            if let Some(ended) = unchanged(cp, want, wait, d).await? {
+                return Ok(ended);
             }
+            Exit::Success
         }
-    }
+    };
     let Some(rid) = latest else {
         return Ok(code);
     };
@@ -185,6 +154,80 @@ async fn applied_one(
         );
     }
     Ok(code)
+}
+
+/// Prints the line of a patched deployment (the fields sent, whether a
+/// revision starts) and, when the answer still differs on some fields,
+/// the line naming them. Returns 1 in that case, else 0.
+fn print_patched(
+    object: &str,
+    d: &Deployment,
+    revision: &str,
+    fields: &[&str],
+    new_revision: bool,
+    not_held: &[&str],
+) -> Exit {
+    let starts = if new_revision {
+        format!("new revision {revision}")
+    } else {
+        "no new revision".to_owned()
+    };
+    println!(
+        "{object} patched: deployment {} ({}): {}; {starts}",
+        d.name,
+        d.id,
+        fields.join(", ")
+    );
+    if not_held.is_empty() {
+        return Exit::Success;
+    }
+    println!(
+        "{object}: the control plane did not hold {} (its answer still differs from \
+         the spec)",
+        not_held.join(", ")
+    );
+    Exit::Failed
+}
+
+/// Reads the latest revision of an unchanged deployment and prints its
+/// line with the revision's status. With `--wait` and a revision that
+/// already ended, reports its outcome at once (and a failure's log, and
+/// `spec.verify`) and returns the deployment's exit code: such a revision
+/// needs no follow. Else returns `None`.
+///
+/// Errors: a failed read of the revision, with its exit code.
+async fn unchanged(
+    cp: &ControlPlaneClient,
+    want: &Desired,
+    wait: &WaitArgs,
+    d: &Deployment,
+) -> CliResult<Option<Exit>> {
+    let object = &want.object;
+    let latest = &d.latest_revision_id;
+    let revision_read = match latest {
+        Some(rid) => Some(
+            cp.get_revision(&d.id, rid)
+                .await
+                .plane("reading the latest revision")?,
+        ),
+        None => None,
+    };
+    let status = revision_read
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), |r| r.status.to_string());
+    println!(
+        "{object} unchanged: deployment {} ({}), revision {} is {status}",
+        d.name,
+        d.id,
+        latest.as_deref().unwrap_or("-")
+    );
+    if let Some(rev) = revision_read.filter(|r| !r.status.is_in_progress())
+        && wait.wait
+    {
+        let ended = crate::wait::report_ended(cp, object, d, &rev, None).await;
+        return Ok(Some(verify_after(cp, want, &d.id, ended).await));
+    }
+    Ok(None)
 }
 
 /// With `spec.verify`, once `--wait` saw the revision DEPLOYED (`ended`

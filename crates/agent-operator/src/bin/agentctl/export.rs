@@ -188,8 +188,6 @@ fn note_left_out(left_out: &[Deployment], managed: &Managed) {
     );
 }
 
-/// One `---` document: comments (the Secret to create, what was left out),
-/// then the AgentDeployment.
 /// `--control-plane` checked: `NAME`, or `KIND/NAME` where `KIND` is
 /// `cacp`, `clusteragentcontrolplane` or `ClusterAgentControlPlane` (also
 /// `acp`, `agentcontrolplane`, `AgentControlPlane`). Errors: another kind,
@@ -231,6 +229,8 @@ fn plane_ref_json(arg: &str) -> Value {
     }
 }
 
+/// One `---` document: comments (the Secret to create, what was left out),
+/// then the AgentDeployment.
 fn document(d: &Deployment, namespace: &str, control_plane: &str, policy: &str) -> String {
     let (mut manifest, secret, left_out) = agent_deployment(d, namespace, control_plane);
     manifest["spec"]["managementPolicy"] = Value::String(policy.to_owned());
@@ -267,30 +267,57 @@ fn agent_deployment(
 ) -> (Value, Option<SecretToCreate>, Vec<String>) {
     let source = d.source.clone().unwrap_or_else(|| "github".into());
     let github = source == "github";
+    let (config, left_out) = source_config(d, github);
+    let mut spec = json!({
+        "controlPlaneRef": plane_ref_json(control_plane),
+        "deploymentId": d.id,
+        "source": source,
+        "sourceConfig": config,
+        "sourceRevisionConfig": source_revision_config(d, github),
+    });
+    let secret = put_secrets(&mut spec, d);
+    let manifest = json!({
+        "apiVersion": "agentserver.dev/v1alpha1",
+        "kind": "AgentDeployment",
+        "metadata": {"name": d.name, "namespace": namespace},
+        "spec": spec,
+    });
+    (manifest, secret, left_out)
+}
+
+/// Inserts `value` under `key` in `map`, unless it is absent or null.
+fn put(map: &mut Map<String, Value>, key: &str, value: Option<Value>) {
+    if let Some(v) = value.filter(|v| !v.is_null()) {
+        map.insert(key.to_owned(), v);
+    }
+}
+
+/// An optional string of the wire as a JSON string.
+fn string(v: &Option<String>) -> Option<Value> {
+    v.clone().map(Value::String)
+}
+
+/// The `sourceConfig` of `d`'s AgentDeployment (the GitHub fields, or the
+/// image's URL; its listener; the modelled `resource_spec`), and the
+/// `resource_spec` keys left out.
+fn source_config(d: &Deployment, github: bool) -> (Map<String, Value>, Vec<String>) {
     let sc = &d.source_config;
-    let rc = &d.source_revision_config;
     let mut config = Map::new();
-    let put = |map: &mut Map<String, Value>, key: &str, value: Option<Value>| {
-        if let Some(v) = value.filter(|v| !v.is_null()) {
-            map.insert(key.to_owned(), v);
-        }
-    };
-    let s = |v: &Option<String>| v.clone().map(Value::String);
     if github {
-        put(&mut config, "integrationId", s(&sc.integration_id));
-        put(&mut config, "repoUrl", s(&sc.repo_url));
-        put(&mut config, "deploymentType", s(&sc.deployment_type));
+        put(&mut config, "integrationId", string(&sc.integration_id));
+        put(&mut config, "repoUrl", string(&sc.repo_url));
+        put(&mut config, "deploymentType", string(&sc.deployment_type));
         put(
             &mut config,
             "buildOnPush",
             sc.build_on_push.map(Value::Bool),
         );
-        put(&mut config, "installCommand", s(&sc.install_command));
-        put(&mut config, "buildCommand", s(&sc.build_command));
+        put(&mut config, "installCommand", string(&sc.install_command));
+        put(&mut config, "buildCommand", string(&sc.build_command));
     } else {
-        put(&mut config, "customUrl", s(&sc.custom_url));
+        put(&mut config, "customUrl", string(&sc.custom_url));
     }
-    put(&mut config, "listenerId", s(&sc.listener_id));
+    put(&mut config, "listenerId", string(&sc.listener_id));
     if let Some(ns) = sc
         .listener_config
         .as_ref()
@@ -306,6 +333,13 @@ fn agent_deployment(
             config.insert("resourceSpec".into(), Value::Object(spec));
         }
     }
+    (config, left_out)
+}
+
+/// The `sourceRevisionConfig` of `d`'s AgentDeployment: the configured
+/// branch and config path of a GitHub source, or the image.
+fn source_revision_config(d: &Deployment, github: bool) -> Map<String, Value> {
+    let rc = &d.source_revision_config;
     let mut revision = Map::new();
     if github {
         // The configured branch, not the commit a read may show in
@@ -318,18 +352,18 @@ fn agent_deployment(
         put(
             &mut revision,
             "langgraphConfigPath",
-            s(&rc.langgraph_config_path),
+            string(&rc.langgraph_config_path),
         );
     } else {
-        put(&mut revision, "imageUri", s(&rc.image_uri));
+        put(&mut revision, "imageUri", string(&rc.image_uri));
     }
-    let mut spec = json!({
-        "controlPlaneRef": plane_ref_json(control_plane),
-        "deploymentId": d.id,
-        "source": source,
-        "sourceConfig": config,
-        "sourceRevisionConfig": revision,
-    });
+    revision
+}
+
+/// Sets `spec.secrets` (each key of `d`'s secrets from the Secret
+/// `NAME-env`, never its value) and `spec.secretReferences`, when `d` has
+/// any; returns the Secret to create, if any.
+fn put_secrets(spec: &mut Value, d: &Deployment) -> Option<SecretToCreate> {
     let secret_name = format!("{}-env", d.name);
     let keys: Vec<String> = d.secrets.iter().map(|s| s.name.clone()).collect();
     if !keys.is_empty() {
@@ -347,14 +381,7 @@ fn agent_deployment(
             )
             .collect();
     }
-    let manifest = json!({
-        "apiVersion": "agentserver.dev/v1alpha1",
-        "kind": "AgentDeployment",
-        "metadata": {"name": d.name, "namespace": namespace},
-        "spec": spec,
-    });
-    let secret = (!keys.is_empty()).then_some((secret_name, keys));
-    (manifest, secret, left_out)
+    (!keys.is_empty()).then_some((secret_name, keys))
 }
 
 #[cfg(test)]

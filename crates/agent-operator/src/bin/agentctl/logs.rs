@@ -162,7 +162,46 @@ fn entry_key(e: &LogEntry) -> String {
 pub async fn logs(args: LogsArgs) -> CliResult {
     let cp = args.plane.client()?;
     let d = find_deployment(&cp, &args.deployment).await?;
-    let revision = match (&args.revision, args.build) {
+    let source = LogSource {
+        cp: &cp,
+        deployment: &d,
+        revision: revision_of(&args, &d)?,
+        build: args.build,
+    };
+    let mut printed = Printed {
+        secrets: secrets_to_redact(&args, &d).await?,
+        seen: HashSet::new(),
+        since: args.since.clone(),
+    };
+    let base = LogQuery {
+        level: args.level.clone(),
+        query: args.query.clone(),
+        start_time: args.since.clone(),
+        ..Default::default()
+    };
+    let first = source
+        .read(LogQuery {
+            limit: Some(args.tail),
+            order: Some(LogOrder::Desc),
+            ..base.clone()
+        })
+        .await?;
+    for e in first.logs.iter().rev() {
+        printed.print(e);
+    }
+    if !args.follow {
+        return Ok(Exit::Success);
+    }
+    let interval = Duration::from_secs_f64(args.interval.clamp(0.05, 3600.0));
+    follow(&source, &base, &mut printed, interval).await
+}
+
+/// The revision whose log `agentctl logs` reads: `--revision`, else the
+/// latest for `--build`, else none (the server log of all revisions).
+///
+/// Errors: `--build` for a deployment without a revision (exit 3).
+fn revision_of(args: &LogsArgs, d: &Deployment) -> CliResult<Option<String>> {
+    Ok(match (&args.revision, args.build) {
         (Some(r), _) => Some(r.clone()),
         (None, true) => Some(d.latest_revision_id.clone().ok_or_else(|| {
             CliError::new(
@@ -171,8 +210,17 @@ pub async fn logs(args: LogsArgs) -> CliResult {
             )
         })?),
         (None, false) => None,
-    };
-    let mut secrets = secrets_of(&d);
+    })
+}
+
+/// The secrets the printed lines are redacted of: those of
+/// [`secrets_of`], plus the secret values `--file` resolves. Without
+/// `--file`, notes on stderr when the control plane returned no secret
+/// values.
+///
+/// Errors: a `--file` that cannot be read or resolved.
+async fn secrets_to_redact(args: &LogsArgs, d: &Deployment) -> CliResult<Vec<SecretString>> {
+    let mut secrets = secrets_of(d);
     match &args.file {
         Some(file) => {
             for want in crate::desired::read_desired(file, args.secret_from_env).await? {
@@ -185,45 +233,88 @@ pub async fn logs(args: LogsArgs) -> CliResult {
         ),
         None => {}
     }
-    let base = LogQuery {
-        level: args.level.clone(),
-        query: args.query.clone(),
-        start_time: args.since.clone(),
-        ..Default::default()
-    };
-    let read = |query: LogQuery| {
-        let cp = &cp;
-        let d = &d;
-        let revision = revision.clone();
-        async move {
-            let page: Result<LogPage, _> = if args.build {
-                cp.build_logs(&d.id, revision.as_deref().unwrap_or_default(), &query)
-                    .await
-            } else {
-                cp.deploy_logs(&d.id, revision.as_deref(), &query).await
-            };
-            page.plane("reading the logs")
-        }
-    };
-    let first = read(LogQuery {
-        limit: Some(args.tail),
-        order: Some(LogOrder::Desc),
-        ..base.clone()
-    })
-    .await?;
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut since = args.since.clone();
-    for e in first.logs.iter().rev() {
-        seen.insert(entry_key(e));
-        println!("{}", format_entry(e, &secrets));
+    Ok(secrets)
+}
+
+/// The log `agentctl logs` reads: a revision's build log, or the server
+/// log of one revision or of the whole deployment.
+struct LogSource<'a> {
+    /// The control plane client.
+    cp: &'a ControlPlaneClient,
+    /// The deployment.
+    deployment: &'a Deployment,
+    /// The revision ([`revision_of`]).
+    revision: Option<String>,
+    /// The build log (`--build`), else the server log.
+    build: bool,
+}
+
+impl LogSource<'_> {
+    /// Reads one page of the log.
+    ///
+    /// Errors: a failed read, with its exit code.
+    async fn read(&self, query: LogQuery) -> CliResult<LogPage> {
+        let (cp, d, revision) = (self.cp, self.deployment, &self.revision);
+        let page: Result<LogPage, _> = if self.build {
+            cp.build_logs(&d.id, revision.as_deref().unwrap_or_default(), &query)
+                .await
+        } else {
+            cp.deploy_logs(&d.id, revision.as_deref(), &query).await
+        };
+        page.plane("reading the logs")
+    }
+
+    /// Whether the log has no more lines to come: a build log whose
+    /// revision is no longer in progress (never for a server log).
+    ///
+    /// Errors: a failed read of the revision.
+    async fn ended(&self) -> CliResult<bool> {
+        Ok(match (&self.revision, self.build) {
+            (Some(rid), true) => !self
+                .cp
+                .get_revision(&self.deployment.id, rid)
+                .await
+                .plane("reading the revision")?
+                .status
+                .is_in_progress(),
+            _ => false,
+        })
+    }
+}
+
+/// What `agentctl logs` printed so far, to print each entry once.
+struct Printed {
+    /// What each line is redacted of.
+    secrets: Vec<SecretString>,
+    /// The [`entry_key`] of every entry printed.
+    seen: HashSet<String>,
+    /// The time of the newest entry printed (else `--since`): where the
+    /// next read of `--follow` starts.
+    since: Option<String>,
+}
+
+impl Printed {
+    /// Prints an entry and remembers it.
+    fn print(&mut self, e: &LogEntry) {
+        self.seen.insert(entry_key(e));
+        println!("{}", format_entry(e, &self.secrets));
         if e.timestamp.is_some() {
-            since = e.timestamp.clone();
+            self.since = e.timestamp.clone();
         }
     }
-    if !args.follow {
-        return Ok(Exit::Success);
-    }
-    let interval = Duration::from_secs_f64(args.interval.clamp(0.05, 3600.0));
+}
+
+/// `--follow`: every `interval`, reads the entries since the newest printed
+/// and prints those not printed yet, until Ctrl-C or, for a build log, one
+/// last read after its revision ended.
+///
+/// Errors: a failed read, with its exit code.
+async fn follow(
+    source: &LogSource<'_>,
+    base: &LogQuery,
+    printed: &mut Printed,
+    interval: Duration,
+) -> CliResult {
     let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
         tokio::select! {
@@ -231,28 +322,18 @@ pub async fn logs(args: LogsArgs) -> CliResult {
             _ = &mut interrupt => return Ok(Exit::Success),
         }
         // A build log ends with its revision: read once more after it ended.
-        let ended = match (&revision, args.build) {
-            (Some(rid), true) => !cp
-                .get_revision(&d.id, rid)
-                .await
-                .plane("reading the revision")?
-                .status
-                .is_in_progress(),
-            _ => false,
-        };
-        let page = read(LogQuery {
-            limit: Some(1000),
-            order: Some(LogOrder::Asc),
-            start_time: since.clone(),
-            ..base.clone()
-        })
-        .await?;
+        let ended = source.ended().await?;
+        let page = source
+            .read(LogQuery {
+                limit: Some(1000),
+                order: Some(LogOrder::Asc),
+                start_time: printed.since.clone(),
+                ..base.clone()
+            })
+            .await?;
         for e in &page.logs {
-            if seen.insert(entry_key(e)) {
-                println!("{}", format_entry(e, &secrets));
-                if e.timestamp.is_some() {
-                    since = e.timestamp.clone();
-                }
+            if !printed.seen.contains(&entry_key(e)) {
+                printed.print(e);
             }
         }
         if ended {

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use agent_operator::api::AgentDeploymentStatus;
-use agent_operator::controlplane::types::{Deployment, Listener};
+use agent_operator::controlplane::types::{Deployment, GithubIntegration, Listener, Revision};
 use agent_operator::controlplane::{ControlPlaneClient, ListDeployments, ListRevisions};
 use clap::{Args, Subcommand};
 
@@ -291,8 +291,40 @@ async fn delete(cp: &ControlPlaneClient, d: &Deployment, wait: &WaitArgs) -> Cli
     if !wait.wait {
         return Ok(Exit::Success);
     }
-    let opts = wait.follow_options();
     let started = Instant::now();
+    match wait_gone(cp, d, wait, started).await? {
+        None => {
+            println!(
+                "deployment {} ({}) deleted ({:.1} s)",
+                d.name,
+                d.id,
+                started.elapsed().as_secs_f64()
+            );
+            Ok(Exit::Success)
+        }
+        Some(status) => {
+            println!(
+                "deployment {}: timed out after {:.1} s; still {status}",
+                d.name,
+                started.elapsed().as_secs_f64()
+            );
+            Ok(Exit::TimedOut)
+        }
+    }
+}
+
+/// `delete --wait`: reads the deployment at a growing interval until a
+/// read answers 404 (`None`) or `--timeout` after `started` has passed
+/// (the last status read), showing each new status as progress.
+///
+/// Errors: a read that failed otherwise, with its exit code.
+async fn wait_gone(
+    cp: &ControlPlaneClient,
+    d: &Deployment,
+    wait: &WaitArgs,
+    started: Instant,
+) -> CliResult<Option<String>> {
+    let opts = wait.follow_options();
     let progress = Progress::new();
     let mut last: Option<String> = None;
     let mut delay = opts.poll_initial;
@@ -322,25 +354,7 @@ async fn delete(cp: &ControlPlaneClient, d: &Deployment, wait: &WaitArgs) -> Cli
             .min(opts.poll_max.max(opts.poll_initial));
     };
     progress.finish();
-    match result? {
-        None => {
-            println!(
-                "deployment {} ({}) deleted ({:.1} s)",
-                d.name,
-                d.id,
-                started.elapsed().as_secs_f64()
-            );
-            Ok(Exit::Success)
-        }
-        Some(status) => {
-            println!(
-                "deployment {}: timed out after {:.1} s; still {status}",
-                d.name,
-                started.elapsed().as_secs_f64()
-            );
-            Ok(Exit::TimedOut)
-        }
-    }
+    result
 }
 
 /// `agentctl revisions`.
@@ -354,40 +368,7 @@ pub async fn revisions(args: RevisionsArgs) -> CliResult {
         RevisionsCommand::Get {
             deployment,
             revision,
-        } => {
-            let d = find_deployment(&cp, &deployment).await?;
-            let r = cp
-                .get_revision(&d.id, &revision)
-                .await
-                .plane(format!("reading revision {revision}"))?;
-            match args.output {
-                Output::Table => {
-                    let rc = r.source_revision_config.clone().unwrap_or_default();
-                    let mut pairs = vec![
-                        ("id", r.id.clone()),
-                        ("deployment", format!("{} ({})", d.name, d.id)),
-                        ("status", r.status.to_string()),
-                        (
-                            "active",
-                            (d.active_revision_id.as_deref() == Some(r.id.as_str())).to_string(),
-                        ),
-                    ];
-                    if let Some(v) = rc.repo_ref {
-                        pairs.push(("ref", v));
-                    }
-                    if let Some(v) = rc.repo_commit_sha {
-                        pairs.push(("commit", v));
-                    }
-                    if let Some(v) = rc.image_uri {
-                        pairs.push(("image", v));
-                    }
-                    pairs.push(("created", or_dash(r.created_at.as_deref())));
-                    pairs.push(("updated", or_dash(r.updated_at.as_deref())));
-                    print_text(&fields(&pairs));
-                }
-                other => print_structured(&r, other)?,
-            }
-        }
+        } => get_revision(&cp, &deployment, &revision, args.output).await?,
         RevisionsCommand::Wait {
             deployment,
             revision,
@@ -411,6 +392,53 @@ pub async fn revisions(args: RevisionsArgs) -> CliResult {
         }
     }
     Ok(Exit::Success)
+}
+
+/// `agentctl revisions get`: one revision of `deployment`, as fields or
+/// in the structured `output`.
+async fn get_revision(
+    cp: &ControlPlaneClient,
+    deployment: &str,
+    revision: &str,
+    output: Output,
+) -> CliResult<()> {
+    let d = find_deployment(cp, deployment).await?;
+    let r = cp
+        .get_revision(&d.id, revision)
+        .await
+        .plane(format!("reading revision {revision}"))?;
+    match output {
+        Output::Table => print_text(&revision_fields(&d, &r)),
+        other => print_structured(&r, other)?,
+    }
+    Ok(())
+}
+
+/// A revision of `d` as `revisions get` prints it: its id, deployment,
+/// status, whether it is active, its source and times.
+fn revision_fields(d: &Deployment, r: &Revision) -> String {
+    let rc = r.source_revision_config.clone().unwrap_or_default();
+    let mut pairs = vec![
+        ("id", r.id.clone()),
+        ("deployment", format!("{} ({})", d.name, d.id)),
+        ("status", r.status.to_string()),
+        (
+            "active",
+            (d.active_revision_id.as_deref() == Some(r.id.as_str())).to_string(),
+        ),
+    ];
+    if let Some(v) = rc.repo_ref {
+        pairs.push(("ref", v));
+    }
+    if let Some(v) = rc.repo_commit_sha {
+        pairs.push(("commit", v));
+    }
+    if let Some(v) = rc.image_uri {
+        pairs.push(("image", v));
+    }
+    pairs.push(("created", or_dash(r.created_at.as_deref())));
+    pairs.push(("updated", or_dash(r.updated_at.as_deref())));
+    fields(&pairs)
 }
 
 /// `agentctl revisions list`: the revisions of `deployment`, newest first,
@@ -524,6 +552,7 @@ async fn started(
     Ok(Exit::Success)
 }
 
+/// One row of `listeners list`: id, type, compute id, namespaces, version.
 fn listener_row(l: &Listener) -> Vec<String> {
     vec![
         l.id.clone(),
@@ -569,43 +598,13 @@ pub async fn integrations(args: IntegrationsArgs) -> CliResult {
     match args.command {
         IntegrationsCommand::List => match args.output {
             Output::Table => {
-                let rows: Vec<Vec<String>> = installs
-                    .iter()
-                    .map(|i| {
-                        vec![
-                            i.name.clone().unwrap_or_default(),
-                            i.id.clone(),
-                            i.installation_id
-                                .as_ref()
-                                .map(|v| v.to_string().trim_matches('"').to_owned())
-                                .unwrap_or_default(),
-                        ]
-                    })
-                    .collect();
+                let rows: Vec<Vec<String>> = installs.iter().map(integration_row).collect();
                 print_text(&table(&["NAME", "ID", "INSTALLATION ID"], &rows));
             }
             other => print_structured(&installs, other)?,
         },
         IntegrationsCommand::Repos { integration } => {
-            let id = match installs
-                .iter()
-                .find(|i| i.id.eq_ignore_ascii_case(&integration))
-            {
-                Some(i) => i.id.clone(),
-                None => agent_operator::controller::integrations::find_integration(
-                    &installs,
-                    &integration,
-                )
-                .map(|i| i.id.clone())
-                .map_err(|_| {
-                    CliError::new(
-                        Exit::Rejected,
-                        anyhow::anyhow!(
-                            "no single GitHub integration has the name or id {integration:?}; see `agentctl integrations list`"
-                        ),
-                    )
-                })?,
-            };
+            let id = integration_id(&installs, &integration)?;
             let repos = cp
                 .list_github_repositories(&id)
                 .await
@@ -623,4 +622,40 @@ pub async fn integrations(args: IntegrationsArgs) -> CliResult {
         }
     }
     Ok(Exit::Success)
+}
+
+/// One row of `integrations list`: name, id, installation id.
+fn integration_row(i: &GithubIntegration) -> Vec<String> {
+    vec![
+        i.name.clone().unwrap_or_default(),
+        i.id.clone(),
+        i.installation_id
+            .as_ref()
+            .map(|v| v.to_string().trim_matches('"').to_owned())
+            .unwrap_or_default(),
+    ]
+}
+
+/// The id of the integration `integration` names: an id of `installs`
+/// (any case), else the one integration of that name, as the operator
+/// finds it.
+///
+/// Errors: no single integration has that name or id (exit 3).
+fn integration_id(installs: &[GithubIntegration], integration: &str) -> CliResult<String> {
+    match installs
+        .iter()
+        .find(|i| i.id.eq_ignore_ascii_case(integration))
+    {
+        Some(i) => Ok(i.id.clone()),
+        None => agent_operator::controller::integrations::find_integration(installs, integration)
+            .map(|i| i.id.clone())
+            .map_err(|_| {
+                CliError::new(
+                    Exit::Rejected,
+                    anyhow::anyhow!(
+                        "no single GitHub integration has the name or id {integration:?}; see `agentctl integrations list`"
+                    ),
+                )
+            }),
+    }
 }

@@ -46,6 +46,7 @@ pub(crate) fn routes() -> Vec<AgentRoute> {
     ]
 }
 
+/// The wall time now.
 fn now() -> chrono::DateTime<chrono::Utc> {
     chrono::Utc::now()
 }
@@ -112,6 +113,9 @@ fn valid_schedule(schedule: &str) -> bool {
             .all(|(f, (lo, hi, names))| valid_field(f, lo, hi, names))
 }
 
+/// Whether one field of a schedule is valid: comma-separated `*`, values
+/// or ranges in `lo..=hi` (three-letter names where `names`), each with an
+/// optional positive `/step`.
 fn valid_field(field: &str, lo: u32, hi: u32, names: bool) -> bool {
     let value = |v: &str| match v.parse::<u32>() {
         Ok(n) => (lo..=hi).contains(&n),
@@ -144,10 +148,12 @@ fn invalid_schedule(schedule: &str) -> ApiError {
     )
 }
 
+/// The 404 of an unknown cron id.
 fn cron_not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("Cron '{id}' not found"))
 }
 
+/// A cron as the JSON answer.
 fn as_json(c: &Cron) -> Json<Value> {
     Json(serde_json::to_value(c).unwrap_or_default())
 }
@@ -173,6 +179,8 @@ fn config_with_cron_id(config: Option<Value>, id: &str) -> Value {
     Value::Object(config)
 }
 
+/// `POST /runs/crons`: checks the assistant and the schedule, then keeps
+/// a new cron (the server's id, its payload, its next run) and answers it.
 async fn create(
     State(state): State<EmulatorState>,
     ids: PathIds,
@@ -186,61 +194,13 @@ async fn create(
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let assistant_id = if body.assistant_id == GRAPH_ID {
-        system
-    } else {
-        match Uuid::parse_str(&body.assistant_id) {
-            Ok(u)
-                if u.to_string() == system
-                    || state.with_assistants(|all| all.contains_key(&(dep, u))) =>
-            {
-                u.to_string()
-            }
-            Ok(_) => {
-                return Err(ApiError::not_found(format!(
-                    "Assistant '{}' not found",
-                    body.assistant_id
-                )));
-            }
-            Err(_) => {
-                return Err(ApiError::not_found(format!(
-                    "Assistant '{}' not found",
-                    body.assistant_id
-                )));
-            }
-        }
-    };
+    let assistant_id = cron_assistant(&state, dep, system, &body.assistant_id)?;
     if !valid_schedule(&body.schedule) {
         return Err(invalid_schedule(&body.schedule));
     }
     let at = now();
     let id = Uuid::new_v4();
-    let mut payload = Map::new();
-    payload.insert("assistant_id".into(), json!(assistant_id));
-    payload.insert("schedule".into(), json!(body.schedule));
-    set_payload(
-        &mut payload,
-        "timezone",
-        body.timezone.clone().map(Value::String),
-    );
-    set_payload(
-        &mut payload,
-        "on_run_completed",
-        body.on_run_completed.clone().map(Value::String),
-    );
-    set_payload(&mut payload, "input", body.input);
-    set_payload(
-        &mut payload,
-        "metadata",
-        body.metadata.clone().map(Value::Object),
-    );
-    set_payload(&mut payload, "context", body.context);
-    payload.insert(
-        "config".into(),
-        config_with_cron_id(body.config, &id.to_string()),
-    );
-    set_payload(&mut payload, "webhook", body.webhook.map(Value::String));
-    set_payload(&mut payload, "enabled", body.enabled.map(Value::Bool));
+    let payload = create_payload(&body, &assistant_id, &id.to_string());
     let next_run_date = next_run(&body.schedule, body.timezone.as_deref());
     let cron = Cron {
         cron_id: id.to_string(),
@@ -261,6 +221,70 @@ async fn create(
     };
     state.with_crons(|all| all.crons.insert((dep, id), cron.clone()));
     Ok(as_json(&cron))
+}
+
+/// The assistant a new cron of deployment `dep` runs: the deployment's
+/// system assistant (`system`) for the graph id, else an assistant of the
+/// deployment by uuid.
+///
+/// Errors: 404 `Assistant '...' not found` for any other value.
+fn cron_assistant(
+    state: &EmulatorState,
+    dep: Uuid,
+    system: String,
+    asked: &str,
+) -> Result<String, ApiError> {
+    if asked == GRAPH_ID {
+        return Ok(system);
+    }
+    match Uuid::parse_str(asked) {
+        Ok(u)
+            if u.to_string() == system
+                || state.with_assistants(|all| all.contains_key(&(dep, u))) =>
+        {
+            Ok(u.to_string())
+        }
+        Ok(_) | Err(_) => Err(ApiError::not_found(format!(
+            "Assistant '{asked}' not found"
+        ))),
+    }
+}
+
+/// The payload a new cron keeps, as the real server keeps it: the
+/// assistant, the schedule, the run settings sent, and the config with
+/// `configurable.cron_id` set to `id`.
+fn create_payload(body: &CronCreate, assistant_id: &str, id: &str) -> Map<String, Value> {
+    let mut payload = Map::new();
+    payload.insert("assistant_id".into(), json!(assistant_id));
+    payload.insert("schedule".into(), json!(body.schedule));
+    set_payload(
+        &mut payload,
+        "timezone",
+        body.timezone.clone().map(Value::String),
+    );
+    set_payload(
+        &mut payload,
+        "on_run_completed",
+        body.on_run_completed.clone().map(Value::String),
+    );
+    set_payload(&mut payload, "input", body.input.clone());
+    set_payload(
+        &mut payload,
+        "metadata",
+        body.metadata.clone().map(Value::Object),
+    );
+    set_payload(&mut payload, "context", body.context.clone());
+    payload.insert(
+        "config".into(),
+        config_with_cron_id(body.config.clone(), id),
+    );
+    set_payload(
+        &mut payload,
+        "webhook",
+        body.webhook.clone().map(Value::String),
+    );
+    set_payload(&mut payload, "enabled", body.enabled.map(Value::Bool));
+    payload
 }
 
 /// `POST /threads/search`: the threads of the cron runs kept on this
@@ -324,6 +348,9 @@ fn selected(v: Value, select: Option<&[String]>) -> Value {
     }
 }
 
+/// `POST /runs/crons/search`: the deployment's crons (after running those
+/// that are due) matching the body's `assistant_id`, `enabled` and
+/// metadata pairs, oldest first, paged by `offset` and `limit` (10).
 async fn search(
     State(state): State<EmulatorState>,
     ids: PathIds,
@@ -360,6 +387,8 @@ async fn search(
     Ok(Json(Value::Array(page)))
 }
 
+/// `PATCH /runs/crons/{cron_id}`: checks the schedule, then applies the
+/// sent fields to the cron ([`patch_cron`]) and answers it.
 async fn update(
     State(state): State<EmulatorState>,
     ids: PathIds,
@@ -377,53 +406,60 @@ async fn update(
         if let Some(s) = body.schedule.as_deref().filter(|s| !valid_schedule(s)) {
             return Err(invalid_schedule(s));
         }
-        let at = now();
-        set_payload(
-            &mut c.payload,
-            "schedule",
-            body.schedule.clone().map(Value::String),
-        );
-        if let Some(s) = body.schedule {
-            c.schedule = s;
-        }
-        if let Some(e) = body.end_time {
-            c.end_time = e;
-        }
-        // The payload keeps the PATCH's metadata; the cron's own is merged.
-        set_payload(
-            &mut c.payload,
-            "metadata",
-            body.metadata.clone().map(Value::Object),
-        );
-        if let Some(m) = body.metadata {
-            c.metadata.extend(m);
-        }
-        set_payload(&mut c.payload, "enabled", body.enabled.map(Value::Bool));
-        if let Some(e) = body.enabled {
-            c.enabled = e;
-        }
-        if let Some(t) = body.timezone {
-            c.payload.insert("timezone".into(), json!(t));
-            c.timezone = Some(t);
-        }
-        if let Some(o) = body.on_run_completed {
-            c.payload.insert("on_run_completed".into(), json!(o));
-            c.on_run_completed = Some(o);
-        }
-        set_payload(&mut c.payload, "input", body.input);
-        if let Some(config) = body.config {
-            let id = c.cron_id.clone();
-            c.payload
-                .insert("config".into(), config_with_cron_id(Some(config), &id));
-        }
-        set_payload(&mut c.payload, "context", body.context);
-        set_payload(&mut c.payload, "webhook", body.webhook.map(Value::String));
-        c.next_run_date = next_run(&c.schedule, c.timezone.as_deref());
-        c.updated_at = Some(super::store::rfc3339(at));
+        patch_cron(c, body, now());
         Ok(as_json(c))
     })
 }
 
+/// Applies a checked PATCH to `c` at `at`: each field sent replaces the
+/// cron's and its payload's (the metadata merged into the cron's own, the
+/// payload keeping the PATCH's), then the next run is computed again.
+fn patch_cron(c: &mut Cron, body: CronPatch, at: chrono::DateTime<chrono::Utc>) {
+    set_payload(
+        &mut c.payload,
+        "schedule",
+        body.schedule.clone().map(Value::String),
+    );
+    if let Some(s) = body.schedule {
+        c.schedule = s;
+    }
+    if let Some(e) = body.end_time {
+        c.end_time = e;
+    }
+    // The payload keeps the PATCH's metadata; the cron's own is merged.
+    set_payload(
+        &mut c.payload,
+        "metadata",
+        body.metadata.clone().map(Value::Object),
+    );
+    if let Some(m) = body.metadata {
+        c.metadata.extend(m);
+    }
+    set_payload(&mut c.payload, "enabled", body.enabled.map(Value::Bool));
+    if let Some(e) = body.enabled {
+        c.enabled = e;
+    }
+    if let Some(t) = body.timezone {
+        c.payload.insert("timezone".into(), json!(t));
+        c.timezone = Some(t);
+    }
+    if let Some(o) = body.on_run_completed {
+        c.payload.insert("on_run_completed".into(), json!(o));
+        c.on_run_completed = Some(o);
+    }
+    set_payload(&mut c.payload, "input", body.input);
+    if let Some(config) = body.config {
+        let id = c.cron_id.clone();
+        c.payload
+            .insert("config".into(), config_with_cron_id(Some(config), &id));
+    }
+    set_payload(&mut c.payload, "context", body.context);
+    set_payload(&mut c.payload, "webhook", body.webhook.map(Value::String));
+    c.next_run_date = next_run(&c.schedule, c.timezone.as_deref());
+    c.updated_at = Some(super::store::rfc3339(at));
+}
+
+/// `DELETE /runs/crons/{cron_id}`: 204, or 404 when there is no such cron.
 async fn delete(
     State(state): State<EmulatorState>,
     ids: PathIds,

@@ -546,62 +546,92 @@ pub(crate) async fn inject_faults(
         .get::<Tenant>()
         .map(|t| t.0.clone())
         .unwrap_or_default();
-    // Counted and logged as a 429 by the stats middleware, which also notes
-    // the Retry-After (requests sent before it ends are `during_retry_after`).
-    if let Some(rule) = cfg.throttle(&workspace)
-        && injector.faults.throttles(rule, &workspace)
+    if let Some(res) = throttled(&injector, &cfg, &workspace) {
+        return res;
+    }
+    let (jitter, rolls) = roll(&cfg);
+    let delay = Duration::from_millis(cfg.latency_ms.saturating_add(jitter));
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let info = req.extensions().get::<RequestInfo>().cloned();
+    if let Some(res) = info.as_ref().and_then(|i| rejected(&cfg, i)) {
+        return res;
+    }
+    let info = info.unwrap_or_else(|| unlogged_info(&req));
+    match decide(&cfg, rolls) {
+        None => run_unfaulted(&injector, &cfg, info, req, next).await,
+        Some(Fault::Drop) => dropped_response(),
+        Some(Fault::Error) => injected_error(&cfg),
+        Some(Fault::Hang) => hang(&injector, &cfg, &info, "hung").await,
+    }
+}
+
+/// The 429 of a request the workspace's throttle rule refuses, or that
+/// exceeds the workspace's token bucket (`rate_limit_per_second`), with its
+/// Retry-After; `None` when neither refuses it.
+///
+/// Counted and logged as a 429 by the stats middleware, which also notes
+/// the Retry-After (requests sent before it ends are `during_retry_after`).
+fn throttled(injector: &FaultInjector, cfg: &FaultConfig, workspace: &str) -> Option<Response> {
+    if let Some(rule) = cfg.throttle(workspace)
+        && injector.faults.throttles(rule, workspace)
     {
         let secs = rule.retry_after_seconds;
-        return ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            format!("Rate limit exceeded for workspace {workspace}. Retry after {secs} seconds."),
-        )
-        .with_retry_after(secs)
-        .into_response();
-    }
-    if let Some(rps) = cfg.rate_limit_per_second {
-        let burst = cfg.rate_limit_burst.map(f64::from).unwrap_or(rps);
-        if let Err(wait) = injector.faults.take_token(&workspace, rps, burst) {
-            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-            return ApiError::new(
+        return Some(
+            ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 format!(
                     "Rate limit exceeded for workspace {workspace}. Retry after {secs} seconds."
                 ),
             )
             .with_retry_after(secs)
-            .into_response();
-        }
+            .into_response(),
+        );
     }
-    let (jitter, rolls) = {
-        let mut rng = rand::rng();
-        let jitter = if cfg.jitter_ms > 0 {
-            rng.random_range(0..=cfg.jitter_ms)
-        } else {
-            0
-        };
-        (
-            jitter,
-            [
-                rng.random::<f64>(),
-                rng.random::<f64>(),
-                rng.random::<f64>(),
-            ],
+    let rps = cfg.rate_limit_per_second?;
+    let burst = cfg.rate_limit_burst.map(f64::from).unwrap_or(rps);
+    let wait = injector.faults.take_token(workspace, rps, burst).err()?;
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    Some(
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!("Rate limit exceeded for workspace {workspace}. Retry after {secs} seconds."),
         )
+        .with_retry_after(secs)
+        .into_response(),
+    )
+}
+
+/// The random draws of one request: its jitter in milliseconds (uniform in
+/// `0..=jitter_ms`, drawn only when that is not 0), then the three rolls
+/// of [`decide`].
+fn roll(cfg: &FaultConfig) -> (u64, [f64; 3]) {
+    let mut rng = rand::rng();
+    let jitter = if cfg.jitter_ms > 0 {
+        rng.random_range(0..=cfg.jitter_ms)
+    } else {
+        0
     };
-    let delay = Duration::from_millis(cfg.latency_ms.saturating_add(jitter));
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
-    let info = req.extensions().get::<RequestInfo>().cloned();
-    let rejection = info
-        .as_ref()
-        .and_then(|i| cfg.rejection(&i.cloud_route()))
-        .cloned();
-    if let Some(rule) = rejection {
-        let status = StatusCode::from_u16(rule.status).unwrap_or(StatusCode::BAD_REQUEST);
-        if let Some(body) = rule.raw_body {
-            return (
+    (
+        jitter,
+        [
+            rng.random::<f64>(),
+            rng.random::<f64>(),
+            rng.random::<f64>(),
+        ],
+    )
+}
+
+/// The answer of a reject rule on the request's route, if one matches: the
+/// rule's status with its raw text body, else with its detail (or a
+/// default one) as an API error.
+fn rejected(cfg: &FaultConfig, info: &RequestInfo) -> Option<Response> {
+    let rule = cfg.rejection(&info.cloud_route())?.clone();
+    let status = StatusCode::from_u16(rule.status).unwrap_or(StatusCode::BAD_REQUEST);
+    if let Some(body) = rule.raw_body {
+        return Some(
+            (
                 status,
                 [(
                     axum::http::header::CONTENT_TYPE,
@@ -609,16 +639,23 @@ pub(crate) async fn inject_faults(
                 )],
                 body,
             )
-                .into_response();
-        }
-        return ApiError::new(
+                .into_response(),
+        );
+    }
+    Some(
+        ApiError::new(
             StatusCode::from_u16(rule.status).unwrap_or(StatusCode::BAD_REQUEST),
             rule.detail
                 .unwrap_or_else(|| "Rejected by the emulator (fault injection).".to_owned()),
         )
-        .into_response();
-    }
-    let info = info.unwrap_or_else(|| RequestInfo {
+        .into_response(),
+    )
+}
+
+/// What a request the stats middleware did not describe is logged as: its
+/// method and matched route (`<unmatched>` when none).
+fn unlogged_info(req: &Request) -> RequestInfo {
+    RequestInfo {
         at: Instant::now(),
         route: format!(
             "{} {}",
@@ -631,30 +668,35 @@ pub(crate) async fn inject_faults(
         deployment_id: None,
         listener_id: None,
         workspace: None,
-    });
-    match decide(&cfg, rolls) {
-        None => {
-            let mutation = matches!(
-                *req.method(),
-                axum::http::Method::POST | axum::http::Method::PATCH | axum::http::Method::DELETE
-            );
-            if !mutation {
-                return next.run(req).await;
-            }
-            let commit = {
-                let mut rng = rand::rng();
-                cfg.decide_commit([
-                    rng.random::<f64>(),
-                    rng.random::<f64>(),
-                    rng.random::<f64>(),
-                ])
-            };
-            run_then_fault(&injector, &cfg, info, commit, req, next).await
-        }
-        Some(Fault::Drop) => dropped_response(),
-        Some(Fault::Error) => injected_error(&cfg),
-        Some(Fault::Hang) => hang(&injector, &cfg, &info, "hung").await,
     }
+}
+
+/// A request the faults spared: a read runs as is; a POST, PATCH or DELETE
+/// runs, then may still lose its answer ([`FaultConfig::decide_commit`],
+/// [`run_then_fault`]).
+async fn run_unfaulted(
+    injector: &FaultInjector,
+    cfg: &FaultConfig,
+    info: RequestInfo,
+    req: Request,
+    next: Next,
+) -> Response {
+    let mutation = matches!(
+        *req.method(),
+        axum::http::Method::POST | axum::http::Method::PATCH | axum::http::Method::DELETE
+    );
+    if !mutation {
+        return next.run(req).await;
+    }
+    let commit = {
+        let mut rng = rand::rng();
+        cfg.decide_commit([
+            rng.random::<f64>(),
+            rng.random::<f64>(),
+            rng.random::<f64>(),
+        ])
+    };
+    run_then_fault(injector, cfg, info, commit, req, next).await
 }
 
 #[cfg(test)]
@@ -972,6 +1014,12 @@ mod tests {
                 .collect()
         }
 
+        /// Sets `faults`, then POSTs the create of a deployment `name`.
+        async fn create_under(state: &EmulatorState, faults: FaultConfig, name: &str) -> Response {
+            state.set_faults(faults).unwrap();
+            send(state, "POST", "/v2/deployments", Some(create_body(name))).await
+        }
+
         /// The commit faults store first and lose the answer after, unlike
         /// the faults decided before the handler, which store nothing.
         #[tokio::test]
@@ -990,32 +1038,22 @@ mod tests {
             .await;
             assert_eq!(res.status(), StatusCode::BAD_GATEWAY);
 
-            state
-                .set_faults(FaultConfig {
-                    commit_drop_rate: 1.0,
-                    ..Default::default()
-                })
-                .unwrap();
-            let res = send(
-                &state,
-                "POST",
-                "/v2/deployments",
-                Some(create_body("dropped")),
-            )
-            .await;
+            let drop = FaultConfig {
+                commit_drop_rate: 1.0,
+                ..Default::default()
+            };
+            let res = create_under(&state, drop, "dropped").await;
             assert!(
                 to_bytes(res.into_body(), 1 << 16).await.is_err(),
                 "the connection is closed without an answer"
             );
 
-            state
-                .set_faults(FaultConfig {
-                    commit_hang_rate: 1.0,
-                    hang_ms: 50,
-                    ..Default::default()
-                })
-                .unwrap();
-            let res = send(&state, "POST", "/v2/deployments", Some(create_body("hung"))).await;
+            let hang = FaultConfig {
+                commit_hang_rate: 1.0,
+                hang_ms: 50,
+                ..Default::default()
+            };
+            let res = create_under(&state, hang, "hung").await;
             assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
             // GETs are never commit-faulted.
             let mut stored = names(&state).await;
@@ -1023,19 +1061,11 @@ mod tests {
             assert_eq!(stored, ["dropped", "errored", "hung"]);
 
             // Decided before the handler: nothing stored.
-            state
-                .set_faults(FaultConfig {
-                    error_rate: 1.0,
-                    ..Default::default()
-                })
-                .unwrap();
-            let res = send(
-                &state,
-                "POST",
-                "/v2/deployments",
-                Some(create_body("refused")),
-            )
-            .await;
+            let error = FaultConfig {
+                error_rate: 1.0,
+                ..Default::default()
+            };
+            let res = create_under(&state, error, "refused").await;
             assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
             state.set_faults(FaultConfig::default()).unwrap();
             assert_eq!(names(&state).await.len(), 3);

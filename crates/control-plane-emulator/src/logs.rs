@@ -46,7 +46,9 @@ pub const DEFAULT_DEPLOY_ERROR: &str =
 /// Which log of a revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
+    /// The build log.
     Build,
+    /// The server (deploy) log.
     Deploy,
 }
 
@@ -58,6 +60,7 @@ struct Line {
     message: String,
 }
 
+/// A line `offset` after the revision was created.
 fn line(offset: Duration, level: &'static str, message: impl Into<String>) -> Line {
     Line {
         offset,
@@ -68,110 +71,145 @@ fn line(offset: Duration, level: &'static str, message: impl Into<String>) -> Li
 
 /// Every line `kind` of revision `r` of `d` will ever have, oldest first.
 fn script(d: &StoredDeployment, r: &StoredRevision, kind: Kind) -> Vec<Line> {
-    use RevisionStatus as S;
-    let mut out = Vec::new();
+    let (starts, end) = step_starts(r);
+    match kind {
+        Kind::Build => build_script(d, r, &starts, end),
+        Kind::Deploy => deploy_script(r, &starts, end),
+    }
+}
+
+/// When each step of `r`'s timeline begins, after the revision was created,
+/// and when the last one ends.
+fn step_starts(r: &StoredRevision) -> (Vec<(RevisionStatus, Duration)>, Duration) {
     let mut start = Duration::ZERO;
-    let mut starts: Vec<(S, Duration)> = Vec::new();
+    let mut starts = Vec::new();
     for (status, len) in &r.plan.steps {
         starts.push((status.clone(), start));
         start = start.saturating_add(*len);
     }
-    let end = start;
-    let terminal = &r.plan.terminal;
-    let failure = |default: &str| -> Vec<String> {
-        if r.plan.failure_log.is_empty() {
-            vec![default.to_owned()]
-        } else {
-            r.plan.failure_log.clone()
+    (starts, start)
+}
+
+/// The lines of the failing step: the `log` lines of the scenario rule
+/// that chose the outcome, else `default`.
+fn failure_lines(r: &StoredRevision, default: &str) -> Vec<String> {
+    if r.plan.failure_log.is_empty() {
+        vec![default.to_owned()]
+    } else {
+        r.plan.failure_log.clone()
+    }
+}
+
+/// The build log of `r`: a line when the build is queued, the clone,
+/// checkout and install lines when it begins, then the outcome when the
+/// step after BUILDING begins (nothing more without a BUILDING step).
+fn build_script(
+    d: &StoredDeployment,
+    r: &StoredRevision,
+    starts: &[(RevisionStatus, Duration)],
+    end: Duration,
+) -> Vec<Line> {
+    use RevisionStatus as S;
+    let mut out = Vec::new();
+    for (status, at) in starts {
+        match status {
+            S::AwaitingBuild => {
+                out.push(line(
+                    *at,
+                    "INFO",
+                    format!("build of revision {} queued", r.id),
+                ));
+            }
+            S::Building => out.extend(building_lines(d, r, *at)),
+            _ => {}
         }
-    };
+    }
+    let built = starts.iter().any(|(s, _)| *s == S::Building);
+    if !built {
+        return out;
+    }
+    // The build ends when the step after BUILDING begins.
+    let build_end = starts
+        .iter()
+        .skip_while(|(s, _)| *s != S::Building)
+        .nth(1)
+        .map_or(end, |(_, at)| *at);
+    match &r.plan.terminal {
+        S::BuildFailed => {
+            for l in failure_lines(r, DEFAULT_BUILD_ERROR) {
+                out.push(line(build_end, "ERROR", l));
+            }
+            out.push(line(build_end, "ERROR", "build failed"));
+        }
+        S::Interrupted if build_end == end => {
+            out.push(line(build_end, "WARNING", "build interrupted"));
+        }
+        _ => out.push(line(build_end, "INFO", "image built and pushed")),
+    }
+    out
+}
+
+/// The lines the BUILDING step of `r` writes when it begins (`at`): the
+/// clone, the commit checked out (if known), the config read, the install.
+fn building_lines(d: &StoredDeployment, r: &StoredRevision, at: Duration) -> Vec<Line> {
     let cfg = &r.config;
-    match kind {
-        Kind::Build => {
-            for (status, at) in &starts {
-                match status {
-                    S::AwaitingBuild => {
-                        out.push(line(
-                            *at,
-                            "INFO",
-                            format!("build of revision {} queued", r.id),
-                        ));
-                    }
-                    S::Building => {
-                        out.push(line(
-                            *at,
-                            "INFO",
-                            format!(
-                                "cloning {} at {}",
-                                d.source_config.repo_url.as_deref().unwrap_or("?"),
-                                cfg.repo_ref.as_deref().unwrap_or("?")
-                            ),
-                        ));
-                        if let Some(sha) = &cfg.repo_commit_sha {
-                            out.push(line(*at, "INFO", format!("checked out commit {sha}")));
-                        }
-                        out.push(line(
-                            *at,
-                            "INFO",
-                            format!(
-                                "reading {}",
-                                cfg.langgraph_config_path
-                                    .as_deref()
-                                    .unwrap_or("langgraph.json")
-                            ),
-                        ));
-                        out.push(line(*at, "INFO", "installing dependencies"));
-                    }
-                    _ => {}
-                }
+    let mut out = vec![line(
+        at,
+        "INFO",
+        format!(
+            "cloning {} at {}",
+            d.source_config.repo_url.as_deref().unwrap_or("?"),
+            cfg.repo_ref.as_deref().unwrap_or("?")
+        ),
+    )];
+    if let Some(sha) = &cfg.repo_commit_sha {
+        out.push(line(at, "INFO", format!("checked out commit {sha}")));
+    }
+    out.push(line(
+        at,
+        "INFO",
+        format!(
+            "reading {}",
+            cfg.langgraph_config_path
+                .as_deref()
+                .unwrap_or("langgraph.json")
+        ),
+    ));
+    out.push(line(at, "INFO", "installing dependencies"));
+    out
+}
+
+/// The server log of `r`: two lines when DEPLOYING begins (nothing without
+/// that step), then at the end of the timeline the failure or the startup
+/// lines.
+fn deploy_script(
+    r: &StoredRevision,
+    starts: &[(RevisionStatus, Duration)],
+    end: Duration,
+) -> Vec<Line> {
+    use RevisionStatus as S;
+    let mut out = Vec::new();
+    let Some(at) = starts
+        .iter()
+        .find(|(s, _)| *s == S::Deploying)
+        .map(|(_, at)| *at)
+    else {
+        return out;
+    };
+    out.push(line(at, "INFO", format!("deploying revision {}", r.id)));
+    out.push(line(at, "INFO", "starting the agent server"));
+    match &r.plan.terminal {
+        S::DeployFailed => {
+            for l in failure_lines(r, DEFAULT_DEPLOY_ERROR) {
+                out.push(line(end, "ERROR", l));
             }
-            let built = starts.iter().any(|(s, _)| *s == S::Building);
-            if !built {
-                return out;
-            }
-            // The build ends when the step after BUILDING begins.
-            let build_end = starts
-                .iter()
-                .skip_while(|(s, _)| *s != S::Building)
-                .nth(1)
-                .map_or(end, |(_, at)| *at);
-            match terminal {
-                S::BuildFailed => {
-                    for l in failure(DEFAULT_BUILD_ERROR) {
-                        out.push(line(build_end, "ERROR", l));
-                    }
-                    out.push(line(build_end, "ERROR", "build failed"));
-                }
-                S::Interrupted if build_end == end => {
-                    out.push(line(build_end, "WARNING", "build interrupted"));
-                }
-                _ => out.push(line(build_end, "INFO", "image built and pushed")),
-            }
+            out.push(line(end, "ERROR", "deploy failed"));
         }
-        Kind::Deploy => {
-            let Some(at) = starts
-                .iter()
-                .find(|(s, _)| *s == S::Deploying)
-                .map(|(_, at)| *at)
-            else {
-                return out;
-            };
-            out.push(line(at, "INFO", format!("deploying revision {}", r.id)));
-            out.push(line(at, "INFO", "starting the agent server"));
-            match terminal {
-                S::DeployFailed => {
-                    for l in failure(DEFAULT_DEPLOY_ERROR) {
-                        out.push(line(end, "ERROR", l));
-                    }
-                    out.push(line(end, "ERROR", "deploy failed"));
-                }
-                S::Deployed => {
-                    out.push(line(end, "INFO", "application startup complete"));
-                    out.push(line(end, "INFO", "agent server listening on port 8000"));
-                }
-                _ => {}
-            }
+        S::Deployed => {
+            out.push(line(end, "INFO", "application startup complete"));
+            out.push(line(end, "INFO", "agent server listening on port 8000"));
         }
+        _ => {}
     }
     out
 }

@@ -180,6 +180,9 @@ fn shown(state: &EmulatorState, d: &StoredDeployment, now: &Now) -> Value {
     v
 }
 
+/// `POST /v2/deployments`: validates the body, checks it against the
+/// workspace's rules and the names taken, then stores the deployment with
+/// its first revision and answers 201 with it.
 async fn create_deployment(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
@@ -188,18 +191,7 @@ async fn create_deployment(
     validate::check(&mut body, &DEPLOYMENT_CREATE, &body_loc()).map_err(ApiError::validation)?;
     drop_ignored_keys(&state, &mut body);
     let req: DeploymentCreate = decode(body)?;
-    let policy = WorkspacePolicy {
-        workspace_id: &ws,
-        enterprise: state.config().is_enterprise(&ws),
-        requires_listener: state.config().requires_listener(&ws),
-        listeners: state.listeners_of(&ws),
-        integrations: state
-            .integrations_of(&ws)
-            .into_iter()
-            .map(|(_, i)| i.id)
-            .collect(),
-    };
-    rules::check_create(&req, &policy)?;
+    rules::check_create(&req, &workspace_policy(&state, &ws))?;
     rules::check_create_shape(&req, &state.config().shape)?;
     state.with_store(|store, now| {
         if store.name_taken(&ws, &req.name) {
@@ -208,43 +200,74 @@ async fn create_deployment(
                 req.name
             )));
         }
-        let id = Uuid::new_v4();
-        let mut source_config = req.source_config.clone();
-        source_config
-            .deployment_type
-            .get_or_insert_with(|| DEFAULT_DEPLOYMENT_TYPE.to_owned());
-        source_config.custom_url = Some(custom_url(
-            &state,
-            &req.source,
-            source_config.custom_url.take(),
-            &id,
-        ));
-        let mut d = StoredDeployment {
-            id,
-            seq: store.next_seq(),
-            tenant_id: ws.clone(),
-            name: req.name.clone(),
-            source: req.source.clone(),
-            source_config,
-            secrets: req.secrets.clone(),
-            secret_references: req.secret_references.clone(),
-            revisions: Vec::new(),
-            created: *now,
-            updated: *now,
-            deleted: None,
-            assistant_id: Uuid::new_v4(),
-            forced_status: None,
-            preview: false,
-            display_name: None,
-        };
+        let seq = store.next_seq();
+        let mut d = new_deployment(&state, &req, &ws, seq, now);
         let plan = plan_for(&state, &d, &req.source_revision_config);
         let config = at_head(&state, &d, req.source_revision_config.clone());
         d.add_revision(config, plan, *now);
         let json = shown(&state, &d, now);
-        tracing::info!(deployment_id = %id, workspace = %ws, name = %d.name, "deployment created");
+        tracing::info!(deployment_id = %d.id, workspace = %ws, name = %d.name, "deployment created");
         store.insert(d);
         Ok((StatusCode::CREATED, Json(json)))
     })
+}
+
+/// What the create rules know of workspace `ws`: whether it is
+/// self-hosted enterprise, whether creates must name a listener, its
+/// listeners and its GitHub integrations.
+fn workspace_policy<'a>(state: &'a EmulatorState, ws: &'a str) -> WorkspacePolicy<'a> {
+    WorkspacePolicy {
+        workspace_id: ws,
+        enterprise: state.config().is_enterprise(ws),
+        requires_listener: state.config().requires_listener(ws),
+        listeners: state.listeners_of(ws),
+        integrations: state
+            .integrations_of(ws)
+            .into_iter()
+            .map(|(_, i)| i.id)
+            .collect(),
+    }
+}
+
+/// A new deployment of workspace `ws` from a checked create, without
+/// revisions yet: a new id, the default `deployment_type`, the URL it
+/// will serve at ([`custom_url`]).
+fn new_deployment(
+    state: &EmulatorState,
+    req: &DeploymentCreate,
+    ws: &str,
+    seq: u64,
+    now: &Now,
+) -> StoredDeployment {
+    let id = Uuid::new_v4();
+    let mut source_config = req.source_config.clone();
+    source_config
+        .deployment_type
+        .get_or_insert_with(|| DEFAULT_DEPLOYMENT_TYPE.to_owned());
+    source_config.custom_url = Some(custom_url(
+        state,
+        &req.source,
+        source_config.custom_url.take(),
+        &id,
+    ));
+    StoredDeployment {
+        id,
+        seq,
+        tenant_id: ws.to_owned(),
+        name: req.name.clone(),
+        source: req.source.clone(),
+        source_config,
+        secrets: req.secrets.clone(),
+        secret_references: req.secret_references.clone(),
+        revisions: Vec::new(),
+        created: *now,
+        updated: *now,
+        deleted: None,
+        assistant_id: Uuid::new_v4(),
+        forced_status: None,
+        preview: false,
+        display_name: None,
+    }
 }
 
 async fn list_deployments(

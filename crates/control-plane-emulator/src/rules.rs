@@ -411,6 +411,8 @@ pub(crate) struct PatchEffect {
     pub new_revision: Option<SourceRevisionConfig>,
 }
 
+/// 400 naming `field` when `new` is sent with a value other than
+/// `current`; the same value, or none, is accepted.
 fn immutable<T: PartialEq + ?Sized>(
     field: &str,
     current: Option<&T>,
@@ -424,6 +426,8 @@ fn immutable<T: PartialEq + ?Sized>(
     }
 }
 
+/// A sent id as a uuid, or the text that does not parse as one (so two
+/// spellings of one uuid compare equal).
 fn as_uuid(s: Option<&String>) -> Option<Result<Uuid, String>> {
     s.map(|s| Uuid::parse_str(s).map_err(|_| s.clone()))
 }
@@ -456,69 +460,13 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
     let mut sc = cur.source_config.clone();
     let mut new_revision = false;
     if let Some(p) = &patch.source_config {
-        immutable(
-            "source_config.integration_id",
-            as_uuid(cur.source_config.integration_id.as_ref()).as_ref(),
-            as_uuid(p.integration_id.as_ref()).as_ref(),
-        )?;
-        immutable(
-            "source_config.repo_url",
-            cur.source_config.repo_url.as_deref(),
-            p.repo_url.as_deref(),
-        )?;
-        immutable(
-            "source_config.deployment_type",
-            cur.source_config.deployment_type.as_deref(),
-            p.deployment_type.as_deref(),
-        )?;
-        immutable(
-            "source_config.listener_id",
-            as_uuid(cur.source_config.listener_id.as_ref()).as_ref(),
-            as_uuid(p.listener_id.as_ref()).as_ref(),
-        )?;
-        let ns = |c: &Option<ListenerConfig>| c.as_ref().and_then(|c| c.k8s_namespace.clone());
-        immutable(
-            "source_config.listener_config",
-            ns(&cur.source_config.listener_config).as_deref(),
-            ns(&p.listener_config).as_deref(),
-        )?;
-        if let Some(b) = p.build_on_push {
-            sc.build_on_push = Some(b);
-        }
-        if cur.source != "github"
-            && let Some(u) = &p.custom_url
-        {
-            sc.custom_url = Some(u.clone());
-        }
-        if let Some(spec) = &p.resource_spec {
-            sc.resource_spec = Some(spec.clone());
-            new_revision = true;
-        }
-        // Emulator choice (no source says): a build setting takes
-        // effect in a new build, so a command sent starts a revision.
-        for (dst, src) in [
-            (&mut sc.install_command, &p.install_command),
-            (&mut sc.build_command, &p.build_command),
-        ] {
-            if let Some(c) = src {
-                *dst = Some(c.clone());
-                new_revision = true;
-            }
-        }
+        check_immutable_source_config(cur.source_config, p)?;
+        new_revision |= merge_source_config(&mut sc, cur.source, p);
         check_build_commands(&sc)?;
     }
     let mut rc = cur.revision_config.clone();
     if let Some(p) = &patch.source_revision_config {
-        for (dst, src) in [
-            (&mut rc.repo_ref, &p.repo_ref),
-            (&mut rc.langgraph_config_path, &p.langgraph_config_path),
-            (&mut rc.image_uri, &p.image_uri),
-        ] {
-            if let Some(v) = src {
-                *dst = Some(v.clone());
-                new_revision = true;
-            }
-        }
+        new_revision |= merge_revision_config(&mut rc, p);
     }
     let secrets = patch.secrets.clone().filter(|s| !s.is_empty());
     if let Some(list) = &secrets {
@@ -546,6 +494,89 @@ pub(crate) fn plan_patch(cur: Current<'_>, patch: &PatchBody) -> Result<PatchEff
         secret_references,
         new_revision: new_revision.then_some(rc),
     })
+}
+
+/// The immutable fields of a PATCH's `source_config` (`integration_id`,
+/// `repo_url`, `deployment_type`, `listener_id`,
+/// `listener_config.k8s_namespace`): 400 naming the first one sent with a
+/// value other than `current`'s (uuids compared as uuids).
+fn check_immutable_source_config(current: &SourceConfig, p: &SourceConfig) -> Result<(), ApiError> {
+    immutable(
+        "source_config.integration_id",
+        as_uuid(current.integration_id.as_ref()).as_ref(),
+        as_uuid(p.integration_id.as_ref()).as_ref(),
+    )?;
+    immutable(
+        "source_config.repo_url",
+        current.repo_url.as_deref(),
+        p.repo_url.as_deref(),
+    )?;
+    immutable(
+        "source_config.deployment_type",
+        current.deployment_type.as_deref(),
+        p.deployment_type.as_deref(),
+    )?;
+    immutable(
+        "source_config.listener_id",
+        as_uuid(current.listener_id.as_ref()).as_ref(),
+        as_uuid(p.listener_id.as_ref()).as_ref(),
+    )?;
+    let ns = |c: &Option<ListenerConfig>| c.as_ref().and_then(|c| c.k8s_namespace.clone());
+    immutable(
+        "source_config.listener_config",
+        ns(&current.listener_config).as_deref(),
+        ns(&p.listener_config).as_deref(),
+    )
+}
+
+/// Merges the mutable fields a PATCH's `source_config` sends into `sc`:
+/// `build_on_push`; `custom_url` unless the source is `github`;
+/// `resource_spec` whole; `install_command` and `build_command`. Returns
+/// whether the merge starts a revision (`resource_spec` or a command sent).
+fn merge_source_config(sc: &mut SourceConfig, source: &str, p: &SourceConfig) -> bool {
+    let mut new_revision = false;
+    if let Some(b) = p.build_on_push {
+        sc.build_on_push = Some(b);
+    }
+    if source != "github"
+        && let Some(u) = &p.custom_url
+    {
+        sc.custom_url = Some(u.clone());
+    }
+    if let Some(spec) = &p.resource_spec {
+        sc.resource_spec = Some(spec.clone());
+        new_revision = true;
+    }
+    // Emulator choice (no source says): a build setting takes
+    // effect in a new build, so a command sent starts a revision.
+    for (dst, src) in [
+        (&mut sc.install_command, &p.install_command),
+        (&mut sc.build_command, &p.build_command),
+    ] {
+        if let Some(c) = src {
+            *dst = Some(c.clone());
+            new_revision = true;
+        }
+    }
+    new_revision
+}
+
+/// Merges the fields a PATCH's `source_revision_config` sends (`repo_ref`,
+/// `langgraph_config_path`, `image_uri`) into `rc`; returns whether any
+/// was sent (each starts a revision).
+fn merge_revision_config(rc: &mut SourceRevisionConfig, p: &SourceRevisionConfig) -> bool {
+    let mut new_revision = false;
+    for (dst, src) in [
+        (&mut rc.repo_ref, &p.repo_ref),
+        (&mut rc.langgraph_config_path, &p.langgraph_config_path),
+        (&mut rc.image_uri, &p.image_uri),
+    ] {
+        if let Some(v) = src {
+            *dst = Some(v.clone());
+            new_revision = true;
+        }
+    }
+    new_revision
 }
 
 #[cfg(test)]
@@ -609,40 +640,51 @@ mod tests {
         assert!(check_create(&create("github"), &ws).is_ok(), "no id sent");
     }
 
-    #[test]
-    fn secret_references_need_external_docker_and_a_listener() {
-        let r = |name: &str| SecretReference {
+    /// A reference of the variable `name` to the key `k` of the Secret
+    /// `agent-env`.
+    fn secret_ref(name: &str) -> SecretReference {
+        SecretReference {
             name: name.into(),
             secret_name: "agent-env".into(),
             secret_key: "k".into(),
-        };
-        let ok = check_secret_references(&[r("A")], "external_docker", true, &[]);
+        }
+    }
+
+    #[test]
+    fn secret_references_need_external_docker_and_a_listener() {
+        let ok = check_secret_references(&[secret_ref("A")], "external_docker", true, &[]);
         assert!(ok.is_ok());
         for (refs, source, listener, secrets, want) in [
-            (vec![r("A")], "github", true, vec![], "external_docker"),
             (
-                vec![r("A")],
+                vec![secret_ref("A")],
+                "github",
+                true,
+                vec![],
+                "external_docker",
+            ),
+            (
+                vec![secret_ref("A")],
                 "external_docker",
                 false,
                 vec![],
                 "listener_id",
             ),
             (
-                vec![r("A"), r("A")],
+                vec![secret_ref("A"), secret_ref("A")],
                 "external_docker",
                 true,
                 vec![],
                 "twice",
             ),
             (
-                vec![r("POSTGRES_URI")],
+                vec![secret_ref("POSTGRES_URI")],
                 "external_docker",
                 true,
                 vec![],
                 "reserved",
             ),
             (
-                vec![r("A")],
+                vec![secret_ref("A")],
                 "external_docker",
                 true,
                 vec![SecretValue::new("A", "v")],
@@ -654,6 +696,10 @@ mod tests {
             assert!(detail(&e).contains(want), "{want}: {}", detail(&e));
         }
         assert!(check_secret_references(&[], "github", false, &[]).is_ok());
+    }
+
+    #[test]
+    fn a_patch_replaces_the_secret_references_and_github_refuses_them() {
         // A PATCH replaces the list (`[]` included) and makes a revision; on
         // a github deployment it is refused.
         let sc = SourceConfig {
@@ -661,7 +707,7 @@ mod tests {
             ..Default::default()
         };
         let rc = SourceRevisionConfig::default();
-        let current = [r("A")];
+        let current = [secret_ref("A")];
         let cur = Current {
             name: "app",
             source: "external_docker",

@@ -233,6 +233,7 @@ pub(crate) fn check(value: &mut Value, ty: &Ty, root: &[Value]) -> Result<(), Ve
     if errs.is_empty() { Ok(()) } else { Err(errs) }
 }
 
+/// Adds one error of `kind` at `loc`, in FastAPI's shape ([`issue`]).
 fn push(
     errs: &mut Vec<Value>,
     kind: &str,
@@ -243,6 +244,8 @@ fn push(
     errs.push(issue(kind, loc, msg, None, ctx));
 }
 
+/// Checks (and coerces) `value` as `ty` at `loc`, adding each error found
+/// to `errs`.
 fn check_at(value: &mut Value, ty: &Ty, loc: &mut Vec<Value>, errs: &mut Vec<Value>) {
     match ty {
         Ty::Any => {}
@@ -260,38 +263,8 @@ fn check_at(value: &mut Value, ty: &Ty, loc: &mut Vec<Value>, errs: &mut Vec<Val
         Ty::Bool => check_bool(value, loc, errs),
         Ty::Int { ge, le } => check_int(value, *ge, *le, loc, errs),
         Ty::Float { ge, le } => check_float(value, *ge, *le, loc, errs),
-        Ty::Uuid => match value {
-            Value::String(s) => {
-                if let Err(e) = Uuid::parse_str(s) {
-                    push(
-                        errs,
-                        "uuid_parsing",
-                        loc,
-                        format!("Input should be a valid UUID, {e}"),
-                        Some(json!({ "error": e.to_string() })),
-                    );
-                }
-            }
-            _ => push(
-                errs,
-                "uuid_type",
-                loc,
-                "UUID input should be a string, bytes or UUID object",
-                None,
-            ),
-        },
-        Ty::Enum(allowed) => {
-            if !value.as_str().is_some_and(|s| allowed.contains(&s)) {
-                let expected = enum_expected(allowed);
-                push(
-                    errs,
-                    "enum",
-                    loc,
-                    format!("Input should be {expected}"),
-                    Some(json!({ "expected": expected })),
-                );
-            }
-        }
+        Ty::Uuid => check_uuid(value, loc, errs),
+        Ty::Enum(allowed) => check_enum(value, allowed, loc, errs),
         Ty::Dict => {
             if !value.is_object() {
                 push(
@@ -303,16 +276,7 @@ fn check_at(value: &mut Value, ty: &Ty, loc: &mut Vec<Value>, errs: &mut Vec<Val
                 );
             }
         }
-        Ty::List(item) => match value {
-            Value::Array(items) => {
-                for (i, v) in items.iter_mut().enumerate() {
-                    loc.push(json!(i));
-                    check_at(v, item, loc, errs);
-                    loc.pop();
-                }
-            }
-            _ => push(errs, "list_type", loc, "Input should be a valid list", None),
-        },
+        Ty::List(item) => check_list(value, item, loc, errs),
         Ty::Model(fields) => match value {
             Value::Object(map) => check_model(map, fields, loc, errs),
             _ => push(
@@ -326,6 +290,62 @@ fn check_at(value: &mut Value, ty: &Ty, loc: &mut Vec<Value>, errs: &mut Vec<Val
     }
 }
 
+/// A UUID: a string that parses as one (`uuid_parsing` with the parse
+/// error), else `uuid_type`.
+fn check_uuid(value: &Value, loc: &[Value], errs: &mut Vec<Value>) {
+    match value {
+        Value::String(s) => {
+            if let Err(e) = Uuid::parse_str(s) {
+                push(
+                    errs,
+                    "uuid_parsing",
+                    loc,
+                    format!("Input should be a valid UUID, {e}"),
+                    Some(json!({ "error": e.to_string() })),
+                );
+            }
+        }
+        _ => push(
+            errs,
+            "uuid_type",
+            loc,
+            "UUID input should be a string, bytes or UUID object",
+            None,
+        ),
+    }
+}
+
+/// One of the `allowed` strings, else `enum` naming them.
+fn check_enum(value: &Value, allowed: &[&str], loc: &[Value], errs: &mut Vec<Value>) {
+    if !value.as_str().is_some_and(|s| allowed.contains(&s)) {
+        let expected = enum_expected(allowed);
+        push(
+            errs,
+            "enum",
+            loc,
+            format!("Input should be {expected}"),
+            Some(json!({ "expected": expected })),
+        );
+    }
+}
+
+/// A list whose every item is checked as `item` (located by its index),
+/// else `list_type`.
+fn check_list(value: &mut Value, item: &Ty, loc: &mut Vec<Value>, errs: &mut Vec<Value>) {
+    match value {
+        Value::Array(items) => {
+            for (i, v) in items.iter_mut().enumerate() {
+                loc.push(json!(i));
+                check_at(v, item, loc, errs);
+                loc.pop();
+            }
+        }
+        _ => push(errs, "list_type", loc, "Input should be a valid list", None),
+    }
+}
+
+/// The fields of a model: unknown keys dropped, each field checked at its
+/// name (a null optional one passes), a missing required one `missing`.
 fn check_model(
     map: &mut Map<String, Value>,
     fields: &[Field],

@@ -9,7 +9,7 @@
 //! Source: docs/control-plane-api.md "Deployment" (the immutable fields) and
 //! "Answer shapes" (`deployment_type` is filled by the service).
 
-use crate::controlplane::types::{Deployment, DeploymentCreate};
+use crate::controlplane::types::{Deployment, DeploymentCreate, ListenerConfig};
 
 /// The `deployment_type` a `github` create sends when the spec sets none
 /// (the official Python CLI's default).
@@ -42,72 +42,86 @@ pub fn mismatches(
     remote: &Deployment,
     name_set: bool,
 ) -> Vec<Mismatch> {
-    let mut out = Vec::new();
-    let mut check = |field: &'static str,
-                     want: Option<&str>,
-                     have: Option<&str>,
-                     same: fn(&str, &str) -> bool| {
-        if let (Some(w), Some(h)) = (want, have)
-            && !same(w, h)
-        {
-            out.push(Mismatch {
+    compared(desired, remote, name_set)
+        .into_iter()
+        .filter_map(|(field, want, have, same)| match (want, have) {
+            (Some(w), Some(h)) if !same(w, h) => Some(Mismatch {
                 field,
                 desired: w.to_owned(),
                 remote: h.to_owned(),
-            });
-        }
-    };
-    let exact = |a: &str, b: &str| a == b;
-    check(
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How two values of a field are the same.
+type Same = fn(&str, &str) -> bool;
+
+/// One field [`mismatches`] compares: its path in the spec, the desired
+/// value, the remote's, and how they are the same.
+type Compared<'a> = (&'static str, Option<&'a str>, Option<&'a str>, Same);
+
+/// The fields [`mismatches`] compares, in the order it reports them:
+/// `source`, `name` (when `name_set`), then the repository, integration,
+/// type, listener and namespace of `sourceConfig`.
+fn compared<'a>(
+    desired: &'a DeploymentCreate,
+    remote: &'a Deployment,
+    name_set: bool,
+) -> Vec<Compared<'a>> {
+    let exact: Same = |a, b| a == b;
+    let any_case: Same = |a, b| a.eq_ignore_ascii_case(b);
+    let mut fields: Vec<Compared<'a>> = vec![(
         "source",
         Some(&desired.source),
         remote.source.as_deref(),
         exact,
-    );
+    )];
     if name_set {
-        check("name", Some(&desired.name), Some(&remote.name), exact);
+        fields.push(("name", Some(&desired.name), Some(&remote.name), exact));
     }
     let d = &desired.source_config;
     let r = &remote.source_config;
-    check(
-        "sourceConfig.repoUrl",
-        d.repo_url.as_deref(),
-        r.repo_url.as_deref(),
-        same_repository,
-    );
-    check(
-        "sourceConfig.integrationId",
-        d.integration_id.as_deref(),
-        r.integration_id.as_deref(),
-        |a, b| a.eq_ignore_ascii_case(b),
-    );
     let want_type = d
         .deployment_type
         .as_deref()
         .or((desired.source == "github").then_some(GITHUB_DEFAULT_TYPE));
-    check(
-        "sourceConfig.deploymentType",
-        want_type,
-        r.deployment_type.as_deref(),
-        exact,
-    );
-    check(
-        "sourceConfig.listenerId",
-        d.listener_id.as_deref(),
-        r.listener_id.as_deref(),
-        |a, b| a.eq_ignore_ascii_case(b),
-    );
-    check(
-        "sourceConfig.listenerConfig.k8sNamespace",
-        d.listener_config
-            .as_ref()
-            .and_then(|l| l.k8s_namespace.as_deref()),
-        r.listener_config
-            .as_ref()
-            .and_then(|l| l.k8s_namespace.as_deref()),
-        exact,
-    );
-    out
+    let namespace =
+        |c: &'a Option<ListenerConfig>| c.as_ref().and_then(|l| l.k8s_namespace.as_deref());
+    fields.extend([
+        (
+            "sourceConfig.repoUrl",
+            d.repo_url.as_deref(),
+            r.repo_url.as_deref(),
+            same_repository as Same,
+        ),
+        (
+            "sourceConfig.integrationId",
+            d.integration_id.as_deref(),
+            r.integration_id.as_deref(),
+            any_case,
+        ),
+        (
+            "sourceConfig.deploymentType",
+            want_type,
+            r.deployment_type.as_deref(),
+            exact,
+        ),
+        (
+            "sourceConfig.listenerId",
+            d.listener_id.as_deref(),
+            r.listener_id.as_deref(),
+            any_case,
+        ),
+        (
+            "sourceConfig.listenerConfig.k8sNamespace",
+            namespace(&d.listener_config),
+            namespace(&r.listener_config),
+            exact,
+        ),
+    ]);
+    fields
 }
 
 /// True when two repository URLs name the same repository: equal without

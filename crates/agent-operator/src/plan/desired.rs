@@ -98,6 +98,7 @@ fn merged(current: Option<&Value>, desired: &Map<String, Value>) -> Value {
     Value::Object(out)
 }
 
+/// The desired value is set and not the current one.
 fn differs<T: PartialEq>(desired: &Option<T>, current: &Option<T>) -> bool {
     desired.is_some() && desired != current
 }
@@ -136,53 +137,15 @@ pub fn compute_patch(
     remote: &wire::Deployment,
     memory: &Memory<'_>,
 ) -> DeploymentPatch {
-    let mut patch = DeploymentPatch::default();
     let changed = memory
         .sent
         .is_some_and(|sent| sent != shapes::unechoed_hash(desired));
-
-    let d = &desired.source_config;
-    let r = &remote.source_config;
-    let mut sc = wire::SourceConfig::default();
-    if differs(&d.build_on_push, &r.build_on_push) {
-        sc.build_on_push = d.build_on_push;
-    }
-    if differs(&d.custom_url, &r.custom_url) {
-        sc.custom_url = d.custom_url.clone();
-    }
-    if shapes::optional_echo(&d.install_command, &r.install_command).send(changed) {
-        sc.install_command = d.install_command.clone();
-    }
-    if shapes::optional_echo(&d.build_command, &r.build_command).send(changed) {
-        sc.build_command = d.build_command.clone();
-    }
-    if let Some(Value::Object(want)) = &d.resource_spec
-        && !shapes::resource_spec_holds(r.resource_spec.as_ref(), want)
-    {
-        sc.resource_spec = Some(merged(r.resource_spec.as_ref(), want));
-    }
-    if sc != wire::SourceConfig::default() {
-        patch.source_config = Some(sc);
-    }
-
-    let d = &desired.source_revision_config;
-    let r = &remote.source_revision_config;
-    let image = match (&d.image_uri, &r.image_uri) {
-        _ if remote.source.as_deref() == Some("github") => shapes::Said::Same,
-        // `repo:tag@sha256:x` read back for `repo@sha256:x` sent (or the
-        // other way) is the same image, not drift.
-        (Some(want), Some(read)) if crate::registry::same_image(want, read) => shapes::Said::Same,
-        _ => shapes::optional_echo(&d.image_uri, &r.image_uri),
+    let sc = source_config_patch(&desired.source_config, &remote.source_config, changed);
+    let mut patch = DeploymentPatch {
+        source_config: (sc != wire::SourceConfig::default()).then_some(sc),
+        source_revision_config: revision_patch(desired, remote, changed),
+        ..DeploymentPatch::default()
     };
-    if shapes::repo_ref(&d.repo_ref, remote).send(changed)
-        || shapes::optional_echo(&d.langgraph_config_path, &r.langgraph_config_path).send(changed)
-        || image.send(changed)
-    {
-        patch.source_revision_config = Some(wire::SourceRevisionConfig {
-            repo_commit_sha: None,
-            ..d.clone()
-        });
-    }
 
     if !desired.secrets.is_empty()
         && (memory.send_secrets
@@ -203,6 +166,63 @@ pub fn compute_patch(
         patch.display_name = desired.display_name.clone();
     }
     patch
+}
+
+/// The `source_config` of [`compute_patch`]: the mutable fields the spec
+/// (`d`) sets that differ from the remote's (`r`), `resource_spec` merged
+/// with the remote's; `changed`: the desired state changed since it was
+/// last sent. The default (empty) when none differs.
+fn source_config_patch(
+    d: &wire::SourceConfig,
+    r: &wire::SourceConfig,
+    changed: bool,
+) -> wire::SourceConfig {
+    let mut sc = wire::SourceConfig::default();
+    if differs(&d.build_on_push, &r.build_on_push) {
+        sc.build_on_push = d.build_on_push;
+    }
+    if differs(&d.custom_url, &r.custom_url) {
+        sc.custom_url = d.custom_url.clone();
+    }
+    if shapes::optional_echo(&d.install_command, &r.install_command).send(changed) {
+        sc.install_command = d.install_command.clone();
+    }
+    if shapes::optional_echo(&d.build_command, &r.build_command).send(changed) {
+        sc.build_command = d.build_command.clone();
+    }
+    if let Some(Value::Object(want)) = &d.resource_spec
+        && !shapes::resource_spec_holds(r.resource_spec.as_ref(), want)
+    {
+        sc.resource_spec = Some(merged(r.resource_spec.as_ref(), want));
+    }
+    sc
+}
+
+/// The `source_revision_config` of [`compute_patch`]: the spec's values
+/// (no commit) when its ref, config path or image differs from the
+/// remote's (`changed`: the desired state changed since it was last sent),
+/// else `None`.
+fn revision_patch(
+    desired: &DeploymentCreate,
+    remote: &wire::Deployment,
+    changed: bool,
+) -> Option<wire::SourceRevisionConfig> {
+    let d = &desired.source_revision_config;
+    let r = &remote.source_revision_config;
+    let image = match (&d.image_uri, &r.image_uri) {
+        _ if remote.source.as_deref() == Some("github") => shapes::Said::Same,
+        // `repo:tag@sha256:x` read back for `repo@sha256:x` sent (or the
+        // other way) is the same image, not drift.
+        (Some(want), Some(read)) if crate::registry::same_image(want, read) => shapes::Said::Same,
+        _ => shapes::optional_echo(&d.image_uri, &r.image_uri),
+    };
+    (shapes::repo_ref(&d.repo_ref, remote).send(changed)
+        || shapes::optional_echo(&d.langgraph_config_path, &r.langgraph_config_path).send(changed)
+        || image.send(changed))
+    .then(|| wire::SourceRevisionConfig {
+        repo_commit_sha: None,
+        ..d.clone()
+    })
 }
 
 /// True when the service returned secret values and they differ from the

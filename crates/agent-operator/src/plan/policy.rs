@@ -16,7 +16,9 @@ use super::decide::{After, Before};
 use super::shapes::{self, Said};
 use crate::api::conditions::{FALSE, TRUE, reason};
 use crate::api::deployment::{DriftField, ManagementPolicy};
-use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch};
+use crate::controlplane::types::{
+    Deployment, DeploymentCreate, DeploymentPatch, SourceConfig, SourceRevisionConfig,
+};
 
 /// What `status.drift` shows in place of a secret value.
 pub const DIFFERS: &str = "differs";
@@ -71,10 +73,12 @@ pub fn by_name(found: usize) -> ByName {
     }
 }
 
+/// `v` as compact JSON (empty when it cannot be encoded).
 fn json<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// One drift entry.
 fn field(field: &str, desired: String, remote: String) -> DriftField {
     DriftField {
         field: field.to_owned(),
@@ -95,85 +99,15 @@ pub fn drift(
     patch: &DeploymentPatch,
 ) -> Vec<DriftField> {
     let mut out = Vec::new();
-    let (d, r) = (&desired.source_config, &remote.source_config);
     if let Some(sc) = &patch.source_config {
-        if sc.build_on_push.is_some() {
-            out.push(field(
-                "source_config.build_on_push",
-                json(&d.build_on_push),
-                json(&r.build_on_push),
-            ));
-        }
-        if sc.custom_url.is_some() {
-            out.push(field(
-                "source_config.custom_url",
-                json(&d.custom_url),
-                json(&r.custom_url),
-            ));
-        }
-        if sc.install_command.is_some() {
-            out.push(field(
-                "source_config.install_command",
-                json(&d.install_command),
-                json(&r.install_command),
-            ));
-        }
-        if sc.build_command.is_some() {
-            out.push(field(
-                "source_config.build_command",
-                json(&d.build_command),
-                json(&r.build_command),
-            ));
-        }
-        if sc.resource_spec.is_some() {
-            out.push(field(
-                "source_config.resource_spec",
-                json(&d.resource_spec),
-                json(&r.resource_spec),
-            ));
-        }
+        out.extend(source_config_drift(
+            &desired.source_config,
+            &remote.source_config,
+            sc,
+        ));
     }
     if patch.source_revision_config.is_some() {
-        let (d, r) = (
-            &desired.source_revision_config,
-            &remote.source_revision_config,
-        );
-        let before = out.len();
-        if shapes::repo_ref(&d.repo_ref, remote) == Said::Differs {
-            out.push(field(
-                "source_revision_config.repo_ref",
-                json(&d.repo_ref),
-                json(&shapes::configured_ref(remote)),
-            ));
-        }
-        if shapes::optional_echo(&d.langgraph_config_path, &r.langgraph_config_path)
-            == Said::Differs
-        {
-            out.push(field(
-                "source_revision_config.langgraph_config_path",
-                json(&d.langgraph_config_path),
-                json(&r.langgraph_config_path),
-            ));
-        }
-        if remote.source.as_deref() != Some("github")
-            && shapes::optional_echo(&d.image_uri, &r.image_uri) == Said::Differs
-        {
-            out.push(field(
-                "source_revision_config.image_uri",
-                json(&d.image_uri),
-                json(&r.image_uri),
-            ));
-        }
-        if out.len() == before {
-            let shown = |c: &crate::controlplane::types::SourceRevisionConfig| {
-                json(&serde_json::json!({
-                    "repo_ref": c.repo_ref,
-                    "langgraph_config_path": c.langgraph_config_path,
-                    "image_uri": c.image_uri,
-                }))
-            };
-            out.push(field("source_revision_config", shown(d), shown(r)));
-        }
+        out.extend(revision_drift(desired, remote));
     }
     if patch.secrets.is_some() {
         out.push(field("secrets", DIFFERS.into(), DIFFERS.into()));
@@ -191,6 +125,94 @@ pub fn drift(
             json(refs),
             json(&remote.secret_references),
         ));
+    }
+    out
+}
+
+/// The [`drift`] of `source_config`: one entry per field the PATCH's
+/// `sc` sends, desired (`d`) against remote (`r`).
+fn source_config_drift(d: &SourceConfig, r: &SourceConfig, sc: &SourceConfig) -> Vec<DriftField> {
+    let mut out = Vec::new();
+    if sc.build_on_push.is_some() {
+        out.push(field(
+            "source_config.build_on_push",
+            json(&d.build_on_push),
+            json(&r.build_on_push),
+        ));
+    }
+    if sc.custom_url.is_some() {
+        out.push(field(
+            "source_config.custom_url",
+            json(&d.custom_url),
+            json(&r.custom_url),
+        ));
+    }
+    if sc.install_command.is_some() {
+        out.push(field(
+            "source_config.install_command",
+            json(&d.install_command),
+            json(&r.install_command),
+        ));
+    }
+    if sc.build_command.is_some() {
+        out.push(field(
+            "source_config.build_command",
+            json(&d.build_command),
+            json(&r.build_command),
+        ));
+    }
+    if sc.resource_spec.is_some() {
+        out.push(field(
+            "source_config.resource_spec",
+            json(&d.resource_spec),
+            json(&r.resource_spec),
+        ));
+    }
+    out
+}
+
+/// The [`drift`] of `source_revision_config`: the values whose read
+/// differs (`repo_ref`, `langgraph_config_path`, `image_uri` but for
+/// `github`), else the whole configuration (a change found against what
+/// was last sent).
+fn revision_drift(desired: &DeploymentCreate, remote: &Deployment) -> Vec<DriftField> {
+    let (d, r) = (
+        &desired.source_revision_config,
+        &remote.source_revision_config,
+    );
+    let mut out = Vec::new();
+    if shapes::repo_ref(&d.repo_ref, remote) == Said::Differs {
+        out.push(field(
+            "source_revision_config.repo_ref",
+            json(&d.repo_ref),
+            json(&shapes::configured_ref(remote)),
+        ));
+    }
+    if shapes::optional_echo(&d.langgraph_config_path, &r.langgraph_config_path) == Said::Differs {
+        out.push(field(
+            "source_revision_config.langgraph_config_path",
+            json(&d.langgraph_config_path),
+            json(&r.langgraph_config_path),
+        ));
+    }
+    if remote.source.as_deref() != Some("github")
+        && shapes::optional_echo(&d.image_uri, &r.image_uri) == Said::Differs
+    {
+        out.push(field(
+            "source_revision_config.image_uri",
+            json(&d.image_uri),
+            json(&r.image_uri),
+        ));
+    }
+    if out.is_empty() {
+        let shown = |c: &SourceRevisionConfig| {
+            json(&serde_json::json!({
+                "repo_ref": c.repo_ref,
+                "langgraph_config_path": c.langgraph_config_path,
+                "image_uri": c.image_uri,
+            }))
+        };
+        out.push(field("source_revision_config", shown(d), shown(r)));
     }
     out
 }

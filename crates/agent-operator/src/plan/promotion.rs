@@ -235,59 +235,12 @@ pub fn decide(target: &Target<'_>, source: Option<&SourceView<'_>>, now: Timesta
         );
     }
     let Some(src) = source else {
-        // Taken before: the source deleted since, or not listed yet after
-        // a restart of the operator. The target keeps what it took, so a
-        // restart never flips it to waiting.
-        if let Some(kept) = kept(target.source, target.status)
-            .filter(|k| k.record.namespace == ns && k.record.name == name)
-        {
-            return Step::Deploy(Box::new(kept));
-        }
-        return wait(
-            format!(
-                "the promotion source AgentDeployment {shown} is not found (or its namespace is not watched by this operator); nothing is deployed until it exists"
-            ),
-            None,
-        );
+        return without_source(target, &ns, &name, &shown);
     };
-    if src.namespace != target.namespace && !src.grants.contains(&target.namespace) {
-        return refused(
-            reason::PROMOTION_NOT_GRANTED,
-            format!(
-                "the promotion source {shown} is in another namespace and does not grant namespace {target_ns}: its owners add {{namespace: {target_ns}}} to its spec.promotionGrants; nothing is sent until then",
-                target_ns = target.namespace
-            ),
-        );
-    }
-    if src.source != target.source {
-        return refused(
-            reason::PROMOTION_SOURCE_MISMATCH,
-            format!(
-                "the promotion source {shown} has source {} and this AgentDeployment {}: both must be the same",
-                src.source.as_str(),
-                target.source.as_str()
-            ),
-        );
-    }
-    if target.source == Source::Github && src.repo_url != target.repo_url {
-        return refused(
-            reason::PROMOTION_SOURCE_MISMATCH,
-            format!(
-                "the promotion source {shown} builds {} and this AgentDeployment {}: a commit is compared only within one repository",
-                src.repo_url.unwrap_or("no repository"),
-                target.repo_url.unwrap_or("no repository")
-            ),
-        );
+    if let Some(refusal) = mismatch(target, src, &shown) {
+        return refusal;
     }
     let require_verified = target.promotion.require_verified;
-    if require_verified && !src.verifies {
-        return refused(
-            reason::PROMOTION_SOURCE_MISMATCH,
-            format!(
-                "spec.promotion.requireVerified is true but the promotion source {shown} has no spec.verify, so nothing it serves is ever verified: add spec.verify to it, or set requireVerified: false"
-            ),
-        );
-    }
     let Some(serving) = src.serving.as_ref() else {
         return wait(
             format!("the promotion source {shown} serves no revision yet"),
@@ -303,33 +256,170 @@ pub fn decide(target: &Target<'_>, source: Option<&SourceView<'_>>, now: Timesta
             None,
         );
     }
+    if let Some(soaking) = soaking(target, serving, &shown, now) {
+        return soaking;
+    }
+    take(target, src, serving, now)
+}
+
+/// The step of `target` when its source `ns/name` is not in the watch
+/// cache: taken before (the source deleted since, or not listed yet after
+/// a restart of the operator), the target keeps what it took, so a restart
+/// never flips it to waiting; else it waits for the source.
+fn without_source(target: &Target<'_>, ns: &str, name: &str, shown: &str) -> Step {
+    if let Some(kept) = kept(target.source, target.status)
+        .filter(|k| k.record.namespace == ns && k.record.name == name)
+    {
+        return Step::Deploy(Box::new(kept));
+    }
+    wait(
+        format!(
+            "the promotion source AgentDeployment {shown} is not found (or its namespace is not watched by this operator); nothing is deployed until it exists"
+        ),
+        None,
+    )
+}
+
+/// The refusal of a source `target` may not take from, whatever it
+/// serves: in another namespace without granting the target's, of another
+/// source kind or (`github`) another repository, or without
+/// `spec.verify` while the target requires a verified revision. `None`
+/// when the source fits.
+fn mismatch(target: &Target<'_>, src: &SourceView<'_>, shown: &str) -> Option<Step> {
+    if src.namespace != target.namespace && !src.grants.contains(&target.namespace) {
+        return Some(refused(
+            reason::PROMOTION_NOT_GRANTED,
+            format!(
+                "the promotion source {shown} is in another namespace and does not grant namespace {target_ns}: its owners add {{namespace: {target_ns}}} to its spec.promotionGrants; nothing is sent until then",
+                target_ns = target.namespace
+            ),
+        ));
+    }
+    if src.source != target.source {
+        return Some(refused(
+            reason::PROMOTION_SOURCE_MISMATCH,
+            format!(
+                "the promotion source {shown} has source {} and this AgentDeployment {}: both must be the same",
+                src.source.as_str(),
+                target.source.as_str()
+            ),
+        ));
+    }
+    if target.source == Source::Github && src.repo_url != target.repo_url {
+        return Some(refused(
+            reason::PROMOTION_SOURCE_MISMATCH,
+            format!(
+                "the promotion source {shown} builds {} and this AgentDeployment {}: a commit is compared only within one repository",
+                src.repo_url.unwrap_or("no repository"),
+                target.repo_url.unwrap_or("no repository")
+            ),
+        ));
+    }
+    (target.promotion.require_verified && !src.verifies).then(|| {
+        refused(
+            reason::PROMOTION_SOURCE_MISMATCH,
+            format!(
+                "spec.promotion.requireVerified is true but the promotion source {shown} has no spec.verify, so nothing it serves is ever verified: add spec.verify to it, or set requireVerified: false"
+            ),
+        )
+    })
+}
+
+/// The wait of a `serving` revision still in its soak
+/// (`spec.promotion.soakSeconds` from `serving.soak_from`) at `now`,
+/// rechecked when the soak ends; `None` once it has soaked.
+fn soaking(
+    target: &Target<'_>,
+    serving: &Serving<'_>,
+    shown: &str,
+    now: Timestamp,
+) -> Option<Step> {
     let soak = Duration::from_secs(u64::from(target.promotion.soak_seconds));
     let served_for = serving
         .soak_from
         .and_then(|from| now.duration_since(from).try_into().ok())
         .unwrap_or(Duration::ZERO);
-    if served_for < soak {
-        let left = soak - served_for;
-        // The end as a time, not a countdown: the message (and so the
-        // status) stays the same on every pass of the soak.
-        let ends = serving
-            .soak_from
-            .unwrap_or(now)
-            .checked_add(jiff::SignedDuration::from_secs(
-                i64::try_from(soak.as_secs()).unwrap_or(i64::MAX),
-            ))
-            .unwrap_or(now);
-        return wait(
-            format!(
-                "the promotion source {shown} serves revision {}{}; its soak of {} s ends at {ends:.0}",
-                serving.revision_id,
-                if require_verified { ", verified" } else { "" },
-                soak.as_secs(),
-            ),
-            Some(left),
-        );
+    if served_for >= soak {
+        return None;
     }
-    take(target, src, serving, now)
+    let left = soak - served_for;
+    // The end as a time, not a countdown: the message (and so the
+    // status) stays the same on every pass of the soak.
+    let ends = serving
+        .soak_from
+        .unwrap_or(now)
+        .checked_add(jiff::SignedDuration::from_secs(
+            i64::try_from(soak.as_secs()).unwrap_or(i64::MAX),
+        ))
+        .unwrap_or(now);
+    Some(wait(
+        format!(
+            "the promotion source {shown} serves revision {}{}; its soak of {} s ends at {ends:.0}",
+            serving.revision_id,
+            if target.promotion.require_verified {
+                ", verified"
+            } else {
+                ""
+            },
+            soak.as_secs(),
+        ),
+        Some(left),
+    ))
+}
+
+/// The identity of a serving revision, as a target of its source kind
+/// takes it.
+struct Identity<'a> {
+    /// `repository@sha256:...` (`external_docker`).
+    image_uri: Option<String>,
+    /// The source's ref (`github`).
+    repo_ref: Option<String>,
+    /// The commit it was built from (`github`).
+    commit: Option<&'a str>,
+    /// The digest of its image (`external_docker`).
+    digest: Option<&'a str>,
+}
+
+/// The [`Identity`] of `serving` for a target of `source`, or why it
+/// cannot be taken: an image served by tag is refused, a commit not known
+/// yet is waited for.
+fn identity<'a>(source: Source, shown: &str, serving: &Serving<'a>) -> Result<Identity<'a>, Step> {
+    match source {
+        Source::ExternalDocker => {
+            let (Some(digest), Some(image)) = (serving.image_digest, serving.image_uri) else {
+                return Err(refused(
+                    reason::PROMOTION_SOURCE_MISMATCH,
+                    format!(
+                        "the promotion source {shown} serves revision {} by tag, not by digest, so the same image cannot be guaranteed: give it spec.imagePolicy Pin (or Follow) or an imageUri by digest",
+                        serving.revision_id
+                    ),
+                ));
+            };
+            Ok(Identity {
+                image_uri: Some(by_digest(image, digest)),
+                repo_ref: None,
+                commit: None,
+                digest: Some(digest),
+            })
+        }
+        Source::Github => {
+            let (Some(commit), Some(repo_ref)) = (serving.commit_sha, serving.repo_ref) else {
+                return Err(wait(
+                    format!(
+                        "the promotion source {shown} serves revision {} whose commit is not known yet",
+                        serving.revision_id
+                    ),
+                    None,
+                ));
+            };
+            Ok(Identity {
+                image_uri: None,
+                repo_ref: Some(repo_ref.to_owned()),
+                commit: Some(commit),
+                digest: None,
+            })
+        }
+    }
 }
 
 /// The [`Take`] of `serving`, or why it cannot be taken.
@@ -337,31 +427,14 @@ fn take(target: &Target<'_>, src: &SourceView<'_>, serving: &Serving<'_>, now: T
     let shown = format!("{}/{}", src.namespace, src.name);
     let status = target.status;
     let previous = status.promoted_from.as_deref();
-    let (image_uri, repo_ref, commit, digest) = match target.source {
-        Source::ExternalDocker => {
-            let (Some(digest), Some(image)) = (serving.image_digest, serving.image_uri) else {
-                return refused(
-                    reason::PROMOTION_SOURCE_MISMATCH,
-                    format!(
-                        "the promotion source {shown} serves revision {} by tag, not by digest, so the same image cannot be guaranteed: give it spec.imagePolicy Pin (or Follow) or an imageUri by digest",
-                        serving.revision_id
-                    ),
-                );
-            };
-            (Some(by_digest(image, digest)), None, None, Some(digest))
-        }
-        Source::Github => {
-            let (Some(commit), Some(repo_ref)) = (serving.commit_sha, serving.repo_ref) else {
-                return wait(
-                    format!(
-                        "the promotion source {shown} serves revision {} whose commit is not known yet",
-                        serving.revision_id
-                    ),
-                    None,
-                );
-            };
-            (None, Some(repo_ref.to_owned()), Some(commit), None)
-        }
+    let Identity {
+        image_uri,
+        repo_ref,
+        commit,
+        digest,
+    } = match identity(target.source, &shown, serving) {
+        Ok(identity) => identity,
+        Err(step) => return step,
     };
     let same_identity = |p: &PromotedFrom| {
         p.namespace == src.namespace
@@ -498,10 +571,12 @@ pub fn built_mismatch(record: &PromotedFrom, status: &AgentDeploymentStatus) -> 
     })
 }
 
+/// A [`Step::Refused`].
 fn refused(reason: &'static str, message: String) -> Step {
     Step::Refused { reason, message }
 }
 
+/// A [`Step::Wait`].
 fn wait(message: String, recheck_in: Option<Duration>) -> Step {
     Step::Wait {
         message,

@@ -952,6 +952,16 @@ impl Bench {
                 PER_RESOURCE_MARGIN
             )
         );
+        let cpu = run.kube.cpu_seconds();
+        let per_resource_ms = 1000.0 * cpu / p.n.max(1) as f64;
+        println!(
+            "  {label}: kube-apiserver CPU {per_resource_ms:.1} ms per resource, {:.2} cores over the rollout (not gated: the bound of a small machine)",
+            cpu / p.window.as_secs_f64().max(1e-9)
+        );
+        results::note(
+            &format!("{label}: kube-apiserver CPU ms/resource"),
+            per_resource_ms,
+        );
         match scenario {
             Scenario::S5 => {
                 for w in run.workspaces.iter().filter(|w| !w.throttled) {

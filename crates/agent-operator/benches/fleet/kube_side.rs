@@ -15,6 +15,10 @@
 //! of an object costs one per watch of its kind, so this is what more
 //! watches of one kind cost the API server. They are kept under the pseudo
 //! verb [`SENT`].
+//!
+//! And kube-apiserver's own `process_cpu_seconds_total`, under the pseudo
+//! verb [`CPU`]: on a small machine it, not the operator, bounds how fast a
+//! fleet's writes are admitted (docs/BENCHMARKS.md, "Capacity").
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -40,6 +44,10 @@ const WRITES: [&str; 6] = [
 /// The pseudo verb of [`ApiRequests`] under which the watch events sent are
 /// kept (`apiserver_watch_events_total`; its resource is the kind).
 pub const SENT: &str = "SENT";
+
+/// The pseudo verb of [`ApiRequests`] under which kube-apiserver's CPU
+/// seconds (`process_cpu_seconds_total`, user plus system) are kept.
+pub const CPU: &str = "CPU";
 
 fn label<'a>(labels: &'a str, name: &str) -> &'a str {
     let key = format!("{name}=\"");
@@ -75,10 +83,17 @@ impl ApiRequests {
         }
     }
 
-    /// Parses the `apiserver_request_total` samples of a metrics text.
+    /// Parses the `apiserver_request_total`, `apiserver_watch_events_total`
+    /// and `process_cpu_seconds_total` samples of a metrics text.
     pub fn parse(text: &str) -> Self {
         let mut out = BTreeMap::new();
         for line in text.lines() {
+            if let Some(v) = line.strip_prefix("process_cpu_seconds_total ") {
+                if let Ok(v) = v.trim().parse::<f64>() {
+                    out.insert(key(CPU, "", "kube-apiserver", ""), v);
+                }
+                continue;
+            }
             let (rest, sent) = if let Some(rest) = line.strip_prefix("apiserver_request_total{") {
                 (rest, false)
             } else if let Some(rest) = line.strip_prefix("apiserver_watch_events_total{") {
@@ -136,6 +151,11 @@ impl ApiRequests {
         Self(out)
     }
 
+    /// kube-apiserver's CPU seconds (user plus system) in this window.
+    pub fn cpu_seconds(&self) -> f64 {
+        self.of_verb(CPU)
+    }
+
     /// Writes (create, update, patch, apply, delete), all resources, events
     /// included.
     pub fn writes(&self) -> f64 {
@@ -185,13 +205,15 @@ impl ApiRequests {
         let writes = self.writes();
         let _ = writeln!(
             out,
-            "    Kubernetes (operator): {writes:.0} writes ({:.2} per resource, events included; {:.2} without the {:.0} Lease renewals) | GET {:.0} | LIST {:.0} | WATCH {:.0}",
+            "    Kubernetes (operator): {writes:.0} writes ({:.2} per resource, events included; {:.2} without the {:.0} Lease renewals) | GET {:.0} | LIST {:.0} | WATCH {:.0} | kube-apiserver CPU {:.1} s ({:.1} ms per resource, the benchmark's applies included)",
             writes / n.max(1) as f64,
             self.object_writes() / n.max(1) as f64,
             self.lease_writes(),
             self.of_verb("GET"),
             self.of_verb("LIST"),
             self.of_verb("WATCH"),
+            self.cpu_seconds(),
+            1000.0 * self.cpu_seconds() / n.max(1) as f64,
         );
         for ((verb, group, resource, sub), v) in &self.0 {
             if WRITES.contains(&verb.as_str())

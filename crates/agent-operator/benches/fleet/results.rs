@@ -26,12 +26,24 @@ pub fn count(label: &str, n: usize) {
 
 /// Records one judged figure; `what` is `"<scenario label>: <figure>"`.
 pub fn record(what: &str, value: f64, target: String, mark: &str) {
+    let mark = mark.split(' ').next().unwrap_or(mark).to_owned();
+    push(what, value, target, mark);
+}
+
+/// Records one figure shown without a target or mark (a measurement that
+/// explains the judged ones); `what` as for [`record`].
+pub fn note(what: &str, value: f64) {
+    push(what, value, String::new(), String::new());
+}
+
+/// Keeps a figure for its scenario's row.
+fn push(what: &str, value: f64, target: String, mark: String) {
     let (scenario, name) = what.split_once(": ").unwrap_or((what, what));
     let figure = Figure {
         name: name.to_owned(),
         value,
         target,
-        mark: mark.split(' ').next().unwrap_or(mark).to_owned(),
+        mark,
     };
     FIGURES
         .lock()

@@ -139,6 +139,7 @@ pub async fn server(
     Ok(Ok(Server { client, url }))
 }
 
+/// Maps an agent server error of `operation` to [`Error::AgentServer`].
 fn agent(operation: &'static str) -> impl FnOnce(agentserver::Error) -> Error {
     move |source| Error::AgentServer { operation, source }
 }
@@ -315,72 +316,96 @@ pub async fn execute_cron(
 /// Errors: the first problem, naming the document and the field.
 pub fn check(m: &Manifest) -> Result<(), String> {
     use crate::api::cron::{SCHEDULE_PATTERN, TIMEZONE_PATTERN};
-    let has_deployment = |ns: &str, name: &str| m.deployment_index(ns, name).is_some();
     for a in &m.assistants {
-        let ns = namespace_of(&a.metadata.namespace);
-        let what = format!("agentassistant/{}", name_of(&a.metadata));
-        if !has_deployment(&ns, &a.spec.deployment_ref.name) {
-            return Err(format!(
-                "{what}: spec.deploymentRef: AgentDeployment {ns}/{} is not in the file; agentctl \
-                 applies an assistant to a deployment of the same file",
-                a.spec.deployment_ref.name
-            ));
-        }
-        if a.spec.graph_id.is_empty() {
-            return Err(format!("{what}: spec.graphId must not be empty"));
-        }
+        check_assistant(m, a)?;
     }
     let schedule = regex::Regex::new(SCHEDULE_PATTERN).map_err(|e| e.to_string())?;
     let timezone = regex::Regex::new(TIMEZONE_PATTERN).map_err(|e| e.to_string())?;
     for c in &m.crons {
-        let ns = namespace_of(&c.metadata.namespace);
-        let what = format!("agentcron/{}", name_of(&c.metadata));
-        if !has_deployment(&ns, &c.spec.deployment_ref.name) {
-            return Err(format!(
-                "{what}: spec.deploymentRef: AgentDeployment {ns}/{} is not in the file; agentctl \
-                 applies a cron to a deployment of the same file",
-                c.spec.deployment_ref.name
-            ));
-        }
-        match (&c.spec.assistant_ref, &c.spec.graph_id) {
-            (Some(r), None) => match m.assistant(&ns, &r.name) {
-                None => {
-                    return Err(format!(
-                        "{what}: spec.assistantRef: AgentAssistant {ns}/{} is not in the file",
-                        r.name
-                    ));
-                }
-                Some(a) if a.spec.deployment_ref != c.spec.deployment_ref => {
-                    return Err(format!(
-                        "{what}: spec.assistantRef: AgentAssistant {} is on AgentDeployment \
-                             {}, not {}",
-                        r.name, a.spec.deployment_ref.name, c.spec.deployment_ref.name
-                    ));
-                }
-                Some(_) => {}
-            },
-            (None, Some(g)) if !g.is_empty() => {}
-            _ => {
-                return Err(format!(
-                    "{what}: exactly one of spec.assistantRef and spec.graphId must be set"
-                ));
-            }
-        }
-        if !schedule.is_match(&c.spec.schedule) {
-            return Err(format!(
-                "{what}: spec.schedule {:?} is not five cron fields",
-                c.spec.schedule
-            ));
-        }
-        if let Some(tz) = &c.spec.timezone
-            && !timezone.is_match(tz)
-        {
-            return Err(format!(
-                "{what}: spec.timezone {tz:?} is not an IANA time zone name"
-            ));
-        }
+        check_cron(m, c, &schedule, &timezone)?;
     }
     Ok(())
+}
+
+/// [`check`] of one AgentAssistant: its deployment is in the file, its
+/// `graphId` is not empty.
+fn check_assistant(m: &Manifest, a: &AgentAssistant) -> Result<(), String> {
+    let ns = namespace_of(&a.metadata.namespace);
+    let what = format!("agentassistant/{}", name_of(&a.metadata));
+    if m.deployment_index(&ns, &a.spec.deployment_ref.name)
+        .is_none()
+    {
+        return Err(format!(
+            "{what}: spec.deploymentRef: AgentDeployment {ns}/{} is not in the file; agentctl \
+             applies an assistant to a deployment of the same file",
+            a.spec.deployment_ref.name
+        ));
+    }
+    if a.spec.graph_id.is_empty() {
+        return Err(format!("{what}: spec.graphId must not be empty"));
+    }
+    Ok(())
+}
+
+/// [`check`] of one AgentCron: its deployment is in the file, what it runs
+/// ([`check_cron_runs`]), its schedule (five cron fields: `schedule`) and
+/// time zone (an IANA name: `timezone`).
+fn check_cron(
+    m: &Manifest,
+    c: &AgentCron,
+    schedule: &regex::Regex,
+    timezone: &regex::Regex,
+) -> Result<(), String> {
+    let ns = namespace_of(&c.metadata.namespace);
+    let what = format!("agentcron/{}", name_of(&c.metadata));
+    if m.deployment_index(&ns, &c.spec.deployment_ref.name)
+        .is_none()
+    {
+        return Err(format!(
+            "{what}: spec.deploymentRef: AgentDeployment {ns}/{} is not in the file; agentctl \
+             applies a cron to a deployment of the same file",
+            c.spec.deployment_ref.name
+        ));
+    }
+    check_cron_runs(m, c, &ns, &what)?;
+    if !schedule.is_match(&c.spec.schedule) {
+        return Err(format!(
+            "{what}: spec.schedule {:?} is not five cron fields",
+            c.spec.schedule
+        ));
+    }
+    if let Some(tz) = &c.spec.timezone
+        && !timezone.is_match(tz)
+    {
+        return Err(format!(
+            "{what}: spec.timezone {tz:?} is not an IANA time zone name"
+        ));
+    }
+    Ok(())
+}
+
+/// What a cron runs: exactly one of `assistantRef` (an AgentAssistant of
+/// the file, in namespace `ns`, on the cron's deployment) and a non-empty
+/// `graphId`. `what` names the cron in errors.
+fn check_cron_runs(m: &Manifest, c: &AgentCron, ns: &str, what: &str) -> Result<(), String> {
+    match (&c.spec.assistant_ref, &c.spec.graph_id) {
+        (Some(r), None) => match m.assistant(ns, &r.name) {
+            None => Err(format!(
+                "{what}: spec.assistantRef: AgentAssistant {ns}/{} is not in the file",
+                r.name
+            )),
+            Some(a) if a.spec.deployment_ref != c.spec.deployment_ref => Err(format!(
+                "{what}: spec.assistantRef: AgentAssistant {} is on AgentDeployment \
+                     {}, not {}",
+                r.name, a.spec.deployment_ref.name, c.spec.deployment_ref.name
+            )),
+            Some(_) => Ok(()),
+        },
+        (None, Some(g)) if !g.is_empty() => Ok(()),
+        _ => Err(format!(
+            "{what}: exactly one of spec.assistantRef and spec.graphId must be set"
+        )),
+    }
 }
 
 #[cfg(test)]

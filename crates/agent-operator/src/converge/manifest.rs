@@ -67,6 +67,8 @@ pub fn namespace_of(ns: &Option<String>) -> String {
         .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned())
 }
 
+/// The `apiVersion`, `kind` and `metadata.name` of a document (empty when
+/// absent).
 fn kind_of(v: &serde_json::Value) -> (String, String, String) {
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
     let name = v
@@ -96,6 +98,44 @@ where
     Ok(typed)
 }
 
+/// The namespaces and names of the documents [`Manifest::parse`] read so
+/// far, by kind (listeners and Secrets are keyed in the manifest itself).
+#[derive(Default)]
+struct Seen {
+    /// AgentDeployments.
+    deployments: std::collections::BTreeSet<(String, String)>,
+    /// AgentAssistants.
+    assistants: std::collections::BTreeSet<(String, String)>,
+    /// AgentCrons.
+    crons: std::collections::BTreeSet<(String, String)>,
+}
+
+/// Document `n` of a file as JSON, as the API server reads it (a null
+/// optional field absent); `None` for an empty document.
+///
+/// Errors: YAML syntax, a document that cannot be read as JSON or is not
+/// an object.
+fn document_json(
+    n: usize,
+    doc: yaml_serde::Deserializer<'_>,
+) -> Result<Option<serde_json::Value>, String> {
+    let value = yaml_serde::Value::deserialize(doc)
+        .map_err(|e| format!("document {n}: not valid YAML: {e}"))?;
+    if value.is_null() {
+        return Ok(None);
+    }
+    let mut json = serde_json::to_value(&value)
+        .map_err(|e| format!("document {n}: cannot be read as JSON: {e}"))?;
+    if !json.is_object() {
+        return Err(format!(
+            "document {n}: not an object (a Kubernetes manifest)"
+        ));
+    }
+    // As the API server reads it: a null optional field is absent.
+    super::strict::drop_nulls(&mut json);
+    Ok(Some(json))
+}
+
 impl Manifest {
     /// Parses the documents of `text`.
     ///
@@ -109,80 +149,18 @@ impl Manifest {
     /// (`converge::agents::check`).
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut m = Manifest::default();
-        let mut seen_deployments = std::collections::BTreeSet::new();
-        let mut seen_assistants = std::collections::BTreeSet::new();
-        let mut seen_crons = std::collections::BTreeSet::new();
+        let mut seen = Seen::default();
         for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
             let n = i + 1;
-            let value = yaml_serde::Value::deserialize(doc)
-                .map_err(|e| format!("document {n}: not valid YAML: {e}"))?;
-            if value.is_null() {
+            let Some(json) = document_json(n, doc)? else {
                 continue;
-            }
-            let json = serde_json::to_value(&value)
-                .map_err(|e| format!("document {n}: cannot be read as JSON: {e}"))?;
-            if !json.is_object() {
-                return Err(format!(
-                    "document {n}: not an object (a Kubernetes manifest)"
-                ));
-            }
-            let mut json = json;
-            // As the API server reads it: a null optional field is absent.
-            super::strict::drop_nulls(&mut json);
+            };
             let (api_version, kind, name) = kind_of(&json);
             let what = format!("document {n} ({kind} {name:?})");
             if name.is_empty() {
                 return Err(format!("{what}: metadata.name is missing"));
             }
-            let shape = |e: serde_json::Error| format!("{what}: {e}");
-            match (api_version.as_str(), kind.as_str()) {
-                (API_VERSION, "AgentDeployment") => {
-                    let d: AgentDeployment = strict(&what, json)?;
-                    let key = (namespace_of(&d.metadata.namespace), name);
-                    if !seen_deployments.insert(key) {
-                        return Err(format!("{what}: listed twice"));
-                    }
-                    m.deployments.push(d);
-                }
-                (API_VERSION, "AgentListener") => {
-                    let l: AgentListener = strict(&what, json)?;
-                    let key = (namespace_of(&l.metadata.namespace), name);
-                    if m.listeners.insert(key, l).is_some() {
-                        return Err(format!("{what}: listed twice"));
-                    }
-                }
-                (API_VERSION, "AgentAssistant") => {
-                    let a: AgentAssistant = strict(&what, json)?;
-                    let key = (namespace_of(&a.metadata.namespace), name);
-                    if !seen_assistants.insert(key) {
-                        return Err(format!("{what}: listed twice"));
-                    }
-                    m.assistants.push(a);
-                }
-                (API_VERSION, "AgentCron") => {
-                    let c: AgentCron = strict(&what, json)?;
-                    let key = (namespace_of(&c.metadata.namespace), name);
-                    if !seen_crons.insert(key) {
-                        return Err(format!("{what}: listed twice"));
-                    }
-                    m.crons.push(c);
-                }
-                (API_VERSION, "AgentControlPlane") => {}
-                ("v1", "Secret") => {
-                    let s: Secret = serde_json::from_value(json).map_err(shape)?;
-                    let key = (namespace_of(&s.metadata.namespace), name);
-                    if m.secrets.insert(key, s).is_some() {
-                        return Err(format!("{what}: listed twice"));
-                    }
-                }
-                _ => {
-                    return Err(format!(
-                        "{what}: apiVersion {api_version:?} kind {kind:?} is not read by agentctl \
-                         (it reads {API_VERSION} AgentDeployment, AgentListener, AgentAssistant \
-                         and AgentCron, and v1 Secret)"
-                    ));
-                }
-            }
+            m.add(&mut seen, json, (&api_version, &kind, name), &what)?;
         }
         if m.deployments.is_empty() {
             return Err(format!(
@@ -190,6 +168,70 @@ impl Manifest {
             ));
         }
         Ok(m)
+    }
+
+    /// Adds one document of [`Manifest::parse`], given its `apiVersion`,
+    /// `kind` and `metadata.name` (`what`: how errors name it).
+    ///
+    /// Errors: a field of the wrong shape or unknown to the kind, an object
+    /// listed twice, a kind agentctl does not read.
+    fn add(
+        &mut self,
+        seen: &mut Seen,
+        json: serde_json::Value,
+        (api_version, kind, name): (&str, &str, String),
+        what: &str,
+    ) -> Result<(), String> {
+        let twice = || format!("{what}: listed twice");
+        match (api_version, kind) {
+            (API_VERSION, "AgentDeployment") => {
+                let d: AgentDeployment = strict(what, json)?;
+                let key = (namespace_of(&d.metadata.namespace), name);
+                if !seen.deployments.insert(key) {
+                    return Err(twice());
+                }
+                self.deployments.push(d);
+            }
+            (API_VERSION, "AgentListener") => {
+                let l: AgentListener = strict(what, json)?;
+                let key = (namespace_of(&l.metadata.namespace), name);
+                if self.listeners.insert(key, l).is_some() {
+                    return Err(twice());
+                }
+            }
+            (API_VERSION, "AgentAssistant") => {
+                let a: AgentAssistant = strict(what, json)?;
+                let key = (namespace_of(&a.metadata.namespace), name);
+                if !seen.assistants.insert(key) {
+                    return Err(twice());
+                }
+                self.assistants.push(a);
+            }
+            (API_VERSION, "AgentCron") => {
+                let c: AgentCron = strict(what, json)?;
+                let key = (namespace_of(&c.metadata.namespace), name);
+                if !seen.crons.insert(key) {
+                    return Err(twice());
+                }
+                self.crons.push(c);
+            }
+            (API_VERSION, "AgentControlPlane") => {}
+            ("v1", "Secret") => {
+                let s: Secret = serde_json::from_value(json).map_err(|e| format!("{what}: {e}"))?;
+                let key = (namespace_of(&s.metadata.namespace), name);
+                if self.secrets.insert(key, s).is_some() {
+                    return Err(twice());
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "{what}: apiVersion {api_version:?} kind {kind:?} is not read by agentctl \
+                     (it reads {API_VERSION} AgentDeployment, AgentListener, AgentAssistant \
+                     and AgentCron, and v1 Secret)"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Lets a `secretKeyRef` whose Secret is not in the file take its value

@@ -266,37 +266,7 @@ pub enum Plan {
 /// for an unknown `spec.deploymentId`, several deployments with the name, a
 /// deployment being deleted, or a listener/integration check that fails.
 pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, Error> {
-    let remote = match &want.adopt_id {
-        Some(id) => match client.get_deployment(id).await {
-            Ok(d) => Some(d),
-            Err(CpError::NotFound { .. }) => {
-                return Err(Error::Blocked(format!(
-                    "{}: spec.deploymentId {id} does not exist on the control plane",
-                    want.object
-                )));
-            }
-            Err(e) => return Err(cp("get deployment")(e)),
-        },
-        None => {
-            let mut found = client
-                .deployments_named(&want.remote_name)
-                .await
-                .map_err(cp("look up deployment by name"))?;
-            if found.len() > 1 {
-                let ids: Vec<&str> = found.iter().map(|d| d.id.as_str()).collect();
-                return Err(Error::Blocked(format!(
-                    "{}: {} deployments are named {} ({}); set spec.deploymentId to the one to \
-                     converge",
-                    want.object,
-                    found.len(),
-                    want.remote_name,
-                    ids.join(", ")
-                )));
-            }
-            found.pop()
-        }
-    };
-    let Some(remote) = remote else {
+    let Some(remote) = find_remote(client, want).await? else {
         let mut body = want.body.clone();
         check_before_create(client, want, &mut body).await?;
         return Ok(Plan::Create {
@@ -315,6 +285,52 @@ pub async fn plan(client: &ControlPlaneClient, want: &Desired) -> Result<Plan, E
             message,
         });
     }
+    plan_existing(want, remote)
+}
+
+/// The deployment `want` converges: `spec.deploymentId`'s (one GET), else
+/// the one with its exact name; `None` when no deployment has the name.
+///
+/// Errors: [`Error::ControlPlane`] for a failed read, [`Error::Blocked`]
+/// for an unknown `spec.deploymentId` or several deployments with the name.
+async fn find_remote(
+    client: &ControlPlaneClient,
+    want: &Desired,
+) -> Result<Option<Deployment>, Error> {
+    if let Some(id) = &want.adopt_id {
+        return match client.get_deployment(id).await {
+            Ok(d) => Ok(Some(d)),
+            Err(CpError::NotFound { .. }) => Err(Error::Blocked(format!(
+                "{}: spec.deploymentId {id} does not exist on the control plane",
+                want.object
+            ))),
+            Err(e) => Err(cp("get deployment")(e)),
+        };
+    }
+    let mut found = client
+        .deployments_named(&want.remote_name)
+        .await
+        .map_err(cp("look up deployment by name"))?;
+    if found.len() > 1 {
+        let ids: Vec<&str> = found.iter().map(|d| d.id.as_str()).collect();
+        return Err(Error::Blocked(format!(
+            "{}: {} deployments are named {} ({}); set spec.deploymentId to the one to \
+             converge",
+            want.object,
+            found.len(),
+            want.remote_name,
+            ids.join(", ")
+        )));
+    }
+    Ok(found.pop())
+}
+
+/// The plan for an existing `remote` whose immutable fields match: the
+/// minimal PATCH, then [`decide::after_read`] with a status that remembers
+/// nothing (no patch, no drift correction, no redeploy).
+///
+/// Errors: [`Error::Blocked`] for a deployment being deleted.
+fn plan_existing(want: &Desired, remote: Deployment) -> Result<Plan, Error> {
     // A fresh key: the values are compared with the ones the service
     // returns, never kept.
     let key = HashKey::random();

@@ -447,6 +447,8 @@ impl Drop for Leadership {
     }
 }
 
+/// Declares the leadership lost for `reason`, once (the first reason is
+/// kept), with a warning.
 fn declare_lost(tx: &watch::Sender<Option<String>>, reason: String) {
     tx.send_if_modified(|current| {
         if current.is_none() {
@@ -482,48 +484,25 @@ async fn watchdog(
     acquired: tokio::time::Instant,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &config.namespace);
-    let margin = config.step_down_margin();
-    let mut deadline = acquired + config.renew_deadline();
-    let mut last_renew = None;
+    let mut term = Term {
+        config: &config,
+        acquired,
+        deadline: acquired + config.renew_deadline(),
+        last_renew: None,
+    };
     let events = watch_object(api, &config.lease_name).default_backoff();
     let mut events = std::pin::pin!(events);
     loop {
         tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => {
+            _ = tokio::time::sleep_until(term.deadline) => {
                 declare_lost(&tx, "the lease was not renewed before its deadline".to_owned());
                 return;
             }
             event = events.next() => match event {
                 Some(Ok(Some(lease))) => {
-                    let spec = lease.spec.unwrap_or_default();
-                    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
-                        declare_lost(
-                            &tx,
-                            format!("the lease is now held by {:?}", spec.holder_identity),
-                        );
+                    if let Err(reason) = term.seen(lease) {
+                        declare_lost(&tx, reason);
                         return;
-                    }
-                    if let (Some(renew), Some(seconds)) =
-                        (spec.renew_time, spec.lease_duration_seconds)
-                    {
-                        // A new renewTime of ours is a successful renewal:
-                        // the lease manager reports only changes of holder,
-                        // not each renewal, so the age of the last renewal
-                        // (the metric the stale-lease alert reads) is reset
-                        // here.
-                        if last_renew.as_ref() != Some(&renew) {
-                            renewed_now();
-                            last_renew = Some(renew.clone());
-                        }
-                        let expiry = SystemTime::from(renew.0)
-                            + Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
-                        let left = expiry
-                            .duration_since(SystemTime::now())
-                            .unwrap_or(Duration::ZERO)
-                            .saturating_sub(margin);
-                        let now = tokio::time::Instant::now();
-                        deadline = term_deadline(&config, acquired, now, left);
-                        debug!(left_s = (deadline - now).as_secs_f64(), "leader lease renewed");
                     }
                 }
                 Some(Ok(None)) => {
@@ -533,12 +512,66 @@ async fn watchdog(
                 Some(Err(e)) => debug!(error = %e, "lease watch error (retrying)"),
                 // The watch never ends by itself; keep the deadline anyway.
                 None => {
-                    tokio::time::sleep_until(deadline).await;
+                    tokio::time::sleep_until(term.deadline).await;
                     declare_lost(&tx, "the lease was not renewed before its deadline".to_owned());
                     return;
                 }
             }
         }
+    }
+}
+
+/// The [`watchdog`]'s view of this replica's term.
+struct Term<'a> {
+    /// The election settings.
+    config: &'a LeaderConfig,
+    /// When the lease was acquired.
+    acquired: tokio::time::Instant,
+    /// When the term ends without a renewal.
+    deadline: tokio::time::Instant,
+    /// The Lease's `renewTime` last seen.
+    last_renew: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>,
+}
+
+impl Term<'_> {
+    /// Takes in one version of the Lease: a new `renewTime` of ours is a
+    /// renewal (its age reset), and the deadline moves to what the Lease
+    /// now says ([`term_deadline`]).
+    ///
+    /// Errors: the reason the leadership is lost, when another identity
+    /// holds the Lease.
+    fn seen(&mut self, lease: Lease) -> Result<(), String> {
+        let spec = lease.spec.unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.config.identity.as_str()) {
+            return Err(format!(
+                "the lease is now held by {:?}",
+                spec.holder_identity
+            ));
+        }
+        let (Some(renew), Some(seconds)) = (spec.renew_time, spec.lease_duration_seconds) else {
+            return Ok(());
+        };
+        // A new renewTime of ours is a successful renewal: the lease manager
+        // reports only changes of holder, not each renewal, so the age of
+        // the last renewal (the metric the stale-lease alert reads) is reset
+        // here.
+        if self.last_renew.as_ref() != Some(&renew) {
+            renewed_now();
+            self.last_renew = Some(renew.clone());
+        }
+        let expiry =
+            SystemTime::from(renew.0) + Duration::from_secs(u64::try_from(seconds).unwrap_or(0));
+        let left = expiry
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO)
+            .saturating_sub(self.config.step_down_margin());
+        let now = tokio::time::Instant::now();
+        self.deadline = term_deadline(self.config, self.acquired, now, left);
+        debug!(
+            left_s = (self.deadline - now).as_secs_f64(),
+            "leader lease renewed"
+        );
+        Ok(())
     }
 }
 

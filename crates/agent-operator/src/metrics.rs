@@ -410,70 +410,8 @@ impl Collector for PlaneStates {
             .iter()
             .flat_map(|source| source())
             .collect();
-        let rate = Family::<PlaneLabels, Gauge<f64, AtomicU64>>::default();
-        let ceiling = Family::<PlaneLabels, Gauge<f64, AtomicU64>>::default();
-        let pause = Family::<PlaneLabels, Gauge<f64, AtomicU64>>::default();
-        let queue = Family::<QueueLabels, Gauge>::default();
-        let deferred = Family::<PlaneLabels, Counter>::default();
-        for s in &samples {
-            let labels = PlaneLabels::of(&s.plane);
-            if let (Some(r), Some(c)) = (s.rate, s.ceiling) {
-                rate.get_or_create(&labels).set(r);
-                ceiling.get_or_create(&labels).set(c);
-                pause.get_or_create(&labels).set(s.pause_seconds);
-            }
-            for (state, n) in [
-                ("running", s.running),
-                ("waiting", s.waiting),
-                ("deferred", s.deferred),
-            ] {
-                queue
-                    .get_or_create(&QueueLabels {
-                        namespace: labels.namespace.clone(),
-                        control_plane: labels.control_plane.clone(),
-                        state,
-                    })
-                    .set(n);
-            }
-            deferred.get_or_create(&labels).inc_by(s.deferred_total);
-        }
         if !samples.is_empty() {
-            for (name, help, family) in [
-                (
-                    "control_plane_budget_rate",
-                    "Requests per second the control plane's shared budget allows now",
-                    &rate,
-                ),
-                (
-                    "control_plane_budget_ceiling",
-                    "Highest rate, requests per second, the control plane's budget may reach",
-                    &ceiling,
-                ),
-                (
-                    "control_plane_pause_seconds",
-                    "Seconds left of a Retry-After pause of the control plane (0: none)",
-                    &pause,
-                ),
-            ] {
-                family.encode(encoder.encode_descriptor(
-                    name,
-                    help,
-                    None,
-                    family.metric_type(),
-                )?)?;
-            }
-            queue.encode(encoder.encode_descriptor(
-                "reconcile_queue",
-                "AgentDeployments of a control plane by state: running (holds a reconcile permit), waiting (for a permit), deferred (requeued until the budget allows, or parked behind a full queue of 8 waiting passes per plane permit)",
-                None,
-                queue.metric_type(),
-            )?)?;
-            deferred.encode(encoder.encode_descriptor(
-                "deferred_passes",
-                "Passes put off because the control plane's budget was paused or short, or parked because its queue of waiting passes was full",
-                None,
-                deferred.metric_type(),
-            )?)?;
+            PlaneFamilies::of(&samples).encode(&mut encoder)?;
         }
         if let Some(age) = crate::leader::renewal_age() {
             let g = Gauge::<f64, AtomicU64>::default();
@@ -486,6 +424,96 @@ impl Collector for PlaneStates {
             )?)?;
         }
         Ok(())
+    }
+}
+
+/// The per-AgentControlPlane families of one scrape.
+struct PlaneFamilies {
+    /// `control_plane_budget_rate`.
+    rate: Family<PlaneLabels, Gauge<f64, AtomicU64>>,
+    /// `control_plane_budget_ceiling`.
+    ceiling: Family<PlaneLabels, Gauge<f64, AtomicU64>>,
+    /// `control_plane_pause_seconds`.
+    pause: Family<PlaneLabels, Gauge<f64, AtomicU64>>,
+    /// `reconcile_queue`.
+    queue: Family<QueueLabels, Gauge>,
+    /// `deferred_passes`.
+    deferred: Family<PlaneLabels, Counter>,
+}
+
+impl PlaneFamilies {
+    /// The families of `samples`: the budget gauges of each plane whose
+    /// budget is known, its queue by state, its deferred passes.
+    fn of(samples: &[PlaneSample]) -> Self {
+        let families = Self {
+            rate: Family::default(),
+            ceiling: Family::default(),
+            pause: Family::default(),
+            queue: Family::default(),
+            deferred: Family::default(),
+        };
+        for s in samples {
+            let labels = PlaneLabels::of(&s.plane);
+            if let (Some(r), Some(c)) = (s.rate, s.ceiling) {
+                families.rate.get_or_create(&labels).set(r);
+                families.ceiling.get_or_create(&labels).set(c);
+                families.pause.get_or_create(&labels).set(s.pause_seconds);
+            }
+            for (state, n) in [
+                ("running", s.running),
+                ("waiting", s.waiting),
+                ("deferred", s.deferred),
+            ] {
+                families
+                    .queue
+                    .get_or_create(&QueueLabels {
+                        namespace: labels.namespace.clone(),
+                        control_plane: labels.control_plane.clone(),
+                        state,
+                    })
+                    .set(n);
+            }
+            families
+                .deferred
+                .get_or_create(&labels)
+                .inc_by(s.deferred_total);
+        }
+        families
+    }
+
+    /// Encodes every family, each with its name and help.
+    fn encode(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        for (name, help, family) in [
+            (
+                "control_plane_budget_rate",
+                "Requests per second the control plane's shared budget allows now",
+                &self.rate,
+            ),
+            (
+                "control_plane_budget_ceiling",
+                "Highest rate, requests per second, the control plane's budget may reach",
+                &self.ceiling,
+            ),
+            (
+                "control_plane_pause_seconds",
+                "Seconds left of a Retry-After pause of the control plane (0: none)",
+                &self.pause,
+            ),
+        ] {
+            family.encode(encoder.encode_descriptor(name, help, None, family.metric_type())?)?;
+        }
+        self.queue.encode(encoder.encode_descriptor(
+            "reconcile_queue",
+            "AgentDeployments of a control plane by state: running (holds a reconcile permit), waiting (for a permit), deferred (requeued until the budget allows, or parked behind a full queue of 8 waiting passes per plane permit)",
+            None,
+            self.queue.metric_type(),
+        )?)?;
+        self.deferred.encode(encoder.encode_descriptor(
+            "deferred_passes",
+            "Passes put off because the control plane's budget was paused or short, or parked because its queue of waiting passes was full",
+            None,
+            self.deferred.metric_type(),
+        )?)
     }
 }
 
@@ -529,6 +557,122 @@ impl RequestObserver for ControlPlaneRequests {
     }
 }
 
+/// The families of reconcile passes a [`Metrics`] counts by kind
+/// (`reconciles`, `reconcile_errors`, `reconcile_duration`), registered,
+/// with every series known at start created at zero.
+fn register_reconciles(
+    registry: &mut Registry,
+) -> (
+    Family<OutcomeLabels, Counter>,
+    Family<ErrorLabels, Counter>,
+    HistogramFamily<KindLabels>,
+) {
+    let reconciles = Family::<OutcomeLabels, Counter>::default();
+    registry.register(
+        "reconciles",
+        "Reconcile passes by kind and outcome: success; blocked, a pass that ended with the object Stalled (progress needs a person: SecretNotFound, NameConflict, InvalidSpec, a failed revision...); error, a pass that failed and is retried",
+        reconciles.clone(),
+    );
+    let reconcile_errors = Family::<ErrorLabels, Counter>::default();
+    registry.register(
+        "reconcile_errors",
+        "Failed reconcile passes by kind and fixed error reason",
+        reconcile_errors.clone(),
+    );
+    let reconcile_duration: HistogramFamily<KindLabels> =
+        Family::new_with_constructor(reconcile_histogram);
+    registry.register_with_unit(
+        "reconcile_duration",
+        "Duration of reconcile passes by kind",
+        Unit::Seconds,
+        reconcile_duration.clone(),
+    );
+    for kind in KINDS {
+        for outcome in OUTCOMES {
+            let _ = reconciles.get_or_create(&OutcomeLabels { kind, outcome });
+        }
+        for reason in error_reasons() {
+            let _ = reconcile_errors.get_or_create(&ErrorLabels { kind, reason });
+        }
+    }
+    for kind in KINDS {
+        let _ = reconcile_duration.get_or_create(&KindLabels { kind });
+    }
+    (reconciles, reconcile_errors, reconcile_duration)
+}
+
+/// The control plane request families (token wait, slowdowns, requests,
+/// request duration), registered, with a zero series of requests for each
+/// operation and status class.
+fn register_control_plane(registry: &mut Registry) -> Arc<ControlPlaneRequests> {
+    let control_plane = Arc::new(ControlPlaneRequests {
+        requests: Family::default(),
+        duration: Family::new_with_constructor(request_histogram),
+        token_wait: Family::new_with_constructor(token_wait_histogram),
+        slowdowns: Family::default(),
+    });
+    registry.register_with_unit(
+        "control_plane_token_wait",
+        "Time control plane HTTP attempts waited for a token of their budget",
+        Unit::Seconds,
+        control_plane.token_wait.clone(),
+    );
+    registry.register(
+        "control_plane_slowdowns",
+        "Answers that slowed a control plane's budget, by cause (429|503|502|504|timeout)",
+        control_plane.slowdowns.clone(),
+    );
+    registry.register(
+        "control_plane_requests",
+        "Control plane HTTP attempts by operation and status class (a retried request counts once per attempt)",
+        control_plane.requests.clone(),
+    );
+    registry.register_with_unit(
+        "control_plane_request_duration",
+        "Duration of control plane HTTP attempts by operation",
+        Unit::Seconds,
+        control_plane.duration.clone(),
+    );
+    for operation in crate::controlplane::operation::Operation::ALL {
+        for status_class in crate::controlplane::operation::STATUS_CLASSES {
+            let _ = control_plane.requests.get_or_create(&RequestLabels {
+                operation: operation.as_str(),
+                status_class,
+            });
+        }
+    }
+    control_plane
+}
+
+/// The `verifications` and `revision_outcomes` families, registered, with
+/// a zero series for each known outcome.
+fn register_outcomes(
+    registry: &mut Registry,
+) -> (
+    Family<VerificationLabels, Counter>,
+    Family<VerificationLabels, Counter>,
+) {
+    let verifications = Family::<VerificationLabels, Counter>::default();
+    registry.register(
+        "verifications",
+        "Verifications of AgentDeployments on their agent server (spec.verify) by outcome, Verified or the failure reason (a deferred verification does not count)",
+        verifications.clone(),
+    );
+    let revision_outcomes = Family::<VerificationLabels, Counter>::default();
+    registry.register(
+        "revision_outcomes",
+        "Revisions the operator followed to their end, by end status (DEPLOYED or a failure)",
+        revision_outcomes.clone(),
+    );
+    for outcome in REVISION_OUTCOMES {
+        let _ = revision_outcomes.get_or_create(&VerificationLabels { outcome });
+    }
+    for outcome in VERIFICATION_OUTCOMES {
+        let _ = verifications.get_or_create(&VerificationLabels { outcome });
+    }
+    (verifications, revision_outcomes)
+}
+
 /// The operator's metrics and their registry. Cheap to share behind an `Arc`
 /// (the controller [`Context`](crate::controller::Context) holds one); every
 /// method takes `&self`.
@@ -563,54 +707,8 @@ impl Metrics {
     /// A fresh registry with every metric of the table in the module docs.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix(PREFIX);
-        let reconciles = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
-            "reconciles",
-            "Reconcile passes by kind and outcome: success; blocked, a pass that ended with the object Stalled (progress needs a person: SecretNotFound, NameConflict, InvalidSpec, a failed revision...); error, a pass that failed and is retried",
-            reconciles.clone(),
-        );
-        let reconcile_errors = Family::<ErrorLabels, Counter>::default();
-        registry.register(
-            "reconcile_errors",
-            "Failed reconcile passes by kind and fixed error reason",
-            reconcile_errors.clone(),
-        );
-        let reconcile_duration: HistogramFamily<KindLabels> =
-            Family::new_with_constructor(reconcile_histogram);
-        registry.register_with_unit(
-            "reconcile_duration",
-            "Duration of reconcile passes by kind",
-            Unit::Seconds,
-            reconcile_duration.clone(),
-        );
-        let control_plane = Arc::new(ControlPlaneRequests {
-            requests: Family::default(),
-            duration: Family::new_with_constructor(request_histogram),
-            token_wait: Family::new_with_constructor(token_wait_histogram),
-            slowdowns: Family::default(),
-        });
-        registry.register_with_unit(
-            "control_plane_token_wait",
-            "Time control plane HTTP attempts waited for a token of their budget",
-            Unit::Seconds,
-            control_plane.token_wait.clone(),
-        );
-        registry.register(
-            "control_plane_slowdowns",
-            "Answers that slowed a control plane's budget, by cause (429|503|502|504|timeout)",
-            control_plane.slowdowns.clone(),
-        );
-        registry.register(
-            "control_plane_requests",
-            "Control plane HTTP attempts by operation and status class (a retried request counts once per attempt)",
-            control_plane.requests.clone(),
-        );
-        registry.register_with_unit(
-            "control_plane_request_duration",
-            "Duration of control plane HTTP attempts by operation",
-            Unit::Seconds,
-            control_plane.duration.clone(),
-        );
+        let (reconciles, reconcile_errors, reconcile_duration) = register_reconciles(&mut registry);
+        let control_plane = register_control_plane(&mut registry);
         let time_to_ready = time_to_ready_histogram();
         registry.register_with_unit(
             "time_to_ready",
@@ -624,49 +722,13 @@ impl Metrics {
             "1 while this replica runs the controllers (holds the leader lease, or leader election is off)",
             leader.clone(),
         );
-        let verifications = Family::<VerificationLabels, Counter>::default();
-        registry.register(
-            "verifications",
-            "Verifications of AgentDeployments on their agent server (spec.verify) by outcome, Verified or the failure reason (a deferred verification does not count)",
-            verifications.clone(),
-        );
-        let revision_outcomes = Family::<VerificationLabels, Counter>::default();
-        registry.register(
-            "revision_outcomes",
-            "Revisions the operator followed to their end, by end status (DEPLOYED or a failure)",
-            revision_outcomes.clone(),
-        );
-        for outcome in REVISION_OUTCOMES {
-            let _ = revision_outcomes.get_or_create(&VerificationLabels { outcome });
-        }
+        let (verifications, revision_outcomes) = register_outcomes(&mut registry);
         let ready_states = Arc::new(ReadyStates::default());
         registry.register_collector(Box::new(ready_states.clone()));
         let plane_states = Arc::new(PlaneStates::default());
         registry.register_collector(Box::new(plane_states.clone()));
         let drift_states = Arc::new(DriftStates::default());
         registry.register_collector(Box::new(drift_states.clone()));
-        for kind in KINDS {
-            for outcome in OUTCOMES {
-                let _ = reconciles.get_or_create(&OutcomeLabels { kind, outcome });
-            }
-            for reason in error_reasons() {
-                let _ = reconcile_errors.get_or_create(&ErrorLabels { kind, reason });
-            }
-        }
-        for operation in crate::controlplane::operation::Operation::ALL {
-            for status_class in crate::controlplane::operation::STATUS_CLASSES {
-                let _ = control_plane.requests.get_or_create(&RequestLabels {
-                    operation: operation.as_str(),
-                    status_class,
-                });
-            }
-        }
-        for outcome in VERIFICATION_OUTCOMES {
-            let _ = verifications.get_or_create(&VerificationLabels { outcome });
-        }
-        for kind in KINDS {
-            let _ = reconcile_duration.get_or_create(&KindLabels { kind });
-        }
         Self {
             registry,
             reconciles,

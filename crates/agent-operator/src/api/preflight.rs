@@ -2,6 +2,8 @@
 //! call ([`check`]), for rules the schema cannot express. The patterns and
 //! rule lists it applies live in [`super::rules`].
 
+use std::collections::BTreeSet;
+
 use super::deployment::{AgentDeploymentSpec, Source};
 use super::resource_spec;
 use super::rules::{
@@ -16,6 +18,17 @@ use super::rules::{
 ///
 /// Errors: the first broken rule, as a human-readable message.
 pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String> {
+    check_remote_name(remote_name)?;
+    check_source_config(spec)?;
+    let with_listener =
+        spec.source_config.listener_id.is_some() || spec.source_config.listener_ref.is_some();
+    let secrets = check_secrets(spec, with_listener)?;
+    check_source_fields(spec)?;
+    check_secret_references(spec, with_listener, &secrets)
+}
+
+/// The remote deployment name: 1-63 lowercase letters, digits and `-`.
+fn check_remote_name(remote_name: &str) -> Result<(), String> {
     let name_ok = !remote_name.is_empty()
         && remote_name.len() <= 63
         && remote_name
@@ -27,10 +40,17 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
              and '-' (the control plane refuses other names); set spec.name"
         ));
     }
-    if let Some(rs) = &spec.source_config.resource_spec {
+    Ok(())
+}
+
+/// `sourceConfig`: its `resourceSpec` ([`resource_spec::check`]), its
+/// install and build commands, at most one of `integrationId` and
+/// `integrationRef`.
+fn check_source_config(spec: &AgentDeploymentSpec) -> Result<(), String> {
+    let sc = &spec.source_config;
+    if let Some(rs) = &sc.resource_spec {
         resource_spec::check(rs)?;
     }
-    let sc = &spec.source_config;
     for (field, command) in [
         ("sourceConfig.installCommand", &sc.install_command),
         ("sourceConfig.buildCommand", &sc.build_command),
@@ -44,9 +64,17 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
             "set at most one of sourceConfig.integrationId and sourceConfig.integrationRef".into(),
         );
     }
-    let with_listener =
-        spec.source_config.listener_id.is_some() || spec.source_config.listener_ref.is_some();
-    let mut seen = std::collections::BTreeSet::new();
+    Ok(())
+}
+
+/// `secrets`: each name an environment variable name, not reserved, not
+/// for self-hosted data planes only unless `with_listener`, listed once.
+/// Returns the names.
+fn check_secrets(
+    spec: &AgentDeploymentSpec,
+    with_listener: bool,
+) -> Result<BTreeSet<&str>, String> {
+    let mut seen = BTreeSet::new();
     for s in &spec.secrets {
         let valid = regex_lite_env_name(&s.name);
         if !valid {
@@ -72,7 +100,17 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
             return Err(format!("secret name {} is listed twice", s.name));
         }
     }
-    check_source_fields(spec)?;
+    Ok(seen)
+}
+
+/// `secretReferences`: only for `external_docker` on a self-hosted data
+/// plane (`with_listener`); each name an environment variable name, not
+/// reserved, not among the `secrets` names, listed once.
+fn check_secret_references(
+    spec: &AgentDeploymentSpec,
+    with_listener: bool,
+    secrets: &BTreeSet<&str>,
+) -> Result<(), String> {
     if !spec.secret_references.is_empty() {
         if spec.source != Source::ExternalDocker {
             return Err("secretReferences are only for source external_docker".into());
@@ -83,7 +121,7 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
                 .into());
         }
     }
-    let mut seen_refs = std::collections::BTreeSet::new();
+    let mut seen_refs = BTreeSet::new();
     for r in &spec.secret_references {
         if !regex_lite_env_name(&r.name) {
             return Err(format!(
@@ -98,7 +136,7 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
                 r.name
             ));
         }
-        if seen.contains(r.name.as_str()) {
+        if secrets.contains(r.name.as_str()) {
             return Err(format!(
                 "{} is both in secrets and in secretReferences; each environment variable \
                  comes from one place",

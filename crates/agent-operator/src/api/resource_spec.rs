@@ -231,6 +231,51 @@ fn list_of<T: schemars::JsonSchema>(generator: &mut schemars::SchemaGenerator, m
     json!({"type": "array", "maxItems": max, "items": items})
 }
 
+/// The schema of a list of Secret names (`imagePullSecrets`): at most 32
+/// objects with a `name`, a DNS-1123 subdomain.
+fn name_list_schema() -> Value {
+    json!({
+        "type": "array",
+        "maxItems": 32,
+        "items": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {
+                "type": "string",
+                "maxLength": 253,
+                "pattern": super::rules::DNS_SUBDOMAIN_PATTERN,
+                "description": "Name of the Secret (a DNS-1123 subdomain), in the namespace of the data plane's pods.",
+            }},
+        },
+    })
+}
+
+/// The schema of a list of containers (`initContainers`, `sidecars`): at
+/// most 16 objects with a `name` and an `image`, the rest as written.
+///
+/// Not the `Container` schema: it would add about 140 KB per field and take
+/// the CRD past the 256 KiB that client-side `kubectl apply` can store in
+/// its last-applied annotation.
+fn containers_schema() -> Value {
+    json!({
+        "type": "array",
+        "maxItems": 16,
+        "items": {
+            "type": "object",
+            "required": ["name", "image"],
+            "properties": {
+                "name": {"type": "string", "maxLength": 63, "pattern": super::rules::DNS_LABEL_PATTERN,
+                         "description": "Container name (a DNS-1123 label, unique in the pod)."},
+                "image": {"type": "string", "maxLength": 512,
+                          "description": "Container image reference, e.g. `registry.example.com/team/proxy:1.2`."},
+            },
+            "x-kubernetes-preserve-unknown-fields": true,
+        },
+    })
+}
+
+/// The schema of a field of `kind`, with its range ([`range`]) and
+/// `description`.
 fn field_schema(generator: &mut schemars::SchemaGenerator, kind: Kind, description: &str) -> Value {
     use k8s_openapi::api::core::v1::{Volume, VolumeMount};
     let mut schema = match kind {
@@ -248,41 +293,10 @@ fn field_schema(generator: &mut schemars::SchemaGenerator, kind: Kind, descripti
             "maxLength": 253,
             "pattern": super::rules::DNS_SUBDOMAIN_PATTERN,
         }),
-        Kind::NameList => json!({
-            "type": "array",
-            "maxItems": 32,
-            "items": {
-                "type": "object",
-                "required": ["name"],
-                "properties": {"name": {
-                    "type": "string",
-                    "maxLength": 253,
-                    "pattern": super::rules::DNS_SUBDOMAIN_PATTERN,
-                    "description": "Name of the Secret (a DNS-1123 subdomain), in the namespace of the data plane's pods.",
-                }},
-            },
-        }),
+        Kind::NameList => name_list_schema(),
         Kind::Volumes => list_of::<Volume>(generator, 64),
         Kind::VolumeMounts => list_of::<VolumeMount>(generator, 64),
-        // The `Container` schema would add about 140 KB per field and take
-        // the CRD past the 256 KiB that client-side `kubectl apply` can
-        // store in its last-applied annotation: containers are checked as
-        // objects with a `name` and an `image`, the rest as written.
-        Kind::Containers => json!({
-            "type": "array",
-            "maxItems": 16,
-            "items": {
-                "type": "object",
-                "required": ["name", "image"],
-                "properties": {
-                    "name": {"type": "string", "maxLength": 63, "pattern": super::rules::DNS_LABEL_PATTERN,
-                             "description": "Container name (a DNS-1123 label, unique in the pod)."},
-                    "image": {"type": "string", "maxLength": 512,
-                              "description": "Container image reference, e.g. `registry.example.com/team/proxy:1.2`."},
-                },
-                "x-kubernetes-preserve-unknown-fields": true,
-            },
-        }),
+        Kind::Containers => containers_schema(),
     };
     if let Some((min, max)) = range(kind) {
         let (min, max) = if kind == Kind::Cores {

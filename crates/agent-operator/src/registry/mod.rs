@@ -259,17 +259,7 @@ impl RegistryClient {
             })?
             .to_oci();
         let registry = reference.registry().to_owned();
-        if let Err(not_until) = self.budget.check_key(&registry) {
-            let wait = not_until.wait_time_from(DefaultClock::default().now());
-            return Err(Error::Budget {
-                registry,
-                // ± 25 %, as `controller::jittered` (not imported: the
-                // controller holds this client).
-                wait: wait
-                    .max(Duration::from_millis(100))
-                    .mul_f64(rand::random_range(0.75..1.25)),
-            });
-        }
+        self.within_budget(&registry)?;
         let client = &self.client_for(&registry, credentials);
         let auth = match credentials {
             Some(c) => {
@@ -277,38 +267,39 @@ impl RegistryClient {
             }
             None => RegistryAuth::Anonymous,
         };
-        let fail = |e| classify(e, &registry, image);
         let digest = client
             .fetch_manifest_digest(&reference, &auth)
             .await
-            .map_err(fail)?;
+            .map_err(|e| classify(e, &registry, image))?;
         let pinned = format!("{registry}/{}@{digest}", reference.repository());
         if !self.is_checked(&digest) {
-            let by_digest =
-                ImageRef::parse(&pinned)
-                    .map(|r| r.to_oci())
-                    .map_err(|e| Error::Other {
-                        registry: registry.clone(),
-                        image: image.to_owned(),
-                        detail: format!("the digest {digest} does not form a reference: {e}"),
-                    })?;
-            let platforms = platforms(client, &by_digest, &auth).await.map_err(fail)?;
-            if !platforms.iter().any(|p| p == REQUIRED_PLATFORM) {
-                return Err(Error::WrongPlatform {
-                    image: image.to_owned(),
-                    digest,
-                    offered: if platforms.is_empty() {
-                        "no platform".to_owned()
-                    } else {
-                        platforms.join(", ")
-                    },
-                });
-            }
+            check_platform(client, &auth, &registry, image, &digest, &pinned).await?;
             self.remember_checked(&digest);
         }
         Ok(Resolved { digest, pinned })
     }
 
+    /// Takes a request of `registry`'s budget.
+    ///
+    /// Errors: [`Error::Budget`] when the budget is spent, with the wait
+    /// until it allows one (jittered); nothing is sent.
+    fn within_budget(&self, registry: &str) -> Result<(), Error> {
+        let Err(not_until) = self.budget.check_key(&registry.to_owned()) else {
+            return Ok(());
+        };
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        Err(Error::Budget {
+            registry: registry.to_owned(),
+            // ± 25 %, as `controller::jittered` (not imported: the
+            // controller holds this client).
+            wait: wait
+                .max(Duration::from_millis(100))
+                .mul_f64(rand::random_range(0.75..1.25)),
+        })
+    }
+
+    /// Whether the image was already checked for its platform
+    /// ([`check_platform`]) by its digest.
     fn is_checked(&self, digest: &str) -> bool {
         self.checked
             .lock()
@@ -316,6 +307,8 @@ impl RegistryClient {
             .contains(digest)
     }
 
+    /// Remembers that the image `digest` offers the platform (all
+    /// forgotten once [`CHECKED_DIGESTS`] are remembered).
     fn remember_checked(&self, digest: &str) {
         let mut checked = self
             .checked
@@ -360,6 +353,44 @@ async fn platforms(
     }
 }
 
+/// Checks that the image `digest` of `image` (`pinned`: its reference by
+/// digest) offers [`REQUIRED_PLATFORM`] (reads its manifest, and its config
+/// for a single image).
+///
+/// Errors: [`Error::WrongPlatform`] naming the platforms offered; a failed
+/// read ([`classify`]).
+async fn check_platform(
+    client: &Client,
+    auth: &RegistryAuth,
+    registry: &str,
+    image: &str,
+    digest: &str,
+    pinned: &str,
+) -> Result<(), Error> {
+    let by_digest = ImageRef::parse(pinned)
+        .map(|r| r.to_oci())
+        .map_err(|e| Error::Other {
+            registry: registry.to_owned(),
+            image: image.to_owned(),
+            detail: format!("the digest {digest} does not form a reference: {e}"),
+        })?;
+    let platforms = platforms(client, &by_digest, auth)
+        .await
+        .map_err(|e| classify(e, registry, image))?;
+    if !platforms.iter().any(|p| p == REQUIRED_PLATFORM) {
+        return Err(Error::WrongPlatform {
+            image: image.to_owned(),
+            digest: digest.to_owned(),
+            offered: if platforms.is_empty() {
+                "no platform".to_owned()
+            } else {
+                platforms.join(", ")
+            },
+        });
+    }
+    Ok(())
+}
+
 /// The [`Error`] an `oci-client` error is for `image` on `registry`.
 fn classify(e: OciDistributionError, registry: &str, image: &str) -> Error {
     let registry = registry.to_owned();
@@ -367,32 +398,26 @@ fn classify(e: OciDistributionError, registry: &str, image: &str) -> Error {
     let has = |envelope: &oci_client::errors::OciEnvelope, codes: &[OciErrorCode]| {
         envelope.errors.iter().any(|err| codes.contains(&err.code))
     };
+    use OciErrorCode as C;
     match e {
         OciDistributionError::UnauthorizedError { .. }
         | OciDistributionError::AuthenticationFailure(_) => Error::Unauthorized { registry, image },
         OciDistributionError::ImageManifestNotFoundError(_) => Error::NotFound { registry, image },
         OciDistributionError::RegistryError { envelope, .. }
-            if has(
-                &envelope,
-                &[OciErrorCode::Unauthorized, OciErrorCode::Denied],
-            ) =>
+            if has(&envelope, &[C::Unauthorized, C::Denied]) =>
         {
             Error::Unauthorized { registry, image }
         }
         OciDistributionError::RegistryError { envelope, .. }
             if has(
                 &envelope,
-                &[
-                    OciErrorCode::ManifestUnknown,
-                    OciErrorCode::NameUnknown,
-                    OciErrorCode::NotFound,
-                ],
+                &[C::ManifestUnknown, C::NameUnknown, C::NotFound],
             ) =>
         {
             Error::NotFound { registry, image }
         }
         OciDistributionError::RegistryError { envelope, .. }
-            if has(&envelope, &[OciErrorCode::Toomanyrequests]) =>
+            if has(&envelope, &[C::Toomanyrequests]) =>
         {
             Error::Unavailable {
                 registry,
@@ -400,16 +425,10 @@ fn classify(e: OciDistributionError, registry: &str, image: &str) -> Error {
                 detail: "429 too many requests".to_owned(),
             }
         }
-        OciDistributionError::ServerError { code: 401, .. } => {
-            Error::Unauthorized { registry, image }
-        }
-        OciDistributionError::ServerError { code: 404, .. } => Error::NotFound { registry, image },
-        OciDistributionError::ServerError { code, .. } if code == 429 || code >= 500 => {
-            Error::Unavailable {
-                registry,
-                image,
-                detail: format!("HTTP {code}"),
-            }
+        OciDistributionError::ServerError { code, .. }
+            if code == 401 || code == 404 || code == 429 || code >= 500 =>
+        {
+            by_status(code, registry, image)
         }
         OciDistributionError::RequestError(e) => Error::Unavailable {
             registry,
@@ -420,6 +439,20 @@ fn classify(e: OciDistributionError, registry: &str, image: &str) -> Error {
             registry,
             image,
             detail: other.to_string(),
+        },
+    }
+}
+
+/// The [`Error`] of a registry's answer by its HTTP status (401, 404, 429
+/// or 5xx) for `image` on `registry`.
+fn by_status(code: u16, registry: String, image: String) -> Error {
+    match code {
+        401 => Error::Unauthorized { registry, image },
+        404 => Error::NotFound { registry, image },
+        _ => Error::Unavailable {
+            registry,
+            image,
+            detail: format!("HTTP {code}"),
         },
     }
 }

@@ -234,18 +234,30 @@ mod tests {
 
     const SHA256: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-    /// Accepts and splits as `oci-client`'s parser does, on every case of a
-    /// corpus of valid and invalid references.
+    /// Asserts that `ImageRef::parse` accepts and splits `image` as
+    /// `oci-client`'s parser does, or refuses it with the same message.
+    fn assert_parses_as_oci_client(image: &str) {
+        let ours = ImageRef::parse(image);
+        let theirs = image.parse::<Reference>();
+        match (&ours, &theirs) {
+            (Ok(o), Ok(t)) => {
+                assert_eq!(o.registry, t.registry(), "{image}");
+                assert_eq!(o.repository, t.repository(), "{image}");
+                assert_eq!(o.tag.as_deref(), t.tag(), "{image}");
+                assert_eq!(o.digest.as_deref(), t.digest(), "{image}");
+                assert_eq!(o.request_host(), t.resolve_registry(), "{image}");
+                assert_eq!(o.to_oci().whole(), t.whole(), "{image}");
+            }
+            (Err(o), Err(t)) => assert_eq!(*o, t.to_string(), "{image}"),
+            _ => panic!("{image}: ours {ours:?}, oci-client's {theirs:?}"),
+        }
+    }
+
+    /// Registries, repositories and tags, valid and invalid, parse as
+    /// `oci-client`'s parser does.
     #[test]
-    fn parses_as_oci_client_does() {
-        let long_repo = format!("ghcr.io/{}", "a".repeat(256));
-        let long_tag = format!("acme/agent:{}", "t".repeat(129));
-        let max_tag = format!("acme/agent:{}", "t".repeat(128));
-        let sha384 = format!("sha384:{}", "a".repeat(96));
-        let sha512 = format!("sha512:{}", "b".repeat(128));
-        let short = format!("sha256:{}", "c".repeat(40));
-        let md5 = format!("md5:{}", "d".repeat(32));
-        let cases: Vec<String> = [
+    fn names_and_tags_parse_as_oci_client_does() {
+        for image in [
             "nginx",
             "nginx:1.27",
             "library/nginx",
@@ -289,10 +301,24 @@ mod tests {
             "ghcr.io/acme/agent@@sha256:00",
             "UPPER",
             "",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .chain([
+        ] {
+            assert_parses_as_oci_client(image);
+        }
+    }
+
+    /// Digests (of every algorithm and shape, valid and invalid) and the
+    /// length limits of repositories and tags parse as `oci-client`'s
+    /// parser does.
+    #[test]
+    fn digests_and_lengths_parse_as_oci_client_does() {
+        let long_repo = format!("ghcr.io/{}", "a".repeat(256));
+        let long_tag = format!("acme/agent:{}", "t".repeat(129));
+        let max_tag = format!("acme/agent:{}", "t".repeat(128));
+        let sha384 = format!("sha384:{}", "a".repeat(96));
+        let sha512 = format!("sha512:{}", "b".repeat(128));
+        let short = format!("sha256:{}", "c".repeat(40));
+        let md5 = format!("md5:{}", "d".repeat(32));
+        for image in [
             format!("ghcr.io/acme/agent@{SHA256}"),
             format!("ghcr.io/acme/agent:v1@{SHA256}"),
             format!("nginx@{SHA256}"),
@@ -307,23 +333,8 @@ mod tests {
             long_repo,
             long_tag,
             max_tag,
-        ])
-        .collect();
-        for image in &cases {
-            let ours = ImageRef::parse(image);
-            let theirs = image.parse::<Reference>();
-            match (&ours, &theirs) {
-                (Ok(o), Ok(t)) => {
-                    assert_eq!(o.registry, t.registry(), "{image}");
-                    assert_eq!(o.repository, t.repository(), "{image}");
-                    assert_eq!(o.tag.as_deref(), t.tag(), "{image}");
-                    assert_eq!(o.digest.as_deref(), t.digest(), "{image}");
-                    assert_eq!(o.request_host(), t.resolve_registry(), "{image}");
-                    assert_eq!(o.to_oci().whole(), t.whole(), "{image}");
-                }
-                (Err(o), Err(t)) => assert_eq!(*o, t.to_string(), "{image}"),
-                _ => panic!("{image}: ours {ours:?}, oci-client's {theirs:?}"),
-            }
+        ] {
+            assert_parses_as_oci_client(&image);
         }
     }
 }

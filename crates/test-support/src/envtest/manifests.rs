@@ -102,49 +102,73 @@ pub async fn apply_manifests(
         if value.is_null() {
             continue;
         }
-        let mut obj: DynamicObject = yaml_serde::from_value(value).map_err(manifest_err)?;
-        let types = obj.types.clone().ok_or_else(|| {
-            manifest_err(serde::de::Error::custom(
-                "a document without apiVersion and kind",
-            ))
-        })?;
-        let gvk = GroupVersionKind::try_from(&types).map_err(|e| {
-            manifest_err(serde::de::Error::custom(format!(
-                "apiVersion {}: {e}",
-                types.api_version
-            )))
-        })?;
-        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(EnvTestError::kube(format!("discovering {}", types.kind)))?;
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        let api: Api<DynamicObject> = match caps.scope {
-            Scope::Namespaced => {
-                let ns = obj
-                    .metadata
-                    .namespace
-                    .get_or_insert_with(|| namespace.to_owned())
-                    .clone();
-                applied.push(format!("{} {ns}/{name}", types.kind));
-                Api::namespaced_with(client.clone(), &ns, &resource)
-            }
-            Scope::Cluster => {
-                applied.push(format!("{} {name}", types.kind));
-                Api::all_with(client.clone(), &resource)
-            }
-        };
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&obj),
-        )
-        .await
-        .map_err(EnvTestError::kube(format!(
-            "applying {} {name} from {}",
-            types.kind,
-            path.display()
-        )))?;
+        let obj: DynamicObject = yaml_serde::from_value(value).map_err(manifest_err)?;
+        applied.push(apply_object(client, path, obj, namespace).await?);
     }
+    Ok(applied)
+}
+
+/// Server-side applies one document `obj` of `path` (see
+/// [`apply_manifest_file`]): its kind's scope by API discovery, a
+/// namespaced object without a namespace in `namespace`. Returns
+/// `Kind namespace/name` (or `Kind name`).
+///
+/// Errors: [`EnvTestError::Manifest`] without `apiVersion` and `kind`, or
+/// with an `apiVersion` that does not parse; [`EnvTestError::Kube`] when
+/// discovery or the apply fails.
+async fn apply_object(
+    client: &kube::Client,
+    path: &Path,
+    mut obj: DynamicObject,
+    namespace: &str,
+) -> Result<String, EnvTestError> {
+    let manifest_err = |source| EnvTestError::Manifest {
+        path: path.to_owned(),
+        source,
+    };
+    let types = obj.types.clone().ok_or_else(|| {
+        manifest_err(serde::de::Error::custom(
+            "a document without apiVersion and kind",
+        ))
+    })?;
+    let gvk = GroupVersionKind::try_from(&types).map_err(|e| {
+        manifest_err(serde::de::Error::custom(format!(
+            "apiVersion {}: {e}",
+            types.api_version
+        )))
+    })?;
+    let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .map_err(EnvTestError::kube(format!("discovering {}", types.kind)))?;
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let (api, applied): (Api<DynamicObject>, String) = match caps.scope {
+        Scope::Namespaced => {
+            let ns = obj
+                .metadata
+                .namespace
+                .get_or_insert_with(|| namespace.to_owned())
+                .clone();
+            (
+                Api::namespaced_with(client.clone(), &ns, &resource),
+                format!("{} {ns}/{name}", types.kind),
+            )
+        }
+        Scope::Cluster => (
+            Api::all_with(client.clone(), &resource),
+            format!("{} {name}", types.kind),
+        ),
+    };
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .map_err(EnvTestError::kube(format!(
+        "applying {} {name} from {}",
+        types.kind,
+        path.display()
+    )))?;
     Ok(applied)
 }
 

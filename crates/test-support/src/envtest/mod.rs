@@ -543,6 +543,8 @@ impl TestEnv {
     }
 }
 
+/// Writes the certificates and keys of `pki` under `dir/pki`, private to
+/// this user.
 fn write_pki(dir: &Path, pki: &pki::Pki) -> Result<PkiFiles, EnvTestError> {
     let pki_dir = dir.join("pki");
     std::fs::create_dir_all(&pki_dir)
@@ -589,6 +591,40 @@ async fn start_processes(
     pki: &pki::Pki,
     files: &PkiFiles,
 ) -> Result<Started, EnvTestError> {
+    let (etcd, etcd_url) = start_etcd(opts, assets, dir).await?;
+    let port = process::free_port()?;
+    let server_url = format!("https://127.0.0.1:{port}");
+    let apiserver_args = apiserver_args(opts, dir, files, &etcd_url, port, &server_url);
+    let mut apiserver = ManagedProcess::spawn(
+        "kube-apiserver",
+        &assets.join("kube-apiserver"),
+        &apiserver_args,
+        dir.join("kube-apiserver.log"),
+    )?;
+
+    wait_for_readyz(&mut apiserver, &server_url, pki, opts.ready_timeout).await?;
+    let kubeconfig_path = dir.join("kubeconfig");
+    kubeconfig::write_private(&kubeconfig_path, &kubeconfig::render(&server_url, pki))?;
+    let config = kubeconfig::load_config(&kubeconfig_path).await?;
+    Ok(Started {
+        etcd,
+        apiserver,
+        config,
+        server_url,
+        kubeconfig_path,
+        apiserver_args,
+        etcd_url,
+    })
+}
+
+/// Starts etcd on fresh client and peer ports, with a fresh data directory
+/// under `dir`, and waits until it accepts connections. Returns the process
+/// and its client URL.
+async fn start_etcd(
+    opts: &TestEnvOptions,
+    assets: &Path,
+    dir: &Path,
+) -> Result<(ManagedProcess, String), EnvTestError> {
     let etcd_port = process::free_port()?;
     let peer_port = process::free_port()?;
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -614,10 +650,22 @@ async fn start_processes(
         dir.join("etcd.log"),
     )?;
     wait_for_tcp(&mut etcd, etcd_port, opts.ready_timeout).await?;
+    Ok((etcd, etcd_url))
+}
 
-    let port = process::free_port()?;
-    let server_url = format!("https://127.0.0.1:{port}");
-    let mut apiserver_args = vec![
+/// The arguments of kube-apiserver on `port` (`server_url`) with the etcd
+/// of `etcd_url`: the certificates of `files`, RBAC, no ServiceAccount
+/// admission, no `kubernetes` Service endpoints, then
+/// `opts.extra_apiserver_args`.
+fn apiserver_args(
+    opts: &TestEnvOptions,
+    dir: &Path,
+    files: &PkiFiles,
+    etcd_url: &str,
+    port: u16,
+    server_url: &str,
+) -> Vec<String> {
+    let mut args = vec![
         format!("--etcd-servers={etcd_url}"),
         "--bind-address=127.0.0.1".to_owned(),
         "--advertise-address=127.0.0.1".to_owned(),
@@ -643,27 +691,8 @@ async fn start_processes(
         "--endpoint-reconciler-type=none".to_owned(),
         "--profiling=false".to_owned(),
     ];
-    apiserver_args.extend(opts.extra_apiserver_args.iter().cloned());
-    let mut apiserver = ManagedProcess::spawn(
-        "kube-apiserver",
-        &assets.join("kube-apiserver"),
-        &apiserver_args,
-        dir.join("kube-apiserver.log"),
-    )?;
-
-    wait_for_readyz(&mut apiserver, &server_url, pki, opts.ready_timeout).await?;
-    let kubeconfig_path = dir.join("kubeconfig");
-    kubeconfig::write_private(&kubeconfig_path, &kubeconfig::render(&server_url, pki))?;
-    let config = kubeconfig::load_config(&kubeconfig_path).await?;
-    Ok(Started {
-        etcd,
-        apiserver,
-        config,
-        server_url,
-        kubeconfig_path,
-        apiserver_args,
-        etcd_url,
-    })
+    args.extend(opts.extra_apiserver_args.iter().cloned());
+    args
 }
 
 /// Whether `err` is a child that died because its port was taken meanwhile.
@@ -671,6 +700,8 @@ fn is_port_clash(err: &EnvTestError) -> bool {
     matches!(err, EnvTestError::ProcessExited { log_tail, .. } if log_tail.contains("address already in use"))
 }
 
+/// The error of a child process that exited, with the end of its log;
+/// `None` while it runs.
 fn exited_error(process: &mut ManagedProcess) -> Option<EnvTestError> {
     let status = process.exited()?;
     Some(EnvTestError::ProcessExited {

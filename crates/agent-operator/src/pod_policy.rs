@@ -190,6 +190,13 @@ struct Findings {
 /// the policy's order (hostPath, privileged, capabilities, runAsUser), then
 /// the fields the policy could not read.
 fn resource_spec_refusals(rs: &Map<String, Value>) -> Vec<String> {
+    findings(rs).refusals()
+}
+
+/// What the four `resourceSpec` rules find in `rs`: the hostPath volumes,
+/// and in each init container and sidecar the privileged ones, the added
+/// capabilities and the root users; a field of the wrong shape unreadable.
+fn findings(rs: &Map<String, Value>) -> Findings {
     let mut f = Findings::default();
     match rs.get("volumes") {
         None => {}
@@ -220,35 +227,45 @@ fn resource_spec_refusals(rs: &Map<String, Value>) -> Vec<String> {
             Some(_) => f.unreadable.push((list.into(), "a list")),
         }
     }
-    let rule = |entries: &[String], words: &str| {
-        (!entries.is_empty()).then(|| format!("{RESOURCE_SPEC}.{}: {words}", entries.join(", ")))
-    };
-    [
-        rule(
-            &f.host_path_volumes,
-            "hostPath volumes are forbidden by the data-plane pod policy",
-        ),
-        rule(
-            &f.privileged,
-            "securityContext.privileged is forbidden by the data-plane pod policy",
-        ),
-        rule(
-            &f.added_capabilities,
-            "securityContext.capabilities.add is forbidden by the data-plane pod policy (drop is allowed)",
-        ),
-        rule(
-            &f.root_user,
-            "securityContext.runAsUser must be a user id above 0 (not root) under the data-plane pod policy",
-        ),
-    ]
-    .into_iter()
-    .flatten()
-    .chain(f.unreadable.iter().map(|(field, shape)| {
-        format!(
-            "{RESOURCE_SPEC}.{field} must be {shape} for the data-plane pod policy to check it"
-        )
-    }))
-    .collect()
+    f
+}
+
+impl Findings {
+    /// The refusals of the findings, in the policy's order (hostPath,
+    /// privileged, capabilities, runAsUser), then the fields the policy
+    /// could not read.
+    fn refusals(&self) -> Vec<String> {
+        let rule = |entries: &[String], words: &str| {
+            (!entries.is_empty())
+                .then(|| format!("{RESOURCE_SPEC}.{}: {words}", entries.join(", ")))
+        };
+        [
+            rule(
+                &self.host_path_volumes,
+                "hostPath volumes are forbidden by the data-plane pod policy",
+            ),
+            rule(
+                &self.privileged,
+                "securityContext.privileged is forbidden by the data-plane pod policy",
+            ),
+            rule(
+                &self.added_capabilities,
+                "securityContext.capabilities.add is forbidden by the data-plane pod policy (drop is allowed)",
+            ),
+            rule(
+                &self.root_user,
+                "securityContext.runAsUser must be a user id above 0 (not root) under the data-plane pod policy",
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(self.unreadable.iter().map(|(field, shape)| {
+            format!(
+                "{RESOURCE_SPEC}.{field} must be {shape} for the data-plane pod policy to check it"
+            )
+        }))
+        .collect()
+    }
 }
 
 /// The rules of one container (`at`: `initContainers[NAME]` or
@@ -400,11 +417,23 @@ mod tests {
                 "securityContext": security_context}])
     }
 
+    /// Asserts that the policy refuses each spec (the clean self-hosted
+    /// one with the `sourceConfig` and `resourceSpec` changes of a case)
+    /// with the case's whole message.
+    fn assert_refused(cases: Vec<(&str, Value, Value, String)>) {
+        let p = policy();
+        for (what, sc, rs, message) in cases {
+            assert_eq!(p.check_deployment(&spec(sc, rs)), Err(message), "{what}");
+        }
+    }
+
+    /// hostPath volumes, and privileged containers (`privileged` given as a
+    /// string too, `"false"` included).
     #[test]
-    fn each_rule_of_the_policy_refuses_with_its_message() {
+    fn hostpath_volumes_and_privileged_containers_are_refused_with_their_messages() {
         let rs = RESOURCE_SPEC;
         // (what, sourceConfig changes, resourceSpec changes, the whole refusal)
-        let cases: Vec<(&str, Value, Value, String)> = vec![
+        assert_refused(vec![
             (
                 "hostPath volume",
                 json!({}),
@@ -439,6 +468,15 @@ mod tests {
                     "{rs}.sidecars[proxy]: securityContext.privileged is forbidden by the data-plane pod policy"
                 ),
             ),
+        ]);
+    }
+
+    /// Added capabilities, and a `runAsUser` that is not a whole user id above 0.
+    #[test]
+    fn added_capabilities_and_root_users_are_refused_with_their_messages() {
+        let rs = RESOURCE_SPEC;
+        // (what, sourceConfig changes, resourceSpec changes, the whole refusal)
+        assert_refused(vec![
             (
                 "added capability",
                 json!({}),
@@ -480,6 +518,15 @@ mod tests {
                     "{rs}.sidecars[proxy]: securityContext.runAsUser must be a user id above 0 (not root) under the data-plane pod policy"
                 ),
             ),
+        ]);
+    }
+
+    /// A ServiceAccount or a listener not on the policy's lists.
+    #[test]
+    fn unlisted_service_accounts_and_listeners_are_refused_with_their_messages() {
+        let rs = RESOURCE_SPEC;
+        // (what, sourceConfig changes, resourceSpec changes, the whole refusal)
+        assert_refused(vec![
             (
                 "unlisted ServiceAccount",
                 json!({}),
@@ -496,6 +543,15 @@ mod tests {
                     "spec.sourceConfig.listenerId: {LISTENER_OTHER} is not on the data-plane pod policy's list listenerIds"
                 ),
             ),
+        ]);
+    }
+
+    /// Fields of a shape the policy cannot read.
+    #[test]
+    fn fields_the_policy_cannot_read_are_refused_with_their_messages() {
+        let rs = RESOURCE_SPEC;
+        // (what, sourceConfig changes, resourceSpec changes, the whole refusal)
+        assert_refused(vec![
             (
                 "a securityContext the policy cannot read",
                 json!({}),
@@ -512,11 +568,7 @@ mod tests {
                     "{rs}.sidecars[proxy].securityContext.capabilities.add must be a list for the data-plane pod policy to check it"
                 ),
             ),
-        ];
-        let p = policy();
-        for (what, sc, rs, message) in cases {
-            assert_eq!(p.check_deployment(&spec(sc, rs)), Err(message), "{what}");
-        }
+        ]);
     }
 
     #[test]

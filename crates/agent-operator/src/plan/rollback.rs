@@ -249,244 +249,232 @@ mod tests {
         }
     }
 
-    #[test]
-    fn decide_table() {
-        let verification = RollbackSpec {
-            on_failed_verification: true,
-            on_failed_revision: false,
-        };
-        let revision = RollbackSpec {
-            on_failed_verification: false,
-            on_failed_revision: true,
-        };
-        let both = RollbackSpec {
-            on_failed_verification: true,
-            on_failed_revision: true,
-        };
-        let history = [
+    /// `spec.rollback` with `onFailedVerification` and `onFailedRevision`.
+    fn policy(on_failed_verification: bool, on_failed_revision: bool) -> RollbackSpec {
+        RollbackSpec {
+            on_failed_verification,
+            on_failed_revision,
+        }
+    }
+
+    /// r3 deployed and failed its verification, r2 deployed and never
+    /// verified, r1 verified.
+    fn history() -> [RevisionSummary; 3] {
+        [
             rev("r3", "DEPLOYED", Some(false)),
             rev("r2", "DEPLOYED", None),
             rev("r1", "DEPLOYED", Some(true)),
-        ];
+        ]
+    }
+
+    /// Asserts the step [`decide`] takes in each case: (what, what it
+    /// knows, the step).
+    fn assert_decides(cases: Vec<(&str, RollbackKnown<'_>, RollbackStep)>) {
+        for (what, known, want) in cases {
+            assert_eq!(decide(&known), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_failed_verification_of_the_latest_rolls_back_to_the_last_verified() {
+        let (verification, history) = (policy(true, false), history());
+        let (deployed, missing) = (
+            RevisionStatus::Deployed,
+            attempt("r3", reason::ASSISTANTS_MISSING, 1),
+        );
+        let down_twice = attempt("r3", reason::AGENT_SERVER_UNREACHABLE, 2);
+        let down_thrice = attempt("r3", reason::AGENT_SERVER_UNREACHABLE, 3);
+        let base = RollbackKnown {
+            policy: Some(&verification),
+            verify: true,
+            latest: Some("r3"),
+            latest_status: Some(&deployed),
+            verification: Some(&missing),
+            revisions: &history,
+            previous: None,
+        };
+        assert_decides(vec![
+            (
+                "no policy",
+                RollbackKnown {
+                    policy: None,
+                    ..base
+                },
+                RollbackStep::Stay,
+            ),
+            (
+                "failed verification",
+                base.clone(),
+                rollback("r3", "r1", "AssistantsMissing"),
+            ),
+            (
+                "unreachable twice",
+                RollbackKnown {
+                    verification: Some(&down_twice),
+                    ..base
+                },
+                RollbackStep::Stay,
+            ),
+            (
+                "unreachable thrice",
+                RollbackKnown {
+                    verification: Some(&down_thrice),
+                    ..base
+                },
+                rollback("r3", "r1", "AgentServerUnreachable"),
+            ),
+            (
+                "without spec.verify",
+                RollbackKnown {
+                    verify: false,
+                    ..base
+                },
+                RollbackStep::Stay,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn no_rollback_without_a_failed_verification_of_the_latest() {
+        let (verification, history) = (policy(true, false), history());
+        let deployed = RevisionStatus::Deployed;
+        let passed = attempt("r3", reason::VERIFIED, 0);
+        let not_active = attempt("r3", reason::REVISION_NOT_ACTIVE, 4);
+        let older = attempt("r2", reason::RUN_FAILED, 1);
+        let base = RollbackKnown {
+            policy: Some(&verification),
+            verify: true,
+            latest: Some("r3"),
+            latest_status: Some(&deployed),
+            verification: None,
+            revisions: &history,
+            previous: None,
+        };
+        let with = |v| RollbackKnown {
+            verification: Some(v),
+            ..base
+        };
+        assert_decides(vec![
+            ("verified", with(&passed), RollbackStep::Stay),
+            ("not yet active", with(&not_active), RollbackStep::Stay),
+            (
+                "verification of another revision",
+                with(&older),
+                RollbackStep::Stay,
+            ),
+            ("not verified yet", base, RollbackStep::Stay),
+        ]);
+    }
+
+    #[test]
+    fn a_failed_revision_rolls_back_under_on_failed_revision() {
+        let (verification, revision, both) =
+            (policy(true, false), policy(false, true), policy(true, true));
+        let (history, building) = (history(), RevisionStatus::Building);
         let failed_build = [
             rev("r3", "BUILD_FAILED", None),
             rev("r2", "DEPLOYED", None),
             rev("r1", "DEPLOYED", Some(true)),
         ];
+        let build_failed = RevisionStatus::BuildFailed;
+        let base = RollbackKnown {
+            policy: Some(&revision),
+            verify: true,
+            latest: Some("r3"),
+            latest_status: Some(&build_failed),
+            verification: None,
+            revisions: &failed_build,
+            previous: None,
+        };
+        assert_decides(vec![
+            (
+                "in progress",
+                RollbackKnown {
+                    policy: Some(&both),
+                    latest_status: Some(&building),
+                    revisions: &history,
+                    ..base
+                },
+                RollbackStep::Stay,
+            ),
+            (
+                "failed build, policy off",
+                RollbackKnown {
+                    policy: Some(&verification),
+                    ..base
+                },
+                RollbackStep::Stay,
+            ),
+            (
+                "failed build",
+                base.clone(),
+                rollback("r3", "r1", "BUILD_FAILED"),
+            ),
+            (
+                "failed build, no verify: newest deployed",
+                RollbackKnown {
+                    verify: false,
+                    ..base
+                },
+                rollback("r3", "r2", "BUILD_FAILED"),
+            ),
+        ]);
+    }
+
+    #[test]
+    fn an_earlier_rollback_and_a_missing_target_are_taken_into_account() {
+        let (verification, both, history) = (policy(true, false), policy(true, true), history());
         let unverified = [
             rev("r3", "DEPLOYED", Some(false)),
             rev("r2", "DEPLOYED", None),
         ];
         let deployed = RevisionStatus::Deployed;
-        let build_failed = RevisionStatus::BuildFailed;
-        let building = RevisionStatus::Building;
         let missing = attempt("r3", reason::ASSISTANTS_MISSING, 1);
-        let passed = attempt("r3", reason::VERIFIED, 0);
-        let not_active = attempt("r3", reason::REVISION_NOT_ACTIVE, 4);
-        let down_twice = attempt("r3", reason::AGENT_SERVER_UNREACHABLE, 2);
-        let down_thrice = attempt("r3", reason::AGENT_SERVER_UNREACHABLE, 3);
-        let older = attempt("r2", reason::RUN_FAILED, 1);
-        let after_r2 = done("r2", "r9");
-        let of_r3 = done("r3", "r4");
-        let made_r3 = done("r2", "r3");
-        // (what, policy, verify, status, verification, history, previous, expected)
-        #[allow(clippy::type_complexity)]
-        let cases: Vec<(
-            &str,
-            Option<&RollbackSpec>,
-            bool,
-            Option<&RevisionStatus>,
-            Option<&VerificationStatus>,
-            &[RevisionSummary],
-            Option<&RollbackStatus>,
-            RollbackStep,
-        )> = vec![
-            (
-                "no policy",
-                None,
-                true,
-                Some(&deployed),
-                Some(&missing),
-                &history,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "failed verification",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&missing),
-                &history,
-                None,
-                rollback("r3", "r1", "AssistantsMissing"),
-            ),
-            (
-                "verified",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&passed),
-                &history,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "not yet active",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&not_active),
-                &history,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "unreachable twice",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&down_twice),
-                &history,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "unreachable thrice",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&down_thrice),
-                &history,
-                None,
-                rollback("r3", "r1", "AgentServerUnreachable"),
-            ),
-            (
-                "verification of another revision",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&older),
-                &history,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "not verified yet",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                None,
-                &history,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "without spec.verify",
-                Some(&verification),
-                false,
-                Some(&deployed),
-                Some(&missing),
-                &history,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "in progress",
-                Some(&both),
-                true,
-                Some(&building),
-                None,
-                &history,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "failed build, policy off",
-                Some(&verification),
-                true,
-                Some(&build_failed),
-                None,
-                &failed_build,
-                None,
-                RollbackStep::Stay,
-            ),
-            (
-                "failed build",
-                Some(&revision),
-                true,
-                Some(&build_failed),
-                None,
-                &failed_build,
-                None,
-                rollback("r3", "r1", "BUILD_FAILED"),
-            ),
-            (
-                "failed build, no verify: newest deployed",
-                Some(&revision),
-                false,
-                Some(&build_failed),
-                None,
-                &failed_build,
-                None,
-                rollback("r3", "r2", "BUILD_FAILED"),
-            ),
+        let (after_r2, of_r3, made_r3) = (done("r2", "r9"), done("r3", "r4"), done("r2", "r3"));
+        let base = RollbackKnown {
+            policy: Some(&verification),
+            verify: true,
+            latest: Some("r3"),
+            latest_status: Some(&deployed),
+            verification: Some(&missing),
+            revisions: &history,
+            previous: None,
+        };
+        let after = |previous| RollbackKnown {
+            previous: Some(previous),
+            ..base
+        };
+        assert_decides(vec![
             (
                 "an earlier rollback of another revision",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&missing),
-                &history,
-                Some(&after_r2),
+                after(&after_r2),
                 rollback("r3", "r1", "AssistantsMissing"),
             ),
             (
                 "already rolled back (a restart)",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&missing),
-                &history,
-                Some(&of_r3),
+                after(&of_r3),
                 RollbackStep::Stay,
             ),
             (
                 "the rollback's own revision fails",
-                Some(&both),
-                true,
-                Some(&deployed),
-                Some(&missing),
-                &history,
-                Some(&made_r3),
+                RollbackKnown {
+                    policy: Some(&both),
+                    ..after(&made_r3)
+                },
                 RollbackStep::Stay,
             ),
             (
                 "nothing verified to go back to",
-                Some(&verification),
-                true,
-                Some(&deployed),
-                Some(&missing),
-                &unverified,
-                None,
+                RollbackKnown {
+                    revisions: &unverified,
+                    ..base
+                },
                 RollbackStep::NoTarget {
                     from: "r3".into(),
                     reason: "AssistantsMissing".into(),
                 },
             ),
-        ];
-        for (what, policy, verify, status, v, revisions, previous, want) in cases {
-            let k = RollbackKnown {
-                policy,
-                verify,
-                latest: Some("r3"),
-                latest_status: status,
-                verification: v,
-                revisions,
-                previous,
-            };
-            assert_eq!(decide(&k), want, "{what}");
-        }
+        ]);
     }
 
     #[test]

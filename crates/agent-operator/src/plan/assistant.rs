@@ -347,26 +347,37 @@ mod tests {
         Step,
     );
 
+    /// Asserts the step [`decide`] takes under `Manage` at generation 3
+    /// in each case.
+    fn assert_decides(cases: Vec<Case<'_>>) {
+        for (what, s, current, rej, want) in cases {
+            let k = Known {
+                spec: s,
+                object_name: "a",
+                generation: Some(3),
+                id: "id",
+                current,
+                rejected: rej.as_ref(),
+                policy: ManagementPolicy::Manage,
+            };
+            assert_eq!(decide(&k), want, "{what}");
+        }
+    }
+
+    /// The step that sends `p`.
+    fn patch_of(p: AssistantPatch) -> Step {
+        Step::Patch(Box::new(p))
+    }
+
     #[test]
-    fn decide_table() {
+    fn an_assistant_is_created_left_or_patched_where_it_differs() {
         let plain = spec(json!({}));
         let changed = spec(json!({"config": {"configurable": {"model": "b"}}}));
-        let pinned = spec(json!({"version": 2}));
-        let meta = spec(json!({"metadata": {"team": "x"}}));
         let same = remote(json!({}));
         let other_model = remote(json!({"config": {"configurable": {"model": "a"}}}));
-        let v2 = remote(json!({"version": 2, "config": {"old": true}}));
-        let merged_meta = remote(json!({"metadata": {"team": "x", "created_by": "ui"}}));
         let renamed = remote(json!({"name": "by hand"}));
         let null_context = remote(json!({"context": null}));
-        let configurable = spec(json!({"config": {"configurable": {"model": "a"}}}));
-        let context_only = spec(json!({"context": {"model": "a"}}));
-        let other_context = spec(json!({"context": {"model": "b"}}));
-        // What the real server holds for either of these: both mirrored.
-        let mirrored =
-            remote(json!({"config": {"configurable": {"model": "a"}}, "context": {"model": "a"}}));
-        let patch_of = |p: AssistantPatch| Step::Patch(Box::new(p));
-        let cases: Vec<Case<'_>> = vec![
+        assert_decides(vec![
             (
                 "absent: create",
                 &plain,
@@ -398,6 +409,29 @@ mod tests {
                     ..Default::default()
                 }),
             ),
+            (
+                "drift outside (name): patched back",
+                &plain,
+                Some(&renamed),
+                None,
+                patch_of(AssistantPatch {
+                    name: Some("a".into()),
+                    ..Default::default()
+                }),
+            ),
+        ]);
+    }
+
+    #[test]
+    fn configurable_and_context_mirrored_by_the_server_are_no_drift() {
+        let plain = spec(json!({}));
+        let configurable = spec(json!({"config": {"configurable": {"model": "a"}}}));
+        let context_only = spec(json!({"context": {"model": "a"}}));
+        let other_context = spec(json!({"context": {"model": "b"}}));
+        // What the real server holds for either of these: both mirrored.
+        let mirrored =
+            remote(json!({"config": {"configurable": {"model": "a"}}, "context": {"model": "a"}}));
+        assert_decides(vec![
             (
                 "configurable mirrored into context by the server: nothing",
                 &configurable,
@@ -434,16 +468,17 @@ mod tests {
                     ..Default::default()
                 }),
             ),
-            (
-                "drift outside (name): patched back",
-                &plain,
-                Some(&renamed),
-                None,
-                patch_of(AssistantPatch {
-                    name: Some("a".into()),
-                    ..Default::default()
-                }),
-            ),
+        ]);
+    }
+
+    #[test]
+    fn merged_metadata_is_no_drift_and_a_pinned_version_is_set_latest() {
+        let pinned = spec(json!({"version": 2}));
+        let meta = spec(json!({"metadata": {"team": "x"}}));
+        let same = remote(json!({}));
+        let v2 = remote(json!({"version": 2, "config": {"old": true}}));
+        let merged_meta = remote(json!({"metadata": {"team": "x", "created_by": "ui"}}));
+        assert_decides(vec![
             (
                 "metadata merged by the server: extra keys are no drift",
                 &meta,
@@ -475,6 +510,15 @@ mod tests {
                 None,
                 Step::Nothing,
             ),
+        ]);
+    }
+
+    #[test]
+    fn a_refused_request_is_held_only_at_its_generation() {
+        let plain = spec(json!({}));
+        let changed = spec(json!({"config": {"configurable": {"model": "b"}}}));
+        let other_model = remote(json!({"config": {"configurable": {"model": "a"}}}));
+        assert_decides(vec![
             (
                 "create refused at this generation: held",
                 &plain,
@@ -499,19 +543,7 @@ mod tests {
                     ..Default::default()
                 }),
             ),
-        ];
-        for (what, s, current, rej, want) in cases {
-            let k = Known {
-                spec: s,
-                object_name: "a",
-                generation: Some(3),
-                id: "id",
-                current,
-                rejected: rej.as_ref(),
-                policy: ManagementPolicy::Manage,
-            };
-            assert_eq!(decide(&k), want, "{what}");
-        }
+        ]);
     }
 
     /// Under `Observe` nothing is ever sent: a missing assistant is not

@@ -488,187 +488,9 @@ mod tests {
         Step,
     );
 
-    #[test]
-    fn decide_table() {
-        let plain = spec(json!({}));
-        let hourly = spec(json!({"schedule": "0 * * * *"}));
-        let suspended = spec(json!({"suspend": true}));
-        let ended = spec(json!({"endTime": "2026-11-27T04:00:00Z"}));
-        let meta = spec(json!({"metadata": {"team": "x"}}));
-        let h = |s: &AgentCronSpec| Some(digest(&patch_body(s, UID, now(), false)));
-        let same = remote("c1", "2026-11-27T01:00:00Z", json!({}));
-        let older = remote("c0", "2026-11-27T00:00:00Z", json!({}));
-        let disabled = remote("c1", "2026-11-27T01:00:00Z", json!({"enabled": false}));
-        let other_schedule = remote(
-            "c1",
-            "2026-11-27T01:00:00Z",
-            json!({"schedule": "5 * * * *"}),
-        );
-        let merged_meta = remote(
-            "c1",
-            "2026-11-27T01:00:00Z",
-            json!({"metadata": {UID_METADATA_KEY: UID, "team": "x", "by": "ui"}}),
-        );
-        let create =
-            |s: &AgentCronSpec| Step::Create(Box::new(create_body(s, UID, "agent", now(), false)));
-        let patch = |s: &AgentCronSpec| {
-            Step::Patch("c1".into(), Box::new(patch_body(s, UID, now(), false)))
-        };
-        let cases: Vec<Case<'_>> = vec![
-            (
-                "none found: create",
-                &plain,
-                vec![],
-                None,
-                None,
-                None,
-                create(&plain),
-            ),
-            (
-                "none found although an id is known (the server lost it): create",
-                &plain,
-                vec![],
-                Some("c1"),
-                h(&plain),
-                None,
-                create(&plain),
-            ),
-            (
-                "a create whose answer was lost: the tagged cron is adopted (patched to record it)",
-                &plain,
-                vec![same.clone()],
-                None,
-                None,
-                None,
-                patch(&plain),
-            ),
-            (
-                "as the spec says: nothing",
-                &plain,
-                vec![same.clone()],
-                Some("c1"),
-                h(&plain),
-                None,
-                Step::Nothing,
-            ),
-            (
-                "spec change: one patch",
-                &hourly,
-                vec![same.clone()],
-                Some("c1"),
-                h(&plain),
-                None,
-                patch(&hourly),
-            ),
-            (
-                "schedule changed outside: patched back",
-                &plain,
-                vec![other_schedule],
-                Some("c1"),
-                h(&plain),
-                None,
-                patch(&plain),
-            ),
-            (
-                "disabled outside: enabled again",
-                &plain,
-                vec![disabled.clone()],
-                Some("c1"),
-                h(&plain),
-                None,
-                patch(&plain),
-            ),
-            (
-                "suspend: patched to enabled false",
-                &suspended,
-                vec![same.clone()],
-                Some("c1"),
-                h(&plain),
-                None,
-                patch(&suspended),
-            ),
-            (
-                "suspended and disabled: nothing",
-                &suspended,
-                vec![disabled.clone()],
-                Some("c1"),
-                h(&suspended),
-                None,
-                Step::Nothing,
-            ),
-            (
-                "endTime passed: disabled by a patch",
-                &ended,
-                vec![same.clone()],
-                Some("c1"),
-                h(&plain),
-                None,
-                patch(&ended),
-            ),
-            (
-                "endTime passed and no cron: nothing created",
-                &ended,
-                vec![],
-                None,
-                None,
-                None,
-                Step::Nothing,
-            ),
-            (
-                "metadata merged by the server: extra keys are no drift",
-                &meta,
-                vec![merged_meta],
-                Some("c1"),
-                h(&meta),
-                None,
-                Step::Nothing,
-            ),
-            (
-                "a duplicate tagged cron: deleted first, the known one kept",
-                &plain,
-                vec![older.clone(), same.clone()],
-                Some("c1"),
-                h(&plain),
-                None,
-                Step::DeleteDuplicate("c0".into()),
-            ),
-            (
-                "duplicates and no known id: the oldest kept",
-                &plain,
-                vec![same.clone(), older],
-                None,
-                None,
-                None,
-                Step::DeleteDuplicate("c1".into()),
-            ),
-            (
-                "create refused at this generation: held",
-                &plain,
-                vec![],
-                None,
-                None,
-                Some(rejected(3, "POST /runs/crons")),
-                Step::Held(rejected(3, "POST /runs/crons")),
-            ),
-            (
-                "refused at an older generation: tried again",
-                &plain,
-                vec![],
-                None,
-                None,
-                Some(rejected(2, "POST /runs/crons")),
-                create(&plain),
-            ),
-            (
-                "patch refused at this generation: held",
-                &hourly,
-                vec![same],
-                Some("c1"),
-                h(&plain),
-                Some(rejected(3, "PATCH /runs/crons/{id}")),
-                Step::Held(rejected(3, "PATCH /runs/crons/{id}")),
-            ),
-        ];
+    /// Asserts the step [`decide`] takes under `Manage` at generation 3,
+    /// on a deployment not paused, in each case.
+    fn assert_decides(cases: Vec<Case<'_>>) {
         for (what, s, found, known_id, hash, rej, want) in cases {
             let k = Known {
                 spec: s,
@@ -687,6 +509,287 @@ mod tests {
         }
     }
 
+    /// The digest `s` sends with each create or PATCH ([`digest`]).
+    fn hash_of(s: &AgentCronSpec) -> Option<String> {
+        Some(digest(&patch_body(s, UID, now(), false)))
+    }
+
+    /// The create of `s`.
+    fn create_of(s: &AgentCronSpec) -> Step {
+        Step::Create(Box::new(create_body(s, UID, "agent", now(), false)))
+    }
+
+    /// The PATCH of cron c1 to `s`.
+    fn patch_of(s: &AgentCronSpec) -> Step {
+        Step::Patch("c1".into(), Box::new(patch_body(s, UID, now(), false)))
+    }
+
+    /// Cron c1, tagged, as an empty spec says.
+    fn same() -> Cron {
+        remote("c1", "2026-11-27T01:00:00Z", json!({}))
+    }
+
+    /// Cron c0, tagged, older than c1.
+    fn older() -> Cron {
+        remote("c0", "2026-11-27T00:00:00Z", json!({}))
+    }
+
+    /// Cron c1, tagged, disabled.
+    fn disabled() -> Cron {
+        remote("c1", "2026-11-27T01:00:00Z", json!({"enabled": false}))
+    }
+
+    #[test]
+    fn a_missing_cron_is_created_or_a_lost_one_adopted() {
+        let plain = spec(json!({}));
+        let ended = spec(json!({"endTime": "2026-11-27T04:00:00Z"}));
+        assert_decides(vec![
+            (
+                "none found: create",
+                &plain,
+                vec![],
+                None,
+                None,
+                None,
+                create_of(&plain),
+            ),
+            (
+                "none found although an id is known (the server lost it): create",
+                &plain,
+                vec![],
+                Some("c1"),
+                hash_of(&plain),
+                None,
+                create_of(&plain),
+            ),
+            (
+                "a create whose answer was lost: the tagged cron is adopted (patched to record it)",
+                &plain,
+                vec![same()],
+                None,
+                None,
+                None,
+                patch_of(&plain),
+            ),
+            (
+                "endTime passed and no cron: nothing created",
+                &ended,
+                vec![],
+                None,
+                None,
+                None,
+                Step::Nothing,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn a_cron_as_the_spec_says_is_left_alone() {
+        let plain = spec(json!({}));
+        let meta = spec(json!({"metadata": {"team": "x"}}));
+        let merged_meta = remote(
+            "c1",
+            "2026-11-27T01:00:00Z",
+            json!({"metadata": {UID_METADATA_KEY: UID, "team": "x", "by": "ui"}}),
+        );
+        assert_decides(vec![
+            (
+                "as the spec says: nothing",
+                &plain,
+                vec![same()],
+                Some("c1"),
+                hash_of(&plain),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "metadata merged by the server: extra keys are no drift",
+                &meta,
+                vec![merged_meta],
+                Some("c1"),
+                hash_of(&meta),
+                None,
+                Step::Nothing,
+            ),
+        ]);
+    }
+
+    #[test]
+    fn a_change_of_the_spec_or_outside_is_patched_back() {
+        let plain = spec(json!({}));
+        let hourly = spec(json!({"schedule": "0 * * * *"}));
+        let other_schedule = remote(
+            "c1",
+            "2026-11-27T01:00:00Z",
+            json!({"schedule": "5 * * * *"}),
+        );
+        assert_decides(vec![
+            (
+                "spec change: one patch",
+                &hourly,
+                vec![same()],
+                Some("c1"),
+                hash_of(&plain),
+                None,
+                patch_of(&hourly),
+            ),
+            (
+                "schedule changed outside: patched back",
+                &plain,
+                vec![other_schedule],
+                Some("c1"),
+                hash_of(&plain),
+                None,
+                patch_of(&plain),
+            ),
+            (
+                "disabled outside: enabled again",
+                &plain,
+                vec![disabled()],
+                Some("c1"),
+                hash_of(&plain),
+                None,
+                patch_of(&plain),
+            ),
+        ]);
+    }
+
+    #[test]
+    fn suspend_and_a_passed_end_time_disable_the_cron_by_a_patch() {
+        let plain = spec(json!({}));
+        let suspended = spec(json!({"suspend": true}));
+        let ended = spec(json!({"endTime": "2026-11-27T04:00:00Z"}));
+        assert_decides(vec![
+            (
+                "suspend: patched to enabled false",
+                &suspended,
+                vec![same()],
+                Some("c1"),
+                hash_of(&plain),
+                None,
+                patch_of(&suspended),
+            ),
+            (
+                "suspended and disabled: nothing",
+                &suspended,
+                vec![disabled()],
+                Some("c1"),
+                hash_of(&suspended),
+                None,
+                Step::Nothing,
+            ),
+            (
+                "endTime passed: disabled by a patch",
+                &ended,
+                vec![same()],
+                Some("c1"),
+                hash_of(&plain),
+                None,
+                patch_of(&ended),
+            ),
+        ]);
+    }
+
+    #[test]
+    fn duplicate_tagged_crons_are_deleted_first_keeping_the_known_or_the_oldest() {
+        let plain = spec(json!({}));
+        assert_decides(vec![
+            (
+                "a duplicate tagged cron: deleted first, the known one kept",
+                &plain,
+                vec![older(), same()],
+                Some("c1"),
+                hash_of(&plain),
+                None,
+                Step::DeleteDuplicate("c0".into()),
+            ),
+            (
+                "duplicates and no known id: the oldest kept",
+                &plain,
+                vec![same(), older()],
+                None,
+                None,
+                None,
+                Step::DeleteDuplicate("c1".into()),
+            ),
+        ]);
+    }
+
+    #[test]
+    fn a_refused_request_is_held_only_at_its_generation() {
+        let plain = spec(json!({}));
+        let hourly = spec(json!({"schedule": "0 * * * *"}));
+        assert_decides(vec![
+            (
+                "create refused at this generation: held",
+                &plain,
+                vec![],
+                None,
+                None,
+                Some(rejected(3, "POST /runs/crons")),
+                Step::Held(rejected(3, "POST /runs/crons")),
+            ),
+            (
+                "refused at an older generation: tried again",
+                &plain,
+                vec![],
+                None,
+                None,
+                Some(rejected(2, "POST /runs/crons")),
+                create_of(&plain),
+            ),
+            (
+                "patch refused at this generation: held",
+                &hourly,
+                vec![same()],
+                Some("c1"),
+                hash_of(&plain),
+                Some(rejected(3, "PATCH /runs/crons/{id}")),
+                Step::Held(rejected(3, "PATCH /runs/crons/{id}")),
+            ),
+        ]);
+    }
+
+    /// Asserts that under `Observe`, with cron c1 known and a PATCH refused
+    /// at generation 3, each case sends nothing and takes its step.
+    fn assert_observes(cases: Vec<(&str, &AgentCronSpec, Vec<Cron>, Step)>) {
+        for (what, s, found, want) in cases {
+            let step = decide(&Known {
+                spec: s,
+                uid: UID,
+                generation: Some(3),
+                now: now(),
+                paused: false,
+                assistant: "agent",
+                found: &found,
+                known_id: Some("c1"),
+                applied_hash: None,
+                rejected: Some(&rejected(3, "PATCH /runs/crons/{id}")),
+                policy: ManagementPolicy::Observe,
+            });
+            assert_eq!(step.request(), "", "{what}: sends nothing");
+            assert_eq!(step, want, "{what}");
+        }
+    }
+
+    /// Cron c1, tagged, with metadata `team: x` and the fields of `v`.
+    fn tagged(v: Value) -> Cron {
+        let mut base = json!({"metadata": {UID_METADATA_KEY: UID, "team": "x"}});
+        base.as_object_mut()
+            .unwrap()
+            .extend(v.as_object().unwrap().clone());
+        remote("c1", "2026-11-27T01:00:00Z", base)
+    }
+
+    /// A drift entry of field `f`: desired `a`, remote `b`.
+    fn d(f: &str, a: &str, b: &str) -> DriftField {
+        DriftField {
+            field: f.into(),
+            desired: a.into(),
+            remote: b.into(),
+        }
+    }
+
     /// Under `Observe` nothing is ever sent: no create (none found, even
     /// before `endTime`), no PATCH (a schedule, `enabled` or metadata key
     /// changed outside is listed instead), no duplicate deleted, no
@@ -695,24 +798,12 @@ mod tests {
     fn observe_sends_nothing_and_lists_the_drift() {
         let plain = spec(json!({"metadata": {"team": "x"}}));
         let ended = spec(json!({"endTime": "2026-11-27T04:00:00Z", "metadata": {"team": "x"}}));
-        let tagged = |v: Value| {
-            let mut base = json!({"metadata": {UID_METADATA_KEY: UID, "team": "x"}});
-            base.as_object_mut()
-                .unwrap()
-                .extend(v.as_object().unwrap().clone());
-            remote("c1", "2026-11-27T01:00:00Z", base)
-        };
         let same = tagged(json!({}));
         let changed = tagged(json!({"schedule": "0 * * * *", "enabled": false,
             "metadata": {UID_METADATA_KEY: UID, "team": "y"}}));
         let duplicate = remote("c2", "2026-11-27T02:00:00Z", json!({}));
-        let d = |f: &str, a: &str, b: &str| DriftField {
-            field: f.into(),
-            desired: a.into(),
-            remote: b.into(),
-        };
         let tag = format!(r#""{UID_METADATA_KEY}":"{UID}""#);
-        let cases: Vec<(&str, &AgentCronSpec, Vec<Cron>, Step)> = vec![
+        let cases = vec![
             (
                 "none tagged: not created",
                 &plain,
@@ -748,23 +839,7 @@ mod tests {
                 Step::Observe(vec![d("enabled", "false", "true")]),
             ),
         ];
-        for (what, s, found, want) in cases {
-            let step = decide(&Known {
-                spec: s,
-                uid: UID,
-                generation: Some(3),
-                now: now(),
-                paused: false,
-                assistant: "agent",
-                found: &found,
-                known_id: Some("c1"),
-                applied_hash: None,
-                rejected: Some(&rejected(3, "PATCH /runs/crons/{id}")),
-                policy: ManagementPolicy::Observe,
-            });
-            assert_eq!(step.request(), "", "{what}: sends nothing");
-            assert_eq!(step, want, "{what}");
-        }
+        assert_observes(cases);
     }
 
     #[test]

@@ -389,20 +389,41 @@ mod tests {
         }
     }
 
+    /// A ready deployment: its revision DEPLOYED.
+    fn ready_status() -> AgentDeploymentStatus {
+        status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"))
+    }
+
+    /// A deployment whose revision is BUILDING.
+    fn building_status() -> AgentDeploymentStatus {
+        status(reason::REVISION_IN_PROGRESS, "False", Some("BUILDING"))
+    }
+
+    /// No deployment yet, its create refused (fingerprint `f`).
+    fn rejected_status() -> AgentDeploymentStatus {
+        AgentDeploymentStatus {
+            rejected_request: Some(Box::new(RejectedRequest {
+                operation: "create deployment".into(),
+                fingerprint: "f".into(),
+                attempts: 1,
+                retry_after_time: String::new(),
+            })),
+            ..Default::default()
+        }
+    }
+
+    /// Asserts the step [`before_remote`] takes in each case.
+    fn assert_before(cases: Vec<(&str, Known<'_>, Before)>) {
+        for (what, k, want) in cases {
+            assert_eq!(before_remote(&k), want, "{what}");
+        }
+    }
+
     #[test]
-    fn before_remote_table() {
-        let ready = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
-        let building = status(reason::REVISION_IN_PROGRESS, "False", Some("BUILDING"));
-        let started = status(reason::REVISION_IN_PROGRESS, "False", None);
+    fn before_remote_a_converged_deployment_is_read_or_its_first_read_spread() {
+        let ready = ready_status();
         let none = AgentDeploymentStatus::default();
-        let mut rejected = none.clone();
-        rejected.rejected_request = Some(Box::new(RejectedRequest {
-            operation: "create deployment".into(),
-            fingerprint: "f".into(),
-            attempts: 1,
-            retry_after_time: String::new(),
-        }));
-        let cases: Vec<(&str, Known<'_>, Before)> = vec![
+        assert_before(vec![
             ("no id: obtain", known(&none), Before::Obtain),
             (
                 "ready, steady: drift check",
@@ -435,6 +456,15 @@ mod tests {
                 },
                 Before::ReadDeployment,
             ),
+        ]);
+    }
+
+    #[test]
+    fn before_remote_a_revision_in_progress_is_polled_unless_something_changed() {
+        let ready = ready_status();
+        let building = building_status();
+        let started = status(reason::REVISION_IN_PROGRESS, "False", None);
+        assert_before(vec![
             (
                 "building: one GET of the revision",
                 known(&building),
@@ -478,6 +508,14 @@ mod tests {
                 },
                 Before::ReadDeployment,
             ),
+        ]);
+    }
+
+    #[test]
+    fn before_remote_waits_for_secrets_changed_too_soon_and_a_deletion_outside() {
+        let ready = ready_status();
+        let building = building_status();
+        assert_before(vec![
             (
                 "a secret changed again too soon after the last: wait",
                 Known {
@@ -515,6 +553,14 @@ mod tests {
                 },
                 Before::WaitRemoteDeleting(Duration::from_secs(8)),
             ),
+        ]);
+    }
+
+    #[test]
+    fn before_remote_a_rejected_request_waits_until_due_or_changed() {
+        let building = building_status();
+        let rejected = rejected_status();
+        assert_before(vec![
             (
                 "a display name not set yet while the create's revision builds: read",
                 Known {
@@ -557,28 +603,17 @@ mod tests {
                 },
                 Before::Obtain,
             ),
-        ];
-        for (what, k, want) in cases {
-            assert_eq!(before_remote(&k), want, "{what}");
-        }
+        ]);
     }
 
-    #[test]
-    fn after_read_table() {
-        let ready = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
-        let building = status(reason::REVISION_IN_PROGRESS, "False", Some("BUILDING"));
-        let fighting = status(reason::DRIFT_FIGHT, "False", Some("DEPLOYED"));
-        let mut unheld = ready.clone();
-        unheld.unheld_patch = Some("p".into());
-        let empty = DeploymentPatch::default();
-        let some = DeploymentPatch {
-            source_config: Some(SourceConfig {
-                build_on_push: Some(false),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let read = |patch, status, generation| Read {
+    /// A read of the deployment at `generation` that found `patch` to send,
+    /// the latest revision the one the status follows, nothing else known.
+    fn read<'a>(
+        patch: &'a DeploymentPatch,
+        status: &'a AgentDeploymentStatus,
+        generation: Option<i64>,
+    ) -> Read<'a> {
+        Read {
             patch,
             patch_fingerprint: "p",
             status,
@@ -590,15 +625,62 @@ mod tests {
             remote_deleting: false,
             drift_corrections: &[],
             latest_revision_id: Some("r"),
-        };
+        }
+    }
+
+    /// A [`read`] at generation 1 whose latest revision is `latest`.
+    fn read_latest<'a>(
+        patch: &'a DeploymentPatch,
+        status: &'a AgentDeploymentStatus,
+        latest: Option<&'a str>,
+    ) -> Read<'a> {
+        Read {
+            latest_revision_id: latest,
+            ..read(patch, status, Some(1))
+        }
+    }
+
+    /// A PATCH of `source_config.build_on_push`.
+    fn build_on_push_patch() -> DeploymentPatch {
+        DeploymentPatch {
+            source_config: Some(SourceConfig {
+                build_on_push: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// The PATCH that puts back the spec's ref after a rollback outside.
+    fn rolled_back_patch() -> DeploymentPatch {
+        DeploymentPatch {
+            source_revision_config: Some(SourceRevisionConfig {
+                repo_ref: Some("broken".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Three corrections of `field` within the hour: a fight.
+    fn fought(field: &str) -> Vec<DriftCorrection> {
         let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let fought = (0..3).fold(Vec::new(), |h, _| {
-            fight::remember(&h, &["source_config.build_on_push"], now)
-        });
-        let fight_over_it = After::Fight {
-            fields: vec!["source_config.build_on_push".into()],
-        };
-        let cases: Vec<(&str, Read<'_>, After)> = vec![
+        (0..3).fold(Vec::new(), |h, _| fight::remember(&h, &[field], now))
+    }
+
+    /// Asserts the step [`after_read`] takes in each case.
+    fn assert_after(cases: Vec<(&str, Read<'_>, After)>) {
+        for (what, r, want) in cases {
+            assert_eq!(after_read(&r), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn after_read_an_equal_deployment_is_followed_and_a_differing_one_patched() {
+        let ready = ready_status();
+        let empty = DeploymentPatch::default();
+        let some = build_on_push_patch();
+        assert_after(vec![
             (
                 "equal: follow",
                 read(&empty, &ready, Some(1)),
@@ -622,6 +704,32 @@ mod tests {
                 read(&some, &ready, Some(2)),
                 After::Patch { drift: false },
             ),
+            (
+                "differs because the image tag moved (Follow): patch, not drift",
+                Read {
+                    image_moved_here: true,
+                    ..read(&some, &ready, Some(1))
+                },
+                After::Patch { drift: false },
+            ),
+        ]);
+    }
+
+    #[test]
+    fn after_read_a_patch_not_held_or_fought_over_stops_the_corrections() {
+        let ready = ready_status();
+        let building = building_status();
+        let fighting = status(reason::DRIFT_FIGHT, "False", Some("DEPLOYED"));
+        let unheld = AgentDeploymentStatus {
+            unheld_patch: Some("p".into()),
+            ..ready_status()
+        };
+        let some = build_on_push_patch();
+        let fought = fought("source_config.build_on_push");
+        let fight_over_it = After::Fight {
+            fields: vec!["source_config.build_on_push".into()],
+        };
+        assert_after(vec![
             (
                 "the same patch was not held: stop",
                 read(&some, &unheld, Some(1)),
@@ -649,13 +757,19 @@ mod tests {
                 fight_over_it,
             ),
             (
-                "differs because the image tag moved (Follow): patch, not drift",
-                Read {
-                    image_moved_here: true,
-                    ..read(&some, &ready, Some(1))
-                },
-                After::Patch { drift: false },
+                "stalled on a fight, memory cleared by a redeploy request: a correction of drift again",
+                read(&some, &fighting, Some(1)),
+                After::Patch { drift: true },
             ),
+        ]);
+    }
+
+    #[test]
+    fn after_read_a_fight_gives_way_to_a_change_made_here() {
+        let ready = ready_status();
+        let some = build_on_push_patch();
+        let fought = fought("source_config.build_on_push");
+        assert_after(vec![
             (
                 "fought over, but the image tag moved: patch",
                 Read {
@@ -682,11 +796,15 @@ mod tests {
                 },
                 After::Patch { drift: false },
             ),
-            (
-                "stalled on a fight, memory cleared by a redeploy request: a correction of drift again",
-                read(&some, &fighting, Some(1)),
-                After::Patch { drift: true },
-            ),
+        ]);
+    }
+
+    #[test]
+    fn after_read_redeploys_and_a_deletion_outside() {
+        let ready = ready_status();
+        let empty = DeploymentPatch::default();
+        let some = build_on_push_patch();
+        assert_after(vec![
             (
                 "redeploy requested",
                 Read {
@@ -712,97 +830,91 @@ mod tests {
                 },
                 After::RemoteDeleting,
             ),
-        ];
-        for (what, r, want) in cases {
-            assert_eq!(after_read(&r), want, "{what}");
-        }
+        ]);
     }
 
-    /// Revisions made outside the operator (a rollback, a redeploy from
-    /// agentctl, the UI or the CLI): named when the spec is re-applied or
-    /// the revision followed.
+    // Revisions made outside the operator (a rollback, a redeploy from
+    // agentctl, the UI or the CLI): named when the spec is re-applied or
+    // the revision followed.
+
     #[test]
-    fn after_read_with_a_revision_made_outside() {
+    fn after_read_a_revision_made_outside_is_named_when_the_spec_is_reapplied() {
+        let ready = ready_status();
+        let building = building_status();
         let failed = status(reason::REVISION_FAILED, "False", Some("BUILD_FAILED"));
-        let ready = status(reason::REVISION_DEPLOYED, TRUE, Some("DEPLOYED"));
-        let building = status(reason::REVISION_IN_PROGRESS, "False", Some("BUILDING"));
-        let mut in_history = ready.clone();
-        in_history.revisions = vec![RevisionSummary {
-            id: "r8".into(),
-            ..Default::default()
-        }];
-        let empty = DeploymentPatch::default();
-        let rolled_back = DeploymentPatch {
-            source_revision_config: Some(SourceRevisionConfig {
-                repo_ref: Some("broken".into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let read = |patch, status, latest| Read {
-            patch,
-            patch_fingerprint: "p",
-            status,
-            generation: Some(1),
-            secrets_changed_here: false,
-            image_moved_here: false,
-            redeploy_requested: false,
-            obtained_now: false,
-            remote_deleting: false,
-            drift_corrections: &[],
-            latest_revision_id: latest,
-        };
+        let rolled_back = rolled_back_patch();
+        let fought = fought("source_revision_config");
         let reapply = After::Reapply {
             revision: "r9".into(),
         };
-        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let fought = (0..3).fold(Vec::new(), |h, _| {
-            fight::remember(&h, &["source_revision_config"], now)
-        });
-        let cases: Vec<(&str, Read<'_>, After)> = vec![
+        assert_after(vec![
             (
                 "rolled back after a failed build: re-apply, naming the revision",
-                read(&rolled_back, &failed, Some("r9")),
+                read_latest(&rolled_back, &failed, Some("r9")),
                 reapply.clone(),
             ),
             (
                 "changed in the UI while Ready (a new revision): the same",
-                read(&rolled_back, &ready, Some("r9")),
+                read_latest(&rolled_back, &ready, Some("r9")),
                 reapply.clone(),
             ),
             (
                 "rolled back while the operator's revision was building: the same",
-                read(&rolled_back, &building, Some("r9")),
+                read_latest(&rolled_back, &building, Some("r9")),
                 reapply,
-            ),
-            (
-                "a revision of the kept history is known: drift as before",
-                read(&rolled_back, &in_history, Some("r8")),
-                After::Patch { drift: true },
-            ),
-            (
-                "the same revision the status follows: drift as before",
-                read(&rolled_back, &ready, Some("r")),
-                After::Patch { drift: true },
-            ),
-            (
-                "no latest revision read: drift as before",
-                read(&rolled_back, &ready, None),
-                After::Patch { drift: true },
             ),
             (
                 "fought over: the cap holds, nothing is re-applied",
                 Read {
                     drift_corrections: &fought,
-                    ..read(&rolled_back, &ready, Some("r9"))
+                    ..read_latest(&rolled_back, &ready, Some("r9"))
                 },
                 After::Fight {
                     fields: vec!["source_revision_config".into()],
                 },
             ),
+        ]);
+    }
+
+    #[test]
+    fn after_read_a_revision_known_or_unread_is_drift_as_before() {
+        let ready = ready_status();
+        let in_history = AgentDeploymentStatus {
+            revisions: vec![RevisionSummary {
+                id: "r8".into(),
+                ..Default::default()
+            }],
+            ..ready_status()
+        };
+        let rolled_back = rolled_back_patch();
+        assert_after(vec![
+            (
+                "a revision of the kept history is known: drift as before",
+                read_latest(&rolled_back, &in_history, Some("r8")),
+                After::Patch { drift: true },
+            ),
+            (
+                "the same revision the status follows: drift as before",
+                read_latest(&rolled_back, &ready, Some("r")),
+                After::Patch { drift: true },
+            ),
+            (
+                "no latest revision read: drift as before",
+                read_latest(&rolled_back, &ready, None),
+                After::Patch { drift: true },
+            ),
+        ]);
+    }
+
+    #[test]
+    fn after_read_a_change_made_here_wins_over_a_revision_made_outside() {
+        let ready = ready_status();
+        let empty = DeploymentPatch::default();
+        let rolled_back = rolled_back_patch();
+        assert_after(vec![
             (
                 "a redeploy from outside (equal to the spec): follow it, noted",
-                read(&empty, &ready, Some("r9")),
+                read_latest(&empty, &ready, Some("r9")),
                 After::FollowOutside {
                     revision: "r9".into(),
                 },
@@ -811,7 +923,7 @@ mod tests {
                 "the spec changed since: the spec wins, no report",
                 Read {
                     generation: Some(2),
-                    ..read(&rolled_back, &ready, Some("r9"))
+                    ..read_latest(&rolled_back, &ready, Some("r9"))
                 },
                 After::Patch { drift: false },
             ),
@@ -819,7 +931,7 @@ mod tests {
                 "a referenced Secret changed: patch, no report",
                 Read {
                     secrets_changed_here: true,
-                    ..read(&rolled_back, &ready, Some("r9"))
+                    ..read_latest(&rolled_back, &ready, Some("r9"))
                 },
                 After::Patch { drift: false },
             ),
@@ -827,7 +939,7 @@ mod tests {
                 "a redeploy is requested here: redeploy, no report",
                 Read {
                     redeploy_requested: true,
-                    ..read(&empty, &ready, Some("r9"))
+                    ..read_latest(&empty, &ready, Some("r9"))
                 },
                 After::Redeploy,
             ),
@@ -835,14 +947,11 @@ mod tests {
                 "created or adopted by this pass: its revisions are not outside",
                 Read {
                     obtained_now: true,
-                    ..read(&empty, &ready, Some("r9"))
+                    ..read_latest(&empty, &ready, Some("r9"))
                 },
                 After::Follow,
             ),
-        ];
-        for (what, r, want) in cases {
-            assert_eq!(after_read(&r), want, "{what}");
-        }
+        ]);
     }
 
     #[test]

@@ -267,10 +267,22 @@ mod tests {
 
     use ManagementPolicy::{Manage, Observe};
 
+    /// Asserts [`before`] of each case: (policy, step, has an id, step taken).
+    fn assert_before(cases: Vec<(ManagementPolicy, Before, bool, Before)>) {
+        for (policy, step, has_id, want) in cases {
+            assert_eq!(
+                before(policy, step.clone(), has_id),
+                want,
+                "{policy:?} {step:?}"
+            );
+        }
+    }
+
+    /// `Manage` waits for a rejection's backoff and for the interval of Secret values.
     #[test]
-    fn before_table() {
+    fn before_under_manage_keeps_the_waits() {
         let wait = Duration::from_secs(30);
-        let cases = [
+        assert_before(vec![
             (
                 Manage,
                 Before::WaitRejected(wait),
@@ -283,6 +295,14 @@ mod tests {
                 true,
                 Before::WaitSecrets(wait),
             ),
+        ]);
+    }
+
+    /// `Observe` sends nothing, so it never waits for them: it reads, or obtains without an id.
+    #[test]
+    fn before_under_observe_reads_or_obtains_instead_of_waiting() {
+        let wait = Duration::from_secs(30);
+        assert_before(vec![
             (
                 Observe,
                 Before::WaitRejected(wait),
@@ -296,6 +316,14 @@ mod tests {
                 true,
                 Before::ReadDeployment,
             ),
+        ]);
+    }
+
+    /// Every other step is the same under `Observe`.
+    #[test]
+    fn before_under_observe_keeps_every_other_step() {
+        let wait = Duration::from_secs(30);
+        assert_before(vec![
             (Observe, Before::Obtain, false, Before::Obtain),
             (
                 Observe,
@@ -321,14 +349,7 @@ mod tests {
                 true,
                 Before::ReadDeployment,
             ),
-        ];
-        for (policy, step, has_id, want) in cases {
-            assert_eq!(
-                before(policy, step.clone(), has_id),
-                want,
-                "{policy:?} {step:?}"
-            );
-        }
+        ]);
     }
 
     #[test]

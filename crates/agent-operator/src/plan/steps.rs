@@ -296,9 +296,20 @@ mod tests {
         }
     }
 
+    /// Asserts where each case's latest revision is known from, and the
+    /// revision started by this pass, if any.
+    fn assert_latest(cases: Vec<(LatestKnown<'_>, LatestFrom, Option<&str>)>) {
+        for (k, from, started) in cases {
+            assert_eq!(k.source(), from, "{k:?}");
+            assert_eq!(k.started(), started, "{k:?}");
+        }
+    }
+
+    /// Not read: there is none, the act step gave it, or the status shows
+    /// it ended.
     #[test]
-    fn the_latest_revision_is_read_only_when_nothing_else_tells() {
-        let cases = [
+    fn the_latest_revision_is_not_read_when_given_or_known_ended() {
+        assert_latest(vec![
             // No revision at all.
             (known(None, None, None, None), LatestFrom::None, None),
             // The act step read it (a poll) or a redeploy answered with it.
@@ -323,6 +334,14 @@ mod tests {
                 LatestFrom::KnownEnded,
                 None,
             ),
+        ]);
+    }
+
+    /// Read: a SKIPPED or in-progress one, one started here (by its next
+    /// poll), or a newer one than the act step read.
+    #[test]
+    fn the_latest_revision_is_read_only_when_nothing_else_tells() {
+        assert_latest(vec![
             // A SKIPPED or in-progress one is read.
             (
                 known(Some("r1"), None, Some("r1"), Some("SKIPPED")),
@@ -356,11 +375,7 @@ mod tests {
                 LatestFrom::Read,
                 Some("r2"),
             ),
-        ];
-        for (k, from, started) in cases {
-            assert_eq!(k.source(), from, "{k:?}");
-            assert_eq!(k.started(), started, "{k:?}");
-        }
+        ]);
     }
 
     #[test]

@@ -249,10 +249,11 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_report_counts_what_no_agent_deployment_of_the_cluster_manages() {
+    /// The AgentDeployments of a cluster as their claims: held, adopted,
+    /// named while creating, on another plane, on no plane, expired.
+    fn cluster_claims() -> Vec<Claim> {
         let elsewhere = PlaneId::new("https://cp.example/api-host", "other-ws");
-        let claims = [
+        vec![
             // Held (status or annotation), in any namespace.
             holding("a/by-status", "id-1"),
             holding("b/by-annotation", "ID-2"),
@@ -276,7 +277,12 @@ mod tests {
                 expired: true,
                 ..holding("a/expired", "id-6")
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn the_report_counts_what_no_agent_deployment_of_the_cluster_manages() {
+        let claims = cluster_claims();
         let managed = Managed::of(&claims, &PlaneId::new("https://cp.example/api-host", "ws"));
         let listed = [
             remote("a", "id-1", "READY", false),

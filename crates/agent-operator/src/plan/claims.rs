@@ -452,84 +452,79 @@ mod tests {
         assert!(!claim("ns/e").holds_remote(&plane(), X, Some("agent")));
     }
 
+    /// The key of the [`successor`] of `from` among `claims`, for
+    /// deployment X named `agent` on [`plane`].
+    fn successor_key(claims: &[Claim], from: &Claim) -> Option<String> {
+        successor(claims, from, &plane(), X, "agent").map(|c| c.key.clone())
+    }
+
+    /// Claims that never succeed `from`, however old: another deployment
+    /// type, holding another deployment, being deleted, on another plane,
+    /// another name, and `from` itself.
+    fn not_successors(from: &Claim) -> Vec<Claim> {
+        let old = || "2020-01-01T00:00:00Z".to_owned();
+        vec![
+            Claim {
+                fixed: Fixed {
+                    deployment_type: Some("prod".into()),
+                    ..from.fixed.clone()
+                },
+                created: old(),
+                ..claim("ns/t")
+            },
+            Claim {
+                created: old(),
+                ..holding("ns/h", Y)
+            },
+            Claim {
+                deleting: true,
+                created: old(),
+                ..claim("ns/g")
+            },
+            Claim {
+                plane: Some(PlaneId::new("https://eu.api.host.langchain.com", "ws-1")),
+                created: old(),
+                ..claim("ns/e")
+            },
+            Claim {
+                name: "other".into(),
+                created: old(),
+                ..claim("ns/r")
+            },
+            from.clone(),
+        ]
+    }
+
     #[test]
     fn the_successor_claims_by_id_first_then_by_name_with_the_same_fixed_fields_oldest_first() {
         let from = holding("ns/a", X);
-        let p = plane();
         let by_name_old = Claim {
             created: "2026-10-01T00:00:00Z".into(),
             ..claim("ns/z")
         };
-        let by_name_new = claim("ns/b");
         let by_id = Claim {
             adopts: Some(X.to_uppercase()),
             created: "2026-11-20T00:00:00Z".into(),
             ..claim("other/c")
         };
-        let other_type = Claim {
-            fixed: Fixed {
-                deployment_type: Some("prod".into()),
-                ..from.fixed.clone()
-            },
-            created: "2020-01-01T00:00:00Z".into(),
-            ..claim("ns/t")
-        };
-        let holding_another = Claim {
-            created: "2020-01-01T00:00:00Z".into(),
-            ..holding("ns/h", Y)
-        };
-        let deleting = Claim {
-            deleting: true,
-            created: "2020-01-01T00:00:00Z".into(),
-            ..claim("ns/g")
-        };
-        let elsewhere = Claim {
-            plane: Some(PlaneId::new("https://eu.api.host.langchain.com", "ws-1")),
-            created: "2020-01-01T00:00:00Z".into(),
-            ..claim("ns/e")
-        };
-        let renamed = Claim {
-            name: "other".into(),
-            created: "2020-01-01T00:00:00Z".into(),
-            ..claim("ns/r")
-        };
-        let key = |c: Option<&Claim>| c.map(|c| c.key.clone());
-        let noise = vec![
-            other_type.clone(),
-            holding_another.clone(),
-            deleting.clone(),
-            elsewhere.clone(),
-            renamed.clone(),
-            from.clone(),
-        ];
-        assert_eq!(key(successor(&noise, &from, &p, X, "agent")), None);
-        let mut all = noise.clone();
-        all.push(by_name_new.clone());
-        assert_eq!(
-            key(successor(&all, &from, &p, X, "agent")),
-            Some("ns/b".into())
-        );
-        all.push(by_name_old.clone());
-        assert_eq!(
-            key(successor(&all, &from, &p, X, "agent")),
-            Some("ns/z".into())
-        );
-        all.push(by_id.clone());
-        assert_eq!(
-            key(successor(&all, &from, &p, X, "agent")),
-            Some("other/c".into())
-        );
-        // An object that already holds this very deployment (two owners
-        // from before) is its successor too.
+        let mut all = not_successors(&from);
+        assert_eq!(successor_key(&all, &from), None);
+        all.push(claim("ns/b"));
+        assert_eq!(successor_key(&all, &from), Some("ns/b".into()));
+        all.push(by_name_old);
+        assert_eq!(successor_key(&all, &from), Some("ns/z".into()));
+        all.push(by_id);
+        assert_eq!(successor_key(&all, &from), Some("other/c".into()));
+    }
+
+    /// An object that already holds this very deployment (two owners from
+    /// before) is its successor too.
+    #[test]
+    fn an_object_holding_the_same_deployment_is_a_successor_too() {
+        let from = holding("ns/a", X);
         let co_holder = holding("ns/co", X);
         assert_eq!(
-            key(successor(
-                std::slice::from_ref(&co_holder),
-                &from,
-                &p,
-                X,
-                "agent"
-            )),
+            successor_key(std::slice::from_ref(&co_holder), &from),
             Some("ns/co".into())
         );
     }

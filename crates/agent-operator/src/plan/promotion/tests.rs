@@ -108,27 +108,47 @@ fn by_digest_keeps_the_repository_and_drops_tag_and_digest() {
     }
 }
 
+/// Asserts the reason of the step each case takes at [`now`]: (what, the
+/// target, its source if found, the reason or `Deploy`); a refusal or a
+/// wait names the source or the target.
+fn assert_promotes(cases: Vec<(&str, Target<'_>, Option<&SourceView<'_>>, &str)>) {
+    for (what, t, s, want) in cases {
+        let step = decide(&t, s, now());
+        assert_eq!(reason_of(&step), want, "{what}: {step:?}");
+        if let Step::Refused { message, .. } | Step::Wait { message, .. } = &step {
+            assert!(
+                message.contains("staging") || message.contains("production"),
+                "{what}: {message}"
+            );
+        }
+    }
+}
+
+/// A source in namespace `staging-ns` that grants only namespace `other`.
+fn ungranted() -> SourceView<'static> {
+    SourceView {
+        grants: vec!["other"],
+        ..source(
+            "staging-ns",
+            Source::ExternalDocker,
+            Some(docker_serving(true, Some(ago(10)))),
+        )
+    }
+}
+
 #[test]
-fn who_may_promote_from_whom() {
+fn who_may_promote_from_whom_by_namespace() {
     let status = AgentDeploymentStatus::default();
     let same_ns = promotion(None, true, 0);
     let cross = promotion(Some("staging-ns"), true, 0);
     let served = || Some(docker_serving(true, Some(ago(10))));
-    let mut ungranted = source("staging-ns", Source::ExternalDocker, served());
-    ungranted.grants = vec!["other"];
+    let ungranted = ungranted();
     let granted = source("staging-ns", Source::ExternalDocker, served());
     let same = source("prod", Source::ExternalDocker, served());
-    let github = source("prod", Source::Github, Some(github_serving(C1)));
-    let mut other_repo = source("prod", Source::Github, Some(github_serving(C1)));
-    other_repo.repo_url = Some("https://github.com/acme/other");
-    let mut unverifying = source("prod", Source::ExternalDocker, served());
-    unverifying.verifies = false;
-    let lax = promotion(None, false, 0);
     let docker = |p| target("prod", Source::ExternalDocker, p, &status);
-    let gh = |p| target("prod", Source::Github, p, &status);
     let mut itself = promotion(None, true, 0);
     itself.from.name = "production".into();
-    let cases: Vec<(&str, Target<'_>, Option<&SourceView<'_>>, &str)> = vec![
+    assert_promotes(vec![
         (
             "same namespace needs no grant",
             docker(&same_ns),
@@ -159,6 +179,26 @@ fn who_may_promote_from_whom() {
             Some(&same),
             reason::PROMOTION_SOURCE_MISMATCH,
         ),
+    ]);
+}
+
+#[test]
+fn who_may_promote_from_whom_by_kind_repository_and_verification() {
+    let status = AgentDeploymentStatus::default();
+    let same_ns = promotion(None, true, 0);
+    let lax = promotion(None, false, 0);
+    let github = source("prod", Source::Github, Some(github_serving(C1)));
+    let mut other_repo = source("prod", Source::Github, Some(github_serving(C1)));
+    other_repo.repo_url = Some("https://github.com/acme/other");
+    let mut unverifying = source(
+        "prod",
+        Source::ExternalDocker,
+        Some(docker_serving(true, Some(ago(10)))),
+    );
+    unverifying.verifies = false;
+    let docker = |p| target("prod", Source::ExternalDocker, p, &status);
+    let gh = |p| target("prod", Source::Github, p, &status);
+    assert_promotes(vec![
         (
             "another source kind",
             docker(&same_ns),
@@ -183,19 +223,14 @@ fn who_may_promote_from_whom() {
             Some(&unverifying),
             "Deploy",
         ),
-    ];
-    for (what, t, s, want) in cases {
-        let step = decide(&t, s, now());
-        assert_eq!(reason_of(&step), want, "{what}: {step:?}");
-        if let Step::Refused { message, .. } | Step::Wait { message, .. } = &step {
-            assert!(
-                message.contains("staging") || message.contains("production"),
-                "{what}: {message}"
-            );
-        }
-    }
-    // A source no longer found (deleted, or not listed yet after a
-    // restart) leaves a target that took something on what it took.
+    ]);
+}
+
+/// A source no longer found (deleted, or not listed yet after a restart)
+/// leaves a target that took something on what it took.
+#[test]
+fn a_target_keeps_what_it_took_when_its_source_is_gone() {
+    let same_ns = promotion(None, true, 0);
     let took = AgentDeploymentStatus {
         promoted_from: Some(Box::new(PromotedFrom {
             name: "staging".into(),
@@ -220,8 +255,15 @@ fn who_may_promote_from_whom() {
         took.promoted_from.as_ref().unwrap().deployed
     );
     assert!(!kept.changed && !kept.new_revision);
-    // The refusal says how to fix it, naming the namespace to grant.
-    let Step::Refused { message, .. } = decide(&docker(&cross), Some(&ungranted), now()) else {
+}
+
+/// The refusal says how to fix it, naming the namespace to grant.
+#[test]
+fn the_refusal_of_a_missing_grant_names_the_namespace_to_grant() {
+    let status = AgentDeploymentStatus::default();
+    let cross = promotion(Some("staging-ns"), true, 0);
+    let t = target("prod", Source::ExternalDocker, &cross, &status);
+    let Step::Refused { message, .. } = decide(&t, Some(&ungranted()), now()) else {
         unreachable!()
     };
     assert!(
@@ -240,9 +282,26 @@ type SoakCase<'a> = (
     Option<u64>,
 );
 
+/// Asserts the reason of the step an `external_docker` target takes from
+/// a source in its namespace in each case, and the recheck of a wait.
+fn assert_soaks(cases: Vec<SoakCase<'_>>) {
+    let status = AgentDeploymentStatus::default();
+    for (what, p, serving, want, recheck) in cases {
+        let src = source("prod", Source::ExternalDocker, serving);
+        let step = decide(
+            &target("prod", Source::ExternalDocker, p, &status),
+            Some(&src),
+            now(),
+        );
+        assert_eq!(reason_of(&step), want, "{what}: {step:?}");
+        if let Step::Wait { recheck_in, .. } = &step {
+            assert_eq!(recheck_in.map(|d| d.as_secs()), recheck, "{what}");
+        }
+    }
+}
+
 #[test]
 fn the_target_waits_for_a_verified_revision_and_its_soak() {
-    let status = AgentDeploymentStatus::default();
     let strict = promotion(None, true, 600);
     let lax = promotion(None, false, 0);
     let no_soak = promotion(None, true, 0);
@@ -297,18 +356,7 @@ fn the_target_waits_for_a_verified_revision_and_its_soak() {
             None,
         ),
     ];
-    for (what, p, serving, want, recheck) in cases {
-        let src = source("prod", Source::ExternalDocker, serving);
-        let step = decide(
-            &target("prod", Source::ExternalDocker, p, &status),
-            Some(&src),
-            now(),
-        );
-        assert_eq!(reason_of(&step), want, "{what}: {step:?}");
-        if let Step::Wait { recheck_in, .. } = &step {
-            assert_eq!(recheck_in.map(|d| d.as_secs()), recheck, "{what}");
-        }
-    }
+    assert_soaks(cases);
 }
 
 #[test]
@@ -340,20 +388,6 @@ fn external_docker_deploys_the_digest_the_source_verified() {
     assert_eq!(take.record.image_digest.as_deref(), Some(DIGEST));
     assert_eq!(take.record.revision_id, "rs1");
     assert_eq!(take.record.at, now().to_string());
-    // Served by tag only: no digest to guarantee the same image.
-    let mut by_tag = docker_serving(true, Some(ago(5)));
-    by_tag.image_digest = None;
-    let src = source("prod", Source::ExternalDocker, Some(by_tag));
-    let step = decide(
-        &target("prod", Source::ExternalDocker, &p, &status),
-        Some(&src),
-        now(),
-    );
-    assert_eq!(
-        reason_of(&step),
-        reason::PROMOTION_SOURCE_MISMATCH,
-        "{step:?}"
-    );
     // Already promoted: the record (and its time) is kept, no event.
     let status = AgentDeploymentStatus {
         promoted_from: Some(Box::new(take.record.clone())),
@@ -374,6 +408,26 @@ fn external_docker_deploys_the_digest_the_source_verified() {
     };
     assert_eq!(again.record, take.record);
     assert!(!again.changed);
+}
+
+/// Served by tag only: no digest to guarantee the same image.
+#[test]
+fn external_docker_refuses_a_source_served_by_tag_only() {
+    let status = AgentDeploymentStatus::default();
+    let p = promotion(None, true, 0);
+    let mut by_tag = docker_serving(true, Some(ago(5)));
+    by_tag.image_digest = None;
+    let src = source("prod", Source::ExternalDocker, Some(by_tag));
+    let step = decide(
+        &target("prod", Source::ExternalDocker, &p, &status),
+        Some(&src),
+        now(),
+    );
+    assert_eq!(
+        reason_of(&step),
+        reason::PROMOTION_SOURCE_MISMATCH,
+        "{step:?}"
+    );
 }
 
 fn github_status(
@@ -409,125 +463,56 @@ fn record(commit: &str, prior: Option<&str>) -> PromotedFrom {
     }
 }
 
-#[test]
-fn github_takes_the_ref_and_checks_the_commit_built() {
-    let p = promotion(None, true, 0);
-    let src = |commit| source("prod", Source::Github, Some(github_serving(commit)));
-    struct Case {
-        what: &'static str,
-        status: AgentDeploymentStatus,
-        source_commit: &'static str,
-        generation: Option<i64>,
-        redeploy_requested: bool,
-        want: &'static str,
-        new_revision: bool,
+/// One case of a `github` target promoting from a source in its namespace.
+struct GithubCase {
+    /// What is asked.
+    what: &'static str,
+    /// The target's status.
+    status: AgentDeploymentStatus,
+    /// The commit the source serves.
+    source_commit: &'static str,
+    /// The target's generation.
+    generation: Option<i64>,
+    /// A redeploy of the target is requested.
+    redeploy_requested: bool,
+    /// The reason of the step, or `Deploy`.
+    want: &'static str,
+    /// A deploy takes a new revision.
+    new_revision: bool,
+}
+
+/// A [`GithubCase`] at generation 1, the source serving C1, no redeploy
+/// requested.
+fn github_case(
+    what: &'static str,
+    status: AgentDeploymentStatus,
+    want: &'static str,
+    new_revision: bool,
+) -> GithubCase {
+    GithubCase {
+        what,
+        status,
+        source_commit: C1,
+        generation: Some(1),
+        redeploy_requested: false,
+        want,
+        new_revision,
     }
-    let cases = [
-        Case {
-            what: "no deployment yet: the create builds the ref",
-            status: AgentDeploymentStatus::default(),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: "Deploy",
-            new_revision: false,
-        },
-        Case {
-            what: "running another commit, nothing promoted: one new revision",
-            status: github_status("r1", Some(C2), None),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: "Deploy",
-            new_revision: true,
-        },
-        Case {
-            what: "already running the commit: no new revision",
-            status: github_status("r1", Some(C1), None),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: "Deploy",
-            new_revision: false,
-        },
-        Case {
-            what: "the revision started for the promotion built the verified commit",
-            status: github_status("r2", Some(C1), Some(record(C1, Some("r1")))),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: "Deploy",
-            new_revision: false,
-        },
-        Case {
-            what: "the revision started for the promotion is not built yet",
-            status: github_status("r2", None, Some(record(C1, Some("r1")))),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: "Deploy",
-            new_revision: false,
-        },
-        Case {
-            what: "the revision started for the promotion built another commit",
-            status: github_status("r2", Some(C2), Some(record(C1, Some("r1")))),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: reason::PROMOTION_COMMIT_MISMATCH,
-            new_revision: false,
-        },
-        Case {
-            what: "a create built another commit",
-            status: github_status("r1", Some(C2), Some(record(C1, None))),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: reason::PROMOTION_COMMIT_MISMATCH,
-            new_revision: false,
-        },
-        Case {
-            what: "still the revision before the promotion: not checked",
-            status: github_status("r1", Some(C2), Some(record(C1, Some("r1")))),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: "Deploy",
-            new_revision: false,
-        },
-        Case {
-            what: "mismatch, then the source serves another commit: a new revision",
-            status: github_status("r2", Some(C2), Some(record(C1, Some("r1")))),
-            source_commit: C2,
-            generation: Some(1),
-            redeploy_requested: false,
-            want: "Deploy",
-            new_revision: false,
-        },
-        Case {
-            what: "mismatch, then the spec changed: the pass goes on",
-            status: github_status("r2", Some(C2), Some(record(C1, Some("r1")))),
-            source_commit: C1,
-            generation: Some(2),
-            redeploy_requested: false,
-            want: "Deploy",
-            new_revision: false,
-        },
-        Case {
-            what: "mismatch, then a redeploy request: the pass goes on",
-            status: github_status("r2", Some(C2), Some(record(C1, Some("r1")))),
-            source_commit: C1,
-            generation: Some(1),
-            redeploy_requested: true,
-            want: "Deploy",
-            new_revision: false,
-        },
-    ];
+}
+
+/// Asserts each case's step: its reason; a deploy of the source's ref and
+/// commit (a new revision or not), a refusal naming both commits.
+fn assert_github(cases: Vec<GithubCase>) {
+    let p = promotion(None, true, 0);
     for case in cases {
         let mut t = target("prod", Source::Github, &p, &case.status);
         t.generation = case.generation;
         t.redeploy_requested = case.redeploy_requested;
-        let s = src(case.source_commit);
+        let s = source(
+            "prod",
+            Source::Github,
+            Some(github_serving(case.source_commit)),
+        );
         let step = decide(&t, Some(&s), now());
         assert_eq!(reason_of(&step), case.want, "{}: {step:?}", case.what);
         match &step {
@@ -552,18 +537,123 @@ fn github_takes_the_ref_and_checks_the_commit_built() {
             Step::Wait { .. } => {}
         }
     }
-    // A new revision records the revision it follows, so that the check
-    // applies to the one the promotion starts.
+}
+
+#[test]
+fn github_takes_the_ref_and_a_new_revision_only_for_another_commit() {
+    assert_github(vec![
+        github_case(
+            "no deployment yet: the create builds the ref",
+            AgentDeploymentStatus::default(),
+            "Deploy",
+            false,
+        ),
+        github_case(
+            "running another commit, nothing promoted: one new revision",
+            github_status("r1", Some(C2), None),
+            "Deploy",
+            true,
+        ),
+        github_case(
+            "already running the commit: no new revision",
+            github_status("r1", Some(C1), None),
+            "Deploy",
+            false,
+        ),
+    ]);
+}
+
+#[test]
+fn github_checks_the_commit_built_for_the_promotion() {
+    assert_github(vec![
+        github_case(
+            "the revision started for the promotion built the verified commit",
+            github_status("r2", Some(C1), Some(record(C1, Some("r1")))),
+            "Deploy",
+            false,
+        ),
+        github_case(
+            "the revision started for the promotion is not built yet",
+            github_status("r2", None, Some(record(C1, Some("r1")))),
+            "Deploy",
+            false,
+        ),
+        github_case(
+            "the revision started for the promotion built another commit",
+            github_status("r2", Some(C2), Some(record(C1, Some("r1")))),
+            reason::PROMOTION_COMMIT_MISMATCH,
+            false,
+        ),
+        github_case(
+            "a create built another commit",
+            github_status("r1", Some(C2), Some(record(C1, None))),
+            reason::PROMOTION_COMMIT_MISMATCH,
+            false,
+        ),
+        github_case(
+            "still the revision before the promotion: not checked",
+            github_status("r1", Some(C2), Some(record(C1, Some("r1")))),
+            "Deploy",
+            false,
+        ),
+    ]);
+}
+
+#[test]
+fn github_a_commit_mismatch_gives_way_to_another_commit_a_spec_change_or_a_redeploy() {
+    let mismatched = || github_status("r2", Some(C2), Some(record(C1, Some("r1"))));
+    assert_github(vec![
+        GithubCase {
+            source_commit: C2,
+            ..github_case(
+                "mismatch, then the source serves another commit: a new revision",
+                mismatched(),
+                "Deploy",
+                false,
+            )
+        },
+        GithubCase {
+            generation: Some(2),
+            ..github_case(
+                "mismatch, then the spec changed: the pass goes on",
+                mismatched(),
+                "Deploy",
+                false,
+            )
+        },
+        GithubCase {
+            redeploy_requested: true,
+            ..github_case(
+                "mismatch, then a redeploy request: the pass goes on",
+                mismatched(),
+                "Deploy",
+                false,
+            )
+        },
+    ]);
+}
+
+/// A new revision records the revision it follows, so that the check
+/// applies to the one the promotion starts.
+#[test]
+fn github_a_new_revision_records_the_revision_it_follows() {
+    let p = promotion(None, true, 0);
     let status = github_status("r1", Some(C2), None);
+    let src = source("prod", Source::Github, Some(github_serving(C1)));
     let Step::Deploy(take) = decide(
         &target("prod", Source::Github, &p, &status),
-        Some(&src(C1)),
+        Some(&src),
         now(),
     ) else {
         panic!("deploys")
     };
     assert_eq!(take.record.prior_revision_id.as_deref(), Some("r1"));
-    // The source's commit not known yet: wait.
+}
+
+/// The source's commit not known yet: wait.
+#[test]
+fn github_waits_for_the_commit_of_the_source() {
+    let p = promotion(None, true, 0);
     let mut serving = github_serving(C1);
     serving.commit_sha = None;
     let s = source("prod", Source::Github, Some(serving));

@@ -1125,6 +1125,13 @@ mod tests {
             !text.contains("agent_operator_control_plane_slowdowns_total{"),
             "no AgentControlPlane known yet"
         );
+    }
+
+    /// The slowdown and token wait series of a control plane are zero once
+    /// it is tracked, and the zero series is the one an event counts on.
+    #[test]
+    fn a_tracked_control_plane_has_its_series_at_zero_before_its_first_event() {
+        let m = Metrics::new();
         let plane = PlaneLabel {
             namespace: "tenant".into(),
             name: "plane".into(),

@@ -223,14 +223,19 @@ mod tests {
         );
     }
 
+    /// An AgentDeploymentSpec from its JSON.
+    fn spec_of(v: serde_json::Value) -> AgentDeploymentSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// An image may set none of the fields of a GitHub source, nor scale to
+    /// zero.
     #[test]
     fn preflight_checks_which_source_sets_what_and_scale_to_zero() {
-        let spec =
-            |v: serde_json::Value| -> AgentDeploymentSpec { serde_json::from_value(v).unwrap() };
         let image = |sc: serde_json::Value, rc: serde_json::Value| {
             let mut rc = rc;
             rc["imageUri"] = "ghcr.io/acme/agent:1".into();
-            spec(
+            spec_of(
                 serde_json::json!({"source": "external_docker", "sourceConfig": sc,
                                     "sourceRevisionConfig": rc}),
             )
@@ -261,6 +266,11 @@ mod tests {
             check("agent", &image(zero.clone(), none.clone())),
             Err(SCALE_TO_ZERO_MESSAGE.into())
         );
+    }
+
+    /// A GitHub source scales to zero only with a `*_zero` deployment type.
+    #[test]
+    fn preflight_lets_github_scale_to_zero_only_with_a_zero_deployment_type() {
         let github = |ty: Option<&str>, min: u32| {
             let mut sc = serde_json::json!({"repoUrl": "https://github.com/acme/agent",
                 "integrationId": "6f1c2a3e-4b5d-4e6f-8a7b-9c0d1e2f3a4b",
@@ -268,7 +278,7 @@ mod tests {
             if let Some(ty) = ty {
                 sc["deploymentType"] = ty.into();
             }
-            spec(serde_json::json!({"source": "github", "sourceConfig": sc,
+            spec_of(serde_json::json!({"source": "github", "sourceConfig": sc,
                 "sourceRevisionConfig": {"repoRef": "main", "langgraphConfigPath": "langgraph.json"}}))
         };
         for (ty, min, ok) in [

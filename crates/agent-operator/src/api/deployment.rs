@@ -676,8 +676,16 @@ pub struct AgentDeploymentSpec {
 /// what the control plane would refuse or ignore, and the combinations of
 /// fields that contradict each other.
 fn spec_rule() -> kube::core::Rule {
+    let mut checks = source_checks().to_vec();
+    checks.extend(placement_and_image_checks());
+    rules::all_of(Some(rules::UNCHANGED), &checks).optional_old_self(true)
+}
+
+/// The checks of [`spec_rule`] on the source and its build: what each
+/// `source` needs and what only one source takes.
+fn source_checks() -> [rules::Check; 11] {
     use rules::Check;
-    let checks = [
+    [
         Check::new(
             "self.source != 'external_docker' || has(self.sourceRevisionConfig.imageUri) || has(self.promotion)",
             "source external_docker needs sourceRevisionConfig.imageUri",
@@ -716,6 +724,14 @@ fn spec_rule() -> kube::core::Rule {
             "!has(self.sourceConfig.listenerConfig) || has(self.sourceConfig.listenerId) || has(self.sourceConfig.listenerRef)",
             "sourceConfig.listenerConfig needs sourceConfig.listenerId or listenerRef",
         ),
+    ]
+}
+
+/// The checks of [`spec_rule`] on self-hosted placement, secret references
+/// and image pinning.
+fn placement_and_image_checks() -> [rules::Check; 8] {
+    use rules::Check;
+    [
         Check::new(
             rules::self_hosted_names_rule(),
             rules::self_hosted_names_message(),
@@ -748,8 +764,7 @@ fn spec_rule() -> kube::core::Rule {
             "!(has(self.sourceConfig.listenerId) && has(self.sourceConfig.listenerRef))",
             "set at most one of sourceConfig.listenerId and sourceConfig.listenerRef",
         ),
-    ];
-    rules::all_of(Some(rules::UNCHANGED), &checks).optional_old_self(true)
+    ]
 }
 
 /// The transition rule of the whole AgentDeployment ([`rules::all_of`]):

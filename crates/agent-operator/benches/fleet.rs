@@ -955,8 +955,9 @@ impl Bench {
         let cpu = run.kube.cpu_seconds();
         let per_resource_ms = 1000.0 * cpu / p.n.max(1) as f64;
         println!(
-            "  {label}: kube-apiserver CPU {per_resource_ms:.1} ms per resource, {:.2} cores over the rollout (not gated: the bound of a small machine)",
-            cpu / p.window.as_secs_f64().max(1e-9)
+            "  {label}: kube-apiserver CPU {per_resource_ms:.1} ms per resource, {:.2} cores averaged over the {:.0} s window (not gated: the bound of a small machine)",
+            cpu / p.window.as_secs_f64().max(1e-9),
+            p.window.as_secs_f64()
         );
         results::note(
             &format!("{label}: kube-apiserver CPU ms/resource"),

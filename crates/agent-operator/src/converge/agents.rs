@@ -332,17 +332,30 @@ pub fn check(m: &Manifest) -> Result<(), String> {
 fn check_assistant(m: &Manifest, a: &AgentAssistant) -> Result<(), String> {
     let ns = namespace_of(&a.metadata.namespace);
     let what = format!("agentassistant/{}", name_of(&a.metadata));
-    if m.deployment_index(&ns, &a.spec.deployment_ref.name)
-        .is_none()
-    {
-        return Err(format!(
-            "{what}: spec.deploymentRef: AgentDeployment {ns}/{} is not in the file; agentctl \
-             applies an assistant to a deployment of the same file",
-            a.spec.deployment_ref.name
-        ));
-    }
+    check_deployment_in_file(m, &ns, &a.spec.deployment_ref.name, &what, "an assistant")?;
     if a.spec.graph_id.is_empty() {
         return Err(format!("{what}: spec.graphId must not be empty"));
+    }
+    Ok(())
+}
+
+/// The `deploymentRef` of `what` (`object`: "an assistant", "a cron")
+/// names the AgentDeployment `ns`/`name` of the file.
+///
+/// Errors: it is not in the file, saying that agentctl applies `object` to
+/// a deployment of the same file.
+fn check_deployment_in_file(
+    m: &Manifest,
+    ns: &str,
+    name: &str,
+    what: &str,
+    object: &str,
+) -> Result<(), String> {
+    if m.deployment_index(ns, name).is_none() {
+        return Err(format!(
+            "{what}: spec.deploymentRef: AgentDeployment {ns}/{name} is not in the file; agentctl \
+             applies {object} to a deployment of the same file"
+        ));
     }
     Ok(())
 }
@@ -358,15 +371,7 @@ fn check_cron(
 ) -> Result<(), String> {
     let ns = namespace_of(&c.metadata.namespace);
     let what = format!("agentcron/{}", name_of(&c.metadata));
-    if m.deployment_index(&ns, &c.spec.deployment_ref.name)
-        .is_none()
-    {
-        return Err(format!(
-            "{what}: spec.deploymentRef: AgentDeployment {ns}/{} is not in the file; agentctl \
-             applies a cron to a deployment of the same file",
-            c.spec.deployment_ref.name
-        ));
-    }
+    check_deployment_in_file(m, &ns, &c.spec.deployment_ref.name, &what, "a cron")?;
     check_cron_runs(m, c, &ns, &what)?;
     if !schedule.is_match(&c.spec.schedule) {
         return Err(format!(

@@ -110,6 +110,29 @@ struct Seen {
     crons: std::collections::BTreeSet<(String, String)>,
 }
 
+/// Reads `json` as a `T` ([`strict`]) and appends it to `list`, unless
+/// `seen` already holds its namespace and `name`. `what` names the document
+/// in errors.
+///
+/// Errors: as [`strict`], or the object listed twice.
+fn push_once<T>(
+    list: &mut Vec<T>,
+    seen: &mut std::collections::BTreeSet<(String, String)>,
+    what: &str,
+    json: serde_json::Value,
+    name: String,
+) -> Result<(), String>
+where
+    T: kube::Resource + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let object: T = strict(what, json)?;
+    if !seen.insert((namespace_of(&object.meta().namespace), name)) {
+        return Err(format!("{what}: listed twice"));
+    }
+    list.push(object);
+    Ok(())
+}
+
 /// Document `n` of a file as JSON, as the API server reads it (a null
 /// optional field absent); `None` for an empty document.
 ///
@@ -185,12 +208,13 @@ impl Manifest {
         let twice = || format!("{what}: listed twice");
         match (api_version, kind) {
             (API_VERSION, "AgentDeployment") => {
-                let d: AgentDeployment = strict(what, json)?;
-                let key = (namespace_of(&d.metadata.namespace), name);
-                if !seen.deployments.insert(key) {
-                    return Err(twice());
-                }
-                self.deployments.push(d);
+                push_once(
+                    &mut self.deployments,
+                    &mut seen.deployments,
+                    what,
+                    json,
+                    name,
+                )?;
             }
             (API_VERSION, "AgentListener") => {
                 let l: AgentListener = strict(what, json)?;
@@ -200,20 +224,10 @@ impl Manifest {
                 }
             }
             (API_VERSION, "AgentAssistant") => {
-                let a: AgentAssistant = strict(what, json)?;
-                let key = (namespace_of(&a.metadata.namespace), name);
-                if !seen.assistants.insert(key) {
-                    return Err(twice());
-                }
-                self.assistants.push(a);
+                push_once(&mut self.assistants, &mut seen.assistants, what, json, name)?;
             }
             (API_VERSION, "AgentCron") => {
-                let c: AgentCron = strict(what, json)?;
-                let key = (namespace_of(&c.metadata.namespace), name);
-                if !seen.crons.insert(key) {
-                    return Err(twice());
-                }
-                self.crons.push(c);
+                push_once(&mut self.crons, &mut seen.crons, what, json, name)?;
             }
             (API_VERSION, "AgentControlPlane") => {}
             ("v1", "Secret") => {

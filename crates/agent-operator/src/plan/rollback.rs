@@ -267,6 +267,24 @@ mod tests {
         ]
     }
 
+    /// What [`decide`] knows of r3, the latest revision, in `status`, with
+    /// `spec.verify` set, no verification recorded and no earlier rollback.
+    fn known<'a>(
+        policy: &'a RollbackSpec,
+        status: &'a RevisionStatus,
+        revisions: &'a [RevisionSummary],
+    ) -> RollbackKnown<'a> {
+        RollbackKnown {
+            policy: Some(policy),
+            verify: true,
+            latest: Some("r3"),
+            latest_status: Some(status),
+            verification: None,
+            revisions,
+            previous: None,
+        }
+    }
+
     /// Asserts the step [`decide`] takes in each case: (what, what it
     /// knows, the step).
     fn assert_decides(cases: Vec<(&str, RollbackKnown<'_>, RollbackStep)>) {
@@ -285,13 +303,8 @@ mod tests {
         let down_twice = attempt("r3", reason::AGENT_SERVER_UNREACHABLE, 2);
         let down_thrice = attempt("r3", reason::AGENT_SERVER_UNREACHABLE, 3);
         let base = RollbackKnown {
-            policy: Some(&verification),
-            verify: true,
-            latest: Some("r3"),
-            latest_status: Some(&deployed),
             verification: Some(&missing),
-            revisions: &history,
-            previous: None,
+            ..known(&verification, &deployed, &history)
         };
         assert_decides(vec![
             (
@@ -341,15 +354,7 @@ mod tests {
         let passed = attempt("r3", reason::VERIFIED, 0);
         let not_active = attempt("r3", reason::REVISION_NOT_ACTIVE, 4);
         let older = attempt("r2", reason::RUN_FAILED, 1);
-        let base = RollbackKnown {
-            policy: Some(&verification),
-            verify: true,
-            latest: Some("r3"),
-            latest_status: Some(&deployed),
-            verification: None,
-            revisions: &history,
-            previous: None,
-        };
+        let base = known(&verification, &deployed, &history);
         let with = |v| RollbackKnown {
             verification: Some(v),
             ..base
@@ -377,15 +382,7 @@ mod tests {
             rev("r1", "DEPLOYED", Some(true)),
         ];
         let build_failed = RevisionStatus::BuildFailed;
-        let base = RollbackKnown {
-            policy: Some(&revision),
-            verify: true,
-            latest: Some("r3"),
-            latest_status: Some(&build_failed),
-            verification: None,
-            revisions: &failed_build,
-            previous: None,
-        };
+        let base = known(&revision, &build_failed, &failed_build);
         assert_decides(vec![
             (
                 "in progress",
@@ -432,13 +429,8 @@ mod tests {
         let missing = attempt("r3", reason::ASSISTANTS_MISSING, 1);
         let (after_r2, of_r3, made_r3) = (done("r2", "r9"), done("r3", "r4"), done("r2", "r3"));
         let base = RollbackKnown {
-            policy: Some(&verification),
-            verify: true,
-            latest: Some("r3"),
-            latest_status: Some(&deployed),
             verification: Some(&missing),
-            revisions: &history,
-            previous: None,
+            ..known(&verification, &deployed, &history)
         };
         let after = |previous| RollbackKnown {
             previous: Some(previous),

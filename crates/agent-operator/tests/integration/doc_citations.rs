@@ -57,33 +57,20 @@ fn citations(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The citations in the files of `dir` (recursively; build output, caches
-/// and git left out) that name a page of `pages` and no anchor of it: each
-/// as `path: page "section"`.
+/// The citations in the files of `dir` (as
+/// [`visit_repository_files`](super::docs::visit_repository_files) reads
+/// them) that name a page of `pages` and no anchor of it: each as
+/// `path: page "section"`.
 fn unresolved(dir: &Path, pages: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     let mut found = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if p.is_dir() {
-                if !matches!(name.as_str(), "target" | ".cache" | ".git" | "node_modules") {
-                    dirs.push(p);
-                }
-                continue;
-            }
-            let Ok(text) = std::fs::read_to_string(&p) else {
-                continue;
-            };
-            for (page, section) in citations(&text) {
-                if pages.get(&page).is_some_and(|a| !a.contains(&section)) {
-                    let rel = p.strip_prefix(dir).unwrap_or(&p).display().to_string();
-                    found.push(format!("{rel}: {page} \"{section}\""));
-                }
+    super::docs::visit_repository_files(dir, |p, text| {
+        for (page, section) in citations(text) {
+            if pages.get(&page).is_some_and(|a| !a.contains(&section)) {
+                let rel = p.strip_prefix(dir).unwrap_or(p).display().to_string();
+                found.push(format!("{rel}: {page} \"{section}\""));
             }
         }
-    }
+    });
     found.sort();
     found
 }

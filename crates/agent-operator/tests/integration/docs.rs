@@ -696,6 +696,33 @@ fn docs_name_only_printer_columns_that_exist() {
     );
 }
 
+/// Calls `visit` with each file below `dir` and its text (bytes that are
+/// not UTF-8 replaced), one file at a time, build output, caches and git's
+/// own directory left out; returns how many files it read.
+pub(crate) fn visit_repository_files(dir: &Path, mut visit: impl FnMut(&Path, &str)) -> usize {
+    let mut files = 0;
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                if !matches!(
+                    entry.file_name().to_str(),
+                    Some("target" | ".cache" | ".git")
+                ) {
+                    dirs.push(p);
+                }
+                continue;
+            }
+            if let Ok(bytes) = std::fs::read(&p) {
+                files += 1;
+                visit(&p, &String::from_utf8_lossy(&bytes));
+            }
+        }
+    }
+    files
+}
+
 /// No file of the repository (outside target/, .cache/ and .git/) cites
 /// the API notes that lived outside it, or any path of the `shared`
 /// directory beside the repository: the repository stands alone, and
@@ -709,33 +736,16 @@ fn no_file_cites_a_source_outside_the_repository() {
         ["../", "shared/"].concat(),
     ];
     let mut found = Vec::new();
-    let mut dirs = vec![root().to_path_buf()];
-    let mut files = 0;
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let p = entry.path();
-            let name = entry.file_name();
-            if p.is_dir() {
-                if !matches!(name.to_str(), Some("target" | ".cache" | ".git")) {
-                    dirs.push(p);
-                }
-                continue;
-            }
-            let Ok(bytes) = std::fs::read(&p) else {
-                continue;
-            };
-            files += 1;
-            let text = String::from_utf8_lossy(&bytes);
-            for (n, line) in text.lines().enumerate() {
-                for needle in &needles {
-                    if line.contains(needle.as_str()) {
-                        let rel = p.strip_prefix(root()).unwrap().display();
-                        found.push(format!("{rel}:{}: {needle}", n + 1));
-                    }
+    let files = visit_repository_files(root(), |p, text| {
+        for (n, line) in text.lines().enumerate() {
+            for needle in &needles {
+                if line.contains(needle.as_str()) {
+                    let rel = p.strip_prefix(root()).unwrap().display();
+                    found.push(format!("{rel}:{}: {needle}", n + 1));
                 }
             }
         }
-    }
+    });
     assert!(files >= 100, "only {files} files scanned");
     assert!(
         found.is_empty(),

@@ -11,9 +11,11 @@
 //! - [`sse`]: a pure push parser of `text/event-stream` ([`SseParser`]).
 //! - [`types`]: request bodies, [`Assistant`], typed [`RunEvent`]s.
 //! - [`error`]: [`Error`], with [`Error::is_transient`].
+//! - [`limits`]: [`limits::Limits`], the rate and concurrency bounds of agent server calls.
 
 pub mod client;
 pub mod error;
+pub mod limits;
 pub mod sse;
 pub mod types;
 

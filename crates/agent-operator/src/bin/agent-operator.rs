@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_operator::agentserver::limits::VerifyConfig;
 use agent_operator::controller::deployment::runner;
-use agent_operator::controller::deployment::verify::VerifyConfig;
 use agent_operator::controller::scaffold::Scope;
 use agent_operator::controller::{
     Context, OperatorConfig, assistant, cluster_control_plane, control_plane, cron, hash_key,

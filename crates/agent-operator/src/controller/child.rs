@@ -16,11 +16,11 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use secrecy::SecretString;
 
-use super::deployment::verify::{Deferred, Permit};
 use super::kind::{Flow, Kind, Report};
 pub(crate) use super::report::bounded;
 use super::{Context, Error, jittered, object_key};
 use crate::agentserver::AgentServerClient;
+use crate::agentserver::limits::{Deferred, Permit};
 use crate::api::assistant::RejectedAssistantRequest;
 use crate::api::conditions::{READY, TRUE, find, reason};
 use crate::api::deployment::{AgentDeployment, DriftField, ManagementPolicy};

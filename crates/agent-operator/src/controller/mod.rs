@@ -50,7 +50,7 @@ pub struct OperatorConfig {
     /// Longest delay of the per-object error backoff.
     pub max_backoff: Duration,
     /// Settings of `spec.verify` (agent server checks).
-    pub verify: deployment::verify::VerifyConfig,
+    pub verify: crate::agentserver::limits::VerifyConfig,
     /// The hosts requests may go to (`--allowed-hosts`): control planes and
     /// agent servers. Default [`crate::allowlist::DEFAULT_ALLOWED_HOSTS`].
     pub allowed_hosts: crate::allowlist::HostAllowlist,
@@ -124,7 +124,7 @@ pub struct Context {
     /// The bounds of agent server calls (`spec.verify`, AgentAssistants,
     /// AgentCrons): a rate per agent server and a process-wide concurrency
     /// cap, apart from every control plane budget.
-    pub verifier: deployment::verify::Limits,
+    pub verifier: crate::agentserver::limits::Limits,
     /// The key of `status.secretsHash` ([`hash_key`]): a random one until
     /// the operator sets the one of its Secret ([`hash_key::load_or_create`])
     /// before the controllers start.
@@ -229,7 +229,7 @@ impl Context {
             controller: "agent-operator".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
-        let verifier = deployment::verify::Limits::new(&config.verify);
+        let verifier = crate::agentserver::limits::Limits::new(&config.verify);
         let planes = planes::ClientCache::default();
         planes.set_allowed_hosts(config.allowed_hosts.clone());
         planes.set_shard(config.shard.clone());

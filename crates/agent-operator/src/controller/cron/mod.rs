@@ -14,7 +14,7 @@
 //! answer was lost is found and adopted by the next pass instead of being
 //! created again. Every agent server request draws from the budget of its
 //! agent server, which the deployment's `spec.verify` and AgentAssistants
-//! draw from too ([`super::deployment::verify::Limits`]).
+//! draw from too ([`crate::agentserver::limits::Limits`]).
 //!
 //! Source: docs/control-plane-api.md "Crons", "Agent server" (the key, the
 //! cron facts, `end_time` on the pinned server).

@@ -2,8 +2,17 @@
 """Counts the import cycles between the source files of every crate.
 
 Usage: hack/import-cycles.py [crates-dir]   (default: crates/)
+       hack/import-cycles.py --upward DIR [crates-dir]
 Prints the number of cycles (0 when there is none), then each cycle, one
 line a cycle; exits 1 when there is one. Run by `make lint`.
+
+With `--upward DIR`: prints the number of upward imports of the files
+under DIR (a path into one of their own ancestors' mod.rs, below the crate
+root: `use super::Context` in controller/kind.rs when controller/mod.rs
+defines it), then each, one line an import; exits 1 when there is one. A
+folder whose mod.rs only declares and re-exports has none: its files name
+each other, never the folder they live in (`make lint` checks
+controller/).
 
 Why a script of our own: cargo and clippy see modules, not files, and the
 tools that draw module graphs (cargo-modules) need a nightly toolchain or a
@@ -106,8 +115,9 @@ def modules(root, base):
     return files
 
 
-def edges(files):
-    """File -> the files it names, ancestors left out."""
+def edges(files, upward=None):
+    """File -> the files it names, ancestors left out (with `upward`, a
+    list: each (file, ancestor) it names is appended to it)."""
     out = {}
     for path, file in files.items():
         with open(file, encoding="utf-8") as f:
@@ -116,7 +126,9 @@ def edges(files):
         for m in USE.finditer(text):
             named += [(m.group(1), p) for p in expand(m.group(2))]
         for m in PATH.finditer(text):
-            named.append((m.group(1), m.group(2)[2:]))
+            # `crate::a::{b, c}`: the group's paths come from USE above.
+            if not m.group(3):
+                named.append((m.group(1), m.group(2)[2:]))
         targets = set()
         for root, rest in named:
             base = {"crate": (), "self": path, "super": path[:-1]}[root]
@@ -130,6 +142,8 @@ def edges(files):
                     break
             if target != path and target != path[: len(target)]:
                 targets.add(files[target])
+            elif upward is not None and target and target != path:
+                upward.append((file, files[target]))
         out[file] = targets
     return out
 
@@ -167,7 +181,26 @@ def cycles(graph):
     return found
 
 
+def upward_imports(folder, top):
+    """Every (file, ancestor) of a file under `folder` naming an ancestor."""
+    found = set()
+    for crate in sorted(os.listdir(top)):
+        for root, base in crate_roots(os.path.join(top, crate)):
+            ups = []
+            edges(modules(root, base), ups)
+            prefix = os.path.normpath(folder) + os.sep
+            found |= {u for u in ups if os.path.normpath(u[0]).startswith(prefix)}
+    return sorted(found)
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--upward":
+        top = sys.argv[3] if len(sys.argv) > 3 else "crates"
+        ups = upward_imports(sys.argv[2], top)
+        print(len(ups))
+        for file, ancestor in ups:
+            print(f"upward: {file} -> {ancestor}")
+        return 1 if ups else 0
     top = sys.argv[1] if len(sys.argv) > 1 else "crates"
     found = []
     for crate in sorted(os.listdir(top)):

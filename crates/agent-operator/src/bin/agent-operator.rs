@@ -8,11 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_operator::agentserver::limits::VerifyConfig;
+use agent_operator::controller::deployment::context::{DeploymentContext, State};
 use agent_operator::controller::deployment::runner;
 use agent_operator::controller::scaffold::Scope;
 use agent_operator::controller::{
-    Context, OperatorConfig, assistant, cluster_control_plane, control_plane, cron, hash_key,
-    listener,
+    Context, OperatorConfig, Shared, assistant, cluster_control_plane, control_plane, cron,
+    hash_key, listener,
 };
 use agent_operator::http::{self, Health};
 use agent_operator::leader::{self, LeaderConfig};
@@ -359,7 +360,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         leader_election = ?election,
         "agent-operator starting"
     );
-    let ctx = Context::new(client.clone(), config);
+    let ctx = Shared::new(client.clone(), config);
     ctx.planes.set_host_ceiling(host_ceiling);
     ctx.planes.set_cluster_resource_namespace(
         &args
@@ -401,7 +402,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 fn serve<S>(
     args: &RunArgs,
     listener: TcpListener,
-    ctx: &Context,
+    ctx: &Shared,
     health: &Health,
     shutdown: S,
 ) -> tokio::task::JoinHandle<std::io::Result<()>>
@@ -430,7 +431,7 @@ where
 /// Errors: the hash key could not be read or created (the lease is
 /// released first).
 async fn lead<S>(
-    mut ctx: Context,
+    ctx: Shared,
     leadership: Option<leader::Leadership>,
     args: &RunArgs,
     shutdown: S,
@@ -447,16 +448,23 @@ where
     // The key of status.secretsHash, read by the replica that reconciles,
     // when it starts to (so a leader change after a rotation uses the new
     // key, and replicas never take turns with two keys).
-    match hash_key::load_or_create(&ctx.client, &hash_key_namespace, &args.hash_key_secret).await {
-        Ok(key) => ctx.hash_key = key,
-        Err(e) => {
-            release(leadership).await;
-            return Err(anyhow::Error::from(e).context("the secrets hash key"));
-        }
-    }
+    let state =
+        match hash_key::load_or_create(&ctx.client, &hash_key_namespace, &args.hash_key_secret)
+            .await
+        {
+            Ok(key) => State::with_hash_key(key),
+            Err(e) => {
+                release(leadership).await;
+                return Err(anyhow::Error::from(e).context("the secrets hash key"));
+            }
+        };
     let scope = ctx.config.scope.clone();
     let metrics = ctx.metrics.clone();
-    let ctx = Arc::new(ctx);
+    let shared = Arc::new(ctx);
+    let ctx = Contexts {
+        kinds: Arc::new(Context::of(shared.clone())),
+        deployments: Arc::new(Context::new(shared, state)),
+    };
     let lost = match &leadership {
         Some(l) => l.lost().boxed(),
         None => futures::future::pending().boxed(),
@@ -518,12 +526,20 @@ async fn release(leadership: Option<leader::Leadership>) {
     }
 }
 
+/// The contexts of the controllers: one [`Shared`] under both.
+struct Contexts {
+    /// The kinds that keep no state of their own.
+    kinds: Arc<Context>,
+    /// The AgentDeployment controller, with its state.
+    deployments: Arc<DeploymentContext>,
+}
+
 /// The controllers of every kind (AgentDeployment, AgentControlPlane,
 /// AgentListener, AgentAssistant, AgentCron, and ClusterAgentControlPlane
 /// when `scope` is every namespace) until `shutdown`; `health` turns synced
 /// once the AgentDeployment watches listed.
 async fn run_controllers<S>(
-    ctx: Arc<Context>,
+    ctx: Contexts,
     scope: Scope,
     concurrency: u16,
     shutdown: S,
@@ -534,6 +550,10 @@ async fn run_controllers<S>(
     let synced = health.clone();
     // A cluster plane serves every namespace: reconciled by an operator that
     // watches them all.
+    let Contexts {
+        kinds: ctx,
+        deployments,
+    } = ctx;
     let cluster_planes = {
         let (ctx, shutdown) = (ctx.clone(), shutdown.clone());
         let everywhere = scope.targets() == [None];
@@ -546,7 +566,7 @@ async fn run_controllers<S>(
     futures::future::join(
         futures::future::join5(
             runner::run_with(
-                ctx.clone(),
+                deployments,
                 scope.clone(),
                 concurrency,
                 shutdown.clone(),

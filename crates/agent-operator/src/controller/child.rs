@@ -18,12 +18,15 @@ use secrecy::SecretString;
 
 use super::kind::{Flow, Kind, Report};
 pub(crate) use super::report::bounded;
-use super::{Context, Error, jittered, object_key};
 use crate::agentserver::AgentServerClient;
 use crate::agentserver::limits::{Deferred, Permit};
 use crate::api::assistant::RejectedAssistantRequest;
 use crate::api::conditions::{READY, TRUE, find, reason};
 use crate::api::deployment::{AgentDeployment, DriftField, ManagementPolicy};
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use crate::controller::requeue::jittered;
+use crate::controller::requeue::object_key;
 use crate::plan::status::Outcome;
 
 /// Agent server calls one pass may make (a read and one mutation).
@@ -203,9 +206,11 @@ async fn key(
         .as_ref()
         .and_then(|v| v.api_key_secret_ref.as_ref());
     if let Some(r) = secret_ref {
-        return Ok(super::resolve::secret_value(ctx, ns, &r.name, &r.key)
-            .await?
-            .map(|v| Some(SecretString::from(v.trim().to_owned()))));
+        return Ok(
+            super::resolve::secret_value(&ctx.secrets, &ctx.client, ns, &r.name, &r.key)
+                .await?
+                .map(|v| Some(SecretString::from(v.trim().to_owned()))),
+        );
     }
     if !crate::plan::verdict::control_plane_key_allowed(&dep.spec) {
         return Ok(Ok(None));

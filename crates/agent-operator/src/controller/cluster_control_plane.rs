@@ -27,12 +27,13 @@ use super::planes::Origin;
 use super::report::ReasonTable;
 use super::scaffold::{drive, own_kind_stream, strip_managed_fields};
 use super::secrets::ReferencesSecrets;
-use super::{Context, Error};
 use crate::api::SecretKeyRef;
 use crate::api::cluster_control_plane::ClusterAgentControlPlane;
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeployment;
 use crate::api::listener::AgentListener;
+use crate::controller::context::Context;
+use crate::controller::error::Error;
 use crate::controlplane::ControlPlaneClient;
 use crate::plan::status::Outcome;
 
@@ -239,7 +240,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         KIND,
         CONCURRENCY,
         shutdown,
-        super::observed(KIND, reconcile),
+        crate::controller::scaffold::observed(KIND, reconcile),
         super::scaffold::error_policy,
         ctx,
     )

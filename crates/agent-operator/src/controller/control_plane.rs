@@ -39,7 +39,6 @@ use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::secrets::ReferencesSecrets;
 use super::unmanaged::Planes;
-use super::{Context, Error, jittered, scoped_api};
 use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
 use crate::api::control_plane::{
@@ -47,6 +46,10 @@ use crate::api::control_plane::{
     UnmanagedDeployments,
 };
 use crate::api::deployment::AgentDeployment;
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use crate::controller::requeue::jittered;
+use crate::controller::scaffold::scoped_api;
 use crate::controlplane::error::Refusal;
 use crate::controlplane::types::Deployment;
 use crate::controlplane::{ControlPlaneClient, Error as CpError, ListDeployments};
@@ -162,6 +165,7 @@ fn previous_unmanaged<K: Kind<Status = AgentControlPlaneStatus>>(
 macro_rules! plane_kind {
     ($kind:ty, |$obj:ident| $namespace:expr) => {
         impl Kind for $kind {
+            type State = ();
             $crate::kind_status!($crate::api::control_plane::AgentControlPlaneStatus);
             const FINALIZER: Option<&'static str> =
                 Some($crate::api::control_plane::IN_USE_FINALIZER);

@@ -38,7 +38,7 @@ pub enum Error {
     DeletionBlocked(String),
     /// An AgentControlPlane being deleted is still used by AgentDeployments
     /// (the message names them); checked again every
-    /// [`super::IN_USE_RECHECK`], reported in status.
+    /// [`crate::controller::requeue::IN_USE_RECHECK`], reported in status.
     #[error("in use: {0}")]
     InUse(String),
     /// The object lacks a namespace or name (should not happen for namespaced kinds).

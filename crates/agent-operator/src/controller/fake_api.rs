@@ -17,7 +17,8 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::kind::{self, Kind};
-use super::{Context, OperatorConfig};
+use crate::controller::context::{Context, OperatorConfig, Shared};
+use crate::controller::deployment::context::{DeploymentContext, State};
 
 /// The namespace of every scenario.
 pub const NS: &str = "default";
@@ -217,8 +218,12 @@ pub struct Scenario {
     pub emulator: RunningEmulator,
     /// The fake API server.
     pub api: Arc<ApiServer>,
-    /// The operator's context, on a client of the fake API server.
-    pub ctx: Arc<Context>,
+    /// The AgentDeployment controller's context, on a client of the fake
+    /// API server.
+    pub ctx: Arc<DeploymentContext>,
+    /// The context of the kinds that keep no state, over the same
+    /// [`Shared`].
+    pub kinds: Arc<Context>,
     /// How many entries of the emulator's request log [`Scenario::requests`]
     /// has returned.
     requests_seen: Mutex<usize>,
@@ -231,8 +236,10 @@ impl Scenario {
             .await
             .expect("emulator");
         let api = Arc::new(ApiServer::default());
+        let ctx = context(api.clone());
         let s = Self {
-            ctx: context(api.clone()),
+            kinds: Arc::new(Context::of(ctx.shared.clone())),
+            ctx,
             emulator,
             api,
             requests_seen: Mutex::new(0),
@@ -262,8 +269,9 @@ impl Scenario {
     /// over the same API server and emulator, with the same hash key (a
     /// real replica reads it from its Secret).
     pub fn restart(&mut self) {
-        let key = self.ctx.hash_key.clone();
+        let key = self.ctx.state.hash_key.clone();
         self.ctx = context_with(self.api.clone(), Some(key));
+        self.kinds = Arc::new(Context::of(self.ctx.shared.clone()));
     }
 
     /// Stores `object` at `path` (a user's create).
@@ -296,8 +304,21 @@ impl Scenario {
     /// One pass of kind `K` on the object stored at `path`: the writes it
     /// made, in order.
     pub async fn pass_of<K: Kind>(&self, path: &str) -> Vec<String> {
-        let _ = kind::reconcile(Arc::new(self.object_at::<K>(path)), self.ctx.clone()).await;
+        let _ = kind::reconcile(Arc::new(self.object_at::<K>(path)), self.ctx_of::<K>()).await;
         std::mem::take(&mut *self.api.writes.lock().unwrap())
+    }
+
+    /// The context of kind `K`'s passes: [`Self::ctx`] for an
+    /// AgentDeployment, [`Self::kinds`] for the kinds that keep no state.
+    pub fn ctx_of<K: Kind>(&self) -> Arc<Context<K::State>> {
+        let any: Arc<dyn std::any::Any + Send + Sync> =
+            if std::any::TypeId::of::<K::State>() == std::any::TypeId::of::<State>() {
+                self.ctx.clone()
+            } else {
+                self.kinds.clone()
+            };
+        any.downcast()
+            .expect("a kind's state is () or the AgentDeployment's")
     }
 
     /// The control plane (and agent server) requests the emulator logged
@@ -324,7 +345,7 @@ impl Scenario {
 }
 
 /// The operator's context on a client whose every request `api` answers.
-fn context(api: Arc<ApiServer>) -> Arc<Context> {
+fn context(api: Arc<ApiServer>) -> Arc<DeploymentContext> {
     context_with(api, None)
 }
 
@@ -332,7 +353,7 @@ fn context(api: Arc<ApiServer>) -> Arc<Context> {
 fn context_with(
     api: Arc<ApiServer>,
     hash_key: Option<crate::plan::secrets_hash::HashKey>,
-) -> Arc<Context> {
+) -> Arc<DeploymentContext> {
     let service = tower::service_fn(move |req: Request<Body>| {
         let server = api.clone();
         async move {
@@ -363,11 +384,9 @@ fn context_with(
         max_poll_interval: std::time::Duration::from_millis(500),
         ..OperatorConfig::default()
     };
-    let mut ctx = Context::new(client, config);
-    if let Some(key) = hash_key {
-        ctx.hash_key = key;
-    }
-    Arc::new(ctx)
+    let shared = Arc::new(Shared::new(client, config));
+    let state = hash_key.map_or_else(State::default, State::with_hash_key);
+    Arc::new(Context::new(shared, state))
 }
 
 /// `s` in base64 (a Secret's data).

@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Error;
 use super::report::{ReasonTable, reason_for};
 use super::resolve::Blocked;
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeploymentSpec;
+use crate::controller::error::Error;
 use crate::controlplane::types::{GithubIntegration, GithubRepository};
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 

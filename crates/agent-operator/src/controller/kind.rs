@@ -25,9 +25,11 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::context::Context;
+use super::error::Error;
 use super::report::conditions;
 use super::report::{ReasonTable, apply_status, publish};
-use super::{Context, Error, object_key};
+use super::requeue::object_key;
 use crate::api::conditions::{READY, find};
 use crate::plan::status::Outcome;
 use crate::plan::verdict::Note;
@@ -75,6 +77,11 @@ pub trait Kind:
     + Sync
     + 'static
 {
+    /// What the kind keeps between its passes, in its [`Context`]'s
+    /// `state` (`()`: nothing; the AgentDeployment's:
+    /// [`super::deployment::context::State`]).
+    type State: Send + Sync + 'static;
+
     /// The status subresource of the kind.
     type Status: Serialize + PartialEq + Clone + Default + std::fmt::Debug + Send + Sync;
 
@@ -103,7 +110,7 @@ pub trait Kind:
     fn observe(
         api: &Api<Self>,
         obj: &Self,
-        ctx: &Context,
+        ctx: &Context<Self::State>,
     ) -> impl Future<Output = Flow<Self::Observed, Self>> + Send;
 
     /// The step to take on what was observed. Pure.
@@ -114,7 +121,7 @@ pub trait Kind:
     fn act(
         api: &Api<Self>,
         obj: &Self,
-        ctx: &Context,
+        ctx: &Context<Self::State>,
         seen: Self::Observed,
         decision: Self::Decision,
     ) -> impl Future<Output = Box<Report<Self>>> + Send;
@@ -124,7 +131,7 @@ pub trait Kind:
     fn apply(
         api: &Api<Self>,
         obj: &Self,
-        ctx: &Context,
+        ctx: &Context<Self::State>,
     ) -> impl Future<Output = Box<Report<Self>>> + Send {
         async move {
             match Self::observe(api, obj, ctx).await {
@@ -143,7 +150,7 @@ pub trait Kind:
     fn cleanup(
         _api: &Api<Self>,
         _obj: &Self,
-        _ctx: &Context,
+        _ctx: &Context<Self::State>,
     ) -> impl Future<Output = Box<Report<Self>>> + Send {
         std::future::ready(Report::end(Action::await_change()))
     }
@@ -158,10 +165,10 @@ pub trait Kind:
         false
     }
 
-    /// Forgets what this kind keeps in memory about `obj`, once its deletion
-    /// is done (the per-object backoff and pass state of [`Context`] are
-    /// forgotten for every kind). Default: nothing.
-    fn forget(_ctx: &Context, _obj: &Self) {}
+    /// Forgets what this kind keeps in its state about `obj`, once its
+    /// deletion is done (the error backoff, [`super::context::Shared`]'s,
+    /// is forgotten for every kind). Default: nothing.
+    fn forget(_ctx: &Context<Self::State>, _obj: &Self) {}
 
     /// How soon a pass of `self` must run again at the latest, whatever
     /// its report says (an AgentDeployment's expiry instant): [`write`](fn@write)
@@ -261,41 +268,46 @@ pub struct Report<K: Kind> {
     pub annotations: Vec<(&'static str, Option<String>)>,
     /// Events, published after the writes, in this order.
     pub events: Vec<Note>,
-    /// Changes of the in-process memory ([`Context`]) that this pass's
+    /// Changes of the in-process memory (the kind's [`Context`]) that this pass's
     /// writes make true, applied only once they succeeded: a failed write
     /// leaves the memory as it was, like the object.
-    pub remember: Remember,
+    pub remember: Remember<K::State>,
     /// The requeue, or the error that `error_policy` backs off from.
     pub then: Result<Requeue, Error>,
 }
 
-/// One change of the in-process memory.
-type Change = Box<dyn FnOnce(&Context) + Send + Sync>;
+/// One change of the in-process memory of a kind whose state is `S`.
+type Change<S> = Box<dyn FnOnce(&Context<S>) + Send + Sync>;
 
 /// Changes of the in-process memory carried by a [`Report`], in order.
-#[derive(Default)]
-pub struct Remember(Vec<Change>);
+pub struct Remember<S>(Vec<Change<S>>);
 
-impl Remember {
+impl<S> Default for Remember<S> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<S> Remember<S> {
     /// Adds `change`, applied after the report's Kubernetes writes.
-    pub fn push(&mut self, change: impl FnOnce(&Context) + Send + Sync + 'static) {
+    pub fn push(&mut self, change: impl FnOnce(&Context<S>) + Send + Sync + 'static) {
         self.0.push(Box::new(change));
     }
 
     /// Moves the changes of `other` after these.
-    pub fn append(&mut self, other: &mut Remember) {
+    pub fn append(&mut self, other: &mut Remember<S>) {
         self.0.append(&mut other.0);
     }
 
     /// Applies every change to `ctx`, in order.
-    fn apply(self, ctx: &Context) {
+    fn apply(self, ctx: &Context<S>) {
         for change in self.0 {
             change(ctx);
         }
     }
 }
 
-impl std::fmt::Debug for Remember {
+impl<S> std::fmt::Debug for Remember<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Remember({} changes)", self.0.len())
     }
@@ -459,7 +471,7 @@ pub fn has_finalizer<K: Kind>(obj: &K, name: &str) -> bool {
 /// and what follows it is neither written nor remembered.
 pub async fn write<K: Kind>(
     api: &Api<K>,
-    ctx: &Context,
+    ctx: &Context<K::State>,
     obj: &K,
     report: Box<Report<K>>,
 ) -> Result<Action, Error> {
@@ -509,13 +521,13 @@ pub async fn write<K: Kind>(
 /// [`Kind::FINALIZER`]) dispatches to [`Kind::apply`] or [`Kind::cleanup`],
 /// and the report they return is written ([`write`](fn@write)). Once written: a
 /// finished deletion forgets the object's in-process memory (the
-/// [`Context`]'s and [`Kind::forget`]); any other success resets the
+/// shared error backoff and [`Kind::forget`]); any other success resets the
 /// object's error backoff.
 ///
 /// Errors: Kubernetes API failures and the errors the pass returns (status
 /// is written before they are returned).
 #[tracing::instrument(skip_all, fields(namespace = obj.namespace().unwrap_or_default(), name = obj.name_any()))]
-pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile<K: Kind>(obj: Arc<K>, ctx: Arc<Context<K::State>>) -> Result<Action, Error> {
     let key = object_key(obj.as_ref());
     let deleted = obj.meta().deletion_timestamp.is_some();
     let api: Api<K> = <K::Scope as KindScope>::api(ctx.client.clone(), obj.namespace().as_deref())?;
@@ -546,7 +558,7 @@ async fn with_finalizer<K: Kind>(
     api: &Api<K>,
     name: &str,
     obj: Arc<K>,
-    ctx: &Context,
+    ctx: &Context<K::State>,
 ) -> Result<Action, Error> {
     if obj.meta().deletion_timestamp.is_none()
         && !has_finalizer(obj.as_ref(), name)
@@ -585,7 +597,7 @@ async fn finalizer_pass<K: Kind>(
     api: &Api<K>,
     name: &str,
     obj: Arc<K>,
-    ctx: &Context,
+    ctx: &Context<K::State>,
 ) -> Result<Action, kube::runtime::finalizer::Error<Error>> {
     finalizer(api, name, obj, |event| async {
         let (obj, report) = match event {

@@ -28,10 +28,13 @@ use kube::{Api, ResourceExt};
 use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
-use super::{Context, Error, jittered, scoped_api};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use crate::controller::requeue::jittered;
+use crate::controller::scaffold::scoped_api;
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::Listener;
 use crate::plan::status::Outcome;
@@ -72,6 +75,7 @@ pub fn mirror(listener: &Listener) -> AgentListenerStatus {
 }
 
 impl Kind for AgentListener {
+    type State = ();
     crate::kind_status!(AgentListenerStatus);
     const FINALIZER: Option<&'static str> = None;
     const REASONS: ReasonTable = ReasonTable::LISTENER;

@@ -13,10 +13,11 @@ use kube::Api;
 
 use super::report::{ReasonTable, reason_for};
 use super::resolve::Blocked;
-use super::{Context, Error};
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeploymentSpec;
 use crate::api::listener::AgentListener;
+use crate::controller::context::Shared;
+use crate::controller::error::Error;
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 
 /// Checks the placement fields of a spec on their own: `listenerId` and
@@ -102,7 +103,7 @@ pub fn listener_blocked(listener_id: &str, e: &CpError) -> Option<Blocked> {
 /// Returns `Ok(Ok(Some(listener_id)))`, `Ok(Ok(None))` when no listener is
 /// used, or `Ok(Err(Blocked))` for an input to fix. Errors: as the two.
 pub async fn resolve_listener(
-    ctx: &Context,
+    ctx: &Shared,
     cp: &ControlPlaneClient,
     namespace: &str,
     spec: &AgentDeploymentSpec,
@@ -128,7 +129,7 @@ pub async fn resolve_listener(
 /// Returns `Ok(Ok(None))` when no listener is used. Errors: Kubernetes API
 /// failures other than 404.
 pub async fn listener_id(
-    ctx: &Context,
+    ctx: &Shared,
     namespace: &str,
     spec: &AgentDeploymentSpec,
 ) -> Result<Result<Option<String>, Blocked>, Error> {

@@ -30,12 +30,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, ResourceExt};
 use secrecy::SecretString;
 
-use super::Error;
 use super::resolve::Blocked;
 use crate::api::SecretKeyRef;
 use crate::api::cluster_control_plane::ClusterAgentControlPlane;
 use crate::api::conditions::reason;
 use crate::api::control_plane::{AgentControlPlane, AgentControlPlaneSpec};
+use crate::controller::error::Error;
 use crate::controlplane::{
     Budget, ClientConfig, ControlPlaneClient, PlaneLabel, RateLimit, RequestObserver,
 };
@@ -429,7 +429,7 @@ impl Origin {
 }
 
 /// Cache of control plane clients keyed by (namespace, AgentControlPlane
-/// name). Cheap to share: one per operator, in [`super::Context`].
+/// name). Cheap to share: one per operator, in [`super::context::Shared`].
 #[derive(Default)]
 pub struct ClientCache {
     entries: Mutex<HashMap<(String, String), Entry>>,
@@ -965,7 +965,7 @@ impl ClientCache {
     /// for an AgentControlPlane: from the cache while the stores show the
     /// plane and its Secrets unchanged, else read and (re)built. Whether a
     /// namespace may use it is the caller's check
-    /// ([`super::Context::plane_client_for`]). Errors: as
+    /// ([`super::context::Shared::plane_client_for`]). Errors: as
     /// [`ClientCache::client_for`].
     pub async fn client_for_cluster(
         &self,

@@ -17,10 +17,11 @@ use kube::{Api, Resource};
 use serde::Serialize;
 use tracing::warn;
 
-use super::{Context, Error};
 use crate::agentserver::Error as AsError;
 use crate::api::FIELD_MANAGER;
 use crate::api::conditions::reason;
+use crate::controller::context::Shared;
+use crate::controller::error::Error;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::error::Refusal;
 use crate::plan::status::Outcome;
@@ -411,7 +412,7 @@ pub fn error_outcome(table: &ReasonTable, operation: &str, e: &CpError) -> Outco
 
 /// Publishes an event about `obj` ([`core_event`]); a failure is logged,
 /// not returned.
-pub(crate) async fn publish<K>(ctx: &Context, obj: &K, type_: EventType, reason: &str, note: String)
+pub(crate) async fn publish<K>(ctx: &Shared, obj: &K, type_: EventType, reason: &str, note: String)
 where
     K: Resource<DynamicType = ()>,
 {

@@ -6,9 +6,10 @@
 //! back as [`Blocked`], which the reconciler writes to status (`Ready=False`
 //! with a reason naming what is missing) instead of failing.
 
-use super::{Context, Error};
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeploymentSpec;
+use crate::controller::error::Error;
+use crate::controller::secrets::Secrets;
 use crate::controlplane::types::SecretValue;
 use k8s_openapi::api::core::v1::Secret;
 
@@ -108,12 +109,13 @@ pub fn missing_key<'a>(
 /// Returns `Ok(Err(Blocked))` when the Secret or key does not exist, and
 /// `Err` for API errors other than 404.
 pub async fn secret_value(
-    ctx: &Context,
+    secrets: &Secrets,
+    client: &kube::Client,
     namespace: &str,
     name: &str,
     key: &str,
 ) -> Result<Result<String, Blocked>, Error> {
-    let found = ctx.secrets.value(&ctx.client, namespace, name, key).await?;
+    let found = secrets.value(client, namespace, name, key).await?;
     // The Secret as far as `key_value` needs it: the value of `key`, or the
     // names of the keys it has instead (with empty values).
     let secret = found.map(|value| Secret {
@@ -172,12 +174,13 @@ where
 /// referenced Secrets of `namespace` ([`secret_values`] with
 /// [`secret_value`]).
 pub async fn deployment_secrets(
-    ctx: &Context,
+    secrets: &Secrets,
+    client: &kube::Client,
     namespace: &str,
     spec: &AgentDeploymentSpec,
 ) -> Result<Result<Vec<SecretValue>, Blocked>, Error> {
     secret_values(spec, |name, key| async move {
-        secret_value(ctx, namespace, &name, &key).await
+        secret_value(secrets, client, namespace, &name, &key).await
     })
     .await
 }

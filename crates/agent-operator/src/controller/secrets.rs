@@ -39,8 +39,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use tokio::sync::broadcast;
 
-use super::Error;
 use crate::api::SecretKeyRef;
+use crate::controller::error::Error;
 
 /// Objects per page of the Secret list. A page is read whole before it is
 /// decoded, and the kube client copies its body twice on the way (into
@@ -153,7 +153,7 @@ impl Known {
 }
 
 /// Shared state of the Secret watch and cache; one per operator, in
-/// [`super::Context`].
+/// [`super::context::Shared`].
 #[derive(Default)]
 pub struct Secrets {
     watches: Mutex<HashMap<Option<String>, Watch>>,
@@ -478,10 +478,10 @@ impl Secrets {
         // for a type whose `metadata_api()` is true: `data` never leaves
         // the API server (its deprecated `metadata_watcher` does the same),
         // and the annotations are skipped while decoding.
-        let api: Api<TrimmedSecretMeta> = super::scoped_api(client, namespace);
+        let api: Api<TrimmedSecretMeta> = crate::controller::watch::scoped_api(client, namespace);
         let (store, writer) = reflector::store::<PartialObjectMeta<Secret>>();
         let (tx, _) = broadcast::channel(FANOUT_BUFFER);
-        let stream = super::scaffold::relist_at_once(
+        let stream = super::watch::relist_at_once(
             "Secret",
             watcher(api, watcher::Config::default().page_size(LIST_PAGE_SIZE)).map_ok(untrimmed),
         )

@@ -125,9 +125,12 @@ async fn an_unavailable_control_plane_writes_status_then_one_warning_then_fails(
     probe_answers(&s, 503);
     s.put(&plane_path("p"), plane(&s, "p", "key", true));
     let obj = std::sync::Arc::new(s.object_at::<AgentControlPlane>(&plane_path("p")));
-    let result = super::kind::reconcile(obj, s.ctx.clone()).await;
+    let result = super::kind::reconcile(obj, s.kinds.clone()).await;
     assert!(
-        matches!(result, Err(super::Error::ControlPlane { .. })),
+        matches!(
+            result,
+            Err(crate::controller::error::Error::ControlPlane { .. })
+        ),
         "{result:?}"
     );
     assert_eq!(
@@ -269,14 +272,31 @@ async fn memory_changes_follow_the_writes_that_make_them_true() {
         let mut r =
             Report::<AgentControlPlane>::end(kube::runtime::controller::Action::await_change());
         r.status = Some(Box::default());
-        r.remember.push(move |ctx| ctx.secrets_sent(key));
+        r.remember.push(move |ctx| {
+            ctx.backoff(key);
+        });
         r
     };
-    assert!(write(&api, &s.ctx, &plane, report("written")).await.is_ok());
-    assert!(s.ctx.secrets_due_in("written").is_some());
+    let remembered = |key: &str| {
+        s.kinds
+            .failures
+            .lock()
+            .unwrap()
+            .contains_key(&crate::controller::context::memory_key(key))
+    };
+    assert!(
+        write(&api, &s.kinds, &plane, report("written"))
+            .await
+            .is_ok()
+    );
+    assert!(remembered("written"));
     s.remove(PLANE);
-    assert!(write(&api, &s.ctx, &plane, report("failed")).await.is_err());
-    assert!(s.ctx.secrets_due_in("failed").is_none(), "not remembered");
+    assert!(
+        write(&api, &s.kinds, &plane, report("failed"))
+            .await
+            .is_err()
+    );
+    assert!(!remembered("failed"), "not remembered");
 }
 
 // Each scenario below also pins the control plane requests of each pass
@@ -399,9 +419,12 @@ async fn an_unavailable_control_plane_keeps_the_listener_observed_then_fails() {
         .expect("faults");
     let path = format!("{GROUP}/agentlisteners/l");
     let obj = std::sync::Arc::new(s.object_at::<AgentListener>(&path));
-    let result = super::kind::reconcile(obj, s.ctx.clone()).await;
+    let result = super::kind::reconcile(obj, s.kinds.clone()).await;
     assert!(
-        matches!(result, Err(super::Error::ControlPlane { .. })),
+        matches!(
+            result,
+            Err(crate::controller::error::Error::ControlPlane { .. })
+        ),
         "{result:?}"
     );
     assert_eq!(

@@ -155,7 +155,8 @@ pub async fn add_namespace(
     names: &HashSet<&str>,
     planes: &mut Planes<'_>,
 ) -> Result<(), kube::Error> {
-    let api: Api<AgentDeployment> = super::scoped_api(&planes.client, namespace);
+    let api: Api<AgentDeployment> =
+        crate::controller::scaffold::scoped_api(&planes.client, namespace);
     let mut params = ListParams::default().limit(PAGE);
     loop {
         let page = api.list(&params).await?;

@@ -62,6 +62,7 @@ pub struct AgentEchoStatus {
 }
 
 impl Kind for AgentEcho {
+    type State = ();
     agent_operator::kind_status!(AgentEchoStatus);
     const FINALIZER: Option<&'static str> = Some("scaffold.agentserver.dev/cleanup");
     /// Its row of the reason table: the AgentControlPlane's.
@@ -219,7 +220,11 @@ async fn a_fourth_kind_on_the_scaffold_becomes_ready_and_is_deleted_through_its_
         allowed_hosts: agent_operator::allowlist::HostAllowlist::parse(["127.0.0.1"]).unwrap(),
         ..Default::default()
     };
-    let ctx = Arc::new(Context::new(client.clone(), config));
+    let shared = Arc::new(agent_operator::controller::Shared::new(
+        client.clone(),
+        config,
+    ));
+    let ctx = Arc::new(Context::of(shared));
     let scope = Scope::Namespace(ns.clone());
     let planes = tokio::spawn(agent_operator::controller::control_plane::run(
         ctx.clone(),

@@ -633,9 +633,10 @@ pub async fn in_process_context() -> std::sync::Arc<agent_operator::controller::
             .expect("a valid allow-list"),
         ..Default::default()
     };
-    std::sync::Arc::new(agent_operator::controller::Context::new(
-        crate::common::operator_client().await,
-        config,
+    let shared =
+        agent_operator::controller::Shared::new(crate::common::operator_client().await, config);
+    std::sync::Arc::new(agent_operator::controller::Context::of(
+        std::sync::Arc::new(shared),
     ))
 }
 

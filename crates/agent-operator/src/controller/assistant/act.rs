@@ -10,9 +10,10 @@ use crate::api::assistant::AgentAssistant;
 use crate::api::conditions::reason;
 use crate::api::deployment::DriftField;
 use crate::controller::child::{self, Failure, bounded};
+use crate::controller::context::Context;
 use crate::controller::kind::{Kind, Report};
 use crate::controller::report::reason_for;
-use crate::controller::{Context, jittered};
+use crate::controller::requeue::jittered;
 use crate::plan::assistant::Step;
 use crate::plan::status::Outcome;
 

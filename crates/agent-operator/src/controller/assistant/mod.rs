@@ -30,11 +30,12 @@ use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::server_changes::dependents;
-use super::{Context, scoped_api};
 use crate::agentserver::{AgentServerClient, Assistant};
 use crate::api::assistant::{AgentAssistant, AgentAssistantStatus, AssistantDeletionPolicy};
 use crate::api::conditions::reason;
 use crate::api::deployment::{ManagementPolicy, PAUSED_ANNOTATION};
+use crate::controller::context::Context;
+use crate::controller::scaffold::scoped_api;
 use crate::plan::assistant::{Known, Step, assistant_id, decide};
 use crate::plan::status::Outcome;
 
@@ -61,6 +62,7 @@ pub struct Observed {
 }
 
 impl Kind for AgentAssistant {
+    type State = ();
     crate::kind_status!(AgentAssistantStatus);
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
     const REASONS: ReasonTable = ReasonTable::ASSISTANT;

@@ -13,9 +13,10 @@ use crate::api::conditions::reason;
 use crate::api::cron::{AgentCron, CronLastRun};
 use crate::api::deployment::DriftField;
 use crate::controller::child::{self, Failure, RETRY_TRANSIENT, bounded};
+use crate::controller::context::Context;
 use crate::controller::kind::{Kind, Report};
 use crate::controller::report::reason_for;
-use crate::controller::{Context, jittered};
+use crate::controller::requeue::jittered;
 use crate::plan::cron::{Step, digest, kept, patch_body, ready_reason};
 use crate::plan::status::Outcome;
 

@@ -37,12 +37,14 @@ use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::server_changes::dependents;
-use super::{Context, Error, scoped_api};
 use crate::agentserver::{AgentServerClient, Cron};
 use crate::api::assistant::AgentAssistant;
 use crate::api::conditions::{READY, TRUE, find, reason};
 use crate::api::cron::{AgentCron, AgentCronStatus, CronDeletionPolicy};
 use crate::api::deployment::ManagementPolicy;
+use crate::controller::context::Context;
+use crate::controller::error::Error;
+use crate::controller::scaffold::scoped_api;
 use crate::plan::cron::{Known, Step, decide};
 use crate::plan::status::Outcome;
 
@@ -73,6 +75,7 @@ pub struct Observed {
 }
 
 impl Kind for AgentCron {
+    type State = ();
     crate::kind_status!(AgentCronStatus);
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
     const REASONS: ReasonTable = ReasonTable::CRON;

@@ -13,8 +13,12 @@ use super::report::{Flow, Report};
 use super::{deleting, plane_key};
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, ManagementPolicy};
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::deployment::context::PollDue;
 use crate::controller::report::conditions;
-use crate::controller::{Context, PollDue, integrations, jittered, object_key, placement};
+use crate::controller::requeue::jittered;
+use crate::controller::requeue::object_key;
+use crate::controller::{integrations, placement};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate, DeploymentPatch, RevisionStatus};
 use crate::plan::decide::{self, After};
@@ -81,7 +85,7 @@ pub(super) async fn find_or_create(pass: &mut Pass<'_>) -> Flow<Acted> {
     // before a create (not for an explicit adoption, which creates
     // nothing): `integration_id` is immutable afterwards.
     if obj.spec.deployment_id.is_none() {
-        match integrations::resolve(&ctx.integrations, &plane_key(cp), cp, &obj.spec).await? {
+        match integrations::resolve(&ctx.state.integrations, &plane_key(cp), cp, &obj.spec).await? {
             Ok(Some(id)) => body.source_config.integration_id = Some(id),
             Ok(None) => {}
             Err(blocked) => return Err(Report::blocked(obj, ctx, blocked)),
@@ -113,7 +117,8 @@ fn secrets_changed_here(pass: &mut Pass<'_>, remote: &Deployment, observe: bool)
         return false;
     }
     let hash = pass.seen.secrets_hash.as_str();
-    let remote_values = desired::remote_secrets_compare(&pass.ctx.hash_key, hash, &remote.secrets);
+    let remote_values =
+        desired::remote_secrets_compare(&pass.ctx.state.hash_key, hash, &remote.secrets);
     let last_sent = pass.previous.secrets_hash.as_deref();
     if last_sent.is_none() && remote_values == Some(false) {
         pass.status.secrets_hash = Some(hash.to_owned());
@@ -167,7 +172,8 @@ async fn change(
     };
     if !read.remote_deleting {
         let key = key.clone();
-        pass.remember.push(move |ctx| ctx.deletes.forget(&key));
+        pass.remember
+            .push(move |ctx| ctx.state.deletes.forget(&key));
     }
     if observe {
         // What Manage would send, listed instead of sent.
@@ -214,6 +220,7 @@ async fn carry_out(
             // The other writer, when it is an object of this cluster.
             let found = pass
                 .ctx
+                .state
                 .claims
                 .about(&pass.ctx.planes, None, Some(&remote.id));
             let me = super::claims::claim_of(pass.obj, None).key;
@@ -280,7 +287,8 @@ fn minimal_patch(
     observe: bool,
 ) -> DeploymentPatch {
     let secrets_hash = pass.seen.secrets_hash.as_str();
-    let differs = desired::remote_secrets_differ(&pass.ctx.hash_key, secrets_hash, &remote.secrets);
+    let differs =
+        desired::remote_secrets_differ(&pass.ctx.state.hash_key, secrets_hash, &remote.secrets);
     let changed_outside = decide::correct_outside_change(
         changed_here,
         differs,
@@ -308,7 +316,7 @@ fn remote_deleting(pass: &mut Pass<'_>, id: &str) -> Box<Report> {
         reason: reason::REMOTE_DELETED,
         message: format!("remote deployment {id} is being deleted outside the operator"),
     };
-    let read = pass.ctx.deletes.read(
+    let read = pass.ctx.state.deletes.read(
         &object_key(pass.obj),
         id,
         true,
@@ -316,7 +324,8 @@ fn remote_deleting(pass: &mut Pass<'_>, id: &str) -> Box<Report> {
         pass.ctx.config.max_poll_interval,
     );
     let wait = read.delay;
-    pass.remember.push(move |ctx| ctx.deletes.record(read));
+    pass.remember
+        .push(move |ctx| ctx.state.deletes.record(read));
     pass.finish(&outcome, Ok(Requeue::after(wait)))
 }
 
@@ -384,8 +393,13 @@ async fn send_patch(
     pass.status.rejected_request = None;
     pass.status.unechoed_hash = Some(unechoed.clone());
     (pass.status.source_commit, pass.status.built_image) = shapes::provenance(&d);
-    let again =
-        desired::patch_read_back(&pass.ctx.hash_key, body, &d, secrets_hash, Some(&unechoed));
+    let again = desired::patch_read_back(
+        &pass.ctx.state.hash_key,
+        body,
+        &d,
+        secrets_hash,
+        Some(&unechoed),
+    );
     if let Some(unheld) = steps::unheld(&again, secrets_hash) {
         pass.status.unheld_patch = Some(unheld);
         let outcome = unheld_outcome(&d.id, &again);
@@ -438,7 +452,7 @@ fn unheld_outcome(id: &str, patch: &DeploymentPatch) -> Outcome {
 /// The remote deployment answered 404 although status names it: it was
 /// deleted outside the operator. Recreate it or stall, per
 /// `spec.remoteDeletionPolicy`.
-fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report> {
+fn remote_deleted(obj: &AgentDeployment, ctx: &DeploymentContext, id: &str) -> Box<Report> {
     // A deployment last seen UNUSED was most likely removed by the service
     // itself (docs/control-plane-api.md "Unused deployments"): say so.
     let was_unused = obj
@@ -484,7 +498,9 @@ fn remote_deleted(obj: &AgentDeployment, ctx: &Context, id: &str) -> Box<Report>
     status.deployment_status = None;
     let mut report = Report::end(Requeue::after(std::time::Duration::from_millis(100)));
     let key = object_key(obj);
-    report.remember.push(move |ctx| ctx.deletes.forget(&key));
+    report
+        .remember
+        .push(move |ctx| ctx.state.deletes.forget(&key));
     report.status = crate::controller::kind::changed(obj, status);
     report.events.push((
         EventType::Warning,

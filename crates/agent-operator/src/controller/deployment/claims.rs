@@ -31,8 +31,9 @@ use crate::api::deployment::{
     AgentDeployment, AgentDeploymentSpec, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
     FINALIZER, HANDED_OVER_FROM_ANNOTATION,
 };
+use crate::controller::context::Shared;
+use crate::controller::error::Error;
 use crate::controller::planes::ClientCache;
-use crate::controller::{Context, Error};
 use crate::plan::claims::{Claim, Fixed, PlaneId};
 
 /// The AgentDeployment stores of the operator (one per watched namespace,
@@ -193,7 +194,7 @@ pub fn claim_of(obj: &AgentDeployment, plane: Option<PlaneId>) -> Claim {
 /// The object `key` (`namespace/name`) read fresh from the API server, with
 /// its claim on its AgentControlPlane (read fresh too); `None` when it is
 /// gone. Errors: the Kubernetes API error.
-pub async fn fresh(ctx: &Context, key: &str) -> Result<Option<(AgentDeployment, Claim)>, Error> {
+pub async fn fresh(ctx: &Shared, key: &str) -> Result<Option<(AgentDeployment, Claim)>, Error> {
     let Some((ns, name)) = key.split_once('/') else {
         return Ok(None);
     };
@@ -210,7 +211,7 @@ pub async fn fresh(ctx: &Context, key: &str) -> Result<Option<(AgentDeployment, 
 /// its object read fresh from the API server; `None` when it does not
 /// exist. Errors: the Kubernetes API error.
 async fn fresh_plane_id(
-    ctx: &Context,
+    ctx: &Shared,
     namespace: &str,
     plane: &crate::api::control_plane::ControlPlaneRef,
 ) -> Result<Option<PlaneId>, Error> {
@@ -238,7 +239,7 @@ async fn fresh_plane_id(
 /// arrival triggers the pass of `to` that takes the deployment over.
 /// Errors: the Kubernetes API error.
 pub async fn hand_over(
-    ctx: &Context,
+    ctx: &Shared,
     to: &AgentDeployment,
     id: &str,
     from: &str,

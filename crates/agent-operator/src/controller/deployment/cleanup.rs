@@ -16,9 +16,11 @@ use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, DEPLOYMENT_ID_ANNOTATION, DeletionPolicy, ManagementPolicy, PAUSED_ANNOTATION,
 };
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::error::Error;
 use crate::controller::kind::changed;
 use crate::controller::report::conditions;
-use crate::controller::{Context, Error, object_key};
+use crate::controller::requeue::object_key;
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 use crate::plan::status::Outcome;
 
@@ -26,7 +28,7 @@ use crate::plan::status::Outcome;
 pub async fn cleanup(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
 ) -> Box<Report> {
     // An expired preview's remote deployment was deleted once (or
     // orphaned) at its expiry: nothing is sent again.
@@ -68,7 +70,7 @@ pub async fn cleanup(
     // queued before the last one removed the finalizer (and forgot the
     // object) may hold a cached copy of an object that is already gone.
     let remembered =
-        id_of(obj).is_some_and(|id| ctx.deletes.known(&object_key(obj), &id).is_some());
+        id_of(obj).is_some_and(|id| ctx.state.deletes.known(&object_key(obj), &id).is_some());
     let mut fresh = None;
     if !remembered {
         match api.get_opt(&obj.name_any()).await {
@@ -95,14 +97,14 @@ pub async fn cleanup(
 async fn hand_over(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
 ) -> Result<Option<Box<Report>>, Error> {
     use crate::plan::claims;
     let Some(id) = id_of(obj) else {
         return Ok(None);
     };
     let key = object_key(obj);
-    if ctx.deletes.known(&key, &id).is_some() {
+    if ctx.state.deletes.known(&key, &id).is_some() {
         return Ok(None);
     }
     let plane = plane_id_of(obj, ctx);
@@ -111,7 +113,7 @@ async fn hand_over(
         return Ok(None);
     };
     let name = me.name.clone();
-    let found = ctx.claims.about(&ctx.planes, Some(&name), Some(&id));
+    let found = ctx.state.claims.about(&ctx.planes, Some(&name), Some(&id));
     let Some(candidate) = claims::successor(&found, &me, &plane, &id, &name) else {
         return Ok(None);
     };
@@ -148,7 +150,10 @@ async fn hand_over(
 /// The control plane of `obj`: its AgentControlPlane in the watch cache,
 /// else the client this process last built for it (the plane is gone with
 /// its namespace); `None` when neither is known.
-fn plane_id_of(obj: &AgentDeployment, ctx: &Context) -> Option<crate::plan::claims::PlaneId> {
+fn plane_id_of(
+    obj: &AgentDeployment,
+    ctx: &DeploymentContext,
+) -> Option<crate::plan::claims::PlaneId> {
     let ns = obj.namespace()?;
     let plane = &obj.spec.control_plane_ref;
     if let Some(id) = super::claims::cached_plane_id(&ctx.planes, &ns, plane) {
@@ -164,7 +169,7 @@ fn plane_id_of(obj: &AgentDeployment, ctx: &Context) -> Option<crate::plan::clai
 
 /// The report of a deletion held by the pause annotation (or a value of it
 /// that does not parse); `None`: the deletion goes on.
-fn paused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
+fn paused(obj: &AgentDeployment, ctx: &DeploymentContext) -> Option<Box<Report>> {
     match obj.paused() {
         Ok(true) => {
             let fix = format!(
@@ -202,7 +207,7 @@ fn id_of(o: &AgentDeployment) -> Option<String> {
 /// request ([`deleting::before`]).
 fn delete_step(
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     key: &str,
     known_id: Option<&str>,
 ) -> deleting::Step {
@@ -210,7 +215,7 @@ fn delete_step(
     // written by the last read tells whether the deployment was deleting.
     match known_id {
         Some(id) => deleting::before(
-            ctx.deletes.known(key, id).unwrap_or(deleting::Known {
+            ctx.state.deletes.known(key, id).unwrap_or(deleting::Known {
                 accepted: deleting::is_deleting(
                     obj.status
                         .as_ref()
@@ -224,7 +229,7 @@ fn delete_step(
 }
 
 /// The DELETE (when due) and the read that tells whether it is done.
-async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
+async fn delete(obj: &AgentDeployment, ctx: &DeploymentContext) -> Flow<Box<Report>> {
     let known_id = id_of(obj);
     if known_id.is_none() && !obj.create_pending() {
         return Ok(Report::end(Requeue::await_change()));
@@ -266,7 +271,9 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
         Err(CpError::NotFound { .. }) => {
             info!(deployment_id = %id, "remote deployment deleted");
             let mut report = Report::end(Requeue::await_change());
-            report.remember.push(move |ctx| ctx.deletes.forget(&key));
+            report
+                .remember
+                .push(move |ctx| ctx.state.deletes.forget(&key));
             report.events.push((
                 EventType::Normal,
                 "Deleted",
@@ -283,7 +290,7 @@ async fn delete(obj: &AgentDeployment, ctx: &Context) -> Flow<Box<Report>> {
 /// plane (`status.controlPlane`) than the one `cp` sends to: it is not
 /// deleted there (a 404 would be taken for "gone", and the deployment left
 /// running unmanaged).
-fn same_plane(obj: &AgentDeployment, ctx: &Context, cp: &ControlPlaneClient) -> Flow<()> {
+fn same_plane(obj: &AgentDeployment, ctx: &DeploymentContext, cp: &ControlPlaneClient) -> Flow<()> {
     let Some(recorded) = obj.status.as_ref().and_then(|s| s.control_plane.as_ref()) else {
         return Ok(());
     };
@@ -307,7 +314,7 @@ fn same_plane(obj: &AgentDeployment, ctx: &Context, cp: &ControlPlaneClient) -> 
 /// (a bundle, a prune or a namespace deleted in one go), the client this
 /// process last built for it ([`ClientCache::retained`](crate::controller::planes::ClientCache::retained)). Without
 /// either, the deletion is blocked ([`blocked`]).
-async fn plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient> {
+async fn plane(obj: &AgentDeployment, ctx: &DeploymentContext) -> Flow<ControlPlaneClient> {
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
@@ -349,7 +356,7 @@ async fn plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient>
 /// The plane `plane` names for an object of `namespace`
 /// ([`crate::controller::planes::Origin`]).
 fn origin_of(
-    ctx: &Context,
+    ctx: &DeploymentContext,
     namespace: &str,
     plane: &crate::api::control_plane::ControlPlaneRef,
 ) -> crate::controller::planes::Origin {
@@ -363,7 +370,7 @@ fn origin_of(
 /// True when the namespace `ns` is being deleted (`deletionTimestamp`);
 /// false when it is not, or cannot be read (the operator of a
 /// `--namespace` install has no right to read namespaces).
-async fn namespace_terminating(ctx: &Context, ns: &str) -> bool {
+async fn namespace_terminating(ctx: &DeploymentContext, ns: &str) -> bool {
     let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.client.clone());
     matches!(
         api.get_opt(ns).await,
@@ -375,7 +382,7 @@ async fn namespace_terminating(ctx: &Context, ns: &str) -> bool {
 /// `DeletionBlocked`, a message with the `cause`, the `fix` and the way
 /// out that always works (`deletionPolicy: Orphan`), a Warning event once,
 /// and [`Error::DeletionBlocked`] for the backoff.
-fn blocked(obj: &AgentDeployment, ctx: &Context, cause: &str, fix: &str) -> Box<Report> {
+fn blocked(obj: &AgentDeployment, ctx: &DeploymentContext, cause: &str, fix: &str) -> Box<Report> {
     let message = deletion_blocked_message(obj, cause, fix);
     Report::stalled(obj, ctx, reason::DELETION_BLOCKED, message.clone())
         .then(Err::<Requeue, _>(Error::DeletionBlocked(message)))
@@ -405,13 +412,13 @@ fn cp_failed(operation: &'static str, e: CpError) -> Box<Report> {
 /// read again on the backoff of [`deleting`].
 fn still_there(
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     key: &str,
     id: String,
     remote_status: Option<String>,
 ) -> Box<Report> {
     let is_deleting = deleting::is_deleting(remote_status.as_deref());
-    let read = ctx.deletes.read(
+    let read = ctx.state.deletes.read(
         key,
         &id,
         is_deleting,
@@ -441,6 +448,8 @@ fn still_there(
     let mut report =
         Report::end(Requeue::await_change()).then(Err::<Requeue, _>(Error::DeletionPending(id)));
     report.status = changed(obj, status);
-    report.remember.push(move |ctx| ctx.deletes.record(read));
+    report
+        .remember
+        .push(move |ctx| ctx.state.deletes.record(read));
     report
 }

@@ -88,7 +88,7 @@ pub struct Read {
     watch: Watch,
 }
 
-/// Per object (the [`crate::controller::object_key`]): the remote delete in
+/// Per object (the [`crate::controller::requeue::object_key`]): the remote delete in
 /// progress, for [`before`] and the requeue of `Error::DeletionPending`.
 /// In memory only (see the module documentation).
 #[derive(Debug, Default)]
@@ -124,7 +124,7 @@ impl Deletes {
             Some(w) if w.id == id => w.reads.saturating_add(1),
             _ => 0,
         };
-        let delay = crate::controller::jittered(read_delay(reads, base, cap));
+        let delay = crate::controller::requeue::jittered(read_delay(reads, base, cap));
         Read {
             key: key.to_owned(),
             delay,

@@ -11,7 +11,7 @@ use super::report::Report;
 use super::step::{Ending, Seen};
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, DEPLOYMENT_ID_ANNOTATION, PAUSED_ANNOTATION};
-use crate::controller::Context;
+use crate::controller::deployment::context::DeploymentContext;
 use crate::controller::kind::Requeue;
 use crate::plan::status::Outcome;
 
@@ -24,7 +24,12 @@ pub fn paused_outcome() -> Outcome {
 
 /// The report of a pass of `obj` that ends for `why`, with what was
 /// `seen` (the report of a missing input is taken from it).
-pub fn run(obj: &AgentDeployment, ctx: &Context, seen: &mut Seen, why: Ending) -> Box<Report> {
+pub fn run(
+    obj: &AgentDeployment,
+    ctx: &DeploymentContext,
+    seen: &mut Seen,
+    why: Ending,
+) -> Box<Report> {
     let wait = match why {
         Ending::Paused => {
             return Report::outcome(obj, &paused_outcome(), Requeue::await_change());
@@ -69,7 +74,7 @@ pub fn run(obj: &AgentDeployment, ctx: &Context, seen: &mut Seen, why: Ending) -
 /// The end of the first pass after a restart of `obj`, which had converged
 /// on its generation: its drift check, spread at random over the resync
 /// period.
-fn cold_start(obj: &AgentDeployment, ctx: &Context) -> Box<Report> {
+fn cold_start(obj: &AgentDeployment, ctx: &DeploymentContext) -> Box<Report> {
     let delay = ctx
         .config
         .resync_interval

@@ -21,8 +21,9 @@ use tracing::info;
 use super::plane::control_plane;
 use super::report::{Flow, Report, outcome_status};
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION};
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::error::Error;
 use crate::controller::kind::changed;
-use crate::controller::{Context, Error};
 use crate::controlplane::Error as CpError;
 use crate::plan::expiry::{self, Expire, Step};
 use crate::plan::status::Outcome;
@@ -91,7 +92,11 @@ fn expired_outcome(obj: &AgentDeployment, when: &str, deleted: Option<&str>) -> 
 /// first); `Err` ends the pass: expired meanwhile (no write unless the
 /// conditions must say so, no request), or expired by this pass (one
 /// DELETE at most, then `expiredAt` in status).
-pub async fn run(api: &Api<AgentDeployment>, ctx: &Context, obj: &AgentDeployment) -> Flow<()> {
+pub async fn run(
+    api: &Api<AgentDeployment>,
+    ctx: &DeploymentContext,
+    obj: &AgentDeployment,
+) -> Flow<()> {
     // The DELETE is decided on a fresh read.
     let fresh = match api.get_opt(&obj.name_any()).await.map_err(Error::Kube)? {
         Some(o) if o.metadata.deletion_timestamp.is_none() => o,
@@ -138,7 +143,11 @@ pub async fn run(api: &Api<AgentDeployment>, ctx: &Context, obj: &AgentDeploymen
 /// Deletes the remote deployment `id` of `fresh` (gone already counts as
 /// deleted) and returns its id; `Err` ends the pass (its control plane is
 /// missing, or the DELETE failed: retried with backoff).
-async fn delete_remote(fresh: &AgentDeployment, ctx: &Context, id: String) -> Flow<String> {
+async fn delete_remote(
+    fresh: &AgentDeployment,
+    ctx: &DeploymentContext,
+    id: String,
+) -> Flow<String> {
     let cp = control_plane(fresh, ctx)
         .await
         .map_err(|r| r.on(Some(fresh)))?;

@@ -14,7 +14,7 @@ use crate::api::conditions::{READY, find, reason};
 use crate::api::deployment::{
     AgentDeployment, DEFAULT_PROGRESS_DEADLINE_SECONDS, ManagementPolicy, RollbackStatus,
 };
-use crate::controller::jittered;
+use crate::controller::requeue::jittered;
 use crate::controlplane::types::{LogOrder, LogQuery, Revision, RevisionStatus};
 use crate::plan::decide;
 use crate::plan::history;
@@ -291,7 +291,7 @@ fn first_revision(pass: &Pass<'_>) -> bool {
 }
 
 /// Learns from `rev` how long revisions of the pass's control plane take
-/// ([`crate::controller::Context::learn_revision`]), once the pass's writes
+/// ([`super::context::DeploymentContext::learn_revision`]), once the pass's writes
 /// are done.
 pub(super) fn remember_revision(pass: &mut Pass<'_>, rev: &Revision) {
     let (plane, rev) = (plane_key(pass.cp), rev.clone());
@@ -455,7 +455,7 @@ fn requeue(
 }
 
 /// Forgets the polling of `key`: its revision ended.
-fn ended(ctx: &crate::controller::Context, key: &str) {
+fn ended(ctx: &super::context::DeploymentContext, key: &str) {
     ctx.reset_polls(key);
     ctx.revision_ended(key);
 }

@@ -12,7 +12,7 @@ use super::report::Report;
 use super::step::{Seen, Step, decide};
 use super::{act, ending, expire, finalize, follow, observe};
 use crate::api::deployment::AgentDeployment;
-use crate::controller::Context;
+use crate::controller::deployment::context::DeploymentContext;
 
 /// What a step hands back to the machine.
 enum Next {
@@ -26,7 +26,7 @@ enum Next {
 pub async fn run(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     mut seen: Seen,
     mut step: Step,
 ) -> Box<Report> {
@@ -46,7 +46,7 @@ pub async fn run(
 async fn take(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     seen: &mut Seen,
     step: Step,
 ) -> Next {
@@ -82,7 +82,7 @@ async fn take(
 async fn remote_step(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     seen: &Seen,
     step: Step,
 ) -> Box<Report> {

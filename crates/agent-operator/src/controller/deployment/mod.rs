@@ -32,6 +32,7 @@ mod act;
 pub mod cached;
 pub mod claims;
 pub mod cleanup;
+pub mod context;
 pub mod deleting;
 mod ending;
 pub mod expire;
@@ -67,13 +68,17 @@ use self::step::{Seen, Step};
 use super::kind::{self, Kind};
 use super::report::ReasonTable;
 use super::secrets::ReferencesSecrets;
-use super::{Context, Error, object_key, requeue_after_error};
 use crate::api::SecretKeyRef;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER, ImagePolicy};
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::error::Error;
+use crate::controller::requeue::object_key;
+use crate::controller::scaffold::requeue_after_error;
 use crate::controlplane::ControlPlaneClient;
 use crate::registry::docker_config::DOCKER_CONFIG_KEY;
 
 impl Kind for AgentDeployment {
+    type State = context::State;
     crate::kind_status!(AgentDeploymentStatus);
     const FINALIZER: Option<&'static str> = Some(FINALIZER);
     const REASONS: ReasonTable = ReasonTable::DEPLOYMENT;
@@ -85,7 +90,7 @@ impl Kind for AgentDeployment {
     fn observe(
         _api: &Api<Self>,
         obj: &Self,
-        ctx: &Context,
+        ctx: &DeploymentContext,
     ) -> impl Future<Output = Flow<Seen>> + Send {
         let key = object_key(obj);
         let first_pass = ctx.is_first_pass(&key);
@@ -102,7 +107,7 @@ impl Kind for AgentDeployment {
     fn act(
         api: &Api<Self>,
         obj: &Self,
-        ctx: &Context,
+        ctx: &DeploymentContext,
         seen: Seen,
         step: Step,
     ) -> impl Future<Output = Box<Report>> + Send {
@@ -113,16 +118,21 @@ impl Kind for AgentDeployment {
     fn cleanup(
         api: &Api<Self>,
         obj: &Self,
-        ctx: &Context,
+        ctx: &DeploymentContext,
     ) -> impl Future<Output = Box<Report>> + Send {
         let seen = Seen::start(obj, object_key(obj), false);
         let step = Self::decide(obj, &seen);
         machine::run(api, obj, ctx, seen, step)
     }
 
-    /// Forgets the remote delete that was in progress.
-    fn forget(ctx: &Context, obj: &Self) {
-        ctx.deletes.forget(&object_key(obj));
+    /// Forgets what the controller's state holds of `obj`: its memory,
+    /// its cold-start mark, its place among the scouts
+    /// ([`DeploymentContext::forget`]) and the remote delete that was in
+    /// progress.
+    fn forget(ctx: &DeploymentContext, obj: &Self) {
+        let key = object_key(obj);
+        ctx.forget(&key);
+        ctx.state.deletes.forget(&key);
     }
 
     /// The pass adds the finalizer itself: with the create-pending marker
@@ -190,16 +200,24 @@ fn secret_refs_of(
 ///
 /// An object with `spec.expiry` runs again at its expiry instant at the
 /// latest ([`Kind::wake_in`]), without polling before.
-pub async fn reconcile(obj: Arc<AgentDeployment>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(
+    obj: Arc<AgentDeployment>,
+    ctx: Arc<DeploymentContext>,
+) -> Result<Action, Error> {
     kind::reconcile(obj, ctx).await
 }
 
 /// Requeue policy for failed passes: the service's `Retry-After` if longer,
 /// else exponential backoff per object; a pending deletion is read again
 /// when its backoff says ([`deleting::Deletes::due_in`]).
-pub fn error_policy(obj: Arc<AgentDeployment>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(
+    obj: Arc<AgentDeployment>,
+    error: &Error,
+    ctx: Arc<DeploymentContext>,
+) -> Action {
     if let Error::DeletionPending(_) = error {
         let due = ctx
+            .state
             .deletes
             .due_in(&object_key(obj.as_ref()))
             .unwrap_or(ctx.config.poll_interval);

@@ -22,7 +22,9 @@ use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, ManagementPolicy, REDEPLOY_ANNOTATION, ResolvedImage,
 };
 use crate::api::preflight;
-use crate::controller::{Context, Error, hash_key, placement, resolve};
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::error::Error;
+use crate::controller::{hash_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;
 use crate::plan::promotion::{Hold, Step, Take};
@@ -88,7 +90,7 @@ pub struct Waits {
 impl Waits {
     /// The waits of the object `key` whose status is `previous`, read from
     /// `ctx` and the clock now.
-    fn observe(ctx: &Context, key: &str, previous: &AgentDeploymentStatus) -> Self {
+    fn observe(ctx: &DeploymentContext, key: &str, previous: &AgentDeploymentStatus) -> Self {
         Self {
             rejection_due_in: previous
                 .rejected_request
@@ -98,7 +100,7 @@ impl Waits {
             remote_deleting_due_in: previous
                 .deployment_id
                 .as_deref()
-                .and_then(|id| ctx.deletes.known(key, id))
+                .and_then(|id| ctx.state.deletes.known(key, id))
                 .filter(|k| k.accepted)
                 .and_then(|k| k.due_in),
         }
@@ -145,7 +147,7 @@ impl Observed {
 pub async fn read(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     key: String,
     first_pass: bool,
 ) -> Flow<Observed> {
@@ -222,7 +224,7 @@ struct Wanted {
 async fn wanted(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     previous: &AgentDeploymentStatus,
 ) -> Flow<Wanted> {
     let (take, hold) = promoted(obj, ctx, previous)?;
@@ -265,14 +267,15 @@ async fn wanted(
 /// interval, and woken by a change of the source) on a wait.
 fn promoted(
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     previous: &AgentDeploymentStatus,
 ) -> Flow<(Option<Take>, Option<Hold>)> {
     let redeploy_requested = obj
         .annotations()
         .get(REDEPLOY_ANNOTATION)
         .is_some_and(|r| previous.last_redeploy_requested_at.as_ref() != Some(r));
-    let Some(step) = promotion::step(&ctx.promotions, obj, previous, redeploy_requested) else {
+    let Some(step) = promotion::step(&ctx.state.promotions, obj, previous, redeploy_requested)
+    else {
         return Ok((None, None));
     };
     if let Step::Deploy(take) = step {
@@ -291,7 +294,7 @@ fn promoted(
     let after = hold
         .recheck_in
         .map(|d| d + std::time::Duration::from_secs(1))
-        .unwrap_or_else(|| crate::controller::jittered(ctx.config.resync_interval));
+        .unwrap_or_else(|| crate::controller::requeue::jittered(ctx.config.resync_interval));
     Err(Report::outcome(
         obj,
         &Outcome::Progressing {
@@ -311,7 +314,7 @@ fn promoted(
 /// registry that cannot be reached.
 async fn image(
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     previous: &AgentDeploymentStatus,
 ) -> Flow<Option<(ResolvedImage, Option<(String, String)>)>> {
     let policy = obj.spec.image_policy();
@@ -339,7 +342,12 @@ async fn image(
         Ok(c) => c,
         Err((reason, message)) => return Err(Report::stalled(obj, ctx, reason, message)),
     };
-    match ctx.registry.resolve(written, credentials.as_ref()).await {
+    match ctx
+        .state
+        .registry
+        .resolve(written, credentials.as_ref())
+        .await
+    {
         Ok(resolved) => {
             let now = jiff::Timestamp::now().to_string();
             let record = image::record(
@@ -360,7 +368,7 @@ async fn image(
 /// `Err` (`Stalled`, `HostNotAllowed`) when the registry of `image` is
 /// not on --allowed-hosts: it is a host the operator sends requests to,
 /// like every other (docs/CONFIGURATION.md).
-fn registry_allowed(obj: &AgentDeployment, ctx: &Context, image: &str) -> Flow<()> {
+fn registry_allowed(obj: &AgentDeployment, ctx: &DeploymentContext, image: &str) -> Flow<()> {
     let host = crate::registry::request_host_of(image).unwrap_or_default();
     let scheme = if crate::registry::is_loopback(&host) {
         "http"
@@ -382,7 +390,7 @@ fn registry_allowed(obj: &AgentDeployment, ctx: &Context, image: &str) -> Flow<(
 /// (a missing Secret or key, an unusable `.dockerconfigjson`).
 async fn pull_credentials(
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     image: &str,
 ) -> Result<Result<Option<Credentials>, (&'static str, String)>, Box<Report>> {
     let Some(secret) = obj.spec.image_pull_secret_ref.as_ref() else {
@@ -391,7 +399,15 @@ async fn pull_credentials(
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;
-    let json = match resolve::secret_value(ctx, &ns, &secret.name, DOCKER_CONFIG_KEY).await? {
+    let json = match resolve::secret_value(
+        &ctx.secrets,
+        &ctx.client,
+        &ns,
+        &secret.name,
+        DOCKER_CONFIG_KEY,
+    )
+    .await?
+    {
         Ok(v) => v,
         Err(blocked) => return Ok(Err((blocked.reason, blocked.message))),
     };
@@ -409,7 +425,11 @@ async fn pull_credentials(
 /// The report of a failed resolution: `Stalled` with the reason of the
 /// table below, or, for a registry that cannot be reached now, `Reconciling`
 /// and the error backoff. Nothing was sent to the control plane.
-fn registry_failure(obj: &AgentDeployment, ctx: &Context, e: RegistryError) -> Box<Report> {
+fn registry_failure(
+    obj: &AgentDeployment,
+    ctx: &DeploymentContext,
+    e: RegistryError,
+) -> Box<Report> {
     let stalled = match &e {
         RegistryError::WrongPlatform { .. } => Some(reason::IMAGE_PLATFORM_UNSUPPORTED),
         RegistryError::NotFound { .. } | RegistryError::InvalidReference { .. } => {
@@ -441,7 +461,7 @@ fn registry_failure(obj: &AgentDeployment, ctx: &Context, e: RegistryError) -> B
 async fn inputs(
     api: &Api<AgentDeployment>,
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     has_id: bool,
 ) -> Flow<(ControlPlaneClient, DeploymentCreate)> {
     let ns = obj
@@ -455,12 +475,13 @@ async fn inputs(
         Ok(cp) => cp,
         Err(report) => return Err(unless_deleting(api, obj, report).await),
     };
-    let secrets = match resolve::deployment_secrets(ctx, &ns, &obj.spec).await? {
-        Ok(s) => s,
-        Err(blocked) => {
-            return Err(unless_deleting(api, obj, Report::blocked(obj, ctx, blocked)).await);
-        }
-    };
+    let secrets =
+        match resolve::deployment_secrets(&ctx.secrets, &ctx.client, &ns, &obj.spec).await? {
+            Ok(s) => s,
+            Err(blocked) => {
+                return Err(unless_deleting(api, obj, Report::blocked(obj, ctx, blocked)).await);
+            }
+        };
     let mut body = desired::create_body(&obj.remote_name(), &obj.spec, secrets);
     if !has_id {
         // The listener is part of the desired state (and of its
@@ -478,7 +499,7 @@ async fn inputs(
 /// The `Stalled` report of a spec refused before any request (clearing a
 /// rejection recorded for an earlier spec: [`Report::refused_here`]);
 /// `None`: the spec may be sent.
-fn refused(obj: &AgentDeployment, ctx: &Context) -> Option<Box<Report>> {
+fn refused(obj: &AgentDeployment, ctx: &DeploymentContext) -> Option<Box<Report>> {
     // A spec the control plane would refuse stops here, before any request
     // (rules the schema cannot express, or an object stored before a rule).
     if let Err(message) = preflight::check(&obj.remote_name(), &obj.spec) {
@@ -550,7 +571,7 @@ async fn unless_deleting(
 /// desired state (pure but for the debug lines).
 fn desired_state(
     obj: &AgentDeployment,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     key: String,
     first_pass: bool,
     cp: ControlPlaneClient,
@@ -594,19 +615,20 @@ fn desired_state(
 /// unchanged, and rewritten as the HMAC by this pass's status write (no
 /// PATCH).
 fn secrets_hash(
-    ctx: &Context,
+    ctx: &DeploymentContext,
     body: &DeploymentCreate,
     previous: &mut AgentDeploymentStatus,
 ) -> String {
-    let secrets_hash = ctx.hash_key.secrets_hash(&body.secrets);
+    let secrets_hash = ctx.state.hash_key.secrets_hash(&body.secrets);
     match previous.secrets_hash.as_deref() {
         Some(stored)
-            if ctx.hash_key.check(stored, &body.secrets) == hash_key::Stored::LegacyMatches =>
+            if ctx.state.hash_key.check(stored, &body.secrets)
+                == hash_key::Stored::LegacyMatches =>
         {
             debug!("status.secretsHash in the old format matches; rewriting it as an HMAC");
             previous.secrets_hash = Some(secrets_hash.clone());
         }
-        Some(stored) if ctx.hash_key.is_of_another_key(stored) => {
+        Some(stored) if ctx.state.hash_key.is_of_another_key(stored) => {
             debug!(
                 "status.secretsHash was made with another key (rotated): the secrets are sent once"
             );

@@ -38,8 +38,8 @@ use crate::api::deployment::{
     AdoptionPolicy, AgentDeployment, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
     FINALIZER, HANDED_OVER_FROM_ANNOTATION, ManagementPolicy,
 };
-use crate::controller::jittered;
 use crate::controller::kind::set_metadata;
+use crate::controller::requeue::jittered;
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::plan::adoption;
@@ -186,7 +186,7 @@ fn adopted(id: &str, name: &str, observe: bool) -> Note {
 async fn observe_by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
     let cp = pass.cp;
     let plane = super::plane_key(cp);
-    let existing = match pass.ctx.names.lookup(&plane, cp, &body.name).await {
+    let existing = match pass.ctx.state.names.lookup(&plane, cp, &body.name).await {
         Ok(found) => found,
         Err(e) => return Err(pass.fail("look up deployment by name", e)),
     };
@@ -235,7 +235,7 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
     let lookup = if pending {
         cp.deployments_named(&body.name).await
     } else {
-        pass.ctx.names.lookup(&plane, cp, &body.name).await
+        pass.ctx.state.names.lookup(&plane, cp, &body.name).await
     };
     let existing = match lookup {
         Ok(found) => found,
@@ -302,7 +302,7 @@ async fn taken(
             "a remote deployment named {} ({}) is being deleted on the control plane ({shown}); this resource creates its own once it is gone",
             remote.name, remote.id
         );
-        let read = pass.ctx.deletes.read(
+        let read = pass.ctx.state.deletes.read(
             &pass.seen.key,
             &remote.id,
             true,
@@ -310,7 +310,8 @@ async fn taken(
             pass.ctx.config.max_poll_interval,
         );
         let wait = read.delay;
-        pass.remember.push(move |ctx| ctx.deletes.record(read));
+        pass.remember
+            .push(move |ctx| ctx.state.deletes.record(read));
         return Err(pass.finish(
             &Outcome::Progressing {
                 reason: reason::NAME_RELEASING,
@@ -364,7 +365,11 @@ async fn one_owner(
 ) -> Flow<()> {
     let plane = PlaneId::new(pass.cp.base_url(), pass.cp.workspace_id());
     let me = super::claims::claim_of(pass.obj, Some(plane.clone()));
-    let found = pass.ctx.claims.about(&pass.ctx.planes, name, Some(id));
+    let found = pass
+        .ctx
+        .state
+        .claims
+        .about(&pass.ctx.planes, name, Some(id));
     let candidate = match claims::holder(&found, &me, &plane, id, name) {
         Holder::None => return Ok(()),
         Holder::Live(c) | Holder::Releasing(c) => c.key.clone(),
@@ -416,7 +421,7 @@ fn held_among(pass: &Pass<'_>, existing: &[Deployment]) -> String {
     let plane = PlaneId::new(pass.cp.base_url(), pass.cp.workspace_id());
     let me = super::claims::claim_of(pass.obj, Some(plane.clone()));
     let name = existing.first().map(|d| d.name.as_str());
-    let found = pass.ctx.claims.about(&pass.ctx.planes, name, None);
+    let found = pass.ctx.state.claims.about(&pass.ctx.planes, name, None);
     let held: Vec<String> = existing
         .iter()
         .filter_map(
@@ -471,7 +476,7 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
     info!(deployment_id = %remote.id, "created remote deployment");
     let (plane, made) = (super::plane_key(pass.cp), remote.clone());
     pass.remember
-        .push(move |ctx| ctx.names.created(&plane, &made));
+        .push(move |ctx| ctx.state.names.created(&plane, &made));
     // No event of its own: the outcome of the revision it started is the
     // deployment's one event (`RevisionDeployed`, or a Warning).
     found(remote, true, false)

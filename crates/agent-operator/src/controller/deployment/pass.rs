@@ -13,9 +13,11 @@ use super::verify;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, DEPLOYMENT_ID_ANNOTATION, REDEPLOY_ANNOTATION,
 };
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::error::Error;
 use crate::controller::kind::{Remember, already_reported, changed};
 use crate::controller::report::conditions;
-use crate::controller::{Context, Error, jittered};
+use crate::controller::requeue::jittered;
 use crate::controlplane::types::Deployment;
 use crate::controlplane::{ControlPlaneClient, Error as CpError};
 use crate::plan::status::Outcome;
@@ -80,7 +82,7 @@ pub struct Pass<'a> {
     /// The object (a fresh read when [`Observed::fresh`]).
     pub(super) obj: &'a AgentDeployment,
     /// The operator's context.
-    pub(super) ctx: &'a Context,
+    pub(super) ctx: &'a DeploymentContext,
     /// The control plane of the object.
     pub(super) cp: &'a ControlPlaneClient,
     /// What the observe step found.
@@ -96,7 +98,7 @@ pub struct Pass<'a> {
     pub(super) events: Vec<Note>,
     /// Changes of the in-process memory the report carries (applied after
     /// its writes).
-    pub(super) remember: Remember,
+    pub(super) remember: Remember<super::context::State>,
     /// The revision made outside the operator that this pass's PATCH
     /// replaces (`decide::After::Reapply`): named in its event and in the
     /// condition's message.
@@ -110,7 +112,7 @@ impl<'a> Pass<'a> {
     pub fn new(
         api: &'a Api<AgentDeployment>,
         obj: &'a AgentDeployment,
-        ctx: &'a Context,
+        ctx: &'a DeploymentContext,
         seen: &'a Observed,
     ) -> Self {
         let previous = &seen.previous;

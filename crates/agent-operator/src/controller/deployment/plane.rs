@@ -8,7 +8,9 @@ use kube::ResourceExt;
 use super::report::{Flow, Report};
 use crate::api::conditions::reason;
 use crate::api::deployment::AgentDeployment;
-use crate::controller::{Context, Error, jittered};
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::error::Error;
+use crate::controller::requeue::jittered;
 use crate::controlplane::ControlPlaneClient;
 use crate::plan::status::Outcome;
 
@@ -20,7 +22,10 @@ pub const NOT_CHECKED_RECHECK: std::time::Duration = std::time::Duration::from_s
 
 /// The control plane client of `spec.controlPlaneRef`; `Err`: the plane is
 /// missing or not ready (`Stalled`).
-pub async fn control_plane(obj: &AgentDeployment, ctx: &Context) -> Flow<ControlPlaneClient> {
+pub async fn control_plane(
+    obj: &AgentDeployment,
+    ctx: &DeploymentContext,
+) -> Flow<ControlPlaneClient> {
     let ns = obj
         .namespace()
         .ok_or(Error::MissingObjectKey("namespace"))?;

@@ -21,7 +21,7 @@ use super::cached::CachedDeployment;
 use crate::api::cluster_control_plane::ClusterAgentControlPlane;
 use crate::api::conditions::{READY, find, reason};
 use crate::api::control_plane::AgentControlPlane;
-use crate::controller::Context;
+use crate::controller::deployment::context::DeploymentContext;
 use crate::controller::scaffold::strip_managed_fields;
 
 /// `controller` also woken by the ClusterAgentControlPlanes and the
@@ -31,7 +31,7 @@ use crate::controller::scaffold::strip_managed_fields;
 /// is.
 pub(super) fn cluster_watches(
     controller: Controller<CachedDeployment>,
-    ctx: &Context,
+    ctx: &DeploymentContext,
     namespace: Option<&str>,
     deployments: Store<CachedDeployment>,
 ) -> Controller<CachedDeployment> {
@@ -46,7 +46,7 @@ pub(super) fn cluster_watches(
 /// The ClusterAgentControlPlanes whose spec, readiness or `Stalled`
 /// changed ([`plane_trigger_hash`] of their AgentControlPlane view).
 fn trigger(
-    ctx: &Context,
+    ctx: &DeploymentContext,
 ) -> futures::stream::BoxStream<'static, Result<ClusterAgentControlPlane, watcher::Error>> {
     let api: Api<ClusterAgentControlPlane> = Api::all(ctx.client.clone());
     watcher(api, ctx.config.shard.watch(watcher::Config::default()))
@@ -94,7 +94,7 @@ fn mapper(
 /// The Namespaces whose labels changed (they may allow or refuse it on a
 /// ClusterAgentControlPlane's `spec.namespaces.selector`), metadata only.
 fn namespace_trigger(
-    ctx: &Context,
+    ctx: &DeploymentContext,
 ) -> futures::stream::BoxStream<'static, Result<PartialObjectMeta<Namespace>, watcher::Error>> {
     let api: Api<PartialObjectMeta<Namespace>> = Api::all(ctx.client.clone());
     watcher(api, watcher::Config::default())

@@ -14,8 +14,10 @@ use super::report::{Flow, Report};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::{AgentDeployment, DEPLOYMENT_ID_ANNOTATION};
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::error::Error;
 use crate::controller::kind::already_reported;
-use crate::controller::{Context, Error, jittered};
+use crate::controller::requeue::jittered;
 use crate::plan::expiry::{self, Preview};
 use crate::plan::status::Outcome;
 use crate::plan::verdict::EventType;
@@ -24,7 +26,7 @@ use crate::plan::verdict::EventType;
 /// `namespace` (read from the API server: the count decides a create).
 /// Errors: the Kubernetes API's.
 async fn max_live(
-    ctx: &Context,
+    ctx: &DeploymentContext,
     namespace: &str,
     plane: &crate::api::control_plane::ControlPlaneRef,
 ) -> Result<Option<u32>, Error> {
@@ -68,7 +70,7 @@ fn preview(d: &AgentDeployment) -> Preview<'_> {
 /// Errors: the Kubernetes API's, on the read of the plane or the list.
 pub async fn admit<'c>(
     obj: &AgentDeployment,
-    ctx: &'c Context,
+    ctx: &'c DeploymentContext,
 ) -> Flow<Option<MutexGuard<'c, ()>>> {
     if obj.spec.expiry.is_none() || obj.create_pending() {
         return Ok(None);
@@ -82,7 +84,7 @@ pub async fn admit<'c>(
     if max_live.is_none() {
         return Ok(None);
     }
-    let guard = ctx.previews.lock().await;
+    let guard = ctx.state.previews.lock().await;
     // A cluster plane's cap counts the previews of every namespace on it.
     let all: Api<AgentDeployment> = if plane_ref.is_cluster() {
         Api::all(ctx.client.clone())

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus};
-use crate::controller::Context;
+use crate::controller::deployment::context::DeploymentContext;
 use crate::controller::kind::{self, Kind, already_reported, changed};
 use crate::controller::report::conditions;
 use crate::controller::report::error_outcome;
@@ -40,7 +40,7 @@ impl Report {
     /// human or a watch event.
     pub fn stalled(
         obj: &AgentDeployment,
-        ctx: &Context,
+        ctx: &DeploymentContext,
         reason: &'static str,
         message: String,
     ) -> Box<Self> {
@@ -65,7 +65,7 @@ impl Report {
     /// status never shows a retry time for a request that is not sent.
     pub fn refused_here(
         obj: &AgentDeployment,
-        ctx: &Context,
+        ctx: &DeploymentContext,
         reason: &'static str,
         message: String,
     ) -> Box<Self> {
@@ -83,7 +83,7 @@ impl Report {
     }
 
     /// A missing input (Secret, AgentControlPlane, listener).
-    pub fn blocked(obj: &AgentDeployment, ctx: &Context, blocked: Blocked) -> Box<Self> {
+    pub fn blocked(obj: &AgentDeployment, ctx: &DeploymentContext, blocked: Blocked) -> Box<Self> {
         Self::stalled(obj, ctx, blocked.reason, blocked.message)
     }
 }

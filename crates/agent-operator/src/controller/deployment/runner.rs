@@ -24,11 +24,14 @@ use super::{error_policy, reconcile};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
+use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::error::Error;
+use crate::controller::scaffold::observed;
+use crate::controller::scaffold::scoped_api;
 use crate::controller::scaffold::{
     Scope, drive, ready_counts, relist_at_once, strip_managed_fields, synced_store,
 };
 use crate::controller::secrets::ReferencesSecrets;
-use crate::controller::{Context, Error, observed, scoped_api};
 
 /// `kind` label of the AgentDeployment controller's metrics.
 pub const DEPLOYMENT_KIND: &str = "AgentDeployment";
@@ -40,7 +43,7 @@ pub const CONTROL_PLANE_KIND: &str = "AgentControlPlane";
 ///
 /// Same as [`run_with`] without a readiness callback.
 pub async fn run(
-    ctx: Arc<Context>,
+    ctx: Arc<DeploymentContext>,
     scope: Scope,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -62,7 +65,7 @@ pub async fn run(
 /// - `synced` is called once, when the AgentDeployment and AgentControlPlane
 ///   watches of every namespace have listed (the `/readyz` signal).
 pub async fn run_with(
-    ctx: Arc<Context>,
+    ctx: Arc<DeploymentContext>,
     scope: Scope,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -178,7 +181,7 @@ pub const PARKED_FOR: Duration = Duration::from_secs(60);
 /// a transient, not-sent error and is requeued).
 async fn observed_reconcile(
     cached: Arc<CachedDeployment>,
-    ctx: Arc<Context>,
+    ctx: Arc<DeploymentContext>,
     permits: Option<Arc<Semaphore>>,
     wake: mpsc::UnboundedSender<ObjectRef<CachedDeployment>>,
 ) -> Result<Action, Error> {
@@ -191,13 +194,13 @@ async fn observed_reconcile(
     )
     .key;
     let gate = ctx.planes.gate(&ns, &plane);
-    let key = crate::controller::object_key(cached.as_ref());
+    let key = crate::controller::requeue::object_key(cached.as_ref());
     let deferral = || {
         let wait = ctx
             .planes
             .ready_in(&ns, &plane, crate::controlplane::Priority::Read);
         (wait > DEFER_AFTER).then(|| {
-            let by = wait + crate::controller::jittered(Duration::from_secs(1)).min(wait / 10);
+            let by = wait + crate::controller::requeue::jittered(Duration::from_secs(1)).min(wait / 10);
             gate.defer(&key, by);
             debug!(object = %key, retry_in_s = by.as_secs_f64(), "control plane budget short: pass put off");
             Action::requeue(by)
@@ -226,7 +229,7 @@ async fn observed_reconcile(
     gate.running.fetch_add(1, Ordering::Relaxed);
     // The name listings of a rollout that is over go (a few lock checks;
     // a pass put off or parked above does not get here).
-    ctx.names.expire();
+    ctx.state.names.expire();
     // The pass reads its object whole: the store keeps the status as JSON.
     let obj = full(&cached);
     drop(cached);
@@ -239,7 +242,7 @@ async fn observed_reconcile(
 /// The controller of one namespace (`None`: all) and the stores whose
 /// readiness tells that its watches listed.
 fn controller<S>(
-    ctx: Arc<Context>,
+    ctx: Arc<DeploymentContext>,
     namespace: Option<&str>,
     permits: Option<Arc<Semaphore>>,
     shutdown: S,
@@ -255,9 +258,9 @@ where
     let (plane_store, plane_trigger, secret_trigger) = plane_and_secret_watches(&ctx, namespace);
     let (store, trigger) = deployment_watch(deployments, &ctx.config.shard, ctx.clone());
     ctx.secrets.register(store.clone());
-    ctx.promotions.register(store.clone());
-    ctx.claims.register(store.clone());
-    let promotion_changes = ctx.promotions.changes();
+    ctx.state.promotions.register(store.clone());
+    ctx.state.claims.register(store.clone());
+    let promotion_changes = ctx.state.promotions.changes();
     let promotion_store = store.clone();
     ctx.secrets.register(plane_store.clone());
     // The passes parked by a full control plane queue come back through
@@ -304,7 +307,7 @@ where
 /// resourceVersions tell it that an API key is unchanged).
 #[allow(clippy::type_complexity)]
 fn plane_and_secret_watches(
-    ctx: &Context,
+    ctx: &DeploymentContext,
     namespace: Option<&str>,
 ) -> (
     Store<AgentControlPlane>,
@@ -328,12 +331,12 @@ fn plane_and_secret_watches(
 /// its scope: every event also goes to `ctx.server_changes`, which tells
 /// the AgentAssistant and AgentCron controllers which agent servers changed
 /// ([`crate::controller::server_changes`]), and every applied object to
-/// `ctx.promotions`, which tells the targets of a promotion source what it
+/// `ctx.state.promotions`, which tells the targets of a promotion source what it
 /// serves ([`super::promotion::Promotions::observe`]).
 fn deployment_watch(
     deployments: Api<AgentDeployment>,
     shard: &crate::shard::Shard,
-    ctx: Arc<Context>,
+    ctx: Arc<DeploymentContext>,
 ) -> (
     Store<CachedDeployment>,
     impl futures::Stream<Item = Result<CachedDeployment, watcher::Error>> + Send + 'static,
@@ -359,7 +362,7 @@ fn deployment_watch(
     .applied_objects()
     .inspect(move |o| {
         if let Ok(o) = o {
-            offers.promotions.observe(o);
+            offers.state.promotions.observe(o);
         }
     })
     // kube-runtime's `predicate_filter`, with a cache of two hashes per

@@ -21,7 +21,8 @@ use crate::agentserver::{
 };
 use crate::api::conditions::reason;
 use crate::api::deployment::{VerificationStatus, VerifyRun, VerifySpec};
-use crate::controller::{Error, resolve};
+use crate::controller::error::Error;
+use crate::controller::resolve;
 use crate::plan::serving::name_revision;
 use crate::plan::status::Outcome;
 
@@ -201,21 +202,20 @@ async fn verify(
         return Ok(wait);
     }
     let calls = u32::from(spec.assistants.is_some()) + u32::from(spec.run.is_some());
-    let _permit =
-        match pass
-            .ctx
-            .verifier
-            .admit(&crate::controller::object_key(pass.obj), &view.id, calls)
-        {
-            Ok(p) => p,
-            Err(Deferred(wait)) => {
-                tracing::debug!(
-                    wait_s = wait.as_secs_f64(),
-                    "verification deferred by its rate limit"
-                );
-                return Ok(later(wait));
-            }
-        };
+    let _permit = match pass.ctx.verifier.admit(
+        &crate::controller::requeue::object_key(pass.obj),
+        &view.id,
+        calls,
+    ) {
+        Ok(p) => p,
+        Err(Deferred(wait)) => {
+            tracing::debug!(
+                wait_s = wait.as_secs_f64(),
+                "verification deferred by its rate limit"
+            );
+            return Ok(later(wait));
+        }
+    };
     let entry_base = VerificationStatus {
         revision_id: rid.to_owned(),
         observed_generation: pass.obj.metadata.generation,
@@ -262,7 +262,7 @@ fn not_due(
     };
     match verify_step(&known) {
         VerifyStep::Wait(left) if verified_before && interval > resync => {
-            Some(later(left).min(crate::controller::jittered(resync)))
+            Some(later(left).min(crate::controller::requeue::jittered(resync)))
         }
         VerifyStep::Wait(left) => Some(later(left)),
         VerifyStep::Verify => None,
@@ -305,7 +305,7 @@ fn record_verification(
     note_result(pass, rid, &entry, failure.as_ref(), verified_before);
     let wait = match failure {
         None => later(interval).min(if interval > resync {
-            crate::controller::jittered(resync)
+            crate::controller::requeue::jittered(resync)
         } else {
             Duration::MAX
         }),
@@ -380,7 +380,9 @@ async fn agent_key(
                 .obj
                 .namespace()
                 .ok_or(Error::MissingObjectKey("namespace"))?;
-            match resolve::secret_value(pass.ctx, &ns, &r.name, &r.key).await? {
+            match resolve::secret_value(&pass.ctx.secrets, &pass.ctx.client, &ns, &r.name, &r.key)
+                .await?
+            {
                 Ok(v) if !v.trim().is_empty() => Some(SecretString::from(v.trim().to_owned())),
                 Ok(_) => {
                     return Ok(Err((

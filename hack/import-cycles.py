@@ -48,6 +48,8 @@ def strip(text):
     if cut:
         text = text[: cut.start()]
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    # `pub(in crate::a)` is a visibility, not a path the file uses.
+    text = re.sub(r"pub\(in [^)]*\)", "pub", text)
     return "\n".join(line.split("//", 1)[0] for line in text.splitlines())
 
 

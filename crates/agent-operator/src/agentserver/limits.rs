@@ -237,6 +237,35 @@ impl Limits {
     }
 }
 
+/// Connect timeout of agent server calls.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest wait for one agent server request (or between two events of a
+/// run's stream) (a verification, an AgentAssistant, an AgentCron), whatever the request timeout.
+pub const CALL_TIMEOUT_CAP: Duration = Duration::from_secs(30);
+
+/// The agent server client of a verification at `url`: `key` as
+/// `X-Api-Key`, `timeout` for each request and between two events of a
+/// stream, connecting within at most [`CONNECT_TIMEOUT`]. Shared by the
+/// operator and `agentctl apply --wait`. It does not check the URL against
+/// the operator's `--allowed-hosts` ([`crate::allowlist`]): the operator
+/// does that before calling it, and `agentctl`, run by a user with the
+/// user's own credentials, calls the URL the user's deployment names.
+///
+/// Errors: the URL or the key is not usable ([`super::Error::InvalidConfig`]).
+pub fn agent_server_client(
+    url: String,
+    key: Option<secrecy::SecretString>,
+    timeout: Duration,
+) -> Result<super::AgentServerClient, super::Error> {
+    let mut config = super::AgentServerConfig::new(url);
+    config.api_key = key;
+    config.connect_timeout = CONNECT_TIMEOUT.min(timeout);
+    config.request_timeout = timeout;
+    config.stream_idle_timeout = timeout;
+    super::AgentServerClient::new(config)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,8 +180,8 @@ pub(crate) async fn server_of(
     let timeout = ctx
         .config
         .request_timeout
-        .min(super::deployment::verify::CALL_TIMEOUT_CAP);
-    match super::deployment::verify::agent_server_client(url, key, timeout) {
+        .min(crate::agentserver::limits::CALL_TIMEOUT_CAP);
+    match crate::agentserver::limits::agent_server_client(url, key, timeout) {
         Ok(client) => Ok(Ok(Server {
             client,
             deployment_id,

@@ -21,8 +21,8 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use super::control_plane::{in_use_message, probe_plane, report};
 use super::kind::{self, Flow, Kind, Report};
+use super::plane_pass::{in_use_message, probe_plane, report};
 use super::planes::Origin;
 use super::report::ReasonTable;
 use super::scaffold::{drive, own_kind_stream, strip_managed_fields};

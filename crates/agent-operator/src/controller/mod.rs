@@ -22,6 +22,7 @@ pub mod integrations;
 pub mod kind;
 pub mod listener;
 pub mod placement;
+pub mod plane_pass;
 pub mod planes;
 pub mod report;
 pub mod requeue;

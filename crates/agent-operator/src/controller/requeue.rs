@@ -42,6 +42,14 @@ pub fn backoff_delay(attempt: u32, max: Duration) -> Duration {
     base.mul_f64(jitter).min(max)
 }
 
+/// Seconds from now until `rfc3339` (negative when past); `None` if it
+/// does not parse.
+pub fn seconds_until(rfc3339: &str) -> Option<f64> {
+    let t: k8s_openapi::jiff::Timestamp = rfc3339.parse().ok()?;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Some(t.duration_since(now).as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,11 +15,10 @@ use std::collections::{HashMap, HashSet};
 use kube::Api;
 use kube::api::ListParams;
 
-use super::deployment::claims::{claim_of, plane_id};
 use super::planes::ClientCache;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
-use crate::plan::claims::{Claim, PlaneId};
+use crate::plan::claims::{Claim, PlaneId, claim_of, plane_id};
 use crate::plan::unmanaged::Managed;
 
 /// AgentDeployments read per page of a list.

@@ -17,7 +17,11 @@
 //! its remote name); it *claims* the one `spec.deploymentId` names or, naming
 //! none, the one with its remote name on its plane.
 
-use crate::api::deployment::{AgentDeploymentSpec, Source};
+use crate::api::control_plane::AgentControlPlane;
+use crate::api::deployment::{
+    AgentDeployment, AgentDeploymentSpec, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
+    HANDED_OVER_FROM_ANNOTATION, Source,
+};
 
 /// Where a remote deployment lives: the control plane's base URL (no
 /// trailing `/`) and the workspace id (lowercase).
@@ -324,6 +328,72 @@ pub fn releasing_message(id: &str, name: &str, holder: &str) -> String {
 pub fn unheld_advice(id: &str) -> String {
     format!(
         "no AgentDeployment of this cluster holds it: to adopt it, set spec.adoptionPolicy: ByName (its fixed fields are compared first) or spec.deploymentId: {id}; or choose another spec.name"
+    )
+}
+
+/// The remote name of an object: `spec.name`, default `metadata.name`.
+pub fn remote_name<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: &'a AgentDeploymentSpec,
+) -> &'a str {
+    spec.name
+        .as_deref()
+        .or(meta.name.as_deref())
+        .unwrap_or_default()
+}
+
+/// The identity of the control plane an AgentControlPlane names; `None`
+/// when its spec has no URL (admission refuses that).
+pub fn plane_id(plane: &AgentControlPlane) -> Option<PlaneId> {
+    Some(PlaneId::new(
+        &plane.spec.base_url()?,
+        &plane.spec.workspace_id,
+    ))
+}
+
+/// The claim of an object (metadata, spec, the id its status holds, whether
+/// it expired) on `plane`.
+pub fn claim(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: &AgentDeploymentSpec,
+    status_id: Option<String>,
+    expired: bool,
+    plane: Option<PlaneId>,
+) -> Claim {
+    let annotations = meta.annotations.as_ref();
+    let annotation = |k: &str| annotations.and_then(|a| a.get(k)).cloned();
+    Claim {
+        key: format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        ),
+        plane,
+        holds: status_id.or_else(|| annotation(DEPLOYMENT_ID_ANNOTATION)),
+        adopts: spec.deployment_id.clone(),
+        name: remote_name(meta, spec).to_owned(),
+        creating: annotations.is_some_and(|a| a.contains_key(CREATE_PENDING_ANNOTATION)),
+        deleting: meta.deletion_timestamp.is_some(),
+        expired,
+        created: meta
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+        fixed: Fixed::of(spec),
+        handed_over_from: annotation(HANDED_OVER_FROM_ANNOTATION),
+    }
+}
+
+/// The claim of `obj` (a whole object, as a pass has it) on `plane`.
+pub fn claim_of(obj: &AgentDeployment, plane: Option<PlaneId>) -> Claim {
+    let status = obj.status.as_ref();
+    claim(
+        &obj.metadata,
+        &obj.spec,
+        status.and_then(|s| s.deployment_id.clone()),
+        status.is_some_and(|s| s.expired_at.is_some()),
+        plane,
     )
 }
 

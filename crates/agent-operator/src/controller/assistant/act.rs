@@ -4,8 +4,7 @@
 
 use kube::runtime::controller::Action;
 
-use super::Observed;
-use crate::agentserver::{Assistant, Error as AsError};
+use crate::agentserver::{AgentServerClient, Assistant, Error as AsError};
 use crate::api::assistant::AgentAssistant;
 use crate::api::conditions::reason;
 use crate::api::deployment::DriftField;
@@ -16,6 +15,20 @@ use crate::controller::report::reason_for;
 use crate::controller::requeue::jittered;
 use crate::plan::assistant::Step;
 use crate::plan::status::Outcome;
+
+/// What a pass observed before it decides.
+pub struct Observed {
+    /// The agent server client of the deployment.
+    pub(super) client: AgentServerClient,
+    /// The remote id of the deployment.
+    pub(super) deployment_id: String,
+    /// The assistant id.
+    pub(super) id: String,
+    /// `GET /assistants/{id}`; `None`: 404.
+    pub(super) current: Option<Assistant>,
+    /// The budget's permit, held until the pass ends.
+    pub(super) _permit: crate::agentserver::limits::Permit,
+}
 
 /// Takes `step` on the agent server of `seen` and reports.
 pub(super) async fn act(

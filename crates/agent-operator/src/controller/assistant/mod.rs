@@ -17,6 +17,8 @@
 
 mod act;
 
+use act::Observed;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +32,6 @@ use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::server_changes::dependents;
-use crate::agentserver::{AgentServerClient, Assistant};
 use crate::api::assistant::{AgentAssistant, AgentAssistantStatus, AssistantDeletionPolicy};
 use crate::api::conditions::reason;
 use crate::api::deployment::{ManagementPolicy, PAUSED_ANNOTATION};
@@ -46,20 +47,6 @@ pub const FINALIZER: &str = "agentserver.dev/assistant-cleanup";
 /// How long a pass waits for a deployment that is missing or not Ready yet
 /// before looking again (a change of the deployment wakes it sooner).
 pub const WAIT_FOR_DEPLOYMENT: Duration = Duration::from_secs(30);
-
-/// What a pass observed before it decides.
-pub struct Observed {
-    /// The agent server client of the deployment.
-    client: AgentServerClient,
-    /// The remote id of the deployment.
-    deployment_id: String,
-    /// The assistant id.
-    id: String,
-    /// `GET /assistants/{id}`; `None`: 404.
-    current: Option<Assistant>,
-    /// The budget's permit, held until the pass ends.
-    _permit: super::deployment::verify::Permit,
-}
 
 impl Kind for AgentAssistant {
     type State = ();

@@ -7,8 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use kube::runtime::controller::Action;
 
-use super::{Observed, WAIT_FOR_INPUTS};
-use crate::agentserver::{Cron, Error as AsError};
+use crate::agentserver::{AgentServerClient, Cron, Error as AsError};
 use crate::api::conditions::reason;
 use crate::api::cron::{AgentCron, CronLastRun};
 use crate::api::deployment::DriftField;
@@ -19,6 +18,28 @@ use crate::controller::report::reason_for;
 use crate::controller::requeue::jittered;
 use crate::plan::cron::{Step, digest, kept, patch_body, ready_reason};
 use crate::plan::status::Outcome;
+
+/// How long a pass waits for a deployment or assistant that is missing or
+/// not ready yet before looking again (a change of either wakes it sooner).
+pub const WAIT_FOR_INPUTS: Duration = Duration::from_secs(30);
+
+/// What a pass observed before it decides.
+pub struct Observed {
+    /// The agent server client of the deployment.
+    pub(super) client: AgentServerClient,
+    /// The remote id of the deployment.
+    pub(super) deployment_id: String,
+    /// The assistant id (of `assistantRef`) or the graph id.
+    pub(super) assistant: String,
+    /// The crons carrying the object's UID tag.
+    pub(super) found: Vec<Cron>,
+    /// When the pass observed (for `endTime`).
+    pub(super) now: Timestamp,
+    /// The AgentDeployment is paused: the cron is disabled.
+    pub(super) paused: bool,
+    /// The budget's permit, held until the pass ends.
+    pub(super) _permit: crate::agentserver::limits::Permit,
+}
 
 /// The wait after a duplicate was deleted, before the next one is looked
 /// for.

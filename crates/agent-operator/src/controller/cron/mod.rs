@@ -21,6 +21,8 @@
 
 mod act;
 
+use act::{Observed, WAIT_FOR_INPUTS};
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +39,6 @@ use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
 use super::scaffold::{Scope, own_kind_stream, run_in_scope};
 use super::server_changes::dependents;
-use crate::agentserver::{AgentServerClient, Cron};
 use crate::api::assistant::AgentAssistant;
 use crate::api::conditions::{READY, TRUE, find, reason};
 use crate::api::cron::{AgentCron, AgentCronStatus, CronDeletionPolicy};
@@ -51,28 +52,6 @@ use crate::plan::status::Outcome;
 /// The finalizer of an AgentCron: kept while the cron may exist on an
 /// agent server.
 pub const FINALIZER: &str = "agentserver.dev/cron-cleanup";
-
-/// How long a pass waits for a deployment or assistant that is missing or
-/// not ready yet before looking again (a change of either wakes it sooner).
-pub const WAIT_FOR_INPUTS: Duration = Duration::from_secs(30);
-
-/// What a pass observed before it decides.
-pub struct Observed {
-    /// The agent server client of the deployment.
-    client: AgentServerClient,
-    /// The remote id of the deployment.
-    deployment_id: String,
-    /// The assistant id (of `assistantRef`) or the graph id.
-    assistant: String,
-    /// The crons carrying the object's UID tag.
-    found: Vec<Cron>,
-    /// When the pass observed (for `endTime`).
-    now: Timestamp,
-    /// The AgentDeployment is paused: the cron is disabled.
-    paused: bool,
-    /// The budget's permit, held until the pass ends.
-    _permit: super::deployment::verify::Permit,
-}
 
 impl Kind for AgentCron {
     type State = ();

@@ -7,10 +7,11 @@
 use crate::controller::kind::Requeue;
 use crate::plan::verdict::EventType;
 
+use super::deleting;
 use super::obtain::obtain;
 use super::pass::{Acted, Pass, RemoteView};
+use super::plane::plane_key;
 use super::report::{Flow, Report};
-use super::{deleting, plane_key};
 use crate::api::conditions::reason;
 use crate::api::deployment::{AgentDeployment, ManagementPolicy};
 use crate::controller::deployment::context::DeploymentContext;

@@ -34,7 +34,8 @@ use crate::api::deployment::{
 use crate::controller::context::Shared;
 use crate::controller::error::Error;
 use crate::controller::planes::ClientCache;
-use crate::plan::claims::{Claim, Fixed, PlaneId};
+use crate::plan::claims::{Claim, PlaneId, claim, remote_name};
+pub use crate::plan::claims::{claim_of, plane_id};
 
 /// The AgentDeployment stores of the operator (one per watched namespace,
 /// or one for the cluster), read as claims (one per operator, in the
@@ -98,26 +99,6 @@ impl ClaimIndex {
     }
 }
 
-/// The remote name of an object: `spec.name`, default `metadata.name`.
-fn remote_name<'a>(
-    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    spec: &'a AgentDeploymentSpec,
-) -> &'a str {
-    spec.name
-        .as_deref()
-        .or(meta.name.as_deref())
-        .unwrap_or_default()
-}
-
-/// The identity of the control plane an AgentControlPlane names; `None`
-/// when its spec has no URL (admission refuses that).
-pub fn plane_id(plane: &AgentControlPlane) -> Option<PlaneId> {
-    Some(PlaneId::new(
-        &plane.spec.base_url()?,
-        &plane.spec.workspace_id,
-    ))
-}
-
 /// The plane of an object, from the AgentControlPlane stores.
 fn plane_of(
     planes: &ClientCache,
@@ -143,52 +124,6 @@ pub fn cached_plane_id(
         ));
     }
     plane_id(planes.cached_plane(namespace, &plane.name)?.as_ref())
-}
-
-/// The claim of an object (metadata, spec, the id its status holds, whether
-/// it expired) on `plane`.
-fn claim(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    spec: &AgentDeploymentSpec,
-    status_id: Option<String>,
-    expired: bool,
-    plane: Option<PlaneId>,
-) -> Claim {
-    let annotations = meta.annotations.as_ref();
-    let annotation = |k: &str| annotations.and_then(|a| a.get(k)).cloned();
-    Claim {
-        key: format!(
-            "{}/{}",
-            meta.namespace.as_deref().unwrap_or_default(),
-            meta.name.as_deref().unwrap_or_default()
-        ),
-        plane,
-        holds: status_id.or_else(|| annotation(DEPLOYMENT_ID_ANNOTATION)),
-        adopts: spec.deployment_id.clone(),
-        name: remote_name(meta, spec).to_owned(),
-        creating: annotations.is_some_and(|a| a.contains_key(CREATE_PENDING_ANNOTATION)),
-        deleting: meta.deletion_timestamp.is_some(),
-        expired,
-        created: meta
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string())
-            .unwrap_or_default(),
-        fixed: Fixed::of(spec),
-        handed_over_from: annotation(HANDED_OVER_FROM_ANNOTATION),
-    }
-}
-
-/// The claim of `obj` (a whole object, as a pass has it) on `plane`.
-pub fn claim_of(obj: &AgentDeployment, plane: Option<PlaneId>) -> Claim {
-    let status = obj.status.as_ref();
-    claim(
-        &obj.metadata,
-        &obj.spec,
-        status.and_then(|s| s.deployment_id.clone()),
-        status.is_some_and(|s| s.expired_at.is_some()),
-        plane,
-    )
 }
 
 /// The object `key` (`namespace/name`) read fresh from the API server, with

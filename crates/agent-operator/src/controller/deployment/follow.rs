@@ -8,13 +8,14 @@
 use crate::controller::kind::Requeue;
 
 use super::pass::{Acted, Pass, RemoteView};
+use super::plane::plane_key;
 use super::report::Report;
-use super::{plane_key, seconds_until};
 use crate::api::conditions::{READY, find, reason};
 use crate::api::deployment::{
     AgentDeployment, DEFAULT_PROGRESS_DEADLINE_SECONDS, ManagementPolicy, RollbackStatus,
 };
 use crate::controller::requeue::jittered;
+use crate::controller::requeue::seconds_until;
 use crate::controlplane::types::{LogOrder, LogQuery, Revision, RevisionStatus};
 use crate::plan::decide;
 use crate::plan::history;

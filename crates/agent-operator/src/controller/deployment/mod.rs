@@ -10,7 +10,7 @@
 //! [`machine`] takes it and decides again, until a step ends the pass with
 //! one [`report::Report`] (status, annotations, events, requeue, and the
 //! changes of the in-process memory) that only [`reconcile`] writes
-//! ([`kind::write`]), in the one order of every path and every kind. The
+//! ([`super::kind::write`]), in the one order of every path and every kind. The
 //! steps, one file each:
 //! - [`finalize`]: the finalizer, written alone before anything else;
 //! - [`observe`] → [`observe::Observed`]: the inputs read from Kubernetes
@@ -55,26 +55,23 @@ pub mod step;
 pub mod trigger;
 pub mod verify;
 
+pub use runner::{error_policy, reconcile};
+
 use std::borrow::Cow;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Api;
-use kube::runtime::controller::Action;
 
 use self::report::{Flow, Report};
 use self::step::{Seen, Step};
-use super::kind::{self, Kind};
+use super::kind::Kind;
 use super::report::ReasonTable;
 use super::secrets::ReferencesSecrets;
 use crate::api::SecretKeyRef;
 use crate::api::deployment::{AgentDeployment, AgentDeploymentStatus, FINALIZER, ImagePolicy};
 use crate::controller::deployment::context::DeploymentContext;
-use crate::controller::error::Error;
 use crate::controller::requeue::object_key;
-use crate::controller::scaffold::requeue_after_error;
-use crate::controlplane::ControlPlaneClient;
 use crate::registry::docker_config::DOCKER_CONFIG_KEY;
 
 impl Kind for AgentDeployment {
@@ -188,61 +185,6 @@ fn secret_refs_of(
         .map(Cow::Borrowed)
         .chain(pull)
         .collect()
-}
-
-/// One reconcile pass ([`kind::reconcile`]): the finalizer helper
-/// dispatches to [`Kind::apply`] or [`Kind::cleanup`] (both the [`machine`]
-/// of steps), and the report they return is written ([`kind::write`]).
-///
-/// Errors: Kubernetes API failures and transient control plane failures
-/// (status is written before they are returned); input problems are reported
-/// in status and are not errors.
-///
-/// An object with `spec.expiry` runs again at its expiry instant at the
-/// latest ([`Kind::wake_in`]), without polling before.
-pub async fn reconcile(
-    obj: Arc<AgentDeployment>,
-    ctx: Arc<DeploymentContext>,
-) -> Result<Action, Error> {
-    kind::reconcile(obj, ctx).await
-}
-
-/// Requeue policy for failed passes: the service's `Retry-After` if longer,
-/// else exponential backoff per object; a pending deletion is read again
-/// when its backoff says ([`deleting::Deletes::due_in`]).
-pub fn error_policy(
-    obj: Arc<AgentDeployment>,
-    error: &Error,
-    ctx: Arc<DeploymentContext>,
-) -> Action {
-    if let Error::DeletionPending(_) = error {
-        let due = ctx
-            .state
-            .deletes
-            .due_in(&object_key(obj.as_ref()))
-            .unwrap_or(ctx.config.poll_interval);
-        // Never a requeue at once: the pass that records a read sets the
-        // next one at least the poll interval (jittered) ahead.
-        return Action::requeue(due.max(DELETE_REQUEUE_FLOOR));
-    }
-    requeue_after_error(&ctx, obj.as_ref(), error)
-}
-
-/// Shortest requeue of a pending deletion (a guard against a zero delay).
-const DELETE_REQUEUE_FLOOR: Duration = Duration::from_millis(100);
-
-/// The key of the learned revision duration: the control plane's base URL
-/// and workspace.
-fn plane_key(cp: &ControlPlaneClient) -> String {
-    format!("{} {}", cp.base_url(), cp.workspace_id())
-}
-
-/// Seconds from now until `rfc3339` (negative when past); `None` if it
-/// does not parse.
-fn seconds_until(rfc3339: &str) -> Option<f64> {
-    let t: k8s_openapi::jiff::Timestamp = rfc3339.parse().ok()?;
-    let now = k8s_openapi::jiff::Timestamp::now();
-    Some(t.duration_since(now).as_secs_f64())
 }
 
 #[cfg(test)]

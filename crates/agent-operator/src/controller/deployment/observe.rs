@@ -16,7 +16,6 @@ use tracing::debug;
 use super::plane::control_plane;
 use super::promotion;
 use super::report::{Flow, Report};
-use super::seconds_until;
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AgentDeployment, AgentDeploymentStatus, ManagementPolicy, REDEPLOY_ANNOTATION, ResolvedImage,
@@ -24,6 +23,7 @@ use crate::api::deployment::{
 use crate::api::preflight;
 use crate::controller::deployment::context::DeploymentContext;
 use crate::controller::error::Error;
+use crate::controller::requeue::seconds_until;
 use crate::controller::{hash_key, placement, resolve};
 use crate::controlplane::ControlPlaneClient;
 use crate::controlplane::types::DeploymentCreate;

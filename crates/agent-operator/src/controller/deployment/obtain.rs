@@ -185,7 +185,7 @@ fn adopted(id: &str, name: &str, observe: bool) -> Note {
 /// creates one.
 async fn observe_by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDeployment> {
     let cp = pass.cp;
-    let plane = super::plane_key(cp);
+    let plane = super::plane::plane_key(cp);
     let existing = match pass.ctx.state.names.lookup(&plane, cp, &body.name).await {
         Ok(found) => found,
         Err(e) => return Err(pass.fail("look up deployment by name", e)),
@@ -231,7 +231,7 @@ async fn by_name(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedD
     let pending = pass.obj.create_pending();
     // After an interrupted create, an exact fresh listing (crash safety);
     // otherwise a lookup a fleet of creates can share.
-    let plane = super::plane_key(cp);
+    let plane = super::plane::plane_key(cp);
     let lookup = if pending {
         cp.deployments_named(&body.name).await
     } else {
@@ -474,7 +474,7 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
         }
     };
     info!(deployment_id = %remote.id, "created remote deployment");
-    let (plane, made) = (super::plane_key(pass.cp), remote.clone());
+    let (plane, made) = (super::plane::plane_key(pass.cp), remote.clone());
     pass.remember
         .push(move |ctx| ctx.state.names.created(&plane, &made));
     // No event of its own: the outcome of the revision it started is the

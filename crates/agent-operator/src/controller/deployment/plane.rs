@@ -49,3 +49,9 @@ pub async fn control_plane(
         Err(blocked) => Err(Report::blocked(obj, ctx, blocked)),
     }
 }
+
+/// The key of the learned revision duration: the control plane's base URL
+/// and workspace.
+pub(super) fn plane_key(cp: &ControlPlaneClient) -> String {
+    format!("{} {}", cp.base_url(), cp.workspace_id())
+}

@@ -20,13 +20,15 @@ use tracing::debug;
 
 use super::cached::{CachedDeployment, cached_event, full};
 use super::plane_watch::{is_blocked, plane_trigger_hash, plane_wave_hash};
-use super::{error_policy, reconcile};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
 use crate::controller::deployment::context::DeploymentContext;
 use crate::controller::error::Error;
+use crate::controller::kind;
+use crate::controller::requeue::object_key;
 use crate::controller::scaffold::observed;
+use crate::controller::scaffold::requeue_after_error;
 use crate::controller::scaffold::scoped_api;
 use crate::controller::scaffold::{
     Scope, drive, ready_counts, relist_at_once, strip_managed_fields, synced_store,
@@ -116,6 +118,47 @@ pub async fn run_with(
     join_all(controllers).await;
     readiness.abort();
 }
+
+/// One reconcile pass ([`kind::reconcile`]): the finalizer helper
+/// dispatches to [`kind::Kind::apply`] or [`kind::Kind::cleanup`] (both the [`super::machine`]
+/// of steps), and the report they return is written ([`kind::write`]).
+///
+/// Errors: Kubernetes API failures and transient control plane failures
+/// (status is written before they are returned); input problems are reported
+/// in status and are not errors.
+///
+/// An object with `spec.expiry` runs again at its expiry instant at the
+/// latest ([`kind::Kind::wake_in`]), without polling before.
+pub async fn reconcile(
+    obj: Arc<AgentDeployment>,
+    ctx: Arc<DeploymentContext>,
+) -> Result<Action, Error> {
+    kind::reconcile(obj, ctx).await
+}
+
+/// Requeue policy for failed passes: the service's `Retry-After` if longer,
+/// else exponential backoff per object; a pending deletion is read again
+/// when its backoff says ([`super::deleting::Deletes::due_in`]).
+pub fn error_policy(
+    obj: Arc<AgentDeployment>,
+    error: &Error,
+    ctx: Arc<DeploymentContext>,
+) -> Action {
+    if let Error::DeletionPending(_) = error {
+        let due = ctx
+            .state
+            .deletes
+            .due_in(&object_key(obj.as_ref()))
+            .unwrap_or(ctx.config.poll_interval);
+        // Never a requeue at once: the pass that records a read sets the
+        // next one at least the poll interval (jittered) ahead.
+        return Action::requeue(due.max(DELETE_REQUEUE_FLOOR));
+    }
+    requeue_after_error(&ctx, obj.as_ref(), error)
+}
+
+/// Shortest requeue of a pending deletion (a guard against a zero delay).
+const DELETE_REQUEUE_FLOOR: Duration = Duration::from_millis(100);
 
 /// `agent_operator_drifted_deployments` of one store: per AgentControlPlane
 /// with an AgentDeployment under `managementPolicy: Observe`, how many of

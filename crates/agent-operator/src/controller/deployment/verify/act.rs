@@ -11,17 +11,16 @@ use secrecy::SecretString;
 use serde_json::Value;
 
 use super::super::pass::{Pass, RemoteView};
-use super::{
-    CALL_TIMEOUT_CAP, CONNECT_TIMEOUT, Deferred, MAX_RUN_EVENTS, NO_KEY_HINT, RunJudge,
-    VerifyKnown, VerifyStep, bounded, classify, control_plane_key_allowed, outcome, retry_backoff,
+use super::decide::{
+    CALL_TIMEOUT_CAP, Deferred, MAX_RUN_EVENTS, NO_KEY_HINT, RunJudge, VerifyKnown, VerifyStep,
+    agent_server_client, classify, control_plane_key_allowed, outcome, retry_backoff,
     success_message, verify_step,
 };
-use crate::agentserver::{
-    self, AgentServerClient, AgentServerConfig, AssistantSearch, RunStreamRequest, StreamMode,
-};
+use crate::agentserver::{self, AgentServerClient, AssistantSearch, RunStreamRequest, StreamMode};
 use crate::api::conditions::reason;
 use crate::api::deployment::{VerificationStatus, VerifyRun, VerifySpec};
 use crate::controller::error::Error;
+use crate::controller::report::bounded;
 use crate::controller::resolve;
 use crate::plan::serving::name_revision;
 use crate::plan::status::Outcome;
@@ -38,28 +37,6 @@ pub struct Checked {
     pub run_events: Option<u32>,
     /// `None`: passed; else the `Verified=False` reason and its message.
     pub failure: Option<(&'static str, String)>,
-}
-
-/// The agent server client of a verification at `url`: `key` as
-/// `X-Api-Key`, `timeout` for each request and between two events of a
-/// stream, connecting within at most [`CONNECT_TIMEOUT`]. Shared by the
-/// operator and `agentctl apply --wait`. It does not check the URL against
-/// the operator's `--allowed-hosts` ([`crate::allowlist`]): the operator
-/// does that before calling it, and `agentctl`, run by a user with the
-/// user's own credentials, calls the URL the user's deployment names.
-///
-/// Errors: the URL or the key is not usable ([`agentserver::Error::InvalidConfig`]).
-pub fn agent_server_client(
-    url: String,
-    key: Option<SecretString>,
-    timeout: Duration,
-) -> Result<AgentServerClient, agentserver::Error> {
-    let mut config = AgentServerConfig::new(url);
-    config.api_key = key;
-    config.connect_timeout = CONNECT_TIMEOUT.min(timeout);
-    config.request_timeout = timeout;
-    config.stream_idle_timeout = timeout;
-    AgentServerClient::new(config)
 }
 
 /// Runs the checks of `spec` on `client`: the assistant search, then the

@@ -1,9 +1,18 @@
 //! Tables of the pure decisions of `spec.verify`.
 
-use super::*;
+use std::time::Duration;
+
+use super::decide::*;
+use crate::agentserver;
 use crate::agentserver::RunEvent;
 use crate::api::conditions::find;
+use crate::api::conditions::{FALSE, TRUE, UNKNOWN, VERIFIED, reason};
+use crate::api::deployment::{
+    AgentDeployment, AgentDeploymentStatus, VerificationStatus, VerifyExpect,
+};
 use crate::controller::report::MAX_MESSAGE_BYTES;
+use crate::controller::report::bounded;
+use crate::plan::status::Outcome;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 

@@ -25,7 +25,7 @@ use super::kind::{self, Flow, Kind, Report};
 use super::plane_pass::{in_use_message, probe_plane, report};
 use super::planes::Origin;
 use super::report::ReasonTable;
-use super::scaffold::{drive, own_kind_stream, strip_managed_fields};
+use super::scaffold::{Scope, Wiring, own_kind_stream, run_in_scope, strip_managed_fields};
 use super::secrets::ReferencesSecrets;
 use crate::api::SecretKeyRef;
 use crate::api::cluster_control_plane::ClusterAgentControlPlane;
@@ -212,37 +212,41 @@ fn namespace_watch(
 /// Namespaces' metadata (for `spec.namespaces`). Each pass is counted in
 /// `ctx.metrics` under kind [`KIND`].
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    let secrets_ns = ctx.planes.cluster_resource_namespace();
-    let planes: Api<ClusterAgentControlPlane> = Api::all(ctx.client.clone());
-    let (store, own) = own_kind_stream(KIND, planes, &ctx.config.shard);
-    ctx.planes.register_cluster_store(store.clone());
-    ctx.secrets.register_in(store.clone(), secrets_ns.clone());
-    let (_, secrets) = ctx.secrets.subscribe(&ctx.client, None);
-    let mapped = store.clone();
-    let controller = Controller::for_stream(own, store).watches_stream(
-        secrets,
-        move |secret: PartialObjectMeta<Secret>| {
-            planes_using_secret(
-                &mapped.state(),
-                &secrets_ns,
-                secret.namespace().as_deref(),
-                &secret.name_any(),
-            )
-        },
-    );
     let namespaces = namespace_watch(&ctx);
     let keep = tokio::spawn(async move {
         use futures::StreamExt;
         namespaces.for_each(|_| std::future::ready(())).await;
     });
-    drive(
-        controller,
+    // Cluster-scoped: one controller, whatever the operator's scope.
+    let build = |_: Option<&str>| {
+        let secrets_ns = ctx.planes.cluster_resource_namespace();
+        let planes: Api<ClusterAgentControlPlane> = Api::all(ctx.client.clone());
+        let (store, own) = own_kind_stream(KIND, planes, &ctx.config.shard);
+        ctx.planes.register_cluster_store(store.clone());
+        ctx.secrets.register_in(store.clone(), secrets_ns.clone());
+        let (_, secrets) = ctx.secrets.subscribe(&ctx.client, None);
+        let mapped = store.clone();
+        let controller = Controller::for_stream(own, store).watches_stream(
+            secrets,
+            move |secret: PartialObjectMeta<Secret>| {
+                planes_using_secret(
+                    &mapped.state(),
+                    &secrets_ns,
+                    secret.namespace().as_deref(),
+                    &secret.name_any(),
+                )
+            },
+        );
+        Wiring::new(KIND, controller, reconcile)
+    };
+    run_in_scope(
+        ctx.clone(),
+        Scope::AllNamespaces,
         KIND,
         CONCURRENCY,
         shutdown,
-        crate::controller::scaffold::observed(KIND, reconcile),
-        super::scaffold::error_policy,
-        ctx,
+        build,
+        || {},
     )
     .await;
     keep.abort();

@@ -33,7 +33,7 @@ use kube::{Api, ResourceExt};
 use super::kind::{self, Flow, Kind, Report};
 use super::plane_pass::{in_use_message, probe_plane, report};
 use super::report::ReasonTable;
-use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::scaffold::{Scope, Wiring, own_kind_stream, run_in_scope};
 use super::secrets::ReferencesSecrets;
 use crate::api::SecretKeyRef;
 use crate::api::conditions::reason;
@@ -213,8 +213,8 @@ pub async fn run(
         KIND,
         CONCURRENCY,
         shutdown,
-        build,
-        reconcile,
+        |namespace| Wiring::new(KIND, build(namespace), reconcile),
+        || {},
     )
     .await;
 }

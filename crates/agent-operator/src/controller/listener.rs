@@ -27,7 +27,7 @@ use kube::{Api, ResourceExt};
 
 use super::kind::{self, Flow, Kind, Report};
 use super::report::{ReasonTable, error_outcome};
-use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::scaffold::{Scope, Wiring, own_kind_stream, run_in_scope};
 use crate::api::conditions::reason;
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::listener::{AgentListener, AgentListenerStatus};
@@ -249,8 +249,8 @@ pub async fn run(
         KIND,
         CONCURRENCY,
         shutdown,
-        build,
-        reconcile,
+        |namespace| Wiring::new(KIND, build(namespace), reconcile),
+        || {},
     )
     .await;
 }

@@ -1,22 +1,25 @@
 //! The controller scaffold every kind rests on (kaniop, controller-rs): the
-//! common tail of a controller ([`drive`], [`run_in_scope`]: bounded
-//! concurrency, graceful shutdown, the shared error policy
-//! [`requeue_after_error`], each result logged and counted [`observed`]),
-//! on the watches of [`super::watch`] (re-exported here). The pass itself, generic over the kind (its report, the
-//! one write order, the finalizer wrapper), is [`super::kind`]; the
-//! error-to-reason table is in [`super::report`]
-//! ([`super::report::ReasonTable`]); the per-pass metrics in
-//! [`observed`].
+//! one runner of every kind ([`run_in_scope`]: one controller per watched
+//! namespace, bounded concurrency, graceful shutdown, readiness), what a
+//! kind wires per namespace ([`Wiring`]: its controller over the store of
+//! its choosing, its pass, its error policy), the shared error policy
+//! ([`requeue_after_error`]) and the timing and counting of a pass
+//! ([`observed`]), on the watches of [`super::watch`] (re-exported here).
+//! The pass itself, generic over the kind (its report, the one write order,
+//! the finalizer wrapper), is [`super::kind`]; the error-to-reason table is
+//! in [`super::report`] ([`super::report::ReasonTable`]).
 //!
 //! A kind's own module adds only what is its own: its trigger mapping (which
 //! objects a Secret or an AgentControlPlane wakes), its concurrency, its
 //! reconcile and its reasons row. AgentControlPlane and AgentListener each
-//! wire in a dozen lines; AgentDeployment adds fair admission per control
-//! plane (`deployment/runner.rs`).
+//! wire in a dozen lines; AgentDeployment adds its compact store, its
+//! extra watches and fair admission per control plane before the timed
+//! pass (`deployment/runner.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use kube::Resource;
 use kube::runtime::controller::{Action, Controller};
@@ -68,7 +71,7 @@ where
 /// wrapped in [`observed`]; `error_policy` its requeue after an error
 /// (most kinds: [`error_policy`]). Each result is logged at debug level with
 /// `kind`.
-pub fn drive<K, S, F, Fut, P>(
+fn drive<K, S, F, Fut, P>(
     controller: Controller<K>,
     kind: &'static str,
     concurrency: u16,
@@ -102,20 +105,95 @@ where
         })
 }
 
-/// One controller of `kind` per watched namespace of `scope` (`build` makes
-/// it for a namespace; `None`: all namespaces), each run by [`drive`] with
-/// `concurrency`, the timed and counted `reconcile` ([`observed`]) and the
-/// shared [`error_policy`], until `shutdown`. Returns when every one has
-/// stopped. The whole `run` of a kind without a fleet of its own to pace
-/// (AgentControlPlane, AgentListener).
-pub async fn run_in_scope<K, S, B, R, Fut>(
+/// The pass a controller runs: the kind's pass, or an admission before it
+/// (the AgentDeployment's fair share per control plane).
+pub type Pass<K, S> =
+    Box<dyn FnMut(Arc<K>, Arc<Context<S>>) -> BoxFuture<'static, Result<Action, Error>> + Send>;
+
+/// A controller's requeue after a failed pass.
+pub type ErrorPolicy<K, S> = Box<dyn Fn(Arc<K>, &Error, Arc<Context<S>>) -> Action + Send + Sync>;
+
+/// What a kind's `build` makes for one namespace: the controller with its
+/// watches (over a store of the kind's choosing: its own objects, or a
+/// compact form of them), the pass it runs and its error policy, and the
+/// readiness of its stores.
+pub struct Wiring<K, S>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    controller: Controller<K>,
+    pass: Pass<K, S>,
+    error_policy: ErrorPolicy<K, S>,
+    synced: Option<BoxFuture<'static, bool>>,
+}
+
+impl<K, S> Wiring<K, S>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    S: Send + Sync + 'static,
+{
+    /// `controller` running the kind's `reconcile`, timed and counted as
+    /// `kind` ([`observed`]), with the shared [`error_policy`]: the wiring
+    /// of every kind without a fleet of its own to pace.
+    pub fn new<R, Fut>(kind: &'static str, controller: Controller<K>, reconcile: R) -> Self
+    where
+        R: Fn(Arc<K>, Arc<Context<S>>) -> Fut + Copy + Send + 'static,
+        Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+    {
+        Self::with_pass(controller, observed(kind, reconcile), error_policy)
+    }
+
+    /// `controller` running `pass` (which times and counts the kind's pass
+    /// itself, after whatever admission it makes first) and `error_policy`.
+    pub fn with_pass<F, Fut, P>(controller: Controller<K>, mut pass: F, error_policy: P) -> Self
+    where
+        F: FnMut(Arc<K>, Arc<Context<S>>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+        P: Fn(Arc<K>, &Error, Arc<Context<S>>) -> Action + Send + Sync + 'static,
+    {
+        Self {
+            controller,
+            pass: Box::new(move |obj, ctx| pass(obj, ctx).boxed()),
+            error_policy: Box::new(error_policy),
+            synced: None,
+        }
+    }
+
+    /// Readiness: `synced` resolves to true once the stores the controller
+    /// reads have listed (false: a watch stopped first).
+    pub fn synced(mut self, synced: impl Future<Output = bool> + Send + 'static) -> Self {
+        self.synced = Some(synced.boxed());
+        self
+    }
+}
+
+/// The one runner of every kind: one controller per watched namespace of
+/// `scope` (`build` wires it for a namespace; `None`: all namespaces, or a
+/// cluster-scoped kind), each run by [`drive`] with `concurrency` (0:
+/// unbounded, when the kind's pass bounds itself), until `shutdown`.
+/// `synced` is called once, when every controller's stores have listed
+/// ([`Wiring::synced`]; a controller that says nothing counts as listed).
+/// Returns when every controller has stopped.
+pub async fn run_in_scope<K, S, B>(
     ctx: Arc<Context<S>>,
     scope: Scope,
     kind: &'static str,
     concurrency: u16,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     build: B,
-    reconcile: R,
+    synced: impl FnOnce() + Send + 'static,
 ) where
     K: Resource<DynamicType = ()>
         + Clone
@@ -125,23 +203,36 @@ pub async fn run_in_scope<K, S, B, R, Fut>(
         + Sync
         + 'static,
     S: Send + Sync + 'static,
-    B: Fn(Option<&str>) -> Controller<K>,
-    R: Fn(Arc<K>, Arc<Context<S>>) -> Fut + Copy + Send + 'static,
-    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
+    B: Fn(Option<&str>) -> Wiring<K, S>,
 {
     let shutdown = Box::pin(shutdown).shared();
-    let controllers = scope.targets().into_iter().map(|namespace| {
-        drive(
-            build(namespace),
+    let mut ready = Vec::new();
+    let mut controllers = Vec::new();
+    for namespace in scope.targets() {
+        let w = build(namespace);
+        ready.extend(w.synced);
+        controllers.push(drive(
+            w.controller,
             kind,
             concurrency,
             shutdown.clone(),
-            observed(kind, reconcile),
-            error_policy,
+            w.pass,
+            w.error_policy,
             ctx.clone(),
-        )
+        ));
+    }
+    let readiness = tokio::spawn(async move {
+        if futures::future::join_all(ready)
+            .await
+            .into_iter()
+            .all(|ok| ok)
+        {
+            debug!(kind, "controller watches synced");
+            synced();
+        }
     });
     futures::future::join_all(controllers).await;
+    readiness.abort();
 }
 
 /// The requeue after a failed pass of most kinds: the service's

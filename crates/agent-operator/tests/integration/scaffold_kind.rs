@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use agent_operator::controller::kind::{self, Flow, Kind, Report};
 use agent_operator::controller::report::{ReasonTable, error_outcome};
-use agent_operator::controller::scaffold::{Scope, own_kind_stream, run_in_scope};
+use agent_operator::controller::scaffold::{Scope, Wiring, own_kind_stream, run_in_scope};
 use agent_operator::controller::{Context, Error, OperatorConfig, scoped_api};
 use agent_operator::controlplane::{ControlPlaneClient, ListDeployments};
 use agent_operator::plan::status::Outcome;
@@ -157,8 +157,8 @@ async fn run(ctx: Arc<Context>, scope: Scope) {
         "AgentEcho",
         2,
         shutdown,
-        build,
-        kind::reconcile::<AgentEcho>,
+        |namespace| Wiring::new("AgentEcho", build(namespace), kind::reconcile::<AgentEcho>),
+        || {},
     )
     .await;
 }

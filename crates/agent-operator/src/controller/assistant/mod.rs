@@ -30,7 +30,7 @@ use kube::{Api, ResourceExt};
 use super::child::{self, Child, ChildStatus};
 use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
-use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::scaffold::{Scope, Wiring, own_kind_stream, run_in_scope};
 use super::server_changes::dependents;
 use crate::api::assistant::{AgentAssistant, AgentAssistantStatus, AssistantDeletionPolicy};
 use crate::api::conditions::reason;
@@ -188,8 +188,14 @@ pub async fn run(
         "AgentAssistant",
         4,
         shutdown,
-        build,
-        super::kind::reconcile::<AgentAssistant>,
+        |namespace| {
+            Wiring::new(
+                "AgentAssistant",
+                build(namespace),
+                super::kind::reconcile::<AgentAssistant>,
+            )
+        },
+        || {},
     )
     .await;
 }

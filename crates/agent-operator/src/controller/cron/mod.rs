@@ -37,7 +37,7 @@ use kube::{Api, ResourceExt};
 use super::child::{self, Child, ChildStatus};
 use super::kind::{Flow, Kind, Report};
 use super::report::ReasonTable;
-use super::scaffold::{Scope, own_kind_stream, run_in_scope};
+use super::scaffold::{Scope, Wiring, own_kind_stream, run_in_scope};
 use super::server_changes::dependents;
 use crate::api::assistant::AgentAssistant;
 use crate::api::conditions::{READY, TRUE, find, reason};
@@ -222,60 +222,66 @@ pub async fn run(
     scope: Scope,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let client = ctx.client.clone();
-    let build = |namespace: Option<&str>| {
-        let shard = &ctx.config.shard;
-        let (store, own) = own_kind_stream(
-            "AgentCron",
-            scoped_api::<AgentCron>(&client, namespace),
-            shard,
-        );
-        let assistants = watcher(
-            scoped_api::<AgentAssistant>(&client, namespace),
-            shard.watch(watcher::Config::default().any_semantic()),
-        )
-        .default_backoff()
-        .applied_objects()
-        .predicate_filter(
-            assistant_identity as fn(&AgentAssistant) -> Option<u64>,
-            Default::default(),
-        );
-        let by_deployment = store.clone();
-        let by_assistant = store.clone();
-        let changed = ctx.server_changes.subscribe().flat_map(move |dep| {
-            futures::stream::iter(dependents(&by_deployment, &dep, |c: &AgentCron| {
-                c.spec.deployment_ref.name.as_str()
-            }))
-        });
-        Controller::for_stream(own, store)
-            .reconcile_on(changed)
-            .watches_stream(assistants, move |a| {
-                let ns = a.namespace();
-                let name = a.name_any();
-                by_assistant
-                    .state()
-                    .into_iter()
-                    .filter(|c| {
-                        c.namespace() == ns
-                            && c.spec
-                                .assistant_ref
-                                .as_ref()
-                                .is_some_and(|r| r.name == name)
-                    })
-                    .map(|c| ObjectRef::from_obj(c.as_ref()))
-                    .collect::<Vec<_>>()
-            })
-    };
     run_in_scope(
         ctx.clone(),
         scope,
         "AgentCron",
         4,
         shutdown,
-        build,
-        super::kind::reconcile::<AgentCron>,
+        |namespace| {
+            let controller = controller(&ctx, namespace);
+            Wiring::new("AgentCron", controller, super::kind::reconcile::<AgentCron>)
+        },
+        || {},
     )
     .await;
+}
+
+/// The controller of one namespace (`None`: all): its own objects, the
+/// AgentAssistants its crons name, and the changes of agent servers.
+fn controller(ctx: &Context, namespace: Option<&str>) -> Controller<AgentCron> {
+    let client = &ctx.client;
+    let shard = &ctx.config.shard;
+    let (store, own) = own_kind_stream(
+        "AgentCron",
+        scoped_api::<AgentCron>(client, namespace),
+        shard,
+    );
+    let assistants = watcher(
+        scoped_api::<AgentAssistant>(client, namespace),
+        shard.watch(watcher::Config::default().any_semantic()),
+    )
+    .default_backoff()
+    .applied_objects()
+    .predicate_filter(
+        assistant_identity as fn(&AgentAssistant) -> Option<u64>,
+        Default::default(),
+    );
+    let by_deployment = store.clone();
+    let by_assistant = store.clone();
+    let changed = ctx.server_changes.subscribe().flat_map(move |dep| {
+        futures::stream::iter(dependents(&by_deployment, &dep, |c: &AgentCron| {
+            c.spec.deployment_ref.name.as_str()
+        }))
+    });
+    Controller::for_stream(own, store)
+        .reconcile_on(changed)
+        .watches_stream(assistants, move |a| {
+            let ns = a.namespace();
+            let name = a.name_any();
+            by_assistant
+                .state()
+                .into_iter()
+                .filter(|c| {
+                    c.namespace() == ns
+                        && c.spec
+                            .assistant_ref
+                            .as_ref()
+                            .is_some_and(|r| r.name == name)
+                })
+                .map(|c| ObjectRef::from_obj(c.as_ref()))
+                .collect::<Vec<_>>()
+        })
 }
 
 /// What of an AgentAssistant its crons depend on (its `assistantId`, its

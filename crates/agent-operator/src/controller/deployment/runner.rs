@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use futures::future::join_all;
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
@@ -23,7 +22,7 @@ use super::plane_watch::{is_blocked, plane_trigger_hash, plane_wave_hash};
 use crate::api::conditions::{READY, find};
 use crate::api::control_plane::AgentControlPlane;
 use crate::api::deployment::AgentDeployment;
-use crate::controller::deployment::context::DeploymentContext;
+use crate::controller::deployment::context::{DeploymentContext, State};
 use crate::controller::error::Error;
 use crate::controller::kind;
 use crate::controller::requeue::object_key;
@@ -31,7 +30,7 @@ use crate::controller::scaffold::observed;
 use crate::controller::scaffold::requeue_after_error;
 use crate::controller::scaffold::scoped_api;
 use crate::controller::scaffold::{
-    Scope, drive, ready_counts, relist_at_once, strip_managed_fields, synced_store,
+    Scope, Wiring, ready_counts, relist_at_once, run_in_scope, strip_managed_fields, synced_store,
 };
 use crate::controller::secrets::ReferencesSecrets;
 
@@ -73,7 +72,6 @@ pub async fn run_with(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     synced: impl FnOnce() + Send + 'static,
 ) {
-    let shutdown = Box::pin(shutdown).shared();
     let permits = (concurrency > 0).then(|| Arc::new(Semaphore::new(usize::from(concurrency))));
     // One plane's passes hold at most half of the permits (rounded up), so
     // that another tenant always finds some.
@@ -89,34 +87,20 @@ pub async fn run_with(
                 .unwrap_or_default()
         });
     }
-    let mut controllers = Vec::new();
-    let mut ready = Vec::new();
-    for namespace in scope.targets() {
-        let (controller, deployments, planes) =
-            controller(ctx.clone(), namespace, permits.clone(), shutdown.clone());
-        let d = deployments.clone();
-        ctx.metrics.track_ready(DEPLOYMENT_KIND, move || {
-            ready_counts(&d, |o: &CachedDeployment| o.condition_status(READY))
-        });
-        let d = deployments.clone();
-        ctx.metrics.track_drift(move || drift_samples(&d));
-        let p = planes.clone();
-        ctx.metrics.track_ready(CONTROL_PLANE_KIND, move || {
-            ready_counts(&p, |o: &AgentControlPlane| {
-                find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.clone())
-            })
-        });
-        ready.push(async move { synced_store(&deployments).await && synced_store(&planes).await });
-        controllers.push(controller);
-    }
-    let readiness = tokio::spawn(async move {
-        if join_all(ready).await.into_iter().all(|ok| ok) {
-            debug!("controller watches synced");
-            synced();
-        }
-    });
-    join_all(controllers).await;
-    readiness.abort();
+    // Unbounded (0): the permits of [`observed_reconcile`] bound the passes
+    // that run, while passes waiting for their plane's turn must not take
+    // the controller's slots from other planes.
+    let build = |namespace: Option<&str>| wiring(ctx.clone(), namespace, permits.clone());
+    run_in_scope(
+        ctx.clone(),
+        scope,
+        DEPLOYMENT_KIND,
+        0,
+        shutdown,
+        build,
+        synced,
+    )
+    .await;
 }
 
 /// One reconcile pass ([`kind::reconcile`]): the finalizer helper
@@ -282,21 +266,14 @@ async fn observed_reconcile(
     result
 }
 
-/// The controller of one namespace (`None`: all) and the stores whose
-/// readiness tells that its watches listed.
-fn controller<S>(
+/// The controller of one namespace (`None`: all): its watches, its pass
+/// behind the fair admission per control plane ([`observed_reconcile`]),
+/// the metrics of its stores, and their readiness.
+fn wiring(
     ctx: Arc<DeploymentContext>,
     namespace: Option<&str>,
     permits: Option<Arc<Semaphore>>,
-    shutdown: S,
-) -> (
-    impl std::future::Future<Output = ()> + Send + use<S>,
-    Store<CachedDeployment>,
-    Store<AgentControlPlane>,
-)
-where
-    S: std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
-{
+) -> Wiring<CachedDeployment, State> {
     let deployments: Api<AgentDeployment> = scoped_api(&ctx.client, namespace);
     let (plane_store, plane_trigger, secret_trigger) = plane_and_secret_watches(&ctx, namespace);
     let (store, trigger) = deployment_watch(deployments, &ctx.config.shard, ctx.clone());
@@ -327,19 +304,36 @@ where
         });
     let controller =
         super::plane_watch::cluster_watches(controller, &ctx, namespace, cluster_store);
-    // Unbounded here (0): the permits of [`observed_reconcile`] bound the
-    // passes that run, while passes waiting for their plane's turn must not
-    // take the controller's slots from other planes.
-    let run = drive(
+    track_stores(&ctx, &deployment_store, &plane_store);
+    Wiring::with_pass(
         controller,
-        DEPLOYMENT_KIND,
-        0,
-        shutdown,
         move |obj, ctx| observed_reconcile(obj, ctx, permits.clone(), wake.clone()),
         |obj: Arc<CachedDeployment>, error: &Error, ctx| error_policy(full(&obj), error, ctx),
-        ctx,
-    );
-    (run, deployment_store, plane_store)
+    )
+    .synced(async move {
+        synced_store(&deployment_store).await && synced_store(&plane_store).await
+    })
+}
+
+/// The gauges read from one controller's stores at scrape time: Ready
+/// AgentDeployments and AgentControlPlanes, and the drifted deployments.
+fn track_stores(
+    ctx: &DeploymentContext,
+    deployments: &Store<CachedDeployment>,
+    planes: &Store<AgentControlPlane>,
+) {
+    let d = deployments.clone();
+    ctx.metrics.track_ready(DEPLOYMENT_KIND, move || {
+        ready_counts(&d, |o: &CachedDeployment| o.condition_status(READY))
+    });
+    let d = deployments.clone();
+    ctx.metrics.track_drift(move || drift_samples(&d));
+    let p = planes.clone();
+    ctx.metrics.track_ready(CONTROL_PLANE_KIND, move || {
+        ready_counts(&p, |o: &AgentControlPlane| {
+            find(&o.status.as_ref()?.conditions, READY).map(|c| c.status.clone())
+        })
+    });
 }
 
 /// The AgentControlPlane watch of one namespace (`None`: all) with its

@@ -93,14 +93,14 @@ async fn remote_step(
     let mut pass = Pass::new(api, fresh.unwrap_or(obj), ctx, inputs);
     let acted = match step {
         Step::Poll(rid) => match act::same_plane(&mut pass).await {
-            Ok(()) => act::poll_revision(&mut pass, &rid).await,
+            Ok(()) => super::poll::poll_revision(&mut pass, &rid).await,
             Err(report) => Err(report),
         },
         Step::Change => match act::same_plane(&mut pass).await {
-            Ok(()) => act::read_and_change(&mut pass).await,
+            Ok(()) => super::change::read_and_change(&mut pass).await,
             Err(report) => Err(report),
         },
-        _ => act::find_or_create(&mut pass).await,
+        _ => super::obtain::find_or_create(&mut pass).await,
     };
     match acted {
         Ok(acted) => follow::follow(&mut pass, acted).await.on(fresh),

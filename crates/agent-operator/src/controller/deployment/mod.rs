@@ -30,6 +30,7 @@
 
 mod act;
 pub mod cached;
+mod change;
 pub mod claims;
 pub mod cleanup;
 pub mod context;
@@ -45,6 +46,7 @@ mod obtain;
 pub mod pass;
 pub mod plane;
 mod plane_watch;
+mod poll;
 pub mod previews;
 pub mod promotion;
 pub mod report;

@@ -31,8 +31,10 @@ use crate::plan::verdict::EventType;
 use kube::ResourceExt;
 use tracing::info;
 
-use super::pass::Pass;
-use super::report::Flow;
+use super::change::change;
+use super::pass::{Acted, Pass, RemoteView};
+use super::plane::plane_key;
+use super::report::{Flow, Report};
 use crate::api::conditions::reason;
 use crate::api::deployment::{
     AdoptionPolicy, AgentDeployment, CREATE_PENDING_ANNOTATION, DEPLOYMENT_ID_ANNOTATION,
@@ -40,11 +42,13 @@ use crate::api::deployment::{
 };
 use crate::controller::kind::set_metadata;
 use crate::controller::requeue::jittered;
+use crate::controller::{integrations, placement};
 use crate::controlplane::Error as CpError;
 use crate::controlplane::types::{Deployment, DeploymentCreate};
 use crate::plan::adoption;
 use crate::plan::claims::{self, Holder, PlaneId};
 use crate::plan::policy;
+use crate::plan::shapes;
 use crate::plan::status::Outcome;
 use crate::plan::steps::{self, ByName};
 use crate::plan::verdict::Note;
@@ -480,4 +484,47 @@ async fn create(pass: &mut Pass<'_>, body: &DeploymentCreate) -> Flow<ObtainedDe
     // No event of its own: the outcome of the revision it started is the
     // deployment's one event (`RevisionDeployed`, or a Warning).
     found(remote, true, false)
+}
+
+/// No deployment id yet: checks the placement and the integration, then
+/// adopts, recovers or creates the deployment ([`obtain`]).
+pub(super) async fn find_or_create(pass: &mut Pass<'_>) -> Flow<Acted> {
+    let (obj, ctx, cp) = (pass.obj, pass.ctx, pass.cp);
+    // A preview over its control plane's cap waits, before any request;
+    // the admission holds until this pass recorded its create.
+    let _admitted = super::previews::admit(obj, ctx).await?;
+    let mut body = pass.seen.body.clone();
+    // Placement is checked before the create (listener fields are
+    // immutable afterwards).
+    if let Some(listener_id) = &body.source_config.listener_id
+        && let Err(blocked) =
+            placement::check_listener_namespace(cp, listener_id, &obj.spec).await?
+    {
+        return Err(Report::blocked(obj, ctx, blocked));
+    }
+    // A named integration is resolved, and the repository checked,
+    // before a create (not for an explicit adoption, which creates
+    // nothing): `integration_id` is immutable afterwards.
+    if obj.spec.deployment_id.is_none() {
+        match integrations::resolve(&ctx.state.integrations, &plane_key(cp), cp, &obj.spec).await? {
+            Ok(Some(id)) => body.source_config.integration_id = Some(id),
+            Ok(None) => {}
+            Err(blocked) => return Err(Report::blocked(obj, ctx, blocked)),
+        }
+    }
+    let obtained = obtain(pass, &body).await?;
+    if obtained.created {
+        pass.created = true;
+        pass.status.secrets_hash = Some(pass.seen.secrets_hash.clone());
+        pass.status.unechoed_hash = Some(shapes::unechoed_hash(&body));
+        pass.served_redeploy();
+        // The create started the first revision.
+        return Ok(Acted {
+            view: RemoteView::of(&obtained.deployment),
+            revision: None,
+        });
+    }
+    // Adopted or recovered: converge it like any other pass.
+    pass.status.deployment_id = Some(obtained.deployment.id.clone());
+    change(pass, *obtained.deployment, &body, obtained.recovered).await
 }

@@ -674,7 +674,7 @@ fn register_outcomes(
 }
 
 /// The operator's metrics and their registry. Cheap to share behind an `Arc`
-/// (the controller [`Context`](crate::controller::Context) holds one); every
+/// (the controllers' [`Shared`](crate::controller::Shared) holds one); every
 /// method takes `&self`.
 pub struct Metrics {
     registry: Registry,

@@ -35,9 +35,7 @@ pub mod server_changes;
 pub mod unmanaged;
 pub mod watch;
 
-pub use context::{Context, OperatorConfig, Shared, memory_key};
-pub use deployment::context::{DeploymentContext, SCOUTS, SECRETS_PATCH_INTERVAL};
-pub use error::{Error, ErrorKind};
-pub use requeue::{IN_USE_RECHECK, backoff_delay, jittered, object_key, poll_delay};
-pub use scaffold::{observed, requeue_after_error};
+pub use context::{Context, OperatorConfig, Shared};
+pub use deployment::context::SECRETS_PATCH_INTERVAL;
+pub use error::Error;
 pub use watch::scoped_api;

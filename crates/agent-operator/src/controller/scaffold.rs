@@ -64,39 +64,53 @@ where
     }
 }
 
-/// The common tail of every controller: runs `controller` (its watches
-/// already added) with at most `concurrency` passes at once (0: unbounded,
-/// when the kind bounds its passes itself), until `shutdown` resolves (then
-/// lets in-flight passes finish). `reconcile` is the kind's pass, usually
-/// wrapped in [`observed`]; `error_policy` its requeue after an error
-/// (most kinds: [`error_policy`]). Each result is logged at debug level with
-/// `kind`.
-fn drive<K, S, F, Fut, P>(
-    controller: Controller<K>,
-    kind: &'static str,
-    concurrency: u16,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-    reconcile: F,
-    error_policy: P,
-    ctx: Arc<Context<S>>,
-) -> impl Future<Output = ()> + Send
-where
+/// What a controller can watch and store: a kind's objects (or a compact
+/// form of them, the AgentDeployment's `CachedDeployment`), as kube's
+/// `Controller` needs them.
+pub trait Watched:
+    Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watched for K where
     K: Resource<DynamicType = ()>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug
         + Send
         + Sync
-        + 'static,
+        + 'static
+{
+}
+
+/// The common tail of every controller: runs `controller` (its watches
+/// already added) with at most `concurrency` passes at once (0: unbounded,
+/// when the kind bounds its passes itself), until `shutdown` resolves (then
+/// lets in-flight passes finish), with the pass and error policy of its
+/// [`Wiring`]. Each result is logged at debug level with `kind`.
+fn drive<K, S>(
+    controller: Controller<K>,
+    kind: &'static str,
+    concurrency: u16,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    pass: Pass<K, S>,
+    error_policy: ErrorPolicy<K, S>,
+    ctx: Arc<Context<S>>,
+) -> impl Future<Output = ()> + Send
+where
+    K: Watched,
     S: Send + Sync + 'static,
-    F: FnMut(Arc<K>, Arc<Context<S>>) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Action, Error>> + Send + 'static,
-    P: Fn(Arc<K>, &Error, Arc<Context<S>>) -> Action + Send + Sync + 'static,
 {
     controller
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(pass, error_policy, ctx)
         .for_each(move |res| async move {
             match res {
                 Ok((obj, _)) => debug!(kind, object = %obj, "reconciled"),
@@ -119,13 +133,7 @@ pub type ErrorPolicy<K, S> = Box<dyn Fn(Arc<K>, &Error, Arc<Context<S>>) -> Acti
 /// readiness of its stores.
 pub struct Wiring<K, S>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     controller: Controller<K>,
     pass: Pass<K, S>,
@@ -135,13 +143,7 @@ where
 
 impl<K, S> Wiring<K, S>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
     S: Send + Sync + 'static,
 {
     /// `controller` running the kind's `reconcile`, timed and counted as
@@ -195,13 +197,7 @@ pub async fn run_in_scope<K, S, B>(
     build: B,
     synced: impl FnOnce() + Send + 'static,
 ) where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
     S: Send + Sync + 'static,
     B: Fn(Option<&str>) -> Wiring<K, S>,
 {

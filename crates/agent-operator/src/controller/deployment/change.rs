@@ -237,16 +237,7 @@ fn remote_deleting(pass: &mut Pass<'_>, id: &str) -> Box<Report> {
         reason: reason::REMOTE_DELETED,
         message: format!("remote deployment {id} is being deleted outside the operator"),
     };
-    let read = pass.ctx.state.deletes.read(
-        &object_key(pass.obj),
-        id,
-        true,
-        pass.ctx.config.poll_interval,
-        pass.ctx.config.max_poll_interval,
-    );
-    let wait = read.delay;
-    pass.remember
-        .push(move |ctx| ctx.state.deletes.record(read));
+    let wait = pass.deleting_elsewhere(id);
     pass.finish(&outcome, Ok(Requeue::after(wait)))
 }
 

@@ -306,16 +306,7 @@ async fn taken(
             "a remote deployment named {} ({}) is being deleted on the control plane ({shown}); this resource creates its own once it is gone",
             remote.name, remote.id
         );
-        let read = pass.ctx.state.deletes.read(
-            &pass.seen.key,
-            &remote.id,
-            true,
-            pass.ctx.config.poll_interval,
-            pass.ctx.config.max_poll_interval,
-        );
-        let wait = read.delay;
-        pass.remember
-            .push(move |ctx| ctx.state.deletes.record(read));
+        let wait = pass.deleting_elsewhere(&remote.id);
         return Err(pass.finish(
             &Outcome::Progressing {
                 reason: reason::NAME_RELEASING,

@@ -175,6 +175,23 @@ impl<'a> Pass<'a> {
         }
     }
 
+    /// The wait before this object reads again the remote deployment `id`,
+    /// found deleting outside the operator ([`super::deleting::Deletes::read`],
+    /// its backoff of reads); the read is remembered by the pass's report.
+    pub(super) fn deleting_elsewhere(&mut self, id: &str) -> std::time::Duration {
+        let read = self.ctx.state.deletes.read(
+            &self.seen.key,
+            id,
+            true,
+            self.ctx.config.poll_interval,
+            self.ctx.config.max_poll_interval,
+        );
+        let wait = read.delay;
+        self.remember
+            .push(move |ctx| ctx.state.deletes.record(read));
+        wait
+    }
+
     /// Ends the pass with a control plane error: a definite rejection (400,
     /// 409, 422) is recorded with its fingerprint and not sent again until
     /// the desired state changes or its backoff passes; a transient error is

@@ -284,27 +284,31 @@ impl Shared {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A context whose Kubernetes client is never called.
-    fn shared() -> Shared {
+impl Shared {
+    /// A shared part whose Kubernetes client is never called (unit tests
+    /// of the in-process memory).
+    pub(crate) fn offline() -> Self {
         let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
             Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::from(
                 Vec::new(),
             )))
         });
-        Shared::new(
+        Self::new(
             kube::Client::new(service, "default"),
             OperatorConfig::default(),
         )
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     /// The failures of an object are its own entry (objects of two kinds
     /// with one name never share one), gone once reset or forgotten.
     #[tokio::test]
     async fn failures_are_one_entry_per_object_until_reset() {
-        let ctx = shared();
+        let ctx = Shared::offline();
         let (agd, acp) = ("AgentDeployment/ns/a", "AgentControlPlane/ns/a");
         let entries = |ctx: &Shared| ctx.failures.lock().unwrap().len();
         ctx.backoff(agd);

@@ -401,16 +401,7 @@ mod tests {
 
     /// A context whose Kubernetes client is never called.
     fn context() -> DeploymentContext {
-        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
-            Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::from(
-                Vec::new(),
-            )))
-        });
-        let shared = Shared::new(
-            kube::Client::new(service, "default"),
-            crate::controller::context::OperatorConfig::default(),
-        );
-        Context::new(Arc::new(shared), State::default())
+        Context::new(Arc::new(Shared::offline()), State::default())
     }
 
     fn entries(ctx: &DeploymentContext) -> usize {

@@ -1,6 +1,6 @@
 //! The AgentDeployment as the controller's store keeps it
 //! ([`CachedDeployment`]): metadata and spec as read, the status as its
-//! JSON text, compressed.
+//! JSON text, compressed, and the annotations and labels as a short list.
 //!
 //! Every AgentDeployment of the fleet stays in the store for the life of
 //! the process, so its size is the operator's memory per resource (issue
@@ -16,6 +16,12 @@
 //! the conditions ([`CachedDeployment::conditions`]). Measured in
 //! docs/BENCHMARKS.md, "Capacity".
 //!
+//! The annotations and labels are a boxed list of pairs, not the
+//! `BTreeMap` of `ObjectMeta`: a map of one entry allocates a whole B-tree
+//! leaf (eleven keys and values, about 540 bytes), for the id annotation
+//! every deployed object carries. Only the pass reads them ([`CachedDeployment::to_full`]
+//! puts them back), and the claims ([`CachedDeployment::annotation`]).
+//!
 //! Compressing the status costs a few microseconds per watch event, and
 //! inflating it as much per read (a pass, a mapper, a metrics scrape).
 //!
@@ -24,6 +30,7 @@
 //! server stores them, so a pass decides on the same status as the one
 //! written (a status is rewritten only when it changed, `kind::changed`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -35,14 +42,21 @@ use crate::api::deployment::{AgentDeployment, AgentDeploymentSpec, AgentDeployme
 
 /// An AgentDeployment in the controller's store: metadata (already
 /// trimmed, `crate::controller::scaffold::strip_managed_fields`) and spec
-/// as the API server sent them, the status as its JSON text compressed. It reads from
+/// as the API server sent them, except the annotations and labels, kept
+/// apart as lists of pairs, and the status as its JSON text compressed. It reads from
 /// an AgentDeployment's JSON (kube-runtime's controller asks its kind to):
 /// the whole object is read, then cached.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(from = "AgentDeployment")]
 pub struct CachedDeployment {
-    /// `metadata`, as read.
+    /// `metadata`, as read, without its annotations and labels (`None`
+    /// here: read them with [`CachedDeployment::annotation`], or from the
+    /// whole object).
     pub metadata: ObjectMeta,
+    /// `metadata.annotations`, as (key, value) pairs in key order.
+    annotations: Pairs,
+    /// `metadata.labels`, as (key, value) pairs in key order.
+    labels: Pairs,
     /// `spec`, as read.
     pub spec: AgentDeploymentSpec,
     /// `status` serialized as JSON, then compressed (raw DEFLATE; `None`:
@@ -76,12 +90,32 @@ impl Resource for CachedDeployment {
 
 impl From<AgentDeployment> for CachedDeployment {
     fn from(obj: AgentDeployment) -> Self {
-        Self {
-            status: packed(obj.status.as_ref()),
-            metadata: obj.metadata,
-            spec: obj.spec,
-        }
+        let status = packed(obj.status.as_ref());
+        Self::without_status(obj.metadata, obj.spec).with(status)
     }
+}
+
+/// A string map of `ObjectMeta` as a boxed list of pairs (empty: no
+/// allocation).
+type Pairs = Box<[(Box<str>, Box<str>)]>;
+
+/// `map` as [`Pairs`], in its (key) order.
+fn pairs(map: Option<BTreeMap<String, String>>) -> Pairs {
+    map.into_iter()
+        .flatten()
+        .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+        .collect()
+}
+
+/// [`Pairs`] as the map again; `None` when empty (the API server omits an
+/// empty map, so none is lost).
+fn map(pairs: &Pairs) -> Option<BTreeMap<String, String>> {
+    (!pairs.is_empty()).then(|| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    })
 }
 
 /// DEFLATE level of the kept status: 1 (the fastest) compresses a Ready
@@ -118,22 +152,50 @@ impl CachedDeployment {
     /// The cached form of `obj`: its metadata and spec cloned, its status
     /// serialized.
     pub fn of(obj: &AgentDeployment) -> Self {
+        Self::without_status(obj.metadata.clone(), obj.spec.clone())
+            .with(packed(obj.status.as_ref()))
+    }
+
+    /// `metadata` and `spec` cached, without status.
+    fn without_status(mut metadata: ObjectMeta, spec: AgentDeploymentSpec) -> Self {
+        let annotations = pairs(metadata.annotations.take());
+        let labels = pairs(metadata.labels.take());
         Self {
-            metadata: obj.metadata.clone(),
-            spec: obj.spec.clone(),
-            status: packed(obj.status.as_ref()),
+            metadata,
+            annotations,
+            labels,
+            spec,
+            status: None,
         }
+    }
+
+    /// `self` with the status `status` (packed).
+    fn with(mut self, status: Option<Box<[u8]>>) -> Self {
+        self.status = status;
+        self
+    }
+
+    /// `metadata` with its annotations and labels, as read.
+    pub fn whole_metadata(&self) -> ObjectMeta {
+        let mut metadata = self.metadata.clone();
+        metadata.annotations = map(&self.annotations);
+        metadata.labels = map(&self.labels);
+        metadata
+    }
+
+    /// The value of the annotation `key`, if present.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, v)| &**v)
     }
 
     /// `obj` as a controller trigger: only its reference is ever read
     /// (kube-runtime queues `ObjectRef::from_obj` of it), so the status is
     /// left out rather than serialized.
     pub fn trigger(obj: AgentDeployment) -> Self {
-        Self {
-            metadata: obj.metadata,
-            spec: obj.spec,
-            status: None,
-        }
+        Self::without_status(obj.metadata, obj.spec)
     }
 
     /// The whole AgentDeployment again, its status parsed from the JSON
@@ -141,7 +203,7 @@ impl CachedDeployment {
     /// was serialized from the same type) reads as none.
     pub fn to_full(&self) -> AgentDeployment {
         AgentDeployment {
-            metadata: self.metadata.clone(),
+            metadata: self.whole_metadata(),
             spec: self.spec.clone(),
             status: self.status(),
         }
@@ -221,7 +283,8 @@ mod tests {
                 "apiVersion": "agentserver.dev/v1alpha1", "kind": "AgentDeployment",
                 "metadata": {"name": "a", "namespace": "ns", "generation": 2,
                     "resourceVersion": "7", "uid": "u-1",
-                    "annotations": {"agentserver.dev/deployment-id": "d-1"},
+                    "annotations": {"agentserver.dev/deployment-id": "d-1", "b": "2"},
+                    "labels": {"app": "a"},
                     "finalizers": ["agentserver.dev/remote-deployment"]},
                 "spec": {
                     "controlPlaneRef": {"name": "default"},
@@ -253,7 +316,15 @@ mod tests {
     #[test]
     fn a_cached_object_reads_back_whole() {
         let obj = ready_object();
-        let back = CachedDeployment::of(&obj).to_full();
+        let cached = CachedDeployment::of(&obj);
+        assert_eq!(cached.metadata.annotations, None);
+        assert_eq!(
+            cached.annotation("agentserver.dev/deployment-id"),
+            Some("d-1")
+        );
+        assert_eq!(cached.annotation("b"), Some("2"));
+        assert_eq!(cached.annotation("c"), None);
+        let back = cached.to_full();
         assert_eq!(back.metadata, obj.metadata);
         assert_eq!(back.spec, obj.spec);
         assert_eq!(back.status, obj.status);

@@ -72,22 +72,21 @@ impl ClaimIndex {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let same_id =
-            |v: Option<&String>| v.zip(id).is_some_and(|(v, id)| v.eq_ignore_ascii_case(id));
+        let same_id = |v: Option<&str>| v.zip(id).is_some_and(|(v, id)| v.eq_ignore_ascii_case(id));
         let mut out = Vec::new();
         for store in stores {
             for obj in store.state() {
-                let annotated = obj.annotations().get(DEPLOYMENT_ID_ANNOTATION);
+                let annotated = obj.annotation(DEPLOYMENT_ID_ANNOTATION);
                 let matches = name.is_some_and(|n| remote_name(&obj.metadata, &obj.spec) == n)
                     || same_id(annotated)
-                    || same_id(obj.spec.deployment_id.as_ref());
+                    || same_id(obj.spec.deployment_id.as_deref());
                 if !matches {
                     continue;
                 }
                 let holding = obj.holding();
                 let plane = plane_of(planes, &obj.metadata, &obj.spec);
                 out.push(claim(
-                    &obj.metadata,
+                    &obj.whole_metadata(),
                     &obj.spec,
                     holding.deployment_id,
                     holding.expired,

@@ -963,6 +963,14 @@ impl Bench {
             &format!("{label}: kube-apiserver CPU ms/resource"),
             per_resource_ms,
         );
+        // What the BENCHMARKS table and Capacity read from a row, recorded
+        // by the run itself rather than copied from its printout.
+        results::note(&format!("{label}: requests/resource"), per);
+        results::note(&format!("{label}: operator CPU s"), p.cpu_seconds());
+        results::note(
+            &format!("{label}: KiB/AgentDeployment over the start"),
+            p.rss_kib_per_resource_over_start(),
+        );
         match scenario {
             Scenario::S5 => {
                 for w in run.workspaces.iter().filter(|w| !w.throttled) {

@@ -6,13 +6,17 @@
 //! official clients show it). Where it is silent, the choice is documented
 //! on the module that makes it: [`routes`] (status codes, list order and
 //! paging), [`rules`] (create and patch checks), [`auth`], [`timeline`]
-//! (revision life), [`agent`], [`admin`], [`faults`], [`stats`].
+//! (revision life), [`agent`], [`admin`], [`faults`], [`stats`], `datasets`.
 //!
 //! Routes:
 //! - control plane, at the root and under `/api-host` (self-hosted), with
 //!   `X-Api-Key` + `X-Tenant-Id`: `/v2/deployments[/{id}[/revisions[/{rid}]]]`,
 //!   `/v2/listeners[/{id}]`, `/v1/integrations/github/install`,
 //!   `/v1/integrations/github/{id}/repos`;
+//! - LangSmith datasets (`src/datasets.rs`), at the root and
+//!   under `/api/v1`, with the same key: `/info`, `/datasets[/{id}]`,
+//!   `/examples[/{id}]`, the multipart upload
+//!   `[/v1]/platform/datasets/{id}/examples`;
 //! - agent servers: `/agents/{deployment_id}/{ok,info,docs,assistants[/...],runs/stream,runs/crons[/...]}`;
 //! - admin (no key): `/_emulator/...`.
 //!
@@ -36,6 +40,8 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 mod cron_schedule;
+mod dataset_store;
+mod datasets;
 pub mod errors;
 mod extract;
 pub mod faults;
@@ -113,9 +119,24 @@ pub fn router(state: EmulatorState) -> Router {
             state.auth(),
             auth::require_api_key,
         ));
+    // LangSmith's datasets: at the root (the cloud's `api_url`) and under
+    // `/api/v1` (a self-hosted one's).
+    let datasets = |platform: &str| {
+        datasets::routes(platform)
+            .route_layer(middleware::from_fn_with_state(
+                state.fault_injector(),
+                faults::inject_faults,
+            ))
+            .route_layer(middleware::from_fn_with_state(
+                state.auth(),
+                auth::require_api_key,
+            ))
+    };
     Router::new()
         .merge(api.clone())
         .nest("/api-host", api)
+        .merge(datasets("/v1"))
+        .nest("/api/v1", datasets(""))
         .merge(admin::admin_routes())
         .merge(agent_route::router(agent_server()))
         .fallback(errors::not_found_fallback)

@@ -40,6 +40,8 @@ struct Inner {
     assistants: Mutex<crate::agent_store::Assistants>,
     /// Crons created on the built-in agent servers, by deployment.
     crons: Mutex<crate::agent_store::Crons>,
+    /// LangSmith datasets and their examples, by workspace.
+    datasets: Mutex<crate::dataset_store::Datasets>,
     scenarios: Mutex<Vec<ScenarioRule>>,
     faults: Faults,
     stats: Stats,
@@ -100,6 +102,7 @@ impl EmulatorState {
                 heads: Mutex::new(std::collections::HashMap::new()),
                 assistants: Mutex::new(Default::default()),
                 crons: Mutex::new(Default::default()),
+                datasets: Mutex::new(Default::default()),
                 stats: Stats::default(),
                 shutdown: Shutdown::new(),
             }),
@@ -116,6 +119,14 @@ impl EmulatorState {
             .assistants
             .lock()
             .unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Runs `f` on the LangSmith datasets of every workspace.
+    pub(crate) fn with_datasets<T>(
+        &self,
+        f: impl FnOnce(&mut crate::dataset_store::Datasets) -> T,
+    ) -> T {
+        f(&mut lock(&self.inner.datasets))
     }
 
     /// Runs `f` on the crons of the built-in agent servers.

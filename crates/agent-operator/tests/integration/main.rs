@@ -21,6 +21,7 @@ mod alert_series;
 mod answer_shapes;
 mod cluster_planes;
 mod contract_agent_server;
+mod contract_datasets;
 mod contract_deployments;
 mod contract_errors;
 mod contract_logs;

@@ -990,8 +990,12 @@ impl Bench {
                             gate.require(&format!("{what}: all Ready"), false)
                         ),
                     };
+                    let bound = match (w.time_to_ready, w.kube_cpu_seconds) {
+                        (Some(t), Some(cpu)) => kube_bound(&what, t, w.t_min, cpu),
+                        _ => String::new(),
+                    };
                     println!(
-                        "  {what}: time {time} | 429 {} (0) {}",
+                        "  {what}: time {time}{bound} | 429 {} (0) {}",
                         w.too_many,
                         gate.at_most(&format!("{what} 429s"), w.too_many as f64, 0.0, 0.0)
                     );

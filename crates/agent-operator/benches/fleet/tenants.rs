@@ -68,6 +68,10 @@ pub struct WorkspaceFigures {
     /// Its lower bound: 2 requests per resource at the workspace's limit,
     /// at least one revision lifetime, after the throttle window if any.
     pub t_min: Duration,
+    /// kube-apiserver's CPU-seconds from the start of the rollout until
+    /// every resource of the workspace was Ready (read from its `/metrics`
+    /// at that moment).
+    pub kube_cpu_seconds: Option<f64>,
     pub requests: u64,
     pub too_many: u64,
     /// Arrived at the emulator while a `Retry-After` it sent ran.
@@ -400,6 +404,7 @@ impl Bench {
             });
         let wait = async {
             let mut done: Vec<Option<Duration>> = vec![None; setup.workspaces];
+            let mut kube_cpu: Vec<Option<f64>> = vec![None; setup.workspaces];
             let mut last_progress = Instant::now();
             loop {
                 tokio::time::sleep(READY_CHECK_INTERVAL).await;
@@ -416,10 +421,12 @@ impl Bench {
                     });
                     if slot.is_none() && complete {
                         *slot = Some(t0.elapsed());
+                        let now = ApiRequests::read(&self.client).await;
+                        kube_cpu[w] = Some(now.since(&kube_before).cpu_seconds());
                     }
                 }
                 if done.iter().all(Option::is_some) || t0.elapsed() >= timeout {
-                    return (done, total_ready);
+                    return (done, kube_cpu, total_ready);
                 }
                 if last_progress.elapsed() >= super::PROGRESS_INTERVAL {
                     eprintln!(
@@ -431,7 +438,7 @@ impl Bench {
                 }
             }
         };
-        let ((), (), (done, ready)) = tokio::join!(apply_all, lift_throttle, wait);
+        let ((), (), (done, kube_cpu, ready)) = tokio::join!(apply_all, lift_throttle, wait);
         let window = t0.elapsed();
         // The operator's writes that follow the last Ready status (its
         // events) land within the second.
@@ -494,6 +501,7 @@ impl Bench {
                     throttled,
                     time_to_ready: done[w],
                     t_min: window + self.args.t_min(n),
+                    kube_cpu_seconds: kube_cpu[w],
                     requests: t1 - t0_,
                     too_many: m1 - m0,
                     during_retry_after: d1 - d0,

@@ -965,7 +965,6 @@ impl Bench {
         );
         // What the BENCHMARKS table and Capacity read from a row, recorded
         // by the run itself rather than copied from its printout.
-        results::note(&format!("{label}: requests/resource"), per);
         results::note(&format!("{label}: operator CPU s"), p.cpu_seconds());
         results::note(
             &format!("{label}: KiB/AgentDeployment over the start"),
@@ -1022,6 +1021,7 @@ impl Bench {
                 );
             }
             Scenario::S6 => {
+                results::note(&format!("{label}: requests/resource"), per);
                 // Every workspace has the same share: the fleet's lower bound
                 // is one workspace's.
                 let t_min = run

@@ -36,6 +36,9 @@
 //!   (`status.secretsHash`);
 //! - [`unmanaged`]: the AgentControlPlane's report of the deployments no
 //!   AgentDeployment manages, and when the workspace is listed again.
+//! - [`suite`]: verification suites (cases, assertions on a run's
+//!   answer, the pass rate and the regression rule, the digest a result
+//!   is cached under); not yet read from a spec.
 //!
 //! Nothing here imports `controller`: the arrow goes one way.
 
@@ -58,5 +61,6 @@ pub mod serving;
 pub mod shapes;
 pub mod status;
 pub mod steps;
+pub mod suite;
 pub mod unmanaged;
 pub mod verdict;

@@ -1,0 +1,364 @@
+//! Verification suites, the pure part (no spec field reads it yet): what a
+//! case's assertions say about one run's answer ([`check`]), what a suite's
+//! results say about a revision ([`judge`], with the regression rule
+//! against the serving revision), the digest a result is cached under
+//! ([`digest`]), and the assertions a LangSmith example's reference
+//! outputs stand for ([`from_reference`]).
+//!
+//! The answer of a run is its final state: the last `values` event of a
+//! run without a thread (`POST /runs/stream`; docs/control-plane-api.md,
+//! "Agent server"). Text assertions read
+//! its **text** ([`answer_text`]): the `content` of the last message of
+//! `messages` when there is one (a list of content parts reads as their
+//! `text` joined), else the whole state as compact JSON. `pointer` reads
+//! the state itself by JSON Pointer (RFC 6901, as JSON Patch paths).
+
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// One assertion of a case on the answer of its run.
+#[derive(Clone, Debug)]
+pub enum Assertion {
+    /// The answer's text equals this, both trimmed.
+    Equals(String),
+    /// The answer's text contains this.
+    Contains(String),
+    /// The answer's text matches this regular expression (compiled when the
+    /// suite is read: a bad one is refused there, never here).
+    Matches(Regex),
+    /// The value at this JSON Pointer of the answer equals this value.
+    Pointer(String, Value),
+    /// The run answered within this time.
+    MaxLatency(Duration),
+}
+
+/// What one run answered: its final state and how long it took.
+#[derive(Clone, Debug)]
+pub struct Answer<'a> {
+    /// The run's final state (`None`: the run failed or timed out).
+    pub state: Option<&'a Value>,
+    /// From the request to the answer.
+    pub latency: Duration,
+}
+
+/// Most characters of an answer quoted in a failure (they may hold what
+/// the agent said; the caller redacts secrets before it writes them).
+pub const EXCERPT_CHARS: usize = 120;
+
+/// The text the text assertions read (see the module documentation).
+pub fn answer_text(state: &Value) -> String {
+    let last = state
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last());
+    match last.and_then(|m| m.get("content")) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => state.to_string(),
+    }
+}
+
+/// The first assertion `answer` fails, said for a human with an excerpt
+/// of the answer; `None` when it passes them all. A failed run fails every
+/// case.
+pub fn check(assertions: &[Assertion], answer: &Answer<'_>) -> Option<String> {
+    let Some(state) = answer.state else {
+        return Some("the run did not answer".to_owned());
+    };
+    let text = answer_text(state);
+    let excerpt: String = text.chars().take(EXCERPT_CHARS).collect();
+    assertions.iter().find_map(|a| match a {
+        Assertion::Equals(want) => {
+            (text.trim() != want.trim()).then(|| format!("answer is not {want:?}: {excerpt:?}"))
+        }
+        Assertion::Contains(want) => (!text.contains(want.as_str()))
+            .then(|| format!("answer does not contain {want:?}: {excerpt:?}")),
+        Assertion::Matches(re) => (!re.is_match(&text))
+            .then(|| format!("answer does not match /{}/: {excerpt:?}", re.as_str())),
+        Assertion::Pointer(path, want) => match state.pointer(path) {
+            Some(got) if got == want => None,
+            Some(got) => Some(format!("{path} is {got}, not {want}")),
+            None => Some(format!("{path} is absent")),
+        },
+        Assertion::MaxLatency(max) => (answer.latency > *max).then(|| {
+            format!(
+                "answered in {:.1} s, over {:.1} s",
+                answer.latency.as_secs_f64(),
+                max.as_secs_f64()
+            )
+        }),
+    })
+}
+
+/// What a suite's results say about a revision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Judgement {
+    /// Cases passed.
+    pub passed: usize,
+    /// Cases run.
+    pub total: usize,
+    /// Cases the serving revision passed and this one fails (they block,
+    /// whatever the pass rate).
+    pub regressions: Vec<String>,
+    /// Cases both this revision and the serving one fail (they do not
+    /// block; counted for the status).
+    pub both_fail: usize,
+    /// `passed / total` reached `min_pass_rate` and nothing regressed.
+    pub verified: bool,
+}
+
+/// Judges a revision by its results (case name, passed), in suite order,
+/// against `min_pass_rate` (0 to 1) and, with `compareWith: Serving`, the
+/// serving revision's recorded results (`serving`: the names of the cases
+/// it passed). An empty suite verifies nothing.
+pub fn judge(results: &[(&str, bool)], min_pass_rate: f64, serving: Option<&[&str]>) -> Judgement {
+    let passed = results.iter().filter(|(_, ok)| *ok).count();
+    let total = results.len();
+    let failed = results.iter().filter(|(_, ok)| !ok).map(|(n, _)| *n);
+    let (mut regressions, mut both_fail) = (Vec::new(), 0);
+    if let Some(serving) = serving {
+        for name in failed {
+            if serving.contains(&name) {
+                regressions.push(name.to_owned());
+            } else {
+                both_fail += 1;
+            }
+        }
+    }
+    // A rate written in decimal is not exact in binary (0.7 × 10 is
+    // 7.000000000000001): a billionth of a case of slack.
+    let rate_met = total > 0 && passed as f64 + 1e-9 >= min_pass_rate * total as f64;
+    Judgement {
+        passed,
+        total,
+        verified: rate_met && regressions.is_empty(),
+        regressions,
+        both_fail,
+    }
+}
+
+/// The digest a suite's result is cached under: SHA-256 of its canonical
+/// JSON (`serde_json` writes object keys in order), as `sha256:<hex>`. A
+/// change of any case, assertion or threshold is a new digest, so the
+/// suite runs again; a resync or a restart is not.
+pub fn digest(suite: &Value) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(suite.to_string())))
+}
+
+/// The assertions a LangSmith example's reference outputs stand for: a
+/// string output (or the `answer`, `output` or `content` field of an
+/// object) must be **contained** in the answer's text, since an agent's
+/// wording around it varies; any other object must be **equal**, field by
+/// field, at the top of the answer's state. `None`: no reference outputs,
+/// so the example only checks that the run answers.
+pub fn from_reference(outputs: Option<&Value>) -> Vec<Assertion> {
+    let Some(outputs) = outputs.filter(|o| !o.is_null()) else {
+        return Vec::new();
+    };
+    if let Some(s) = outputs.as_str() {
+        return vec![Assertion::Contains(s.to_owned())];
+    }
+    for key in ["answer", "output", "content"] {
+        if let Some(s) = outputs.get(key).and_then(Value::as_str) {
+            return vec![Assertion::Contains(s.to_owned())];
+        }
+    }
+    match outputs.as_object() {
+        Some(fields) => fields
+            .iter()
+            .map(|(k, v)| Assertion::Pointer(format!("/{}", pointer_escape(k)), v.clone()))
+            .collect(),
+        None => vec![Assertion::Equals(outputs.to_string())],
+    }
+}
+
+/// `key` as one JSON Pointer reference token (RFC 6901: `~` → `~0`,
+/// `/` → `~1`).
+fn pointer_escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer(state: &Value, ms: u64) -> Answer<'_> {
+        Answer {
+            state: Some(state),
+            latency: Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn the_text_is_the_last_message_or_the_state() {
+        let cases = [
+            (
+                json!({"messages": [{"content": "hi"}, {"content": "echo: hi"}]}),
+                "echo: hi",
+            ),
+            (
+                json!({"messages": [{"content": [{"type": "text", "text": "a"}, {"type": "image"}, {"text": "b"}]}]}),
+                "ab",
+            ),
+            (json!({"echo": 1}), r#"{"echo":1}"#),
+            (json!({"messages": []}), r#"{"messages":[]}"#),
+        ];
+        for (state, want) in cases {
+            assert_eq!(answer_text(&state), want, "{state}");
+        }
+    }
+
+    #[test]
+    fn each_assertion_passes_and_fails() {
+        let state = json!({"messages": [{"content": " echo: case 7 "}], "echo": {"n": 7}});
+        let re = Regex::new(r"case \d+").unwrap();
+        let cases: Vec<(Assertion, u64, Option<&str>)> = vec![
+            (Assertion::Equals("echo: case 7".into()), 5, None),
+            (Assertion::Equals("echo: case 8".into()), 5, Some("is not")),
+            (Assertion::Contains("case 7".into()), 5, None),
+            (
+                Assertion::Contains("case 8".into()),
+                5,
+                Some("does not contain"),
+            ),
+            (Assertion::Matches(re), 5, None),
+            (
+                Assertion::Matches(Regex::new("^x").unwrap()),
+                5,
+                Some("does not match /^x/"),
+            ),
+            (Assertion::Pointer("/echo/n".into(), json!(7)), 5, None),
+            (
+                Assertion::Pointer("/echo/n".into(), json!(8)),
+                5,
+                Some("/echo/n is 7, not 8"),
+            ),
+            (
+                Assertion::Pointer("/nope".into(), json!(1)),
+                5,
+                Some("/nope is absent"),
+            ),
+            (Assertion::MaxLatency(Duration::from_secs(1)), 900, None),
+            (
+                Assertion::MaxLatency(Duration::from_secs(1)),
+                1500,
+                Some("answered in 1.5 s, over 1.0 s"),
+            ),
+        ];
+        for (a, ms, want) in cases {
+            let got = check(std::slice::from_ref(&a), &answer(&state, ms));
+            match want {
+                None => assert_eq!(got, None, "{a:?}"),
+                Some(w) => assert!(
+                    got.as_deref().is_some_and(|g| g.contains(w)),
+                    "{a:?}: {got:?}"
+                ),
+            }
+        }
+        let failed = Answer {
+            state: None,
+            latency: Duration::ZERO,
+        };
+        assert_eq!(
+            check(&[], &failed).as_deref(),
+            Some("the run did not answer")
+        );
+    }
+
+    #[test]
+    fn an_excerpt_is_bounded() {
+        let long = json!({"messages": [{"content": "x".repeat(1000)}]});
+        let got = check(&[Assertion::Contains("y".into())], &answer(&long, 1)).unwrap();
+        assert!(got.len() < EXCERPT_CHARS + 60, "{}", got.len());
+    }
+
+    #[test]
+    fn judge_rates_and_regressions() {
+        let ten: Vec<(&str, bool)> = (0..10)
+            .map(|i| {
+                (
+                    ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"][i],
+                    i != 3,
+                )
+            })
+            .collect();
+        // 9 of 10: verified at 0.9, not at the default 1.0.
+        assert!(judge(&ten, 0.9, None).verified);
+        let strict = judge(&ten, 1.0, None);
+        assert_eq!(
+            (strict.passed, strict.total, strict.verified),
+            (9, 10, false)
+        );
+        // Compared with the serving revision: "d" failed there too, so it
+        // does not block at 0.9 and is counted.
+        let serving: Vec<&str> = ten
+            .iter()
+            .filter(|(n, _)| *n != "d")
+            .map(|(n, _)| *n)
+            .collect();
+        let j = judge(&ten, 0.9, Some(&serving));
+        assert_eq!((j.verified, j.both_fail, j.regressions.len()), (true, 1, 0));
+        // A case the serving revision passed blocks, whatever the rate.
+        let all: Vec<&str> = ten.iter().map(|(n, _)| *n).collect();
+        let j = judge(&ten, 0.5, Some(&all));
+        assert_eq!((j.verified, j.regressions), (false, vec!["d".to_owned()]));
+        assert!(!judge(&[], 0.0, None).verified);
+        // 7 of 10 at 0.7, 3 of 10 at 0.3: exactly the rate.
+        let seven: Vec<(&str, bool)> = (0..10).map(|i| ("c", i < 7)).collect();
+        assert!(judge(&seven, 0.7, None).verified);
+        assert!(!judge(&seven, 0.71, None).verified);
+        let three: Vec<(&str, bool)> = (0..10).map(|i| ("c", i < 3)).collect();
+        assert!(judge(&three, 0.3, None).verified);
+    }
+
+    #[test]
+    fn the_digest_follows_the_suite_only() {
+        let a = json!({"cases": [{"name": "x", "contains": "y"}], "minPassRate": 1.0});
+        let same = json!({"minPassRate": 1.0, "cases": [{"contains": "y", "name": "x"}]});
+        let other = json!({"cases": [{"name": "x", "contains": "z"}], "minPassRate": 1.0});
+        assert_eq!(digest(&a), digest(&same));
+        assert_ne!(digest(&a), digest(&other));
+        assert!(digest(&a).starts_with("sha256:"));
+    }
+
+    #[test]
+    fn reference_outputs_become_assertions() {
+        let contains = |v: &[Assertion]| match v {
+            [Assertion::Contains(s)] => Some(s.clone()),
+            _ => None,
+        };
+        assert_eq!(
+            contains(&from_reference(Some(&json!("echo: hi")))).as_deref(),
+            Some("echo: hi")
+        );
+        assert_eq!(
+            contains(&from_reference(Some(&json!({"answer": "42", "x": 1})))).as_deref(),
+            Some("42")
+        );
+        let fields = from_reference(Some(&json!({"a/b": 1, "c": {"d": 2}})));
+        let pointers: Vec<(String, Value)> = fields
+            .into_iter()
+            .map(|a| match a {
+                Assertion::Pointer(p, v) => (p, v),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            pointers,
+            vec![
+                ("/a~1b".to_owned(), json!(1)),
+                ("/c".to_owned(), json!({"d": 2}))
+            ]
+        );
+        assert!(from_reference(None).is_empty());
+        assert!(from_reference(Some(&Value::Null)).is_empty());
+    }
+}

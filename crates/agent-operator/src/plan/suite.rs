@@ -132,8 +132,8 @@ pub fn judge(results: &[(&str, bool)], min_pass_rate: f64, serving: Option<&[&st
             }
         }
     }
-    // A rate written in decimal is not exact in binary (0.7 × 10 is
-    // 7.000000000000001): a billionth of a case of slack.
+    // A rate written in decimal is not exact in binary (0.56 × 25 is
+    // 14.000000000000002): a billionth of a case of slack.
     let rate_met = total > 0 && passed as f64 + 1e-9 >= min_pass_rate * total as f64;
     Judgement {
         passed,
@@ -311,12 +311,12 @@ mod tests {
         let j = judge(&ten, 0.5, Some(&all));
         assert_eq!((j.verified, j.regressions), (false, vec!["d".to_owned()]));
         assert!(!judge(&[], 0.0, None).verified);
-        // 7 of 10 at 0.7, 3 of 10 at 0.3: exactly the rate.
-        let seven: Vec<(&str, bool)> = (0..10).map(|i| ("c", i < 7)).collect();
-        assert!(judge(&seven, 0.7, None).verified);
-        assert!(!judge(&seven, 0.71, None).verified);
-        let three: Vec<(&str, bool)> = (0..10).map(|i| ("c", i < 3)).collect();
-        assert!(judge(&three, 0.3, None).verified);
+        // Exactly the rate: 14 of 25 at 0.56 (0.56 × 25 is
+        // 14.000000000000002 in binary), 7 of 50 at 0.14; one short is not.
+        let of = |n, total| (0..total).map(|i| ("c", i < n)).collect::<Vec<_>>();
+        assert!(judge(&of(14, 25), 0.56, None).verified);
+        assert!(judge(&of(7, 50), 0.14, None).verified);
+        assert!(!judge(&of(13, 25), 0.56, None).verified);
     }
 
     #[test]

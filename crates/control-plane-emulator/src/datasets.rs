@@ -68,6 +68,18 @@ fn uuid_of(raw: &str, what: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw).map_err(|_| not_found(what))
 }
 
+/// The query of a list: its parameters, `limit` (1 to 100, default 20)
+/// and `offset`; 422 for a bad one.
+fn paged(raw: Option<&str>) -> Result<(QueryParams, usize, usize), ApiError> {
+    let q = QueryParams::parse(raw);
+    let mut errs = Vec::new();
+    let (limit, offset) = paging(&q, &mut errs);
+    if !errs.is_empty() {
+        return Err(ApiError::validation(errs));
+    }
+    Ok((q, limit, offset))
+}
+
 async fn info() -> Json<Value> {
     Json(json!({
         "version": "emulator",
@@ -141,12 +153,7 @@ async fn list_datasets(
     Tenant(ws): Tenant,
     RawQuery(raw): RawQuery,
 ) -> JsonResult {
-    let q = QueryParams::parse(raw.as_deref());
-    let mut errs = Vec::new();
-    let (limit, offset) = paging(&q, &mut errs);
-    if !errs.is_empty() {
-        return Err(ApiError::validation(errs));
-    }
+    let (q, limit, offset) = paged(raw.as_deref())?;
     let name = q.get("name");
     state.with_datasets(|all| {
         let page: Vec<Value> = all
@@ -194,12 +201,7 @@ async fn list_examples(
     Tenant(ws): Tenant,
     RawQuery(raw): RawQuery,
 ) -> JsonResult {
-    let q = QueryParams::parse(raw.as_deref());
-    let mut errs = Vec::new();
-    let (limit, offset) = paging(&q, &mut errs);
-    if !errs.is_empty() {
-        return Err(ApiError::validation(errs));
-    }
+    let (q, limit, offset) = paged(raw.as_deref())?;
     let dataset = match q.get("dataset") {
         Some(raw) => Some(uuid_of(raw, "Dataset")?),
         None => None,

@@ -110,19 +110,9 @@ pub fn agent_server_routes() -> Vec<(http::Method, &'static str)> {
 /// injection its faults (with the counts and the shutdown signal), counting
 /// the counts.
 pub fn router(state: EmulatorState) -> Router {
-    let api = routes::api_routes()
-        .route_layer(middleware::from_fn_with_state(
-            state.fault_injector(),
-            faults::inject_faults,
-        ))
-        .route_layer(middleware::from_fn_with_state(
-            state.auth(),
-            auth::require_api_key,
-        ));
-    // LangSmith's datasets: at the root (the cloud's `api_url`) and under
-    // `/api/v1` (a self-hosted one's).
-    let datasets = |platform: &str| {
-        datasets::routes(platform)
+    // Fault injection, then the API key, on the routes that need a key.
+    let keyed = |routes: Router<EmulatorState>| {
+        routes
             .route_layer(middleware::from_fn_with_state(
                 state.fault_injector(),
                 faults::inject_faults,
@@ -132,6 +122,10 @@ pub fn router(state: EmulatorState) -> Router {
                 auth::require_api_key,
             ))
     };
+    let api = keyed(routes::api_routes());
+    // LangSmith's datasets: at the root (the cloud's `api_url`) and under
+    // `/api/v1` (a self-hosted one's).
+    let datasets = |platform: &str| keyed(datasets::routes(platform));
     Router::new()
         .merge(api.clone())
         .nest("/api-host", api)

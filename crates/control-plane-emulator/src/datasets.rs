@@ -19,7 +19,9 @@
 //!   and `<id>.outputs` (JSON objects); answers `{"example_ids", "count"}`.
 //!
 //! An unknown id is 404 with a FastAPI `detail` (the client raises
-//! `LangSmithNotFoundError`), a body that is not what the client sends 422.
+//! `LangSmithNotFoundError`); an id that is not a uuid, in the path or in
+//! `dataset`, and a body that is not what the client sends are 422, as
+//! for the control plane's routes.
 //! Emulator choices (no source says): lists in creation order; a dataset
 //! name already used in the workspace is 409; a dataset's examples go with
 //! it; datasets belong to the workspace of the API key, like deployments.
@@ -28,7 +30,7 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Multipart, Path, RawQuery, State};
+use axum::extract::{Multipart, RawQuery, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -36,8 +38,9 @@ use uuid::Uuid;
 
 use super::dataset_store::{Dataset, Example, now};
 use super::errors::ApiError;
+use super::extract::PathIds;
 use super::state::EmulatorState;
-use super::validate::{QueryParams, paging};
+use super::validate::{QueryParams, paging, parse_uuid};
 use super::workspace::Tenant;
 
 type JsonResult = Result<Json<Value>, ApiError>;
@@ -61,11 +64,6 @@ pub(crate) fn routes(platform: &str) -> Router<EmulatorState> {
 
 fn not_found(what: &str) -> ApiError {
     ApiError::not_found(format!("{what} not found"))
-}
-
-/// A path id that is not a uuid: 404, as for an unknown one.
-fn uuid_of(raw: &str, what: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| not_found(what))
 }
 
 /// The query of a list: its parameters, `limit` (1 to 100, default 20)
@@ -170,11 +168,12 @@ async fn list_datasets(
 async fn get_dataset(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
-    Path(id): Path<String>,
+    ids: PathIds,
 ) -> JsonResult {
-    let id = uuid_of(&id, "Dataset")?;
+    let id = ids.at(0);
     state.with_datasets(|all| {
-        all.get_mut(&ws, id)
+        all.of(&ws)
+            .find(|d| d.id == id)
             .map(|d| Json(d.shown()))
             .ok_or_else(|| not_found("Dataset"))
     })
@@ -183,9 +182,9 @@ async fn get_dataset(
 async fn delete_dataset(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
-    Path(id): Path<String>,
+    ids: PathIds,
 ) -> Result<StatusCode, ApiError> {
-    let id = uuid_of(&id, "Dataset")?;
+    let id = ids.at(0);
     state.with_datasets(|all| {
         let before = all.sets.len();
         all.sets.retain(|d| !(d.workspace == ws && d.id == id));
@@ -203,7 +202,10 @@ async fn list_examples(
 ) -> JsonResult {
     let (q, limit, offset) = paged(raw.as_deref())?;
     let dataset = match q.get("dataset") {
-        Some(raw) => Some(uuid_of(raw, "Dataset")?),
+        Some(raw) => Some(
+            parse_uuid(raw, &[json!("query"), json!("dataset")])
+                .map_err(|e| ApiError::validation(vec![e]))?,
+        ),
         None => None,
     };
     state.with_datasets(|all| {
@@ -221,9 +223,9 @@ async fn list_examples(
 async fn get_example(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
-    Path(id): Path<String>,
+    ids: PathIds,
 ) -> JsonResult {
-    let id = uuid_of(&id, "Example")?;
+    let id = ids.at(0);
     state.with_datasets(|all| {
         all.of(&ws)
             .find_map(|d| {
@@ -269,10 +271,10 @@ async fn read_parts(mut body: Multipart) -> Result<(Vec<Uuid>, Parts), ApiError>
 async fn upload_examples(
     State(state): State<EmulatorState>,
     Tenant(ws): Tenant,
-    Path(id): Path<String>,
+    ids: PathIds,
     body: Multipart,
 ) -> JsonResult {
-    let dataset = uuid_of(&id, "Dataset")?;
+    let dataset = ids.at(0);
     let (order, mut parts) = read_parts(body).await?;
     state.with_datasets(|all| {
         let set = all

@@ -72,14 +72,19 @@ pub fn error_reasons() -> impl Iterator<Item = &'static str> {
 
 /// Every `outcome` of `agent_operator_verifications_total`: `Verified` and
 /// the failure reasons of `spec.verify`.
-pub const VERIFICATION_OUTCOMES: [&str; 6] = [
+pub const VERIFICATION_OUTCOMES: [&str; 7] = [
     crate::api::conditions::reason::VERIFIED,
     crate::api::conditions::reason::AGENT_SERVER_UNREACHABLE,
     crate::api::conditions::reason::AGENT_SERVER_UNAUTHORIZED,
     crate::api::conditions::reason::ASSISTANTS_MISSING,
     crate::api::conditions::reason::ASSISTANT_NOT_FOUND,
     crate::api::conditions::reason::RUN_FAILED,
+    crate::api::conditions::reason::SUITE_FAILED,
 ];
+
+/// Every `outcome` of `agent_operator_verification_cases_total`: a case of
+/// `spec.verify.suite` passed or failed.
+pub const CASE_OUTCOMES: [&str; 2] = ["Passed", "Failed"];
 
 /// Every `outcome` of `agent_operator_revision_outcomes_total`: the end
 /// statuses of a revision (docs/control-plane-api.md "Revision"), and
@@ -673,6 +678,21 @@ fn register_outcomes(
     (verifications, revision_outcomes)
 }
 
+/// The `verification_cases` family, registered, with a zero series for
+/// each outcome.
+fn register_cases(registry: &mut Registry) -> Family<VerificationLabels, Counter> {
+    let cases = Family::<VerificationLabels, Counter>::default();
+    registry.register(
+        "verification_cases",
+        "Cases of verification suites (spec.verify.suite) run on agent servers, by outcome, Passed or Failed (a suite runs once per revision and suite)",
+        cases.clone(),
+    );
+    for outcome in CASE_OUTCOMES {
+        let _ = cases.get_or_create(&VerificationLabels { outcome });
+    }
+    cases
+}
+
 /// The operator's metrics and their registry. Cheap to share behind an `Arc`
 /// (the controllers' [`Shared`](crate::controller::Shared) holds one); every
 /// method takes `&self`.
@@ -689,6 +709,7 @@ pub struct Metrics {
     drift_states: Arc<DriftStates>,
     verifications: Family<VerificationLabels, Counter>,
     revision_outcomes: Family<VerificationLabels, Counter>,
+    verification_cases: Family<VerificationLabels, Counter>,
 }
 
 impl fmt::Debug for Metrics {
@@ -723,6 +744,7 @@ impl Metrics {
             leader.clone(),
         );
         let (verifications, revision_outcomes) = register_outcomes(&mut registry);
+        let verification_cases = register_cases(&mut registry);
         let ready_states = Arc::new(ReadyStates::default());
         registry.register_collector(Box::new(ready_states.clone()));
         let plane_states = Arc::new(PlaneStates::default());
@@ -742,6 +764,7 @@ impl Metrics {
             drift_states,
             verifications,
             revision_outcomes,
+            verification_cases,
         }
     }
 
@@ -787,6 +810,16 @@ impl Metrics {
         self.verifications
             .get_or_create(&VerificationLabels { outcome })
             .inc();
+    }
+
+    /// Records the cases of one run of a verification suite: `passed` and
+    /// `failed` of them.
+    pub fn observe_cases(&self, passed: u32, failed: u32) {
+        for (outcome, n) in [("Passed", passed), ("Failed", failed)] {
+            self.verification_cases
+                .get_or_create(&VerificationLabels { outcome })
+                .inc_by(u64::from(n));
+        }
     }
 
     /// Records one revision the operator followed to its end, with its end

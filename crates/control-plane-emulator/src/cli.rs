@@ -78,6 +78,13 @@ pub struct Args {
     #[arg(long, env = "EMULATOR_AGENT_SERVER_URL")]
     agent_server_url: Option<String>,
 
+    /// MARK=URL: while a github deployment's active revision has MARK in
+    /// its repo_ref (or image_uri), its custom_url reads URL instead (a
+    /// stand-in for a revision built from other code; repeatable, the
+    /// first match wins).
+    #[arg(long = "agent-server-url-for", value_parser = mark_url)]
+    agent_server_routes: Vec<(String, String)>,
+
     /// Let the built-in agent servers answer without an X-Api-Key (by default
     /// they require a key of the deployment's workspace, like cloud ones).
     #[arg(long, env = "EMULATOR_AGENT_SERVER_NO_AUTH")]
@@ -303,6 +310,7 @@ impl Args {
             delete_duration: Duration::from_secs_f64(self.delete_seconds),
             public_url: self.public_url.clone(),
             agent_server_url: self.agent_server_url.clone(),
+            agent_server_routes: self.agent_server_routes.clone(),
             enterprise_workspaces: self.enterprise_workspaces.clone(),
             listener_required_workspaces: self.listener_required_workspaces.clone(),
             listeners: self.listeners.clone(),
@@ -338,6 +346,16 @@ pub fn banner(url: &str, keys: &[ApiKey]) -> String {
                 ws.join(", ")
             )
         }
+    }
+}
+
+/// Parses `MARK=URL` of `--agent-server-url-for`.
+fn mark_url(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((mark, url)) if !mark.is_empty() && !url.is_empty() => {
+            Ok((mark.to_owned(), url.trim_end_matches('/').to_owned()))
+        }
+        _ => Err(format!("{s:?} is not MARK=URL")),
     }
 }
 

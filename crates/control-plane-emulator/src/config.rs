@@ -200,6 +200,13 @@ pub struct EmulatorConfig {
     /// When set, every service-chosen `custom_url` is this URL instead of the
     /// built-in agent server (an external `langgraph dev` server, say).
     pub agent_server_url: Option<String>,
+    /// `(MARK, URL)`: while a `github` deployment's active revision has
+    /// `MARK` in its `repo_ref` (or `image_uri`), its `custom_url` reads
+    /// `URL`: an emulator stand-in for revisions built from different code
+    /// (the real service serves each revision's build at the one URL), so
+    /// that tests can deploy a revision whose agent server answers
+    /// differently. The first matching mark wins.
+    pub agent_server_routes: Vec<(String, String)>,
     /// Address [`super::spawn`] binds. Default `127.0.0.1:0` (any free port).
     pub listen_addr: SocketAddr,
     /// Workspaces on a self-hosted enterprise plan (listeners allowed). A
@@ -240,6 +247,7 @@ impl Default for EmulatorConfig {
             delete_duration: Duration::from_secs(2),
             public_url: None,
             agent_server_url: None,
+            agent_server_routes: Vec::new(),
             listen_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             enterprise_workspaces: Vec::new(),
             listener_required_workspaces: Vec::new(),

@@ -154,6 +154,27 @@ fn custom_url(state: &EmulatorState, source: &str, sent: Option<String>, id: &Uu
     }
 }
 
+/// The URL of [`crate::EmulatorConfig::agent_server_routes`] that `d`'s
+/// active revision selects (`github` deployments only).
+fn routed_url<'a>(state: &'a EmulatorState, d: &StoredDeployment, now: &Now) -> Option<&'a str> {
+    if d.source != "github" {
+        return None;
+    }
+    let config = &d.active(now)?.config;
+    let carried = |mark: &str| {
+        [&config.repo_ref, &config.image_uri]
+            .into_iter()
+            .flatten()
+            .any(|v| v.contains(mark))
+    };
+    state
+        .config()
+        .agent_server_routes
+        .iter()
+        .find(|(mark, _)| carried(mark))
+        .map(|(_, url)| url.as_str())
+}
+
 /// Removes the `resource_spec` keys of the fault setting
 /// `ignored_resource_spec_keys` from a validated create or PATCH body.
 fn drop_ignored_keys(state: &EmulatorState, body: &mut Value) {
@@ -170,6 +191,9 @@ fn drop_ignored_keys(state: &EmulatorState, body: &mut Value) {
 /// the `masked_secret_values` fault.
 fn shown(state: &EmulatorState, d: &StoredDeployment, now: &Now) -> Value {
     let mut v = d.answer(now, &state.config().shape);
+    if let Some(url) = routed_url(state, d, now) {
+        v["source_config"]["custom_url"] = Value::String(url.to_owned());
+    }
     if state.faults().masked_secret_values
         && let Some(Value::Array(secrets)) = v.get_mut("secrets")
     {

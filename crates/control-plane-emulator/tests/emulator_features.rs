@@ -681,6 +681,50 @@ async fn agent_server_url_points_custom_urls_elsewhere() {
     emu.shutdown().await;
 }
 
+/// `custom_url` of deployment `id` once a revision of `repo_ref` (when
+/// set, by a PATCH) is built and deployed.
+async fn url_after(c: &Client, id: &str, repo_ref: Option<&str>) -> String {
+    if let Some(r) = repo_ref {
+        let body = json!({"source_revision_config": {"repo_ref": r}});
+        let path = format!("/v2/deployments/{id}");
+        let (status, _) = c.send(Method::PATCH, &path, Some(body)).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // Ten steps of 30 ms build and deploy the revision.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (_, d) = c
+        .send(Method::GET, &format!("/v2/deployments/{id}"), None)
+        .await;
+    d["source_config"]["custom_url"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_marked_revision_is_served_at_its_own_url_while_it_is_active() {
+    let emu = emulator::spawn(EmulatorConfig {
+        agent_server_url: Some("http://127.0.0.1:2024".into()),
+        agent_server_routes: vec![("broken".into(), "http://127.0.0.1:2025".into())],
+        ..config()
+    })
+    .await
+    .unwrap();
+    let c = Client::demo(&emu);
+    let d = create(&c, github("routed", "main")).await;
+    let id = d["id"].as_str().unwrap().to_owned();
+    assert_eq!(url_after(&c, &id, None).await, "http://127.0.0.1:2024");
+    assert_eq!(
+        url_after(&c, &id, Some("broken-1")).await,
+        "http://127.0.0.1:2025"
+    );
+    assert_eq!(
+        url_after(&c, &id, Some("main")).await,
+        "http://127.0.0.1:2024"
+    );
+    emu.shutdown().await;
+}
+
 /// The commit of a revision (`repo_commit_sha`).
 async fn commit_of(c: &Client, d: &Value, revision: &str) -> String {
     let (status, rev) = c

@@ -85,6 +85,13 @@ fn spawn_from_long_lived_thread(command: Command) -> std::io::Result<Child> {
 /// [`crate::prerequisites`]), and with the log's tail when the server does
 /// not come up.
 pub fn start(test: &str) -> LanggraphServer {
+    start_with(test, &[])
+}
+
+/// [`start`] with environment variables `env` set for the server (the
+/// echo graph reads `ECHO_AGENT_RUN_LOG` and `ECHO_AGENT_BREAKS`, see its
+/// docstring); `test` names its directory and log, one per server.
+pub fn start_with(test: &str, env: &[(&str, &str)]) -> LanggraphServer {
     use crate::prerequisites::{Prerequisite, available};
     assert!(
         available(Prerequisite::AgentServer),
@@ -109,6 +116,7 @@ pub fn start(test: &str) -> LanggraphServer {
         .env("LANGCHAIN_TRACING_V2", "false")
         .env_remove("LANGSMITH_API_KEY")
         .env_remove("LANGCHAIN_API_KEY")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("log file"))
         .stderr(out);

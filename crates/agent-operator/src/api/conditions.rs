@@ -173,6 +173,11 @@ pub mod reason {
     pub const RUN_FAILED: &str = "RunFailed";
     /// The run ended without the event `spec.verify.run.expect` asks for.
     pub const EXPECTATION_NOT_MET: &str = "ExpectationNotMet";
+    /// `spec.verify.suite` ran on the revision and did not meet its
+    /// `minPassRate`, or a case the serving revision passed failed
+    /// (`compareWith: Serving`). Settled until the revision or the suite
+    /// changes: the suite is not run again.
+    pub const SUITE_FAILED: &str = "SuiteFailed";
     /// The deployment's `active_revision_id` is not the revision just
     /// deployed, so the agent server may still serve the previous one.
     pub const REVISION_NOT_ACTIVE: &str = "RevisionNotActive";

@@ -483,6 +483,7 @@ pub struct RecordedPlane {
     printcolumn = r#"{"name":"Revision-ID","type":"string","priority":1,"description":"Id of the latest revision","jsonPath":".status.latestRevisionId"}"#,
     printcolumn = r#"{"name":"Serving","type":"string","priority":1,"description":"The serving revision's commit (first 7 characters) or image digest (first 12 hex digits)","jsonPath":".status.serving.short"}"#,
     printcolumn = r#"{"name":"Verified","type":"boolean","priority":1,"description":"Whether the serving revision passed spec.verify (false without spec.verify: not verified)","jsonPath":".status.serving.verified"}"#,
+    printcolumn = r#"{"name":"Cases","type":"string","priority":1,"description":"Cases of spec.verify.suite the serving revision passed, e.g. 9/10","jsonPath":".status.serving.cases"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
     validation = remote_exists_rule(),
 )]
@@ -960,7 +961,7 @@ pub struct Expiry {
 /// server" (`/assistants/search`, `/runs/stream`, `X-Api-Key`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.assistants) || has(self.run)").message("verify needs assistants, run, or both"))]
+#[x_kube(validation = Rule::new("has(self.assistants) || has(self.run) || has(self.suite)").message("verify needs assistants, run or suite"))]
 pub struct VerifySpec {
     /// Require at least `minCount` assistants of graph `graphId`
     /// (`POST /assistants/search` with `graph_id`, one page).
@@ -969,6 +970,12 @@ pub struct VerifySpec {
     /// Start one stateless run (`POST /runs/stream`) and expect an event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<VerifyRun>,
+    /// Cases the agent server must answer, run once per revision and per
+    /// suite after `assistants` and `run` passed; the revision is verified
+    /// when the suite meets its `minPassRate` (and, with `compareWith:
+    /// Serving`, nothing the serving revision passed fails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<super::suite::VerifySuite>,
     /// A Secret key (same namespace) holding the agent server's API key, sent
     /// as `X-Api-Key`. Default: the API key of the AgentControlPlane (cloud
     /// deployments take a key of the organization that owns them), but only
@@ -1169,6 +1176,24 @@ pub struct RevisionSummary {
     /// verified (no `spec.verify`, or not yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified: Option<bool>,
+    /// What `spec.verify.suite` found on this revision, once it ran: the
+    /// record `compareWith: Serving` compares a candidate with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<RevisionSuite>,
+}
+
+/// `status.revisions[].suite`: a suite's result on one revision, as kept
+/// in the history (see [`super::suite::SuiteResult`] for the whole one).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionSuite {
+    /// The suite it ran (`sha256:<hex>`).
+    pub digest: String,
+    /// `passed/total`, e.g. `9/10`.
+    pub cases: String,
+    /// The cases it failed (at most 50).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_cases: Vec<String>,
 }
 
 /// `status.serving`: the revision that serves now (the deployment's
@@ -1204,6 +1229,10 @@ pub struct ServingRevision {
     /// When it was last verified successfully (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified_at: Option<String>,
+    /// `passed/total` of its `spec.verify.suite` run (e.g. `9/10`), when a
+    /// suite ran on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cases: Option<String>,
     /// Since when the operator has seen it serving (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
@@ -1404,6 +1433,11 @@ pub struct VerificationStatus {
     /// What failed, in words (the server's `detail` where it sent one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// What `spec.verify.suite` found on this revision, once it ran (kept
+    /// while the revision and the suite stay the same: never run again on
+    /// a resync or a restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<super::suite::SuiteResult>,
 }
 
 /// `status.resolvedImage`: a tag resolved to its digest by the image

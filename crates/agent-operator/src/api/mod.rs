@@ -18,6 +18,7 @@ pub mod reasons;
 pub mod reference;
 pub mod resource_spec;
 pub mod rules;
+pub mod suite;
 
 pub use assistant::{AgentAssistant, AgentAssistantSpec, AgentAssistantStatus};
 pub use cluster_control_plane::{ClusterAgentControlPlane, ClusterAgentControlPlaneSpec};

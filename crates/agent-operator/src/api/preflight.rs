@@ -24,7 +24,11 @@ pub fn check(remote_name: &str, spec: &AgentDeploymentSpec) -> Result<(), String
         spec.source_config.listener_id.is_some() || spec.source_config.listener_ref.is_some();
     let secrets = check_secrets(spec, with_listener)?;
     check_source_fields(spec)?;
-    check_secret_references(spec, with_listener, &secrets)
+    check_secret_references(spec, with_listener, &secrets)?;
+    match spec.verify.as_ref().and_then(|v| v.suite.as_ref()) {
+        Some(suite) => suite.validate(),
+        None => Ok(()),
+    }
 }
 
 /// The remote deployment name: 1-63 lowercase letters, digits and `-`.

@@ -45,7 +45,7 @@ impl Reason {
 /// Every reason, grouped as an on-call engineer meets them: an
 /// AgentDeployment's revision, its inputs, ownership, observation, drift,
 /// events, verification, deletion, then the other kinds.
-pub const REASONS: [Reason; 91] = [
+pub const REASONS: [Reason; 92] = [
     Reason {
         reason: reason::CREATING,
         kinds: &[AGD],
@@ -557,6 +557,14 @@ pub const REASONS: [Reason; 91] = [
         event: r#""#,
         meaning: r#"The run ended without an event named `spec.verify.run.expect.event` whose data contains `expect.contains`."#,
         action: r#"Check `streamMode` (events are named by their mode) and the text the graph answers."#,
+    },
+    Reason {
+        reason: reason::SUITE_FAILED,
+        kinds: &[AGD],
+        condition: r#"Stalled (and `Verified=False`)"#,
+        event: r#""#,
+        meaning: r#"`spec.verify.suite` ran on the revision and fewer than `minPassRate` of its cases passed, or a case the last verified revision passed failed (`compareWith: Serving`); `status.verification.suite` names the failing cases and why. The suite is not run again on this revision."#,
+        action: r#"Fix the graph and push a new revision, or change the suite (its new digest runs it again); `spec.rollback.onFailedVerification` redeploys the last verified revision."#,
     },
     Reason {
         reason: reason::REVISION_NOT_ACTIVE,

@@ -31,6 +31,7 @@ pub fn record(history: &mut Vec<RevisionSummary>, rev: &Revision) {
             .and_then(|c| c.image_uri.as_deref())
             .and_then(crate::registry::digest_of),
         verified: None,
+        suite: None,
     };
     upsert(history, entry);
 }
@@ -58,7 +59,12 @@ fn upsert(history: &mut Vec<RevisionSummary>, entry: RevisionSummary) {
         // What its verification found is ours, not the control plane's.
         Some(i) => {
             let verified = history[i].verified;
-            history[i] = RevisionSummary { verified, ..entry };
+            let suite = history[i].suite.take();
+            history[i] = RevisionSummary {
+                verified,
+                suite,
+                ..entry
+            };
         }
         None => history.insert(0, entry),
     }

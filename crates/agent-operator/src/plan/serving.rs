@@ -8,7 +8,9 @@
 //! and "Revision" (`source_revision_config.repo_commit_sha`, read-only).
 
 use crate::api::conditions::reason;
-use crate::api::deployment::{AgentDeploymentStatus, RevisionSummary, ServingRevision};
+use crate::api::deployment::{
+    AgentDeploymentStatus, RevisionSuite, RevisionSummary, ServingRevision,
+};
 
 /// Characters of a commit SHA shown in short form (as `git log --oneline`).
 pub const SHORT_SHA: usize = 7;
@@ -59,7 +61,9 @@ pub fn name_revision(message: &str, rid: &str, history: &[RevisionSummary]) -> S
 /// Records in `status.revisions` what the verification in `status` says of
 /// its revision: `verified: true` for `verifiedRevisionId`, `false` for a
 /// revision whose last attempt failed (except `RevisionNotActive`: the
-/// revision was not checked). Entries not concerned keep their value.
+/// revision was not checked), and the suite's result on its revision
+/// (`suite`, what `compareWith: Serving` reads later). Entries not
+/// concerned keep their value.
 pub fn mark_verified(status: &mut AgentDeploymentStatus) {
     let verified = status.verified_revision_id.clone();
     let failed = status
@@ -67,7 +71,23 @@ pub fn mark_verified(status: &mut AgentDeploymentStatus) {
         .as_ref()
         .filter(|v| v.outcome != reason::VERIFIED && v.outcome != reason::REVISION_NOT_ACTIVE)
         .map(|v| v.revision_id.clone());
+    let suite = status.verification.as_ref().and_then(|v| {
+        let s = v.suite.as_ref()?;
+        Some((
+            v.revision_id.clone(),
+            RevisionSuite {
+                digest: s.digest.clone(),
+                cases: s.cases.clone(),
+                failed_cases: s.failed_cases.clone(),
+            },
+        ))
+    });
     for r in &mut status.revisions {
+        if let Some((rid, s)) = &suite
+            && *rid == r.id
+        {
+            r.suite = Some(s.clone());
+        }
         if verified.as_deref() == Some(r.id.as_str()) {
             r.verified = Some(true);
         } else if failed.as_deref() == Some(r.id.as_str()) {
@@ -115,6 +135,9 @@ pub fn serving(
         repo_ref: entry.and_then(|e| e.repo_ref.clone()),
         verified,
         verified_at,
+        cases: entry
+            .and_then(|e| e.suite.as_ref())
+            .map(|s| s.cases.clone()),
         since: Some(
             same.and_then(|p| p.since.clone())
                 .unwrap_or_else(|| now.to_owned()),

@@ -1,5 +1,7 @@
-//! Verification suites, the pure part (no spec field reads it yet): what a
-//! case's assertions say about one run's answer ([`check`]), what a suite's
+//! Verification suites (`spec.verify.suite`), the pure part: the cases of
+//! a suite as the operator runs them ([`compile`], refusing what cannot
+//! run before any call), what a case's assertions say about one run's
+//! answer ([`check`]), what a suite's
 //! results say about a revision ([`judge`], with the regression rule
 //! against the serving revision), the digest a result is cached under
 //! ([`digest`]), and the assertions a LangSmith example's reference
@@ -18,6 +20,8 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use crate::api::suite::{CaseAssertion, VerifySuite};
 
 /// One assertion of a case on the answer of its run.
 #[derive(Clone, Debug)]
@@ -150,6 +154,83 @@ pub fn judge(results: &[(&str, bool)], min_pass_rate: f64, serving: Option<&[&st
 /// suite runs again; a resync or a restart is not.
 pub fn digest(suite: &Value) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(suite.to_string())))
+}
+
+/// One case ready to run (see [`compile`]).
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// Its name in the suite.
+    pub name: String,
+    /// Sent as `assistant_id`.
+    pub assistant_id: String,
+    /// The graph input (a JSON object).
+    pub input: Value,
+    /// The run's `config`, when set.
+    pub config: Option<Value>,
+    /// How long the run may take.
+    pub timeout: Duration,
+    /// What the answer must satisfy.
+    pub assertions: Vec<Assertion>,
+}
+
+/// The cases of `suite`, with their assertions compiled. Errors: the first
+/// assertion that cannot run, naming the case and the field (a regular
+/// expression this operator's engine refuses, a JSON Pointer without its
+/// leading `/`, an assertion with no check or with two), for
+/// `Stalled`/`InvalidSpec` before any call; admission refuses the same
+/// shapes, this catches objects stored before a rule existed.
+pub fn compile(suite: &VerifySuite) -> Result<Vec<Case>, String> {
+    suite
+        .cases
+        .iter()
+        .map(|c| {
+            let assertions = c
+                .assertions
+                .iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    assertion(a).map_err(|e| {
+                        format!("spec.verify.suite.cases[{}].assertions[{i}]: {e}", c.name)
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Case {
+                name: c.name.clone(),
+                assistant_id: c.assistant_id.clone(),
+                input: Value::Object(c.input.clone()),
+                config: c.config.clone().map(Value::Object),
+                timeout: Duration::from_secs(u64::from(c.timeout_seconds.max(1))),
+                assertions,
+            })
+        })
+        .collect()
+}
+
+/// One assertion of the spec, compiled ([`CaseAssertion::validate`]).
+fn assertion(a: &CaseAssertion) -> Result<Assertion, String> {
+    let regex = a.validate()?;
+    match (
+        &a.equals,
+        &a.contains,
+        regex,
+        &a.pointer,
+        a.max_latency_seconds,
+    ) {
+        (Some(e), ..) => Ok(Assertion::Equals(e.clone())),
+        (_, Some(c), ..) => Ok(Assertion::Contains(c.clone())),
+        (_, _, Some(re), ..) => Ok(Assertion::Matches(re)),
+        (_, _, _, Some(p), _) => Ok(Assertion::Pointer(
+            p.clone(),
+            a.value.clone().unwrap_or_default(),
+        )),
+        (.., Some(s)) => Ok(Assertion::MaxLatency(Duration::from_secs(u64::from(s)))),
+        _ => Err("an assertion needs a check".to_owned()),
+    }
+}
+
+/// The digest of `suite` as written ([`digest`] of its JSON).
+pub fn suite_digest(suite: &VerifySuite) -> String {
+    digest(&serde_json::to_value(suite).unwrap_or_default())
 }
 
 /// The assertions a LangSmith example's reference outputs stand for: a

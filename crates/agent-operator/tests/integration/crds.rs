@@ -73,6 +73,9 @@ fn every_field_is_described_for_kubectl_explain() {
                     "Deployments",
                     "events",
                     "Events",
+                    "cases",
+                    "Cases",
+                    "fraction",
                 ]
                 .iter()
                 .any(|unit| description.contains(unit))

@@ -146,6 +146,7 @@ async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
             "REVISION-ID",
             "SERVING",
             "VERIFIED",
+            "CASES",
             "MESSAGE"
         ],
         "{wide}"

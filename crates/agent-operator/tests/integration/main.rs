@@ -78,6 +78,7 @@ mod operator_secrets;
 mod operator_service_statuses;
 mod operator_serving;
 mod operator_status;
+mod operator_suite;
 mod operator_unheld_drift;
 mod operator_unmanaged;
 mod operator_verify;

@@ -434,7 +434,7 @@ async fn an_invalid_verify_is_refused_at_admission() {
         (
             "nothing to check",
             json!({}),
-            "verify needs assistants, run, or both",
+            "verify needs assistants, run or suite",
         ),
         (
             "minCount 0",

@@ -37,6 +37,10 @@ pub struct Checked {
     pub run_events: Option<u32>,
     /// `None`: passed; else the `Verified=False` reason and its message.
     pub failure: Option<(&'static str, String)>,
+    /// What `spec.verify.suite` found (run now, or recorded before for the
+    /// same revision and suite); the operator's only (`agentctl` runs no
+    /// suite).
+    pub suite: Option<Box<crate::api::suite::SuiteResult>>,
 }
 
 /// Runs the checks of `spec` on `client`: the assistant search, then the
@@ -276,17 +280,22 @@ fn record_verification(
     entry.assistant_count = checked.assistant_count;
     entry.last_run_outcome = checked.run_outcome.map(str::to_owned);
     entry.last_run_events = checked.run_events;
+    entry.suite = checked.suite.map(|s| *s);
     pass.ctx
         .metrics
         .observe_verification(failure.as_ref().map_or(reason::VERIFIED, |(r, _)| r));
     note_result(pass, rid, &entry, failure.as_ref(), verified_before);
-    let wait = match failure {
-        None => later(interval).min(if interval > resync {
+    let settled = failure
+        .as_ref()
+        .is_none_or(|(r, _)| *r == reason::SUITE_FAILED);
+    let wait = if settled {
+        later(interval).min(if interval > resync {
             crate::controller::requeue::jittered(resync)
         } else {
             Duration::MAX
-        }),
-        Some(_) => later(retry_backoff(entry.failures, config.verify.backoff, resync)),
+        })
+    } else {
+        later(retry_backoff(entry.failures, config.verify.backoff, resync))
     };
     pass.status.verification = Some(Box::new(entry));
     wait
@@ -440,6 +449,7 @@ async fn attempt(
     };
     let timeout = pass.ctx.config.request_timeout.min(CALL_TIMEOUT_CAP);
     let sends_key = key.is_some();
+    let key_text = secret_of(&key);
     let client = match agent_server_client(url, key, timeout) {
         Ok(c) => c,
         Err(e) => {
@@ -453,6 +463,9 @@ async fn attempt(
         "verifying on the agent server"
     );
     let mut checked = check(&client, spec).await;
+    if let Some(suite) = &spec.suite {
+        run_suite(pass, suite, view, rid, &client, key_text, &mut checked).await;
+    }
     if let Some((r, message)) = &mut checked.failure
         && *r == reason::AGENT_SERVER_UNAUTHORIZED
         && !sends_key
@@ -460,6 +473,93 @@ async fn attempt(
         message.push_str(NO_KEY_HINT);
     }
     Ok(Attempt::Done(checked))
+}
+
+/// The key's text, to redact from answers.
+fn secret_of(key: &Option<SecretString>) -> Option<String> {
+    use secrecy::ExposeSecret;
+    key.as_ref().map(|k| k.expose_secret().to_owned())
+}
+
+/// `spec.verify.suite` on revision `rid`, once `assistants` and `run`
+/// passed: the result recorded for this revision and suite when there is
+/// one (a resync, a retry and a restart run nothing), else the cases run
+/// now. A suite that did not pass is the failure `SuiteFailed`.
+async fn run_suite(
+    pass: &Pass<'_>,
+    suite: &crate::api::suite::VerifySuite,
+    view: &RemoteView,
+    rid: &str,
+    client: &AgentServerClient,
+    key: Option<String>,
+    checked: &mut Checked,
+) {
+    use super::suite::failure_message;
+    let digest = crate::plan::suite::suite_digest(suite);
+    let recorded = pass
+        .previous
+        .verification
+        .as_deref()
+        .filter(|v| v.revision_id == rid)
+        .and_then(|v| v.suite.clone())
+        .filter(|s| s.digest == digest);
+    let result = match recorded {
+        Some(r) => r,
+        None if checked.failure.is_some() => return,
+        None => match fresh_run(pass, suite, &digest, view, rid, client, key).await {
+            Ok(r) => r,
+            Err(failure) => {
+                checked.failure = Some(failure);
+                return;
+            }
+        },
+    };
+    if checked.failure.is_none() && !result.passed_suite {
+        checked.failure = Some((
+            reason::SUITE_FAILED,
+            failure_message(&result, suite.min_pass_rate),
+        ));
+    }
+    checked.suite = Some(Box::new(result));
+}
+
+/// Runs the cases of `suite` (digest `digest`) on revision `rid` now and
+/// judges them; `Err`: the `Verified=False` reason and message when the
+/// suite could not run (nothing recorded).
+async fn fresh_run(
+    pass: &Pass<'_>,
+    suite: &crate::api::suite::VerifySuite,
+    digest: &str,
+    view: &RemoteView,
+    rid: &str,
+    client: &AgentServerClient,
+    key: Option<String>,
+) -> Result<crate::api::suite::SuiteResult, (&'static str, String)> {
+    use super::suite::{SuiteRun, record, run, serving_record};
+    let cases = crate::plan::suite::compile(suite).map_err(|e| (reason::SUITE_FAILED, e))?;
+    let secrets: Vec<&str> = key.iter().map(String::as_str).collect();
+    let limits = &pass.ctx.verifier;
+    match run(
+        client,
+        &cases,
+        suite.concurrency,
+        limits,
+        &view.id,
+        &secrets,
+    )
+    .await
+    {
+        SuiteRun::Aborted(r, message) => Err((r, message)),
+        SuiteRun::Done(results) => {
+            let now = k8s_openapi::jiff::Timestamp::now().to_string();
+            let serving = serving_record(&pass.status.revisions, rid);
+            let r = record(suite, digest, &results, serving, &now);
+            pass.ctx
+                .metrics
+                .observe_cases(r.passed, r.total.saturating_sub(r.passed));
+            Ok(r)
+        }
+    }
 }
 
 /// The URL of the agent server to verify `rid` on: the deployment's, when

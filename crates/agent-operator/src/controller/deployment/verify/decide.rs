@@ -86,7 +86,11 @@ pub fn verify_step(k: &VerifyKnown<'_>) -> VerifyStep {
     };
     let verified =
         last.outcome == reason::VERIFIED && k.verified_revision_id == Some(k.revision_id);
-    let period = if verified {
+    // A suite that failed is settled until the revision or the spec
+    // changes: checked again on the slow period (its result reused), not
+    // retried with backoff.
+    let settled = verified || last.outcome == reason::SUITE_FAILED;
+    let period = if settled {
         k.interval
     } else {
         retry_backoff(last.failures, k.backoff, k.cap)
@@ -224,6 +228,9 @@ pub(super) fn success_message(rid: &str, v: &VerificationStatus) -> String {
     }
     if let Some(n) = v.last_run_events {
         parts.push(format!("the run streamed {n} event(s) as expected"));
+    }
+    if let Some(s) = &v.suite {
+        parts.push(format!("{} cases of the suite passed", s.cases));
     }
     parts.join("; ")
 }

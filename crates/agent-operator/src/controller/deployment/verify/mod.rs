@@ -17,6 +17,7 @@
 
 mod act;
 mod decide;
+mod suite;
 
 pub(in crate::controller::deployment) use act::verified;
 pub use act::{Checked, check};

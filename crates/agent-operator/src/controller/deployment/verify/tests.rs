@@ -95,6 +95,7 @@ fn verify_step_table() {
 fn verify_step_table_of_failed_runs() {
     let down_once = record("r2", reason::AGENT_SERVER_UNREACHABLE, 1);
     let down_thrice = record("r2", reason::AGENT_SERVER_UNREACHABLE, 3);
+    let suite_failed = record("r2", reason::SUITE_FAILED, 1);
     check_steps(vec![
         (
             "failed once 10 s ago: retry after 30 s",
@@ -121,6 +122,19 @@ fn verify_step_table_of_failed_runs() {
                 ..known(Some(&down_once), None)
             },
             VerifyStep::Wait(S(30)),
+        ),
+        (
+            "a suite failed 10 s ago: settled, the slow period, not the backoff",
+            known(Some(&suite_failed), None),
+            VerifyStep::Wait(S(290)),
+        ),
+        (
+            "a suite failed 300 s ago: the slow check now",
+            VerifyKnown {
+                since_last_run: Some(S(300)),
+                ..known(Some(&suite_failed), None)
+            },
+            VerifyStep::Verify,
         ),
     ]);
 }

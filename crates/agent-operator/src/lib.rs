@@ -23,6 +23,7 @@ pub mod controlplane;
 pub mod converge;
 pub mod docgen;
 pub mod http;
+pub mod langsmith;
 pub mod leader;
 pub mod metrics;
 pub mod metrics_auth;

@@ -178,6 +178,9 @@ pub mod reason {
     /// (`compareWith: Serving`). Settled until the revision or the suite
     /// changes: the suite is not run again.
     pub const SUITE_FAILED: &str = "SuiteFailed";
+    /// The LangSmith dataset of `spec.verify.suite.dataset` could not be
+    /// read (no answer, 429 or 5xx); retried with backoff.
+    pub const DATASET_UNAVAILABLE: &str = "DatasetUnavailable";
     /// The deployment's `active_revision_id` is not the revision just
     /// deployed, so the agent server may still serve the previous one.
     pub const REVISION_NOT_ACTIVE: &str = "RevisionNotActive";

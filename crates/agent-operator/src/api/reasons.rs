@@ -45,7 +45,7 @@ impl Reason {
 /// Every reason, grouped as an on-call engineer meets them: an
 /// AgentDeployment's revision, its inputs, ownership, observation, drift,
 /// events, verification, deletion, then the other kinds.
-pub const REASONS: [Reason; 92] = [
+pub const REASONS: [Reason; 93] = [
     Reason {
         reason: reason::CREATING,
         kinds: &[AGD],
@@ -565,6 +565,14 @@ pub const REASONS: [Reason; 92] = [
         event: r#""#,
         meaning: r#"`spec.verify.suite` ran on the revision and fewer than `minPassRate` of its cases passed, or a case the last verified revision passed failed (`compareWith: Serving`); `status.verification.suite` names the failing cases and why. The suite is not run again on this revision."#,
         action: r#"Fix the graph and push a new revision, or change the suite (its new digest runs it again); `spec.rollback.onFailedVerification` redeploys the last verified revision."#,
+    },
+    Reason {
+        reason: reason::DATASET_UNAVAILABLE,
+        kinds: &[AGD],
+        condition: r#"Reconciling (and `Verified=False`)"#,
+        event: r#""#,
+        meaning: r#"The LangSmith dataset of `spec.verify.suite.dataset` could not be read: no answer, 429 or 5xx from the control plane's LangSmith API. Retried with backoff; never a reason for `onFailedVerification`."#,
+        action: r#"Wait; if it lasts, check that the operator reaches the LangSmith API (`--allowed-hosts`, the network policy)."#,
     },
     Reason {
         reason: reason::REVISION_NOT_ACTIVE,

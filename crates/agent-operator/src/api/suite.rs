@@ -27,15 +27,22 @@ pub const MAX_ASSERTIONS: usize = 10;
 /// `failedCases`, bounded by [`MAX_CASES`]).
 pub const MAX_FAILURES_SHOWN: usize = 10;
 
-/// `spec.verify.suite`: the cases, the share of them that must pass, and
-/// the regression rule. It runs once per revision and per suite (its
-/// digest): a resync or a restart of the operator runs nothing again.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// `spec.verify.suite`: the cases (written here, or the examples of a
+/// LangSmith dataset), the share of them that must pass, and the
+/// regression rule. It runs once per revision and per suite (its digest):
+/// a resync or a restart of the operator runs nothing again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.cases) != has(self.dataset)").message("a suite has either cases or dataset"))]
 pub struct VerifySuite {
     /// The cases, 1 to 50, each named once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "cases_schema")]
     pub cases: Vec<SuiteCase>,
+    /// The cases as the examples of a LangSmith dataset, read with the
+    /// control plane's key when the suite runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<SuiteDataset>,
     /// The fraction of cases that must pass, 0 to 1 (default 1: every
     /// case).
     #[serde(default = "default_min_pass_rate")]
@@ -53,6 +60,33 @@ pub struct VerifySuite {
     #[serde(default = "default_concurrency")]
     #[schemars(range(min = 1, max = 8))]
     pub concurrency: u32,
+}
+
+/// `spec.verify.suite.dataset`: the examples of a LangSmith dataset as the
+/// cases, read from the LangSmith API of the control plane (its `/datasets`
+/// and `/examples`; the project's API notes, "LangSmith datasets") with the
+/// AgentControlPlane's key, once per revision: an edit of the dataset counts
+/// from the next revision. The first 50 examples are the cases. A case is
+/// named by the example's `metadata.name` when it is a string, else by its
+/// id; its input is the example's `inputs`; its assertions come from the
+/// reference `outputs`: a string, or the string field `answer`, `output` or
+/// `content`, must be **contained** in the answer's text; any other object
+/// must be **equal**, field by field, at the top of the answer's state; no
+/// outputs: the run only has to answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuiteDataset {
+    /// The dataset's name in the workspace.
+    #[schemars(length(min = 1, max = 256))]
+    pub name: String,
+    /// An assistant id (uuid) or a graph name, sent as `assistant_id` for
+    /// every example.
+    #[schemars(length(min = 1, max = 253))]
+    pub assistant_id: String,
+    /// Seconds each run may take (1-300; default 30).
+    #[serde(default = "default_case_timeout")]
+    #[schemars(range(min = 1, max = 300))]
+    pub timeout_seconds: u32,
 }
 
 fn default_min_pass_rate() -> f64 {

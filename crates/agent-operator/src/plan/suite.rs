@@ -21,7 +21,7 @@ use regex::Regex;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::api::suite::{CaseAssertion, VerifySuite};
+use crate::api::suite::{CaseAssertion, SuiteDataset, VerifySuite};
 
 /// One assertion of a case on the answer of its run.
 #[derive(Clone, Debug)]
@@ -228,6 +228,40 @@ fn assertion(a: &CaseAssertion) -> Result<Assertion, String> {
     }
 }
 
+/// The cases of a suite read from a dataset: one per example of
+/// `examples` (at most [`crate::api::suite::MAX_CASES`]), named by a string
+/// `metadata.name` or the example's id, its assertions from its reference
+/// outputs ([`from_reference`]). A name used twice is suffixed by the
+/// example's id.
+pub fn from_examples(dataset: &SuiteDataset, examples: &[crate::langsmith::Example]) -> Vec<Case> {
+    let mut seen = std::collections::BTreeSet::new();
+    examples
+        .iter()
+        .take(crate::api::suite::MAX_CASES)
+        .map(|e| {
+            let named = e
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(|n| n.chars().take(63).collect::<String>());
+            let mut name = named.unwrap_or_else(|| e.id.clone());
+            if !seen.insert(name.clone()) {
+                name = format!("{name} ({})", e.id);
+            }
+            Case {
+                name,
+                assistant_id: dataset.assistant_id.clone(),
+                input: e.inputs.clone(),
+                config: None,
+                timeout: Duration::from_secs(u64::from(dataset.timeout_seconds.max(1))),
+                assertions: from_reference(e.outputs.as_ref()),
+            }
+        })
+        .collect()
+}
+
 /// The digest of `suite` as written ([`digest`] of its JSON).
 pub fn suite_digest(suite: &VerifySuite) -> String {
     digest(&serde_json::to_value(suite).unwrap_or_default())
@@ -270,6 +304,44 @@ fn pointer_escape(key: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn examples_become_cases_named_by_metadata_or_id() {
+        let d = SuiteDataset {
+            name: "echo".into(),
+            assistant_id: "agent".into(),
+            timeout_seconds: 20,
+        };
+        let example =
+            |id: &str, name: Option<&str>, outputs: Option<Value>| crate::langsmith::Example {
+                id: id.into(),
+                inputs: json!({"messages": [{"content": id}]}),
+                outputs,
+                metadata: name.map(|n| json!({"name": n})),
+            };
+        let examples = [
+            example("e1", Some("greets"), Some(json!({"answer": "hi"}))),
+            example("e2", Some("greets"), None),
+            example("e3", None, Some(json!({"echo": {"n": 1}}))),
+        ];
+        let cases = from_examples(&d, &examples);
+        let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["greets", "greets (e2)", "e3"]);
+        assert!(matches!(&cases[0].assertions[..], [Assertion::Contains(t)] if t == "hi"));
+        assert!(
+            cases[1].assertions.is_empty(),
+            "no outputs: it only has to answer"
+        );
+        assert!(
+            matches!(&cases[2].assertions[..], [Assertion::Pointer(p, v)] if p == "/echo" && *v == json!({"n": 1}))
+        );
+        assert_eq!(cases[2].timeout, Duration::from_secs(20));
+        assert_eq!(cases[2].input, json!({"messages": [{"content": "e3"}]}));
+        let many: Vec<_> = (0..60)
+            .map(|i| example(&format!("x{i}"), None, None))
+            .collect();
+        assert_eq!(from_examples(&d, &many).len(), crate::api::suite::MAX_CASES);
+    }
 
     fn answer(state: &Value, ms: u64) -> Answer<'_> {
         Answer {

@@ -44,7 +44,7 @@ pub const UNUSED_NOTE: &str = "the control plane shows it UNUSED (no traffic for
 
 /// The failure reasons of a verification, as stored in
 /// `status.verification.outcome`.
-pub const VERIFICATION_FAILURE_REASONS: [&str; 10] = [
+pub const VERIFICATION_FAILURE_REASONS: [&str; 11] = [
     reason::AGENT_SERVER_UNREACHABLE,
     reason::AGENT_SERVER_UNAUTHORIZED,
     reason::ASSISTANTS_MISSING,
@@ -52,6 +52,7 @@ pub const VERIFICATION_FAILURE_REASONS: [&str; 10] = [
     reason::RUN_FAILED,
     reason::EXPECTATION_NOT_MET,
     reason::SUITE_FAILED,
+    reason::DATASET_UNAVAILABLE,
     reason::REVISION_NOT_ACTIVE,
     reason::SECRET_NOT_FOUND,
     reason::HOST_NOT_ALLOWED,

@@ -530,3 +530,116 @@ async fn the_guide_example_verifies_staging_by_its_cases_and_promotes_it() {
     // Three cases, once (production has no suite of its own).
     assert_eq!(guide_runs() - before, 3);
 }
+
+/// Writes dataset `name` of ten examples tagged `tag` (the cases of
+/// [`case`], with the echo graph's answer as reference outputs) to the
+/// emulator's LangSmith API with the official `langsmith` client.
+async fn upload_dataset(h: &Harness, name: &str, tag: &str) {
+    let script = r#"
+import json, sys
+from langsmith import Client
+api_url, key, ws, name, tag = sys.argv[1:6]
+client = Client(api_url=api_url, api_key=key, workspace_id=ws, auto_batch_tracing=False)
+d = client.create_dataset(name)
+def text(i):
+    return f"{tag} case {i}: shout it" if i in (3, 7) else f"{tag} case {i}"
+examples = [
+    {
+        "inputs": {"messages": [{"role": "user", "content": text(i)}]},
+        "outputs": {"echo": {"messages": [{"role": "user", "content": text(i)}]}},
+        "metadata": {"name": f"case-{i}"},
+    }
+    for i in range(10)
+]
+up = client.create_examples(dataset_id=d.id, examples=examples)
+print(json.dumps({"uploaded": up["count"] if isinstance(up, dict) else up.count}))
+"#;
+    let root = test_support::repo_root();
+    let out = tokio::process::Command::new(root.join(".cache/langgraph-venv/bin/python"))
+        .args(["-c", script])
+        .arg(format!("{}/api/v1", h.emulator.base_url))
+        .args([support::API_KEY, support::WORKSPACE, name, tag])
+        .env("LANGSMITH_TRACING", "false")
+        .env_remove("LANGSMITH_API_KEY")
+        .env_remove("LANGSMITH_ENDPOINT")
+        .output()
+        .await
+        .expect("running the langsmith client");
+    assert!(
+        out.status.success(),
+        "the langsmith client failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(r#""uploaded": 10"#),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// LangSmith API reads (`GET` of datasets or examples) logged after `mark`.
+async fn dataset_reads(h: &Harness, mark: usize) -> usize {
+    h.emulator
+        .requests_since(mark)
+        .await
+        .iter()
+        .filter(|r| {
+            r.route.starts_with("GET ")
+                && (r.route.contains("/datasets") || r.route.contains("/examples"))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn a_suite_read_from_a_langsmith_dataset_verifies_and_catches_a_broken_revision() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(AgentServer);
+    let s = servers();
+    let h = harness("op-suite-dataset").start().await;
+    let tag = format!("ds-{}", uuid::Uuid::new_v4().simple());
+    upload_dataset(&h, "echo-cases", &tag).await;
+    let mark = h.emulator.request_mark().await;
+    let suite = json!({"dataset": {"name": "echo-cases", "assistantId": "agent"}});
+    let name = "dataset-agent";
+    h.apply(manifest(name, "main", &suite)).await;
+    let first = suite_ran(&h, name, "main").await;
+    let r1 = first.status.as_ref().unwrap().verification.clone().unwrap();
+    let s1 = r1.suite.unwrap();
+    assert_eq!(
+        (s1.cases.as_str(), s1.passed_suite),
+        ("10/10", true),
+        "{s1:?}"
+    );
+    assert_eq!(verified(&first).unwrap().0, "True");
+    assert_eq!(runs(&s.good_runs, &tag), 10);
+    // The dataset and one page of its examples: two reads.
+    assert_eq!(dataset_reads(&h, mark).await, 2);
+
+    h.apply(manifest(name, "broken-1", &suite)).await;
+    let second = suite_ran(&h, name, "broken-1").await;
+    let s2 = second
+        .status
+        .as_ref()
+        .unwrap()
+        .verification
+        .clone()
+        .unwrap()
+        .suite
+        .unwrap();
+    assert_eq!(
+        (s2.cases.as_str(), s2.passed_suite),
+        ("8/10", false),
+        "{s2:?}"
+    );
+    assert_eq!(s2.failed_cases, ["case-3", "case-7"]);
+    assert!(
+        s2.failures[0].message.contains("/echo is"),
+        "the reference output compared at /echo: {:?}",
+        s2.failures
+    );
+    assert_eq!(verified(&second).unwrap().1, "SuiteFailed");
+    assert_eq!(runs(&s.broken_runs, &tag), 10);
+    // Read again for the new revision only, then never on resyncs.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(dataset_reads(&h, mark).await, 4);
+}

@@ -69,6 +69,16 @@ fn verified() -> Value {
         .build()
 }
 
+fn verified_suite() -> Value {
+    let mut m = github();
+    m["spec"]["verify"] = json!({"suite": {"cases": [{
+        "name": "greets", "assistantId": "agent",
+        "input": {"messages": [{"role": "user", "content": "hello"}]},
+        "assertions": [{"contains": "hello"}]
+    }]}});
+    m
+}
+
 fn verified_run() -> Value {
     AgentDeploymentManifest::docker("x", "ghcr.io/acme/agent:1")
         .spec(
@@ -313,6 +323,16 @@ fn advice() -> Vec<Advice> {
             changes: vec![
                 json!({"spec": {"verify": {"assistants": {"graphId": "agent"}}}}),
                 json!({"spec": {"verify": {"assistants": {"minCount": 1}}}}),
+            ],
+        },
+        Advice {
+            reason: "SuiteFailed",
+            start: verified_suite,
+            state: State::Remote,
+            changes: vec![
+                // Change the suite (a new digest runs it again).
+                json!({"spec": {"verify": {"suite": {"minPassRate": 0.5}}}}),
+                json!({"spec": {"rollback": {"onFailedVerification": true}}}),
             ],
         },
         Advice {

@@ -523,6 +523,59 @@ async fn run_suite(
     checked.suite = Some(Box::new(result));
 }
 
+/// The cases of `spec.verify.suite.dataset`: two reads of the control
+/// plane's LangSmith API ([`crate::langsmith::api_url`]) with its key.
+/// `Err`: `DatasetUnavailable` (no answer, 429, 5xx: retried with
+/// backoff), `HostNotAllowed` (`--allowed-hosts` lacks the LangSmith
+/// API's host), or `SuiteFailed` (the dataset is missing or empty, or the
+/// key is refused: settled until the spec changes or the slow period).
+async fn dataset_cases(
+    pass: &Pass<'_>,
+    d: &crate::api::suite::SuiteDataset,
+) -> Result<Vec<crate::plan::suite::Case>, (&'static str, String)> {
+    use crate::langsmith::{DatasetClient, api_url};
+    let url = api_url(pass.cp.base_url());
+    let field = "the LangSmith API of the control plane (spec.verify.suite.dataset)";
+    if let Err(refused) = pass.ctx.config.allowed_hosts.check(&url, field) {
+        return Err((reason::HOST_NOT_ALLOWED, refused.0));
+    }
+    let timeout = pass.ctx.config.request_timeout.min(CALL_TIMEOUT_CAP);
+    let failed = |e: crate::langsmith::Error| {
+        let r = if e.is_transient() {
+            reason::DATASET_UNAVAILABLE
+        } else {
+            reason::SUITE_FAILED
+        };
+        (r, format!("dataset {:?}: {e}", d.name))
+    };
+    let (key, bearer, workspace) = (
+        pass.cp.api_key(),
+        pass.cp.uses_bearer(),
+        pass.cp.workspace_id(),
+    );
+    let client = DatasetClient::new(&url, key, bearer, workspace, timeout).map_err(failed)?;
+    let Some(found) = client.dataset_named(&d.name).await.map_err(failed)? else {
+        return Err((
+            reason::SUITE_FAILED,
+            format!(
+                "LangSmith has no dataset named {:?} in the workspace ({url})",
+                d.name
+            ),
+        ));
+    };
+    let examples = client
+        .examples(&found.id, crate::api::suite::MAX_CASES)
+        .await
+        .map_err(failed)?;
+    if examples.is_empty() {
+        return Err((
+            reason::SUITE_FAILED,
+            format!("dataset {:?} has no examples", d.name),
+        ));
+    }
+    Ok(crate::plan::suite::from_examples(d, &examples))
+}
+
 /// Runs the cases of `suite` (digest `digest`) on revision `rid` now and
 /// judges them; `Err`: the `Verified=False` reason and message when the
 /// suite could not run (nothing recorded).
@@ -536,8 +589,11 @@ async fn fresh_run(
     key: Option<String>,
 ) -> Result<crate::api::suite::SuiteResult, (&'static str, String)> {
     use super::suite::{SuiteRun, record, run, serving_record};
-    let cases = crate::plan::suite::compile(suite).map_err(|e| (reason::SUITE_FAILED, e))?;
-    let secrets: Vec<&str> = key.iter().map(String::as_str).collect();
+    let cases = match &suite.dataset {
+        None => crate::plan::suite::compile(suite).map_err(|e| (reason::SUITE_FAILED, e))?,
+        Some(d) => dataset_cases(pass, d).await?,
+    };
+    let secrets: Vec<SecretString> = key.into_iter().map(SecretString::from).collect();
     let limits = &pass.ctx.verifier;
     match run(
         client,

@@ -113,7 +113,9 @@ fn failure_reason(stored: &str) -> &'static str {
 /// Failures that may pass without a change (the server is down or not yet
 /// switched over): `Reconciling`; the others need a human: `Stalled`.
 fn is_transient(r: &str) -> bool {
-    r == reason::AGENT_SERVER_UNREACHABLE || r == reason::REVISION_NOT_ACTIVE
+    r == reason::AGENT_SERVER_UNREACHABLE
+        || r == reason::REVISION_NOT_ACTIVE
+        || r == reason::DATASET_UNAVAILABLE
 }
 
 /// The outcome of a pass whose revision `rid` is DEPLOYED, once `status`

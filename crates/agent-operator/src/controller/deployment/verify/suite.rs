@@ -12,6 +12,8 @@ use std::time::Instant;
 use futures::StreamExt;
 use serde_json::Value;
 
+use secrecy::SecretString;
+
 use crate::agentserver::{self, AgentServerClient, RunEvent, RunStreamRequest, StreamMode};
 use crate::api::conditions::reason;
 use crate::api::deployment::RevisionSummary;
@@ -39,7 +41,7 @@ pub(super) async fn run(
     concurrency: u32,
     limits: &Limits,
     server: &str,
-    secrets: &[&str],
+    secrets: &[SecretString],
 ) -> SuiteRun {
     let width = usize::try_from(concurrency.clamp(1, 8)).unwrap_or(1);
     // A loop, not `stream::iter(..).map(..).buffered(..)`: a closure over
@@ -72,11 +74,14 @@ async fn paced(
     case: &Case,
     limits: &Limits,
     server: &str,
-    secrets: &[&str],
+    secrets: &[SecretString],
 ) -> Result<(String, Option<String>), (&'static str, String)> {
     limits.pace(server).await;
     let failure = run_case(client, case).await?;
-    Ok((case.name.clone(), failure.map(|m| redact(&m, secrets))))
+    Ok((
+        case.name.clone(),
+        failure.map(|m| crate::redact::text(&m, secrets)),
+    ))
 }
 
 /// One case: `Ok(None)` it passed, `Ok(Some(why))` it failed; `Err`: the
@@ -131,15 +136,6 @@ async fn run_case(
             },
         )),
     }
-}
-
-/// `text` with every one of `secrets` (of at least 4 characters) shown as
-/// `****`.
-fn redact(text: &str, secrets: &[&str]) -> String {
-    secrets
-        .iter()
-        .filter(|s| s.len() >= 4)
-        .fold(text.to_owned(), |t, s| t.replace(s, "****"))
 }
 
 /// The revision whose recorded run `compareWith: Serving` compares the
@@ -271,6 +267,7 @@ mod tests {
                     assertions: vec![],
                 })
                 .collect(),
+            dataset: None,
             min_pass_rate: rate,
             compare_with: compare.then_some(CompareWith::Serving),
             concurrency: 2,
@@ -402,14 +399,6 @@ mod tests {
         assert!(m.starts_with("10/40 cases passed (minPassRate 1)"), "{m}");
         assert!(m.contains("failing: c0, c1, c2, c3, c4 and 25 more"), "{m}");
         assert!(m.contains("c0: case 0 failed"), "{m}");
-    }
-
-    #[test]
-    fn secrets_are_redacted_from_excerpts() {
-        assert_eq!(
-            redact("key lsv2_sk_abc and lsv2_sk_abc", &["lsv2_sk_abc", "ab"]),
-            "key **** and ****"
-        );
     }
 
     #[test]

@@ -1,0 +1,286 @@
+//! A small client of the LangSmith API's datasets, for verification suites
+//! read from a dataset (`spec.verify.suite.dataset`): a dataset found by
+//! name, then its examples (inputs and reference outputs), one page. Only
+//! the two reads a suite needs; the official `langsmith` client sends the
+//! same requests (docs/control-plane-api.md, "LangSmith datasets": `GET
+//! /datasets?name=`, `GET /examples?dataset=&limit=&offset=`, bare arrays,
+//! `X-Api-Key`).
+//!
+//! Where the LangSmith API is, from the control plane's URL:
+//! [`api_url`] (the inverse of the rule the official clients use to find
+//! the control plane, docs/control-plane-api.md "Regions").
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+use serde_json::Value;
+use url::Url;
+
+/// What a read of the LangSmith API can fail with. Messages never hold the
+/// key.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The URL or the key cannot be used.
+    #[error("LangSmith API: {0}")]
+    InvalidConfig(String),
+    /// No answer (connect, timeout, reset).
+    #[error("LangSmith API {what}: {message}")]
+    Unreachable {
+        /// The request, e.g. `GET /datasets`.
+        what: String,
+        /// What failed.
+        message: String,
+    },
+    /// An answer other than 200, with its status and up to 200 bytes of
+    /// its body.
+    #[error("LangSmith API {what}: HTTP {status}: {body}")]
+    Status {
+        /// The request.
+        what: String,
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// A 200 whose body is not the expected JSON.
+    #[error("LangSmith API {what}: unexpected answer: {message}")]
+    Decode {
+        /// The request.
+        what: String,
+        /// What did not decode.
+        message: String,
+    },
+}
+
+impl Error {
+    /// True when a later attempt may succeed (no answer, 429 or 5xx).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Unreachable { .. } => true,
+            Error::Status { status, .. } => *status == 429 || *status >= 500,
+            _ => false,
+        }
+    }
+}
+
+/// One dataset (`GET /datasets`), the fields a suite reads.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Dataset {
+    /// Its id (uuid).
+    pub id: String,
+    /// Its name, unique in the workspace.
+    pub name: String,
+}
+
+/// One example (`GET /examples`), the fields a suite reads.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Example {
+    /// Its id (uuid).
+    pub id: String,
+    /// The graph input.
+    #[serde(default)]
+    pub inputs: Value,
+    /// The reference outputs (`null` when none).
+    #[serde(default)]
+    pub outputs: Option<Value>,
+    /// Free metadata; a string `name` names the case.
+    #[serde(default)]
+    pub metadata: Option<Value>,
+}
+
+/// The LangSmith API of the control plane at `control_plane` (a base URL):
+/// `https://api.host.langchain.com` → `https://api.smith.langchain.com`,
+/// `https://{region}.api.host.langchain.com` →
+/// `https://{region}.api.smith.langchain.com`; any other (a self-hosted
+/// LangSmith, `https://HOST/api-host`) → its origin and path without
+/// `/api-host`, then `/api/v1`. A text that is not a URL is returned as
+/// given, for the caller's URL check to report.
+pub fn api_url(control_plane: &str) -> String {
+    let Ok(url) = Url::parse(control_plane.trim()) else {
+        return control_plane.to_owned();
+    };
+    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    if host == "api.host.langchain.com" {
+        return "https://api.smith.langchain.com".to_owned();
+    }
+    if let Some(region) = host.strip_suffix(".api.host.langchain.com")
+        && !region.is_empty()
+        && !region.contains('.')
+    {
+        return format!("https://{region}.api.smith.langchain.com");
+    }
+    let path = url.path().trim_end_matches('/');
+    let path = path.strip_suffix("/api-host").unwrap_or(path);
+    format!("{}{path}/api/v1", url.origin().ascii_serialization())
+}
+
+/// A client of one LangSmith API with one key.
+#[derive(Clone, Debug)]
+pub struct DatasetClient {
+    http: reqwest::Client,
+    base: Url,
+}
+
+impl DatasetClient {
+    /// A client of the API at `base` sending `key` as `X-Api-Key` (as
+    /// `Authorization: Bearer` with `bearer`) and `workspace` as
+    /// `X-Tenant-Id` (as the official client's `workspace_id`: an
+    /// organization key needs it), each request within `timeout`. Errors:
+    /// [`Error::InvalidConfig`] for a URL that does not parse or a key or
+    /// workspace that is not a header value.
+    pub fn new(
+        base: &str,
+        key: &SecretString,
+        bearer: bool,
+        workspace: &str,
+        timeout: Duration,
+    ) -> Result<Self, Error> {
+        crate::controlplane::client::install_crypto_provider();
+        let mut base =
+            Url::parse(base).map_err(|e| Error::InvalidConfig(format!("URL {base:?}: {e}")))?;
+        if !base.path().ends_with('/') {
+            base.set_path(&format!("{}/", base.path()));
+        }
+        let (name, value) = if bearer {
+            (
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {}", key.expose_secret()),
+            )
+        } else {
+            (
+                HeaderName::from_static("x-api-key"),
+                key.expose_secret().to_owned(),
+            )
+        };
+        let mut value = HeaderValue::from_str(&value)
+            .map_err(|_| Error::InvalidConfig("the key is not a valid header value".into()))?;
+        value.set_sensitive(true);
+        let tenant = HeaderValue::from_str(workspace).map_err(|_| {
+            Error::InvalidConfig("the workspace id is not a valid header value".into())
+        })?;
+        let headers = HeaderMap::from_iter([
+            (name, value),
+            (HeaderName::from_static("x-tenant-id"), tenant),
+        ]);
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(5)))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("agent-operator/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::InvalidConfig(format!("HTTP client: {e}")))?;
+        Ok(Self { http, base })
+    }
+
+    /// The dataset named `name`, `None` when the workspace has none.
+    /// Errors: as [`Self::get`].
+    pub async fn dataset_named(&self, name: &str) -> Result<Option<Dataset>, Error> {
+        let found: Vec<Dataset> = self
+            .get("datasets", &[("name", name), ("limit", "1")])
+            .await?;
+        Ok(found.into_iter().find(|d| d.name == name))
+    }
+
+    /// The first `limit` examples of dataset `id` (one page, in the
+    /// service's order). Errors: as [`Self::get`].
+    pub async fn examples(&self, id: &str, limit: usize) -> Result<Vec<Example>, Error> {
+        let limit = limit.to_string();
+        self.get(
+            "examples",
+            &[("dataset", id), ("limit", &limit), ("offset", "0")],
+        )
+        .await
+    }
+
+    /// `GET {base}{path}?{query}` as JSON. Errors: [`Error::Unreachable`],
+    /// [`Error::Status`], [`Error::Decode`].
+    async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, Error> {
+        let what = format!("GET /{path}");
+        let url = self
+            .base
+            .join(path)
+            .map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let unreachable = |e: reqwest::Error| Error::Unreachable {
+            what: what.clone(),
+            message: e.without_url().to_string(),
+        };
+        let resp = self
+            .http
+            .get(url)
+            .query(query)
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(unreachable)?;
+        if status != 200 {
+            let body: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
+            return Err(Error::Status { what, status, body });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
+            what,
+            message: e.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_langsmith_api_of_each_control_plane() {
+        for (plane, want) in [
+            (
+                "https://api.host.langchain.com",
+                "https://api.smith.langchain.com",
+            ),
+            (
+                "https://eu.api.host.langchain.com/",
+                "https://eu.api.smith.langchain.com",
+            ),
+            (
+                "https://smith.example.com/api-host",
+                "https://smith.example.com/api/v1",
+            ),
+            (
+                "https://smith.example.com/lang/api-host/",
+                "https://smith.example.com/lang/api/v1",
+            ),
+            ("http://127.0.0.1:8123/", "http://127.0.0.1:8123/api/v1"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(api_url(plane), want, "{plane}");
+            if plane.starts_with("https://") && plane.contains("api.host") {
+                // The official clients' rule maps it back.
+                assert_eq!(
+                    crate::controlplane::endpoint::from_langsmith_endpoint(want),
+                    plane.trim_end_matches('/')
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_no_answer_429_and_5xx_are_transient() {
+        let status = |status| Error::Status {
+            what: "GET /datasets".into(),
+            status,
+            body: String::new(),
+        };
+        assert!(status(503).is_transient() && status(429).is_transient());
+        assert!(!status(404).is_transient() && !status(401).is_transient());
+        let unreachable = Error::Unreachable {
+            what: "x".into(),
+            message: "refused".into(),
+        };
+        assert!(unreachable.is_transient());
+    }
+}

@@ -23,6 +23,8 @@
 //! - `s6`: N (default 10,000) AgentDeployments over 8 workspaces, same shape.
 //! - `agents`: N (default 200) AgentDeployments with 2 AgentAssistants and 1
 //!   AgentCron each, all applied at once (fleet/agents.rs).
+//! - `suites`: N (default 200) AgentDeployments with a ten-case
+//!   verification suite each, applied at once (fleet/suites.rs).
 //! - `starts`: `--starts` (default 20) operator starts, each with N (default
 //!   200) AgentDeployments on an undeclared AgentControlPlane whose
 //!   workspace answers once, then throttles: requests in flight at the
@@ -60,6 +62,8 @@ mod ready_watch;
 mod results;
 #[path = "fleet/starts.rs"]
 mod starts;
+#[path = "fleet/suites.rs"]
+mod suites;
 #[path = "fleet/tenants.rs"]
 mod tenants;
 
@@ -105,6 +109,7 @@ enum Scenario {
     S5,
     S6,
     Agents,
+    Suites,
     Starts,
     Baseline,
     All,
@@ -124,12 +129,12 @@ enum Variant {
 #[derive(Debug, Parser)]
 #[command(name = "fleet")]
 struct Args {
-    /// Scenarios to run, in this order: baseline s1 s2 s3 s4 s5 s6 agents
+    /// Scenarios to run, in this order: baseline s1 s2 s3 s4 s5 s6 agents suites
     /// starts (all: every one).
     #[arg(value_enum, default_values_t = [Scenario::S1, Scenario::S2])]
     scenarios: Vec<Scenario>,
     /// Resources per fleet. Default: 500 for s1/s2/s4 (2,000 when s4 runs
-    /// after s3), 2,000 for s3 and s5, 10,000 for s6, 200 for agents and
+    /// after s3), 2,000 for s3 and s5, 10,000 for s6, 200 for agents, suites and
     /// for each start of starts, 10 for the baseline sample.
     #[arg(long)]
     count: Option<usize>,
@@ -1355,6 +1360,10 @@ async fn run(args: Args) -> Vec<String> {
     if bench.args.has(Scenario::Agents) {
         let (_, gate) = bench.agents(count.unwrap_or(200)).await;
         bench.agents_failures = gate.failures;
+    }
+    if bench.args.has(Scenario::Suites) {
+        let (_, gate) = bench.suites(count.unwrap_or(200)).await;
+        bench.agents_failures.extend(gate.failures);
     }
     if bench.args.has(Scenario::Starts) {
         let run = bench.starts(bench.args.starts, count.unwrap_or(200)).await;

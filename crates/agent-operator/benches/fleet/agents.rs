@@ -63,7 +63,7 @@ fn assistant_name(i: usize, j: usize) -> String {
 }
 
 /// Ready=True on the current generation, for one kind, by a list.
-async fn ready_of<K>(fleet: &Fleet) -> usize
+pub(super) async fn ready_of<K>(fleet: &Fleet) -> usize
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
 {

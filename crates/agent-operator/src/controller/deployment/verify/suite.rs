@@ -22,6 +22,10 @@ use crate::plan::suite::{Answer, Case, check, judge};
 
 use super::decide::{Limits, classify};
 
+/// The longest a suite's run holds its pass (and its verification slot):
+/// 10 minutes. A case not answered by then fails as not answered in time.
+pub const SUITE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// What a suite's run came to.
 pub(super) enum SuiteRun {
     /// Every case answered or failed on its own: (case, why it failed).
@@ -46,10 +50,11 @@ pub(super) async fn run(
     let width = usize::try_from(concurrency.clamp(1, 8)).unwrap_or(1);
     // A loop, not `stream::iter(..).map(..).buffered(..)`: a closure over
     // the borrowed cases is not general enough for the pass's `Send` future.
+    let deadline = tokio::time::Instant::now() + SUITE_DEADLINE;
     let mut waiting = cases.iter();
     let mut running = futures::stream::FuturesOrdered::new();
     for case in waiting.by_ref().take(width) {
-        running.push_back(paced(client, case, limits, server, secrets));
+        running.push_back(paced(client, case, limits, server, secrets, deadline));
     }
     let mut done = Vec::with_capacity(cases.len());
     let results = loop {
@@ -59,7 +64,7 @@ pub(super) async fn run(
             Some(Ok(result)) => done.push(result),
         }
         if let Some(case) = waiting.next() {
-            running.push_back(paced(client, case, limits, server, secrets));
+            running.push_back(paced(client, case, limits, server, secrets, deadline));
         }
     };
     match results {
@@ -68,16 +73,28 @@ pub(super) async fn run(
     }
 }
 
-/// One case after a token of `server`'s budget, its failure redacted.
+/// One case after a token of `server`'s budget, its failure redacted; a
+/// case not answered by `deadline` fails.
 async fn paced(
     client: &AgentServerClient,
     case: &Case,
     limits: &Limits,
     server: &str,
     secrets: &[SecretString],
+    deadline: tokio::time::Instant,
 ) -> Result<(String, Option<String>), (&'static str, String)> {
-    limits.pace(server).await;
-    let failure = run_case(client, case).await?;
+    let ran = tokio::time::timeout_at(deadline, async {
+        limits.pace(server).await;
+        run_case(client, case).await
+    })
+    .await;
+    let failure = match ran {
+        Ok(result) => result?,
+        Err(_) => Some(format!(
+            "not answered within the suite's {} s",
+            SUITE_DEADLINE.as_secs()
+        )),
+    };
     Ok((
         case.name.clone(),
         failure.map(|m| crate::redact::text(&m, secrets)),

@@ -1,0 +1,224 @@
+//! `suites`: N AgentDeployments (default 200), each with a verification
+//! suite of ten cases (`spec.verify.suite`, docs/SUITES.md), applied at
+//! once on one fleet (declared AgentControlPlane, the emulator's built-in
+//! agent servers, one operator), until all are Ready, which a suite makes
+//! wait for its ten cases (issue 55). Reported: time to all verified
+//! against the control plane's T_min, agent server requests per revision
+//! (target ≤ cases + 2), the cases run by outcome, control plane requests
+//! per AgentDeployment, 429s and the operator's RSS.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use agent_operator::api::AgentDeployment;
+use test_support::manifests::AgentDeploymentManifest;
+
+use super::figures::{Counts, Phase};
+use super::procs;
+use super::{Bench, Gate, PER_RESOURCE_MARGIN, RELATIVE_MARGIN, apply, name};
+
+/// Cases of each suite.
+pub const CASES: usize = 10;
+/// Agent server requests per revision: one run per case, plus the two
+/// smoke checks a suite may sit beside (none are set here).
+pub const REQUESTS_PER_REVISION: f64 = CASES as f64 + 2.0;
+/// Time to all verified beyond the deployments' T_min: each agent server
+/// answers its ten cases at the default 2 requests per second after a
+/// burst of 10 (no wait for ten), and `--verify-concurrency` 4 suites run
+/// at once, each a few hundred milliseconds on the shared machine.
+pub const AFTER_DEPLOYMENTS: Duration = Duration::from_secs(30);
+/// Control plane requests per AgentDeployment: the S1 target and the one
+/// GET of the deployment a verification makes when the pass that verifies
+/// did not read it (to check that the revision is the active one; a pass
+/// deferred by `--verify-concurrency` comes back without that read).
+pub const REQUESTS_PER_DEPLOYMENT: f64 = super::agents::REQUESTS_PER_DEPLOYMENT + 1.0;
+/// Operator peak RSS: as the `agents` scenario.
+pub const RSS_MIB: f64 = 48.0;
+
+/// The suite of AgentDeployment `i`: ten cases its echo must answer (the
+/// emulator's agent server answers a `values` run with the input as the
+/// state).
+fn suite(i: usize) -> Value {
+    let cases: Vec<Value> = (0..CASES)
+        .map(|c| {
+            let text = format!("agent {i} case {c}");
+            json!({
+                "name": format!("case-{c}"),
+                "assistantId": "agent",
+                "input": {"messages": [{"role": "user", "content": text}]},
+                "assertions": [{"pointer": "/messages/0/content", "value": text}],
+            })
+        })
+        .collect();
+    json!({"cases": cases})
+}
+
+/// The figures of one `suites` run.
+pub struct SuitesRun {
+    pub phase: Phase,
+    /// Ready (verified) at the end.
+    pub ready: usize,
+    /// Agent server requests (`POST /runs/stream` and any other).
+    pub agent_requests: u64,
+    /// Control plane requests (every route but the agent servers').
+    pub control_plane_requests: u64,
+    pub too_many: u64,
+}
+
+impl Bench {
+    /// The `suites` scenario; see the module docs.
+    pub async fn suites(&mut self, n: usize) -> (SuitesRun, Gate) {
+        let mut fleet = self.fleet("suites", n, true).await;
+        let before = Counts::from_json(&fleet.emulator.requests().await);
+        let peak_is_per_phase = procs::reset_peak_rss(fleet.operator.pid());
+        let proc_before = self.sample(&fleet.operator);
+        let bench_before = self.own_cpu();
+        let t0 = Instant::now();
+        futures::stream::iter(0..n)
+            .map(|i| {
+                let api = fleet.api.clone();
+                async move {
+                    let dep = name(i);
+                    let mut m = AgentDeploymentManifest::github(&dep, "main").build();
+                    m["spec"]["verify"] = json!({"suite": suite(i)});
+                    apply(&api, &dep, m).await
+                }
+            })
+            .buffer_unordered(self.args.apply_concurrency)
+            .collect::<Vec<()>>()
+            .await;
+        let t_min = self.args.t_min(n);
+        let (ready, time_to_ready) = self.wait_all_ready(&mut fleet, n, t0, "suites").await;
+        let window = t0.elapsed();
+        let counts = Counts::from_json(&fleet.emulator.requests().await).since(&before);
+        let total = |agent: bool| -> u64 {
+            counts
+                .routes
+                .iter()
+                .filter(|(r, _)| r.contains("/agents/") == agent)
+                .map(|(_, s)| s.values().sum::<u64>())
+                .sum()
+        };
+        let (agent_requests, control_plane_requests) = (total(true), total(false));
+        let phase = Phase {
+            label: format!("suites N={n} ({CASES} cases each)"),
+            n,
+            time_to_ready,
+            ready,
+            t_min: Some(t_min),
+            window,
+            counts,
+            proc_before,
+            proc_after: self.sample(&fleet.operator),
+            peak_is_per_phase,
+            bench_cpu_seconds: self.own_cpu() - bench_before,
+            load: procs::load_average(),
+        };
+        let too_many = phase.counts.too_many();
+        let run = SuitesRun {
+            phase,
+            ready,
+            agent_requests,
+            control_plane_requests,
+            too_many,
+        };
+        let gate = run.judge(n, t_min);
+        (run, gate)
+    }
+}
+
+impl Bench {
+    /// Lists until all `n` AgentDeployments of `fleet` are Ready, or the
+    /// timeout; (Ready at the end, the time from `t0` when all were).
+    async fn wait_all_ready(
+        &self,
+        fleet: &mut super::Fleet,
+        n: usize,
+        t0: Instant,
+        label: &str,
+    ) -> (usize, Option<Duration>) {
+        let timeout = self.args.timeout(n);
+        let mut last_progress = Instant::now();
+        let mut ready = 0;
+        while t0.elapsed() < timeout {
+            ready = super::agents::ready_of::<AgentDeployment>(fleet).await;
+            if ready == n {
+                return (ready, Some(t0.elapsed()));
+            }
+            if last_progress.elapsed() >= super::PROGRESS_INTERVAL {
+                eprintln!(
+                    "{label} N={n}: {:.0} s: Ready {ready}/{n}",
+                    t0.elapsed().as_secs_f64()
+                );
+                last_progress = Instant::now();
+            }
+            fleet.operator.assert_running();
+            tokio::time::sleep(super::LIST_INTERVAL).await;
+        }
+        (ready, None)
+    }
+}
+
+impl SuitesRun {
+    /// Prints the figures against their targets; the gate's verdicts.
+    fn judge(&self, n: usize, t_min: Duration) -> Gate {
+        let mut gate = Gate::default();
+        let p = &self.phase;
+        println!("{}", p.render());
+        let mark = gate.require(
+            &format!("suites: all verified ({} of {n})", self.ready),
+            self.ready == n,
+        );
+        println!("suites: verified and Ready {}/{n}: {mark}", self.ready);
+        let target = t_min.as_secs_f64() + AFTER_DEPLOYMENTS.as_secs_f64();
+        if let Some(t) = p.time_to_ready {
+            let mark = gate.at_most(
+                "suites: time to all verified (s)",
+                t.as_secs_f64(),
+                target,
+                RELATIVE_MARGIN * target,
+            );
+            println!(
+                "suites: time to all {n} verified {:.1} s; target ≤ T_min {:.1} s + {} s = {target:.1} s: {mark}",
+                t.as_secs_f64(),
+                t_min.as_secs_f64(),
+                AFTER_DEPLOYMENTS.as_secs()
+            );
+        }
+        let per_revision = self.agent_requests as f64 / n as f64;
+        let mark = gate.at_most(
+            "suites: agent server requests per revision",
+            per_revision,
+            REQUESTS_PER_REVISION,
+            PER_RESOURCE_MARGIN,
+        );
+        println!(
+            "suites: agent server: {} requests, {per_revision:.3} per revision ({CASES} cases; target ≤ {REQUESTS_PER_REVISION}): {mark}",
+            self.agent_requests
+        );
+        let cp = self.control_plane_requests as f64 / n as f64;
+        let mark = gate.at_most(
+            "suites: control plane requests per AgentDeployment",
+            cp,
+            REQUESTS_PER_DEPLOYMENT,
+            PER_RESOURCE_MARGIN,
+        );
+        println!(
+            "suites: control plane: {} requests, {cp:.3} per AgentDeployment: {mark}",
+            self.control_plane_requests
+        );
+        let mark = gate.at_most("suites: 429s", self.too_many as f64, 0.0, 0.0);
+        println!("suites: 429s {} (target 0): {mark}", self.too_many);
+        let rss = p.proc_after.peak_rss_mib;
+        let mark = gate.at_most(
+            "suites: operator peak RSS (MiB)",
+            rss,
+            RSS_MIB,
+            RELATIVE_MARGIN * RSS_MIB,
+        );
+        println!("suites: operator RSS peak {rss:.1} MiB (target ≤ {RSS_MIB}): {mark}");
+        gate
+    }
+}

@@ -71,6 +71,7 @@ impl Bench {
     /// The `suites` scenario; see the module docs.
     pub async fn suites(&mut self, n: usize) -> (SuitesRun, Gate) {
         let mut fleet = self.fleet("suites", n, true).await;
+        super::results::count("suites", n);
         let before = Counts::from_json(&fleet.emulator.requests().await);
         let peak_is_per_phase = procs::reset_peak_rss(fleet.operator.pid());
         let proc_before = self.sample(&fleet.operator);

@@ -35,15 +35,24 @@ fn by_route(emu: &Emu) -> BTreeMap<String, usize> {
     out
 }
 
+/// The virtualenv's Python, where the pinned `langsmith` client is, with
+/// tracing off and no key or endpoint of the environment.
+pub(crate) fn langsmith_python() -> tokio::process::Command {
+    let root = test_support::repo_root();
+    let mut python = tokio::process::Command::new(root.join(".cache/langgraph-venv/bin/python"));
+    python
+        .env("LANGSMITH_TRACING", "false")
+        .env_remove("LANGSMITH_API_KEY")
+        .env_remove("LANGSMITH_ENDPOINT");
+    python
+}
+
 /// Runs the client's script against `api_url`; its JSON line.
 async fn run_client(api_url: &str) -> Value {
     let root = test_support::repo_root();
-    let out = tokio::process::Command::new(root.join(".cache/langgraph-venv/bin/python"))
+    let out = langsmith_python()
         .arg(root.join("crates/agent-operator/tests/integration/contract_datasets.py"))
         .args([api_url, DEMO_API_KEY, DEMO_WORKSPACE_ID])
-        .env("LANGSMITH_TRACING", "false")
-        .env_remove("LANGSMITH_API_KEY")
-        .env_remove("LANGSMITH_ENDPOINT")
         .output()
         .await
         .expect("running the langsmith client");

@@ -133,6 +133,15 @@ fn manifest(name: &str, repo_ref: &str, suite: &Value) -> Value {
     m
 }
 
+/// `status.verification.suite` of `o` (panics without one).
+fn suite_of(o: &AgentDeployment) -> agent_operator::api::suite::SuiteResult {
+    o.status
+        .as_ref()
+        .and_then(|s| s.verification.as_ref())
+        .and_then(|v| v.suite.clone())
+        .expect("status.verification.suite")
+}
+
 fn verified(o: &AgentDeployment) -> Option<(String, String, String)> {
     condition(o, "Verified").map(|c| (c.status, c.reason, c.message))
 }
@@ -339,7 +348,7 @@ async fn compare_with_serving_lets_a_case_both_fail_and_blocks_a_regression() {
     h.apply(manifest(name, "main", &the_suite)).await;
     let first = suite_ran(&h, name, "main").await;
     let r1 = first.status.as_ref().unwrap();
-    let s1 = r1.verification.as_ref().unwrap().suite.clone().unwrap();
+    let s1 = suite_of(&first);
     assert_eq!(
         (s1.cases.as_str(), s1.passed_suite),
         ("9/10", true),
@@ -355,16 +364,7 @@ async fn compare_with_serving_lets_a_case_both_fail_and_blocks_a_regression() {
     // A second revision on A fails case-9 too: both fail, not blocking.
     h.apply(manifest(name, "v2", &the_suite)).await;
     let second = suite_ran(&h, name, "v2").await;
-    let s2 = second
-        .status
-        .as_ref()
-        .unwrap()
-        .verification
-        .as_ref()
-        .unwrap()
-        .suite
-        .clone()
-        .unwrap();
+    let s2 = suite_of(&second);
     assert_eq!(
         (s2.cases.as_str(), s2.passed_suite),
         ("9/10", true),
@@ -382,16 +382,7 @@ async fn compare_with_serving_lets_a_case_both_fail_and_blocks_a_regression() {
     // regressions block.
     h.apply(manifest(name, "broken-2", &the_suite)).await;
     let third = suite_ran(&h, name, "broken-2").await;
-    let s3 = third
-        .status
-        .as_ref()
-        .unwrap()
-        .verification
-        .as_ref()
-        .unwrap()
-        .suite
-        .clone()
-        .unwrap();
+    let s3 = suite_of(&third);
     assert_eq!(
         (s3.cases.as_str(), s3.passed_suite),
         ("7/10", false),
@@ -554,14 +545,10 @@ examples = [
 up = client.create_examples(dataset_id=d.id, examples=examples)
 print(json.dumps({"uploaded": up["count"] if isinstance(up, dict) else up.count}))
 "#;
-    let root = test_support::repo_root();
-    let out = tokio::process::Command::new(root.join(".cache/langgraph-venv/bin/python"))
+    let out = crate::contract_datasets::langsmith_python()
         .args(["-c", script])
         .arg(format!("{}/api/v1", h.emulator.base_url))
         .args([support::API_KEY, support::WORKSPACE, name, tag])
-        .env("LANGSMITH_TRACING", "false")
-        .env_remove("LANGSMITH_API_KEY")
-        .env_remove("LANGSMITH_ENDPOINT")
         .output()
         .await
         .expect("running the langsmith client");
@@ -603,8 +590,7 @@ async fn a_suite_read_from_a_langsmith_dataset_verifies_and_catches_a_broken_rev
     let name = "dataset-agent";
     h.apply(manifest(name, "main", &suite)).await;
     let first = suite_ran(&h, name, "main").await;
-    let r1 = first.status.as_ref().unwrap().verification.clone().unwrap();
-    let s1 = r1.suite.unwrap();
+    let s1 = suite_of(&first);
     assert_eq!(
         (s1.cases.as_str(), s1.passed_suite),
         ("10/10", true),
@@ -617,15 +603,7 @@ async fn a_suite_read_from_a_langsmith_dataset_verifies_and_catches_a_broken_rev
 
     h.apply(manifest(name, "broken-1", &suite)).await;
     let second = suite_ran(&h, name, "broken-1").await;
-    let s2 = second
-        .status
-        .as_ref()
-        .unwrap()
-        .verification
-        .clone()
-        .unwrap()
-        .suite
-        .unwrap();
+    let s2 = suite_of(&second);
     assert_eq!(
         (s2.cases.as_str(), s2.passed_suite),
         ("8/10", false),

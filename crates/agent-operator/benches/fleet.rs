@@ -565,6 +565,21 @@ impl Bench {
     /// `--apply-concurrency` at once), then lists the fleet every second until
     /// every resource is Ready on at least `min_generation`; the figures.
     async fn wave(&self, fleet: &Fleet, label: &str, repo_ref: &str, min_generation: i64) -> Phase {
+        self.wave_of(fleet, label, min_generation, |name| {
+            AgentDeploymentManifest::github(name, repo_ref).build()
+        })
+        .await
+    }
+
+    /// [`Self::wave`] with `manifest(name)` as the manifest of each
+    /// resource.
+    async fn wave_of(
+        &self,
+        fleet: &Fleet,
+        label: &str,
+        min_generation: i64,
+        manifest: impl Fn(&str) -> serde_json::Value,
+    ) -> Phase {
         let before = Counts::from_json(&fleet.emulator.requests().await);
         let pid = fleet.operator.pid();
         let peak_is_per_phase = procs::reset_peak_rss(pid);
@@ -574,15 +589,9 @@ impl Bench {
         futures::stream::iter(0..fleet.n)
             .map(|i| {
                 let api = fleet.api.clone();
-                async move {
-                    let name = name(i);
-                    apply(
-                        &api,
-                        &name,
-                        AgentDeploymentManifest::github(&name, repo_ref).build(),
-                    )
-                    .await;
-                }
+                let name = name(i);
+                let body = manifest(&name);
+                async move { apply(&api, &name, body).await }
             })
             .buffer_unordered(self.args.apply_concurrency)
             .collect::<Vec<()>>()

@@ -63,7 +63,7 @@ fn assistant_name(i: usize, j: usize) -> String {
 }
 
 /// Ready=True on the current generation, for one kind, by a list.
-pub(super) async fn ready_of<K>(fleet: &Fleet) -> usize
+async fn ready_of<K>(fleet: &Fleet) -> usize
 where
     K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>,
 {
@@ -186,19 +186,11 @@ impl Bench {
         }
         let window = t0.elapsed();
         let counts = Counts::from_json(&fleet.emulator.requests().await).since(&before);
-        let sum = |f: &dyn Fn(&str) -> bool| -> u64 {
-            counts
-                .routes
-                .iter()
-                .filter(|(r, _)| f(r))
-                .map(|(_, s)| s.values().sum::<u64>())
-                .sum()
-        };
         let agent = |r: &str| r.contains("/agents/");
-        let assistant_requests = sum(&|r| agent(r) && r.contains("/assistants"));
-        let cron_requests = sum(&|r| agent(r) && r.contains("/runs/crons"));
-        let other_agent_requests = sum(&agent) - assistant_requests - cron_requests;
-        let control_plane_requests = sum(&|r| !agent(r));
+        let assistant_requests = counts.sum_where(|r| agent(r) && r.contains("/assistants"));
+        let cron_requests = counts.sum_where(|r| agent(r) && r.contains("/runs/crons"));
+        let other_agent_requests = counts.sum_where(agent) - assistant_requests - cron_requests;
+        let control_plane_requests = counts.sum_where(|r| !agent(r));
         let phase = Phase {
             label: format!("agents N={n} (+{} assistants, {n} crons)", 2 * n),
             n,

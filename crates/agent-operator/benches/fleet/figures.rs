@@ -65,6 +65,15 @@ impl Counts {
         }
     }
 
+    /// Requests of the routes `keep` accepts, any status.
+    pub fn sum_where(&self, keep: impl Fn(&str) -> bool) -> u64 {
+        self.routes
+            .iter()
+            .filter(|(r, _)| keep(r))
+            .map(|(_, s)| s.values().sum::<u64>())
+            .sum()
+    }
+
     /// The requests counted after `earlier` was taken (`self` − `earlier`).
     pub fn since(&self, earlier: &Counts) -> Counts {
         let mut routes = BTreeMap::new();

@@ -7,17 +7,14 @@
 //! (target ≤ cases + 2), the cases run by outcome, control plane requests
 //! per AgentDeployment, 429s and the operator's RSS.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::{Value, json};
 
-use agent_operator::api::AgentDeployment;
 use test_support::manifests::AgentDeploymentManifest;
 
-use super::figures::{Counts, Phase};
-use super::procs;
-use super::{Bench, Gate, PER_RESOURCE_MARGIN, RELATIVE_MARGIN, apply, name};
+use super::figures::Phase;
+use super::{Bench, Gate, PER_RESOURCE_MARGIN, RELATIVE_MARGIN};
 
 /// Cases of each suite.
 pub const CASES: usize = 10;
@@ -37,13 +34,13 @@ pub const REQUESTS_PER_DEPLOYMENT: f64 = super::agents::REQUESTS_PER_DEPLOYMENT 
 /// Operator peak RSS: as the `agents` scenario.
 pub const RSS_MIB: f64 = 48.0;
 
-/// The suite of AgentDeployment `i`: ten cases its echo must answer (the
-/// emulator's agent server answers a `values` run with the input as the
-/// state).
-fn suite(i: usize) -> Value {
+/// The suite of AgentDeployment `name`: ten cases its echo must answer
+/// (the emulator's agent server answers a `values` run with the input as
+/// the state).
+fn suite(name: &str) -> Value {
     let cases: Vec<Value> = (0..CASES)
         .map(|c| {
-            let text = format!("agent {i} case {c}");
+            let text = format!("{name} case {c}");
             json!({
                 "name": format!("case-{c}"),
                 "assistantId": "agent",
@@ -58,8 +55,6 @@ fn suite(i: usize) -> Value {
 /// The figures of one `suites` run.
 pub struct SuitesRun {
     pub phase: Phase,
-    /// Ready (verified) at the end.
-    pub ready: usize,
     /// Agent server requests (`POST /runs/stream` and any other).
     pub agent_requests: u64,
     /// Control plane requests (every route but the agent servers').
@@ -70,95 +65,25 @@ pub struct SuitesRun {
 impl Bench {
     /// The `suites` scenario; see the module docs.
     pub async fn suites(&mut self, n: usize) -> (SuitesRun, Gate) {
-        let mut fleet = self.fleet("suites", n, true).await;
+        let fleet = self.fleet("suites", n, true).await;
         super::results::count("suites", n);
-        let before = Counts::from_json(&fleet.emulator.requests().await);
-        let peak_is_per_phase = procs::reset_peak_rss(fleet.operator.pid());
-        let proc_before = self.sample(&fleet.operator);
-        let bench_before = self.own_cpu();
-        let t0 = Instant::now();
-        futures::stream::iter(0..n)
-            .map(|i| {
-                let api = fleet.api.clone();
-                async move {
-                    let dep = name(i);
-                    let mut m = AgentDeploymentManifest::github(&dep, "main").build();
-                    m["spec"]["verify"] = json!({"suite": suite(i)});
-                    apply(&api, &dep, m).await
-                }
+        let label = format!("suites N={n} ({CASES} cases each)");
+        let phase = self
+            .wave_of(&fleet, &label, 1, |name| {
+                let mut m = AgentDeploymentManifest::github(name, "main").build();
+                m["spec"]["verify"] = json!({"suite": suite(name)});
+                m
             })
-            .buffer_unordered(self.args.apply_concurrency)
-            .collect::<Vec<()>>()
             .await;
-        let t_min = self.args.t_min(n);
-        let (ready, time_to_ready) = self.wait_all_ready(&mut fleet, n, t0, "suites").await;
-        let window = t0.elapsed();
-        let counts = Counts::from_json(&fleet.emulator.requests().await).since(&before);
-        let total = |agent: bool| -> u64 {
-            counts
-                .routes
-                .iter()
-                .filter(|(r, _)| r.contains("/agents/") == agent)
-                .map(|(_, s)| s.values().sum::<u64>())
-                .sum()
-        };
-        let (agent_requests, control_plane_requests) = (total(true), total(false));
-        let phase = Phase {
-            label: format!("suites N={n} ({CASES} cases each)"),
-            n,
-            time_to_ready,
-            ready,
-            t_min: Some(t_min),
-            window,
-            counts,
-            proc_before,
-            proc_after: self.sample(&fleet.operator),
-            peak_is_per_phase,
-            bench_cpu_seconds: self.own_cpu() - bench_before,
-            load: procs::load_average(),
-        };
-        let too_many = phase.counts.too_many();
+        let agent = |r: &str| r.contains("/agents/");
         let run = SuitesRun {
+            agent_requests: phase.counts.sum_where(agent),
+            control_plane_requests: phase.counts.sum_where(|r| !agent(r)),
+            too_many: phase.counts.too_many(),
             phase,
-            ready,
-            agent_requests,
-            control_plane_requests,
-            too_many,
         };
-        let gate = run.judge(n, t_min);
+        let gate = run.judge(n, self.args.t_min(n));
         (run, gate)
-    }
-}
-
-impl Bench {
-    /// Lists until all `n` AgentDeployments of `fleet` are Ready, or the
-    /// timeout; (Ready at the end, the time from `t0` when all were).
-    async fn wait_all_ready(
-        &self,
-        fleet: &mut super::Fleet,
-        n: usize,
-        t0: Instant,
-        label: &str,
-    ) -> (usize, Option<Duration>) {
-        let timeout = self.args.timeout(n);
-        let mut last_progress = Instant::now();
-        let mut ready = 0;
-        while t0.elapsed() < timeout {
-            ready = super::agents::ready_of::<AgentDeployment>(fleet).await;
-            if ready == n {
-                return (ready, Some(t0.elapsed()));
-            }
-            if last_progress.elapsed() >= super::PROGRESS_INTERVAL {
-                eprintln!(
-                    "{label} N={n}: {:.0} s: Ready {ready}/{n}",
-                    t0.elapsed().as_secs_f64()
-                );
-                last_progress = Instant::now();
-            }
-            fleet.operator.assert_running();
-            tokio::time::sleep(super::LIST_INTERVAL).await;
-        }
-        (ready, None)
     }
 }
 
@@ -168,11 +93,12 @@ impl SuitesRun {
         let mut gate = Gate::default();
         let p = &self.phase;
         println!("{}", p.render());
+        let ready = p.ready;
         let mark = gate.require(
-            &format!("suites: all verified ({} of {n})", self.ready),
-            self.ready == n,
+            &format!("suites: all verified ({ready} of {n})"),
+            ready == n,
         );
-        println!("suites: verified and Ready {}/{n}: {mark}", self.ready);
+        println!("suites: verified and Ready {ready}/{n}: {mark}");
         let target = t_min.as_secs_f64() + AFTER_DEPLOYMENTS.as_secs_f64();
         if let Some(t) = p.time_to_ready {
             let mark = gate.at_most(

@@ -33,15 +33,17 @@ pub enum Error {
         /// What failed.
         message: String,
     },
-    /// An answer other than 200, with its status and up to 200 bytes of
-    /// its body.
+    /// An answer other than 200, with its status and its `detail`, as
+    /// the control plane's errors are quoted
+    /// ([`crate::controlplane::error::detail_text`]: the service's error
+    /// shape only, the key redacted, bounded).
     #[error("LangSmith API {what}: HTTP {status}: {body}")]
     Status {
         /// The request.
         what: String,
         /// The HTTP status.
         status: u16,
-        /// The start of the body.
+        /// The answer's `detail`.
         body: String,
     },
     /// A 200 whose body is not the expected JSON.
@@ -121,6 +123,8 @@ pub fn api_url(control_plane: &str) -> String {
 pub struct DatasetClient {
     http: reqwest::Client,
     base: Url,
+    /// Redacted from the errors quoted.
+    key: SecretString,
 }
 
 impl DatasetClient {
@@ -172,7 +176,11 @@ impl DatasetClient {
             .user_agent(concat!("agent-operator/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::InvalidConfig(format!("HTTP client: {e}")))?;
-        Ok(Self { http, base })
+        Ok(Self {
+            http,
+            base,
+            key: key.clone(),
+        })
     }
 
     /// The dataset named `name`, `None` when the workspace has none.
@@ -221,12 +229,13 @@ impl DatasetClient {
         let status = resp.status().as_u16();
         let bytes = resp.bytes().await.map_err(unreachable)?;
         if status != 200 {
-            let body: String = String::from_utf8_lossy(&bytes).chars().take(200).collect();
+            let body =
+                crate::controlplane::error::detail_text(&bytes, std::slice::from_ref(&self.key));
             return Err(Error::Status { what, status, body });
         }
         serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
             what,
-            message: e.to_string(),
+            message: crate::controlplane::error::json_error_text(&e),
         })
     }
 }

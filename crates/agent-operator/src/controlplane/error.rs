@@ -365,8 +365,9 @@ impl Error {
 /// The `detail` string of the service's error shape `{"detail": "<string>"}`,
 /// cut to [`MAX_DETAIL_BYTES`]; [`NO_DETAIL`] for any other body. The spec
 /// says "The response text is the error detail", but the URL is the user's
-/// choice: text that is not the service's JSON is not repeated.
-fn detail_text(body: &[u8], secrets: &[SecretString]) -> String {
+/// choice: text that is not the service's JSON is not repeated. Also the
+/// rule of the LangSmith API's errors ([`crate::langsmith`]).
+pub fn detail_text(body: &[u8], secrets: &[SecretString]) -> String {
     match serde_json::from_slice::<ErrorDetail>(body) {
         Ok(d) => bound(crate::redact::text(&d.detail, secrets)),
         Err(_) => NO_DETAIL.to_owned(),

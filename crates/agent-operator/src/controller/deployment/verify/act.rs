@@ -13,8 +13,8 @@ use serde_json::Value;
 use super::super::pass::{Pass, RemoteView};
 use super::decide::{
     CALL_TIMEOUT_CAP, Deferred, MAX_RUN_EVENTS, NO_KEY_HINT, RunJudge, VerifyKnown, VerifyStep,
-    agent_server_client, classify, control_plane_key_allowed, outcome, retry_backoff,
-    success_message, verify_step,
+    agent_server_client, classify, control_plane_key_allowed, is_settled_failure, outcome,
+    retry_backoff, success_message, verify_step,
 };
 use crate::agentserver::{self, AgentServerClient, AssistantSearch, RunStreamRequest, StreamMode};
 use crate::api::conditions::reason;
@@ -285,9 +285,7 @@ fn record_verification(
         .metrics
         .observe_verification(failure.as_ref().map_or(reason::VERIFIED, |(r, _)| r));
     note_result(pass, rid, &entry, failure.as_ref(), verified_before);
-    let settled = failure
-        .as_ref()
-        .is_none_or(|(r, _)| *r == reason::SUITE_FAILED);
+    let settled = failure.as_ref().is_none_or(|(r, _)| is_settled_failure(r));
     let wait = if settled {
         later(interval).min(if interval > resync {
             crate::controller::requeue::jittered(resync)
@@ -449,7 +447,8 @@ async fn attempt(
     };
     let timeout = pass.ctx.config.request_timeout.min(CALL_TIMEOUT_CAP);
     let sends_key = key.is_some();
-    let key_text = secret_of(&key);
+    // Redacted from the answers a suite quotes.
+    let secrets: Vec<SecretString> = key.iter().cloned().collect();
     let client = match agent_server_client(url, key, timeout) {
         Ok(c) => c,
         Err(e) => {
@@ -464,7 +463,7 @@ async fn attempt(
     );
     let mut checked = check(&client, spec).await;
     if let Some(suite) = &spec.suite {
-        run_suite(pass, suite, view, rid, &client, key_text, &mut checked).await;
+        run_suite(pass, suite, view, rid, &client, &secrets, &mut checked).await;
     }
     if let Some((r, message)) = &mut checked.failure
         && *r == reason::AGENT_SERVER_UNAUTHORIZED
@@ -473,12 +472,6 @@ async fn attempt(
         message.push_str(NO_KEY_HINT);
     }
     Ok(Attempt::Done(checked))
-}
-
-/// The key's text, to redact from answers.
-fn secret_of(key: &Option<SecretString>) -> Option<String> {
-    use secrecy::ExposeSecret;
-    key.as_ref().map(|k| k.expose_secret().to_owned())
 }
 
 /// `spec.verify.suite` on revision `rid`, once `assistants` and `run`
@@ -491,7 +484,7 @@ async fn run_suite(
     view: &RemoteView,
     rid: &str,
     client: &AgentServerClient,
-    key: Option<String>,
+    secrets: &[SecretString],
     checked: &mut Checked,
 ) {
     use super::suite::failure_message;
@@ -506,7 +499,7 @@ async fn run_suite(
     let result = match recorded {
         Some(r) => r,
         None if checked.failure.is_some() => return,
-        None => match fresh_run(pass, suite, &digest, view, rid, client, key).await {
+        None => match fresh_run(pass, suite, &digest, view, rid, client, secrets).await {
             Ok(r) => r,
             Err(failure) => {
                 checked.failure = Some(failure);
@@ -586,25 +579,15 @@ async fn fresh_run(
     view: &RemoteView,
     rid: &str,
     client: &AgentServerClient,
-    key: Option<String>,
+    secrets: &[SecretString],
 ) -> Result<crate::api::suite::SuiteResult, (&'static str, String)> {
     use super::suite::{SuiteRun, record, run, serving_record};
     let cases = match &suite.dataset {
         None => crate::plan::suite::compile(suite).map_err(|e| (reason::SUITE_FAILED, e))?,
         Some(d) => dataset_cases(pass, d).await?,
     };
-    let secrets: Vec<SecretString> = key.into_iter().map(SecretString::from).collect();
     let limits = &pass.ctx.verifier;
-    match run(
-        client,
-        &cases,
-        suite.concurrency,
-        limits,
-        &view.id,
-        &secrets,
-    )
-    .await
-    {
+    match run(client, &cases, suite.concurrency, limits, &view.id, secrets).await {
         SuiteRun::Aborted(r, message) => Err((r, message)),
         SuiteRun::Done(results) => {
             let now = k8s_openapi::jiff::Timestamp::now().to_string();

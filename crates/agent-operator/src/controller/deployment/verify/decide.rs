@@ -70,6 +70,13 @@ pub fn retry_backoff(failures: u32, base: Duration, cap: Duration) -> Duration {
         .min(cap.max(base.min(cap)))
 }
 
+/// True for a failure that no retry can change: a suite that failed is
+/// settled until the revision or the spec changes, checked again on the
+/// slow period (its result reused), not retried with backoff.
+pub fn is_settled_failure(r: &str) -> bool {
+    r == reason::SUITE_FAILED
+}
+
 /// When to verify (see [`VerifyStep`]): at once for a revision (or a
 /// generation of the spec) never checked; a verified revision every
 /// `interval`; a failed one after [`retry_backoff`]. Our own status writes
@@ -86,10 +93,7 @@ pub fn verify_step(k: &VerifyKnown<'_>) -> VerifyStep {
     };
     let verified =
         last.outcome == reason::VERIFIED && k.verified_revision_id == Some(k.revision_id);
-    // A suite that failed is settled until the revision or the spec
-    // changes: checked again on the slow period (its result reused), not
-    // retried with backoff.
-    let settled = verified || last.outcome == reason::SUITE_FAILED;
+    let settled = verified || is_settled_failure(&last.outcome);
     let period = if settled {
         k.interval
     } else {

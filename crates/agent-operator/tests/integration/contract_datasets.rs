@@ -35,24 +35,18 @@ fn by_route(emu: &Emu) -> BTreeMap<String, usize> {
     out
 }
 
-/// The virtualenv's Python, where the pinned `langsmith` client is, with
-/// tracing off and no key or endpoint of the environment.
-pub(crate) fn langsmith_python() -> tokio::process::Command {
+/// Runs the virtualenv's Python (where the pinned `langsmith` client is)
+/// with `args`, tracing off and no key or endpoint of the environment;
+/// panics unless it succeeds; the last line it printed, as JSON.
+pub(crate) async fn run_langsmith<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> Value {
     let root = test_support::repo_root();
-    let mut python = tokio::process::Command::new(root.join(".cache/langgraph-venv/bin/python"));
-    python
+    let out = tokio::process::Command::new(root.join(".cache/langgraph-venv/bin/python"))
+        .args(args)
         .env("LANGSMITH_TRACING", "false")
         .env_remove("LANGSMITH_API_KEY")
-        .env_remove("LANGSMITH_ENDPOINT");
-    python
-}
-
-/// Runs the client's script against `api_url`; its JSON line.
-async fn run_client(api_url: &str) -> Value {
-    let root = test_support::repo_root();
-    let out = langsmith_python()
-        .arg(root.join("crates/agent-operator/tests/integration/contract_datasets.py"))
-        .args([api_url, DEMO_API_KEY, DEMO_WORKSPACE_ID])
+        .env_remove("LANGSMITH_ENDPOINT")
         .output()
         .await
         .expect("running the langsmith client");
@@ -64,6 +58,19 @@ async fn run_client(api_url: &str) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(stdout.lines().last().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Runs the client's script against `api_url`; its JSON line.
+async fn run_client(api_url: &str) -> Value {
+    let script = test_support::repo_root()
+        .join("crates/agent-operator/tests/integration/contract_datasets.py");
+    run_langsmith([
+        script.as_os_str(),
+        api_url.as_ref(),
+        DEMO_API_KEY.as_ref(),
+        DEMO_WORKSPACE_ID.as_ref(),
+    ])
+    .await
 }
 
 async fn the_official_client_round_trips_a_dataset_at(prefix: &str, upload: &str) {

@@ -545,23 +545,18 @@ examples = [
 up = client.create_examples(dataset_id=d.id, examples=examples)
 print(json.dumps({"uploaded": up["count"] if isinstance(up, dict) else up.count}))
 "#;
-    let out = crate::contract_datasets::langsmith_python()
-        .args(["-c", script])
-        .arg(format!("{}/api/v1", h.emulator.base_url))
-        .args([support::API_KEY, support::WORKSPACE, name, tag])
-        .output()
-        .await
-        .expect("running the langsmith client");
-    assert!(
-        out.status.success(),
-        "the langsmith client failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains(r#""uploaded": 10"#),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let api_url = format!("{}/api/v1", h.emulator.base_url);
+    let seen = crate::contract_datasets::run_langsmith([
+        "-c",
+        script,
+        &api_url,
+        support::API_KEY,
+        support::WORKSPACE,
+        name,
+        tag,
+    ])
+    .await;
+    assert_eq!(seen["uploaded"], 10, "{seen}");
 }
 
 /// LangSmith API reads (`GET` of datasets or examples) logged after `mark`.

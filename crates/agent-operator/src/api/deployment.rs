@@ -482,8 +482,7 @@ pub struct RecordedPlane {
     printcolumn = r#"{"name":"Deployment-ID","type":"string","priority":1,"description":"Id of the remote deployment","jsonPath":".status.deploymentId"}"#,
     printcolumn = r#"{"name":"Revision-ID","type":"string","priority":1,"description":"Id of the latest revision","jsonPath":".status.latestRevisionId"}"#,
     printcolumn = r#"{"name":"Serving","type":"string","priority":1,"description":"The serving revision's commit (first 7 characters) or image digest (first 12 hex digits)","jsonPath":".status.serving.short"}"#,
-    printcolumn = r#"{"name":"Verified","type":"boolean","priority":1,"description":"Whether the serving revision passed spec.verify (false without spec.verify: not verified)","jsonPath":".status.serving.verified"}"#,
-    printcolumn = r#"{"name":"Cases","type":"string","priority":1,"description":"Cases of spec.verify.suite the serving revision passed, e.g. 9/10","jsonPath":".status.serving.cases"}"#,
+    printcolumn = r#"{"name":"Verified","type":"string","priority":1,"description":"Whether the serving revision passed spec.verify, with the cases of its suite it passed: True (9/10), False (8/10), True, or False (also without spec.verify: not verified)","jsonPath":".status.serving.verifiedShort"}"#,
     printcolumn = r#"{"name":"Message","type":"string","priority":1,"description":"Message of the Ready condition","jsonPath":".status.conditions[?(@.type==\"Ready\")].message"}"#,
     validation = remote_exists_rule(),
 )]
@@ -1233,6 +1232,11 @@ pub struct ServingRevision {
     /// suite ran on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cases: Option<String>,
+    /// The `VERIFIED` column of `kubectl get agd -o wide`: `verified` as
+    /// `True` or `False`, followed by `cases` when a suite ran on it, e.g.
+    /// `True (9/10)` or `False (8/10)`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub verified_short: String,
     /// Since when the operator has seen it serving (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,

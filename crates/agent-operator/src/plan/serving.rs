@@ -126,6 +126,10 @@ pub fn serving(
         .flatten();
     let commit_sha = entry.and_then(|e| e.commit_sha.clone());
     let image_digest = entry.and_then(|e| e.image_digest.clone());
+    let cases = entry
+        .and_then(|e| e.suite.as_ref())
+        .map(|s| s.cases.clone());
+    let shown = if verified { "True" } else { "False" };
     Some(ServingRevision {
         revision_id: rid.to_owned(),
         short: short(commit_sha.as_deref(), image_digest.as_deref()),
@@ -135,9 +139,11 @@ pub fn serving(
         repo_ref: entry.and_then(|e| e.repo_ref.clone()),
         verified,
         verified_at,
-        cases: entry
-            .and_then(|e| e.suite.as_ref())
-            .map(|s| s.cases.clone()),
+        verified_short: match &cases {
+            Some(c) => format!("{shown} ({c})"),
+            None => shown.to_owned(),
+        },
+        cases,
         since: Some(
             same.and_then(|p| p.since.clone())
                 .unwrap_or_else(|| now.to_owned()),
@@ -299,11 +305,24 @@ mod tests {
         assert!(got.verified);
         assert_eq!(got.verified_at.as_deref(), Some("2026-01-02T00:00:00Z"));
         assert_eq!(got.since.as_deref(), Some(now));
+        assert_eq!(got.verified_short, "True");
 
         // Without spec.verify: never verified.
         let unverified = serving(&status, None, false, now).unwrap();
         assert!(!unverified.verified);
         assert_eq!(unverified.verified_at, None);
+        assert_eq!(unverified.verified_short, "False");
+
+        // A suite ran on it: the VERIFIED column shows its cases.
+        let mut with_suite = status.clone();
+        with_suite.revisions[1].suite = Some(crate::api::deployment::RevisionSuite {
+            cases: "9/10".into(),
+            ..Default::default()
+        });
+        let got = serving(&with_suite, None, true, now).unwrap();
+        assert_eq!(got.verified_short, "True (9/10)");
+        let got = serving(&with_suite, None, false, now).unwrap();
+        assert_eq!(got.verified_short, "False (9/10)");
 
         // The same revision keeps its `since`; another one starts anew.
         let earlier = ServingRevision {

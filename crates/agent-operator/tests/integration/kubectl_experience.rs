@@ -146,7 +146,6 @@ async fn kubectl_get_wait_and_explain_tell_the_user_what_is_going_on() {
             "REVISION-ID",
             "SERVING",
             "VERIFIED",
-            "CASES",
             "MESSAGE"
         ],
         "{wide}"

@@ -130,8 +130,9 @@ impl StreamMode {
     }
 }
 
-/// Body of `POST /runs/stream`, a stateless run (docs/control-plane-api.md
-/// "Agent server").
+/// Body of `POST /runs/stream`, a stateless run, and of `POST
+/// /threads/{thread_id}/runs/stream`, a run on a thread
+/// (docs/control-plane-api.md "Agent server").
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RunStreamRequest {
@@ -149,9 +150,39 @@ pub struct RunStreamRequest {
     /// Run metadata.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
-    /// What the server does when the client disconnects (e.g. `cancel`).
+    /// What the server does when the client disconnects: `continue` (the
+    /// server's default: the run goes on) or `cancel`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub on_disconnect: Option<String>,
+    /// What becomes of a stateless run's thread when it ends: `delete` (the
+    /// server's default) or `keep`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_completion: Option<String>,
+    /// A run on a thread that does not exist: `reject` (the server's
+    /// default: 404) or `create` (the thread is made, with the run's
+    /// `metadata`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub if_not_exists: Option<String>,
+}
+
+/// Body of `POST /threads/prune` (schema `ThreadPruneRequest`): the
+/// threads to delete, in one request.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThreadPrune {
+    /// The threads (UUIDs); an empty list deletes nothing.
+    pub thread_ids: Vec<String>,
+    /// `delete` (the server's default) or `keep_latest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<String>,
+}
+
+/// The answer to `POST /threads/prune`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ThreadPruned {
+    /// How many threads it deleted.
+    pub pruned_count: u64,
 }
 
 /// What `POST /assistants` does when the client-chosen `assistant_id`
@@ -451,6 +482,9 @@ pub struct Thread {
     /// Metadata.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// The thread's state once its run ended (`select` it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Value>,
 }
 
 /// `Option<Option<T>>` as absent / `null` / a value (serde's default reads

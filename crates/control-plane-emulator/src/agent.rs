@@ -169,7 +169,7 @@ async fn docs(
     Ok(Html(format!(
         "<!doctype html><title>Agent server (emulated)</title>\
          <h1>Agent server of deployment {}</h1>\
-         <p>Emulated endpoints: GET /ok, GET /info, POST /assistants/search, POST /runs/stream, POST /assistants, GET/PATCH/DELETE /assistants/{{id}}, POST /assistants/{{id}}/versions, POST /assistants/{{id}}/latest, POST /runs/crons, POST /runs/crons/search, PATCH/DELETE /runs/crons/{{id}}.</p>",
+         <p>Emulated endpoints: GET /ok, GET /info, POST /assistants/search, POST /runs/stream, POST /assistants, GET/PATCH/DELETE /assistants/{{id}}, POST /assistants/{{id}}/versions, POST /assistants/{{id}}/latest, POST /runs/crons, POST /runs/crons/search, PATCH/DELETE /runs/crons/{{id}}, POST /threads/search, POST /threads/{{id}}/runs/stream, POST /threads/prune.</p>",
         ids.at(0)
     )))
 }
@@ -258,9 +258,22 @@ async fn stream(
     State(state): State<EmulatorState>,
     ids: PathIds,
     headers: HeaderMap,
-    JsonBody(mut body): JsonBody,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
-    let t = target(&state, &ids, &headers)?;
+    let (modes, body, _) = checked_run(&state, &ids, &headers, body)?;
+    Ok(sse(run_events(Uuid::new_v4(), &body["input"], &modes)))
+}
+
+/// The body of a run (stateless or on a thread) checked: the key, the
+/// shape, and that its assistant serves; its stream modes, the body and
+/// the id of the deployment's assistant.
+pub(crate) fn checked_run(
+    state: &EmulatorState,
+    ids: &PathIds,
+    headers: &HeaderMap,
+    mut body: Value,
+) -> Result<(Vec<String>, Value, Uuid), ApiError> {
+    let t = target(state, ids, headers)?;
     validate::check(&mut body, &RUN_STREAM, &[json!("body")]).map_err(ApiError::validation)?;
     let assistant = body["assistant_id"].as_str().unwrap_or_default();
     let known = t.serves_graph
@@ -271,13 +284,17 @@ async fn stream(
         )));
     }
     let modes = stream_modes(&body["stream_mode"])?;
-    let events = run_events(Uuid::new_v4(), &body["input"], &modes);
+    Ok((modes, body, t.assistant_id))
+}
+
+/// `events` as a `text/event-stream` answer.
+pub(crate) fn sse(events: Vec<(String, String)>) -> Response {
     let stream = futures::stream::iter(
         events
             .into_iter()
             .map(|(name, data)| Ok::<_, Infallible>(Event::default().event(name).data(data))),
     );
-    Ok(Sse::new(stream).into_response())
+    Sse::new(stream).into_response()
 }
 
 #[cfg(test)]

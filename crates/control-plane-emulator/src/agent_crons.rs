@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use super::agent::{GRAPH_ID, target};
 use super::agent_route::{AgentRoute, route};
-use super::agent_store::{Crons, RUNS_KEPT};
+use super::agent_store::{Crons, keep_newest};
 use super::cron_schedule;
 use super::errors::ApiError;
 use super::extract::{OptionalJsonBody, PathIds};
@@ -72,15 +72,7 @@ fn run_due(state: &EmulatorState, dep: Uuid) {
                 runs.push((dep, cron_schedule::run_thread(cron, GRAPH_ID, at)));
             }
         }
-        let kept = runs.iter().filter(|(d, _)| *d == dep).count();
-        if kept > RUNS_KEPT {
-            let mut extra = kept - RUNS_KEPT;
-            runs.retain(|(d, _)| {
-                let drop = *d == dep && extra > 0;
-                extra -= usize::from(drop);
-                !drop
-            });
-        }
+        keep_newest(runs, dep);
     });
 }
 

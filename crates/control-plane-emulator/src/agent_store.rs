@@ -59,7 +59,39 @@ pub(crate) const RUNS_KEPT: usize = 100;
 pub(crate) struct Crons {
     /// Every cron, by (deployment, cron id).
     pub(crate) crons: HashMap<(Uuid, Uuid), agent_server_wire::Cron>,
-    /// The threads of the runs kept (`on_run_completed: keep`), by
-    /// deployment, oldest first; at most [`RUNS_KEPT`] per deployment.
+    /// The threads kept, by deployment, oldest first: of cron runs
+    /// (`on_run_completed: keep`) and of runs on threads; at most
+    /// [`RUNS_KEPT`] per deployment.
     pub(crate) runs: Vec<(Uuid, agent_server_wire::Thread)>,
+}
+
+/// Drops the oldest threads of `dep` beyond [`RUNS_KEPT`].
+pub(crate) fn keep_newest(runs: &mut Vec<(Uuid, agent_server_wire::Thread)>, dep: Uuid) {
+    let kept = runs.iter().filter(|(d, _)| *d == dep).count();
+    let mut extra = kept.saturating_sub(RUNS_KEPT);
+    runs.retain(|(d, _)| {
+        let drop = *d == dep && extra > 0;
+        extra -= usize::from(drop);
+        !drop
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_oldest_threads_of_the_deployment_beyond_the_bound_go() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let thread = |i: usize| agent_server_wire::Thread {
+            thread_id: i.to_string(),
+            ..Default::default()
+        };
+        let mut runs: Vec<_> = (0..RUNS_KEPT + 2).map(|i| (a, thread(i))).collect();
+        runs.insert(1, (b, thread(999)));
+        keep_newest(&mut runs, a);
+        assert_eq!(runs.len(), RUNS_KEPT + 1);
+        assert_eq!(runs[0], (b, thread(999)), "another deployment's stay");
+        assert_eq!(runs[1].1.thread_id, "2", "the two oldest went");
+    }
 }

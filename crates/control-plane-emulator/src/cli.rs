@@ -24,7 +24,8 @@ use crate::{
 /// each needing X-Api-Key and X-Tenant-Id; a built-in agent server at
 /// /agents/{deployment_id} (GET /ok, GET /info, POST /assistants/search,
 /// POST /runs/stream, the assistants, POST /runs/crons and its search,
-/// PATCH/DELETE /runs/crons/{id}); admin routes without a key under /_emulator/
+/// PATCH/DELETE /runs/crons/{id}, the threads: search, runs on a thread,
+/// prune); admin routes without a key under /_emulator/
 /// (requests, store, reset, scenarios, faults,
 /// deployments/{id}/revisions/{rid}/status).
 ///

@@ -89,6 +89,7 @@ pub(crate) fn run_thread(cron: &WireCron, graph_id: &str, at: Timestamp) -> Thre
         updated_at: Some(iso(at)),
         status: Some("idle".to_owned()),
         metadata,
+        values: None,
     }
 }
 

@@ -36,6 +36,7 @@ mod agent_assistants;
 mod agent_crons;
 mod agent_route;
 mod agent_store;
+mod agent_threads;
 pub mod auth;
 pub mod cli;
 pub mod config;
@@ -87,6 +88,7 @@ fn agent_server() -> Vec<agent_route::AgentRoute> {
     let mut all = agent::agent_routes();
     all.extend(agent_assistants::routes());
     all.extend(agent_crons::routes());
+    all.extend(agent_threads::routes());
     all
 }
 

@@ -221,6 +221,8 @@ pub(crate) const RUN_STREAM: Ty = Ty::Model(&[
     opt("config", Ty::Dict),
     opt("metadata", Ty::Dict),
     opt("on_disconnect", Ty::Str),
+    opt("on_completion", Ty::Str),
+    opt("if_not_exists", Ty::Str),
     opt("stream_subgraphs", Ty::Bool),
 ]);
 

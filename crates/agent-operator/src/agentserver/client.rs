@@ -32,7 +32,7 @@ use super::sse::SseParser;
 use super::types::{
     Assistant, AssistantCreate, AssistantPage, AssistantPatch, AssistantSearch,
     AssistantVersionChange, Cron, CronCreate, CronPatch, CronSearch, RunEvent, RunStreamRequest,
-    ServerInfo, Thread, ThreadSearch,
+    ServerInfo, Thread, ThreadPrune, ThreadPruned, ThreadSearch,
 };
 
 /// Header carrying the API key (docs/control-plane-api.md "Agent server").
@@ -435,9 +435,43 @@ impl AgentServerClient {
     /// that is not JSON, an event over [`super::sse::MAX_EVENT_BYTES`]); the
     /// stream ends after an error item.
     pub async fn stream_run(&self, req: &RunStreamRequest) -> Result<RunStream, Error> {
+        self.stream_at("runs/stream", req).await
+    }
+
+    /// `POST /threads/{thread_id}/runs/stream`: a run on thread
+    /// `thread_id` (with `if_not_exists: create`, a new thread carrying the
+    /// run's `metadata`), its events as [`Self::stream_run`] returns them
+    /// (docs/control-plane-api.md "Agent server", runs kept on threads).
+    /// Errors: as [`Self::stream_run`]; a thread that does not exist with
+    /// `if_not_exists` absent is [`Error::NotFound`].
+    pub async fn stream_thread_run(
+        &self,
+        thread_id: &str,
+        req: &RunStreamRequest,
+    ) -> Result<RunStream, Error> {
+        self.stream_at(&format!("threads/{thread_id}/runs/stream"), req)
+            .await
+    }
+
+    /// `POST /threads/prune` (docs/control-plane-api.md "Agent server",
+    /// runs kept on threads): deletes `thread_ids` in one request; answers
+    /// how many it deleted (ids that do not exist count nothing). Errors:
+    /// any [`Error`].
+    pub async fn prune_threads(&self, thread_ids: &[String]) -> Result<u64, Error> {
+        let body = ThreadPrune {
+            thread_ids: thread_ids.to_vec(),
+            strategy: None,
+        };
+        let req = self.http.post(self.url("threads/prune")?).json(&body);
+        let (answer, _): (ThreadPruned, _) = self.json(req).await?;
+        Ok(answer.pruned_count)
+    }
+
+    /// A run's event stream, `req` sent to `path`.
+    async fn stream_at(&self, path: &str, req: &RunStreamRequest) -> Result<RunStream, Error> {
         let http = self
             .http
-            .post(self.url("runs/stream")?)
+            .post(self.url(path)?)
             .header(ACCEPT, HeaderValue::from_static("text/event-stream"))
             .json(req);
         let resp = self.send(http, Some(&req.assistant_id)).await?;
@@ -450,9 +484,9 @@ impl AgentServerClient {
             // Its body is not read: it is not the known shape, and is not
             // shown.
             drop(resp);
-            return Err(Error::decode(
-                "POST /runs/stream did not answer text/event-stream",
-            ));
+            return Err(Error::decode(format!(
+                "POST /{path} did not answer text/event-stream"
+            )));
         }
         let state = StreamState {
             resp: Some(resp),

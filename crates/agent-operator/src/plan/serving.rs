@@ -287,6 +287,27 @@ mod tests {
     }
 
     #[test]
+    fn the_verified_column_shows_the_cases_of_a_suite() {
+        let mut r1 = rev("r1", None, Some(D));
+        r1.verified = Some(true);
+        let mut status = AgentDeploymentStatus {
+            active_revision_id: Some("r1".into()),
+            revisions: vec![r1],
+            ..Default::default()
+        };
+        let now = "2026-01-03T00:00:00Z";
+        let shown = |s: &AgentDeploymentStatus, verify| serving(s, None, verify, now).unwrap();
+        assert_eq!(shown(&status, true).verified_short, "True");
+        assert_eq!(shown(&status, false).verified_short, "False");
+        status.revisions[0].suite = Some(crate::api::deployment::RevisionSuite {
+            cases: "9/10".into(),
+            ..Default::default()
+        });
+        assert_eq!(shown(&status, true).verified_short, "True (9/10)");
+        assert_eq!(shown(&status, false).verified_short, "False (9/10)");
+    }
+
+    #[test]
     fn serving_is_the_active_revision() {
         let now = "2026-01-03T00:00:00Z";
         let mut verified = rev("r1", None, Some(D));
@@ -305,24 +326,11 @@ mod tests {
         assert!(got.verified);
         assert_eq!(got.verified_at.as_deref(), Some("2026-01-02T00:00:00Z"));
         assert_eq!(got.since.as_deref(), Some(now));
-        assert_eq!(got.verified_short, "True");
 
         // Without spec.verify: never verified.
         let unverified = serving(&status, None, false, now).unwrap();
         assert!(!unverified.verified);
         assert_eq!(unverified.verified_at, None);
-        assert_eq!(unverified.verified_short, "False");
-
-        // A suite ran on it: the VERIFIED column shows its cases.
-        let mut with_suite = status.clone();
-        with_suite.revisions[1].suite = Some(crate::api::deployment::RevisionSuite {
-            cases: "9/10".into(),
-            ..Default::default()
-        });
-        let got = serving(&with_suite, None, true, now).unwrap();
-        assert_eq!(got.verified_short, "True (9/10)");
-        let got = serving(&with_suite, None, false, now).unwrap();
-        assert_eq!(got.verified_short, "False (9/10)");
 
         // The same revision keeps its `since`; another one starts anew.
         let earlier = ServingRevision {

@@ -14,7 +14,9 @@
 //!   naming them), not promoted to production, and rolled back once;
 //! - `compareWith: Serving`: a case both revisions fail does not block; a
 //!   case the serving revision passed blocks, whatever the pass rate;
-//! - a suite that cannot run is refused at admission.
+//! - a suite that cannot run is refused at admission;
+//! - an operator killed during a suite leaves no case to run twice, and
+//!   the cases' threads are deleted once the result is written.
 //!
 //! Source: docs/control-plane-api.md "Agent server".
 
@@ -142,6 +144,35 @@ fn suite_of(o: &AgentDeployment) -> agent_operator::api::suite::SuiteResult {
         .expect("status.verification.suite")
 }
 
+/// The threads the suite run recorded in `o`'s status left on `server`
+/// (`POST /threads/search` by the run's mark).
+async fn threads_left(server: &LanggraphServer, o: &AgentDeployment) -> usize {
+    let v = o
+        .status
+        .as_ref()
+        .and_then(|s| s.verification.as_ref())
+        .unwrap();
+    let run = format!("{}/{}", v.revision_id, suite_of(o).digest);
+    let found: Vec<Value> = reqwest::Client::new()
+        .post(format!("{}/threads/search", server.url))
+        .json(&json!({"metadata": {"agentserver.dev/suite-run": run}, "limit": 100}))
+        .send()
+        .await
+        .expect("POST /threads/search")
+        .json()
+        .await
+        .expect("a list of threads");
+    found.len()
+}
+
+/// Waits until the threads of `o`'s recorded suite run are deleted.
+async fn threads_pruned(server: &LanggraphServer, o: &AgentDeployment) {
+    support::eventually(TIMEOUT, "the suite's threads deleted", || async {
+        (threads_left(server, o).await == 0).then_some(())
+    })
+    .await;
+}
+
 fn verified(o: &AgentDeployment) -> Option<(String, String, String)> {
     condition(o, "Verified").map(|c| (c.status, c.reason, c.message))
 }
@@ -195,6 +226,9 @@ async fn ten_cases_pass_once_and_a_restarted_operator_runs_none_again() {
     assert_eq!((vs.as_str(), vr.as_str()), ("True", "Verified"));
     assert!(vm.contains("10/10 cases of the suite passed"), "{vm}");
     assert_eq!(runs(&s.good_runs, &tag), 10, "each case ran once");
+    // Each case ran on a thread of its own, deleted once the result was
+    // written.
+    threads_pruned(&s.good, &obj).await;
     let metrics = first.metrics().await;
     assert_eq!(
         support::metric(
@@ -255,6 +289,49 @@ async fn ten_cases_pass_once_and_a_restarted_operator_runs_none_again() {
         r.ran_at,
         "the recorded run is the one kept"
     );
+}
+
+/// Issue 55: an operator killed while a suite runs (two cases in flight,
+/// most not started) leaves its cases' runs going on the agent server; the
+/// next operator reads back the ones that ran (waiting for those still
+/// running) and runs only the rest: every case runs once.
+#[tokio::test]
+async fn an_operator_killed_during_a_suite_leaves_no_case_to_run_twice() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(AgentServer);
+    let s = servers();
+    let h = harness("op-suite-kill").without_operator().start().await;
+    let mut first = h.start_operator(&[]);
+    let tag = format!("kill-{}", uuid::Uuid::new_v4().simple());
+    let name = "suite-killed";
+    let mut slow = suite(&tag, false, json!({"concurrency": 2}));
+    for c in slow["cases"].as_array_mut().unwrap() {
+        c["input"]["sleep"] = json!(2);
+    }
+    h.apply(manifest(name, "main", &slow)).await;
+    support::eventually(TIMEOUT, "three cases started", || async {
+        (runs(&s.good_runs, &tag) >= 3).then_some(())
+    })
+    .await;
+    first.kill().await;
+    let killed_at = runs(&s.good_runs, &tag);
+    assert!(
+        killed_at < 10,
+        "the kill came during the suite: {killed_at}"
+    );
+    let _second = h.start_operator(&[]);
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "verified", |o| {
+        (support::is_ready_now(o) && o.status.as_ref()?.serving.as_ref()?.verified)
+            .then(|| o.clone())
+    })
+    .await;
+    assert_eq!(suite_of(&obj).cases, "10/10");
+    assert_eq!(
+        runs(&s.good_runs, &tag),
+        10,
+        "each case ran once ({killed_at} had started at the kill)"
+    );
+    threads_pruned(&s.good, &obj).await;
 }
 
 #[tokio::test]

@@ -456,14 +456,34 @@ async fn attempt(
             return failed(r, message);
         }
     };
+    let at = Suite {
+        view,
+        rid,
+        client: &client,
+        secrets: &secrets,
+    };
+    Ok(on_server(pass, spec, &at, sends_key).await)
+}
+
+/// The checks of `spec` on the agent server of `at`: `assistants`, `run`,
+/// then the suite; `sends_key`: the client sends a key (else a refusal
+/// says how to give one).
+async fn on_server(
+    pass: &mut Pass<'_>,
+    spec: &VerifySpec,
+    at: &Suite<'_>,
+    sends_key: bool,
+) -> Attempt {
     tracing::debug!(
-        url = client.base_url(),
-        revision = rid,
+        url = at.client.base_url(),
+        revision = at.rid,
         "verifying on the agent server"
     );
-    let mut checked = check(&client, spec).await;
-    if let Some(suite) = &spec.suite {
-        run_suite(pass, suite, view, rid, &client, &secrets, &mut checked).await;
+    let mut checked = check(at.client, spec).await;
+    if let Some(suite) = &spec.suite
+        && let Some(wait) = run_suite(pass, suite, at, &mut checked).await
+    {
+        return Attempt::Postponed(wait);
     }
     if let Some((r, message)) = &mut checked.failure
         && *r == reason::AGENT_SERVER_UNAUTHORIZED
@@ -471,39 +491,56 @@ async fn attempt(
     {
         message.push_str(NO_KEY_HINT);
     }
-    Ok(Attempt::Done(checked))
+    Attempt::Done(checked)
 }
 
-/// `spec.verify.suite` on revision `rid`, once `assistants` and `run`
+/// Where and on what a suite runs: the remote deployment, the revision,
+/// the agent server's client and what its answers must not quote.
+struct Suite<'a> {
+    view: &'a RemoteView,
+    rid: &'a str,
+    client: &'a AgentServerClient,
+    secrets: &'a [SecretString],
+}
+
+/// `spec.verify.suite` on revision `at.rid`, once `assistants` and `run`
 /// passed: the result recorded for this revision and suite when there is
 /// one (a resync, a retry and a restart run nothing), else the cases run
-/// now. A suite that did not pass is the failure `SuiteFailed`.
+/// now (those an earlier attempt ran are read back from the agent
+/// server), their threads deleted once the result is written. A suite
+/// that did not pass is the failure `SuiteFailed`. `Some(wait)`: cases an
+/// earlier attempt started still run; the attempt is postponed.
 async fn run_suite(
-    pass: &Pass<'_>,
+    pass: &mut Pass<'_>,
     suite: &crate::api::suite::VerifySuite,
-    view: &RemoteView,
-    rid: &str,
-    client: &AgentServerClient,
-    secrets: &[SecretString],
+    at: &Suite<'_>,
     checked: &mut Checked,
-) {
-    use super::suite::failure_message;
+) -> Option<Duration> {
+    use super::suite::{RUNNING_WAIT, failure_message, prune_after_write};
     let digest = crate::plan::suite::suite_digest(suite);
     let recorded = pass
         .previous
         .verification
         .as_deref()
-        .filter(|v| v.revision_id == rid)
+        .filter(|v| v.revision_id == at.rid)
         .and_then(|v| v.suite.clone())
         .filter(|s| s.digest == digest);
     let result = match recorded {
         Some(r) => r,
-        None if checked.failure.is_some() => return,
-        None => match fresh_run(pass, suite, &digest, view, rid, client, secrets).await {
-            Ok(r) => r,
+        None if checked.failure.is_some() => return None,
+        None => match fresh_run(pass, suite, &digest, at).await {
+            Ok(Fresh::Recorded(r, threads)) => {
+                let r = *r;
+                let (client, server) = (at.client.clone(), at.view.id.clone());
+                pass.remember.push(move |ctx| {
+                    prune_after_write(ctx.shared.clone(), client, server, threads);
+                });
+                r
+            }
+            Ok(Fresh::Running) => return Some(RUNNING_WAIT),
             Err(failure) => {
                 checked.failure = Some(failure);
-                return;
+                return None;
             }
         },
     };
@@ -514,6 +551,16 @@ async fn run_suite(
         ));
     }
     checked.suite = Some(Box::new(result));
+    None
+}
+
+/// What a fresh run of a suite came to.
+enum Fresh {
+    /// Judged: the record, and the threads of its cases (deleted once the
+    /// record is written).
+    Recorded(Box<crate::api::suite::SuiteResult>, Vec<String>),
+    /// Cases an earlier attempt started still run on the agent server.
+    Running,
 }
 
 /// The cases of `spec.verify.suite.dataset`: two reads of the control
@@ -569,34 +616,42 @@ async fn dataset_cases(
     Ok(crate::plan::suite::from_examples(d, &examples))
 }
 
-/// Runs the cases of `suite` (digest `digest`) on revision `rid` now and
-/// judges them; `Err`: the `Verified=False` reason and message when the
-/// suite could not run (nothing recorded).
+/// Runs the cases of `suite` (digest `digest`) on revision `at.rid` now
+/// and judges them; `Err`: the `Verified=False` reason and message when
+/// the suite could not run (nothing recorded).
 async fn fresh_run(
     pass: &Pass<'_>,
     suite: &crate::api::suite::VerifySuite,
     digest: &str,
-    view: &RemoteView,
-    rid: &str,
-    client: &AgentServerClient,
-    secrets: &[SecretString],
-) -> Result<crate::api::suite::SuiteResult, (&'static str, String)> {
-    use super::suite::{SuiteRun, record, run, serving_record};
+    at: &Suite<'_>,
+) -> Result<Fresh, (&'static str, String)> {
+    use super::suite::{SuiteRun, Target, record, run, run_key, serving_record, thread_id};
     let cases = match &suite.dataset {
         None => crate::plan::suite::compile(suite).map_err(|e| (reason::SUITE_FAILED, e))?,
         Some(d) => dataset_cases(pass, d).await?,
     };
-    let limits = &pass.ctx.verifier;
-    match run(client, &cases, suite.concurrency, limits, &view.id, secrets).await {
+    let target = Target {
+        client: at.client,
+        limits: &pass.ctx.verifier,
+        server: &at.view.id,
+        secrets: at.secrets,
+        run: run_key(at.rid, digest),
+    };
+    match run(&target, &cases, suite.concurrency).await {
         SuiteRun::Aborted(r, message) => Err((r, message)),
+        SuiteRun::Running => Ok(Fresh::Running),
         SuiteRun::Done(results) => {
             let now = k8s_openapi::jiff::Timestamp::now().to_string();
-            let serving = serving_record(&pass.status.revisions, rid);
+            let serving = serving_record(&pass.status.revisions, at.rid);
             let r = record(suite, digest, &results, serving, &now);
             pass.ctx
                 .metrics
                 .observe_cases(r.passed, r.total.saturating_sub(r.passed));
-            Ok(r)
+            let threads = cases
+                .iter()
+                .map(|c| thread_id(&target.run, &c.name))
+                .collect();
+            Ok(Fresh::Recorded(Box::new(r), threads))
         }
     }
 }

@@ -181,6 +181,9 @@ pub mod reason {
     /// The LangSmith dataset of `spec.verify.suite.dataset` could not be
     /// read (no answer, 429 or 5xx); retried with backoff.
     pub const DATASET_UNAVAILABLE: &str = "DatasetUnavailable";
+    /// The ConfigMap of `spec.verify.suite.configMapRef` is missing, lacks
+    /// its key, or holds cases that break a rule; read again with backoff.
+    pub const SUITE_UNREADABLE: &str = "SuiteUnreadable";
     /// The deployment's `active_revision_id` is not the revision just
     /// deployed, so the agent server may still serve the previous one.
     pub const REVISION_NOT_ACTIVE: &str = "RevisionNotActive";

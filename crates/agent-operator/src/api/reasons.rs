@@ -45,7 +45,7 @@ impl Reason {
 /// Every reason, grouped as an on-call engineer meets them: an
 /// AgentDeployment's revision, its inputs, ownership, observation, drift,
 /// events, verification, deletion, then the other kinds.
-pub const REASONS: [Reason; 93] = [
+pub const REASONS: [Reason; 94] = [
     Reason {
         reason: reason::CREATING,
         kinds: &[AGD],
@@ -573,6 +573,14 @@ pub const REASONS: [Reason; 93] = [
         event: r#""#,
         meaning: r#"The LangSmith dataset of `spec.verify.suite.dataset` could not be read: no answer, 429 or 5xx from the control plane's LangSmith API. Retried with backoff; never a reason for `onFailedVerification`."#,
         action: r#"Wait; if it lasts, check that the operator reaches the LangSmith API (`--allowed-hosts`, the network policy)."#,
+    },
+    Reason {
+        reason: reason::SUITE_UNREADABLE,
+        kinds: &[AGD],
+        condition: r#"Stalled (and `Verified=False`)"#,
+        event: r#""#,
+        meaning: r#"The ConfigMap of `spec.verify.suite.configMapRef` is missing, lacks its key, or its value is not a list of cases that keeps the rules of `spec.verify.suite.cases` (the message names the first broken one). No case ran. Read again with backoff; never a reason for `onFailedVerification`."#,
+        action: r#"Create or fix the ConfigMap in the object's namespace (`kubectl get configmap NAME -o yaml`); the next attempt reads it."#,
     },
     Reason {
         reason: reason::REVISION_NOT_ACTIVE,

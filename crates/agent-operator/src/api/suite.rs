@@ -5,9 +5,10 @@
 //! The words are LangSmith's evaluation words where they fit: a **case** is
 //! an example (an input and what its answer must satisfy), the suite's run
 //! on a revision is an experiment, its assertions are the evaluators. Each
-//! case is one run without a thread (`POST /runs/stream`, stream mode
-//! `values`): the answer is the run's final state, the data of its last
-//! `values` event (docs/control-plane-api.md, "Agent server"). What the
+//! case is one run on a fresh thread of its own (`POST
+//! /threads/{id}/runs/stream`, stream mode `values`): the answer is the
+//! run's final state, the data of its last `values` event
+//! (docs/control-plane-api.md, "Suite runs on threads"). What the
 //! assertions read of that state, and how a result is judged, is in
 //! [`crate::plan::suite`].
 
@@ -27,13 +28,13 @@ pub const MAX_ASSERTIONS: usize = 10;
 /// `failedCases`, bounded by [`MAX_CASES`]).
 pub const MAX_FAILURES_SHOWN: usize = 10;
 
-/// `spec.verify.suite`: the cases (written here, or the examples of a
-/// LangSmith dataset), the share of them that must pass, and the
-/// regression rule. It runs once per revision and per suite (its digest):
-/// a resync or a restart of the operator runs nothing again.
+/// `spec.verify.suite`: the cases (written here, kept in a ConfigMap, or
+/// the examples of a LangSmith dataset), the share of them that must pass,
+/// and the regression rule. It runs once per revision and per suite (its
+/// digest): a resync or a restart of the operator runs nothing again.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.cases) != has(self.dataset)").message("a suite has either cases or dataset"))]
+#[x_kube(validation = Rule::new("[has(self.cases), has(self.dataset), has(self.configMapRef)].filter(x, x).size() == 1").message("a suite has exactly one of cases, dataset and configMapRef"))]
 pub struct VerifySuite {
     /// The cases, 1 to 50, each named once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -43,6 +44,11 @@ pub struct VerifySuite {
     /// control plane's key when the suite runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<SuiteDataset>,
+    /// The cases kept in a ConfigMap of the object's namespace, read when
+    /// the suite is due: for suites too large to write in the object, or
+    /// shared by several AgentDeployments (staging and production).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<SuiteConfigMapRef>,
     /// The fraction of cases that must pass, 0 to 1 (default 1: every
     /// case).
     #[serde(default = "default_min_pass_rate")]
@@ -87,6 +93,30 @@ pub struct SuiteDataset {
     #[serde(default = "default_case_timeout")]
     #[schemars(range(min = 1, max = 300))]
     pub timeout_seconds: u32,
+}
+
+/// `spec.verify.suite.configMapRef`: a key of a ConfigMap in the object's
+/// namespace whose value is the list of cases, in YAML or JSON, in the
+/// shape of `spec.verify.suite.cases` (1 to 50 cases, each named once).
+/// The operator reads it with a GET each time the suite is due (no watch):
+/// a change is a new suite digest, run at the next verification (on the
+/// revision's next check, or the next revision). A ConfigMap that is
+/// missing, lacks the key, or holds cases that break a rule is
+/// `SuiteUnreadable`, read again with backoff.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuiteConfigMapRef {
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the cases (default `cases.yaml`).
+    #[serde(default = "default_cases_key")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[-._a-zA-Z0-9]+$"))]
+    pub key: String,
+}
+
+fn default_cases_key() -> String {
+    "cases.yaml".to_owned()
 }
 
 fn default_min_pass_rate() -> f64 {
@@ -233,6 +263,52 @@ impl VerifySuite {
     }
 }
 
+/// Reads the cases a ConfigMap holds (`spec.verify.suite.configMapRef`):
+/// `text` is a YAML (or JSON) list of cases in the shape of
+/// `spec.verify.suite.cases`, checked as admission checks those: 1 to
+/// [`MAX_CASES`], each named once (1-63 characters), an `assistantId`,
+/// `timeoutSeconds` 1-300, 1 to [`MAX_ASSERTIONS`] assertions each valid
+/// ([`CaseAssertion::validate`]). Errors: the first broken rule, naming
+/// the case.
+pub fn cases_from_text(text: &str) -> Result<Vec<SuiteCase>, String> {
+    let cases: Vec<SuiteCase> = yaml_serde::from_str(text)
+        .map_err(|e| format!("not a list of cases (YAML or JSON): {e}"))?;
+    if !(1..=MAX_CASES).contains(&cases.len()) {
+        return Err(format!(
+            "{} cases; a suite has 1 to {MAX_CASES}",
+            cases.len()
+        ));
+    }
+    let mut names = std::collections::HashSet::new();
+    for c in &cases {
+        if !(1..=63).contains(&c.name.chars().count()) || !names.insert(c.name.as_str()) {
+            return Err(format!(
+                "case {:?}: a name is 1 to 63 characters, used once",
+                c.name
+            ));
+        }
+        let rules = [
+            (!c.assistant_id.is_empty(), "assistantId is empty"),
+            (
+                (1..=300).contains(&c.timeout_seconds),
+                "timeoutSeconds is not 1 to 300",
+            ),
+            (
+                (1..=MAX_ASSERTIONS).contains(&c.assertions.len()),
+                "a case has 1 to 10 assertions",
+            ),
+        ];
+        if let Some((_, broken)) = rules.iter().find(|(ok, _)| !ok) {
+            return Err(format!("case {:?}: {broken}", c.name));
+        }
+        for (i, a) in c.assertions.iter().enumerate() {
+            a.validate()
+                .map_err(|e| format!("case {:?}: assertions[{i}]: {e}", c.name))?;
+        }
+    }
+    Ok(cases)
+}
+
 /// `status.verification.suite` and the suite's part of
 /// `status.revisions[]`: what a suite found on one revision.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -325,6 +401,58 @@ fn any_value_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// (the ConfigMap's text, the error it gives; `None`: read).
+    #[test]
+    fn cases_from_a_config_map_keep_the_rules_of_inline_cases() {
+        let case = |name: &str, extra: &str| {
+            format!(
+                "- name: {name}\n  assistantId: agent\n  assertions:\n    - contains: hi\n{extra}"
+            )
+        };
+        let many: String = (0..51).map(|i| case(&format!("c{i}"), "")).collect();
+        let rows: Vec<(String, Option<&str>)> = vec![
+            (case("a", "") + &case("b", ""), None),
+            (
+                r#"[{"name": "j", "assistantId": "agent", "assertions": [{"equals": "x"}]}]"#
+                    .into(),
+                None,
+            ),
+            ("cases: []".into(), Some("not a list of cases")),
+            ("[]".into(), Some("0 cases; a suite has 1 to 50")),
+            (many, Some("51 cases")),
+            (
+                case("a", "") + &case("a", ""),
+                Some("case \"a\": a name is 1 to 63"),
+            ),
+            (
+                case("a", "  timeoutSeconds: 0\n"),
+                Some("timeoutSeconds is not 1 to 300"),
+            ),
+            (
+                "- name: a\n  assistantId: agent\n  assertions: []\n".into(),
+                Some("1 to 10 assertions"),
+            ),
+            (
+                "- name: a\n  assistantId: agent\n  assertions:\n    - matches: '('\n".into(),
+                Some("case \"a\": assertions[0]: matches is not a regular expression"),
+            ),
+            (
+                "- name: a\n  assistantId: agent\n  assertions:\n    - {contains: x, equals: y}\n"
+                    .into(),
+                Some("exactly one of"),
+            ),
+        ];
+        for (text, want) in rows {
+            match (cases_from_text(&text), want) {
+                (Ok(c), None) => assert!(!c.is_empty()),
+                (Err(e), Some(w)) => assert!(e.contains(w), "{text}: {e}"),
+                (got, want) => panic!("{text}: {got:?}, want {want:?}"),
+            }
+        }
+        let read = cases_from_text(&case("a", "")).unwrap();
+        assert_eq!(read[0].timeout_seconds, 30, "the defaults of inline cases");
+    }
 
     /// (assertion as written, the error's start; `None`: valid).
     #[test]

@@ -82,8 +82,11 @@ fn failure(k: &RollbackKnown<'_>, policy: &RollbackSpec, rid: &str) -> Option<St
     }
     let v = k.verification.filter(|v| v.revision_id == rid)?;
     let counts = match v.outcome.as_str() {
-        // The dataset being unreadable says nothing of the revision.
-        reason::VERIFIED | reason::REVISION_NOT_ACTIVE | reason::DATASET_UNAVAILABLE => false,
+        // The cases being unreadable says nothing of the revision.
+        reason::VERIFIED
+        | reason::REVISION_NOT_ACTIVE
+        | reason::DATASET_UNAVAILABLE
+        | reason::SUITE_UNREADABLE => false,
         reason::AGENT_SERVER_UNREACHABLE => v.failures >= UNREACHABLE_ATTEMPTS,
         _ => true,
     };

@@ -44,7 +44,7 @@ pub const UNUSED_NOTE: &str = "the control plane shows it UNUSED (no traffic for
 
 /// The failure reasons of a verification, as stored in
 /// `status.verification.outcome`.
-pub const VERIFICATION_FAILURE_REASONS: [&str; 11] = [
+pub const VERIFICATION_FAILURE_REASONS: [&str; 12] = [
     reason::AGENT_SERVER_UNREACHABLE,
     reason::AGENT_SERVER_UNAUTHORIZED,
     reason::ASSISTANTS_MISSING,
@@ -53,6 +53,7 @@ pub const VERIFICATION_FAILURE_REASONS: [&str; 11] = [
     reason::EXPECTATION_NOT_MET,
     reason::SUITE_FAILED,
     reason::DATASET_UNAVAILABLE,
+    reason::SUITE_UNREADABLE,
     reason::REVISION_NOT_ACTIVE,
     reason::SECRET_NOT_FOUND,
     reason::HOST_NOT_ALLOWED,

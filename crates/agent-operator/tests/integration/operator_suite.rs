@@ -486,6 +486,69 @@ async fn compare_with_serving_lets_a_case_both_fail_and_blocks_a_regression() {
     assert_eq!(runs(&s.broken_runs, &tag), 10);
 }
 
+/// Issue 55: the cases kept in a ConfigMap. A suite naming one that does
+/// not exist yet is `SuiteUnreadable` and runs nothing; once it exists
+/// (as the shipped ServiceAccount reads it: `get` on ConfigMaps) its cases
+/// run once and verify the revision; a ConfigMap whose cases break a rule
+/// is refused with the rule named.
+#[tokio::test]
+async fn cases_kept_in_a_config_map_verify_once_it_exists() {
+    test_support::skip_without!(Envtest);
+    test_support::skip_without!(AgentServer);
+    let s = servers();
+    let h = harness("op-suite-cm").start().await;
+    let tag = format!("cm-{}", uuid::Uuid::new_v4().simple());
+    let name = "suite-cm";
+    let the_suite = json!({"configMapRef": {"name": "echo-cases"}});
+    h.apply(manifest(name, "main", &the_suite)).await;
+    let unread = support::wait_for(&h.api, name, TIMEOUT, "SuiteUnreadable", |o| {
+        verified(o)
+            .filter(|(_, r, _)| r == "SuiteUnreadable")
+            .map(|v| v.2)
+    })
+    .await;
+    assert!(
+        unread.contains(&format!("ConfigMap {}/echo-cases not found", h.ns)),
+        "{unread}"
+    );
+
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(h.client.clone(), &h.ns);
+    let cases: Vec<Value> = (0..3).map(|i| case(&tag, i, false)).collect();
+    let mut cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "echo-cases"},
+        "data": {"cases.yaml": "- name: a\n  assistantId: agent\n  assertions: []\n"},
+    }))
+    .unwrap();
+    configmaps.create(&Default::default(), &cm).await.unwrap();
+    support::wait_for(&h.api, name, TIMEOUT, "the broken rule named", |o| {
+        verified(o)
+            .filter(|(_, _, m)| m.contains("1 to 10 assertions"))
+            .map(|_| ())
+    })
+    .await;
+    assert_eq!(runs(&s.good_runs, &tag), 0, "nothing ran");
+
+    cm.data = Some(
+        [(
+            "cases.yaml".to_owned(),
+            serde_json::to_string(&cases).unwrap(),
+        )]
+        .into(),
+    );
+    configmaps
+        .replace("echo-cases", &Default::default(), &cm)
+        .await
+        .unwrap();
+    let obj = support::wait_for(&h.api, name, TIMEOUT, "verified", |o| {
+        (support::is_ready_now(o) && o.status.as_ref()?.serving.as_ref()?.verified)
+            .then(|| o.clone())
+    })
+    .await;
+    assert_eq!(suite_of(&obj).cases, "3/3");
+    assert_eq!(runs(&s.good_runs, &tag), 3, "each case ran once");
+}
+
 #[tokio::test]
 async fn a_suite_that_cannot_run_is_refused_at_admission() {
     test_support::skip_without!(Envtest);
@@ -525,6 +588,16 @@ async fn a_suite_that_cannot_run_is_refused_at_admission() {
         ("no assertions", one(json!([])), "assertions"),
         ("a name twice", two_named_a, "Duplicate value"),
         ("51 cases", too_many, "cases"),
+        (
+            "cases and a ConfigMap",
+            json!({"cases": one(json!([{"contains": "x"}]))["cases"], "configMapRef": {"name": "c"}}),
+            "exactly one of cases, dataset and configMapRef",
+        ),
+        (
+            "no cases",
+            json!({"minPassRate": 1}),
+            "exactly one of cases, dataset and configMapRef",
+        ),
         (
             "a rate over 1",
             json!({"cases": one(json!([{"contains": "x"}]))["cases"], "minPassRate": 1.5}),

@@ -105,6 +105,11 @@ checks that both stay equal).
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch"]
+# ConfigMaps named by spec.verify.suite.configMapRef: get, when the suite
+# is due; no list, no watch.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get"]
 # Events: one created per transition, through core/v1 so that it carries
 # lastTimestamp; never patched into a series.
 - apiGroups: [""]

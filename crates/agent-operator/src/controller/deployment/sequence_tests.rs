@@ -721,6 +721,47 @@ async fn verification_that_fails_writes_status_then_one_warning_and_backs_off() 
     );
 }
 
+/// `spec.verify.suite` with two cases: the pass that sees the revision
+/// DEPLOYED asks for the threads an earlier attempt left (none), runs each
+/// case on its own thread, writes once, and deletes the threads in one
+/// prune (a task the report starts once its writes succeeded); the next
+/// pass runs nothing.
+#[tokio::test]
+async fn a_suite_runs_each_case_on_its_thread_writes_once_then_prunes() {
+    let s = Scenario::new(QUICK, FOREVER).await;
+    let case = |n: &str| {
+        json!({"name": n, "assistantId": "agent",
+            "input": {"messages": [{"role": "user", "content": n}]},
+            "assertions": [{"pointer": "/messages/0/content", "value": n}]})
+    };
+    s.edit(|o| {
+        o["spec"]["verify"] = json!({"suite": {"cases": [case("a"), case("b")], "concurrency": 1}})
+    });
+    s.step().await;
+    settle().await;
+    let (writes, mut requests) = s.step().await;
+    settle().await;
+    requests.extend(s.requests());
+    let run = "POST /agents/{deployment_id}/threads/{thread_id}/runs/stream 200";
+    let writes_then_requests = seen(
+        &[
+            "status RevisionDeployed",
+            "event Normal RevisionDeployed",
+            "event Normal Verified",
+        ],
+        &[
+            GET_REVISION,
+            GET,
+            "POST /agents/{deployment_id}/threads/search 200",
+            run,
+            run,
+            "POST /agents/{deployment_id}/threads/prune 200",
+        ],
+    );
+    assert_eq!((writes, requests), writes_then_requests);
+    assert_eq!(s.step().await, seen(&[], &[GET]), "the suite ran once");
+}
+
 /// A replica killed between the status write that recorded the id and the
 /// annotation write after it: the next replica's first pass finds the
 /// object converged, writes the missing annotation and sends nothing.

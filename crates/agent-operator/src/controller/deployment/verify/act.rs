@@ -517,6 +517,16 @@ async fn run_suite(
     checked: &mut Checked,
 ) -> Option<Duration> {
     use super::suite::{RUNNING_WAIT, failure_message, prune_after_write};
+    let suite = match resolved(pass, suite).await {
+        Ok(s) => s,
+        Err(message) => {
+            checked
+                .failure
+                .get_or_insert((reason::SUITE_UNREADABLE, message));
+            return None;
+        }
+    };
+    let suite = suite.as_ref();
     let digest = crate::plan::suite::suite_digest(suite);
     let recorded = pass
         .previous
@@ -552,6 +562,59 @@ async fn run_suite(
     }
     checked.suite = Some(Box::new(result));
     None
+}
+
+/// `suite` with the cases of its `configMapRef` in place of the reference
+/// ([`config_map_cases`]), or as it is without one. `Err`: the
+/// `SuiteUnreadable` message.
+async fn resolved<'s>(
+    pass: &Pass<'_>,
+    suite: &'s crate::api::suite::VerifySuite,
+) -> Result<std::borrow::Cow<'s, crate::api::suite::VerifySuite>, String> {
+    let Some(r) = &suite.config_map_ref else {
+        return Ok(std::borrow::Cow::Borrowed(suite));
+    };
+    Ok(std::borrow::Cow::Owned(crate::api::suite::VerifySuite {
+        cases: config_map_cases(pass, r).await?,
+        config_map_ref: None,
+        ..suite.clone()
+    }))
+}
+
+/// The cases of `spec.verify.suite.configMapRef` (`r`): one GET of the
+/// ConfigMap in the object's namespace, its key read as a list of cases
+/// ([`crate::api::suite::cases_from_text`]). `Err`: the `SuiteUnreadable`
+/// message (missing, no such key, or a broken rule, named).
+async fn config_map_cases(
+    pass: &Pass<'_>,
+    r: &crate::api::suite::SuiteConfigMapRef,
+) -> Result<Vec<crate::api::suite::SuiteCase>, String> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let ns = pass.obj.namespace().unwrap_or_default();
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(pass.ctx.client.clone(), &ns);
+    let at = format!("spec.verify.suite.configMapRef: ConfigMap {ns}/{}", r.name);
+    let found = api
+        .get_opt(&r.name)
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) => format!("{at} could not be read: {} ({})", s.message, s.code),
+            other => format!("{at} could not be read: {other}"),
+        })?
+        .ok_or_else(|| format!("{at} not found"))?;
+    let data = found.data.unwrap_or_default();
+    let Some(text) = data.get(&r.key) else {
+        let keys: Vec<&str> = data.keys().map(String::as_str).collect();
+        return Err(format!(
+            "{at} has no key {:?} (its keys: {})",
+            r.key,
+            if keys.is_empty() {
+                "none".to_owned()
+            } else {
+                keys.join(", ")
+            }
+        ));
+    };
+    crate::api::suite::cases_from_text(text).map_err(|e| format!("{at}, key {:?}: {e}", r.key))
 }
 
 /// What a fresh run of a suite came to.

@@ -493,6 +493,7 @@ mod tests {
                 })
                 .collect(),
             dataset: None,
+            config_map_ref: None,
             min_pass_rate: rate,
             compare_with: compare.then_some(CompareWith::Serving),
             concurrency: 2,

@@ -82,7 +82,7 @@ fn runs(log: &PathBuf, tag: &str) -> usize {
 }
 
 /// A harness whose emulator serves `broken` revisions at server B.
-fn harness(test: &str) -> support::HarnessBuilder<'static> {
+fn harness<'e>(test: &str) -> support::HarnessBuilder<'e> {
     let s = servers();
     let route = format!("broken={}", s.broken.url);
     Harness::quick(test)
@@ -294,13 +294,20 @@ async fn ten_cases_pass_once_and_a_restarted_operator_runs_none_again() {
 /// Issue 55: an operator killed while a suite runs (two cases in flight,
 /// most not started) leaves its cases' runs going on the agent server; the
 /// next operator reads back the ones that ran (waiting for those still
-/// running) and runs only the rest: every case runs once.
+/// running) and runs only the rest: every case runs once. As users run it:
+/// cluster-wide, leader-elected, the shipped ClusterRole.
 #[tokio::test]
 async fn an_operator_killed_during_a_suite_leaves_no_case_to_run_twice() {
     test_support::skip_without!(Envtest);
     test_support::skip_without!(AgentServer);
     let s = servers();
-    let h = harness("op-suite-kill").without_operator().start().await;
+    let env = common::own_env(&[]).await;
+    let h = harness("op-suite-kill")
+        .on(&env)
+        .cluster_wide()
+        .without_operator()
+        .start()
+        .await;
     let mut first = h.start_operator(&[]);
     let tag = format!("kill-{}", uuid::Uuid::new_v4().simple());
     let name = "suite-killed";

@@ -154,10 +154,11 @@ impl Limits {
     }
 
     /// A slot for one pass of object `key` making `calls` calls to the
-    /// agent server `server` (the remote id of its deployment), or how long
-    /// to wait before trying again (see [`Limits`]).
+    /// agent server `server` (the remote id of its deployment), their
+    /// tokens taken now, or how long to wait before trying again (see
+    /// [`Limits`]). `calls` 0: a slot only, for a pass whose calls each
+    /// wait for their token ([`Limits::pace`]: a suite's).
     pub fn admit(&self, key: &str, server: &str, calls: u32) -> Result<Permit, Deferred> {
-        let calls = calls.max(1);
         let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             let hold = self.hold();
             return Err(self.defer(key, server, hold, hold / self.concurrency, false));
@@ -167,12 +168,11 @@ impl Limits {
             since: std::time::Instant::now(),
             held_micros: self.held_micros.clone(),
         };
-        if let Some(rate) = &self.rate {
+        if let (Some(rate), Some(n)) = (&self.rate, NonZeroU32::new(calls)) {
             if rate.len() > BUCKETS_KEPT {
                 rate.retain_recent();
             }
             let server_key = server.to_owned();
-            let n = NonZeroU32::new(calls).unwrap_or(NonZeroU32::MIN);
             let share = Duration::from_secs_f64(self.call_seconds * f64::from(calls));
             match rate.check_key_n(&server_key, n) {
                 Ok(Ok(())) => {}
@@ -281,6 +281,25 @@ mod tests {
     use super::*;
 
     const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn a_pass_admitted_for_no_call_takes_a_slot_and_no_token() {
+        let limits = Limits::new(&VerifyConfig {
+            requests_per_second: 0.001,
+            burst: 1,
+            concurrency: 1,
+            ..Default::default()
+        });
+        let suite = limits.admit("a", "server-1", 0).expect("a slot");
+        assert!(limits.admit("b", "server-1", 0).is_err(), "one slot");
+        drop(suite);
+        drop(
+            limits
+                .admit("b", "server-1", 1)
+                .expect("the token is still there"),
+        );
+        assert!(limits.admit("c", "server-1", 1).is_err(), "now it is spent");
+    }
 
     #[test]
     fn the_limits_defer_instead_of_waiting() {

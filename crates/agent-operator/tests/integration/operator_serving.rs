@@ -141,9 +141,9 @@ async fn status_serving_names_the_commit_or_the_digest_and_kubectl_shows_it() {
     // its columns.
     let wide = kubectl(&h.ns, &["get", "agd", "-o", "wide"]);
     assert_eq!(cell(&wide, git, "SERVING"), &sha[..7], "{wide}");
-    assert_eq!(cell(&wide, git, "VERIFIED"), "true", "{wide}");
+    assert_eq!(cell(&wide, git, "VERIFIED"), "True", "{wide}");
     assert_eq!(cell(&wide, docker, "SERVING"), "4f1c0a7e9b2d", "{wide}");
-    assert_eq!(cell(&wide, docker, "VERIFIED"), "false", "{wide}");
+    assert_eq!(cell(&wide, docker, "VERIFIED"), "False", "{wide}");
     let narrow = kubectl(&h.ns, &["get", "agd"]);
     assert!(!narrow.contains("SERVING"), "{narrow}");
 

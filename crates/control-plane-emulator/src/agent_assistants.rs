@@ -26,7 +26,7 @@ use super::agent::{GRAPH_ID, target};
 use super::agent_route::{AgentRoute, route};
 use super::agent_store::Record;
 use super::errors::ApiError;
-use super::extract::{OptionalJsonBody, PathIds};
+use super::extract::{OptionalJsonBody, PathIds, decode};
 use super::state::EmulatorState;
 
 /// The assistant routes.
@@ -59,15 +59,6 @@ fn graph_not_found(graph: &str) -> ApiError {
 /// unknown assistant (`GET` answers `Not Found`, `DELETE` another wording).
 fn assistant_not_found(id: Uuid) -> ApiError {
     ApiError::not_found(format!("Assistant {id} not found"))
-}
-
-/// The body as `T`, or a 422 naming the decode error.
-fn decode<T: serde::de::DeserializeOwned>(body: Option<Value>) -> Result<T, ApiError> {
-    serde_json::from_value(body.unwrap_or_else(|| json!({}))).map_err(|e| {
-        ApiError::validation(vec![
-            json!({"type": "invalid", "loc": ["body"], "msg": e.to_string()}),
-        ])
-    })
 }
 
 /// The real server's 400 when `config.configurable` and `context` are both

@@ -32,7 +32,7 @@ use super::agent_route::{AgentRoute, route};
 use super::agent_store::{Crons, keep_newest};
 use super::cron_schedule;
 use super::errors::ApiError;
-use super::extract::{OptionalJsonBody, PathIds};
+use super::extract::{OptionalJsonBody, PathIds, decode};
 use super::state::EmulatorState;
 
 /// The cron routes.
@@ -74,15 +74,6 @@ fn run_due(state: &EmulatorState, dep: Uuid) {
         }
         keep_newest(runs, dep);
     });
-}
-
-/// The body as `T`, or a 422 naming the decode error.
-fn decode<T: serde::de::DeserializeOwned>(body: Option<Value>) -> Result<T, ApiError> {
-    serde_json::from_value(body.unwrap_or_else(|| json!({}))).map_err(|e| {
-        ApiError::validation(vec![
-            json!({"type": "invalid", "loc": ["body"], "msg": e.to_string()}),
-        ])
-    })
 }
 
 /// Ranges of the five fields (minute, hour, day of month, month, day of

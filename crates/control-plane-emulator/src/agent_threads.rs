@@ -24,7 +24,7 @@ use super::agent::{GRAPH_ID, checked_run, run_events, sse, target};
 use super::agent_route::{AgentRoute, route};
 use super::agent_store::keep_newest;
 use super::errors::ApiError;
-use super::extract::{JsonBody, OptionalJsonBody, PathIds};
+use super::extract::{JsonBody, OptionalJsonBody, PathIds, decode};
 use super::state::EmulatorState;
 
 /// The thread routes.
@@ -89,12 +89,7 @@ async fn prune(
 ) -> Result<Json<Value>, ApiError> {
     target(&state, &ids, &headers)?;
     let dep = ids.at(0);
-    let q: agent_server_wire::ThreadPrune = serde_json::from_value(body.unwrap_or_default())
-        .map_err(|e| {
-            ApiError::validation(vec![
-                json!({"type": "invalid", "loc": ["body"], "msg": e.to_string()}),
-            ])
-        })?;
+    let q: agent_server_wire::ThreadPrune = decode(body)?;
     if q.thread_ids.iter().any(|t| Uuid::parse_str(t).is_err()) {
         return Err(ApiError::new(
             axum::http::StatusCode::UNPROCESSABLE_ENTITY,

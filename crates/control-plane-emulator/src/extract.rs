@@ -192,6 +192,16 @@ impl<S: Send + Sync> FromRequestParts<S> for PathIds {
     }
 }
 
+/// An agent server request's optional JSON body (absent: `{}`) as `T`, or a
+/// 422 naming the decode error (the real server's FastAPI shape).
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(body: Option<Value>) -> Result<T, ApiError> {
+    serde_json::from_value(body.unwrap_or_else(|| json!({}))).map_err(|e| {
+        ApiError::validation(vec![
+            json!({"type": "invalid", "loc": ["body"], "msg": e.to_string()}),
+        ])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,6 +177,16 @@ fn verified(o: &AgentDeployment) -> Option<(String, String, String)> {
     condition(o, "Verified").map(|c| (c.status, c.reason, c.message))
 }
 
+/// Waits until `name` is Ready and its serving revision verified; returns
+/// the object.
+async fn ready_and_verified(h: &Harness, name: &str) -> AgentDeployment {
+    support::wait_for(&h.api, name, TIMEOUT, "Ready and verified", |o| {
+        (support::is_ready_now(o) && o.status.as_ref()?.serving.as_ref()?.verified)
+            .then(|| o.clone())
+    })
+    .await
+}
+
 /// Waits until `name`'s latest revision carries `repo_ref`, DEPLOYED, and
 /// its suite result is recorded; returns the object.
 async fn suite_ran(h: &Harness, name: &str, repo_ref: &str) -> AgentDeployment {
@@ -206,11 +216,7 @@ async fn ten_cases_pass_once_and_a_restarted_operator_runs_none_again() {
     let name = "suite-agent";
     h.apply(manifest(name, "main", &suite(&tag, false, json!({}))))
         .await;
-    let obj = support::wait_for(&h.api, name, TIMEOUT, "Ready and verified", |o| {
-        (support::is_ready_now(o) && o.status.as_ref()?.serving.as_ref()?.verified)
-            .then(|| o.clone())
-    })
-    .await;
+    let obj = ready_and_verified(&h, name).await;
     let status = obj.status.clone().unwrap();
     let v = status.verification.clone().unwrap();
     let r = v.suite.clone().expect("status.verification.suite");
@@ -327,11 +333,7 @@ async fn an_operator_killed_during_a_suite_leaves_no_case_to_run_twice() {
         "the kill came during the suite: {killed_at}"
     );
     let _second = h.start_operator(&[]);
-    let obj = support::wait_for(&h.api, name, TIMEOUT, "verified", |o| {
-        (support::is_ready_now(o) && o.status.as_ref()?.serving.as_ref()?.verified)
-            .then(|| o.clone())
-    })
-    .await;
+    let obj = ready_and_verified(&h, name).await;
     assert_eq!(suite_of(&obj).cases, "10/10");
     assert_eq!(
         runs(&s.good_runs, &tag),
@@ -547,11 +549,7 @@ async fn cases_kept_in_a_config_map_verify_once_it_exists() {
         .replace("echo-cases", &Default::default(), &cm)
         .await
         .unwrap();
-    let obj = support::wait_for(&h.api, name, TIMEOUT, "verified", |o| {
-        (support::is_ready_now(o) && o.status.as_ref()?.serving.as_ref()?.verified)
-            .then(|| o.clone())
-    })
-    .await;
+    let obj = ready_and_verified(&h, name).await;
     assert_eq!(suite_of(&obj).cases, "3/3");
     assert_eq!(runs(&s.good_runs, &tag), 3, "each case ran once");
 }

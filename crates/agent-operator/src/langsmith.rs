@@ -12,11 +12,12 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 use url::Url;
+
+use crate::controlplane::ControlPlaneClient;
 
 /// What a read of the LangSmith API can fail with. Messages never hold the
 /// key.
@@ -125,61 +126,29 @@ pub struct DatasetClient {
     base: Url,
     /// Redacted from the errors quoted.
     key: SecretString,
+    /// Each request's limit.
+    timeout: Duration,
 }
 
 impl DatasetClient {
-    /// A client of the API at `base` sending `key` as `X-Api-Key` (as
-    /// `Authorization: Bearer` with `bearer`) and `workspace` as
+    /// A client of the API at `base` through the HTTP client of the control
+    /// plane `plane` ([`ControlPlaneClient::http`]): its key as `X-Api-Key`
+    /// (as `Authorization: Bearer` for a bearer token) and its workspace as
     /// `X-Tenant-Id` (as the official client's `workspace_id`: an
-    /// organization key needs it), each request within `timeout`. Errors:
-    /// [`Error::InvalidConfig`] for a URL that does not parse or a key or
-    /// workspace that is not a header value.
-    pub fn new(
-        base: &str,
-        key: &SecretString,
-        bearer: bool,
-        workspace: &str,
-        timeout: Duration,
-    ) -> Result<Self, Error> {
-        crate::controlplane::client::install_crypto_provider();
+    /// organization key needs it), its CA bundle, no redirects; each
+    /// request within `timeout`. Errors: [`Error::InvalidConfig`] for a URL
+    /// that does not parse.
+    pub fn new(base: &str, plane: &ControlPlaneClient, timeout: Duration) -> Result<Self, Error> {
         let mut base =
             Url::parse(base).map_err(|e| Error::InvalidConfig(format!("URL {base:?}: {e}")))?;
         if !base.path().ends_with('/') {
             base.set_path(&format!("{}/", base.path()));
         }
-        let (name, value) = if bearer {
-            (
-                reqwest::header::AUTHORIZATION,
-                format!("Bearer {}", key.expose_secret()),
-            )
-        } else {
-            (
-                HeaderName::from_static("x-api-key"),
-                key.expose_secret().to_owned(),
-            )
-        };
-        let mut value = HeaderValue::from_str(&value)
-            .map_err(|_| Error::InvalidConfig("the key is not a valid header value".into()))?;
-        value.set_sensitive(true);
-        let tenant = HeaderValue::from_str(workspace).map_err(|_| {
-            Error::InvalidConfig("the workspace id is not a valid header value".into())
-        })?;
-        let headers = HeaderMap::from_iter([
-            (name, value),
-            (HeaderName::from_static("x-tenant-id"), tenant),
-        ]);
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(5)))
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("agent-operator/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| Error::InvalidConfig(format!("HTTP client: {e}")))?;
         Ok(Self {
-            http,
+            http: plane.http().clone(),
             base,
-            key: key.clone(),
+            key: plane.api_key().clone(),
+            timeout,
         })
     }
 
@@ -223,6 +192,7 @@ impl DatasetClient {
             .http
             .get(url)
             .query(query)
+            .timeout(self.timeout)
             .send()
             .await
             .map_err(unreachable)?;

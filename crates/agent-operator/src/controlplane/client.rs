@@ -488,6 +488,15 @@ impl ControlPlaneClient {
         self.base.as_str()
     }
 
+    /// The HTTP client of this control plane: its credential and
+    /// `X-Tenant-Id` as default headers, its CA bundle, no redirects. For
+    /// the other APIs of the same install that take the same credential
+    /// ([`crate::langsmith::DatasetClient`]); it bypasses this client's
+    /// budget, retries and redaction, which the caller owns.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// The workspace id sent as `X-Tenant-Id`.
     pub fn workspace_id(&self) -> &str {
         &self.workspace_id

@@ -651,12 +651,7 @@ async fn dataset_cases(
         };
         (r, format!("dataset {:?}: {e}", d.name))
     };
-    let (key, bearer, workspace) = (
-        pass.cp.api_key(),
-        pass.cp.uses_bearer(),
-        pass.cp.workspace_id(),
-    );
-    let client = DatasetClient::new(&url, key, bearer, workspace, timeout).map_err(failed)?;
+    let client = DatasetClient::new(&url, pass.cp, timeout).map_err(failed)?;
     let Some(found) = client.dataset_named(&d.name).await.map_err(failed)? else {
         return Err((
             reason::SUITE_FAILED,

@@ -174,27 +174,27 @@ const NOT_MODELLED: &[(&str, &str, &str)] = &[
     (
         "Thread",
         "config",
-        "the operator selects thread_id, status, created_at, updated_at, metadata and values",
+        "the operator selects thread_id, status, created_at, updated_at and values",
     ),
     (
         "Thread",
         "extracted",
-        "the operator selects thread_id, status, created_at, updated_at, metadata and values",
+        "the operator selects thread_id, status, created_at, updated_at and values",
     ),
     (
         "Thread",
         "interrupts",
-        "the operator selects thread_id, status, created_at, updated_at, metadata and values",
+        "the operator selects thread_id, status, created_at, updated_at and values",
     ),
     (
         "Thread",
         "state_updated_at",
-        "the operator selects thread_id, status, created_at, updated_at, metadata and values",
+        "the operator selects thread_id, status, created_at, updated_at and values",
     ),
     (
         "Thread",
         "ttl",
-        "the operator selects thread_id, status, created_at, updated_at, metadata and values",
+        "the operator selects thread_id, status, created_at, updated_at and values",
     ),
 ];
 

@@ -106,7 +106,7 @@ enum Kept {
 /// attempts left ([`kept`]), then the cases without one, `concurrency` at
 /// once, in suite order, each after a token of the agent server's budget.
 pub(super) async fn run(target: &Target<'_>, cases: &[Case], concurrency: u32) -> SuiteRun {
-    let kept = match kept(target, cases).await {
+    let mut kept = match kept(target, cases).await {
         Ok(k) => k,
         Err((r, message)) => return SuiteRun::Aborted(r, message),
     };
@@ -121,9 +121,9 @@ pub(super) async fn run(target: &Target<'_>, cases: &[Case], concurrency: u32) -
     let mut results = Vec::with_capacity(cases.len());
     let mut running = 0;
     for case in cases {
-        match kept.get(&case.name) {
+        match kept.remove(&case.name) {
             Some(Kept::Running) => running += 1,
-            Some(Kept::Answered(f)) => results.push((case.name.clone(), f.clone())),
+            Some(Kept::Answered(f)) => results.push((case.name.clone(), f)),
             None => results.push((case.name.clone(), ran.remove(&case.name).flatten())),
         }
     }
@@ -154,16 +154,9 @@ async fn kept(
         )])),
         limit: Some(u32::try_from(MAX_CASES).unwrap_or(u32::MAX)),
         select: Some(
-            [
-                "thread_id",
-                "status",
-                "metadata",
-                "values",
-                "created_at",
-                "updated_at",
-            ]
-            .map(str::to_owned)
-            .to_vec(),
+            ["thread_id", "status", "values", "created_at", "updated_at"]
+                .map(str::to_owned)
+                .to_vec(),
         ),
         ..Default::default()
     };

@@ -294,6 +294,25 @@ impl Gate {
         mark
     }
 
+    /// `value` (a time or an RSS) against "at most `target`", within
+    /// [`RELATIVE_MARGIN`] of it.
+    fn within(&mut self, what: &str, value: f64, target: f64) -> &'static str {
+        self.at_most(what, value, target, RELATIVE_MARGIN * target)
+    }
+
+    /// `requests` over `objects` against "at most `target`" per object,
+    /// within [`PER_RESOURCE_MARGIN`]: the figure and the mark.
+    fn per_object(
+        &mut self,
+        what: &str,
+        requests: u64,
+        objects: usize,
+        target: f64,
+    ) -> (f64, &'static str) {
+        let v = requests as f64 / objects.max(1) as f64;
+        (v, self.at_most(what, v, target, PER_RESOURCE_MARGIN))
+    }
+
     fn at_most_mark(&mut self, what: &str, value: f64, target: f64, margin: f64) -> &'static str {
         if value <= target {
             "PASS"

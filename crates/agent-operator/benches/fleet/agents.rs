@@ -21,7 +21,7 @@ use test_support::manifests::AgentDeploymentManifest;
 
 use super::figures::{Counts, Phase};
 use super::procs;
-use super::{Bench, Fleet, Gate, PER_RESOURCE_MARGIN, RELATIVE_MARGIN, apply, name};
+use super::{Bench, Fleet, Gate, apply, name};
 
 /// Agent server requests per AgentAssistant from apply to Ready: the
 /// pass's `GET /assistants/{id}` (404) and the create (`POST /assistants`
@@ -246,12 +246,7 @@ impl AgentsRun {
         );
         let target = t_min.as_secs_f64() + AFTER_DEPLOYMENTS.as_secs_f64();
         if let Some(t) = p.time_to_ready {
-            let mark = gate.at_most(
-                "agents: time to all Ready (s)",
-                t.as_secs_f64(),
-                target,
-                RELATIVE_MARGIN * target,
-            );
+            let mark = gate.within("agents: time to all Ready (s)", t.as_secs_f64(), target);
             println!(
                 "agents: time to all {} Ready {:.1} s; target ≤ T_min {:.1} s + {} s = {target:.1} s: {mark}",
                 4 * n,
@@ -261,12 +256,11 @@ impl AgentsRun {
             );
         }
         let per = |what: &str, requests: u64, objects: usize, target: f64, gate: &mut Gate| {
-            let v = requests as f64 / objects as f64;
-            let mark = gate.at_most(
+            let (v, mark) = gate.per_object(
                 &format!("agents: {what} requests per object"),
-                v,
+                requests,
+                objects,
                 target,
-                PER_RESOURCE_MARGIN,
             );
             println!(
                 "agents: {what}: {requests} requests, {v:.3} per object (target ≤ {target}): {mark}"
@@ -300,12 +294,7 @@ impl AgentsRun {
         let mark = gate.at_most("agents: 429s", self.too_many as f64, 0.0, 0.0);
         println!("agents: 429s {} (target 0): {mark}", self.too_many);
         let rss = p.proc_after.peak_rss_mib;
-        let mark = gate.at_most(
-            "agents: operator peak RSS (MiB)",
-            rss,
-            RSS_MIB,
-            RELATIVE_MARGIN * RSS_MIB,
-        );
+        let mark = gate.within("agents: operator peak RSS (MiB)", rss, RSS_MIB);
         println!(
             "agents: operator RSS peak {rss:.1} MiB, final {:.1} MiB (target ≤ {RSS_MIB}): {mark}",
             p.proc_after.rss_mib

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use test_support::manifests::AgentDeploymentManifest;
 
 use super::figures::{Counts, Phase};
-use super::{Bench, Gate, PER_RESOURCE_MARGIN, RELATIVE_MARGIN};
+use super::{Bench, Gate};
 
 /// Cases of each suite.
 pub const CASES: usize = 10;
@@ -124,12 +124,7 @@ impl SuitesRun {
         let floor = budget_floor(n).as_secs_f64();
         let target = t_min.as_secs_f64() + floor + AFTER_DEPLOYMENTS.as_secs_f64();
         if let Some(t) = p.time_to_ready {
-            let mark = gate.at_most(
-                "suites: time to all verified (s)",
-                t.as_secs_f64(),
-                target,
-                RELATIVE_MARGIN * target,
-            );
+            let mark = gate.within("suites: time to all verified (s)", t.as_secs_f64(), target);
             println!(
                 "suites: time to all {n} verified {:.1} s; target ≤ T_min {:.1} s + the agent servers' budget floor {floor:.1} s + {} s = {target:.1} s: {mark}",
                 t.as_secs_f64(),
@@ -137,23 +132,21 @@ impl SuitesRun {
                 AFTER_DEPLOYMENTS.as_secs()
             );
         }
-        let per_revision = self.agent_requests as f64 / n as f64;
-        let mark = gate.at_most(
+        let (per_revision, mark) = gate.per_object(
             "suites: agent server requests per revision",
-            per_revision,
+            self.agent_requests,
+            n,
             REQUESTS_PER_REVISION,
-            PER_RESOURCE_MARGIN,
         );
         println!(
             "suites: agent server: {} requests, {per_revision:.3} per revision ({CASES} cases; target ≤ {REQUESTS_PER_REVISION}): {mark}",
             self.agent_requests
         );
-        let cp = self.control_plane_requests as f64 / n as f64;
-        let mark = gate.at_most(
+        let (cp, mark) = gate.per_object(
             "suites: control plane requests per AgentDeployment",
-            cp,
+            self.control_plane_requests,
+            n,
             REQUESTS_PER_DEPLOYMENT,
-            PER_RESOURCE_MARGIN,
         );
         println!(
             "suites: control plane: {} requests, {cp:.3} per AgentDeployment: {mark}",
@@ -162,12 +155,7 @@ impl SuitesRun {
         let mark = gate.at_most("suites: 429s", self.too_many as f64, 0.0, 0.0);
         println!("suites: 429s {} (target 0): {mark}", self.too_many);
         let rss = p.proc_after.peak_rss_mib;
-        let mark = gate.at_most(
-            "suites: operator peak RSS (MiB)",
-            rss,
-            RSS_MIB,
-            RELATIVE_MARGIN * RSS_MIB,
-        );
+        let mark = gate.within("suites: operator peak RSS (MiB)", rss, RSS_MIB);
         println!("suites: operator RSS peak {rss:.1} MiB (target ≤ {RSS_MIB}): {mark}");
         gate
     }

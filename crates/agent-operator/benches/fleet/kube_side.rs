@@ -16,9 +16,10 @@
 //! watches of one kind cost the API server. They are kept under the pseudo
 //! verb [`SENT`].
 //!
-//! And kube-apiserver's own `process_cpu_seconds_total`, under the pseudo
-//! verb [`CPU`]: on a small machine it, not the operator, bounds how fast a
-//! fleet's writes are admitted (docs/BENCHMARKS.md, "Capacity").
+//! And the `process_cpu_seconds_total` of kube-apiserver and of its etcd
+//! (read from etcd's own `/metrics`), under the pseudo verb [`CPU`]: on a
+//! small machine they, not the operator, bound how fast a fleet's writes
+//! are admitted (docs/BENCHMARKS.md, "Capacity").
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -45,9 +46,16 @@ const WRITES: [&str; 6] = [
 /// kept (`apiserver_watch_events_total`; its resource is the kind).
 pub const SENT: &str = "SENT";
 
-/// The pseudo verb of [`ApiRequests`] under which kube-apiserver's CPU
-/// seconds (`process_cpu_seconds_total`, user plus system) are kept.
+/// The pseudo verb of [`ApiRequests`] under which the CPU seconds
+/// (`process_cpu_seconds_total`, user plus system) of kube-apiserver and of
+/// etcd are kept, the process as the resource.
 pub const CPU: &str = "CPU";
+
+/// The resource of [`CPU`] that is kube-apiserver's.
+const KUBE_APISERVER: &str = "kube-apiserver";
+
+/// The resource of [`CPU`] that is etcd's.
+const ETCD: &str = "etcd";
 
 fn label<'a>(labels: &'a str, name: &str) -> &'a str {
     let key = format!("{name}=\"");
@@ -67,33 +75,55 @@ pub fn key(verb: &str, group: &str, resource: &str, subresource: &str) -> Key {
     )
 }
 
+/// The `process_cpu_seconds_total` sample of a metrics text.
+fn process_cpu(text: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("process_cpu_seconds_total "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 impl ApiRequests {
-    /// Reads kube-apiserver's `/metrics` as the benchmark's (admin) client;
-    /// empty when it does not answer.
-    pub async fn read(client: &kube::Client) -> Self {
+    /// Reads kube-apiserver's `/metrics` as the benchmark's (admin) client,
+    /// and the CPU seconds of etcd from its `/metrics` at `etcd_url` (plain
+    /// HTTP on loopback, as the test environment serves it); what does not
+    /// answer is left out, and said.
+    pub async fn read(client: &kube::Client, etcd_url: &str) -> Self {
         let request = http::Request::get("/metrics")
             .body(Vec::new())
             .expect("a GET request");
-        match client.request_text(request).await {
+        let mut out = match client.request_text(request).await {
             Ok(text) => Self::parse(&text),
             Err(e) => {
                 eprintln!("reading kube-apiserver /metrics: {e}");
                 Self::default()
             }
+        };
+        let etcd = async {
+            reqwest::get(format!("{etcd_url}/metrics"))
+                .await?
+                .error_for_status()?
+                .text()
+                .await
+        };
+        match etcd.await {
+            Ok(text) => {
+                if let Some(v) = process_cpu(&text) {
+                    out.0.insert(key(CPU, "", ETCD, ""), v);
+                }
+            }
+            Err(e) => eprintln!("reading etcd /metrics: {e}"),
         }
+        out
     }
 
     /// Parses the `apiserver_request_total`, `apiserver_watch_events_total`
     /// and `process_cpu_seconds_total` samples of a metrics text.
     pub fn parse(text: &str) -> Self {
         let mut out = BTreeMap::new();
+        if let Some(v) = process_cpu(text) {
+            out.insert(key(CPU, "", KUBE_APISERVER, ""), v);
+        }
         for line in text.lines() {
-            if let Some(v) = line.strip_prefix("process_cpu_seconds_total ") {
-                if let Ok(v) = v.trim().parse::<f64>() {
-                    out.insert(key(CPU, "", "kube-apiserver", ""), v);
-                }
-                continue;
-            }
             let (rest, sent) = if let Some(rest) = line.strip_prefix("apiserver_request_total{") {
                 (rest, false)
             } else if let Some(rest) = line.strip_prefix("apiserver_watch_events_total{") {
@@ -153,7 +183,20 @@ impl ApiRequests {
 
     /// kube-apiserver's CPU seconds (user plus system) in this window.
     pub fn cpu_seconds(&self) -> f64 {
-        self.of_verb(CPU)
+        self.cpu_of(KUBE_APISERVER)
+    }
+
+    /// etcd's CPU seconds (user plus system) in this window; 0 when its
+    /// `/metrics` did not answer.
+    pub fn etcd_cpu_seconds(&self) -> f64 {
+        self.cpu_of(ETCD)
+    }
+
+    fn cpu_of(&self, process: &str) -> f64 {
+        self.0
+            .get(&key(CPU, "", process, ""))
+            .copied()
+            .unwrap_or(0.0)
     }
 
     /// Writes (create, update, patch, apply, delete), all resources, events
@@ -205,7 +248,7 @@ impl ApiRequests {
         let writes = self.writes();
         let _ = writeln!(
             out,
-            "    Kubernetes (operator): {writes:.0} writes ({:.2} per resource, events included; {:.2} without the {:.0} Lease renewals) | GET {:.0} | LIST {:.0} | WATCH {:.0} | kube-apiserver CPU {:.1} s ({:.1} ms per resource, the benchmark's applies included)",
+            "    Kubernetes (operator): {writes:.0} writes ({:.2} per resource, events included; {:.2} without the {:.0} Lease renewals) | GET {:.0} | LIST {:.0} | WATCH {:.0} | kube-apiserver CPU {:.1} s ({:.1} ms per resource, the benchmark's applies included) | etcd CPU {:.1} s ({:.1} ms per resource)",
             writes / n.max(1) as f64,
             self.object_writes() / n.max(1) as f64,
             self.lease_writes(),
@@ -214,6 +257,8 @@ impl ApiRequests {
             self.of_verb("WATCH"),
             self.cpu_seconds(),
             1000.0 * self.cpu_seconds() / n.max(1) as f64,
+            self.etcd_cpu_seconds(),
+            1000.0 * self.etcd_cpu_seconds() / n.max(1) as f64,
         );
         for ((verb, group, resource, sub), v) in &self.0 {
             if WRITES.contains(&verb.as_str())

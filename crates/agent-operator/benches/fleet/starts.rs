@@ -189,6 +189,7 @@ impl StartsRun {
     /// more arrivals during the `Retry-After` than were in flight.
     pub fn summary(&self, gate: &mut Gate) {
         let label = format!("starts ({} × {} objects)", self.starts.len(), self.n);
+        super::results::count(&label, self.n);
         let seen: Vec<client_log::AtFirstThrottle> =
             self.starts.iter().filter_map(|s| s.client).collect();
         println!(

@@ -294,8 +294,8 @@ impl Gate {
         mark
     }
 
-    /// `value` (a time or an RSS) against "at most `target`", within
-    /// [`RELATIVE_MARGIN`] of it.
+    /// `value` (a time, a rate or an RSS) against "at most `target`",
+    /// within [`RELATIVE_MARGIN`] of it.
     fn within(&mut self, what: &str, value: f64, target: f64) -> &'static str {
         self.at_most(what, value, target, RELATIVE_MARGIN * target)
     }
@@ -894,12 +894,7 @@ impl Bench {
                     let time = match (scenario, p.ratio()) {
                         (Scenario::S1, Some(r)) => format!(
                             "time {r:.2} × T_min (≤ {time_limit}) {}",
-                            gate.at_most(
-                                &format!("{label}: time ÷ T_min"),
-                                r,
-                                time_limit,
-                                time_limit * RELATIVE_MARGIN
-                            )
+                            gate.within(&format!("{label}: time ÷ T_min"), r, time_limit)
                         ),
                         (_, Some(r)) => format!("time {r:.2} × T_min"),
                         (_, None) => format!(
@@ -930,18 +925,16 @@ impl Bench {
                     println!(
                         "  {}: requests/min {per_minute:.1} (≤ 1.1 × {expected:.1}) {} | RSS peak {:.1} MiB (≤ 48 MiB at 2,000) {}",
                         p.label,
-                        gate.at_most(
+                        gate.within(
                             &format!("{}: requests/min", p.label),
                             per_minute,
-                            1.1 * expected,
-                            1.1 * expected * RELATIVE_MARGIN
+                            1.1 * expected
                         ),
                         p.proc_after.peak_rss_mib,
-                        gate.at_most(
+                        gate.within(
                             &format!("{}: RSS MiB", p.label),
                             p.proc_after.peak_rss_mib,
-                            rss_target.max(48.0),
-                            rss_target.max(48.0) * RELATIVE_MARGIN
+                            rss_target.max(48.0)
                         )
                     );
                 }
@@ -1012,12 +1005,7 @@ impl Bench {
                     let time = match w.ratio() {
                         Some(r) => format!(
                             "{r:.2} × T_min (≤ 1.3) {}",
-                            gate.at_most(
-                                &format!("{what} time ÷ T_min"),
-                                r,
-                                1.3,
-                                1.3 * RELATIVE_MARGIN
-                            )
+                            gate.within(&format!("{what} time ÷ T_min"), r, 1.3)
                         ),
                         None => format!(
                             "not all Ready {}",
@@ -1051,11 +1039,10 @@ impl Bench {
                     ),
                     gate.require(&format!("{label}: all Ready"), p.time_to_ready.is_some()),
                     p.proc_after.peak_rss_mib,
-                    gate.at_most(
+                    gate.within(
                         &format!("{label}: RSS MiB"),
                         p.proc_after.peak_rss_mib,
-                        48.0,
-                        48.0 * RELATIVE_MARGIN
+                        48.0
                     )
                 );
             }
@@ -1073,17 +1060,12 @@ impl Bench {
                     Some(t) => {
                         let r = t.as_secs_f64() / t_min.as_secs_f64();
                         results::note(&format!("{label}: time ÷ T_min"), r);
-                        let cluster_cpu = run.kube.cpu_seconds() + run.kube.etcd_cpu_seconds();
+                        let cluster_cpu = cpu + run.kube.etcd_cpu_seconds();
                         let (rb, text) = against_cluster_bound(t, t_min, cluster_cpu);
                         format!(
                             "{:.1} s = {rb:.2} × {text} (≤ 1.5) {} | {r:.2} × T_min {:.0} s",
                             t.as_secs_f64(),
-                            gate.at_most(
-                                &format!("{label}: {CLUSTER_BOUND}"),
-                                rb,
-                                1.5,
-                                1.5 * RELATIVE_MARGIN
-                            ),
+                            gate.within(&format!("{label}: {CLUSTER_BOUND}"), rb, 1.5),
                             t_min.as_secs_f64(),
                         )
                     }
@@ -1096,11 +1078,10 @@ impl Bench {
                     "  {label}: time to all Ready {time} | requests/resource {per:.2} | 429 {} | RSS peak {:.1} MiB (≤ 160) {}",
                     p.counts.too_many(),
                     p.proc_after.peak_rss_mib,
-                    gate.at_most(
+                    gate.within(
                         &format!("{label}: RSS MiB"),
                         p.proc_after.peak_rss_mib,
-                        160.0,
-                        160.0 * RELATIVE_MARGIN
+                        160.0
                     )
                 );
             }

@@ -405,7 +405,7 @@ impl Bench {
             });
         let wait = async {
             let mut done: Vec<Option<Duration>> = vec![None; setup.workspaces];
-            let mut kube_cpu: Vec<Option<f64>> = vec![None; setup.workspaces];
+            let mut cluster_cpu: Vec<Option<f64>> = vec![None; setup.workspaces];
             let mut last_progress = Instant::now();
             loop {
                 tokio::time::sleep(READY_CHECK_INTERVAL).await;
@@ -424,11 +424,11 @@ impl Bench {
                         *slot = Some(t0.elapsed());
                         let now = ApiRequests::read(&self.client, &etcd_url).await;
                         let used = now.since(&kube_before);
-                        kube_cpu[w] = Some(used.cpu_seconds() + used.etcd_cpu_seconds());
+                        cluster_cpu[w] = Some(used.cpu_seconds() + used.etcd_cpu_seconds());
                     }
                 }
                 if done.iter().all(Option::is_some) || t0.elapsed() >= timeout {
-                    return (done, kube_cpu, total_ready);
+                    return (done, cluster_cpu, total_ready);
                 }
                 if last_progress.elapsed() >= super::PROGRESS_INTERVAL {
                     eprintln!(
@@ -440,7 +440,7 @@ impl Bench {
                 }
             }
         };
-        let ((), (), (done, kube_cpu, ready)) = tokio::join!(apply_all, lift_throttle, wait);
+        let ((), (), (done, cluster_cpu, ready)) = tokio::join!(apply_all, lift_throttle, wait);
         let window = t0.elapsed();
         // The operator's writes that follow the last Ready status (its
         // events) land within the second.
@@ -503,7 +503,7 @@ impl Bench {
                     throttled,
                     time_to_ready: done[w],
                     t_min: window + self.args.t_min(n),
-                    cluster_cpu_seconds: kube_cpu[w],
+                    cluster_cpu_seconds: cluster_cpu[w],
                     requests: t1 - t0_,
                     too_many: m1 - m0,
                     during_retry_after: d1 - d0,
